@@ -1,0 +1,170 @@
+//! The local APIC path a PMI takes: the crate's LVT performance-counter
+//! code programs the vector, a self-IPI stands in for the overflow (QEMU has
+//! no PMU), and the handler sees the interrupted RIP; EOI gates the next one.
+//!
+//! qemu-run: default:
+#![no_std]
+#![no_main]
+
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use hobby::boot::BootInfo;
+use hobby::idt::{self, InterruptFrame};
+use hobby::test::Outcome;
+use hobby::{case, check, check_eq, fail, println};
+use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
+use x86_64::instructions::interrupts;
+
+hobby::entry_point!(main);
+
+const PMI_VECTOR: u8 = 0xF0;
+const SPURIOUS_VECTOR: u8 = 0xFF;
+
+/// The APIC handle, shared by the cases and the interrupt handler.
+struct BootCpuApic(LocalApic);
+
+// SAFETY: this kernel runs on one CPU only, so the handle can never reach a
+// CPU other than the one whose APIC it maps.
+unsafe impl Send for BootCpuApic {}
+
+static APIC: spin::Once<spin::Mutex<BootCpuApic>> = spin::Once::new();
+
+fn main(_: &'static BootInfo) -> ! {
+    // SAFETY: the boot code identity-maps the xAPIC page at its default
+    // address, uncacheable; QEMU's CPU is in xAPIC mode, and this kernel has
+    // one CPU and this one handle.
+    let apic = unsafe { LocalApic::new(NonNull::new(pmu::apic::DEFAULT_BASE as *mut u8).unwrap()) };
+    APIC.call_once(|| spin::Mutex::new(BootCpuApic(apic)));
+    hobby::test::run(
+        "apic",
+        &[
+            case!(lvt_entry_is_masked_at_reset),
+            case!(lvt_entry_reads_back),
+            case!(pmi_vector_reaches_handler_with_interrupted_rip),
+            case!(eoi_lets_the_second_pmi_through),
+        ],
+    )
+}
+
+fn with_apic<R>(f: impl FnOnce(&mut LocalApic) -> R) -> R {
+    interrupts::without_interrupts(|| f(&mut APIC.get().expect("set in main").lock().0))
+}
+
+fn lvt_entry_is_masked_at_reset() -> Outcome {
+    let entry = with_apic(|apic| apic.perf_counter_entry());
+    println!("apic: LVT performance counter at reset = {:#x}", entry.bits());
+    check_eq!(entry, LvtPerfCounter::RESET);
+    Ok(())
+}
+
+fn lvt_entry_reads_back() -> Outcome {
+    let spurious = Vector::new(SPURIOUS_VECTOR).unwrap();
+    let version = with_apic(|apic| {
+        apic.enable(spurious);
+        apic.version()
+    });
+    // LVT entries: bits 23:16 hold the index of the last one; the
+    // performance-counter entry is index 4, so there must be at least 5.
+    check!((version >> 16) & 0xFF >= 4, "APIC version {version:#x} has no LVT PC entry");
+    for entry in [
+        LvtPerfCounter::new(PmiDelivery::Nmi),
+        LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0x20).unwrap())).masked(),
+        LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(PMI_VECTOR).unwrap())),
+    ] {
+        let read = with_apic(|apic| {
+            apic.set_perf_counter_entry(entry);
+            apic.perf_counter_entry()
+        });
+        check_eq!(read, entry);
+    }
+    Ok(())
+}
+
+static PMIS: AtomicU32 = AtomicU32::new(0);
+static LAST_RIP: AtomicU64 = AtomicU64::new(0);
+static EOI_IN_HANDLER: AtomicBool = AtomicBool::new(true);
+
+fn pmi_handler(frame: &mut InterruptFrame) {
+    LAST_RIP.store(frame.rip, Ordering::SeqCst);
+    PMIS.fetch_add(1, Ordering::SeqCst);
+    if EOI_IN_HANDLER.load(Ordering::SeqCst) {
+        // No deadlock: the handler runs with interrupts disabled, and the
+        // cases take this lock only with interrupts disabled too.
+        APIC.get().expect("set in main").lock().0.eoi();
+    }
+}
+
+/// The vector the crate's LVT code programmed, read back from the APIC.
+fn programmed_vector() -> Result<Vector, hobby::test::Failure> {
+    let entry = with_apic(|apic| {
+        apic.set_perf_counter_entry(LvtPerfCounter::new(PmiDelivery::Fixed(
+            Vector::new(PMI_VECTOR).unwrap(),
+        )));
+        apic.perf_counter_entry()
+    });
+    match entry.delivery() {
+        Some(PmiDelivery::Fixed(v)) if !entry.is_masked() => Ok(v),
+        _ => fail!("LVT entry {:#x} is not an unmasked fixed vector", entry.bits()),
+    }
+}
+
+/// Sends the IPI with interrupts off, then opens a one-instruction window:
+/// the interrupt must arrive exactly at the label after the STI shadow.
+fn ipi_in_window(vector: Vector) -> u64 {
+    with_apic(|apic| apic.self_ipi(vector));
+    let window: u64;
+    // SAFETY: enables interrupts for one instruction and disables them again;
+    // the handler preserves every register.
+    unsafe {
+        core::arch::asm!(
+            "lea {w}, [rip + 2f]",
+            "sti",
+            "nop",
+            "2:",
+            "cli",
+            w = out(reg) window,
+        );
+    }
+    window
+}
+
+fn pmi_vector_reaches_handler_with_interrupted_rip() -> Outcome {
+    let vector = programmed_vector()?;
+    idt::set_handler(vector.get(), pmi_handler);
+    PMIS.store(0, Ordering::SeqCst);
+    let window = ipi_in_window(vector);
+    check_eq!(PMIS.load(Ordering::SeqCst), 1);
+    let rip = LAST_RIP.load(Ordering::SeqCst);
+    println!("apic: vector {:#x} delivered at RIP {rip:#x}", vector.get());
+    check_eq!(rip, window);
+    check!(!with_apic(|apic| apic.in_service(vector.get())), "EOI done");
+    Ok(())
+}
+
+fn eoi_lets_the_second_pmi_through() -> Outcome {
+    let vector = programmed_vector()?;
+    idt::set_handler(vector.get(), pmi_handler);
+    PMIS.store(0, Ordering::SeqCst);
+    EOI_IN_HANDLER.store(false, Ordering::SeqCst);
+    ipi_in_window(vector);
+    check_eq!(PMIS.load(Ordering::SeqCst), 1);
+    check!(with_apic(|apic| apic.in_service(vector.get())), "in service until EOI");
+    // Without EOI the second interrupt stays pending in the IRR.
+    ipi_in_window(vector);
+    check_eq!(PMIS.load(Ordering::SeqCst), 1);
+    check!(with_apic(|apic| apic.pending(vector.get())), "second IPI pending");
+    // EOI retires the first; the second is delivered as soon as IF allows.
+    EOI_IN_HANDLER.store(true, Ordering::SeqCst);
+    with_apic(|apic| apic.eoi());
+    let window = {
+        // SAFETY: a one-instruction interrupt window, as in `ipi_in_window`.
+        let w: u64;
+        unsafe { core::arch::asm!("lea {w}, [rip + 2f]", "sti", "nop", "2:", "cli", w = out(reg) w) };
+        w
+    };
+    check_eq!(PMIS.load(Ordering::SeqCst), 2);
+    check_eq!(LAST_RIP.load(Ordering::SeqCst), window);
+    check!(!with_apic(|apic| apic.pending(vector.get())));
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! From QEMU's `-kernel` to Rust: the PVH entry note, the 32-bit to 64-bit
+//! trampoline, and the hand-off to the kernel's `main`.
+//!
+//! QEMU loads the ELF image and, finding a Xen `PHYS32_ENTRY` note (type 18),
+//! starts the CPU at that address in 32-bit protected mode with paging off and
+//! EBX pointing at an `hvm_start_info` structure (magic 336EC578H). The
+//! trampoline clears `.bss`, identity-maps the first 4 GiB with 2 MiB pages
+//! (the top gigabyte, where the local APIC lives, uncacheable), turns on PAE,
+//! long mode (EFER.LME) and paging, loads a 64-bit GDT and far-returns into
+//! 64-bit code, which sets up the stack and calls [`rust_start`].
+
+use core::ffi::CStr;
+
+use crate::{idt, serial};
+
+core::arch::global_asm!(
+    r#"
+    .section .note.Xen, "a", @note
+    .balign 4
+    .long 4                 /* name size: "Xen\0" */
+    .long 8                 /* descriptor size */
+    .long 18                /* XEN_ELFNOTE_PHYS32_ENTRY */
+    .asciz "Xen"
+    .balign 4
+    .quad pvh_start32
+    .balign 4
+
+    .section .data.boot, "aw"
+    .balign 8
+hobby_start_info:
+    .long 0
+    .balign 8
+hobby_gdt:
+    .quad 0                         /* null */
+    .quad 0x00AF9A000000FFFF        /* 0x08: 64-bit code, DPL 0 */
+    .quad 0x00CF92000000FFFF        /* 0x10: data, DPL 0 */
+hobby_gdt_end:
+hobby_gdt_ptr:
+    .word hobby_gdt_end - hobby_gdt - 1
+    .quad hobby_gdt
+
+    .section .bss.boot, "aw", @nobits
+    .balign 4096
+hobby_pml4:
+    .skip 4096
+hobby_pdpt:
+    .skip 4096
+hobby_pd:
+    .skip 4 * 4096
+hobby_stack:
+    .skip 128 * 1024
+hobby_stack_top:
+
+    .section .text.boot, "ax"
+    .code32
+    .global pvh_start32
+pvh_start32:
+    cli
+    cld
+    /* Clear .bss (page tables and stack included). */
+    mov edi, offset __bss_start
+    mov ecx, offset __bss_end
+    sub ecx, edi
+    shr ecx, 2
+    xor eax, eax
+    rep stosd
+    mov dword ptr [hobby_start_info], ebx
+
+    /* PML4[0] -> PDPT; PDPT[0..4] -> the four page directories. */
+    mov eax, offset hobby_pdpt
+    or eax, 0x3
+    mov dword ptr [hobby_pml4], eax
+    mov edi, offset hobby_pdpt
+    mov eax, offset hobby_pd
+    or eax, 0x3
+    mov ecx, 4
+2:
+    mov dword ptr [edi], eax
+    add eax, 4096
+    add edi, 8
+    loop 2b
+
+    /* 2048 PDEs of 2 MiB: present, writable, page size; PCD|PWT above 3 GiB. */
+    mov edi, offset hobby_pd
+    xor ebx, ebx
+3:
+    mov eax, ebx
+    shl eax, 21
+    or eax, 0x83
+    cmp ebx, 1536
+    jb 4f
+    or eax, 0x18
+4:
+    mov dword ptr [edi], eax
+    add edi, 8
+    inc ebx
+    cmp ebx, 2048
+    jb 3b
+
+    /* PAE, long mode, paging. */
+    mov eax, cr4
+    or eax, 1 << 5
+    mov cr4, eax
+    mov eax, offset hobby_pml4
+    mov cr3, eax
+    mov ecx, 0xC0000080
+    rdmsr
+    or eax, 1 << 8
+    wrmsr
+    mov eax, cr0
+    or eax, (1 << 31) | 1
+    mov cr0, eax
+
+    lgdt [hobby_gdt_ptr]
+    push 0x08
+    mov eax, offset hobby_start64
+    push eax
+    retf
+
+    .code64
+hobby_start64:
+    mov ax, 0x10
+    mov ds, ax
+    mov es, ax
+    mov ss, ax
+    xor eax, eax
+    mov fs, ax
+    mov gs, ax
+    lea rsp, [rip + hobby_stack_top]
+    xor ebp, ebp
+    mov edi, dword ptr [rip + hobby_start_info]
+    call {rust_start}
+    ud2
+"#,
+    rust_start = sym rust_start,
+);
+
+/// Magic number at the start of the PVH `hvm_start_info` structure.
+const PVH_MAGIC: u32 = 0x336E_C578;
+
+/// What the boot loader told the kernel.
+#[derive(Debug)]
+pub struct BootInfo {
+    /// The kernel command line (QEMU's `-append`), empty when there is none.
+    pub cmdline: &'static str,
+}
+
+impl BootInfo {
+    /// The value of `key=value` on the command line, if present.
+    pub fn arg(&self, key: &str) -> Option<&'static str> {
+        self.cmdline.split_ascii_whitespace().find_map(|word| {
+            let (k, v) = word.split_once('=')?;
+            (k == key).then_some(v)
+        })
+    }
+}
+
+unsafe extern "Rust" {
+    /// The kernel's `main`, defined by [`crate::entry_point!`].
+    safe fn hobby_kernel_main(boot: &'static BootInfo) -> !;
+}
+
+static BOOT_INFO: spin::Once<BootInfo> = spin::Once::new();
+
+/// Reads the command line out of the PVH start-info structure.
+///
+/// # Safety
+///
+/// `start_info` is the physical address QEMU passed in EBX, and memory is
+/// identity-mapped, so it and the command line it points to are readable.
+unsafe fn read_cmdline(start_info: u32) -> &'static str {
+    if start_info == 0 {
+        return "";
+    }
+    let base = start_info as usize as *const u32;
+    // SAFETY: the caller guarantees the structure is mapped; the magic is its
+    // first field, `cmdline_paddr` the u64 at byte offset 24.
+    let (magic, cmdline) = unsafe { (base.read(), base.byte_add(24).cast::<u64>().read()) };
+    if magic != PVH_MAGIC || cmdline == 0 {
+        return "";
+    }
+    // SAFETY: QEMU places a NUL-terminated command line at `cmdline`, in
+    // identity-mapped memory that nothing else writes.
+    let text = unsafe { CStr::from_ptr(cmdline as usize as *const core::ffi::c_char) };
+    text.to_str().unwrap_or("")
+}
+
+/// The first Rust code to run, on the boot stack, interrupts disabled.
+extern "C" fn rust_start(start_info: u32) -> ! {
+    serial::init();
+    idt::init();
+    // SAFETY: `start_info` is what QEMU passed in EBX (see the trampoline),
+    // and the whole first 4 GiB are identity-mapped.
+    let cmdline = unsafe { read_cmdline(start_info) };
+    hobby_kernel_main(BOOT_INFO.call_once(|| BootInfo { cmdline }))
+}

@@ -1,0 +1,222 @@
+//! Interrupts and exceptions: 256 entry stubs, the register frame they save,
+//! and dispatch to Rust handlers.
+//!
+//! The entry stubs live in one naked function, [`vector_stubs`], as 256
+//! 16-byte slots: slot `v` pushes a zero in place of an error code (unless
+//! the CPU pushed one for `v`), pushes `v`, and jumps to [`common_entry`],
+//! which saves every general register, calls [`dispatch`] with a pointer to
+//! the saved [`InterruptFrame`], restores the (possibly modified) registers
+//! and returns with IRETQ. The kernel runs without SSE (the
+//! `x86_64-unknown-none` target is soft-float), so there is no vector state to
+//! save.
+
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use x86_64::VirtAddr;
+use x86_64::structures::idt::InterruptDescriptorTable;
+
+use crate::{fault, println};
+
+/// Everything the CPU and the entry stub saved, lowest address first. A
+/// handler may change any field; the interrupted code resumes with the
+/// changed values.
+#[repr(C)]
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub struct InterruptFrame {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rbp: u64,
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rdx: u64,
+    pub rcx: u64,
+    pub rbx: u64,
+    pub rax: u64,
+    /// The vector that was raised.
+    pub vector: u64,
+    /// The CPU's error code, or 0 for vectors without one.
+    pub error_code: u64,
+    /// The interrupted instruction pointer (for a fault: the faulting
+    /// instruction; for an interrupt: the next instruction to execute).
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+/// A Rust interrupt handler.
+pub type Handler = fn(&mut InterruptFrame);
+
+const NO_HANDLER: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+static HANDLERS: [AtomicPtr<()>; 256] = [NO_HANDLER; 256];
+
+/// Installs `handler` for `vector`, replacing any earlier one.
+pub fn set_handler(vector: u8, handler: Handler) {
+    HANDLERS[usize::from(vector)].store(handler as *mut (), Ordering::Release);
+}
+
+/// Removes the handler of `vector`; the vector then counts as unexpected.
+pub fn clear_handler(vector: u8) {
+    HANDLERS[usize::from(vector)].store(core::ptr::null_mut(), Ordering::Release);
+}
+
+/// The names of the architectural exceptions, for reports.
+pub fn exception_name(vector: u64) -> &'static str {
+    const NAMES: [&str; 32] = [
+        "#DE", "#DB", "NMI", "#BP", "#OF", "#BR", "#UD", "#NM", "#DF", "CSO", "#TS", "#NP",
+        "#SS", "#GP", "#PF", "reserved", "#MF", "#AC", "#MC", "#XM", "#VE", "#CP", "reserved",
+        "reserved", "reserved", "reserved", "reserved", "reserved", "#HV", "#VC", "#SX",
+        "reserved",
+    ];
+    NAMES.get(vector as usize).copied().unwrap_or("interrupt")
+}
+
+#[unsafe(naked)]
+unsafe extern "C" fn vector_stubs() {
+    core::arch::naked_asm!(
+        ".set hobby_vector, 0",
+        ".rept 256",
+        ".balign 16",
+        // Vectors 8, 10-14, 17, 21, 29 and 30 come with an error code.
+        ".if (hobby_vector - 8) && (hobby_vector - 10) && (hobby_vector - 11) && (hobby_vector - 12) && (hobby_vector - 13) && (hobby_vector - 14) && (hobby_vector - 17) && (hobby_vector - 21) && (hobby_vector - 29) && (hobby_vector - 30)",
+        "push 0",
+        ".endif",
+        "push hobby_vector",
+        "jmp {common}",
+        ".set hobby_vector, hobby_vector + 1",
+        ".endr",
+        common = sym common_entry,
+    )
+}
+
+#[unsafe(naked)]
+unsafe extern "C" fn common_entry() {
+    core::arch::naked_asm!(
+        "push rax",
+        "push rbx",
+        "push rcx",
+        "push rdx",
+        "push rsi",
+        "push rdi",
+        "push rbp",
+        "push r8",
+        "push r9",
+        "push r10",
+        "push r11",
+        "push r12",
+        "push r13",
+        "push r14",
+        "push r15",
+        // The CPU aligned RSP to 16 before its 5-word frame; with the error
+        // code, the vector and 15 registers, RSP is 16-aligned again here.
+        "mov rdi, rsp",
+        "cld",
+        "call {dispatch}",
+        "pop r15",
+        "pop r14",
+        "pop r13",
+        "pop r12",
+        "pop r11",
+        "pop r10",
+        "pop r9",
+        "pop r8",
+        "pop rbp",
+        "pop rdi",
+        "pop rsi",
+        "pop rdx",
+        "pop rcx",
+        "pop rbx",
+        "pop rax",
+        "add rsp, 16",
+        "iretq",
+        dispatch = sym dispatch,
+    )
+}
+
+extern "C" fn dispatch(frame: &mut InterruptFrame) {
+    let vector = frame.vector as usize;
+    let handler = HANDLERS[vector % 256].load(Ordering::Acquire);
+    if !handler.is_null() {
+        // SAFETY: only `set_handler` stores non-null pointers here, and it
+        // stores `Handler` function pointers.
+        let handler: Handler = unsafe { core::mem::transmute::<*mut (), Handler>(handler) };
+        handler(frame);
+        return;
+    }
+    if vector < 32 && vector != 2 && fault::divert_to_catcher(frame) {
+        return;
+    }
+    crate::serial::emergency_print(format_args!(
+        "\nunexpected {} (vector {}) error code {:#x} at RIP {:#x}, RSP {:#x}\n",
+        exception_name(frame.vector),
+        vector,
+        frame.error_code,
+        frame.rip,
+        frame.rsp
+    ));
+    crate::exit::exit_qemu(crate::exit::ExitCode::Failure);
+}
+
+static IDT: spin::Once<InterruptDescriptorTable> = spin::Once::new();
+
+/// Builds and loads the IDT: every vector's gate points at its stub slot.
+pub(crate) fn init() {
+    let idt = IDT.call_once(|| {
+        let mut idt = InterruptDescriptorTable::new();
+        let slot = |vector: u64| VirtAddr::new(vector_stubs as *const () as u64 + 16 * vector);
+        // SAFETY (each `set_handler_addr` below): the address is the stub slot
+        // for that very vector, which handles the error code the CPU pushes
+        // for it (or pushes a zero) and returns with IRETQ.
+        unsafe {
+            idt.divide_error.set_handler_addr(slot(0));
+            idt.debug.set_handler_addr(slot(1));
+            idt.non_maskable_interrupt.set_handler_addr(slot(2));
+            idt.breakpoint.set_handler_addr(slot(3));
+            idt.overflow.set_handler_addr(slot(4));
+            idt.bound_range_exceeded.set_handler_addr(slot(5));
+            idt.invalid_opcode.set_handler_addr(slot(6));
+            idt.device_not_available.set_handler_addr(slot(7));
+            idt.double_fault.set_handler_addr(slot(8));
+            idt.invalid_tss.set_handler_addr(slot(10));
+            idt.segment_not_present.set_handler_addr(slot(11));
+            idt.stack_segment_fault.set_handler_addr(slot(12));
+            idt.general_protection_fault.set_handler_addr(slot(13));
+            idt.page_fault.set_handler_addr(slot(14));
+            idt.x87_floating_point.set_handler_addr(slot(16));
+            idt.alignment_check.set_handler_addr(slot(17));
+            idt.machine_check.set_handler_addr(slot(18));
+            idt.simd_floating_point.set_handler_addr(slot(19));
+            idt.virtualization.set_handler_addr(slot(20));
+            idt.cp_protection_exception.set_handler_addr(slot(21));
+            idt.hv_injection_exception.set_handler_addr(slot(28));
+            idt.vmm_communication_exception.set_handler_addr(slot(29));
+            idt.security_exception.set_handler_addr(slot(30));
+            for vector in 32..=255u8 {
+                idt[vector].set_handler_addr(slot(u64::from(vector)));
+            }
+        }
+        idt
+    });
+    idt.load();
+    mask_legacy_pic();
+    println!("hobby: IDT loaded, legacy PIC masked");
+}
+
+/// Masks every line of both 8259 PICs, so only the local APIC interrupts.
+fn mask_legacy_pic() {
+    use x86_64::instructions::port::Port;
+    // SAFETY: ports 21H and A1H are the 8259s' mask registers; masking all
+    // lines only stops legacy interrupts this kernel does not use.
+    unsafe {
+        Port::<u8>::new(0x21).write(0xFF);
+        Port::<u8>::new(0xA1).write(0xFF);
+    }
+}

@@ -1,0 +1,55 @@
+//! `hobby`: the smallest kernel that can test a PMU driver for real.
+//!
+//! It boots straight from `qemu-system-x86_64 -kernel` (PVH entry, 32- to
+//! 64-bit trampoline, identity-mapped first 4 GiB), prints on COM1, takes
+//! every interrupt and exception through its own IDT, catches faults inside
+//! test cases, and leaves QEMU with a verdict through `isa-debug-exit`.
+//!
+//! | module | job |
+//! |---|---|
+//! | [`boot`] | PVH note, trampoline, hand-off to the kernel's `main` |
+//! | [`serial`] | COM1 console, `print!` and `println!` |
+//! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
+//! | [`fault`] | catching exceptions and panics inside a closure |
+//! | [`test`] | the test-case runner and its console protocol |
+//! | [`exit`] | success or failure exit codes |
+//!
+//! Everything is compiled only for `x86_64-unknown-none`; on the host the
+//! crate is empty, so that host builds of the workspace stay clean.
+#![no_std]
+
+#[cfg(target_os = "none")]
+pub mod boot;
+#[cfg(target_os = "none")]
+pub mod exit;
+#[cfg(target_os = "none")]
+pub mod fault;
+#[cfg(target_os = "none")]
+pub mod idt;
+#[cfg(target_os = "none")]
+pub mod serial;
+#[cfg(target_os = "none")]
+pub mod test;
+
+/// Declares the kernel's `main`: `fn(&'static BootInfo) -> !`, called after
+/// the console and the IDT are up, with interrupts still disabled.
+#[macro_export]
+macro_rules! entry_point {
+    ($main:path) => {
+        #[unsafe(export_name = "hobby_kernel_main")]
+        fn __hobby_kernel_main(boot: &'static $crate::boot::BootInfo) -> ! {
+            let main: fn(&'static $crate::boot::BootInfo) -> ! = $main;
+            main(boot)
+        }
+    };
+}
+
+/// A panic fails the test case it happens in (see [`fault::catch`]); outside
+/// any case it fails the whole run.
+#[cfg(target_os = "none")]
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    serial::emergency_print(format_args!("\npanic: {info}\n"));
+    fault::abandon();
+    exit::exit_qemu(exit::ExitCode::Failure)
+}

@@ -1,0 +1,160 @@
+//! The test-case runner of the test kernels.
+//!
+//! A kernel lists its cases and hands them to [`run`]. The output is the
+//! protocol `tests/qemu.rs` on the host reads:
+//!
+//! ```text
+//! suite <name>: <n> cases
+//! test <suite>::<case> ... ok
+//! test <suite>::<case> ... FAILED
+//!     <why>
+//! suite <name>: <p> passed, <f> failed
+//! ```
+//!
+//! A case fails when it returns `Err`, panics, or raises an exception; the
+//! run goes on with the next case either way. The kernel exits with the
+//! success code only when every case passed.
+
+use core::fmt;
+
+use crate::exit::{ExitCode, exit_qemu};
+use crate::fault::{Fault, catch};
+use crate::println;
+
+/// Why a case failed: a message formatted into a fixed buffer (no allocator).
+pub struct Failure {
+    text: [u8; 240],
+    len: usize,
+}
+
+impl Failure {
+    /// Formats a failure message, cut at 240 bytes.
+    pub fn new(args: fmt::Arguments<'_>) -> Self {
+        let mut failure = Self {
+            text: [0; 240],
+            len: 0,
+        };
+        // Overflow is the only error, and it just cuts the message.
+        let _ = fmt::write(&mut failure, args);
+        failure
+    }
+
+    /// The message.
+    pub fn as_str(&self) -> &str {
+        match core::str::from_utf8(&self.text[..self.len]) {
+            Ok(text) => text,
+            // A cut in the middle of a character: keep the valid prefix.
+            Err(e) => core::str::from_utf8(&self.text[..e.valid_up_to()]).unwrap_or(""),
+        }
+    }
+}
+
+impl fmt::Write for Failure {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.text.len() - self.len;
+        let n = s.len().min(room);
+        self.text[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        if n < s.len() { Err(fmt::Error) } else { Ok(()) }
+    }
+}
+
+impl fmt::Debug for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a case returns.
+pub type Outcome = Result<(), Failure>;
+
+/// One named test case.
+pub struct Case {
+    /// The name reported on the console.
+    pub name: &'static str,
+    /// The case itself.
+    pub run: fn() -> Outcome,
+}
+
+/// Makes a [`Case`] named after the function.
+#[macro_export]
+macro_rules! case {
+    ($f:path) => {
+        $crate::test::Case {
+            name: stringify!($f),
+            run: $f,
+        }
+    };
+}
+
+/// Fails the case with a formatted message.
+#[macro_export]
+macro_rules! fail {
+    ($($arg:tt)+) => {
+        return Err($crate::test::Failure::new(format_args!(
+            "{}:{}: {}", file!(), line!(), format_args!($($arg)+)
+        )))
+    };
+}
+
+/// Fails the case with a formatted message unless the condition holds.
+#[macro_export]
+macro_rules! check {
+    ($cond:expr) => {
+        $crate::check!($cond, "{}", stringify!($cond))
+    };
+    ($cond:expr, $($arg:tt)+) => {
+        if !$cond {
+            $crate::fail!($($arg)+);
+        }
+    };
+}
+
+/// Fails the case unless the two values are equal, showing both.
+#[macro_export]
+macro_rules! check_eq {
+    ($left:expr, $right:expr $(,)?) => {
+        match (&$left, &$right) {
+            (l, r) => $crate::check!(
+                *l == *r,
+                "{} == {}: left {:?}, right {:?}",
+                stringify!($left),
+                stringify!($right),
+                l,
+                r
+            ),
+        }
+    };
+}
+
+/// Runs every case of `suite`, reports each, and exits QEMU with the verdict.
+pub fn run(suite: &str, cases: &[Case]) -> ! {
+    println!("suite {suite}: {} cases", cases.len());
+    let mut failed = 0usize;
+    for case in cases {
+        match catch(case.run) {
+            Ok(Ok(())) => println!("test {suite}::{} ... ok", case.name),
+            Ok(Err(failure)) => {
+                failed += 1;
+                println!("test {suite}::{} ... FAILED\n    {}", case.name, failure.as_str());
+            }
+            Err(Fault::Panic) => {
+                failed += 1;
+                println!("test {suite}::{} ... FAILED\n    panicked", case.name);
+            }
+            Err(fault) => {
+                failed += 1;
+                println!("test {suite}::{} ... FAILED\n    unexpected {fault}", case.name);
+            }
+        }
+    }
+    println!(
+        "suite {suite}: {} passed, {failed} failed",
+        cases.len() - failed
+    );
+    exit_qemu(if failed == 0 {
+        ExitCode::Success
+    } else {
+        ExitCode::Failure
+    })
+}

@@ -1,0 +1,254 @@
+//! The local APIC (xAPIC, memory-mapped) as far as a PMU driver needs it: the
+//! LVT performance-counter entry that turns a counter overflow into an
+//! interrupt, end-of-interrupt, and a self-IPI for testing the handler.
+//!
+//! Register offsets and the LVT layout follow SDM Vol. 3A chapter "Advanced
+//! Programmable Interrupt Controller" (the register address map table and the
+//! "Local Vector Table" figure). On NetBurst processors the APIC sets the mask
+//! bit of the performance-counter entry when it delivers a PMI, so the handler
+//! unmasks it once the overflow is serviced, and only after the counter's OVF
+//! flag is clear, or the interrupt fires again at once (the ordering Linux's
+//! NetBurst driver follows; see `shared/reference/linux_p4_driver_notes.md`).
+
+use core::ptr::NonNull;
+
+use volatile::VolatilePtr;
+
+/// Register offsets in the xAPIC page.
+mod reg {
+    pub const ID: usize = 0x020;
+    pub const VERSION: usize = 0x030;
+    pub const TPR: usize = 0x080;
+    pub const EOI: usize = 0x0B0;
+    pub const SVR: usize = 0x0F0;
+    pub const ISR: usize = 0x100;
+    pub const IRR: usize = 0x200;
+    pub const ICR_LOW: usize = 0x300;
+    pub const ICR_HIGH: usize = 0x310;
+    pub const LVT_PERF_COUNTER: usize = 0x340;
+}
+
+/// The architectural default physical address of the xAPIC page.
+pub const DEFAULT_BASE: u64 = 0xFEE0_0000;
+
+/// An interrupt vector usable for a fixed-delivery interrupt: 16-255.
+/// Vectors 0-15 are reserved, and the APIC reports an illegal-vector error
+/// for them (SDM Vol. 3A 11.5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Vector(u8);
+
+impl Vector {
+    /// `Some` for 16-255.
+    pub const fn new(vector: u8) -> Option<Self> {
+        if vector >= 16 { Some(Self(vector)) } else { None }
+    }
+
+    /// The vector number.
+    pub const fn get(self) -> u8 {
+        self.0
+    }
+}
+
+/// How the APIC delivers a performance-monitoring interrupt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PmiDelivery {
+    /// Fixed delivery (000b) through the given vector.
+    Fixed(Vector),
+    /// NMI delivery (100b); the vector field is ignored.
+    Nmi,
+}
+
+/// The LVT performance-counter register (offset 340H).
+///
+/// Bits: vector 7:0, delivery mode 10:8, delivery status 12 (read-only),
+/// mask 16. Everything else is reserved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct LvtPerfCounter(u32);
+
+impl LvtPerfCounter {
+    const MASK: u32 = 1 << 16;
+    const DELIVERY_STATUS: u32 = 1 << 12;
+    const MODE_NMI: u32 = 0b100 << 8;
+    const WRITABLE: u32 = Self::MASK | 0x7FF;
+
+    /// An unmasked entry delivering PMIs as `delivery` says.
+    pub const fn new(delivery: PmiDelivery) -> Self {
+        match delivery {
+            PmiDelivery::Fixed(v) => Self(v.0 as u32),
+            PmiDelivery::Nmi => Self(Self::MODE_NMI),
+        }
+    }
+
+    /// The value after reset: masked, vector 0, fixed.
+    pub const RESET: Self = Self(Self::MASK);
+
+    /// The same entry with the mask bit set.
+    pub const fn masked(self) -> Self {
+        Self(self.0 | Self::MASK)
+    }
+
+    /// The same entry with the mask bit clear.
+    pub const fn unmasked(self) -> Self {
+        Self(self.0 & !Self::MASK)
+    }
+
+    /// Whether the mask bit is set.
+    pub const fn is_masked(self) -> bool {
+        self.0 & Self::MASK != 0
+    }
+
+    /// Whether an interrupt is still pending delivery (bit 12).
+    pub const fn send_pending(self) -> bool {
+        self.0 & Self::DELIVERY_STATUS != 0
+    }
+
+    /// The delivery the entry selects, or `None` for a mode a PMI cannot use
+    /// (or a fixed vector below 16).
+    pub const fn delivery(self) -> Option<PmiDelivery> {
+        match (self.0 >> 8) & 0b111 {
+            0b000 => match Vector::new(self.0 as u8) {
+                Some(v) => Some(PmiDelivery::Fixed(v)),
+                None => None,
+            },
+            0b100 => Some(PmiDelivery::Nmi),
+            _ => None,
+        }
+    }
+
+    /// The raw register value.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Decodes a raw register value; reserved bits are dropped.
+    pub const fn from_bits(bits: u32) -> Self {
+        Self(bits & (Self::WRITABLE | Self::DELIVERY_STATUS))
+    }
+}
+
+/// The memory-mapped local APIC of the CPU the code runs on.
+///
+/// `!Send` and `!Sync`: every CPU sees its own APIC at the same address, so a
+/// handle moved to another CPU would silently program that CPU's APIC.
+#[derive(Debug)]
+pub struct LocalApic {
+    base: NonNull<u32>,
+}
+
+impl LocalApic {
+    /// Takes the xAPIC page at virtual address `base`.
+    ///
+    /// # Safety
+    ///
+    /// `base` must be the virtual address of this CPU's xAPIC register page
+    /// (4 KiB, mapped uncacheable), valid for as long as the handle lives, and
+    /// the CPU must be in xAPIC mode (not x2APIC, where the page is inert).
+    /// Other code may use the APIC too, but not the registers this handle
+    /// writes (LVT performance counter, SVR, ICR) concurrently.
+    pub const unsafe fn new(base: NonNull<u8>) -> Self {
+        Self { base: base.cast() }
+    }
+
+    fn register(&self, offset: usize) -> VolatilePtr<'_, u32> {
+        // SAFETY: `new`'s contract makes the whole page valid MMIO for the
+        // handle's lifetime, and every offset used is a 16-byte aligned
+        // register inside that page.
+        unsafe { VolatilePtr::new(self.base.byte_add(offset)) }
+    }
+
+    /// The local APIC ID register.
+    pub fn id(&self) -> u32 {
+        self.register(reg::ID).read() >> 24
+    }
+
+    /// The version register: version in 7:0, highest LVT entry in 23:16.
+    pub fn version(&self) -> u32 {
+        self.register(reg::VERSION).read()
+    }
+
+    /// Software-enables the APIC (SVR bit 8) with `spurious` as the spurious
+    /// vector, and accepts every priority (TPR = 0).
+    pub fn enable(&mut self, spurious: Vector) {
+        self.register(reg::TPR).write(0);
+        self.register(reg::SVR)
+            .write(1 << 8 | u32::from(spurious.get()));
+    }
+
+    /// Signals end of interrupt for the vector in service.
+    pub fn eoi(&mut self) {
+        self.register(reg::EOI).write(0);
+    }
+
+    /// Reads the LVT performance-counter entry.
+    pub fn perf_counter_entry(&self) -> LvtPerfCounter {
+        LvtPerfCounter::from_bits(self.register(reg::LVT_PERF_COUNTER).read())
+    }
+
+    /// Writes the LVT performance-counter entry: one MMIO write.
+    pub fn set_perf_counter_entry(&mut self, entry: LvtPerfCounter) {
+        self.register(reg::LVT_PERF_COUNTER)
+            .write(entry.0 & LvtPerfCounter::WRITABLE);
+    }
+
+    /// Sends `vector` to this CPU (ICR destination shorthand "self", fixed
+    /// delivery, SDM Vol. 3A 11.6.1). Test kernels use it to raise the PMI
+    /// vector without a counter overflow.
+    pub fn self_ipi(&mut self, vector: Vector) {
+        const SHORTHAND_SELF: u32 = 0b01 << 18;
+        const LEVEL_ASSERT: u32 = 1 << 14;
+        self.register(reg::ICR_HIGH).write(0);
+        self.register(reg::ICR_LOW)
+            .write(SHORTHAND_SELF | LEVEL_ASSERT | u32::from(vector.get()));
+    }
+
+    /// Whether `vector` is in service (ISR bit set): delivered, not yet EOI'd.
+    pub fn in_service(&self, vector: u8) -> bool {
+        self.vector_bit(reg::ISR, vector)
+    }
+
+    /// Whether `vector` is pending (IRR bit set): accepted, not yet delivered.
+    pub fn pending(&self, vector: u8) -> bool {
+        self.vector_bit(reg::IRR, vector)
+    }
+
+    fn vector_bit(&self, bank: usize, vector: u8) -> bool {
+        let word = self.register(bank + usize::from(vector / 32) * 0x10).read();
+        word & (1 << (vector % 32)) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_below_16_are_rejected() {
+        assert_eq!(Vector::new(15), None);
+        assert_eq!(Vector::new(16).map(Vector::get), Some(16));
+        assert_eq!(Vector::new(255).map(Vector::get), Some(255));
+    }
+
+    #[test]
+    fn lvt_entry_layout() {
+        let v = Vector::new(0xF0).unwrap();
+        let fixed = LvtPerfCounter::new(PmiDelivery::Fixed(v));
+        assert_eq!(fixed.bits(), 0xF0);
+        assert_eq!(fixed.masked().bits(), 0x1_00F0);
+        assert_eq!(fixed.masked().unmasked(), fixed);
+        assert_eq!(fixed.delivery(), Some(PmiDelivery::Fixed(v)));
+        let nmi = LvtPerfCounter::new(PmiDelivery::Nmi);
+        assert_eq!(nmi.bits(), 0x400);
+        assert_eq!(nmi.delivery(), Some(PmiDelivery::Nmi));
+        assert!(LvtPerfCounter::RESET.is_masked());
+        assert_eq!(LvtPerfCounter::from_bits(0x0001_1000 | 0x7F0).bits(), 0x0001_17F0);
+        assert!(LvtPerfCounter::from_bits(0x1000).send_pending());
+        assert_eq!(LvtPerfCounter::from_bits(0xFFFF_FFFF).bits(), 0x0001_17FF);
+        // SMI (010b) and ExtINT (111b) are not PMI deliveries; nor is vector 5.
+        assert_eq!(LvtPerfCounter::from_bits(0x200).delivery(), None);
+        assert_eq!(LvtPerfCounter::from_bits(0x700).delivery(), None);
+        assert_eq!(LvtPerfCounter::from_bits(0x5).delivery(), None);
+    }
+}

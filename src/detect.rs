@@ -1,0 +1,468 @@
+//! PMU detection from CPUID and IA32_MISC_ENABLE.
+//!
+//! Detection executes only instructions every x86-64 CPU has: CPUID, and
+//! RDMSR of IA32_MISC_ENABLE after CPUID.01H:EDX.MSR[bit 5] says RDMSR exists.
+//! It never executes RDPMC, which raises #UD on a CPU without counters (QEMU's
+//! TCG does exactly that).
+//!
+//! A NetBurst processor (Pentium 4, Xeon, Pentium D) is a GenuineIntel CPU of
+//! family 0Fh with extended family 0 (SDM Vol. 3B 18.15; Vol. 2A CPUID). Its
+//! performance-monitoring facilities are usable only when
+//! IA32_MISC_ENABLE[7] ("Performance Monitoring Available") is set; bit 12
+//! ("PEBS Unavailable") says whether precise event-based sampling is missing
+//! (SDM Vol. 3C Table 35-41, MSR 1A0H).
+
+use core::fmt;
+
+use crate::msr::MsrAccess;
+
+/// IA32_MISC_ENABLE, MSR 1A0H.
+pub const IA32_MISC_ENABLE: u32 = 0x1A0;
+/// IA32_MISC_ENABLE bit 7: performance monitoring available (read-only).
+pub const MISC_ENABLE_PERF_MON_AVAILABLE: u64 = 1 << 7;
+/// IA32_MISC_ENABLE bit 12: PEBS unavailable (read-only).
+pub const MISC_ENABLE_PEBS_UNAVAILABLE: u64 = 1 << 12;
+
+/// The four registers CPUID returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[allow(missing_docs)]
+pub struct CpuidResult {
+    pub eax: u32,
+    pub ebx: u32,
+    pub ecx: u32,
+    pub edx: u32,
+}
+
+/// A source of CPUID results: the real instruction ([`HardwareCpuid`]) or a
+/// table, for tests and for the PMU models.
+pub trait Cpuid {
+    /// CPUID with EAX = `leaf` and ECX = `subleaf`.
+    fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidResult;
+}
+
+/// The CPUID instruction of the CPU the code runs on. CPUID exists on every
+/// x86-64 processor and is harmless at any privilege level.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HardwareCpuid;
+
+impl Cpuid for HardwareCpuid {
+    fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidResult {
+        let r = core::arch::x86_64::__cpuid_count(leaf, subleaf);
+        CpuidResult {
+            eax: r.eax,
+            ebx: r.ebx,
+            ecx: r.ecx,
+            edx: r.edx,
+        }
+    }
+}
+
+/// The CPU vendor from CPUID leaf 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Vendor {
+    /// "GenuineIntel".
+    Intel,
+    /// "AuthenticAMD".
+    Amd,
+    /// Any other vendor string, as the 12 bytes of EBX, EDX, ECX.
+    Other([u8; 12]),
+}
+
+impl Vendor {
+    fn from_leaf0(r: CpuidResult) -> Self {
+        let mut id = [0u8; 12];
+        id[0..4].copy_from_slice(&r.ebx.to_le_bytes());
+        id[4..8].copy_from_slice(&r.edx.to_le_bytes());
+        id[8..12].copy_from_slice(&r.ecx.to_le_bytes());
+        match &id {
+            b"GenuineIntel" => Self::Intel,
+            b"AuthenticAMD" => Self::Amd,
+            _ => Self::Other(id),
+        }
+    }
+
+    /// The vendor identification string as CPUID returns it.
+    pub fn id(&self) -> &[u8; 12] {
+        match self {
+            Self::Intel => b"GenuineIntel",
+            Self::Amd => b"AuthenticAMD",
+            Self::Other(id) => id,
+        }
+    }
+}
+
+impl fmt::Display for Vendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for &b in self.id() {
+            let c = if b.is_ascii_graphic() { b as char } else { '?' };
+            fmt::Write::write_char(f, c)?;
+        }
+        Ok(())
+    }
+}
+
+/// The processor signature, CPUID.01H:EAX, decoded as SDM Vol. 2A (CPUID,
+/// Figure 3-6) says: the displayed family adds the extended family only when
+/// the base family is 0Fh, the displayed model adds the extended model when the
+/// base family is 06h or 0Fh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct CpuSignature {
+    /// CPUID.01H:EAX as returned.
+    pub raw: u32,
+    /// Base family, bits 11:8.
+    pub base_family: u8,
+    /// Extended family, bits 27:20.
+    pub extended_family: u8,
+    /// Displayed family.
+    pub family: u16,
+    /// Displayed model.
+    pub model: u8,
+    /// Stepping, bits 3:0.
+    pub stepping: u8,
+}
+
+impl CpuSignature {
+    /// Decodes CPUID.01H:EAX.
+    pub const fn from_eax(raw: u32) -> Self {
+        let stepping = (raw & 0xF) as u8;
+        let base_model = ((raw >> 4) & 0xF) as u8;
+        let base_family = ((raw >> 8) & 0xF) as u8;
+        let extended_model = ((raw >> 16) & 0xF) as u8;
+        let extended_family = ((raw >> 20) & 0xFF) as u8;
+        let family = if base_family == 0xF {
+            base_family as u16 + extended_family as u16
+        } else {
+            base_family as u16
+        };
+        let model = if base_family == 0x6 || base_family == 0xF {
+            extended_model << 4 | base_model
+        } else {
+            base_model
+        };
+        Self {
+            raw,
+            base_family,
+            extended_family,
+            family,
+            model,
+            stepping,
+        }
+    }
+}
+
+impl fmt::Display for CpuSignature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "family {:#x} model {:#x} stepping {:#x} (CPUID.01H:EAX {:#010x})",
+            self.family, self.model, self.stepping, self.raw
+        )
+    }
+}
+
+/// What detection found out about a NetBurst processor's PMU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct NetBurst {
+    /// The NetBurst model number (0-6; 3, 4 and 6 are the 90/65 nm parts).
+    pub model: u8,
+    /// CPUID.01H:EDX.MSR[bit 5]: RDMSR and WRMSR exist.
+    pub msr_instructions: bool,
+    /// IA32_MISC_ENABLE[7]. When clear, the PMU MSRs must not be used: on real
+    /// hardware they are absent; under QEMU they read as zero and drop writes.
+    pub perf_mon_available: bool,
+    /// IA32_MISC_ENABLE[12] clear: PEBS is supported.
+    pub pebs_available: bool,
+    /// CPUID.01H:EDX.HTT[bit 28]: the package may hold two logical
+    /// processors that share this PMU (Hyper-Threading).
+    pub hyper_threading: bool,
+    /// CPUID.01H:EBX[23:16]: logical processors per package (1 when HTT is 0).
+    pub logical_processors: u8,
+}
+
+impl NetBurst {
+    /// Whether the driver may program the PMU: the MSRs exist and the
+    /// processor says performance monitoring is available.
+    pub const fn usable(&self) -> bool {
+        self.msr_instructions && self.perf_mon_available
+    }
+}
+
+/// Why no supported PMU was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum NoPmu {
+    /// The vendor is not Intel.
+    Vendor(Vendor),
+    /// CPUID has no leaf 1, so there is no signature to check.
+    NoSignature,
+    /// An Intel processor, but not of the NetBurst family (0Fh).
+    Family(u16),
+}
+
+/// The PMU detection found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PmuKind {
+    /// A NetBurst processor; check [`NetBurst::usable`] before programming it.
+    NetBurst(NetBurst),
+    /// No PMU this crate drives.
+    None(NoPmu),
+}
+
+/// The result of [`detect`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Detection {
+    /// The vendor string of CPUID leaf 0.
+    pub vendor: Vendor,
+    /// The signature of CPUID leaf 1, when the CPU has that leaf.
+    pub signature: Option<CpuSignature>,
+    /// What PMU that makes it.
+    pub pmu: PmuKind,
+}
+
+impl Detection {
+    /// The NetBurst PMU, if one was found and may be programmed.
+    pub fn usable_netburst(&self) -> Option<NetBurst> {
+        match self.pmu {
+            PmuKind::NetBurst(nb) if nb.usable() => Some(nb),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Detection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.vendor)?;
+        if let Some(sig) = self.signature {
+            write!(f, " {sig}")?;
+        }
+        match self.pmu {
+            PmuKind::None(NoPmu::Vendor(_)) => f.write_str(": no NetBurst PMU (not an Intel CPU)"),
+            PmuKind::None(NoPmu::NoSignature) => {
+                f.write_str(": no NetBurst PMU (CPUID has no leaf 1)")
+            }
+            PmuKind::None(NoPmu::Family(family)) => {
+                write!(f, ": no NetBurst PMU (family {family:#x}, not 0xf)")
+            }
+            PmuKind::NetBurst(nb) => {
+                write!(f, ": NetBurst signature (model {})", nb.model)?;
+                if !nb.msr_instructions {
+                    f.write_str(", but no RDMSR/WRMSR (CPUID.01H:EDX.MSR = 0)")
+                } else if !nb.perf_mon_available {
+                    f.write_str(
+                        ", but IA32_MISC_ENABLE[7] = 0: the performance-monitoring MSRs \
+                         are not really there",
+                    )
+                } else {
+                    write!(
+                        f,
+                        ", performance monitoring available, PEBS {}, {} logical processor(s)",
+                        if nb.pebs_available { "available" } else { "unavailable" },
+                        nb.logical_processors
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// Identifies the PMU of the CPU behind `cpuid` and `msr`.
+///
+/// Reads IA32_MISC_ENABLE through `msr` only for a NetBurst signature whose
+/// CPUID reports the MSR instructions; an error from that read is returned.
+pub fn detect<M: MsrAccess>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detection, M::Error> {
+    let leaf0 = cpuid.cpuid(0, 0);
+    let vendor = Vendor::from_leaf0(leaf0);
+    let signature = (leaf0.eax >= 1).then(|| cpuid.cpuid(1, 0));
+    let mut detection = Detection {
+        vendor,
+        signature: signature.map(|leaf1| CpuSignature::from_eax(leaf1.eax)),
+        pmu: PmuKind::None(NoPmu::Vendor(vendor)),
+    };
+    if vendor != Vendor::Intel {
+        return Ok(detection);
+    }
+    let (Some(leaf1), Some(sig)) = (signature, detection.signature) else {
+        detection.pmu = PmuKind::None(NoPmu::NoSignature);
+        return Ok(detection);
+    };
+    if sig.family != 0xF {
+        detection.pmu = PmuKind::None(NoPmu::Family(sig.family));
+        return Ok(detection);
+    }
+    let msr_instructions = leaf1.edx & (1 << 5) != 0;
+    let hyper_threading = leaf1.edx & (1 << 28) != 0;
+    let misc_enable = if msr_instructions {
+        msr.read_msr(IA32_MISC_ENABLE)?
+    } else {
+        0
+    };
+    detection.pmu = PmuKind::NetBurst(NetBurst {
+        model: sig.model,
+        msr_instructions,
+        perf_mon_available: misc_enable & MISC_ENABLE_PERF_MON_AVAILABLE != 0,
+        pebs_available: msr_instructions && misc_enable & MISC_ENABLE_PEBS_UNAVAILABLE == 0,
+        hyper_threading,
+        logical_processors: if hyper_threading {
+            ((leaf1.ebx >> 16) & 0xFF) as u8
+        } else {
+            1
+        },
+    });
+    Ok(detection)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CPUID and IA32_MISC_ENABLE of a made-up CPU; any other MSR faults.
+    #[derive(Clone, Copy)]
+    struct FakeCpu {
+        leaf0: CpuidResult,
+        leaf1: CpuidResult,
+        misc_enable: u64,
+        msr_reads: u32,
+    }
+
+    impl FakeCpu {
+        fn new(vendor: &[u8; 12], max_leaf: u32, eax1: u32, edx1: u32, misc: u64) -> Self {
+            let word = |i: usize| u32::from_le_bytes(vendor[i..i + 4].try_into().unwrap());
+            Self {
+                leaf0: CpuidResult {
+                    eax: max_leaf,
+                    ebx: word(0),
+                    edx: word(4),
+                    ecx: word(8),
+                },
+                leaf1: CpuidResult {
+                    eax: eax1,
+                    ebx: 2 << 16,
+                    ecx: 0,
+                    edx: edx1,
+                },
+                misc_enable: misc,
+                msr_reads: 0,
+            }
+        }
+    }
+
+    impl Cpuid for FakeCpu {
+        fn cpuid(&self, leaf: u32, _: u32) -> CpuidResult {
+            match leaf {
+                0 => self.leaf0,
+                1 if self.leaf0.eax >= 1 => self.leaf1,
+                _ => panic!("CPUID leaf {leaf:#x} beyond the maximum"),
+            }
+        }
+    }
+
+    impl MsrAccess for FakeCpu {
+        type Error = u32;
+        fn read_msr(&mut self, msr: u32) -> Result<u64, u32> {
+            self.msr_reads += 1;
+            if msr == IA32_MISC_ENABLE { Ok(self.misc_enable) } else { Err(msr) }
+        }
+        fn write_msr(&mut self, msr: u32, _: u64) -> Result<(), u32> {
+            Err(msr)
+        }
+        fn read_pmc(&mut self, _: u32) -> Result<u64, u32> {
+            panic!("detection must never execute RDPMC")
+        }
+    }
+
+    const MSR: u32 = 1 << 5;
+    const HTT: u32 = 1 << 28;
+
+    fn run(cpu: &mut FakeCpu) -> Detection {
+        detect(&cpu.clone(), cpu).unwrap()
+    }
+
+    #[test]
+    fn qemu64_default_cpu_is_not_netburst() {
+        // qemu64: AuthenticAMD, family 0Fh model 6Bh stepping 1.
+        let mut cpu = FakeCpu::new(b"AuthenticAMD", 0xD, 0x000F_06B1, MSR, 0);
+        let d = run(&mut cpu);
+        assert_eq!(d.vendor, Vendor::Amd);
+        assert_eq!(d.pmu, PmuKind::None(NoPmu::Vendor(Vendor::Amd)));
+        assert_eq!(cpu.msr_reads, 0, "no MSR read on a non-Intel CPU");
+        assert_eq!(d.usable_netburst(), None);
+    }
+
+    #[test]
+    fn pentium4_with_perf_mon_and_ht() {
+        // Family 0Fh model 4 stepping 3: signature 0F43h.
+        let mut cpu = FakeCpu::new(b"GenuineIntel", 5, 0xF43, MSR | HTT, 1 << 7);
+        let d = run(&mut cpu);
+        let nb = d.usable_netburst().expect("usable NetBurst PMU");
+        assert_eq!(nb.model, 4);
+        assert!(nb.pebs_available);
+        assert!(nb.hyper_threading);
+        assert_eq!(nb.logical_processors, 2);
+        assert_eq!(d.signature.unwrap().stepping, 3);
+        assert_eq!(cpu.msr_reads, 1);
+    }
+
+    #[test]
+    fn misc_enable_bits_7_and_12() {
+        let mut cpu = FakeCpu::new(b"GenuineIntel", 2, 0xF29, MSR, (1 << 7) | (1 << 12));
+        let PmuKind::NetBurst(nb) = run(&mut cpu).pmu else {
+            panic!("not NetBurst")
+        };
+        assert!(nb.usable());
+        assert!(!nb.pebs_available);
+        assert_eq!(nb.logical_processors, 1);
+
+        let mut cpu = FakeCpu::new(b"GenuineIntel", 2, 0xF43, MSR, 1);
+        let d = run(&mut cpu);
+        let PmuKind::NetBurst(nb) = d.pmu else {
+            panic!("not NetBurst")
+        };
+        assert!(!nb.perf_mon_available);
+        assert_eq!(d.usable_netburst(), None);
+        let text = std::format!("{d}");
+        assert!(text.contains("not really there"), "{text}");
+    }
+
+    #[test]
+    fn no_rdmsr_without_cpuid_msr_bit() {
+        let mut cpu = FakeCpu::new(b"GenuineIntel", 1, 0xF12, 0, u64::MAX);
+        let PmuKind::NetBurst(nb) = run(&mut cpu).pmu else {
+            panic!("not NetBurst")
+        };
+        assert_eq!(cpu.msr_reads, 0);
+        assert!(!nb.usable());
+        assert!(!nb.pebs_available);
+    }
+
+    #[test]
+    fn other_families_and_missing_leaf() {
+        // Core 2: family 6.
+        let mut cpu = FakeCpu::new(b"GenuineIntel", 0xA, 0x6F6, MSR, 1 << 7);
+        assert_eq!(run(&mut cpu).pmu, PmuKind::None(NoPmu::Family(6)));
+        // Extended family 1 makes family 10h (the IA-32 face of Itanium 2).
+        let mut cpu = FakeCpu::new(b"GenuineIntel", 1, 0x0010_0F00, MSR, 1 << 7);
+        assert_eq!(run(&mut cpu).pmu, PmuKind::None(NoPmu::Family(0x10)));
+        let mut cpu = FakeCpu::new(b"GenuineIntel", 0, 0xF43, MSR, 1 << 7);
+        let d = run(&mut cpu);
+        assert_eq!(d.pmu, PmuKind::None(NoPmu::NoSignature));
+        assert_eq!(d.signature, None);
+        assert_eq!(cpu.msr_reads, 0);
+    }
+
+    #[test]
+    fn signature_decoding() {
+        let s = CpuSignature::from_eax(0x0003_06C3); // Haswell
+        assert_eq!((s.family, s.model, s.stepping), (6, 0x3C, 3));
+        let s = CpuSignature::from_eax(0x0000_0F65); // Pentium D 9xx
+        assert_eq!((s.family, s.model, s.stepping), (0xF, 6, 5));
+        let s = CpuSignature::from_eax(0x0000_0543); // Pentium: no extended model
+        assert_eq!((s.family, s.model), (5, 4));
+        assert_eq!(Vendor::Other(*b"HygonGenuine").id(), b"HygonGenuine");
+    }
+}

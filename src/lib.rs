@@ -1,0 +1,23 @@
+//! `pmu`: a bare-metal driver for CPU performance-monitoring units.
+//!
+//! The crate is `no_std`, needs no allocator, and is built in layers, each a
+//! module of its own:
+//!
+//! | layer | module | what it does |
+//! |---|---|---|
+//! | MSR access | [`msr`] | the only code that executes RDMSR, WRMSR and RDPMC, behind the [`msr::MsrAccess`] trait; a recording wrapper for exact access counts |
+//! | detection | [`detect`] | identifies the PMU from CPUID and IA32_MISC_ENABLE without executing anything the CPU may lack |
+//! | interrupt delivery | [`apic`] | the local APIC's LVT performance-counter entry, EOI and self-IPI |
+//!
+//! Status: this is the foundation. The NetBurst and Itanium register layouts,
+//! the software models of both PMUs, the typestate counters and the overflow
+//! path are being built on it; see the README.
+//!
+//! Everything that touches hardware is `unsafe` to construct and safe to use:
+//! the constructor's contract (CPL0, the right CPU, the right page) is the one
+//! promise the caller makes.
+#![cfg_attr(not(test), no_std)]
+
+pub mod apic;
+pub mod detect;
+pub mod msr;

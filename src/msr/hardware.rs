@@ -1,0 +1,75 @@
+//! The hardware backend: RDMSR, WRMSR and RDPMC executed for real.
+
+use core::convert::Infallible;
+use core::marker::PhantomData;
+
+use super::MsrAccess;
+
+/// Direct access to this CPU's MSRs and performance counters.
+///
+/// The handle is `!Send` and `!Sync`: MSRs belong to one logical processor,
+/// and a handle moved to another CPU would silently program the wrong PMU.
+#[derive(Debug)]
+pub struct X86Msr {
+    _per_cpu: PhantomData<*mut ()>,
+}
+
+impl X86Msr {
+    /// Creates the hardware backend.
+    ///
+    /// # Safety
+    ///
+    /// For as long as the handle is used, the caller guarantees that:
+    /// * the code runs at CPL0 (RDMSR and WRMSR raise #GP elsewhere; RDPMC
+    ///   does too unless CR4.PCE is set);
+    /// * it runs on the logical processor whose PMU it means to program;
+    /// * the MSRs and counter indices passed to it exist on this CPU (see
+    ///   [`crate::detect`]), since any other number raises #GP, and RDPMC
+    ///   raises #UD on a CPU without counters (QEMU's TCG, for one);
+    /// * the values written do not break memory safety: the driver writes
+    ///   only PMU MSRs, but this backend itself accepts any MSR, including
+    ///   ones such as `IA32_EFER` or `IA32_DS_AREA` that change how memory
+    ///   is accessed.
+    pub const unsafe fn new() -> Self {
+        Self {
+            _per_cpu: PhantomData,
+        }
+    }
+}
+
+impl MsrAccess for X86Msr {
+    type Error = Infallible;
+
+    #[inline]
+    fn read_msr(&mut self, msr: u32) -> Result<u64, Infallible> {
+        // SAFETY: `X86Msr::new`'s contract: CPL0, the MSR exists on this CPU.
+        Ok(unsafe { x86_64::registers::model_specific::Msr::new(msr).read() })
+    }
+
+    #[inline]
+    fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Infallible> {
+        let mut register = x86_64::registers::model_specific::Msr::new(msr);
+        // SAFETY: `X86Msr::new`'s contract: CPL0, the MSR exists on this CPU,
+        // and the caller vouches that the value keeps memory safe.
+        unsafe { register.write(value) };
+        Ok(())
+    }
+
+    #[inline]
+    fn read_pmc(&mut self, index: u32) -> Result<u64, Infallible> {
+        let (low, high): (u32, u32);
+        // SAFETY: `X86Msr::new`'s contract: CPL0 and a counter index that
+        // exists on this CPU. RDPMC only reads a counter into EDX:EAX.
+        unsafe {
+            core::arch::asm!(
+                "rdpmc",
+                in("ecx") index,
+                out("eax") low,
+                out("edx") high,
+                // Not `nomem`: the read must stay ordered with the code it measures.
+                options(nostack, preserves_flags),
+            );
+        }
+        Ok(u64::from(high) << 32 | u64::from(low))
+    }
+}
