@@ -19,5 +19,8 @@
 #![cfg_attr(not(test), no_std)]
 
 pub mod apic;
+pub mod arch;
 pub mod detect;
+#[cfg(any(test, feature = "model"))]
+pub mod model;
 pub mod msr;

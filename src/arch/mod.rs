@@ -1,0 +1,3 @@
+//! Per-architecture register layouts, tables and encoders.
+
+pub mod netburst;

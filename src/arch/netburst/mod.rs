@@ -1,0 +1,1 @@
+//! Intel NetBurst (Pentium 4, Xeon, Pentium D) performance monitoring.

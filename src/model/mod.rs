@@ -1,0 +1,3 @@
+//! Register-level software models of PMUs: test instruments.
+
+pub mod netburst;

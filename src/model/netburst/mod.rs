@@ -1,0 +1,1 @@
+//! A register-level model of the NetBurst PMU.
