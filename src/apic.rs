@@ -41,7 +41,11 @@ pub struct Vector(u8);
 impl Vector {
     /// `Some` for 16-255.
     pub const fn new(vector: u8) -> Option<Self> {
-        if vector >= 16 { Some(Self(vector)) } else { None }
+        if vector >= 16 {
+            Some(Self(vector))
+        } else {
+            None
+        }
     }
 
     /// The vector number.
@@ -243,7 +247,10 @@ mod tests {
         assert_eq!(nmi.bits(), 0x400);
         assert_eq!(nmi.delivery(), Some(PmiDelivery::Nmi));
         assert!(LvtPerfCounter::RESET.is_masked());
-        assert_eq!(LvtPerfCounter::from_bits(0x0001_1000 | 0x7F0).bits(), 0x0001_17F0);
+        assert_eq!(
+            LvtPerfCounter::from_bits(0x0001_1000 | 0x7F0).bits(),
+            0x0001_17F0
+        );
         assert!(LvtPerfCounter::from_bits(0x1000).send_pending());
         assert_eq!(LvtPerfCounter::from_bits(0xFFFF_FFFF).bits(), 0x0001_17FF);
         // SMI (010b) and ExtINT (111b) are not PMI deliveries; nor is vector 5.

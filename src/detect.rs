@@ -262,7 +262,11 @@ impl fmt::Display for Detection {
                     write!(
                         f,
                         ", performance monitoring available, PEBS {}, {} logical processor(s)",
-                        if nb.pebs_available { "available" } else { "unavailable" },
+                        if nb.pebs_available {
+                            "available"
+                        } else {
+                            "unavailable"
+                        },
                         nb.logical_processors
                     )
                 }
@@ -366,7 +370,11 @@ mod tests {
         type Error = u32;
         fn read_msr(&mut self, msr: u32) -> Result<u64, u32> {
             self.msr_reads += 1;
-            if msr == IA32_MISC_ENABLE { Ok(self.misc_enable) } else { Err(msr) }
+            if msr == IA32_MISC_ENABLE {
+                Ok(self.misc_enable)
+            } else {
+                Err(msr)
+            }
         }
         fn write_msr(&mut self, msr: u32, _: u64) -> Result<(), u32> {
             Err(msr)

@@ -55,8 +55,7 @@ pub struct InterruptFrame {
 /// A Rust interrupt handler.
 pub type Handler = fn(&mut InterruptFrame);
 
-const NO_HANDLER: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
-static HANDLERS: [AtomicPtr<()>; 256] = [NO_HANDLER; 256];
+static HANDLERS: [AtomicPtr<()>; 256] = [const { AtomicPtr::new(core::ptr::null_mut()) }; 256];
 
 /// Installs `handler` for `vector`, replacing any earlier one.
 pub fn set_handler(vector: u8, handler: Handler) {
@@ -71,10 +70,9 @@ pub fn clear_handler(vector: u8) {
 /// The names of the architectural exceptions, for reports.
 pub fn exception_name(vector: u64) -> &'static str {
     const NAMES: [&str; 32] = [
-        "#DE", "#DB", "NMI", "#BP", "#OF", "#BR", "#UD", "#NM", "#DF", "CSO", "#TS", "#NP",
-        "#SS", "#GP", "#PF", "reserved", "#MF", "#AC", "#MC", "#XM", "#VE", "#CP", "reserved",
-        "reserved", "reserved", "reserved", "reserved", "reserved", "#HV", "#VC", "#SX",
-        "reserved",
+        "#DE", "#DB", "NMI", "#BP", "#OF", "#BR", "#UD", "#NM", "#DF", "CSO", "#TS", "#NP", "#SS",
+        "#GP", "#PF", "reserved", "#MF", "#AC", "#MC", "#XM", "#VE", "#CP", "reserved", "reserved",
+        "reserved", "reserved", "reserved", "reserved", "#HV", "#VC", "#SX", "reserved",
     ];
     NAMES.get(vector as usize).copied().unwrap_or("interrupt")
 }
@@ -172,9 +170,9 @@ pub(crate) fn init() {
     let idt = IDT.call_once(|| {
         let mut idt = InterruptDescriptorTable::new();
         let slot = |vector: u64| VirtAddr::new(vector_stubs as *const () as u64 + 16 * vector);
-        // SAFETY (each `set_handler_addr` below): the address is the stub slot
-        // for that very vector, which handles the error code the CPU pushes
-        // for it (or pushes a zero) and returns with IRETQ.
+        // SAFETY: each address is the stub slot for that very vector, which
+        // handles the error code the CPU pushes for it (or pushes a zero) and
+        // returns with IRETQ.
         unsafe {
             idt.divide_error.set_handler_addr(slot(0));
             idt.debug.set_handler_addr(slot(1));

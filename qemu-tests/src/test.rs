@@ -21,26 +21,35 @@ use crate::exit::{ExitCode, exit_qemu};
 use crate::fault::{Fault, catch};
 use crate::println;
 
-/// Why a case failed: a message formatted into a fixed buffer (no allocator).
-pub struct Failure {
+/// A failed case. The message lives in a static buffer (no allocator, and a
+/// small `Err` for every case to return); the runner prints it.
+#[derive(Debug)]
+pub struct Failure(());
+
+/// The last failure message, cut at 240 bytes.
+struct Message {
     text: [u8; 240],
     len: usize,
 }
 
-impl Failure {
-    /// Formats a failure message, cut at 240 bytes.
-    pub fn new(args: fmt::Arguments<'_>) -> Self {
-        let mut failure = Self {
-            text: [0; 240],
-            len: 0,
-        };
-        // Overflow is the only error, and it just cuts the message.
-        let _ = fmt::write(&mut failure, args);
-        failure
-    }
+static MESSAGE: spin::Mutex<Message> = spin::Mutex::new(Message {
+    text: [0; 240],
+    len: 0,
+});
 
-    /// The message.
-    pub fn as_str(&self) -> &str {
+impl Failure {
+    /// Records a failure message and returns the failure.
+    pub fn new(args: fmt::Arguments<'_>) -> Self {
+        let mut message = MESSAGE.lock();
+        message.len = 0;
+        // Overflow is the only error, and it just cuts the message.
+        let _ = fmt::write(&mut *message, args);
+        Self(())
+    }
+}
+
+impl Message {
+    fn as_str(&self) -> &str {
         match core::str::from_utf8(&self.text[..self.len]) {
             Ok(text) => text,
             // A cut in the middle of a character: keep the valid prefix.
@@ -49,19 +58,12 @@ impl Failure {
     }
 }
 
-impl fmt::Write for Failure {
+impl fmt::Write for Message {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let room = self.text.len() - self.len;
-        let n = s.len().min(room);
+        let n = s.len().min(self.text.len() - self.len);
         self.text[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
         self.len += n;
         if n < s.len() { Err(fmt::Error) } else { Ok(()) }
-    }
-}
-
-impl fmt::Debug for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -134,9 +136,14 @@ pub fn run(suite: &str, cases: &[Case]) -> ! {
     for case in cases {
         match catch(case.run) {
             Ok(Ok(())) => println!("test {suite}::{} ... ok", case.name),
-            Ok(Err(failure)) => {
+            Ok(Err(Failure(()))) => {
                 failed += 1;
-                println!("test {suite}::{} ... FAILED\n    {}", case.name, failure.as_str());
+                let message = MESSAGE.lock();
+                println!(
+                    "test {suite}::{} ... FAILED\n    {}",
+                    case.name,
+                    message.as_str()
+                );
             }
             Err(Fault::Panic) => {
                 failed += 1;
@@ -144,7 +151,10 @@ pub fn run(suite: &str, cases: &[Case]) -> ! {
             }
             Err(fault) => {
                 failed += 1;
-                println!("test {suite}::{} ... FAILED\n    unexpected {fault}", case.name);
+                println!(
+                    "test {suite}::{} ... FAILED\n    unexpected {fault}",
+                    case.name
+                );
             }
         }
     }

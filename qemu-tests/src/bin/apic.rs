@@ -2,7 +2,6 @@
 //! code programs the vector, a self-IPI stands in for the overflow (QEMU has
 //! no PMU), and the handler sees the interrupted RIP; EOI gates the next one.
 //!
-//! qemu-run: default:
 #![no_std]
 #![no_main]
 
@@ -53,7 +52,10 @@ fn with_apic<R>(f: impl FnOnce(&mut LocalApic) -> R) -> R {
 
 fn lvt_entry_is_masked_at_reset() -> Outcome {
     let entry = with_apic(|apic| apic.perf_counter_entry());
-    println!("apic: LVT performance counter at reset = {:#x}", entry.bits());
+    println!(
+        "apic: LVT performance counter at reset = {:#x}",
+        entry.bits()
+    );
     check_eq!(entry, LvtPerfCounter::RESET);
     Ok(())
 }
@@ -66,7 +68,10 @@ fn lvt_entry_reads_back() -> Outcome {
     });
     // LVT entries: bits 23:16 hold the index of the last one; the
     // performance-counter entry is index 4, so there must be at least 5.
-    check!((version >> 16) & 0xFF >= 4, "APIC version {version:#x} has no LVT PC entry");
+    check!(
+        (version >> 16) & 0xFF >= 4,
+        "APIC version {version:#x} has no LVT PC entry"
+    );
     for entry in [
         LvtPerfCounter::new(PmiDelivery::Nmi),
         LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0x20).unwrap())).masked(),
@@ -105,17 +110,19 @@ fn programmed_vector() -> Result<Vector, hobby::test::Failure> {
     });
     match entry.delivery() {
         Some(PmiDelivery::Fixed(v)) if !entry.is_masked() => Ok(v),
-        _ => fail!("LVT entry {:#x} is not an unmasked fixed vector", entry.bits()),
+        _ => fail!(
+            "LVT entry {:#x} is not an unmasked fixed vector",
+            entry.bits()
+        ),
     }
 }
 
-/// Sends the IPI with interrupts off, then opens a one-instruction window:
-/// the interrupt must arrive exactly at the label after the STI shadow.
-fn ipi_in_window(vector: Vector) -> u64 {
-    with_apic(|apic| apic.self_ipi(vector));
+/// Opens a one-instruction interrupt window and returns the address where a
+/// pending interrupt must arrive: the label after the STI shadow.
+fn interrupt_window() -> u64 {
     let window: u64;
     // SAFETY: enables interrupts for one instruction and disables them again;
-    // the handler preserves every register.
+    // the handlers preserve every register.
     unsafe {
         core::arch::asm!(
             "lea {w}, [rip + 2f]",
@@ -127,6 +134,12 @@ fn ipi_in_window(vector: Vector) -> u64 {
         );
     }
     window
+}
+
+/// Sends the IPI with interrupts off, then opens the window.
+fn ipi_in_window(vector: Vector) -> u64 {
+    with_apic(|apic| apic.self_ipi(vector));
+    interrupt_window()
 }
 
 fn pmi_vector_reaches_handler_with_interrupted_rip() -> Outcome {
@@ -149,20 +162,21 @@ fn eoi_lets_the_second_pmi_through() -> Outcome {
     EOI_IN_HANDLER.store(false, Ordering::SeqCst);
     ipi_in_window(vector);
     check_eq!(PMIS.load(Ordering::SeqCst), 1);
-    check!(with_apic(|apic| apic.in_service(vector.get())), "in service until EOI");
+    check!(
+        with_apic(|apic| apic.in_service(vector.get())),
+        "in service until EOI"
+    );
     // Without EOI the second interrupt stays pending in the IRR.
     ipi_in_window(vector);
     check_eq!(PMIS.load(Ordering::SeqCst), 1);
-    check!(with_apic(|apic| apic.pending(vector.get())), "second IPI pending");
+    check!(
+        with_apic(|apic| apic.pending(vector.get())),
+        "second IPI pending"
+    );
     // EOI retires the first; the second is delivered as soon as IF allows.
     EOI_IN_HANDLER.store(true, Ordering::SeqCst);
     with_apic(|apic| apic.eoi());
-    let window = {
-        // SAFETY: a one-instruction interrupt window, as in `ipi_in_window`.
-        let w: u64;
-        unsafe { core::arch::asm!("lea {w}, [rip + 2f]", "sti", "nop", "2:", "cli", w = out(reg) w) };
-        w
-    };
+    let window = interrupt_window();
     check_eq!(PMIS.load(Ordering::SeqCst), 2);
     check_eq!(LAST_RIP.load(Ordering::SeqCst), window);
     check!(!with_apic(|apic| apic.pending(vector.get())));

@@ -2,7 +2,6 @@
 //! runner requires each to fail with the stated reason, so a harness that
 //! stopped noticing failures would fail the test run.
 //!
-//! qemu-run: default:
 //! expect-fail: unguarded_rdpmc: unexpected #UD
 //! expect-fail: panicking_case: panicked
 //! expect-fail: failing_check: left 2, right 3

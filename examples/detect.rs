@@ -1,0 +1,31 @@
+//! The main hobby-OS example: boot under QEMU, identify the CPU and its PMU,
+//! and print what was found.
+//!
+//! ```text
+//! cargo run -p pmu-examples --target x86_64-unknown-none --bin detect
+//! ```
+#![no_std]
+#![no_main]
+
+use hobby::boot::BootInfo;
+use hobby::exit::{ExitCode, exit_qemu};
+use hobby::println;
+use pmu::detect::{self, HardwareCpuid, PmuKind};
+use pmu::msr::X86Msr;
+
+hobby::entry_point!(main);
+
+fn main(_: &'static BootInfo) -> ! {
+    println!("pmu example: detect");
+    // SAFETY: ring 0 on the boot CPU; detection reads only IA32_MISC_ENABLE,
+    // and only after CPUID reports the MSR instructions.
+    let mut msr = unsafe { X86Msr::new() };
+    let Ok(found) = detect::detect(&HardwareCpuid, &mut msr);
+    println!("{found}");
+    match found.pmu {
+        PmuKind::NetBurst(nb) if nb.usable() => println!("a NetBurst PMU this crate can drive"),
+        PmuKind::NetBurst(_) => println!("a NetBurst signature without its PMU (as under QEMU)"),
+        PmuKind::None(_) => println!("no PMU this crate drives; the tests use its software models"),
+    }
+    exit_qemu(ExitCode::Success)
+}
