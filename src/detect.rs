@@ -8,7 +8,7 @@
 //! A NetBurst processor (Pentium 4, Xeon, Pentium D) is a GenuineIntel CPU of
 //! family 0Fh with extended family 0 (SDM Vol. 3B 18.15; Vol. 2A CPUID). Its
 //! performance-monitoring facilities are usable only when
-//! IA32_MISC_ENABLE[7] ("Performance Monitoring Available") is set; bit 12
+//! IA32_MISC_ENABLE\[7\] ("Performance Monitoring Available") is set; bit 12
 //! ("PEBS Unavailable") says whether precise event-based sampling is missing
 //! (SDM Vol. 3C Table 35-41, MSR 1A0H).
 
@@ -171,15 +171,15 @@ pub struct NetBurst {
     pub model: u8,
     /// CPUID.01H:EDX.MSR[bit 5]: RDMSR and WRMSR exist.
     pub msr_instructions: bool,
-    /// IA32_MISC_ENABLE[7]. When clear, the PMU MSRs must not be used: on real
+    /// IA32_MISC_ENABLE\[7\]. When clear, the PMU MSRs must not be used: on real
     /// hardware they are absent; under QEMU they read as zero and drop writes.
     pub perf_mon_available: bool,
-    /// IA32_MISC_ENABLE[12] clear: PEBS is supported.
+    /// IA32_MISC_ENABLE\[12\] clear: PEBS is supported.
     pub pebs_available: bool,
     /// CPUID.01H:EDX.HTT[bit 28]: the package may hold two logical
     /// processors that share this PMU (Hyper-Threading).
     pub hyper_threading: bool,
-    /// CPUID.01H:EBX[23:16]: logical processors per package (1 when HTT is 0).
+    /// CPUID.01H:EBX\[23:16\]: logical processors per package (1 when HTT is 0).
     pub logical_processors: u8,
 }
 
