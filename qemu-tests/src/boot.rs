@@ -7,7 +7,7 @@
 //! trampoline clears `.bss`, identity-maps the first 4 GiB with 2 MiB pages
 //! (the top gigabyte, where the local APIC lives, uncacheable), turns on PAE,
 //! long mode (EFER.LME) and paging, loads a 64-bit GDT and far-returns into
-//! 64-bit code, which sets up the stack and calls [`rust_start`].
+//! 64-bit code, which sets up the stack and calls `rust_start`.
 
 use core::ffi::CStr;
 

@@ -2,11 +2,11 @@
 //! returns an error instead of ending the kernel.
 //!
 //! [`catch`] records the callee-saved registers and the stack pointer in a
-//! [`Catcher`] and arms it. When an exception arrives with a catcher armed,
-//! [`dispatch`](crate::idt) rewrites the interrupt frame so that IRETQ "returns"
-//! to [`catch_landing`] on the recorded stack, which restores the registers
+//! `Catcher` and arms it. When an exception arrives with a catcher armed,
+//! the IDT dispatcher rewrites the interrupt frame so that IRETQ "returns"
+//! to `catch_landing` on the recorded stack, which restores the registers
 //! and makes [`catch`] return the fault. A panic does the same through
-//! [`abandon`]. The frames between are abandoned without running destructors,
+//! `abandon`. The frames between are abandoned without running destructors,
 //! which is why this is a test-harness tool and not a general mechanism: use it
 //! around code that holds no locks and owns nothing that must be dropped.
 
@@ -79,7 +79,7 @@ static ARMED: AtomicPtr<Catcher> = AtomicPtr::new(ptr::null_mut());
 
 /// Saves the callee-saved registers into `catcher` (RDI), arms it, and calls
 /// `body(data)` (RSI, RDX). Returns 0 when `body` returns; returns 1, through
-/// [`catch_landing`], when a fault abandons it.
+/// `catch_landing`, when a fault abandons it.
 #[unsafe(naked)]
 unsafe extern "C" fn catch_trampoline(
     catcher: *mut Catcher,

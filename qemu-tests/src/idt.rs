@@ -1,10 +1,10 @@
 //! Interrupts and exceptions: 256 entry stubs, the register frame they save,
 //! and dispatch to Rust handlers.
 //!
-//! The entry stubs live in one naked function, [`vector_stubs`], as 256
+//! The entry stubs live in one naked function, `vector_stubs`, as 256
 //! 16-byte slots: slot `v` pushes a zero in place of an error code (unless
-//! the CPU pushed one for `v`), pushes `v`, and jumps to [`common_entry`],
-//! which saves every general register, calls [`dispatch`] with a pointer to
+//! the CPU pushed one for `v`), pushes `v`, and jumps to `common_entry`,
+//! which saves every general register, calls `dispatch` with a pointer to
 //! the saved [`InterruptFrame`], restores the (possibly modified) registers
 //! and returns with IRETQ. The kernel runs without SSE (the
 //! `x86_64-unknown-none` target is soft-float), so there is no vector state to

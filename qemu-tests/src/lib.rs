@@ -11,7 +11,7 @@
 //! | [`serial`] | COM1 console, `print!` and `println!` |
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
-//! | [`test`] | the test-case runner and its console protocol |
+//! | [`mod@test`] | the test-case runner and its console protocol |
 //! | [`exit`] | success or failure exit codes |
 //!
 //! Everything is compiled only for `x86_64-unknown-none`; on the host the

@@ -73,7 +73,7 @@ fn reports_cpu_signature() -> Outcome {
 }
 
 /// `pmu::detect` finds no NetBurst PMU on qemu64, and on the NetBurst
-/// signature recognises the family but reports IA32_MISC_ENABLE[7] clear:
+/// signature recognises the family but reports IA32_MISC_ENABLE\[7\] clear:
 /// QEMU has no PMU MSRs behind the signature.
 fn detects_the_pmu() -> Outcome {
     // SAFETY: ring 0 on the boot CPU; detection reads only IA32_MISC_ENABLE,
