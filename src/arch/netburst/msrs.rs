@@ -1,0 +1,953 @@
+//! The NetBurst MSR map and counter topology: 18 counters, 18 CCCRs, 45
+//! ESCRs, 4 blocks, 9 pairs, the cascade partners and the PEBS/tagging MSRs.
+//!
+//! Everything here is a table lookup on typed identifiers: a [`Counter`], its
+//! [`Cccr`] and an [`Escr`] are different types, and an ESCR/counter pairing
+//! can only be named through [`Assignment::new`], which refuses pairings the
+//! hardware does not wire (SDM Vol. 3B Table 18-63, "Performance Counter MSRs
+//! and Associated CCCR and ESCR MSRs").
+
+use super::cccr::EscrSelect;
+
+/// `IA32_MISC_ENABLE`: bit 7 "performance monitoring available", bit 12
+/// "PEBS unavailable" (SDM Vol. 3C Table 35-41).
+pub const IA32_MISC_ENABLE: u32 = 0x1A0;
+/// `IA32_DS_AREA`: linear address of the DS save area (BTS and PEBS buffers),
+/// one per logical processor (SDM Vol. 3C Table 35-41).
+pub const IA32_DS_AREA: u32 = 0x600;
+/// `MSR_TC_PRECISE_EVENT`: trace-cache event selection for front-end tagging
+/// (SDM 18.15.6.2, Table 19-31). Shared by both logical processors; no
+/// currently documented metric needs it.
+pub const MSR_TC_PRECISE_EVENT: u32 = 0x3F0;
+/// `MSR_PEBS_ENABLE` (`IA32_PEBS_ENABLE`): replay-tagging metric select,
+/// `UOP_Tag` (bit 24) and PEBS enables (SDM Table 35-41, Table 19-33).
+pub const MSR_PEBS_ENABLE: u32 = 0x3F1;
+/// `MSR_PEBS_MATRIX_VERT`: the µop type (load/store/branch) whose replays are
+/// tagged (SDM 18.15.6.4, Table 19-33).
+pub const MSR_PEBS_MATRIX_VERT: u32 = 0x3F2;
+
+/// Width of every NetBurst counter in bits (SDM Figure 18-44).
+pub const COUNTER_WIDTH: u32 = 40;
+/// Mask of the implemented counter bits.
+pub const COUNTER_MASK: u64 = (1 << COUNTER_WIDTH) - 1;
+
+/// The four counter blocks (SDM 18.15.5.6 / seed 004, Table 18-26).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Block {
+    /// Branch prediction unit block: counters 0-3.
+    Bpu,
+    /// Microcode sequencer block: counters 4-7.
+    Ms,
+    /// FLAME block: counters 8-11.
+    Flame,
+    /// Instruction queue block: counters 12-17 (three pairs).
+    Iq,
+}
+
+impl Block {
+    /// All four blocks.
+    pub const ALL: [Block; 4] = [Block::Bpu, Block::Ms, Block::Flame, Block::Iq];
+
+    /// The pairs of this block (two, or three for IQ).
+    pub const fn pairs(self) -> &'static [Pair] {
+        match self {
+            Block::Bpu => &[Pair::BpuA, Pair::BpuB],
+            Block::Ms => &[Pair::MsA, Pair::MsB],
+            Block::Flame => &[Pair::FlameA, Pair::FlameB],
+            Block::Iq => &[Pair::IqA, Pair::IqB, Pair::IqC],
+        }
+    }
+}
+
+/// The nine counter pairs. Both counters of a pair are fed by the same ESCRs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Pair {
+    /// Counters 0 and 1.
+    BpuA,
+    /// Counters 2 and 3.
+    BpuB,
+    /// Counters 4 and 5.
+    MsA,
+    /// Counters 6 and 7.
+    MsB,
+    /// Counters 8 and 9.
+    FlameA,
+    /// Counters 10 and 11.
+    FlameB,
+    /// Counters 12 and 13.
+    IqA,
+    /// Counters 14 and 15.
+    IqB,
+    /// Counters 16 and 17 (the PEBS-capable pair; fed by the same ESCRs as
+    /// IQ pairs A and B respectively).
+    IqC,
+}
+
+impl Pair {
+    /// All nine pairs, in counter order.
+    pub const ALL: [Pair; 9] = [
+        Pair::BpuA,
+        Pair::BpuB,
+        Pair::MsA,
+        Pair::MsB,
+        Pair::FlameA,
+        Pair::FlameB,
+        Pair::IqA,
+        Pair::IqB,
+        Pair::IqC,
+    ];
+
+    /// The two counters of the pair.
+    pub const fn counters(self) -> [Counter; 2] {
+        let first = (self as u8) * 2;
+        // Pair discriminants are 0..=8, so both indices are in 0..=17.
+        [
+            Counter::ALL[first as usize],
+            Counter::ALL[first as usize + 1],
+        ]
+    }
+
+    /// The block the pair belongs to.
+    pub const fn block(self) -> Block {
+        match self {
+            Pair::BpuA | Pair::BpuB => Block::Bpu,
+            Pair::MsA | Pair::MsB => Block::Ms,
+            Pair::FlameA | Pair::FlameB => Block::Flame,
+            Pair::IqA | Pair::IqB | Pair::IqC => Block::Iq,
+        }
+    }
+}
+
+/// One of the 18 performance counters (counter number n = MSR `0x300 + n`,
+/// also the RDPMC index and the index used by the SDM tables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+#[allow(missing_docs)] // the names are the SDM's MSR names minus the prefix
+pub enum Counter {
+    BpuCounter0 = 0,
+    BpuCounter1,
+    BpuCounter2,
+    BpuCounter3,
+    MsCounter0,
+    MsCounter1,
+    MsCounter2,
+    MsCounter3,
+    FlameCounter0,
+    FlameCounter1,
+    FlameCounter2,
+    FlameCounter3,
+    IqCounter0,
+    IqCounter1,
+    IqCounter2,
+    IqCounter3,
+    IqCounter4,
+    IqCounter5,
+}
+
+impl Counter {
+    /// All 18 counters in counter-number order.
+    pub const ALL: [Counter; 18] = [
+        Counter::BpuCounter0,
+        Counter::BpuCounter1,
+        Counter::BpuCounter2,
+        Counter::BpuCounter3,
+        Counter::MsCounter0,
+        Counter::MsCounter1,
+        Counter::MsCounter2,
+        Counter::MsCounter3,
+        Counter::FlameCounter0,
+        Counter::FlameCounter1,
+        Counter::FlameCounter2,
+        Counter::FlameCounter3,
+        Counter::IqCounter0,
+        Counter::IqCounter1,
+        Counter::IqCounter2,
+        Counter::IqCounter3,
+        Counter::IqCounter4,
+        Counter::IqCounter5,
+    ];
+
+    /// The counter with number `n` (0-17).
+    pub const fn from_index(n: u8) -> Option<Counter> {
+        if (n as usize) < Self::ALL.len() {
+            Some(Self::ALL[n as usize])
+        } else {
+            None
+        }
+    }
+
+    /// The counter number (0-17).
+    pub const fn index(self) -> u8 {
+        self as u8
+    }
+
+    /// The counter's MSR address (`0x300 + n`).
+    pub const fn msr(self) -> u32 {
+        0x300 + self as u32
+    }
+
+    /// The RDPMC index (ECX) for a full 40-bit read of this counter.
+    pub const fn rdpmc_index(self) -> u32 {
+        self as u32
+    }
+
+    /// The counter's CCCR.
+    pub const fn cccr(self) -> Cccr {
+        Cccr(self)
+    }
+
+    /// The pair the counter belongs to.
+    pub const fn pair(self) -> Pair {
+        Pair::ALL[(self as usize) / 2]
+    }
+
+    /// The block the counter belongs to.
+    pub const fn block(self) -> Block {
+        self.pair().block()
+    }
+
+    /// Which ESCR side feeds this counter: 0 for the `*_ESCR0`-side pairs
+    /// (A pairs and counter 16), 1 for the `*_ESCR1`-side (B pairs and 17).
+    /// Also the logical processor Linux dedicates the counter to.
+    pub const fn side(self) -> u8 {
+        match self {
+            Counter::IqCounter4 => 0,
+            Counter::IqCounter5 => 1,
+            _ => (self as u8 / 2) % 2,
+        }
+    }
+
+    /// The counter whose overflow can start this one through the CCCR
+    /// cascade flag (bit 30).
+    ///
+    /// SDM 18.15.5.6 (seed 004): counters cascade with the same-position
+    /// counter of the other pair in the block, in either order (0<->2, 1<->3,
+    /// 4<->6, ..., 12<->14, 13<->15). Counter 16 can only be cascaded from 14
+    /// and counter 17 only from 15; 14 and 15 cannot be cascaded from 16/17.
+    /// Every counter therefore has exactly one cascade source.
+    pub const fn cascade_source(self) -> Counter {
+        let n = self as u8;
+        let src = match n {
+            16 => 14,
+            17 => 15,
+            _ => n ^ 2,
+        };
+        Counter::ALL[src as usize]
+    }
+
+    /// Whether this counter can be cascaded from `from` (CCCR bit 30).
+    pub const fn can_cascade_from(self, from: Counter) -> bool {
+        self.cascade_source() as u8 == from as u8
+    }
+
+    /// The counter whose overflow starts this one through the *extended*
+    /// cascade bit 11 (`CASCNTxINTOy`) on family 0Fh models 2, 3, 4 and 6
+    /// (SDM 18.15.5.7, Table 18-65): IQ_CCCR0 `CASCNT4INTO0` (16 into 12),
+    /// IQ_CCCR3 `CASCNT5INTO3` (17 into 15), IQ_CCCR4 `CASCNT5INTO4` (17 into
+    /// 16), IQ_CCCR5 `CASCNT4INTO5` (16 into 17). `None` where bit 11 is
+    /// reserved.
+    pub const fn extended_cascade_source(self, model: u8) -> Option<Counter> {
+        if !matches!(model, 2 | 3 | 4 | 6) {
+            return None;
+        }
+        match self {
+            Counter::IqCounter0 => Some(Counter::IqCounter4),
+            Counter::IqCounter3 => Some(Counter::IqCounter5),
+            Counter::IqCounter4 => Some(Counter::IqCounter5),
+            Counter::IqCounter5 => Some(Counter::IqCounter4),
+            _ => None,
+        }
+    }
+
+    /// Whether the counter can be used for PEBS (SDM 18.15.7: `IQ_COUNTER4`
+    /// for logical processor 0; SDM 18.16.3: `IQ_COUNTER5` for logical
+    /// processor 1 on Hyper-Threading parts).
+    pub const fn pebs_capable(self) -> bool {
+        matches!(self, Counter::IqCounter4 | Counter::IqCounter5)
+    }
+
+    /// The ESCR that CCCR ESCR-select value `select` routes to this counter,
+    /// on family 0Fh model `model` (SDM Table 18-63). `None` if nothing is
+    /// wired there (e.g. select 3 on counters 14, 15, 17).
+    pub const fn escr_for_select(self, select: EscrSelect, model: u8) -> Option<Escr> {
+        let mut i = 0;
+        while i < Escr::ALL.len() {
+            let e = Escr::ALL[i];
+            if e.select().get() == select.get() && e.feeds(self) && e.available_on(model) {
+                return Some(e);
+            }
+            i += 1;
+        }
+        None
+    }
+}
+
+/// The Counter Configuration Control Register of one counter (MSR
+/// `0x360 + n`). A distinct type so it cannot be passed where a counter or an
+/// ESCR is expected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Cccr(Counter);
+
+impl Cccr {
+    /// The counter this CCCR controls.
+    pub const fn counter(self) -> Counter {
+        self.0
+    }
+
+    /// The CCCR's MSR address (`0x360 + n`).
+    pub const fn msr(self) -> u32 {
+        0x360 + self.0 as u32
+    }
+}
+
+/// A set of counters (bit n = counter n).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct CounterSet(u32);
+
+impl CounterSet {
+    /// The empty set.
+    pub const EMPTY: CounterSet = CounterSet(0);
+
+    /// The set as a bit mask (bit n = counter n).
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// This set plus `c`.
+    pub const fn with(self, c: Counter) -> CounterSet {
+        CounterSet(self.0 | 1 << c as u32)
+    }
+
+    /// Whether `c` is in the set.
+    pub const fn contains(self, c: Counter) -> bool {
+        self.0 & (1 << c as u32) != 0
+    }
+
+    /// Number of counters in the set.
+    pub const fn len(self) -> u32 {
+        self.0.count_ones()
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The counters in ascending order.
+    pub fn iter(self) -> impl Iterator<Item = Counter> {
+        Counter::ALL.into_iter().filter(move |c| self.contains(*c))
+    }
+}
+
+/// One of the 45 Event Selection Control Registers (SDM Table 18-63).
+///
+/// The variants are in MSR-address order. `SSU_ESCR1` (0x3BF, a guess in
+/// Linux's headers) does not exist in the SDM and is not modelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+#[allow(missing_docs)] // the names are the SDM's MSR names minus the prefix
+pub enum Escr {
+    BsuEscr0,
+    BsuEscr1,
+    FsbEscr0,
+    FsbEscr1,
+    FirmEscr0,
+    FirmEscr1,
+    FlameEscr0,
+    FlameEscr1,
+    DacEscr0,
+    DacEscr1,
+    MobEscr0,
+    MobEscr1,
+    PmhEscr0,
+    PmhEscr1,
+    SaatEscr0,
+    SaatEscr1,
+    U2lEscr0,
+    U2lEscr1,
+    BpuEscr0,
+    BpuEscr1,
+    IsEscr0,
+    IsEscr1,
+    ItlbEscr0,
+    ItlbEscr1,
+    CruEscr0,
+    CruEscr1,
+    IqEscr0,
+    IqEscr1,
+    RatEscr0,
+    RatEscr1,
+    SsuEscr0,
+    MsEscr0,
+    MsEscr1,
+    TbpuEscr0,
+    TbpuEscr1,
+    TcEscr0,
+    TcEscr1,
+    IxEscr0,
+    IxEscr1,
+    AlfEscr0,
+    AlfEscr1,
+    CruEscr2,
+    CruEscr3,
+    CruEscr4,
+    CruEscr5,
+}
+
+/// Static facts about one ESCR: one row of SDM Table 18-63.
+struct EscrRow {
+    name: &'static str,
+    msr: u32,
+    select: u8,
+    block: Block,
+    side: u8,
+}
+
+const fn row(name: &'static str, msr: u32, select: u8, block: Block, side: u8) -> EscrRow {
+    EscrRow {
+        name,
+        msr,
+        select,
+        block,
+        side,
+    }
+}
+
+/// SDM Table 18-63, one row per ESCR, in [`Escr`] order: MSR address, CCCR
+/// ESCR-select value, and the block/side that determines the counters fed.
+const ESCR_TABLE: [EscrRow; 45] = {
+    use Block::*;
+    [
+        row("MSR_BSU_ESCR0", 0x3A0, 7, Bpu, 0),
+        row("MSR_BSU_ESCR1", 0x3A1, 7, Bpu, 1),
+        row("MSR_FSB_ESCR0", 0x3A2, 6, Bpu, 0),
+        row("MSR_FSB_ESCR1", 0x3A3, 6, Bpu, 1),
+        row("MSR_FIRM_ESCR0", 0x3A4, 1, Flame, 0),
+        row("MSR_FIRM_ESCR1", 0x3A5, 1, Flame, 1),
+        row("MSR_FLAME_ESCR0", 0x3A6, 0, Flame, 0),
+        row("MSR_FLAME_ESCR1", 0x3A7, 0, Flame, 1),
+        row("MSR_DAC_ESCR0", 0x3A8, 5, Flame, 0),
+        row("MSR_DAC_ESCR1", 0x3A9, 5, Flame, 1),
+        row("MSR_MOB_ESCR0", 0x3AA, 2, Bpu, 0),
+        row("MSR_MOB_ESCR1", 0x3AB, 2, Bpu, 1),
+        row("MSR_PMH_ESCR0", 0x3AC, 4, Bpu, 0),
+        row("MSR_PMH_ESCR1", 0x3AD, 4, Bpu, 1),
+        row("MSR_SAAT_ESCR0", 0x3AE, 2, Flame, 0),
+        row("MSR_SAAT_ESCR1", 0x3AF, 2, Flame, 1),
+        row("MSR_U2L_ESCR0", 0x3B0, 3, Flame, 0),
+        row("MSR_U2L_ESCR1", 0x3B1, 3, Flame, 1),
+        row("MSR_BPU_ESCR0", 0x3B2, 0, Bpu, 0),
+        row("MSR_BPU_ESCR1", 0x3B3, 0, Bpu, 1),
+        row("MSR_IS_ESCR0", 0x3B4, 1, Bpu, 0),
+        row("MSR_IS_ESCR1", 0x3B5, 1, Bpu, 1),
+        row("MSR_ITLB_ESCR0", 0x3B6, 3, Bpu, 0),
+        row("MSR_ITLB_ESCR1", 0x3B7, 3, Bpu, 1),
+        row("MSR_CRU_ESCR0", 0x3B8, 4, Iq, 0),
+        row("MSR_CRU_ESCR1", 0x3B9, 4, Iq, 1),
+        row("MSR_IQ_ESCR0", 0x3BA, 0, Iq, 0),
+        row("MSR_IQ_ESCR1", 0x3BB, 0, Iq, 1),
+        row("MSR_RAT_ESCR0", 0x3BC, 2, Iq, 0),
+        row("MSR_RAT_ESCR1", 0x3BD, 2, Iq, 1),
+        row("MSR_SSU_ESCR0", 0x3BE, 3, Iq, 0),
+        row("MSR_MS_ESCR0", 0x3C0, 0, Ms, 0),
+        row("MSR_MS_ESCR1", 0x3C1, 0, Ms, 1),
+        row("MSR_TBPU_ESCR0", 0x3C2, 2, Ms, 0),
+        row("MSR_TBPU_ESCR1", 0x3C3, 2, Ms, 1),
+        row("MSR_TC_ESCR0", 0x3C4, 1, Ms, 0),
+        row("MSR_TC_ESCR1", 0x3C5, 1, Ms, 1),
+        row("MSR_IX_ESCR0", 0x3C8, 5, Bpu, 0),
+        row("MSR_IX_ESCR1", 0x3C9, 5, Bpu, 1),
+        row("MSR_ALF_ESCR0", 0x3CA, 1, Iq, 0),
+        row("MSR_ALF_ESCR1", 0x3CB, 1, Iq, 1),
+        row("MSR_CRU_ESCR2", 0x3CC, 5, Iq, 0),
+        row("MSR_CRU_ESCR3", 0x3CD, 5, Iq, 1),
+        row("MSR_CRU_ESCR4", 0x3E0, 6, Iq, 0),
+        row("MSR_CRU_ESCR5", 0x3E1, 6, Iq, 1),
+    ]
+};
+
+impl Escr {
+    /// All 45 ESCRs in MSR-address order.
+    pub const ALL: [Escr; 45] = {
+        let mut all = [Escr::BsuEscr0; 45];
+        let mut i = 0;
+        while i < 45 {
+            all[i] = Escr::from_index_unchecked(i as u8);
+            i += 1;
+        }
+        all
+    };
+
+    const fn from_index_unchecked(i: u8) -> Escr {
+        use Escr::*;
+        const ORDER: [Escr; 45] = [
+            BsuEscr0, BsuEscr1, FsbEscr0, FsbEscr1, FirmEscr0, FirmEscr1, FlameEscr0, FlameEscr1,
+            DacEscr0, DacEscr1, MobEscr0, MobEscr1, PmhEscr0, PmhEscr1, SaatEscr0, SaatEscr1,
+            U2lEscr0, U2lEscr1, BpuEscr0, BpuEscr1, IsEscr0, IsEscr1, ItlbEscr0, ItlbEscr1,
+            CruEscr0, CruEscr1, IqEscr0, IqEscr1, RatEscr0, RatEscr1, SsuEscr0, MsEscr0, MsEscr1,
+            TbpuEscr0, TbpuEscr1, TcEscr0, TcEscr1, IxEscr0, IxEscr1, AlfEscr0, AlfEscr1, CruEscr2,
+            CruEscr3, CruEscr4, CruEscr5,
+        ];
+        ORDER[i as usize]
+    }
+
+    const fn row(self) -> &'static EscrRow {
+        &ESCR_TABLE[self as usize]
+    }
+
+    /// The ESCR at MSR address `msr`, if there is one.
+    pub const fn from_msr(msr: u32) -> Option<Escr> {
+        let mut i = 0;
+        while i < Self::ALL.len() {
+            if ESCR_TABLE[i].msr == msr {
+                return Some(Self::ALL[i]);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// The SDM name, e.g. `"MSR_CRU_ESCR2"`.
+    pub const fn name(self) -> &'static str {
+        self.row().name
+    }
+
+    /// The MSR address.
+    pub const fn msr(self) -> u32 {
+        self.row().msr
+    }
+
+    /// The value a CCCR's ESCR-select field (bits 15:13) must hold to route
+    /// this ESCR to the counter.
+    pub const fn select(self) -> EscrSelect {
+        EscrSelect::from_bits_truncate(self.row().select)
+    }
+
+    /// The block whose counters this ESCR feeds.
+    pub const fn block(self) -> Block {
+        self.row().block
+    }
+
+    /// 0 for `*_ESCR0`/`2`/`4`, 1 for `*_ESCR1`/`3`/`5`: which pair(s) of the
+    /// block it feeds.
+    pub const fn side(self) -> u8 {
+        self.row().side
+    }
+
+    /// The counters this ESCR can feed (SDM Table 18-63): pair A (side 0) or
+    /// pair B (side 1) of its block, plus counter 16 (side 0) or 17 (side 1)
+    /// for the IQ block.
+    pub const fn counters(self) -> CounterSet {
+        let row = self.row();
+        let base = match row.block {
+            Block::Bpu => 0,
+            Block::Ms => 4,
+            Block::Flame => 8,
+            Block::Iq => 12,
+        } + 2 * row.side;
+        let set = CounterSet::EMPTY
+            .with(Counter::ALL[base as usize])
+            .with(Counter::ALL[base as usize + 1]);
+        match row.block {
+            Block::Iq => set.with(Counter::ALL[16 + row.side as usize]),
+            _ => set,
+        }
+    }
+
+    /// Whether this ESCR can feed `counter`.
+    pub const fn feeds(self, counter: Counter) -> bool {
+        self.counters().contains(counter)
+    }
+
+    /// Whether the ESCR exists on family 0Fh model `model`: `MSR_IQ_ESCR0/1`
+    /// only on models 01h-02h (SDM Table 18-63 note 1; perfctr and oprofile
+    /// also enable them on model 0 -- this crate follows the SDM).
+    pub const fn available_on(self, model: u8) -> bool {
+        match self {
+            Escr::IqEscr0 | Escr::IqEscr1 => matches!(model, 1 | 2),
+            _ => true,
+        }
+    }
+}
+
+/// A legal ESCR -> counter routing: the ESCR can feed the counter. The only
+/// way to name an ESCR/counter pairing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Assignment {
+    escr: Escr,
+    counter: Counter,
+}
+
+impl Assignment {
+    /// The pairing, if `escr` is wired to `counter` (SDM Table 18-63).
+    pub const fn new(escr: Escr, counter: Counter) -> Option<Assignment> {
+        if escr.feeds(counter) {
+            Some(Assignment { escr, counter })
+        } else {
+            None
+        }
+    }
+
+    /// The ESCR.
+    pub const fn escr(self) -> Escr {
+        self.escr
+    }
+
+    /// The counter.
+    pub const fn counter(self) -> Counter {
+        self.counter
+    }
+
+    /// The counter's CCCR.
+    pub const fn cccr(self) -> Cccr {
+        self.counter.cccr()
+    }
+
+    /// The CCCR ESCR-select value for this routing.
+    pub const fn select(self) -> EscrSelect {
+        self.escr.select()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reference: netburst_msrs.md section 2 (SDM Table 18-63), transcribed
+    /// independently of `ESCR_TABLE`: (MSR, name, select, counters).
+    const REF_ESCRS: &[(u32, &str, u8, &[u8])] = &[
+        (0x3A0, "MSR_BSU_ESCR0", 7, &[0, 1]),
+        (0x3A1, "MSR_BSU_ESCR1", 7, &[2, 3]),
+        (0x3A2, "MSR_FSB_ESCR0", 6, &[0, 1]),
+        (0x3A3, "MSR_FSB_ESCR1", 6, &[2, 3]),
+        (0x3A4, "MSR_FIRM_ESCR0", 1, &[8, 9]),
+        (0x3A5, "MSR_FIRM_ESCR1", 1, &[10, 11]),
+        (0x3A6, "MSR_FLAME_ESCR0", 0, &[8, 9]),
+        (0x3A7, "MSR_FLAME_ESCR1", 0, &[10, 11]),
+        (0x3A8, "MSR_DAC_ESCR0", 5, &[8, 9]),
+        (0x3A9, "MSR_DAC_ESCR1", 5, &[10, 11]),
+        (0x3AA, "MSR_MOB_ESCR0", 2, &[0, 1]),
+        (0x3AB, "MSR_MOB_ESCR1", 2, &[2, 3]),
+        (0x3AC, "MSR_PMH_ESCR0", 4, &[0, 1]),
+        (0x3AD, "MSR_PMH_ESCR1", 4, &[2, 3]),
+        (0x3AE, "MSR_SAAT_ESCR0", 2, &[8, 9]),
+        (0x3AF, "MSR_SAAT_ESCR1", 2, &[10, 11]),
+        (0x3B0, "MSR_U2L_ESCR0", 3, &[8, 9]),
+        (0x3B1, "MSR_U2L_ESCR1", 3, &[10, 11]),
+        (0x3B2, "MSR_BPU_ESCR0", 0, &[0, 1]),
+        (0x3B3, "MSR_BPU_ESCR1", 0, &[2, 3]),
+        (0x3B4, "MSR_IS_ESCR0", 1, &[0, 1]),
+        (0x3B5, "MSR_IS_ESCR1", 1, &[2, 3]),
+        (0x3B6, "MSR_ITLB_ESCR0", 3, &[0, 1]),
+        (0x3B7, "MSR_ITLB_ESCR1", 3, &[2, 3]),
+        (0x3B8, "MSR_CRU_ESCR0", 4, &[12, 13, 16]),
+        (0x3B9, "MSR_CRU_ESCR1", 4, &[14, 15, 17]),
+        (0x3BA, "MSR_IQ_ESCR0", 0, &[12, 13, 16]),
+        (0x3BB, "MSR_IQ_ESCR1", 0, &[14, 15, 17]),
+        (0x3BC, "MSR_RAT_ESCR0", 2, &[12, 13, 16]),
+        (0x3BD, "MSR_RAT_ESCR1", 2, &[14, 15, 17]),
+        (0x3BE, "MSR_SSU_ESCR0", 3, &[12, 13, 16]),
+        (0x3C0, "MSR_MS_ESCR0", 0, &[4, 5]),
+        (0x3C1, "MSR_MS_ESCR1", 0, &[6, 7]),
+        (0x3C2, "MSR_TBPU_ESCR0", 2, &[4, 5]),
+        (0x3C3, "MSR_TBPU_ESCR1", 2, &[6, 7]),
+        (0x3C4, "MSR_TC_ESCR0", 1, &[4, 5]),
+        (0x3C5, "MSR_TC_ESCR1", 1, &[6, 7]),
+        (0x3C8, "MSR_IX_ESCR0", 5, &[0, 1]),
+        (0x3C9, "MSR_IX_ESCR1", 5, &[2, 3]),
+        (0x3CA, "MSR_ALF_ESCR0", 1, &[12, 13, 16]),
+        (0x3CB, "MSR_ALF_ESCR1", 1, &[14, 15, 17]),
+        (0x3CC, "MSR_CRU_ESCR2", 5, &[12, 13, 16]),
+        (0x3CD, "MSR_CRU_ESCR3", 5, &[14, 15, 17]),
+        (0x3E0, "MSR_CRU_ESCR4", 6, &[12, 13, 16]),
+        (0x3E1, "MSR_CRU_ESCR5", 6, &[14, 15, 17]),
+    ];
+
+    /// Reference: netburst_msrs.md section 1 (SDM Table 18-63), per counter,
+    /// the ESCR (by MSR) behind each CCCR select value 0-7 on a model-2 part.
+    const REF_SELECT_MAP: [[Option<u32>; 8]; 18] = {
+        const A_BPU: [Option<u32>; 8] = [
+            Some(0x3B2),
+            Some(0x3B4),
+            Some(0x3AA),
+            Some(0x3B6),
+            Some(0x3AC),
+            Some(0x3C8),
+            Some(0x3A2),
+            Some(0x3A0),
+        ];
+        const B_BPU: [Option<u32>; 8] = [
+            Some(0x3B3),
+            Some(0x3B5),
+            Some(0x3AB),
+            Some(0x3B7),
+            Some(0x3AD),
+            Some(0x3C9),
+            Some(0x3A3),
+            Some(0x3A1),
+        ];
+        const A_MS: [Option<u32>; 8] = [
+            Some(0x3C0),
+            Some(0x3C4),
+            Some(0x3C2),
+            None,
+            None,
+            None,
+            None,
+            None,
+        ];
+        const B_MS: [Option<u32>; 8] = [
+            Some(0x3C1),
+            Some(0x3C5),
+            Some(0x3C3),
+            None,
+            None,
+            None,
+            None,
+            None,
+        ];
+        const A_FL: [Option<u32>; 8] = [
+            Some(0x3A6),
+            Some(0x3A4),
+            Some(0x3AE),
+            Some(0x3B0),
+            None,
+            Some(0x3A8),
+            None,
+            None,
+        ];
+        const B_FL: [Option<u32>; 8] = [
+            Some(0x3A7),
+            Some(0x3A5),
+            Some(0x3AF),
+            Some(0x3B1),
+            None,
+            Some(0x3A9),
+            None,
+            None,
+        ];
+        const A_IQ: [Option<u32>; 8] = [
+            Some(0x3BA),
+            Some(0x3CA),
+            Some(0x3BC),
+            Some(0x3BE),
+            Some(0x3B8),
+            Some(0x3CC),
+            Some(0x3E0),
+            None,
+        ];
+        const B_IQ: [Option<u32>; 8] = [
+            Some(0x3BB),
+            Some(0x3CB),
+            Some(0x3BD),
+            None,
+            Some(0x3B9),
+            Some(0x3CD),
+            Some(0x3E1),
+            None,
+        ];
+        [
+            A_BPU, A_BPU, B_BPU, B_BPU, A_MS, A_MS, B_MS, B_MS, A_FL, A_FL, B_FL, B_FL, A_IQ, A_IQ,
+            B_IQ, B_IQ, A_IQ, B_IQ,
+        ]
+    };
+
+    #[test]
+    fn escr_table_matches_reference() {
+        assert_eq!(Escr::ALL.len(), REF_ESCRS.len());
+        for (e, &(msr, name, sel, ctrs)) in Escr::ALL.iter().zip(REF_ESCRS) {
+            assert_eq!(e.msr(), msr, "{name}");
+            assert_eq!(e.name(), name);
+            assert_eq!(e.select().get(), sel, "{name}");
+            let expect = ctrs.iter().fold(CounterSet::EMPTY, |s, &n| {
+                s.with(Counter::from_index(n).unwrap())
+            });
+            assert_eq!(e.counters(), expect, "{name}");
+            assert_eq!(Escr::from_msr(msr), Some(*e));
+            for c in Counter::ALL {
+                assert_eq!(e.feeds(c), ctrs.contains(&c.index()), "{name} {c:?}");
+                assert_eq!(Assignment::new(*e, c).is_some(), e.feeds(c));
+            }
+        }
+        // MSR order and discriminant order agree.
+        for (i, e) in Escr::ALL.iter().enumerate() {
+            assert_eq!(*e as usize, i);
+        }
+    }
+
+    #[test]
+    fn gaps_have_no_escr() {
+        for msr in [0x3BF, 0x3C6, 0x3C7, 0x3CE, 0x3DF, 0x39F, 0x3E2] {
+            assert_eq!(Escr::from_msr(msr), None, "{msr:#x}");
+        }
+        let n = (0x3A0..=0x3E1)
+            .filter(|m| Escr::from_msr(*m).is_some())
+            .count();
+        assert_eq!(n, 45);
+    }
+
+    #[test]
+    fn cccr_select_map_matches_reference() {
+        for c in Counter::ALL {
+            for sel in 0..8u8 {
+                let s = EscrSelect::new(sel).unwrap();
+                let got = c.escr_for_select(s, 2).map(Escr::msr);
+                assert_eq!(
+                    got,
+                    REF_SELECT_MAP[c.index() as usize][sel as usize],
+                    "{c:?} sel {sel}"
+                );
+                // IQ_ESCR0/1 (select 0 on IQ counters) vanish from model 3 on.
+                let later = c.escr_for_select(s, 3).map(Escr::msr);
+                if matches!(got, Some(0x3BA | 0x3BB)) {
+                    assert_eq!(later, None);
+                } else {
+                    assert_eq!(later, got);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn counter_and_cccr_addresses() {
+        for n in 0..18u8 {
+            let c = Counter::from_index(n).unwrap();
+            assert_eq!(c.index(), n);
+            assert_eq!(c.msr(), 0x300 + n as u32);
+            assert_eq!(c.cccr().msr(), 0x360 + n as u32);
+            assert_eq!(c.cccr().counter(), c);
+            assert_eq!(c.rdpmc_index(), n as u32);
+        }
+        assert_eq!(Counter::from_index(18), None);
+        assert_eq!(Counter::from_index(255), None);
+    }
+
+    #[test]
+    fn blocks_and_pairs() {
+        let expect: [(Pair, Block, [u8; 2]); 9] = [
+            (Pair::BpuA, Block::Bpu, [0, 1]),
+            (Pair::BpuB, Block::Bpu, [2, 3]),
+            (Pair::MsA, Block::Ms, [4, 5]),
+            (Pair::MsB, Block::Ms, [6, 7]),
+            (Pair::FlameA, Block::Flame, [8, 9]),
+            (Pair::FlameB, Block::Flame, [10, 11]),
+            (Pair::IqA, Block::Iq, [12, 13]),
+            (Pair::IqB, Block::Iq, [14, 15]),
+            (Pair::IqC, Block::Iq, [16, 17]),
+        ];
+        for (p, b, ctrs) in expect {
+            assert_eq!(p.block(), b);
+            assert_eq!(p.counters().map(Counter::index), ctrs);
+            for n in ctrs {
+                let c = Counter::from_index(n).unwrap();
+                assert_eq!(c.pair(), p);
+                assert_eq!(c.block(), b);
+            }
+            assert!(b.pairs().contains(&p));
+        }
+        let total: usize = Block::ALL.iter().map(|b| b.pairs().len()).sum();
+        assert_eq!(total, 9);
+    }
+
+    #[test]
+    fn cascade_partners_follow_seed_004() {
+        // (counter, the only counter it can be cascaded from)
+        let expect = [
+            (0, 2),
+            (2, 0),
+            (1, 3),
+            (3, 1),
+            (4, 6),
+            (6, 4),
+            (5, 7),
+            (7, 5),
+            (8, 10),
+            (10, 8),
+            (9, 11),
+            (11, 9),
+            (12, 14),
+            (14, 12),
+            (13, 15),
+            (15, 13),
+            (16, 14),
+            (17, 15),
+        ];
+        for (to, from) in expect {
+            let to = Counter::from_index(to).unwrap();
+            for c in Counter::ALL {
+                assert_eq!(
+                    to.can_cascade_from(c),
+                    c.index() == from,
+                    "{to:?} from {c:?}"
+                );
+            }
+            // Cascading stays inside the block.
+            assert_eq!(to.cascade_source().block(), to.block());
+        }
+        // 14 cannot be cascaded from 16, nor 16 from 12.
+        assert!(!Counter::IqCounter2.can_cascade_from(Counter::IqCounter4));
+        assert!(!Counter::IqCounter4.can_cascade_from(Counter::IqCounter0));
+    }
+
+    #[test]
+    fn extended_cascade_only_on_iq_0_3_4_5_of_models_2_3_4_6() {
+        for model in 0..=15u8 {
+            for c in Counter::ALL {
+                let got = c.extended_cascade_source(model).map(Counter::index);
+                let expect = if matches!(model, 2 | 3 | 4 | 6) {
+                    match c.index() {
+                        12 => Some(16),
+                        15 => Some(17),
+                        16 => Some(17),
+                        17 => Some(16),
+                        _ => None,
+                    }
+                } else {
+                    None
+                };
+                assert_eq!(got, expect, "{c:?} model {model}");
+            }
+        }
+    }
+
+    #[test]
+    fn iq_escrs_are_model_specific() {
+        for model in 0..=15u8 {
+            assert_eq!(Escr::IqEscr0.available_on(model), model == 1 || model == 2);
+            assert_eq!(Escr::IqEscr1.available_on(model), model == 1 || model == 2);
+            let n = Escr::ALL.iter().filter(|e| e.available_on(model)).count();
+            assert_eq!(n, if model == 1 || model == 2 { 45 } else { 43 });
+        }
+    }
+
+    #[test]
+    fn side_matches_feeding_escrs() {
+        for c in Counter::ALL {
+            for e in Escr::ALL {
+                if e.feeds(c) {
+                    assert_eq!(e.side(), c.side(), "{e:?} {c:?}");
+                    assert_eq!(e.block(), c.block());
+                }
+            }
+        }
+        assert!(Counter::IqCounter4.pebs_capable() && Counter::IqCounter5.pebs_capable());
+        assert_eq!(Counter::ALL.iter().filter(|c| c.pebs_capable()).count(), 2);
+    }
+
+    #[test]
+    fn other_msrs() {
+        assert_eq!(MSR_TC_PRECISE_EVENT, 0x3F0);
+        assert_eq!(MSR_PEBS_ENABLE, 0x3F1);
+        assert_eq!(MSR_PEBS_MATRIX_VERT, 0x3F2);
+        assert_eq!(IA32_DS_AREA, 0x600);
+        assert_eq!(IA32_MISC_ENABLE, 0x1A0);
+        assert_eq!(COUNTER_MASK, 0xFF_FFFF_FFFF);
+    }
+}
