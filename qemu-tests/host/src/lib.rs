@@ -1,0 +1,383 @@
+//! The host side of the QEMU tests: builds every test kernel
+//! (`qemu-tests/src/bin`) and example kernel (`examples/`) for
+//! `x86_64-unknown-none`, boots each under QEMU through `qemu-tests/qemu-run`,
+//! and judges what it printed. `tests/qemu.rs` runs them all for `cargo test`;
+//! the `qemu` binary (`cargo qemu <kernel>`) boots one.
+//!
+//! A kernel's source says how to boot it, in its leading doc comment:
+//!
+//! ```text
+//! //! qemu-run: <config>: <extra QEMU arguments>      (one line per boot; none = one plain boot)
+//! //! expect-fail: <case>: <text the failure must contain>
+//! ```
+//!
+//! A kernel that prints `suite <name>: <n> cases` reports its cases with the
+//! protocol of `hobby::test`; any other kernel (the examples) is one case that
+//! passes when it exits with the success code. A run whose exit status does
+//! not match what it reported, that hangs, or that stops before reporting all
+//! its cases, adds a failure.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Mutex;
+use std::thread;
+
+/// The target the kernels are built for.
+pub const TARGET: &str = "x86_64-unknown-none";
+
+/// One boot of one kernel, as its source header describes it.
+#[derive(Debug)]
+pub struct Run {
+    /// The kernel binary's name.
+    pub kernel: String,
+    /// The configuration's name (empty for a kernel with a single plain boot).
+    pub config: String,
+    /// Extra QEMU arguments.
+    pub qemu_args: Vec<String>,
+    expect_fail: Vec<(String, String)>,
+}
+
+impl Run {
+    /// `kernel[config]`, or `kernel` for a plain boot.
+    pub fn label(&self) -> String {
+        if self.config.is_empty() {
+            self.kernel.clone()
+        } else {
+            format!("{}[{}]", self.kernel, self.config)
+        }
+    }
+}
+
+/// The verdict on one case, as printed.
+struct CaseResult {
+    name: String,
+    passed: bool,
+    note: String,
+}
+
+/// The repository and the tools the kernels are built and booted with.
+#[derive(Debug)]
+pub struct Workspace {
+    root: PathBuf,
+    runner: PathBuf,
+    target_dir: PathBuf,
+}
+
+impl Default for Workspace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Workspace {
+    /// The repository this crate sits in.
+    pub fn new() -> Self {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let root = root.canonicalize().unwrap_or(root);
+        Self {
+            runner: root.join("qemu-tests/qemu-run"),
+            target_dir: root.join("target/qemu"),
+            root,
+        }
+    }
+
+    /// Installs what is missing (the Rust target, QEMU) and builds every
+    /// kernel.
+    pub fn prepare(&self) -> Result<(), String> {
+        ensure_target(&self.root)?;
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        println!("qemu: building kernels for {TARGET}");
+        let built = Command::new(&cargo)
+            .current_dir(&self.root)
+            .args(["build", "--quiet", "--bins", "--target", TARGET])
+            .args(["-p", "pmu-qemu-tests", "-p", "pmu-examples", "--target-dir"])
+            .arg(&self.target_dir)
+            .status();
+        if !matches!(built, Ok(s) if s.success()) {
+            return Err(format!("building the kernels failed ({built:?})"));
+        }
+        // Install QEMU once, before runs start in parallel.
+        match Command::new(&self.runner).arg("--install-only").status() {
+            Ok(s) if s.success() => Ok(()),
+            _ => Err("QEMU is not available".into()),
+        }
+    }
+
+    /// Every boot of every kernel, in name order.
+    pub fn runs(&self) -> Result<Vec<Run>, String> {
+        discover(&self.root)
+    }
+
+    fn kernel(&self, run: &Run) -> PathBuf {
+        self.target_dir.join(TARGET).join("debug").join(&run.kernel)
+    }
+
+    /// Boots `run` with the console on this terminal; returns its verdict.
+    pub fn boot_attached(&self, run: &Run) -> ExitCode {
+        println!(
+            "qemu: booting {} (QEMU {})",
+            run.label(),
+            run.qemu_args.join(" ")
+        );
+        match Command::new(&self.runner)
+            .arg(self.kernel(run))
+            .args(&run.qemu_args)
+            .status()
+        {
+            Ok(s) if s.success() => ExitCode::SUCCESS,
+            _ => ExitCode::FAILURE,
+        }
+    }
+
+    /// Boots every run (two or more at a time), prints every case, and ends
+    /// with `N passed, N failed`. Succeeds when nothing failed.
+    pub fn test_all(&self) -> ExitCode {
+        let runs = match self.prepare().and_then(|()| self.runs()) {
+            Ok(runs) => runs,
+            Err(e) => {
+                eprintln!("qemu: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let next = Mutex::new(runs.iter());
+        let results = Mutex::new(Vec::new());
+        let workers = thread::available_parallelism().map_or(2, |n| n.get().min(4));
+        thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| {
+                    while let Some(run) = next.lock().unwrap().next() {
+                        let cases = boot(&self.runner, &self.kernel(run), run);
+                        let mut out = String::new();
+                        for case in &cases {
+                            let verdict = if case.passed { "ok" } else { "FAILED" };
+                            let (label, name, note) = (run.label(), &case.name, &case.note);
+                            out += &format!("qemu {label}::{name} ... {verdict}{note}\n");
+                        }
+                        print!("{out}");
+                        let mut results = results.lock().unwrap();
+                        results.extend(cases.into_iter().map(|c| c.passed));
+                    }
+                });
+            }
+        });
+        let results = results.into_inner().unwrap();
+        let passed = results.iter().filter(|&&p| p).count();
+        let failed = results.len() - passed;
+        println!("{passed} passed, {failed} failed");
+        if failed == 0 && passed > 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Makes sure the bare-metal target is installed (rust-toolchain.toml names
+/// it, but rustup adds targets only when it installs the toolchain).
+fn ensure_target(root: &Path) -> Result<(), String> {
+    let sysroot = Command::new("rustc")
+        .current_dir(root)
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("cannot run rustc: {e}"))?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
+    if sysroot.join("lib/rustlib").join(TARGET).exists() {
+        return Ok(());
+    }
+    println!("qemu tests: installing the {TARGET} target with rustup");
+    let status = Command::new("rustup")
+        .current_dir(root)
+        .args(["target", "add", TARGET])
+        .status()
+        .map_err(|e| format!("{TARGET} is missing and rustup cannot be run: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`rustup target add {TARGET}` failed"))
+    }
+}
+
+/// Every kernel source and the boots its header asks for.
+fn discover(root: &Path) -> Result<Vec<Run>, String> {
+    let mut sources = Vec::new();
+    for dir in ["qemu-tests/src/bin", "examples"] {
+        let entries = fs::read_dir(root.join(dir)).map_err(|e| format!("{dir}: {e}"))?;
+        for entry in entries {
+            let path = entry.map_err(|e| e.to_string())?.path();
+            if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("build.rs") {
+                sources.push(path);
+            }
+        }
+    }
+    sources.sort();
+    let mut runs = Vec::new();
+    for path in sources {
+        let kernel = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let header = text.lines().take_while(|l| l.starts_with("//!"));
+        let mut configs = Vec::new();
+        let mut expect_fail = Vec::new();
+        for line in header {
+            let line = line.trim_start_matches("//!").trim();
+            if let Some(rest) = line.strip_prefix("qemu-run:") {
+                let (config, args) = rest.split_once(':').unwrap_or((rest, ""));
+                let args = args.split_whitespace().map(String::from).collect();
+                configs.push((config.trim().to_string(), args));
+            } else if let Some(rest) = line.strip_prefix("expect-fail:") {
+                let (case, reason) = rest.split_once(':').ok_or_else(|| {
+                    format!("{}: expect-fail needs `case: reason`", path.display())
+                })?;
+                expect_fail.push((case.trim().to_string(), reason.trim().to_string()));
+            }
+        }
+        if configs.is_empty() {
+            configs.push((String::new(), Vec::new()));
+        }
+        for (config, qemu_args) in configs {
+            runs.push(Run {
+                kernel: kernel.clone(),
+                config,
+                qemu_args,
+                expect_fail: expect_fail.clone(),
+            });
+        }
+    }
+    Ok(runs)
+}
+
+/// Boots one kernel and judges what it printed.
+fn boot(runner: &Path, kernel: &Path, run: &Run) -> Vec<CaseResult> {
+    let output = Command::new(runner)
+        .arg(kernel)
+        .args(&run.qemu_args)
+        .stdin(Stdio::null())
+        .output();
+    let output = match output {
+        Ok(output) => output,
+        Err(e) => {
+            return vec![CaseResult {
+                name: "boot".into(),
+                passed: false,
+                note: format!("\n    cannot run {}: {e}", runner.display()),
+            }];
+        }
+    };
+    let console = String::from_utf8_lossy(&output.stdout).replace('\r', "");
+    let runner_said = String::from_utf8_lossy(&output.stderr).trim().to_string();
+    let exit_success = output.status.success();
+    let mut results = judge(&console, exit_success, &runner_said, run);
+    if results.iter().any(|r| !r.passed)
+        && let Some(last) = results.last_mut()
+    {
+        last.note += "\n    --- kernel console ---\n";
+        for line in console.lines() {
+            last.note += &format!("    | {line}\n");
+        }
+        last.note += "    ----------------------";
+    }
+    results
+}
+
+/// Turns a kernel's console output and exit status into case results.
+fn judge(console: &str, exit_success: bool, runner_said: &str, run: &Run) -> Vec<CaseResult> {
+    let planned = console.lines().find_map(|l| {
+        let rest = l.strip_prefix("suite ")?;
+        let (_, count) = rest.split_once(": ")?;
+        count.strip_suffix(" cases")?.parse::<usize>().ok()
+    });
+    let Some(planned) = planned else {
+        // Not a test kernel: the run is the case.
+        return vec![CaseResult {
+            name: "run".into(),
+            passed: exit_success,
+            note: if exit_success {
+                String::new()
+            } else {
+                format!("\n    {runner_said}")
+            },
+        }];
+    };
+
+    let mut results = Vec::new();
+    let mut lines = console.lines().peekable();
+    let mut kernel_failures = 0;
+    while let Some(line) = lines.next() {
+        let Some(rest) = line.strip_prefix("test ") else {
+            continue;
+        };
+        let (name, passed) = if let Some(name) = rest.strip_suffix(" ... ok") {
+            (name, true)
+        } else if let Some(name) = rest.strip_suffix(" ... FAILED") {
+            (name, false)
+        } else {
+            continue;
+        };
+        let case = name.rsplit("::").next().unwrap_or(name).to_string();
+        let why = match lines.peek() {
+            Some(next) if next.starts_with("    ") => next.trim().to_string(),
+            _ => String::new(),
+        };
+        if !passed {
+            kernel_failures += 1;
+        }
+        let expected = run.expect_fail.iter().find(|(c, _)| *c == case);
+        results.push(match (expected, passed) {
+            (None, true) => CaseResult {
+                name: case,
+                passed: true,
+                note: String::new(),
+            },
+            (None, false) => CaseResult {
+                name: case,
+                passed: false,
+                note: format!("\n    {why}"),
+            },
+            (Some((_, reason)), false) if why.contains(reason.as_str()) => CaseResult {
+                name: case,
+                passed: true,
+                note: format!(" (failed as it must: {why})"),
+            },
+            (Some((_, reason)), false) => CaseResult {
+                name: case,
+                passed: false,
+                note: format!("\n    must fail with `{reason}`, failed with `{why}`"),
+            },
+            (Some(_), true) => CaseResult {
+                name: case,
+                passed: false,
+                note: "\n    passed, but this case must fail".into(),
+            },
+        });
+    }
+    for (case, _) in &run.expect_fail {
+        if !results.iter().any(|r| r.name == *case) {
+            results.push(CaseResult {
+                name: case.clone(),
+                passed: false,
+                note: "\n    expected to fail, but never reported".into(),
+            });
+        }
+    }
+    let reported = results.len().min(planned);
+    if reported < planned {
+        results.push(CaseResult {
+            name: "(run)".into(),
+            passed: false,
+            note: format!(
+                "\n    {} of {planned} cases never reported; {runner_said}",
+                planned - reported
+            ),
+        });
+    } else if exit_success != (kernel_failures == 0) {
+        results.push(CaseResult {
+            name: "(run)".into(),
+            passed: false,
+            note: format!(
+                "\n    exit status says {}, the cases say {kernel_failures} failed; {runner_said}",
+                if exit_success { "success" } else { "failure" }
+            ),
+        });
+    }
+    results
+}

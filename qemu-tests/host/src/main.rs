@@ -1,0 +1,38 @@
+//! `cargo qemu <kernel> [config]`: builds the kernels and boots one under
+//! QEMU with its console on this terminal. `cargo qemu` alone lists them.
+
+use std::process::ExitCode;
+
+use qemu_host::Workspace;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let workspace = Workspace::new();
+    let runs = match workspace.runs() {
+        Ok(runs) => runs,
+        Err(e) => {
+            eprintln!("qemu: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let [kernel, rest @ ..] = args.as_slice() else {
+        println!("usage: cargo qemu <kernel> [config]; the kernels and their configs:");
+        for run in &runs {
+            println!("  {}", run.label());
+        }
+        return ExitCode::SUCCESS;
+    };
+    let config = rest.first();
+    let Some(run) = runs
+        .iter()
+        .find(|r| r.kernel == *kernel && config.is_none_or(|c| r.config == *c))
+    else {
+        eprintln!("qemu: no kernel {kernel} with config {config:?}; `cargo qemu` lists them");
+        return ExitCode::FAILURE;
+    };
+    if let Err(e) = workspace.prepare() {
+        eprintln!("qemu: {e}");
+        return ExitCode::FAILURE;
+    }
+    workspace.boot_attached(run)
+}
