@@ -167,12 +167,14 @@ static IDT: spin::Once<InterruptDescriptorTable> = spin::Once::new();
 
 /// Builds and loads the IDT: every vector's gate points at its stub slot.
 pub(crate) fn init() {
+    crate::gdt::init();
     let idt = IDT.call_once(|| {
         let mut idt = InterruptDescriptorTable::new();
         let slot = |vector: u64| VirtAddr::new(vector_stubs as *const () as u64 + 16 * vector);
         // SAFETY: each address is the stub slot for that very vector, which
         // handles the error code the CPU pushes for it (or pushes a zero) and
-        // returns with IRETQ.
+        // returns with IRETQ; the double-fault IST slot holds a stack that
+        // `gdt::init` set up before this.
         unsafe {
             idt.divide_error.set_handler_addr(slot(0));
             idt.debug.set_handler_addr(slot(1));
@@ -182,7 +184,9 @@ pub(crate) fn init() {
             idt.bound_range_exceeded.set_handler_addr(slot(5));
             idt.invalid_opcode.set_handler_addr(slot(6));
             idt.device_not_available.set_handler_addr(slot(7));
-            idt.double_fault.set_handler_addr(slot(8));
+            idt.double_fault
+                .set_handler_addr(slot(8))
+                .set_stack_index(crate::gdt::DOUBLE_FAULT_IST_INDEX);
             idt.invalid_tss.set_handler_addr(slot(10));
             idt.segment_not_present.set_handler_addr(slot(11));
             idt.stack_segment_fault.set_handler_addr(slot(12));

@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`boot`] | PVH note, trampoline, hand-off to the kernel's `main` |
 //! | [`serial`] | COM1 console, `print!` and `println!` |
+//! | [`gdt`] | the kernel GDT and TSS (a separate stack for double faults) |
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
 //! | [`mod@test`] | the test-case runner and its console protocol |
@@ -24,6 +25,8 @@ pub mod boot;
 pub mod exit;
 #[cfg(target_os = "none")]
 pub mod fault;
+#[cfg(target_os = "none")]
+pub mod gdt;
 #[cfg(target_os = "none")]
 pub mod idt;
 #[cfg(target_os = "none")]

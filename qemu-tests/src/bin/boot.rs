@@ -45,6 +45,7 @@ fn main(boot: &'static BootInfo) -> ! {
             case!(msr_read_executes_in_ring0),
             case!(faulting_rdpmc_is_an_error_not_a_crash),
             case!(catch_reports_gp_and_pf),
+            case!(double_fault_on_a_broken_stack_is_reported),
         ],
     )
 }
@@ -158,5 +159,32 @@ fn catch_reports_gp_and_pf() -> Outcome {
     check_eq!(vector, 14);
     check_eq!(error_code & 1, 0); // not-present page
     check_eq!(x86_64::registers::control::Cr2::read_raw(), 0x1_0000_0000);
+    Ok(())
+}
+
+/// An exception on a broken stack cannot be delivered there: the CPU raises
+/// #SS, cannot push that either, and escalates to #DF, which runs on its own
+/// IST stack and is reported like any other fault.
+fn double_fault_on_a_broken_stack_is_reported() -> Outcome {
+    let fault = catch(|| {
+        // SAFETY: deliberately points RSP at a non-canonical address and
+        // pushes; the resulting double fault is caught and `catch` restores
+        // the real stack.
+        unsafe {
+            core::arch::asm!(
+                "mov rsp, {bad}",
+                "push rax",
+                bad = in(reg) 0x8000_0000_0000_0000u64,
+                options(noreturn),
+            )
+        }
+    });
+    let Err(Fault::Exception {
+        vector, error_code, ..
+    }) = fault
+    else {
+        fail!("no double fault: {fault:?}")
+    };
+    check_eq!((vector, error_code), (8, 0));
     Ok(())
 }
