@@ -208,6 +208,18 @@ impl LocalApic {
             .write(SHORTHAND_SELF | LEVEL_ASSERT | u32::from(vector.get()));
     }
 
+    /// Sends an NMI to this CPU (ICR delivery mode NMI, addressed to the
+    /// local APIC ID, since the "self" shorthand is defined for fixed
+    /// delivery only; SDM Vol. 3A 11.6.1). Test kernels use it to raise a
+    /// PMI configured for NMI delivery.
+    pub fn self_nmi(&mut self) {
+        const MODE_NMI: u32 = 0b100 << 8;
+        const LEVEL_ASSERT: u32 = 1 << 14;
+        let id = self.id();
+        self.register(reg::ICR_HIGH).write(id << 24);
+        self.register(reg::ICR_LOW).write(MODE_NMI | LEVEL_ASSERT);
+    }
+
     /// Whether `vector` is in service (ISR bit set): delivered, not yet EOI'd.
     pub fn in_service(&self, vector: u8) -> bool {
         self.vector_bit(reg::ISR, vector)

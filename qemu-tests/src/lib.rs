@@ -12,6 +12,7 @@
 //! | [`gdt`] | the kernel GDT and TSS (a separate stack for double faults) |
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
+//! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC |
 //! | [`mod@test`] | the test-case runner and its console protocol |
 //! | [`exit`] | success or failure exit codes |
 //!
@@ -29,6 +30,8 @@ pub mod fault;
 pub mod gdt;
 #[cfg(target_os = "none")]
 pub mod idt;
+#[cfg(target_os = "none")]
+pub mod pmi;
 #[cfg(target_os = "none")]
 pub mod serial;
 #[cfg(target_os = "none")]

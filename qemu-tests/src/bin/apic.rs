@@ -10,6 +10,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
+use hobby::pmi::{self, Delivery};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
@@ -42,6 +43,8 @@ fn main(_: &'static BootInfo) -> ! {
             case!(lvt_entry_reads_back),
             case!(pmi_vector_reaches_handler_with_interrupted_rip),
             case!(eoi_lets_the_second_pmi_through),
+            case!(model_pmi_masks_the_entry_and_interrupts),
+            case!(model_pmi_as_nmi),
         ],
     )
 }
@@ -180,5 +183,61 @@ fn eoi_lets_the_second_pmi_through() -> Outcome {
     check_eq!(PMIS.load(Ordering::SeqCst), 2);
     check_eq!(LAST_RIP.load(Ordering::SeqCst), window);
     check!(!with_apic(|apic| apic.pending(vector.get())));
+    Ok(())
+}
+
+/// A PMU model's PMI line through `hobby::pmi`: delivered as the LVT vector,
+/// leaving the entry masked as a NetBurst APIC does; dropped while masked.
+fn model_pmi_masks_the_entry_and_interrupts() -> Outcome {
+    let vector = programmed_vector()?;
+    idt::set_handler(vector.get(), pmi_handler);
+    PMIS.store(0, Ordering::SeqCst);
+    check_eq!(with_apic(pmi::deliver), Delivery::Vector(PMI_VECTOR));
+    let window = interrupt_window();
+    check_eq!(PMIS.load(Ordering::SeqCst), 1);
+    check_eq!(LAST_RIP.load(Ordering::SeqCst), window);
+    let entry = with_apic(|apic| apic.perf_counter_entry());
+    check!(
+        entry.is_masked(),
+        "entry {:#x} not masked by the PMI",
+        entry.bits()
+    );
+    // Masked: the next PMI is dropped.
+    check_eq!(with_apic(pmi::deliver), Delivery::Masked);
+    interrupt_window();
+    check_eq!(PMIS.load(Ordering::SeqCst), 1);
+    // The handler's unmask re-arms it.
+    with_apic(|apic| apic.set_perf_counter_entry(entry.unmasked()));
+    check_eq!(with_apic(pmi::deliver), Delivery::Vector(PMI_VECTOR));
+    interrupt_window();
+    check_eq!(PMIS.load(Ordering::SeqCst), 2);
+    Ok(())
+}
+
+static NMIS: AtomicU32 = AtomicU32::new(0);
+
+fn nmi_handler(_: &mut InterruptFrame) {
+    NMIS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// With NMI delivery the PMI arrives even with interrupts disabled.
+fn model_pmi_as_nmi() -> Outcome {
+    idt::set_handler(2, nmi_handler);
+    NMIS.store(0, Ordering::SeqCst);
+    let delivered = with_apic(|apic| {
+        apic.set_perf_counter_entry(LvtPerfCounter::new(PmiDelivery::Nmi));
+        pmi::deliver(apic)
+    });
+    check_eq!(delivered, Delivery::Nmi);
+    // Interrupts are still off here: only an NMI can have come through.
+    for _ in 0..1000 {
+        if NMIS.load(Ordering::SeqCst) != 0 {
+            break;
+        }
+        core::hint::spin_loop();
+    }
+    check_eq!(NMIS.load(Ordering::SeqCst), 1);
+    check!(with_apic(|apic| apic.perf_counter_entry()).is_masked());
+    idt::clear_handler(2);
     Ok(())
 }
