@@ -2,8 +2,12 @@
 
 pub mod cccr;
 pub mod escr;
+pub mod events;
 pub mod msrs;
 
 pub use cccr::{ActiveThread, CccrValue, EscrSelect, ExtendedCascade, Threshold};
 pub use escr::{EscrValue, EventMask, EventSelect, ReservedBits, TagValue, ThreadCpl};
+pub use events::{
+    Constraint, Counting, Event, EventInfo, MaskInfo, MaskKind, ReplayMetric, Specificity, Tagging,
+};
 pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, Pair};
