@@ -4,6 +4,7 @@ pub mod cccr;
 pub mod escr;
 pub mod events;
 pub mod msrs;
+pub mod parse;
 
 pub use cccr::{ActiveThread, CccrValue, EscrSelect, ExtendedCascade, Threshold};
 pub use escr::{EscrValue, EventMask, EventSelect, ReservedBits, TagValue, ThreadCpl};
@@ -11,3 +12,4 @@ pub use events::{
     Constraint, Counting, Event, EventInfo, MaskInfo, MaskKind, ReplayMetric, Specificity, Tagging,
 };
 pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, Pair};
+pub use parse::{EventSpec, Modifier, ParseError, ParseErrorKind, Pmu};

@@ -1,0 +1,975 @@
+//! libpfm4-compatible NetBurst event strings:
+//! `[netburst::|netburst_p::]event[:MASK...][:u][:k][:cmpl][:e][:thr=N]`.
+//!
+//! The result is an [`EventSpec`] whose [`EventSpec::escr_bits`] and
+//! [`EventSpec::cccr_bits`] are the ESCR and CCCR images libpfm4 computes
+//! for the same string (checked against libpfm4's own test vectors):
+//!
+//! * ESCR: event select and event mask from the catalog; `TAGn` pseudo-masks
+//!   set tag-value bit n and tag enable; `u` sets `T0_USR` and `T1_USR`, `k`
+//!   sets `T0_OS` and `T1_OS` (both logical processors); with neither
+//!   modifier both are set (libpfm4's default privilege mask, `PLM0|PLM3`).
+//!   Replay-metric masks of `replay_event` contribute no ESCR bit.
+//! * CCCR: `ENABLE`, the catalog's ESCR select, active thread 11b; `e` sets
+//!   `EDGE` and `COMPARE`, `cmpl` sets `COMPLEMENT` and `COMPARE`, `thr=N`
+//!   (0-15) sets `THRESHOLD` and, when N is non-zero, `COMPARE`.
+//!
+//! Names are matched ignoring ASCII case. Boolean modifiers also take `=0` or
+//! `=1`; numbers may be decimal or `0x` hexadecimal.
+//!
+//! Deliberate differences from libpfm4: a modifier given twice is an error
+//! (libpfm4 accepts an identical repeat); `b2b_cycles:BIT5`/`BIT6` encode
+//! SDM mask bits 5/6 (libpfm4: bit 4); `mispred_branch_retired` prints its
+//! mask as `NBOGUS` (libpfm4 `BOGUS`, accepted as input). A string without a
+//! PMU prefix is parsed for the PMU given to [`EventSpec::parse`] (`FromStr`:
+//! `netburst`, the PMU without `instr_completed`).
+
+use core::fmt;
+use core::str::FromStr;
+
+use super::cccr::{CccrValue, Threshold};
+use super::escr::{EscrValue, EventMask, TagValue, ThreadCpl};
+use super::events::{Event, EventInfo, MaskInfo, MaskKind, ReplayMetric};
+
+/// libpfm4's two NetBurst PMU models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Pmu {
+    /// `netburst`: family 0Fh except models 3, 4, 6; no `instr_completed`.
+    Netburst,
+    /// `netburst_p`: family 0Fh models 3, 4, 6 (Prescott, Cedar Mill); all
+    /// 46 events.
+    NetburstP,
+}
+
+impl Pmu {
+    /// The libpfm4 PMU name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Pmu::Netburst => "netburst",
+            Pmu::NetburstP => "netburst_p",
+        }
+    }
+
+    /// The PMU of family 0Fh model `model`.
+    pub const fn for_model(model: u8) -> Pmu {
+        if matches!(model, 3 | 4 | 6) {
+            Pmu::NetburstP
+        } else {
+            Pmu::Netburst
+        }
+    }
+
+    /// Whether the PMU has `event`.
+    pub const fn has(self, event: Event) -> bool {
+        match self {
+            Pmu::Netburst => !matches!(event, Event::InstrCompleted),
+            Pmu::NetburstP => true,
+        }
+    }
+
+    fn from_name(s: &str) -> Option<Pmu> {
+        [Pmu::Netburst, Pmu::NetburstP]
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+    }
+}
+
+/// The five libpfm4 NetBurst modifiers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Modifier {
+    /// `u`: count at CPL 1-3.
+    U,
+    /// `k`: count at CPL 0.
+    K,
+    /// `cmpl`: complement the threshold comparison.
+    Cmpl,
+    /// `e`: edge detect.
+    E,
+    /// `thr=N`: threshold 0-15.
+    Thr,
+}
+
+impl Modifier {
+    const ALL: [Modifier; 5] = [
+        Modifier::U,
+        Modifier::K,
+        Modifier::Cmpl,
+        Modifier::E,
+        Modifier::Thr,
+    ];
+
+    /// The modifier's name in event strings.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Modifier::U => "u",
+            Modifier::K => "k",
+            Modifier::Cmpl => "cmpl",
+            Modifier::E => "e",
+            Modifier::Thr => "thr",
+        }
+    }
+
+    fn from_name(s: &str) -> Option<Modifier> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s))
+    }
+}
+
+/// Why an event string was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ParseErrorKind {
+    /// The string is empty.
+    Empty,
+    /// The part before `::` is neither `netburst` nor `netburst_p`.
+    UnknownPmu,
+    /// No event name.
+    MissingEvent,
+    /// No event of that name.
+    UnknownEvent,
+    /// The event exists, but not on this PMU (model-specific event, e.g.
+    /// `netburst::instr_completed`).
+    WrongPmu {
+        /// The event.
+        event: Event,
+        /// The PMU named (or defaulted).
+        pmu: Pmu,
+    },
+    /// An empty `:`-separated field.
+    EmptyField,
+    /// Not a mask of this event, nor a modifier.
+    UnknownMask {
+        /// The event.
+        event: Event,
+    },
+    /// `name=value` where `name` is not a modifier.
+    UnknownModifier,
+    /// A mask given a value.
+    MaskTakesNoValue,
+    /// A modifier that needs a value (`thr`) was given none.
+    MissingValue {
+        /// The modifier.
+        modifier: Modifier,
+    },
+    /// The value is not a number.
+    InvalidValue {
+        /// The modifier.
+        modifier: Modifier,
+    },
+    /// The value is out of range (`thr` above 15, a boolean above 1).
+    ValueOutOfRange {
+        /// The modifier.
+        modifier: Modifier,
+    },
+    /// The same modifier appears twice.
+    ModifierRepeated {
+        /// The modifier.
+        modifier: Modifier,
+    },
+    /// No mask given and the event has no default mask.
+    NoDefaultMask {
+        /// The event.
+        event: Event,
+    },
+}
+
+/// A rejected event string: what and where (byte offset of the offending
+/// field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ParseError {
+    /// What went wrong.
+    pub kind: ParseErrorKind,
+    /// Byte offset into the string.
+    pub offset: usize,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use ParseErrorKind::*;
+        match self.kind {
+            Empty => write!(f, "empty event string"),
+            UnknownPmu => write!(f, "unknown PMU (expected netburst or netburst_p)"),
+            MissingEvent => write!(f, "missing event name"),
+            UnknownEvent => write!(f, "unknown event"),
+            WrongPmu { event, pmu } => write!(
+                f,
+                "event {} is not available on PMU {}",
+                event.name(),
+                pmu.name()
+            ),
+            EmptyField => write!(f, "empty field"),
+            UnknownMask { event } => {
+                write!(f, "unknown mask or modifier for event {}", event.name())
+            }
+            UnknownModifier => write!(f, "unknown modifier"),
+            MaskTakesNoValue => write!(f, "a mask takes no value"),
+            MissingValue { modifier } => write!(f, "modifier {} needs a value", modifier.name()),
+            InvalidValue { modifier } => {
+                write!(f, "invalid value for modifier {}", modifier.name())
+            }
+            ValueOutOfRange { modifier } => {
+                write!(f, "value out of range for modifier {}", modifier.name())
+            }
+            ModifierRepeated { modifier } => write!(f, "modifier {} repeated", modifier.name()),
+            NoDefaultMask { event } => {
+                write!(f, "event {} has no default mask; name one", event.name())
+            }
+        }?;
+        write!(f, " at byte {}", self.offset)
+    }
+}
+
+/// A fully qualified NetBurst event: what libpfm4 calls an encoding.
+///
+/// Invariants (kept by every constructor): the masks are indices into the
+/// event's catalog entry and at least one is selected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct EventSpec {
+    pmu: Pmu,
+    event: Event,
+    masks: u32,
+    os: bool,
+    usr: bool,
+    edge: bool,
+    complement: bool,
+    threshold: Threshold,
+}
+
+impl EventSpec {
+    /// The event with its default mask, counting at every CPL on both
+    /// logical processors. Fails if the PMU lacks the event or the event has
+    /// no default mask.
+    pub fn new(pmu: Pmu, event: Event) -> Result<EventSpec, ParseErrorKind> {
+        if !pmu.has(event) {
+            return Err(ParseErrorKind::WrongPmu { event, pmu });
+        }
+        let dfl = event
+            .info()
+            .default_mask()
+            .ok_or(ParseErrorKind::NoDefaultMask { event })?;
+        Ok(EventSpec {
+            pmu,
+            event,
+            masks: 1 << dfl,
+            os: true,
+            usr: true,
+            edge: false,
+            complement: false,
+            threshold: Threshold::default(),
+        })
+    }
+
+    /// The event with the masks at catalog indices `masks` (bit i = mask i).
+    /// `None` if the set is empty, names a mask the event lacks, or the PMU
+    /// lacks the event.
+    pub fn with_masks(pmu: Pmu, event: Event, masks: u32) -> Option<EventSpec> {
+        let n = event.info().masks.len();
+        if masks == 0 || (n < 32 && masks >> n != 0) || !pmu.has(event) {
+            return None;
+        }
+        Some(EventSpec {
+            pmu,
+            event,
+            masks,
+            os: true,
+            usr: true,
+            edge: false,
+            complement: false,
+            threshold: Threshold::default(),
+        })
+    }
+
+    /// With `k` (CPL 0) and `u` (CPL 1-3) set as given.
+    pub const fn with_privilege(mut self, os: bool, usr: bool) -> EventSpec {
+        self.os = os;
+        self.usr = usr;
+        self
+    }
+
+    /// With edge detection (`e`).
+    pub const fn with_edge(mut self, on: bool) -> EventSpec {
+        self.edge = on;
+        self
+    }
+
+    /// With the complement flag (`cmpl`).
+    pub const fn with_complement(mut self, on: bool) -> EventSpec {
+        self.complement = on;
+        self
+    }
+
+    /// With a threshold (`thr`).
+    pub const fn with_threshold(mut self, t: Threshold) -> EventSpec {
+        self.threshold = t;
+        self
+    }
+
+    /// Parse `s`; a string without a PMU prefix is taken for `default_pmu`.
+    /// Never panics.
+    pub fn parse(s: &str, default_pmu: Pmu) -> Result<EventSpec, ParseError> {
+        let err = |kind, offset| Err(ParseError { kind, offset });
+        if s.is_empty() {
+            return err(ParseErrorKind::Empty, 0);
+        }
+        let (pmu, rest, base) = match s.find("::") {
+            Some(pos) => match Pmu::from_name(&s[..pos]) {
+                Some(p) => (p, &s[pos + 2..], pos + 2),
+                None => return err(ParseErrorKind::UnknownPmu, 0),
+            },
+            None => (default_pmu, s, 0),
+        };
+        let mut fields = rest.split(':');
+        let name = fields.next().unwrap_or("");
+        if name.is_empty() {
+            return err(ParseErrorKind::MissingEvent, base);
+        }
+        let Some(event) = Event::from_name(name) else {
+            return err(ParseErrorKind::UnknownEvent, base);
+        };
+        if !pmu.has(event) {
+            return err(ParseErrorKind::WrongPmu { event, pmu }, base);
+        }
+        let info: &EventInfo = event.info();
+        let mut spec = EventSpec {
+            pmu,
+            event,
+            masks: 0,
+            os: false,
+            usr: false,
+            edge: false,
+            complement: false,
+            threshold: Threshold::default(),
+        };
+        let mut seen = [false; 5];
+        let mut offset = base + name.len();
+        for field in fields {
+            offset += 1; // the ':'
+            let at = offset;
+            offset += field.len();
+            if field.is_empty() {
+                return err(ParseErrorKind::EmptyField, at);
+            }
+            let (key, value) = match field.find('=') {
+                Some(p) => (&field[..p], Some(&field[p + 1..])),
+                None => (field, None),
+            };
+            if value.is_none()
+                && let Some(i) = info.mask_index(key)
+            {
+                spec.masks |= 1 << i;
+                continue;
+            }
+            let Some(modifier) = Modifier::from_name(key) else {
+                let kind = match value {
+                    Some(_) if info.mask_index(key).is_some() => ParseErrorKind::MaskTakesNoValue,
+                    Some(_) => ParseErrorKind::UnknownModifier,
+                    None => ParseErrorKind::UnknownMask { event },
+                };
+                return err(kind, at);
+            };
+            let slot = &mut seen[modifier as usize];
+            if *slot {
+                return err(ParseErrorKind::ModifierRepeated { modifier }, at);
+            }
+            *slot = true;
+            let v = match (value, modifier) {
+                (None, Modifier::Thr) => return err(ParseErrorKind::MissingValue { modifier }, at),
+                (None, _) => 1,
+                (Some(v), _) => match parse_number(v) {
+                    Ok(n) => n,
+                    Err(kind) => {
+                        let kind = if kind {
+                            ParseErrorKind::ValueOutOfRange { modifier }
+                        } else {
+                            ParseErrorKind::InvalidValue { modifier }
+                        };
+                        return err(kind, at);
+                    }
+                },
+            };
+            let limit = if modifier == Modifier::Thr { 15 } else { 1 };
+            if v > limit {
+                return err(ParseErrorKind::ValueOutOfRange { modifier }, at);
+            }
+            let on = v != 0;
+            match modifier {
+                Modifier::U => spec.usr = on,
+                Modifier::K => spec.os = on,
+                Modifier::Cmpl => spec.complement = on,
+                Modifier::E => spec.edge = on,
+                Modifier::Thr => {
+                    // v <= 15 was checked above.
+                    spec.threshold = Threshold::new(v as u8).unwrap_or_default();
+                }
+            }
+        }
+        if !seen[Modifier::U as usize] && !seen[Modifier::K as usize] {
+            spec.os = true;
+            spec.usr = true;
+        }
+        if spec.masks == 0 {
+            match info.default_mask() {
+                Some(i) => spec.masks = 1 << i,
+                None => return err(ParseErrorKind::NoDefaultMask { event }, base),
+            }
+        }
+        Ok(spec)
+    }
+
+    /// The PMU.
+    pub const fn pmu(&self) -> Pmu {
+        self.pmu
+    }
+
+    /// The event.
+    pub const fn event(&self) -> Event {
+        self.event
+    }
+
+    /// The selected masks.
+    pub fn masks(&self) -> impl Iterator<Item = &'static MaskInfo> + '_ {
+        self.event
+            .info()
+            .masks
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.masks & (1 << i) != 0)
+            .map(|(_, m)| m)
+    }
+
+    /// The selected masks as a bit set of catalog indices.
+    pub const fn mask_indices(&self) -> u32 {
+        self.masks
+    }
+
+    /// `k`: count at CPL 0.
+    pub const fn os(&self) -> bool {
+        self.os
+    }
+
+    /// `u`: count at CPL 1-3.
+    pub const fn usr(&self) -> bool {
+        self.usr
+    }
+
+    /// `e`.
+    pub const fn edge(&self) -> bool {
+        self.edge
+    }
+
+    /// `cmpl`.
+    pub const fn complement(&self) -> bool {
+        self.complement
+    }
+
+    /// `thr`.
+    pub const fn threshold(&self) -> Threshold {
+        self.threshold
+    }
+
+    /// Whether the CCCR `COMPARE` flag is set (by `e`, `cmpl` or a non-zero
+    /// `thr`).
+    pub const fn compare(&self) -> bool {
+        self.edge || self.complement || self.threshold.get() != 0
+    }
+
+    /// The real ESCR event-mask bits.
+    pub fn event_mask(&self) -> EventMask {
+        self.masks().fold(EventMask::EMPTY, |acc, m| match m.kind {
+            MaskKind::Bit(b) => acc.union(EventMask(1 << b)),
+            _ => acc,
+        })
+    }
+
+    /// The tag value set by `TAGn` pseudo-masks, if any.
+    pub fn tag(&self) -> Option<TagValue> {
+        let v = self.masks().fold(0u8, |acc, m| match m.kind {
+            MaskKind::Tag(n) => acc | 1 << n,
+            _ => acc,
+        });
+        if v == 0 { None } else { TagValue::new(v) }
+    }
+
+    /// The replay metrics selected (replay_event only).
+    pub fn replay_metrics(&self) -> impl Iterator<Item = ReplayMetric> + '_ {
+        self.masks().filter_map(|m| match m.kind {
+            MaskKind::ReplayMetric(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    /// The typed ESCR image.
+    pub fn escr_value(&self) -> EscrValue {
+        let info = self.event.info();
+        let v = EscrValue::new(info.event_select, self.event_mask())
+            .with_cpl(ThreadCpl::both_threads(self.os, self.usr));
+        match self.tag() {
+            Some(t) => v.with_tag_value(t).with_tag_enable(true),
+            None => v,
+        }
+    }
+
+    /// The typed CCCR image.
+    pub fn cccr_value(&self) -> CccrValue {
+        CccrValue::new(self.event.info().escr_select)
+            .with_enable(true)
+            .with_compare(self.compare())
+            .with_complement(self.complement)
+            .with_edge(self.edge)
+            .with_threshold(self.threshold)
+    }
+
+    /// The ESCR image, as libpfm4's `codes[0]`.
+    pub fn escr_bits(&self) -> u64 {
+        self.escr_value().bits()
+    }
+
+    /// The CCCR image, as libpfm4's `codes[1]`.
+    pub fn cccr_bits(&self) -> u64 {
+        self.cccr_value().bits()
+    }
+}
+
+/// Decimal or `0x` hexadecimal; `Err(true)` on overflow, `Err(false)` if not
+/// a number.
+fn parse_number(s: &str) -> Result<u64, bool> {
+    let (digits, radix) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => (h, 16),
+        None => (s, 10),
+    };
+    if digits.is_empty() {
+        return Err(false);
+    }
+    let mut v: u64 = 0;
+    for c in digits.chars() {
+        let d = c.to_digit(radix).ok_or(false)?;
+        v = v
+            .checked_mul(radix as u64)
+            .and_then(|v| v.checked_add(d as u64))
+            .ok_or(true)?;
+    }
+    Ok(v)
+}
+
+impl FromStr for EventSpec {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<EventSpec, ParseError> {
+        EventSpec::parse(s, Pmu::Netburst)
+    }
+}
+
+/// The canonical string, in libpfm4's `fstr` format:
+/// `pmu::event:MASK...:k=K:u=U:e=E:cmpl=C:thr=T`. It parses back to the same
+/// spec.
+impl fmt::Display for EventSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}::{}", self.pmu.name(), self.event.name())?;
+        for m in self.masks() {
+            write!(f, ":{}", m.name)?;
+        }
+        write!(
+            f,
+            ":k={}:u={}:e={}:cmpl={}:thr={}",
+            self.os as u8,
+            self.usr as u8,
+            self.edge as u8,
+            self.complement as u8,
+            self.threshold.get()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::{String, ToString};
+    use std::vec::Vec;
+
+    /// libpfm4 `tests/validate_x86.c`, every `netburst::`/`netburst_p::`
+    /// entry: (string, expected result: Ok((codes[0], codes[1], fstr)) or
+    /// the libpfm4 error).
+    #[allow(clippy::type_complexity)]
+    const LIBPFM4_VECTORS: &[(&str, Result<(u64, u64, &str), &str>)] = &[
+        (
+            "netburst::global_power_events",
+            Ok((
+                0x2600020f,
+                0x3d000,
+                "netburst::global_power_events:RUNNING:k=1:u=1:e=0:cmpl=0:thr=0",
+            )),
+        ),
+        (
+            "netburst::global_power_events:RUNNING:u:k",
+            Ok((
+                0x2600020f,
+                0x3d000,
+                "netburst::global_power_events:RUNNING:k=1:u=1:e=0:cmpl=0:thr=0",
+            )),
+        ),
+        (
+            "netburst::global_power_events:RUNNING:e",
+            Ok((
+                0x2600020f,
+                0x107d000,
+                "netburst::global_power_events:RUNNING:k=1:u=1:e=1:cmpl=0:thr=0",
+            )),
+        ),
+        (
+            "netburst::global_power_events:RUNNING:cmpl:e:u",
+            Ok((
+                0x26000205,
+                0x10fd000,
+                "netburst::global_power_events:RUNNING:k=0:u=1:e=1:cmpl=1:thr=0",
+            )),
+        ),
+        (
+            "netburst::global_power_events:RUNNING:cmpl:thr=8:u",
+            Ok((
+                0x26000205,
+                0x8fd000,
+                "netburst::global_power_events:RUNNING:k=0:u=1:e=0:cmpl=1:thr=8",
+            )),
+        ),
+        (
+            "netburst::global_power_events:RUNNING:cmpl:thr=32:u",
+            Err("PFM_ERR_ATTR_VAL"),
+        ),
+        ("netburst::instr_completed:nbogus", Err("PFM_ERR_NOTFOUND")),
+        (
+            "netburst_p::instr_completed:nbogus",
+            Ok((
+                0xe00020f,
+                0x39000,
+                "netburst_p::instr_completed:NBOGUS:k=1:u=1:e=0:cmpl=0:thr=0",
+            )),
+        ),
+    ];
+
+    #[test]
+    fn libpfm4_vectors_bit_for_bit() {
+        for (s, expect) in LIBPFM4_VECTORS {
+            let got = s.parse::<EventSpec>();
+            match (got, expect) {
+                (Ok(spec), Ok((escr, cccr, fstr))) => {
+                    assert_eq!(spec.escr_bits(), *escr, "{s}");
+                    assert_eq!(spec.cccr_bits(), *cccr, "{s}");
+                    assert_eq!(spec.to_string(), *fstr, "{s}");
+                }
+                (Err(e), Err(code)) => {
+                    let ok = match *code {
+                        "PFM_ERR_ATTR_VAL" => {
+                            matches!(
+                                e.kind,
+                                ParseErrorKind::ValueOutOfRange {
+                                    modifier: Modifier::Thr
+                                }
+                            )
+                        }
+                        "PFM_ERR_NOTFOUND" => matches!(
+                            e.kind,
+                            ParseErrorKind::WrongPmu {
+                                event: Event::InstrCompleted,
+                                pmu: Pmu::Netburst
+                            }
+                        ),
+                        _ => false,
+                    };
+                    assert!(ok, "{s}: {e:?} vs {code}");
+                }
+                (got, _) => panic!("{s}: got {got:?}, expected {expect:?}"),
+            }
+        }
+    }
+
+    fn kind(s: &str) -> ParseErrorKind {
+        EventSpec::parse(s, Pmu::Netburst).unwrap_err().kind
+    }
+
+    #[test]
+    fn precise_errors() {
+        use ParseErrorKind::*;
+        assert_eq!(kind(""), Empty);
+        assert_eq!(kind("pentium4::global_power_events"), UnknownPmu);
+        assert_eq!(kind("netburst::"), MissingEvent);
+        assert_eq!(kind("netburst::no_such_event"), UnknownEvent);
+        assert_eq!(
+            kind("global_power_events:NOPE"),
+            UnknownMask {
+                event: Event::GlobalPowerEvents
+            }
+        );
+        assert_eq!(kind("global_power_events:RUNNING:"), EmptyField);
+        assert_eq!(kind("netburst::global_power_events:RUNNING::u"), EmptyField);
+        // The first `::` always separates the PMU (as in libpfm4).
+        assert_eq!(kind("global_power_events::u"), UnknownPmu);
+        assert_eq!(kind("global_power_events:RUNNING=1"), MaskTakesNoValue);
+        assert_eq!(kind("global_power_events:foo=1"), UnknownModifier);
+        assert_eq!(
+            kind("global_power_events:thr"),
+            MissingValue {
+                modifier: Modifier::Thr
+            }
+        );
+        assert_eq!(
+            kind("global_power_events:thr="),
+            InvalidValue {
+                modifier: Modifier::Thr
+            }
+        );
+        assert_eq!(
+            kind("global_power_events:thr=x"),
+            InvalidValue {
+                modifier: Modifier::Thr
+            }
+        );
+        assert_eq!(
+            kind("global_power_events:thr=16"),
+            ValueOutOfRange {
+                modifier: Modifier::Thr
+            }
+        );
+        assert_eq!(
+            kind("global_power_events:thr=99999999999999999999999"),
+            ValueOutOfRange {
+                modifier: Modifier::Thr
+            }
+        );
+        assert_eq!(
+            kind("global_power_events:u=2"),
+            ValueOutOfRange {
+                modifier: Modifier::U
+            }
+        );
+        assert_eq!(
+            kind("global_power_events:u:u"),
+            ModifierRepeated {
+                modifier: Modifier::U
+            }
+        );
+        assert_eq!(
+            kind("global_power_events:k=0:k=1"),
+            ModifierRepeated {
+                modifier: Modifier::K
+            }
+        );
+        assert_eq!(
+            kind("global_power_events:e:E"),
+            ModifierRepeated {
+                modifier: Modifier::E
+            }
+        );
+        assert_eq!(
+            kind("branch_retired"),
+            NoDefaultMask {
+                event: Event::BranchRetired
+            }
+        );
+        assert_eq!(
+            kind("instr_completed:NBOGUS"),
+            WrongPmu {
+                event: Event::InstrCompleted,
+                pmu: Pmu::Netburst
+            }
+        );
+        // Offsets point at the offending field.
+        let e = EventSpec::parse(
+            "netburst::global_power_events:RUNNING:thr=99",
+            Pmu::Netburst,
+        )
+        .unwrap_err();
+        assert_eq!(e.offset, "netburst::global_power_events:RUNNING:".len());
+        assert!(e.to_string().contains("thr"));
+    }
+
+    #[test]
+    fn encodings() {
+        let p = |s: &str| EventSpec::parse(s, Pmu::NetburstP).unwrap();
+        // TAGn pseudo-masks: tag value + tag enable, no mask bit.
+        let s = p("packed_SP_uop:TAG0:TAG2");
+        assert_eq!(s.escr_bits(), 0x08 << 25 | 0b0101 << 5 | 1 << 4 | 0xF);
+        assert_eq!(
+            p("packed_SP_uop").escr_bits(),
+            0x08 << 25 | 1 << (9 + 15) | 0xF
+        );
+        // Replay metrics contribute no ESCR bit (libpfm4's `& 0x3`).
+        let r = p("replay_event:NBOGUS:L1_LD_MISS:DTLB_ALL_MISS");
+        assert_eq!(r.escr_bits(), 0x09 << 25 | 1 << 9 | 0xF);
+        assert_eq!(
+            r.replay_metrics().collect::<Vec<_>>(),
+            [ReplayMetric::L1LoadMiss, ReplayMetric::DtlbAllMiss]
+        );
+        // thr=0 leaves COMPARE clear; k=0:u=0 counts nothing.
+        assert_eq!(p("global_power_events:thr=0").cccr_bits(), 0x3d000);
+        assert_eq!(
+            p("global_power_events:thr=0xf").cccr_bits(),
+            0x3d000 | 0xF << 20 | 1 << 18
+        );
+        assert_eq!(p("global_power_events:k=0:u=0").escr_bits() & 0xF, 0);
+        assert_eq!(p("global_power_events:k").escr_bits() & 0xF, 0b1010);
+        // Case-insensitive names; libpfm4 aliases.
+        assert_eq!(
+            p("NETBURST_P::GLOBAL_POWER_EVENTS:running").escr_bits(),
+            0x2600020f
+        );
+        assert_eq!(p("uops_type:TAGLOADS").event(), Event::UopType);
+        assert_eq!(
+            p("mispred_branch_retired:BOGUS"),
+            p("mispred_branch_retired:NBOGUS")
+        );
+        assert_eq!(
+            p("mispred_branch_retired").escr_bits(),
+            0x03 << 25 | 1 << 9 | 0xF
+        );
+        // Repeated masks are harmless, as in libpfm4.
+        assert_eq!(
+            p("global_power_events:RUNNING:RUNNING").escr_bits(),
+            0x2600020f
+        );
+        // A default PMU applies only without a prefix.
+        assert!(EventSpec::parse("instr_completed:NBOGUS", Pmu::NetburstP).is_ok());
+        assert_eq!(Pmu::for_model(4), Pmu::NetburstP);
+        assert_eq!(Pmu::for_model(2), Pmu::Netburst);
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    fn random_spec(r: &mut Rng) -> EventSpec {
+        let pmu = if r.next() & 1 == 0 {
+            Pmu::Netburst
+        } else {
+            Pmu::NetburstP
+        };
+        loop {
+            let event = Event::ALL[r.below(46)];
+            let n = event.info().masks.len();
+            let masks = (r.next() as u32) & ((1u32 << n) - 1);
+            if let Some(s) = EventSpec::with_masks(pmu, event, masks) {
+                return s
+                    .with_privilege(r.next() & 1 == 0, r.next() & 1 == 0)
+                    .with_edge(r.next() & 1 == 0)
+                    .with_complement(r.next() & 1 == 0)
+                    .with_threshold(Threshold::new(r.below(16) as u8).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn property_round_trip_of_valid_specs() {
+        let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..20_000 {
+            let spec = random_spec(&mut r);
+            let text = spec.to_string();
+            let back =
+                EventSpec::parse(&text, Pmu::Netburst).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(back, spec, "{text}");
+            assert_eq!(back.escr_bits(), spec.escr_bits());
+            assert_eq!(back.cccr_bits(), spec.cccr_bits());
+            // Images never carry reserved bits.
+            assert_eq!(spec.escr_bits() & EscrValue::RESERVED, 0);
+            assert_eq!(spec.cccr_bits() & CccrValue::RESERVED, 0);
+            assert!(spec.cccr_value().enable());
+        }
+    }
+
+    #[test]
+    fn fuzz_never_panics() {
+        const ALPHABET: &[&str] = &[
+            ":",
+            "::",
+            "=",
+            "0",
+            "1",
+            "8",
+            "15",
+            "16",
+            "0x",
+            "f",
+            "u",
+            "k",
+            "e",
+            "cmpl",
+            "thr",
+            "netburst",
+            "netburst_p",
+            "global_power_events",
+            "RUNNING",
+            "replay_event",
+            "NBOGUS",
+            "TAG3",
+            "instr_completed",
+            "é",
+            "\u{0}",
+            " ",
+            ",",
+            "-",
+            "99999999999999999999",
+            "packed_SP_uop",
+            "L1_LD_MISS",
+            "x",
+        ];
+        let mut r = Rng(0xC0FF_EE00_1234_5678);
+        let seeds: Vec<String> = (0..64).map(|_| random_spec(&mut r).to_string()).collect();
+        for i in 0..60_000 {
+            let s: String = if i % 2 == 0 {
+                (0..r.below(12))
+                    .map(|_| ALPHABET[r.below(ALPHABET.len())])
+                    .collect()
+            } else {
+                // Mutate a valid canonical string.
+                let mut chars: Vec<char> = seeds[r.below(seeds.len())].chars().collect();
+                for _ in 0..1 + r.below(4) {
+                    let pos = r.below(chars.len() + 1);
+                    match r.below(3) {
+                        0 if pos < chars.len() => {
+                            chars.remove(pos);
+                        }
+                        1 => chars.insert(pos, [' ', ':', '=', '0', 'x', 'é'][r.below(6)]),
+                        _ if pos < chars.len() => chars[pos] = char::from(32 + r.below(95) as u8),
+                        _ => {}
+                    }
+                }
+                chars.into_iter().collect()
+            };
+            if let Ok(spec) = EventSpec::parse(&s, Pmu::Netburst) {
+                // Anything accepted round-trips through its canonical form.
+                let back = EventSpec::parse(&spec.to_string(), Pmu::Netburst).unwrap();
+                assert_eq!(back.escr_bits(), spec.escr_bits(), "{s}");
+                assert_eq!(back.cccr_bits(), spec.cccr_bits(), "{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_event_with_a_default_parses_bare() {
+        for e in Event::ALL {
+            let s = EventSpec::parse(e.name(), Pmu::NetburstP);
+            assert_eq!(s.is_ok(), e.info().default_mask().is_some(), "{}", e.name());
+            // Each single mask by name.
+            for (i, m) in e.info().masks.iter().enumerate() {
+                let text = [e.name(), ":", m.name].concat();
+                let spec = EventSpec::parse(&text, Pmu::NetburstP).unwrap();
+                assert_eq!(spec.mask_indices(), 1 << i);
+                if let MaskKind::Bit(b) = m.kind {
+                    assert_eq!(spec.escr_bits() >> 9 & 0xFFFF, 1 << b, "{text}");
+                }
+            }
+        }
+    }
+}
