@@ -5,6 +5,7 @@ pub mod escr;
 pub mod events;
 pub mod msrs;
 pub mod parse;
+pub mod thread;
 
 pub use cccr::{ActiveThread, CccrValue, EscrSelect, ExtendedCascade, Threshold};
 pub use escr::{EscrValue, EventMask, EventSelect, ReservedBits, TagValue, ThreadCpl};
@@ -13,3 +14,4 @@ pub use events::{
 };
 pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, Pair};
 pub use parse::{EventSpec, Modifier, ParseError, ParseErrorKind, Pmu};
+pub use thread::{CplState, LogicalProcessor, Privilege};
