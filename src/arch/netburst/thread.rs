@@ -107,6 +107,7 @@ pub const fn counts(
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_range_loop)] // row/column index two tables at once
 mod tests {
     use super::*;
     use LogicalProcessor::*;
