@@ -5,6 +5,7 @@ pub mod escr;
 pub mod events;
 pub mod msrs;
 pub mod parse;
+pub mod tagging;
 pub mod thread;
 
 pub use cccr::{ActiveThread, CccrValue, EscrSelect, ExtendedCascade, Threshold};
@@ -14,4 +15,8 @@ pub use events::{
 };
 pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, Pair};
 pub use parse::{EventSpec, Modifier, ParseError, ParseErrorKind, Pmu};
+pub use tagging::{
+    ExecUpstream, ExecutionTagging, FrontEndTagging, MsrWrite, MsrWrites, ReplayTagging,
+    TaggingError,
+};
 pub use thread::{CplState, LogicalProcessor, Privilege};
