@@ -1,4 +1,82 @@
-//! Intel NetBurst (Pentium 4, Xeon, Pentium D) performance monitoring.
+//! Intel NetBurst (Pentium 4, Xeon, Pentium D) performance monitoring:
+//! register map, register layouts, event catalog, libpfm4 event strings,
+//! thread qualification and tagging set-ups. Pure data and encoding: nothing
+//! here executes RDMSR/WRMSR; callers hand the values to [`crate::msr`].
+//!
+//! # The NetBurst PMU for someone who has never seen one
+//!
+//! CPUID family 0Fh has nothing like the later "architectural" PMU with a
+//! pair of `PERFEVTSEL`/`PMC` registers per counter. Counting an event takes
+//! three kinds of MSR (SDM Vol. 3B 18.15):
+//!
+//! * **Counters** ([`Counter`]): 18 of them, 40 bits wide, MSR `0x300 + n`,
+//!   read with RDPMC index n. A counter only counts.
+//! * **CCCRs** ([`Cccr`], [`CccrValue`]): one Counter Configuration Control
+//!   Register per counter, MSR `0x360 + n`. It enables the counter, chooses
+//!   *which ESCR* feeds it (a 3-bit ESCR select), and filters the ESCR's
+//!   per-cycle output: threshold/compare/complement/edge, overflow interrupt
+//!   per logical processor (`OVF_PMI_T0`/`OVF_PMI_T1`), `FORCE_OVF`, the
+//!   sticky `OVF` flag and `CASCADE`.
+//! * **ESCRs** ([`Escr`], [`EscrValue`]): 45 Event Selection Control
+//!   Registers at scattered addresses `0x3A0`-`0x3E1`. An ESCR selects the
+//!   event (6-bit event select, 16-bit event mask), the CPL and logical
+//!   processor qualification (`T0_OS`, `T0_USR`, `T1_OS`, `T1_USR`), and a
+//!   tag for at-retirement tagging. Each ESCR is wired to only 2 or 3
+//!   counters, and each event can be programmed only on particular ESCRs.
+//!
+//! So "count event E" means: choose an ESCR that E allows ([`EventInfo`]),
+//! choose a counter that ESCR feeds ([`Assignment`]), write the ESCR, clear
+//! the counter, then write the CCCR with `ENABLE` and the ESCR's select
+//! value. The ESCR select value is *relative to the counter*: select 5 means
+//! `CRU_ESCR2` on counters 12, 13, 16 but `IX_ESCR1` on counters 2, 3.
+//!
+//! The counters come in 9 pairs in 4 blocks (BPU 0-3, MS 4-7, FLAME 8-11,
+//! IQ 12-17; [`Block`], [`Pair`]). A counter can start counting when the
+//! same-position counter of the other pair in its block overflows (cascade:
+//! 0<->2, 1<->3, ..., 12<->14, 13<->15; 16 only from 14 and 17 only from 15;
+//! [`Counter::cascade_source`]). Counters 16 and 17 are the PEBS counters.
+//!
+//! On Hyper-Threading parts the two logical processors *share* all of this:
+//! the ESCR's T0/T1 flags and the CCCR's active-thread field decide which
+//! processor's events count ([`thread`]). Some events cannot be attributed
+//! to a processor at all (thread-independent, [`Specificity`]).
+//!
+//! Events come in two kinds (SDM Tables 19-28 and 19-29): non-retirement
+//! events count as they happen; at-retirement events count µops that were
+//! *tagged* earlier in the pipeline and then retired (`NBOGUS`) or were
+//! squashed (`BOGUS`). Tagging is set up with an upstream ESCR (or the PEBS
+//! MSRs) that marks µops and a downstream `CRU_ESCR2/3` event that counts
+//! them ([`tagging`]).
+//!
+//! # Modules
+//!
+//! | module | contents |
+//! |---|---|
+//! | [`msrs`] | MSR addresses, counters, CCCRs, the 45 ESCRs, blocks, pairs, cascade, model availability, PEBS/tagging MSRs (SDM Table 18-63) |
+//! | [`escr`], [`cccr`] | typed register values with `const fn` builders, accessors and reserved-bit masks; total decoding of raw values |
+//! | [`events`] | the 46-event catalog (SDM Tables 19-28, 19-29, 19-33, 19-34) and the table of source disagreements |
+//! | [`parse`] | libpfm4 event strings -> [`EventSpec`], whose `escr_bits()`/`cccr_bits()` equal libpfm4's encodings |
+//! | [`thread`] | SDM Tables 18-29 (TS) and 18-30 (TI) as functions |
+//! | [`tagging`] | complete MSR-write lists for front-end, execution and replay tagging |
+//!
+//! # Source disagreements
+//!
+//! The Intel SDM is followed; every departure of another source, and every
+//! place where the SDM contradicts itself, is recorded where the rule lives:
+//! register layouts in [`escr`] and [`cccr`], IQ ESCR availability in
+//! [`Escr::available_on`], the event catalog in [`events`] (including the
+//! unresolved CCCR select of `b2b_cycles`/`bnr`/`snoop`/`response`), a typo
+//! in Table 18-29 in [`thread`], and the `MSR_PEBS_ENABLE` bit-24/25 wording
+//! in [`tagging`].
+//!
+//! # Example
+//!
+//! ```ignore
+//! use pmu::arch::netburst::{EventSpec, Pmu};
+//! let spec = EventSpec::parse("netburst::global_power_events:RUNNING:u", Pmu::Netburst)?;
+//! assert_eq!(spec.escr_bits(), 0x2600_0205);
+//! assert_eq!(spec.cccr_bits(), 0x0003_D000);
+//! ```
 
 pub mod cccr;
 pub mod escr;
