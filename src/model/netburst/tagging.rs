@@ -1,0 +1,476 @@
+//! µop tagging for at-retirement counting (SDM 18.15.6.2-18.15.6.4, seed
+//! 001) and PEBS (SDM 18.15.7, 18.16.3).
+//!
+//! A test describes a batch of µops ([`Uops`]): the non-retirement events
+//! they cause upstream, what replays they suffer, their type, and whether
+//! they retire as NBOGUS or BOGUS. The model tags them from its registers:
+//!
+//! * execution tagging: every ESCR with tag enable (bit 4) whose event one of
+//!   the µops' upstream events matches (and whose T0/T1 OS/USR bits admit it)
+//!   ORs its 4-bit tag value into the µops' tag; execution_event then counts
+//!   a µop whose tag shares a bit with NBOGUS0-3 (or BOGUS0-3);
+//! * front-end tagging: a RAT ESCR with uop_type and TAGLOADS (TAGSTORES)
+//!   tags loads (stores); front_end_event counts them;
+//! * replay tagging: with MSR_PEBS_ENABLE.UOP_Tag (bit 24), a µop whose
+//!   replay cause is a metric bit set in MSR_PEBS_ENABLE and whose type is
+//!   selected in MSR_PEBS_MATRIX_VERT is tagged (Table 19-33; MOB and split
+//!   metrics also need their additional upstream ESCR); replay_event counts
+//!   it.
+//!
+//! An ESCR takes part in tagging only while one of the counters of its block
+//! runs (SDM 18.15.5.9: otherwise its logic may be powered down).
+//!
+//! PEBS: the DS save area lives in the test's (or the harness's) memory,
+//! which the model must not dereference. So the model keeps, per logical
+//! processor, a copy of the PEBS fields of the DS management area
+//! ([`DsManagement`], which the harness can parse from the bytes the driver
+//! wrote with [`DsManagement::from_bytes`]) and an owned buffer of
+//! [`PEBS_RECORD_SLOTS`] records; record `k` is the one the hardware would
+//! write at `pebs_buffer_base + k * 144`. [`PebsRecord::to_bytes`] gives the
+//! SDM byte layout for copying into real memory.
+
+use super::counting::{Event, EventKind, Privilege};
+use super::registers::{LogicalProcessor, NetBurstModel};
+use super::tables::{
+    self, COUNTER_MASK, ESCR_TABLE, EscrGroup, escr, matrix_vert, pebs_enable, retirement,
+};
+
+/// Replay causes, as the MSR_PEBS_ENABLE metric bits of SDM Table 19-33 that
+/// select them.
+pub mod replay {
+    /// 1stL_cache_load_miss_retired.
+    pub const L1_LOAD_MISS: u64 = 1 << 0;
+    /// 2ndL_cache_load_miss_retired.
+    pub const L2_LOAD_MISS: u64 = 1 << 1;
+    /// DTLB_load/store/all_miss_retired.
+    pub const DTLB_MISS: u64 = 1 << 2;
+    /// MOB_load_replay_retired (needs MOB_load_replay with PARTIAL_DATA and
+    /// UNALGN_ADDR in a MOB ESCR).
+    pub const MOB_LOAD: u64 = 1 << 9;
+    /// split_load_retired / split_store_retired (needs load_port_replay
+    /// SPLIT_LD / store_port_replay SPLIT_ST in a SAAT ESCR).
+    pub const SPLIT: u64 = 1 << 10;
+    /// Tagged_mispred_branch.
+    pub const MISPRED_BRANCH: u64 = (1 << 15) | (1 << 16);
+}
+
+/// The type of a µop, for MSR_PEBS_MATRIX_VERT and uop_type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum UopKind {
+    /// A load (MATRIX_VERT bit 0, TAGLOADS).
+    Load,
+    /// A store (MATRIX_VERT bit 1, TAGSTORES).
+    Store,
+    /// A branch (MATRIX_VERT bit 4).
+    Branch,
+    /// Anything else.
+    Other,
+}
+
+/// At most this many upstream events per [`Uops`] batch take part; further
+/// ones are ignored.
+pub const MAX_UPSTREAM: usize = 4;
+
+/// A batch of identical µops executed and retired by one logical processor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Uops<'a> {
+    /// The logical processor.
+    pub thread: LogicalProcessor,
+    /// Its privilege level.
+    pub privilege: Privilege,
+    /// How many µops (one executes and retires per clock).
+    pub count: u64,
+    /// Load, store, branch or other.
+    pub kind: UopKind,
+    /// The non-retirement events each µop causes (e.g. packed_SP_uop); the
+    /// first [`MAX_UPSTREAM`] are used.
+    pub upstream: &'a [EventKind],
+    /// The replays each µop suffers, as [`replay`] bits.
+    pub replays: u64,
+    /// Retires BOGUS (on a mispredicted path) rather than NBOGUS.
+    pub bogus: bool,
+}
+
+impl<'a> Uops<'a> {
+    /// `count` NBOGUS µops of `kind` on `thread` at `privilege`, with no
+    /// upstream events and no replays.
+    pub const fn new(
+        thread: LogicalProcessor,
+        privilege: Privilege,
+        kind: UopKind,
+        count: u64,
+    ) -> Self {
+        Self {
+            thread,
+            privilege,
+            count,
+            kind,
+            upstream: &[],
+            replays: 0,
+            bogus: false,
+        }
+    }
+}
+
+/// The events one clock of a [`Uops`] batch presents to the ESCRs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventList {
+    events: [Option<Event>; MAX_UPSTREAM + 4],
+}
+
+impl EventList {
+    /// The events, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Event> {
+        self.events.iter().flatten()
+    }
+
+    /// Copies the events into `out` and returns the filled part.
+    pub fn fill<'o>(&self, out: &'o mut [Event; MAX_UPSTREAM + 4]) -> &'o [Event] {
+        let mut n = 0;
+        for e in self.iter() {
+            out[n] = *e;
+            n += 1;
+        }
+        &out[..n]
+    }
+
+    fn push(&mut self, e: Event) {
+        if let Some(slot) = self.events.iter_mut().find(|s| s.is_none()) {
+            *slot = Some(e);
+        }
+    }
+}
+
+/// Size of a 64-bit PEBS record (SDM 18.15.7: RFLAGS, RIP, RAX-R15).
+pub const PEBS_RECORD_SIZE: u64 = 144;
+/// How many PEBS records the model keeps per logical processor.
+pub const PEBS_RECORD_SLOTS: usize = 8;
+
+/// A 64-bit-format PEBS record: the architectural state after the µop that
+/// took the PEBS assist retired.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PebsRecord {
+    /// RFLAGS.
+    pub rflags: u64,
+    /// RIP.
+    pub rip: u64,
+    /// RAX, RBX, RCX, RDX, RSI, RDI, RBP, RSP, R8-R15, in that order.
+    pub gprs: [u64; 16],
+}
+
+impl PebsRecord {
+    /// The record as the hardware lays it out in memory (little endian).
+    pub fn to_bytes(&self) -> [u8; PEBS_RECORD_SIZE as usize] {
+        let mut out = [0u8; PEBS_RECORD_SIZE as usize];
+        let words = [self.rflags, self.rip].into_iter().chain(self.gprs);
+        for (chunk, w) in out.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+}
+
+/// The PEBS fields of a 64-bit DS management area (SDM 18.15.7, 64-bit DS
+/// save area format: offsets 20H-40H).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DsManagement {
+    /// PEBS buffer base (offset 20H).
+    pub pebs_buffer_base: u64,
+    /// PEBS index: where the next record goes (offset 28H).
+    pub pebs_index: u64,
+    /// PEBS absolute maximum (offset 30H).
+    pub pebs_absolute_maximum: u64,
+    /// PEBS interrupt threshold (offset 38H).
+    pub pebs_interrupt_threshold: u64,
+    /// PEBS counter reset value (offset 40H; 40 bits used).
+    pub pebs_counter_reset: u64,
+}
+
+impl DsManagement {
+    /// Offset of the PEBS buffer base in the 64-bit DS management area.
+    pub const PEBS_OFFSET: usize = 0x20;
+
+    /// Parses the PEBS fields from the bytes of a DS management area; `None`
+    /// if `area` is shorter than 48H bytes.
+    pub fn from_bytes(area: &[u8]) -> Option<Self> {
+        let word = |i: usize| -> Option<u64> {
+            let at = Self::PEBS_OFFSET + 8 * i;
+            let bytes = area.get(at..at + 8)?;
+            let mut b = [0u8; 8];
+            b.copy_from_slice(bytes);
+            Some(u64::from_le_bytes(b))
+        };
+        Some(Self {
+            pebs_buffer_base: word(0)?,
+            pebs_index: word(1)?,
+            pebs_absolute_maximum: word(2)?,
+            pebs_interrupt_threshold: word(3)?,
+            pebs_counter_reset: word(4)?,
+        })
+    }
+}
+
+/// Per-logical-processor PEBS state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct PebsState {
+    pub ds: DsManagement,
+    pub registers: PebsRecord,
+    pub records: [PebsRecord; PEBS_RECORD_SLOTS],
+    /// The PEBS counter overflowed: the next at-retirement event it counts
+    /// takes the assist.
+    pub armed: bool,
+    /// Records written beyond the model's slots (or below the base).
+    pub lost: u64,
+}
+
+impl PebsState {
+    pub const EMPTY: Self = Self {
+        ds: DsManagement {
+            pebs_buffer_base: 0,
+            pebs_index: 0,
+            pebs_absolute_maximum: 0,
+            pebs_interrupt_threshold: 0,
+            pebs_counter_reset: 0,
+        },
+        registers: PebsRecord {
+            rflags: 0,
+            rip: 0,
+            gprs: [0; 16],
+        },
+        records: [PebsRecord {
+            rflags: 0,
+            rip: 0,
+            gprs: [0; 16],
+        }; PEBS_RECORD_SLOTS],
+        armed: false,
+        lost: 0,
+    };
+}
+
+impl NetBurstModel {
+    /// Whether an ESCR's logic is powered: some counter of its block runs.
+    fn escr_powered(&self, i: usize) -> bool {
+        let block = ESCR_TABLE[i].block;
+        (0..tables::COUNTERS).any(|c| tables::block_of(c) == block && self.is_counting(c))
+    }
+
+    /// Whether some powered ESCR selects `kind` for `thread`/`privilege`,
+    /// and with which tag value (if tag enable is set) when it does.
+    fn escrs_selecting(
+        &self,
+        kind: &EventKind,
+        thread: LogicalProcessor,
+        privilege: Privilege,
+    ) -> (bool, u8) {
+        let mut any = false;
+        let mut tag = 0u8;
+        for i in 0..ESCR_TABLE.len() {
+            let v = self.escrs[i];
+            if self.config.has_escr(i)
+                && self.escr_matches(i, v, kind)
+                && self.privilege_admits(v, kind, thread, privilege)
+                && self.escr_powered(i)
+            {
+                any = true;
+                if v & escr::TAG_ENABLE != 0 {
+                    tag |= ((v >> escr::TAG_VALUE_SHIFT) & 0xF) as u8;
+                }
+            }
+        }
+        (any, tag)
+    }
+
+    /// The events one clock of `uops` presents: its upstream events, then
+    /// uops_retired and the at-retirement events its tags make it count
+    /// (execution_event, front_end_event, replay_event), each with `count`
+    /// = `uops.count`. Feed them to [`NetBurstModel::cycle`] (with count 1)
+    /// or use [`NetBurstModel::retire`].
+    pub fn retirement_events(&self, uops: &Uops<'_>) -> EventList {
+        let (t, p, n) = (uops.thread, uops.privilege, uops.count);
+        let mut list = EventList {
+            events: [None; MAX_UPSTREAM + 4],
+        };
+        let mut exec_tag = 0u8;
+        for kind in uops.upstream.iter().take(MAX_UPSTREAM) {
+            list.push(kind.on(t, p, n));
+            exec_tag |= self.escrs_selecting(kind, t, p).1;
+        }
+        let front_end = match uops.kind {
+            UopKind::Load => Some(1 << 1),
+            UopKind::Store => Some(1 << 2),
+            _ => None,
+        }
+        .is_some_and(|mask| {
+            let kind = EventKind::new(EscrGroup::Rat, retirement::UOP_TYPE, mask);
+            self.escrs_selecting(&kind, t, p).0
+        });
+        let replay_tagged = self.replay_tagged(uops);
+        let outcome: u16 = if uops.bogus { 2 } else { 1 };
+        let retire = |select, mask| EventKind::new(EscrGroup::Cru23, select, mask).on(t, p, n);
+        list.push(EventKind::new(EscrGroup::Cru01, retirement::UOPS_RETIRED, outcome).on(t, p, n));
+        if exec_tag != 0 {
+            let shift = if uops.bogus { 4 } else { 0 };
+            list.push(retire(
+                retirement::EXECUTION_EVENT,
+                u16::from(exec_tag) << shift,
+            ));
+        }
+        if front_end {
+            list.push(retire(retirement::FRONT_END_EVENT, outcome));
+        }
+        if replay_tagged {
+            list.push(retire(retirement::REPLAY_EVENT, outcome));
+        }
+        list
+    }
+
+    /// Replay tagging (SDM 18.15.6.4, Table 19-33).
+    fn replay_tagged(&self, uops: &Uops<'_>) -> bool {
+        if self.pebs_enable & pebs_enable::UOP_TAG == 0 {
+            return false;
+        }
+        let vert = match uops.kind {
+            UopKind::Load => matrix_vert::LOADS,
+            UopKind::Store => matrix_vert::STORES,
+            UopKind::Branch => matrix_vert::BRANCHES,
+            UopKind::Other => 0,
+        };
+        if self.matrix_vert & vert == 0 {
+            return false;
+        }
+        let metrics = uops.replays & self.pebs_enable & pebs_enable::METRICS;
+        let (t, p) = (uops.thread, uops.privilege);
+        let selected = |group, select, mask| {
+            self.escrs_selecting(&EventKind::new(group, select, mask), t, p)
+                .0
+        };
+        let plain = metrics & !(replay::MOB_LOAD | replay::SPLIT) != 0;
+        let mob = metrics & replay::MOB_LOAD != 0
+            && selected(EscrGroup::Mob, 0x03, 1 << 4)
+            && selected(EscrGroup::Mob, 0x03, 1 << 5);
+        let split = metrics & replay::SPLIT != 0
+            && match uops.kind {
+                UopKind::Load => selected(EscrGroup::Saat, 0x04, 1 << 1),
+                UopKind::Store => selected(EscrGroup::Saat, 0x05, 1 << 1),
+                _ => false,
+            };
+        plain || mob || split
+    }
+
+    /// Executes and retires `uops`: `uops.count` clocks, each presenting the
+    /// [`NetBurstModel::retirement_events`] of one µop.
+    pub fn retire(&mut self, uops: &Uops<'_>) {
+        let list = self.retirement_events(uops);
+        let mut buf = [EventKind::new(EscrGroup::Cru01, 0, 0).on(uops.thread, uops.privilege, 0);
+            MAX_UPSTREAM + 4];
+        let events = list.fill(&mut buf);
+        self.run(events, true, uops.count);
+    }
+
+    /// The logical processor whose PEBS counter `c` is, if PEBS is enabled
+    /// for it, IA32_DS_AREA is set, and `c` counts an at-retirement event:
+    /// counter 16 (MSR_IQ_CCCR4) for T0 and counter 17 (MSR_IQ_CCCR5) for T1
+    /// (SDM 18.16.3); without Hyper-Threading only counter 16 (18.15.7).
+    pub(super) fn pebs_thread_of(&self, c: usize) -> Option<usize> {
+        let t = match c {
+            16 => 0,
+            17 if self.config.hyper_threading => 1,
+            _ => return None,
+        };
+        if !self.pebs_on[t] || self.ds_area[t] == 0 {
+            return None;
+        }
+        let i = self.selected_escr(c)?;
+        let v = self.escrs[i];
+        let select = ((v >> escr::EVENT_SELECT_SHIFT) & 0x3F) as u8;
+        let at_retirement = ESCR_TABLE[i].group == EscrGroup::Cru23
+            && matches!(
+                select,
+                retirement::FRONT_END_EVENT
+                    | retirement::EXECUTION_EVENT
+                    | retirement::REPLAY_EVENT
+            );
+        at_retirement.then_some(t)
+    }
+
+    /// The PEBS assist of logical processor `t` on counter `c`: writes a
+    /// record if the buffer has room, advances the PEBS index, reloads the
+    /// counter with the PEBS counter reset value, and raises the PMI when the
+    /// index reaches the interrupt threshold. Returns whether a record was
+    /// written (a full buffer takes no record and leaves the counter alone).
+    pub(super) fn pebs_assist(&mut self, c: usize, t: usize) -> bool {
+        let state = &mut self.pebs[t];
+        state.armed = false;
+        let ds = &mut state.ds;
+        let Some(end) = ds.pebs_index.checked_add(PEBS_RECORD_SIZE) else {
+            return false;
+        };
+        if end > ds.pebs_absolute_maximum {
+            return false;
+        }
+        let slot = ds
+            .pebs_index
+            .checked_sub(ds.pebs_buffer_base)
+            .map(|off| off / PEBS_RECORD_SIZE)
+            .and_then(|k| usize::try_from(k).ok())
+            .filter(|&k| k < PEBS_RECORD_SLOTS);
+        match slot {
+            Some(k) => state.records[k] = state.registers,
+            None => state.lost += 1,
+        }
+        ds.pebs_index = end;
+        let threshold_reached = end >= ds.pebs_interrupt_threshold;
+        self.counters[c] = self.pebs[t].ds.pebs_counter_reset & COUNTER_MASK;
+        // The assist consumed the overflow the PMI would have reported.
+        self.pmi_armed[c] = false;
+        if threshold_reached {
+            self.raise_pmi(t, None);
+        }
+        true
+    }
+
+    /// Mirrors the PEBS fields of logical processor `lp`'s DS management area
+    /// into the model (and forgets records written so far).
+    pub fn set_ds_management(&mut self, lp: LogicalProcessor, ds: DsManagement) {
+        let state = &mut self.pebs[lp.index()];
+        state.ds = ds;
+        state.records = PebsState::EMPTY.records;
+        state.lost = 0;
+    }
+
+    /// The PEBS fields of `lp`'s DS management area as the model has updated
+    /// them (the PEBS index advances with every record).
+    pub fn ds_management(&self, lp: LogicalProcessor) -> DsManagement {
+        self.pebs[lp.index()].ds
+    }
+
+    /// Sets the architectural state the next PEBS record of `lp` captures.
+    pub fn set_pebs_registers(&mut self, lp: LogicalProcessor, registers: PebsRecord) {
+        self.pebs[lp.index()].registers = registers;
+    }
+
+    /// The PEBS records written for `lp` since the DS area was set, in buffer
+    /// order (at most [`PEBS_RECORD_SLOTS`]).
+    pub fn pebs_records(&self, lp: LogicalProcessor) -> &[PebsRecord] {
+        let state = &self.pebs[lp.index()];
+        let written = state
+            .ds
+            .pebs_index
+            .saturating_sub(state.ds.pebs_buffer_base)
+            / PEBS_RECORD_SIZE;
+        let n = usize::try_from(written)
+            .unwrap_or(usize::MAX)
+            .min(PEBS_RECORD_SLOTS);
+        &state.records[..n]
+    }
+
+    /// Records the hardware would have written for `lp` that did not fit in
+    /// the model's [`PEBS_RECORD_SLOTS`] slots.
+    pub fn pebs_lost(&self, lp: LogicalProcessor) -> u64 {
+        self.pebs[lp.index()].lost
+    }
+}
