@@ -152,17 +152,19 @@ impl NetBurstModel {
         if incrementing == 0 {
             return;
         }
-        // "The PMI is generated on the next event count after the counter has
-        // overflowed" (SDM 18.15.5.8).
-        if self.pmi_armed[c] {
-            self.pmi_armed[c] = false;
-            self.raise_counter_pmi(c);
-        }
+        // A PEBS counter's next at-retirement event after its overflow takes
+        // the PEBS assist instead (which reloads the counter).
         if let Some(t) = self.pebs_thread_of(c)
             && self.pebs[t].armed
             && self.pebs_assist(c, t)
         {
             return;
+        }
+        // "The PMI is generated on the next event count after the counter has
+        // overflowed" (SDM 18.15.5.8).
+        if self.pmi_armed[c] {
+            self.pmi_armed[c] = false;
+            self.raise_counter_pmi(c);
         }
         let total = u128::from(inc.first) + u128::from(inc.later) * u128::from(later_cycles);
         let sum = u128::from(self.counters[c]) + total;

@@ -116,6 +116,7 @@ impl<'a> Uops<'a> {
 
 /// The events one clock of a [`Uops`] batch presents to the ESCRs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct EventList {
     events: [Option<Event>; MAX_UPSTREAM + 4],
 }
@@ -372,7 +373,8 @@ impl NetBurstModel {
     }
 
     /// The logical processor whose PEBS counter `c` is, if PEBS is enabled
-    /// for it, IA32_DS_AREA is set, and `c` counts an at-retirement event:
+    /// for it, IA32_DS_AREA is set, its PEBS buffer has room for a record,
+    /// and `c` counts an at-retirement event:
     /// counter 16 (MSR_IQ_CCCR4) for T0 and counter 17 (MSR_IQ_CCCR5) for T1
     /// (SDM 18.16.3); without Hyper-Threading only counter 16 (18.15.7).
     pub(super) fn pebs_thread_of(&self, c: usize) -> Option<usize> {
@@ -381,7 +383,12 @@ impl NetBurstModel {
             17 if self.config.hyper_threading => 1,
             _ => return None,
         };
-        if !self.pebs_on[t] || self.ds_area[t] == 0 {
+        let ds = &self.pebs[t].ds;
+        let room = ds
+            .pebs_index
+            .checked_add(PEBS_RECORD_SIZE)
+            .is_some_and(|end| end <= ds.pebs_absolute_maximum);
+        if !self.pebs_on[t] || self.ds_area[t] == 0 || !room {
             return None;
         }
         let i = self.selected_escr(c)?;

@@ -276,3 +276,27 @@ fn extended_cascading_from_16_and_17() {
     m.inject(kind.on(T0, OS, 10));
     assert_eq!(m.read_pmc(16), Ok(9));
 }
+
+#[test]
+fn cascaded_counter_with_enable_set_still_waits_for_the_overflow() {
+    let mut m = ht();
+    let kind = program(&mut m, 5, 0);
+    program(&mut m, 7, cccr::CASCADE);
+    m.write_msr(0x305, WRAP - 3).unwrap();
+    m.inject(kind.on(T0, OS, 2));
+    assert_eq!(
+        m.read_pmc(7),
+        Ok(0),
+        "ENABLE alone does not start a cascaded counter"
+    );
+    assert!(!m.is_counting(7));
+    m.inject(kind.on(T0, OS, 4));
+    assert_eq!(m.read_pmc(7), Ok(3));
+    // Clearing CASCADE leaves a plain enabled counter.
+    let v = m.read_msr(0x367).unwrap();
+    m.write_msr(0x367, v & !cccr::CASCADE).unwrap();
+    let a = m.read_msr(0x365).unwrap();
+    m.write_msr(0x365, a & !cccr::OVF).unwrap();
+    m.inject(kind.on(T0, OS, 4));
+    assert_eq!(m.read_pmc(7), Ok(7));
+}

@@ -381,3 +381,18 @@ fn thread_views_share_the_pmu_but_not_per_thread_registers() {
     let mut nw = NetBurstModel::new(Config::northwood());
     assert!(nw.thread(T1).is_none());
 }
+
+/// The model can live in a `static`, as a QEMU test kernel needs.
+static SHARED: spin::Mutex<NetBurstModel> =
+    spin::Mutex::new(NetBurstModel::new(Config::prescott_ht()));
+
+#[test]
+fn usable_in_a_static() {
+    let mut m = SHARED.lock();
+    m.write_msr(0x300, 5).unwrap();
+    assert_eq!(m.read_pmc(0), Ok(5));
+    assert!(
+        core::mem::size_of::<NetBurstModel>() < 8 * 1024,
+        "reasonably small"
+    );
+}

@@ -260,3 +260,41 @@ fn pebs_on_counter_17_for_t1_and_ds_area_parsing() {
     assert_eq!(ds.pebs_counter_reset, 5);
     assert_eq!(DsManagement::from_bytes(&area[..0x40]), None);
 }
+
+#[test]
+fn pebs_with_force_ovf_and_a_full_buffer_stays_fast() {
+    let mut m = ht();
+    m.write_msr(0x3CC, escr_value(0x09, 1, escr::T0_OS | escr::T0_USR))
+        .unwrap();
+    m.write_msr(0x370, cccr_value(5) | cccr::FORCE_OVF).unwrap();
+    pebs_setup(&mut m, T0, 3);
+    // 2^40 µops in one bulk call: three assists, then plain counting.
+    m.retire(&loads(WRAP, replay::L1_LOAD_MISS));
+    assert_eq!(m.pebs_records(T0).len(), 3);
+    assert_eq!(m.pebs_lost(T0), 0);
+}
+
+#[test]
+fn no_pebs_on_counter_17_without_hyper_threading() {
+    let mut m = NetBurstModel::new(Config::northwood());
+    m.write_msr(0x3CD, escr_value(0x09, 1, escr::T0_OS | escr::T0_USR))
+        .unwrap();
+    m.write_msr(0x371, cccr_value(5)).unwrap();
+    m.write_msr(0x311, WRAP - 1).unwrap();
+    m.write_msr(0x600, 0x10_0000).unwrap();
+    m.write_msr(0x3F1, (1 << 25) | (1 << 24) | 1).unwrap();
+    m.write_msr(0x3F2, 1).unwrap();
+    m.set_ds_management(
+        T0,
+        DsManagement {
+            pebs_buffer_base: 0x1000,
+            pebs_index: 0x1000,
+            pebs_absolute_maximum: 0x1000 + 4 * PEBS_RECORD_SIZE,
+            pebs_interrupt_threshold: 0x1000 + 4 * PEBS_RECORD_SIZE,
+            pebs_counter_reset: 0,
+        },
+    );
+    m.retire(&loads(5, replay::L1_LOAD_MISS));
+    assert!(m.pebs_records(T0).is_empty());
+    assert_eq!(m.read_pmc(17), Ok(4), "counter 17 just wraps");
+}
