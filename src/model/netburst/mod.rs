@@ -89,10 +89,12 @@
 //!    text of the same page (a TS event counts by the bits of its own thread
 //!    only) and the rest of the row (01 = T0 in USR). The model follows the
 //!    rule: "T0 in USR or T1 in OS".
-//! 2. **Table 18-30** (TI events) is not reproduced in the reference files;
-//!    the model implements it as: OS bits of both threads together admit "a
-//!    logical processor at CPL 0", USR bits "at CPL > 0", both kinds admit
-//!    every occurrence ("counts irrespective of CPL, T0, T1").
+//! 2. **Table 18-30** (TI events; 18-67 in later SDMs) is not reproduced in
+//!    the seeds or the reference files; the model implements the SDM table
+//!    as: the OS bits of both threads together admit "a logical processor at
+//!    CPL 0", the USR bits "at CPL > 0", OS and USR bits together admit
+//!    every occurrence ("counts irrespective of CPL, T0, T1"). A halted
+//!    sibling is in no privilege state. The test transcribes the 16 cells.
 //! 3. **b2b_cycles, bnr, snoop, response, BSQ_active_entries** are not in
 //!    Table 19-34: the model treats the four FSB bus events as TI (as
 //!    FreeBSD does) and BSQ_active_entries as TS (like BSQ_allocation).
@@ -141,6 +143,18 @@
 //! 13. **Clock counting in bulk**: [`NetBurstModel::inject`] spends one clock
 //!     per occurrence, so a "non-sleep clockticks" counter (COMPARE,
 //!     COMPLEMENT, THRESHOLD 15, SDM 18.17.2) advances by the same count.
+//! 14. **FSB_ESCR1 before signature F27H**: the SDM's IOQ_allocation note says
+//!     only FSB_ESCR0 is available; the model reads that as an event
+//!     restriction and keeps the MSR on every model.
+//! 15. **PEBS interrupt**: the model raises the PEBS PMI (marked
+//!     [`PmiLine::pebs_threshold`]) when the PEBS index reaches the interrupt
+//!     threshold, whatever the OVF_PMI bits; the PEBS assist that follows a
+//!     PEBS counter's overflow consumes the pending counter PMI. The cost of
+//!     a bulk injection grows with the number of PEBS records it writes.
+//!
+//! The CCCR active-thread encoding (00 none, 01 single, 10 both, 11 any
+//! logical processor active) follows SDM 18.16.2; the reference files give
+//! only the field's position.
 
 pub mod counting;
 pub mod overflow;
