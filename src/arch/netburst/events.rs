@@ -330,12 +330,26 @@ const fn ev(
     }
 }
 
-/// The 46 events, in libpfm4/Linux order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[repr(u8)]
-#[allow(missing_docs)] // see `Event::info().name`
-pub enum Event {
+/// Defines [`Event`] and [`Event::ALL`] from one list, so the two cannot drift.
+macro_rules! events {
+    ($($name:ident),+ $(,)?) => {
+        /// The 46 events, in libpfm4/Linux order.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        #[repr(u8)]
+        #[allow(missing_docs)] // see `Event::info().name`
+        pub enum Event {
+            $($name),+
+        }
+
+        impl Event {
+            /// All 46 events in catalog order.
+            pub const ALL: [Event; 46] = [$(Event::$name),+];
+        }
+    };
+}
+
+events! {
     TcDeliverMode,
     BpuFetchRequest,
     ItlbReference,
@@ -976,59 +990,6 @@ static EVENTS: [EventInfo; 46] = [
 ];
 
 impl Event {
-    /// All 46 events in catalog order.
-    pub const ALL: [Event; 46] = {
-        use Event::*;
-        [
-            TcDeliverMode,
-            BpuFetchRequest,
-            ItlbReference,
-            MemoryCancel,
-            MemoryComplete,
-            LoadPortReplay,
-            StorePortReplay,
-            MobLoadReplay,
-            PageWalkType,
-            BsqCacheReference,
-            IoqAllocation,
-            IoqActiveEntries,
-            FsbDataActivity,
-            BsqAllocation,
-            BsqActiveEntries,
-            SseInputAssist,
-            PackedSpUop,
-            PackedDpUop,
-            ScalarSpUop,
-            ScalarDpUop,
-            Mmx64BitUop,
-            Mmx128BitUop,
-            X87FpUop,
-            TcMisc,
-            GlobalPowerEvents,
-            TcMsXfer,
-            UopQueueWrites,
-            RetiredMispredBranchType,
-            RetiredBranchType,
-            ResourceStall,
-            WcBuffer,
-            B2bCycles,
-            Bnr,
-            Snoop,
-            Response,
-            FrontEndEvent,
-            ExecutionEvent,
-            ReplayEvent,
-            InstrRetired,
-            UopsRetired,
-            UopType,
-            BranchRetired,
-            MispredBranchRetired,
-            X87Assist,
-            MachineClear,
-            InstrCompleted,
-        ]
-    };
-
     /// The catalog entry.
     pub fn info(self) -> &'static EventInfo {
         &EVENTS[self as usize]
