@@ -20,7 +20,9 @@
 
 pub mod apic;
 pub mod arch;
+pub mod counter;
 pub mod detect;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod msr;
+pub mod sampling;

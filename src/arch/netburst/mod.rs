@@ -56,6 +56,8 @@
 //! | [`escr`], [`cccr`] | typed register values with `const fn` builders, accessors and reserved-bit masks; total decoding of raw values |
 //! | [`events`] | the 46-event catalog (SDM Tables 19-28, 19-29, 19-33, 19-34) and the table of source disagreements |
 //! | [`parse`] | libpfm4 event strings -> [`EventSpec`], whose `escr_bits()`/`cccr_bits()` equal libpfm4's encodings |
+//! | [`driver`] | the typestate counter driver: ESCR/CCCR/counter programming with exact MSR traffic, cascading, sampling presets |
+//! | [`pmi`] | the overflow interrupt handler and the state it shares with the counter handles |
 //! | [`thread`] | SDM Tables 18-29 (TS) and 18-30 (TI) as functions |
 //! | [`tagging`] | complete MSR-write lists for front-end, execution and replay tagging |
 //!
@@ -79,10 +81,12 @@
 //! ```
 
 pub mod cccr;
+pub mod driver;
 pub mod escr;
 pub mod events;
 pub mod msrs;
 pub mod parse;
+pub mod pmi;
 pub mod tagging;
 pub mod thread;
 

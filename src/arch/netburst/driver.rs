@@ -1,0 +1,529 @@
+//! The NetBurst driver: typestate counters ([`crate::counter`]) over the
+//! ESCR/CCCR/counter triples, with the register traffic the hardware needs
+//! and nothing more.
+//!
+//! # MSR traffic per operation
+//!
+//! Each handle caches its ESCR and CCCR images, so no operation reads back a
+//! register the driver wrote. Counted with [`crate::msr::Recording`] in the
+//! tests below (exact equality, not bounds):
+//!
+//! | operation | RDMSR | WRMSR | RDPMC | accesses |
+//! |---|---|---|---|---|
+//! | configure | 0 | 3 | 0 | ESCR image, counter preset, CCCR image (disabled) |
+//! | enable / resume | 0 | 1 | 0 | CCCR with `ENABLE` |
+//! | cascade_from | 0 | 1 | 0 | CCCR with `CASCADE` |
+//! | halt, counting counter | 0 | 1 | 0 | CCCR without `ENABLE` |
+//! | halt, sampling counter | 0 | 1 (+1) | 1 | CCCR; RDPMC to find an overflow whose PMI the halt cancelled; counter rewrite only if there was one |
+//! | read | 0 | 0 | 1 | RDPMC (all 40 bits) |
+//! | clear_overflow | 0 | 1 | 0 | CCCR image of the current state, `OVF` clear |
+//! | release | 0 | 3 | 0 | CCCR idle (active thread 11b, all else 0), ESCR 0, counter 0 |
+//! | PMI handler | 1 per armed counter | 2 per overflowed counter | 0 | plus one LVT write ([`super::pmi`]) |
+//!
+//! Linux's NetBurst driver, for comparison (`../shared/reference/linux_p4_driver_notes.md`):
+//! start = 4 WRMSR (counter twice for erratum N15, ESCR, CCCR), disable = 1
+//! WRMSR, read = 1 RDPMC, and per PMI 3 reads for every active counter plus
+//! 3 writes for each overflowed one.
+//!
+//! Erratum N15 (a counter write may not take) is not worked around: the
+//! model does not exhibit it and the doubled write Linux uses is known not to
+//! follow the erratum's own workaround.
+//!
+//! # Halting a sampling counter
+//!
+//! `OVF` is hardware state the handle cannot know, and a CCCR write must
+//! give it some value. The halt writes it clear, then reads the (now frozen)
+//! counter: if the counter passed its overflow since the last reload, the
+//! period is accounted for there ([`PmiState::periods_at_halt`]) and the
+//! counter is rewritten to the same point of the next period. A PMI that was
+//! pending for that overflow then finds no `OVF` and counts as spurious, so
+//! the period is neither lost nor counted twice.
+//!
+//! # Hyper-Threading
+//!
+//! The 18 counters, 18 CCCRs and 45 ESCRs are shared by the two logical
+//! processors of a package (SDM 18.16). A [`NetBurstDriver`] owns them for
+//! the whole package; each counter is configured for one logical processor:
+//! its ESCR counts only that processor's `T*_OS`/`T*_USR` (Table 18-29), its
+//! CCCR has active thread 11b (as Linux does) and interrupts only that
+//! processor (`OVF_PMI_T0` or `OVF_PMI_T1`). Single ESCRs are never given to
+//! two counters.
+
+use super::cccr::{ActiveThread, CccrValue};
+use super::escr::ThreadCpl;
+use super::msrs::{Counter, Escr};
+use super::parse::EventSpec;
+use super::pmi::PmiState;
+use super::thread::LogicalProcessor;
+use crate::counter::rules::Readable;
+use crate::counter::state::{State, Unclaimed};
+use crate::counter::{self, Arch, Cascade, StateTag};
+use crate::detect;
+use crate::msr::MsrAccess;
+use crate::sampling::{OverflowRule, SampleAfter};
+
+/// NetBurst counters are 40 bits wide and raise the PMI with the event after
+/// the overflow (SDM 18.15.5.8).
+pub const OVERFLOW_RULE: OverflowRule = OverflowRule {
+    width: 40,
+    pmi_delay: 1,
+};
+
+/// The value a free CCCR is given: disabled, every field clear except the
+/// active-thread field, which is 11b. Parts without Hyper-Threading require
+/// 11b there (SDM Figure 18-45, "must be set to 11B"; the model raises #GP
+/// otherwise, which is how this was found); on Hyper-Threading parts 11b
+/// is harmless in a disabled CCCR.
+const IDLE_CCCR: u64 = CccrValue::from_bits_truncate(0)
+    .with_active_thread(ActiveThread::Any)
+    .bits();
+
+/// The NetBurst architecture, as a type parameter of [`counter::Counter`].
+#[derive(Debug)]
+pub enum NetBurst {}
+
+/// A NetBurst counter handle: counter `N` in state `S`.
+pub type NbCounter<const N: u8, S> = counter::Counter<NetBurst, N, S>;
+
+/// What a claimed NetBurst counter remembers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Programmed {
+    escr: Option<Escr>,
+    cccr: CccrValue,
+    lp: LogicalProcessor,
+    sampling: Option<SampleAfter>,
+}
+
+impl Programmed {
+    /// The ESCR feeding the counter (`None` when unclaimed).
+    pub const fn escr(&self) -> Option<Escr> {
+        self.escr
+    }
+
+    /// The CCCR image with `ENABLE`, `CASCADE` and `OVF` clear.
+    pub const fn cccr(&self) -> CccrValue {
+        self.cccr
+    }
+
+    /// The logical processor the counter counts for and interrupts.
+    pub const fn logical_processor(&self) -> LogicalProcessor {
+        self.lp
+    }
+
+    /// The sample-after value, for a sampling counter.
+    pub const fn sampling(&self) -> Option<SampleAfter> {
+        self.sampling
+    }
+
+    const fn cccr_for(&self, state: StateTag) -> CccrValue {
+        match state {
+            StateTag::Enabled => self.cccr.with_enable(true),
+            StateTag::Cascaded => self.cccr.with_cascade(true),
+            _ => self.cccr,
+        }
+    }
+}
+
+impl Arch for NetBurst {
+    const NAME: &'static str = "NetBurst";
+    const COUNTERS: u8 = 18;
+    type Programmed = Programmed;
+    const UNPROGRAMMED: Programmed = Programmed {
+        escr: None,
+        cccr: CccrValue::from_bits_truncate(0),
+        lp: LogicalProcessor::T0,
+        sampling: None,
+    };
+
+    fn can_cascade(from: u8, to: u8) -> bool {
+        match (Counter::from_index(from), Counter::from_index(to)) {
+            (Some(f), Some(t)) => t.can_cascade_from(f),
+            _ => false,
+        }
+    }
+}
+
+macro_rules! cascade_pairs {
+    ($(($from:literal, $to:literal)),* $(,)?) => {
+        $(impl Cascade<$from, $to> for NetBurst {})*
+
+        #[cfg(test)]
+        pub(super) const CASCADE_PAIRS: &[(u8, u8)] = &[$(($from, $to)),*];
+    };
+}
+
+// SDM 18.15.5.6: the same position in the other pair of the block, either
+// way; 16 only from 14, 17 only from 15 (never 14 from 16 or 15 from 17).
+cascade_pairs!(
+    (0, 2),
+    (2, 0),
+    (1, 3),
+    (3, 1),
+    (4, 6),
+    (6, 4),
+    (5, 7),
+    (7, 5),
+    (8, 10),
+    (10, 8),
+    (9, 11),
+    (11, 9),
+    (12, 14),
+    (14, 12),
+    (13, 15),
+    (15, 13),
+    (14, 16),
+    (15, 17),
+);
+
+// Every counter has exactly one cascade source, so with only the real impls
+// the compiler would infer `FROM` from the single candidate and report a
+// type mismatch instead of the rule. A second, unusable candidate per
+// counter (255: no handle for counter 255 can exist, `Counter::token`
+// asserts `N < 18` and erased handles never carry it) keeps the inference
+// ambiguous, so an illegal pair fails the `Cascade` bound with its message.
+macro_rules! ambiguity_guards {
+    ($($to:literal)*) => { $(impl Cascade<255, $to> for NetBurst {})* };
+}
+ambiguity_guards!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17);
+
+macro_rules! counters {
+    ($($field:ident = $n:literal),* $(,)?) => {
+        /// The claim tokens for the 18 counters, handed out once by
+        /// [`NetBurstDriver::new`].
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub struct Counters {
+            $(pub $field: NbCounter<$n, Unclaimed>,)*
+        }
+
+        impl Counters {
+            const fn issue() -> Counters {
+                Counters { $($field: counter::Counter::token(),)* }
+            }
+        }
+    };
+}
+
+counters!(
+    c0 = 0,
+    c1 = 1,
+    c2 = 2,
+    c3 = 3,
+    c4 = 4,
+    c5 = 5,
+    c6 = 6,
+    c7 = 7,
+    c8 = 8,
+    c9 = 9,
+    c10 = 10,
+    c11 = 11,
+    c12 = 12,
+    c13 = 13,
+    c14 = 14,
+    c15 = 15,
+    c16 = 16,
+    c17 = 17,
+);
+
+/// What to count on a counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct CounterConfig {
+    /// The event, its masks, CPL and filtering.
+    pub event: EventSpec,
+    /// The ESCR to program (from [`super::schedule`] or chosen by hand): it
+    /// must allow the event and feed the counter.
+    pub escr: Escr,
+    /// The logical processor to count for and interrupt.
+    pub lp: LogicalProcessor,
+    /// Interrupt every N events (`None`: count only).
+    pub sampling: Option<SampleAfter>,
+}
+
+impl CounterConfig {
+    /// Count `event` on `escr` for logical processor T0, without interrupts.
+    pub const fn counting(event: EventSpec, escr: Escr) -> CounterConfig {
+        CounterConfig {
+            event,
+            escr,
+            lp: LogicalProcessor::T0,
+            sampling: None,
+        }
+    }
+
+    /// For logical processor `lp`.
+    pub const fn on(mut self, lp: LogicalProcessor) -> CounterConfig {
+        self.lp = lp;
+        self
+    }
+
+    /// Interrupt every `n` events.
+    pub const fn sampling(mut self, n: SampleAfter) -> CounterConfig {
+        self.sampling = Some(n);
+        self
+    }
+}
+
+/// Why the driver refused a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ConfigError {
+    /// The ESCR is not wired to the counter (SDM Table 18-63).
+    NotWired {
+        /// The ESCR.
+        escr: Escr,
+        /// The counter.
+        counter: Counter,
+    },
+    /// The event cannot be counted on this ESCR (SDM Tables 19-28, 19-29).
+    EscrNotAllowed {
+        /// The ESCR.
+        escr: Escr,
+    },
+    /// The ESCR does not exist on this CPU model.
+    EscrMissing {
+        /// The ESCR.
+        escr: Escr,
+    },
+    /// Another claimed counter uses the ESCR.
+    EscrBusy {
+        /// The ESCR.
+        escr: Escr,
+    },
+    /// Logical processor T1 on a part without Hyper-Threading.
+    NoSuchLogicalProcessor,
+    /// The sample-after value was checked against another counter width.
+    SampleAfterRule,
+    /// No counter has this number (only an [`crate::counter::AnyCounter`]
+    /// built by hand can name one).
+    NoSuchCounter(u8),
+}
+
+fn counter_at<E>(n: u8) -> Result<Counter, Error<E>> {
+    Counter::from_index(n).ok_or(Error::Config(ConfigError::NoSuchCounter(n)))
+}
+
+/// A driver error: a refused configuration, or a faulting register access
+/// (only a model can fault; on hardware `E` is uninhabited).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Error<E> {
+    /// See [`ConfigError`].
+    Config(ConfigError),
+    /// The backend faulted.
+    Msr(E),
+}
+
+impl<E> From<ConfigError> for Error<E> {
+    fn from(e: ConfigError) -> Self {
+        Error::Config(e)
+    }
+}
+
+/// Why the driver could not take the PMU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum InitError<E> {
+    /// IA32_MISC_ENABLE\[7\] is clear: the PMU MSRs must not be used.
+    PerfMonUnavailable,
+    /// Clearing the CCCRs faulted.
+    Msr(E),
+}
+
+/// The NetBurst PMU of one package, owning the MSR backend.
+pub struct NetBurstDriver<'s, M: MsrAccess> {
+    msr: M,
+    model: u8,
+    hyper_threading: bool,
+    pmi: &'s PmiState,
+    escrs_in_use: u64,
+}
+
+impl<'s, M: MsrAccess> NetBurstDriver<'s, M> {
+    /// Take the PMU described by `cpu`: disable all 18 CCCRs (a previous
+    /// owner, for example the kernel before a kexec, may have left counters
+    /// running with interrupts on) and hand out the 18 claim tokens. `pmi` is
+    /// shared with the kernel's [`super::pmi::handle_pmi`] call.
+    pub fn new(
+        mut msr: M,
+        cpu: &detect::NetBurst,
+        pmi: &'s PmiState,
+    ) -> Result<(Self, Counters), InitError<M::Error>> {
+        if !cpu.perf_mon_available {
+            return Err(InitError::PerfMonUnavailable);
+        }
+        for c in Counter::ALL {
+            msr.write_msr(c.cccr().msr(), IDLE_CCCR)
+                .map_err(InitError::Msr)?;
+        }
+        let driver = NetBurstDriver {
+            msr,
+            model: cpu.model,
+            hyper_threading: cpu.hyper_threading && cpu.logical_processors >= 2,
+            pmi,
+            escrs_in_use: 0,
+        };
+        Ok((driver, Counters::issue()))
+    }
+
+    /// The MSR backend.
+    pub fn msr(&mut self) -> &mut M {
+        &mut self.msr
+    }
+
+    /// The state shared with the PMI handler.
+    pub fn pmi_state(&self) -> &'s PmiState {
+        self.pmi
+    }
+
+    fn images(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
+        let counter = Counter::from_index(n).ok_or(ConfigError::NoSuchCounter(n))?;
+        if !c.escr.feeds(counter) {
+            return Err(ConfigError::NotWired {
+                escr: c.escr,
+                counter,
+            });
+        }
+        if !c.escr.available_on(self.model) {
+            return Err(ConfigError::EscrMissing { escr: c.escr });
+        }
+        if !c.event.event().allows(c.escr) {
+            return Err(ConfigError::EscrNotAllowed { escr: c.escr });
+        }
+        if self.escrs_in_use & 1 << c.escr as u8 != 0 {
+            return Err(ConfigError::EscrBusy { escr: c.escr });
+        }
+        let t1 = c.lp == LogicalProcessor::T1;
+        if t1 && !self.hyper_threading {
+            return Err(ConfigError::NoSuchLogicalProcessor);
+        }
+        if c.sampling.is_some_and(|s| s.rule() != OVERFLOW_RULE) {
+            return Err(ConfigError::SampleAfterRule);
+        }
+        let interrupt = c.sampling.is_some();
+        let cccr = c
+            .event
+            .cccr_value()
+            .with_enable(false)
+            .with_escr_select(c.escr.select())
+            .with_active_thread(ActiveThread::Any)
+            .with_ovf_pmi_t0(interrupt && !t1)
+            .with_ovf_pmi_t1(interrupt && t1);
+        Ok(Programmed {
+            escr: Some(c.escr),
+            cccr,
+            lp: c.lp,
+            sampling: c.sampling,
+        })
+    }
+
+    fn escr_image(&self, c: &CounterConfig) -> u64 {
+        let (os, usr) = (c.event.os(), c.event.usr());
+        let none = ThreadCpl::NONE;
+        let cpl = match c.lp {
+            LogicalProcessor::T0 => ThreadCpl {
+                t0_os: os,
+                t0_usr: usr,
+                ..none
+            },
+            LogicalProcessor::T1 => ThreadCpl {
+                t1_os: os,
+                t1_usr: usr,
+                ..none
+            },
+        };
+        c.event.escr_value().with_cpl(cpl).bits()
+    }
+
+    /// Clear the `OVF` flag of a claimed counter, keeping the rest of its
+    /// state (1 WRMSR). Clearing the alternate's `OVF` is one of the two ways
+    /// to halt a cascaded counter (SDM 18.15.5.6); the other is halting it.
+    pub fn clear_overflow<const N: u8, S: State + Readable>(
+        &mut self,
+        counter: &NbCounter<N, S>,
+    ) -> Result<(), Error<M::Error>> {
+        let image = counter.programmed().cccr_for(S::TAG);
+        self.write_cccr(N, image.bits())
+    }
+
+    fn write_cccr(&mut self, n: u8, value: u64) -> Result<(), Error<M::Error>> {
+        let c = counter_at(n)?;
+        self.msr
+            .write_msr(c.cccr().msr(), value)
+            .map_err(Error::Msr)
+    }
+
+    fn write_counter(&mut self, n: u8, value: u64) -> Result<(), Error<M::Error>> {
+        let c = counter_at(n)?;
+        self.msr.write_msr(c.msr(), value).map_err(Error::Msr)
+    }
+}
+
+impl<M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, M> {
+    type Config = CounterConfig;
+    type Error = Error<M::Error>;
+
+    fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
+        let p = self.images(n, config)?;
+        let escr = config.escr;
+        let escr_image = self.escr_image(config);
+        self.msr
+            .write_msr(escr.msr(), escr_image)
+            .map_err(Error::Msr)?;
+        self.escrs_in_use |= 1 << escr as u8;
+        let preset = p.sampling.map_or(0, SampleAfter::preset);
+        self.pmi.set_sampling(n, p.sampling);
+        self.write_counter(n, preset)?;
+        self.write_cccr(n, p.cccr.bits())?;
+        Ok(p)
+    }
+
+    fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+        if p.sampling.is_some() {
+            self.pmi.arm(p.lp, n);
+        }
+        self.write_cccr(n, p.cccr_for(StateTag::Enabled).bits())
+    }
+
+    fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+        self.pmi.disarm(p.lp, n);
+        self.write_cccr(n, p.cccr.bits())?;
+        let Some(s) = p.sampling else {
+            return Ok(());
+        };
+        let raw = self.msr.read_pmc(u32::from(n)).map_err(Error::Msr)?;
+        let (owed, residual) = s.split(raw);
+        if owed > 0 {
+            self.pmi.add_halt_periods(n, owed);
+            self.write_counter(n, s.at_residual(residual))?;
+        }
+        Ok(())
+    }
+
+    fn cascade(&mut self, n: u8, _from: u8, p: &Programmed) -> Result<(), Self::Error> {
+        if p.sampling.is_some() {
+            self.pmi.arm(p.lp, n);
+        }
+        self.write_cccr(n, p.cccr_for(StateTag::Cascaded).bits())
+    }
+
+    fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
+        self.msr.read_pmc(u32::from(n)).map_err(Error::Msr)
+    }
+
+    fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+        self.pmi.disarm(p.lp, n);
+        self.write_cccr(n, IDLE_CCCR)?;
+        if let Some(escr) = p.escr {
+            self.msr.write_msr(escr.msr(), 0).map_err(Error::Msr)?;
+            self.escrs_in_use &= !(1 << escr as u8);
+        }
+        self.write_counter(n, 0)?;
+        self.pmi.set_sampling(n, None);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

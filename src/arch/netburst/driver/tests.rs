@@ -1,0 +1,539 @@
+//! The NetBurst driver against the NetBurst model (a test instrument written
+//! from the manuals): behaviour, and exact MSR traffic per operation through
+//! the recording backend. All counts here come from the model.
+
+use std::vec::Vec;
+
+use super::*;
+use crate::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use crate::arch::netburst::pmi::{LvtPerfCounterEntry, handle_pmi};
+use crate::counter::state::{Configured, Enabled};
+use crate::counter::{AnyCounter, ErasedError, Operation};
+use crate::model::netburst::{
+    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
+};
+use crate::msr::{AccessCounts, Recording};
+use crate::sampling::Sample;
+
+type Model = Recording<NetBurstModel, 256>;
+
+const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
+const INSTR: EventKind = EventKind::new(EscrGroup::Cru01, 0x02, 1);
+
+fn cpu(m: &NetBurstModel) -> detect::NetBurst {
+    let c = m.config();
+    detect::NetBurst {
+        model: c.model,
+        msr_instructions: true,
+        perf_mon_available: true,
+        pebs_available: true,
+        hyper_threading: c.hyper_threading,
+        logical_processors: if c.hyper_threading { 2 } else { 1 },
+    }
+}
+
+fn driver(state: &PmiState, config: Config) -> (NetBurstDriver<'_, Model>, Counters) {
+    let m = NetBurstModel::new(config);
+    let info = cpu(&m);
+    let (mut d, c) = NetBurstDriver::new(Recording::new(m), &info, state).unwrap();
+    d.msr().clear();
+    (d, c)
+}
+
+fn spec(s: &str) -> EventSpec {
+    s.parse().unwrap()
+}
+
+fn running() -> CounterConfig {
+    CounterConfig::counting(spec("global_power_events:RUNNING:k"), Escr::FsbEscr0)
+}
+
+fn counts(reads: u32, writes: u32, pmc: u32) -> AccessCounts {
+    AccessCounts {
+        msr_reads: reads,
+        msr_writes: writes,
+        pmc_reads: pmc,
+    }
+}
+
+fn model<'a>(d: &'a mut NetBurstDriver<'_, Model>) -> &'a mut NetBurstModel {
+    d.msr().inner_mut()
+}
+
+fn inject(d: &mut NetBurstDriver<'_, Model>, kind: EventKind, n: u64) {
+    model(d).inject(kind.on(ModelLp::T0, Privilege::Os, n));
+}
+
+#[derive(Default)]
+struct Lvt(Vec<LvtPerfCounter>);
+
+impl LvtPerfCounterEntry for Lvt {
+    fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
+        self.0.push(entry);
+    }
+}
+
+fn entry() -> LvtPerfCounter {
+    LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()))
+}
+
+/// Deliver the model's PMI for T0, if raised, through the handler.
+fn service(
+    d: &mut NetBurstDriver<'_, Model>,
+    state: &PmiState,
+    lvt: &mut Lvt,
+    rip: u64,
+    samples: &mut Vec<Sample>,
+) -> bool {
+    if model(d).take_pmi(ModelLp::T0).is_none() {
+        return false;
+    }
+    handle_pmi(
+        state,
+        LogicalProcessor::T0,
+        d.msr(),
+        lvt,
+        entry(),
+        rip,
+        |s| samples.push(s),
+    )
+    .unwrap();
+    true
+}
+
+#[test]
+fn init_clears_every_cccr() {
+    let state = PmiState::new();
+    let mut m = NetBurstModel::new(Config::prescott_ht());
+    m.write_msr(0x36C, 1 << 12 | 3 << 16).unwrap();
+    let info = cpu(&m);
+    let (mut d, _) = NetBurstDriver::new(Recording::new(m), &info, &state).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 18, 0));
+    assert_eq!(model(&mut d).cccr(12), IDLE_CCCR);
+    let off = detect::NetBurst {
+        perf_mon_available: false,
+        ..info
+    };
+    let r = NetBurstDriver::new(NetBurstModel::new(Config::prescott_ht()), &off, &state);
+    assert!(matches!(r, Err(InitError::PerfMonUnavailable)));
+}
+
+/// The README's MSR-traffic table, operation by operation.
+#[test]
+fn msr_traffic_per_operation_is_exact() {
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let c0 = c.c0.configure(&mut d, &running()).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 3, 0), "configure");
+    let c0 = c0.enable(&mut d).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "enable");
+    inject(&mut d, RUNNING, 10);
+    assert_eq!(c0.read(&mut d).unwrap(), 10);
+    assert_eq!(d.msr().take_counts(), counts(0, 0, 1), "read");
+    let c0 = c0.halt(&mut d).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "halt (counting)");
+    let c0 = c0.resume(&mut d).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "resume");
+    d.clear_overflow(&c0).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "clear_overflow");
+
+    let c2 = c.c2.configure(
+        &mut d,
+        &CounterConfig {
+            escr: Escr::FsbEscr1,
+            ..running()
+        },
+    );
+    let c2 = c2.unwrap();
+    d.msr().clear();
+    let c2 = c2.cascade_from(&c0, &mut d).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "cascade_from");
+    let c2 = c2.halt(&mut d).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "halt (cascaded)");
+    let _ = c2.release(&mut d).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 3, 0), "release");
+
+    let n = SampleAfter::new(1000, OVERFLOW_RULE).unwrap();
+    let s = c.c12.configure(
+        &mut d,
+        &CounterConfig::counting(spec("instr_retired:NBOGUSNTAG:k"), Escr::CruEscr0).sampling(n),
+    );
+    let s = s.unwrap().enable(&mut d).unwrap();
+    d.msr().clear();
+    let s = s.halt(&mut d).unwrap();
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 1, 1),
+        "halt (sampling, nothing owed)"
+    );
+    let _ = (s, c0);
+}
+
+#[test]
+fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let n = SampleAfter::new(50, OVERFLOW_RULE).unwrap();
+    let a = c.c0.configure(&mut d, &running().sampling(n)).unwrap();
+    let instr = CounterConfig::counting(spec("instr_retired:NBOGUSNTAG:k"), Escr::CruEscr0);
+    let b = c.c12.configure(&mut d, &instr.sampling(n)).unwrap();
+    let (a, b) = (a.enable(&mut d).unwrap(), b.enable(&mut d).unwrap());
+    // Counter 0 overflows and raises its PMI; counter 12 does not.
+    inject(&mut d, RUNNING, 51);
+    inject(&mut d, INSTR, 10);
+    d.msr().clear();
+    let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
+    assert!(service(&mut d, &state, &mut lvt, 0x1234, &mut samples));
+    assert_eq!(d.msr().take_counts(), counts(2, 2, 0));
+    assert_eq!(lvt.0, [entry()], "exactly one LVT write, unmasked");
+    assert_eq!(
+        samples,
+        [Sample {
+            counter: 0,
+            periods: 1,
+            rip: 0x1234
+        }]
+    );
+    // After the reload the next period is exactly N events long.
+    assert_eq!(a.read(&mut d).unwrap(), n.reload());
+    assert_eq!(b.read(&mut d).unwrap(), n.preset() + 10);
+    // A spurious PMI: same reads, no writes but the LVT.
+    let out = handle_pmi(
+        &state,
+        LogicalProcessor::T0,
+        d.msr(),
+        &mut lvt,
+        entry(),
+        0,
+        |_| {},
+    );
+    assert!(out.unwrap().is_spurious());
+    d.msr().take_counts();
+    assert_eq!(state.spurious(LogicalProcessor::T0), 1);
+}
+
+#[test]
+fn counting_halting_resuming_on_the_model() {
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let c0 = c.c0.configure(&mut d, &running()).unwrap();
+    inject(&mut d, RUNNING, 5);
+    assert_eq!(
+        c0.read(&mut d).unwrap(),
+        0,
+        "a Configured counter does not count"
+    );
+    let c0 = c0.enable(&mut d).unwrap();
+    inject(&mut d, RUNNING, 100);
+    let c0 = c0.halt(&mut d).unwrap();
+    inject(&mut d, RUNNING, 100);
+    assert_eq!(c0.read(&mut d).unwrap(), 100);
+    let c0 = c0.resume(&mut d).unwrap();
+    inject(&mut d, RUNNING, 23);
+    assert_eq!(c0.read(&mut d).unwrap(), 123);
+    // User-level events are not counted by a :k event.
+    model(&mut d).inject(RUNNING.on(ModelLp::T0, Privilege::Usr, 7));
+    // Nor T1's events by a T0 counter.
+    model(&mut d).inject(RUNNING.on(ModelLp::T1, Privilege::Os, 7));
+    assert_eq!(c0.read(&mut d).unwrap(), 123);
+    let _c0 = c0.release(&mut d).unwrap();
+    let m = model(&mut d);
+    assert_eq!((m.cccr(0), m.counter(0)), (IDLE_CCCR, 0), "release zeroes");
+    assert_eq!(m.read_msr(Escr::FsbEscr0.msr()).unwrap(), 0);
+}
+
+#[test]
+fn configuration_errors_leave_the_handle() {
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let e = c.c4.configure(&mut d, &running()).unwrap_err();
+    assert!(matches!(
+        e.error,
+        Error::Config(ConfigError::NotWired { .. })
+    ));
+    let bad = CounterConfig::counting(spec("instr_retired:NBOGUSNTAG"), Escr::FsbEscr0);
+    let e = e.counter.configure(&mut d, &bad).unwrap_err();
+    assert!(matches!(
+        e.error,
+        Error::Config(ConfigError::NotWired { .. })
+    ));
+    let c0 = c.c0.configure(&mut d, &running()).unwrap();
+    let e = c.c1.configure(&mut d, &running()).unwrap_err();
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::EscrBusy {
+            escr: Escr::FsbEscr0
+        })
+    );
+    let e = e
+        .counter
+        .configure(
+            &mut d,
+            &CounterConfig::counting(spec("instr_retired:NBOGUSNTAG"), Escr::FsbEscr0),
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::EscrNotAllowed {
+            escr: Escr::FsbEscr0
+        })
+    );
+    // Released ESCRs are free again.
+    let _ = c0.release(&mut d).unwrap();
+    assert!(e.counter.configure(&mut d, &running()).is_ok());
+
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::northwood());
+    let t1 = running().on(LogicalProcessor::T1);
+    let e = c.c0.configure(&mut d, &t1).unwrap_err();
+    assert_eq!(e.error, Error::Config(ConfigError::NoSuchLogicalProcessor));
+}
+
+#[test]
+fn thread_1_counter_counts_and_interrupts_thread_1_only() {
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let n = SampleAfter::new(10, OVERFLOW_RULE).unwrap();
+    let c2 = c.c2.configure(
+        &mut d,
+        &CounterConfig {
+            escr: Escr::FsbEscr1,
+            ..running()
+        }
+        .on(LogicalProcessor::T1)
+        .sampling(n),
+    );
+    let c2 = c2.unwrap().enable(&mut d).unwrap();
+    assert_eq!(state.armed(LogicalProcessor::T1), 1 << 2);
+    assert_eq!(state.armed(LogicalProcessor::T0), 0);
+    inject(&mut d, RUNNING, 100);
+    assert_eq!(
+        c2.read(&mut d).unwrap(),
+        n.preset(),
+        "T0 events not counted"
+    );
+    model(&mut d).inject(RUNNING.on(ModelLp::T1, Privilege::Os, 11));
+    assert!(model(&mut d).take_pmi(ModelLp::T0).is_none());
+    assert!(model(&mut d).take_pmi(ModelLp::T1).is_some());
+    let mut lvt = Lvt::default();
+    let mut got = Vec::new();
+    handle_pmi(
+        &state,
+        LogicalProcessor::T1,
+        d.msr(),
+        &mut lvt,
+        entry(),
+        7,
+        |s| got.push(s),
+    )
+    .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(state.periods(Counter::BpuCounter2), 1);
+}
+
+/// Conservation: events = periods x N + residual, for N = 1, 2 and larger,
+/// with a PMI serviced whenever the model raises one.
+#[test]
+fn conservation_over_randomised_runs() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = move |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    for n in [1u64, 2, 3, 7, 100, 4096] {
+        let state = PmiState::new();
+        let (mut d, c) = driver(&state, Config::prescott_ht());
+        let sa = SampleAfter::new(n, OVERFLOW_RULE).unwrap();
+        let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
+        let mut c0 = c0.enable(&mut d).unwrap().erase();
+        let (mut lvt, mut samples, mut events) = (Lvt::default(), Vec::new(), 0u64);
+        for step in 0..2000u64 {
+            // A burst of events, injected in chunks that end at most at the
+            // event that raises the PMI (the one after the overflow), which
+            // is delivered before more events count: no skid.
+            let mut left = 1 + rnd(3 * n);
+            while left > 0 {
+                let (owed, r) = sa.split(model(&mut d).counter(0));
+                let chunk = if owed > 0 { 1 } else { left.min(n - r + 1) };
+                inject(&mut d, RUNNING, chunk);
+                events += chunk;
+                left -= chunk;
+                service(&mut d, &state, &mut lvt, step, &mut samples);
+            }
+            if rnd(5) == 0 {
+                c0.halt(&mut d).unwrap();
+                inject(&mut d, RUNNING, 3); // not counted
+                c0.resume(&mut d).unwrap();
+            }
+        }
+        let raw = c0.read(&mut d).unwrap();
+        let (owed, residual) = sa.split(raw);
+        let periods = state.periods(Counter::BpuCounter0);
+        assert_eq!(events, (periods + owed) * n + residual, "N = {n}");
+        let sampled: u64 = samples.iter().map(|s| u64::from(s.periods)).sum();
+        assert_eq!(
+            sampled + state.periods_at_halt(Counter::BpuCounter0),
+            periods,
+            "N = {n}"
+        );
+        assert_eq!(state.spurious(LogicalProcessor::T0), 0);
+        assert!(events / n - periods <= 1);
+        c0.release(&mut d).unwrap();
+    }
+}
+
+/// A PMI raised but not yet taken when the counter is halted: the halt
+/// accounts for the period, the late PMI is spurious, nothing is counted
+/// twice; also the overflow-but-no-PMI-yet boundary.
+#[test]
+fn pmi_racing_a_halt_is_counted_once() {
+    for extra in [0u64, 1, 2] {
+        let state = PmiState::new();
+        let (mut d, c) = driver(&state, Config::prescott_ht());
+        let sa = SampleAfter::new(10, OVERFLOW_RULE).unwrap();
+        let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
+        let c0 = c0.enable(&mut d).unwrap();
+        // 10 events overflow the counter; the 11th raises the PMI.
+        inject(&mut d, RUNNING, 10 + extra);
+        let raised = model(&mut d).pmi_pending(ModelLp::T0);
+        assert_eq!(raised, extra > 0);
+        let c0 = c0.halt(&mut d).unwrap();
+        assert_eq!(state.periods_at_halt(Counter::BpuCounter0), 1);
+        let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
+        if raised {
+            assert!(service(&mut d, &state, &mut lvt, 1, &mut samples));
+            assert!(samples.is_empty());
+            assert_eq!(state.spurious(LogicalProcessor::T0), 1);
+        }
+        let c0 = c0.resume(&mut d).unwrap();
+        inject(&mut d, RUNNING, 10 - extra);
+        assert!(
+            !service(&mut d, &state, &mut lvt, 2, &mut samples),
+            "period not over"
+        );
+        inject(&mut d, RUNNING, 1);
+        assert!(service(&mut d, &state, &mut lvt, 3, &mut samples));
+        assert_eq!(samples.len(), 1);
+        assert_eq!(state.periods(Counter::BpuCounter0), 2);
+        let (owed, residual) = sa.split(c0.read(&mut d).unwrap());
+        assert_eq!((owed, residual), (0, 1), "21 events = 2 x 10 + 1");
+    }
+}
+
+#[test]
+fn cascaded_pair_counts_past_40_bits_and_halts_both_ways() {
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let low =
+        c.c0.configure(&mut d, &running())
+            .unwrap()
+            .enable(&mut d)
+            .unwrap();
+    let high = c.c2.configure(
+        &mut d,
+        &CounterConfig {
+            escr: Escr::FsbEscr1,
+            ..running()
+        },
+    );
+    let high = high.unwrap().cascade_from(&low, &mut d).unwrap();
+    inject(&mut d, RUNNING, 1000);
+    assert_eq!(
+        high.read(&mut d).unwrap(),
+        0,
+        "waits for the low counter's overflow"
+    );
+    inject(&mut d, RUNNING, (1 << 40) - 1000 + 500);
+    assert_eq!(low.read(&mut d).unwrap(), 500);
+    assert_eq!(high.read(&mut d).unwrap(), 500);
+    // Halt by clearing the alternate's OVF: the high counter stops.
+    d.clear_overflow(&low).unwrap();
+    inject(&mut d, RUNNING, 10);
+    assert_eq!(
+        (low.read(&mut d).unwrap(), high.read(&mut d).unwrap()),
+        (510, 500)
+    );
+    // It is still cascaded: the next overflow of the low counter restarts it.
+    inject(&mut d, RUNNING, (1 << 40) - 510 + 5);
+    assert_eq!(high.read(&mut d).unwrap(), 505);
+    // Halt by clearing CASCADE.
+    let high = high.halt(&mut d).unwrap();
+    inject(&mut d, RUNNING, 10);
+    assert_eq!(
+        (low.read(&mut d).unwrap(), high.read(&mut d).unwrap()),
+        (15, 505)
+    );
+}
+
+#[test]
+fn erased_handles_check_the_same_rules() {
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let mut a = c.c0.erase();
+    let e = a.enable(&mut d).unwrap_err();
+    assert_eq!(
+        e,
+        ErasedError::Illegal {
+            operation: Operation::Enable,
+            state: StateTag::Unclaimed
+        }
+    );
+    assert!(matches!(
+        a.read(&mut d),
+        Err(ErasedError::Illegal {
+            operation: Operation::Read,
+            ..
+        })
+    ));
+    a.configure(&mut d, &running()).unwrap();
+    a.enable(&mut d).unwrap();
+    assert!(matches!(a.enable(&mut d), Err(ErasedError::Illegal { .. })));
+    let mut b: AnyCounter<NetBurst> = c.c1.erase();
+    b.configure(
+        &mut d,
+        &CounterConfig {
+            escr: Escr::BsuEscr0,
+            ..running()
+        },
+    )
+    .unwrap_err();
+    let mut c16 = c.c16.erase();
+    let mut c14 = c.c14.erase();
+    let instr = CounterConfig::counting(spec("instr_retired:NBOGUSNTAG"), Escr::CruEscr1);
+    c14.configure(&mut d, &instr).unwrap();
+    c16.configure(
+        &mut d,
+        &CounterConfig {
+            escr: Escr::CruEscr0,
+            ..instr
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        c14.cascade_from(&c16, &mut d),
+        Err(ErasedError::NotCascadePair { from: 16, to: 14 })
+    );
+    c16.cascade_from(&c14, &mut d).unwrap();
+    assert_eq!(c16.state(), StateTag::Cascaded);
+    let typed = NbCounter::<16, Configured>::from_erased(c16).unwrap_err();
+    let typed = NbCounter::<16, crate::counter::state::Cascaded>::from_erased(typed).unwrap();
+    let _ = typed.halt(&mut d).unwrap();
+    let _ = NbCounter::<0, Enabled>::from_erased(a).unwrap();
+}
+
+#[test]
+fn cascade_table_matches_the_arch_rule() {
+    for from in 0..18u8 {
+        for to in 0..18u8 {
+            let listed = CASCADE_PAIRS.contains(&(from, to));
+            assert_eq!(listed, NetBurst::can_cascade(from, to), "{from} -> {to}");
+        }
+    }
+    assert_eq!(
+        CASCADE_PAIRS.len(),
+        18,
+        "every counter has exactly one source"
+    );
+}

@@ -1,0 +1,204 @@
+//! The NetBurst overflow interrupt path: the state shared between the
+//! counter handles and the handler, and the handler routine itself.
+//!
+//! A kernel calls [`handle_pmi`] from its interrupt entry for the LVT
+//! performance-counter vector (or its NMI handler) with the interrupted RIP.
+//! The routine takes no lock and allocates nothing, so it is safe in an NMI;
+//! it touches only atomics in [`PmiState`], the MSR backend the kernel hands
+//! it, and the APIC's LVT entry.
+//!
+//! Per interrupt it issues exactly (asserted in the tests):
+//!
+//! | access | count | why |
+//! |---|---|---|
+//! | RDMSR CCCR | one per armed counter of this logical processor | `OVF` is hardware state: the only way to learn which counters overflowed (SDM 18.15.5.8) |
+//! | WRMSR counter | one per overflowed counter | reload with the sample-after value (`-(N-1)`, see [`crate::sampling`]) |
+//! | WRMSR CCCR | one per overflowed counter | clear the sticky `OVF` (writing back the value read, so `ENABLE` is untouched) |
+//! | LVT write | one | NetBurst's APIC masks the entry when it delivers a PMI; it is unmasked only after every `OVF` is clear, or the PMI is raised again (SDM 18.15.5.8, Linux `p4_pmu_handle_irq`) |
+//!
+//! Linux's handler, for comparison, reads each active counter's CCCR *and*
+//! the counter and RDPMCs it (2-3 reads per counter per PMI) and writes the
+//! counter twice (erratum N15); see the README's traffic table.
+//!
+//! A PMI with no `OVF` set is spurious: counted, and the LVT entry is still
+//! unmasked. A PMI that races with a halt finds `OVF` already cleared by the
+//! halt (which has accounted for the period itself, see
+//! [`super::driver`]), so it is counted as spurious and nothing is counted
+//! twice. Events that arrive between the PMI and the reload (skid) are not
+//! counted; on the model there are none.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use super::msrs::Counter;
+use super::thread::LogicalProcessor;
+use crate::apic::{LocalApic, LvtPerfCounter};
+use crate::msr::MsrAccess;
+use crate::sampling::{Sample, SampleAfter};
+
+const COUNTERS: usize = 18;
+const CCCR_OVF: u64 = 1 << 31;
+
+/// Where the handler writes the unmasked LVT performance-counter entry. The
+/// local APIC in a kernel; a recorder in tests.
+pub trait LvtPerfCounterEntry {
+    /// Write the LVT performance-counter register.
+    fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter);
+}
+
+impl LvtPerfCounterEntry for LocalApic {
+    fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
+        self.set_perf_counter_entry(entry);
+    }
+}
+
+/// State shared by the counter handles (through the driver) and the
+/// interrupt handler: atomics only, so it can live in a `static`.
+pub struct PmiState {
+    armed: [AtomicU32; 2],
+    sample_after: [AtomicU64; COUNTERS],
+    periods: [AtomicU64; COUNTERS],
+    at_halt: [AtomicU64; COUNTERS],
+    interrupts: [AtomicU64; 2],
+    spurious: [AtomicU64; 2],
+}
+
+impl Default for PmiState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What one call of [`handle_pmi`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PmiOutcome {
+    /// Bit `n`: counter `n` had overflowed and was serviced.
+    pub overflowed: u32,
+}
+
+impl PmiOutcome {
+    /// No counter had overflowed.
+    pub const fn is_spurious(self) -> bool {
+        self.overflowed == 0
+    }
+}
+
+impl PmiState {
+    /// Nothing armed.
+    #[allow(clippy::declare_interior_mutable_const)]
+    pub const fn new() -> Self {
+        const Z32: AtomicU32 = AtomicU32::new(0);
+        const Z64: AtomicU64 = AtomicU64::new(0);
+        PmiState {
+            armed: [Z32; 2],
+            sample_after: [Z64; COUNTERS],
+            periods: [Z64; COUNTERS],
+            at_halt: [Z64; COUNTERS],
+            interrupts: [Z64; 2],
+            spurious: [Z64; 2],
+        }
+    }
+
+    /// Counters whose overflow interrupts `lp` and that are counting.
+    pub fn armed(&self, lp: LogicalProcessor) -> u32 {
+        self.armed[lp as usize].load(Ordering::Acquire)
+    }
+
+    /// Sample-after periods of counter `c` completed since it was configured:
+    /// serviced by the handler or found by a halt.
+    pub fn periods(&self, c: Counter) -> u64 {
+        self.periods[c.index() as usize].load(Ordering::Acquire)
+    }
+
+    /// Of [`PmiState::periods`], those a halt found (the counter overflowed
+    /// and the halt cleared `OVF` before the PMI was taken). They have no
+    /// interrupted RIP, so they are not in any sample buffer.
+    pub fn periods_at_halt(&self, c: Counter) -> u64 {
+        self.at_halt[c.index() as usize].load(Ordering::Acquire)
+    }
+
+    /// PMIs handled on `lp`.
+    pub fn interrupts(&self, lp: LogicalProcessor) -> u64 {
+        self.interrupts[lp as usize].load(Ordering::Relaxed)
+    }
+
+    /// PMIs on `lp` that found no overflowed counter.
+    pub fn spurious(&self, lp: LogicalProcessor) -> u64 {
+        self.spurious[lp as usize].load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_sampling(&self, n: u8, s: Option<SampleAfter>) {
+        let n = usize::from(n);
+        self.sample_after[n].store(s.map_or(0, SampleAfter::get), Ordering::Release);
+        self.periods[n].store(0, Ordering::Release);
+        self.at_halt[n].store(0, Ordering::Release);
+    }
+
+    pub(super) fn arm(&self, lp: LogicalProcessor, n: u8) {
+        self.armed[lp as usize].fetch_or(1 << n, Ordering::AcqRel);
+    }
+
+    pub(super) fn disarm(&self, lp: LogicalProcessor, n: u8) {
+        self.armed[lp as usize].fetch_and(!(1 << n), Ordering::AcqRel);
+    }
+
+    pub(super) fn add_halt_periods(&self, n: u8, periods: u64) {
+        self.periods[usize::from(n)].fetch_add(periods, Ordering::AcqRel);
+        self.at_halt[usize::from(n)].fetch_add(periods, Ordering::AcqRel);
+    }
+}
+
+/// The PMI handler for logical processor `lp`: find the overflowed armed
+/// counters (CCCR `OVF`), reload each with its sample-after value, clear its
+/// `OVF`, hand a [`Sample`] with the interrupted `rip` to `sink`, then unmask
+/// the LVT entry by writing `entry` (which should be unmasked). Returns what it
+/// found; a PMI without any overflow is counted as spurious.
+///
+/// If a register access fails (only a model can fail), the handler stops and
+/// returns the error with the LVT entry still masked.
+pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
+    state: &PmiState,
+    lp: LogicalProcessor,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    rip: u64,
+    mut sink: impl FnMut(Sample),
+) -> Result<PmiOutcome, M::Error> {
+    let t = lp as usize;
+    state.interrupts[t].fetch_add(1, Ordering::Relaxed);
+    let mut armed = state.armed[t].load(Ordering::Acquire);
+    let mut overflowed = 0;
+    while armed != 0 {
+        let n = armed.trailing_zeros() as usize;
+        armed &= armed - 1;
+        let Some(counter) = Counter::from_index(n as u8) else {
+            continue;
+        };
+        let cccr = msr.read_msr(counter.cccr().msr())?;
+        if cccr & CCCR_OVF == 0 {
+            continue;
+        }
+        let s = SampleAfter::new(
+            state.sample_after[n].load(Ordering::Acquire),
+            super::driver::OVERFLOW_RULE,
+        );
+        if let Ok(s) = s {
+            msr.write_msr(counter.msr(), s.reload())?;
+        }
+        msr.write_msr(counter.cccr().msr(), cccr & !CCCR_OVF)?;
+        let periods = s.map_or(1, SampleAfter::periods_per_interrupt);
+        state.periods[n].fetch_add(periods, Ordering::AcqRel);
+        overflowed |= 1 << n;
+        sink(Sample {
+            counter: n as u8,
+            periods: periods as u32,
+            rip,
+        });
+    }
+    if overflowed == 0 {
+        state.spurious[t].fetch_add(1, Ordering::Relaxed);
+    }
+    lvt.write_lvt_perf_counter(entry);
+    Ok(PmiOutcome { overflowed })
+}

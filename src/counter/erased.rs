@@ -1,0 +1,235 @@
+//! The run-time ("erased") counter handle: the typestate rules checked as
+//! `Err` for code that keeps counters in arrays.
+
+use core::fmt;
+use core::marker::PhantomData;
+
+use super::{Arch, Driver, StateTag};
+
+/// A transition, named for error reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Operation {
+    /// [`AnyCounter::configure`].
+    Configure,
+    /// [`AnyCounter::enable`].
+    Enable,
+    /// [`AnyCounter::halt`].
+    Halt,
+    /// [`AnyCounter::resume`].
+    Resume,
+    /// [`AnyCounter::cascade_from`].
+    Cascade,
+    /// [`AnyCounter::read`].
+    Read,
+    /// [`AnyCounter::release`].
+    Release,
+}
+
+impl Operation {
+    /// The states this operation is legal in (the typed API's bounds).
+    pub const fn legal_in(self, s: StateTag) -> bool {
+        use StateTag::*;
+        match self {
+            Operation::Configure => matches!(s, Unclaimed),
+            Operation::Enable => matches!(s, Configured),
+            Operation::Halt => matches!(s, Enabled | Cascaded),
+            Operation::Resume => matches!(s, Halted),
+            Operation::Cascade => matches!(s, Configured | Halted),
+            Operation::Read | Operation::Release => !matches!(s, Unclaimed),
+        }
+    }
+}
+
+/// Why an [`AnyCounter`] operation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ErasedError<E> {
+    /// The operation is not legal in the counter's state (the typed API
+    /// would not have compiled).
+    Illegal {
+        /// What was attempted.
+        operation: Operation,
+        /// The state the counter is in.
+        state: StateTag,
+    },
+    /// `to` cannot be cascaded from `from` on this architecture.
+    NotCascadePair {
+        /// The source counter.
+        from: u8,
+        /// The counter that was to be cascaded.
+        to: u8,
+    },
+    /// The cascade source is not claimed.
+    SourceUnclaimed {
+        /// The source counter.
+        from: u8,
+    },
+    /// The driver refused the configuration or a register access faulted;
+    /// the handle is unchanged.
+    Driver(E),
+}
+
+impl<E: fmt::Debug> fmt::Display for ErasedError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErasedError::Illegal { operation, state } => {
+                write!(
+                    f,
+                    "{operation:?} is not legal for a counter in state {state:?}"
+                )
+            }
+            ErasedError::NotCascadePair { from, to } => {
+                write!(f, "counter {to} cannot be cascaded from counter {from}")
+            }
+            ErasedError::SourceUnclaimed { from } => {
+                write!(f, "cascade source counter {from} is not claimed")
+            }
+            ErasedError::Driver(e) => write!(f, "driver: {e:?}"),
+        }
+    }
+}
+
+/// A counter handle whose number and state are run-time values. Same rules as
+/// [`super::Counter`], checked on every call; an operation that fails leaves
+/// the handle unchanged.
+#[must_use = "dropping a claimed counter leaves it programmed; release it"]
+pub struct AnyCounter<A: Arch> {
+    index: u8,
+    state: StateTag,
+    programmed: A::Programmed,
+    _cpu: PhantomData<*const ()>,
+}
+
+impl<A: Arch> fmt::Debug for AnyCounter<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnyCounter")
+            .field("arch", &A::NAME)
+            .field("index", &self.index)
+            .field("state", &self.state)
+            .field("programmed", &self.programmed)
+            .finish()
+    }
+}
+
+type Checked<T, D, A> = Result<T, ErasedError<<D as Driver<A>>::Error>>;
+
+impl<A: Arch> AnyCounter<A> {
+    pub(super) const fn from_parts(index: u8, state: StateTag, programmed: A::Programmed) -> Self {
+        AnyCounter {
+            index,
+            state,
+            programmed,
+            _cpu: PhantomData,
+        }
+    }
+
+    pub(super) const fn into_programmed(self) -> A::Programmed {
+        self.programmed
+    }
+
+    /// The hardware counter number.
+    pub const fn index(&self) -> u8 {
+        self.index
+    }
+
+    /// The current state.
+    pub const fn state(&self) -> StateTag {
+        self.state
+    }
+
+    /// The register images this handle holds.
+    pub const fn programmed(&self) -> &A::Programmed {
+        &self.programmed
+    }
+
+    fn check<E>(&self, operation: Operation) -> Result<(), ErasedError<E>> {
+        if operation.legal_in(self.state) {
+            Ok(())
+        } else {
+            Err(ErasedError::Illegal {
+                operation,
+                state: self.state,
+            })
+        }
+    }
+
+    fn finish<E>(&mut self, r: Result<(), E>, to: StateTag) -> Result<(), ErasedError<E>> {
+        r.map_err(ErasedError::Driver)?;
+        self.state = to;
+        Ok(())
+    }
+
+    /// Unclaimed → Configured.
+    pub fn configure<D: Driver<A>>(
+        &mut self,
+        pmu: &mut D,
+        config: &D::Config,
+    ) -> Checked<(), D, A> {
+        self.check(Operation::Configure)?;
+        self.programmed = pmu
+            .program(self.index, config)
+            .map_err(ErasedError::Driver)?;
+        self.state = StateTag::Configured;
+        Ok(())
+    }
+
+    /// Configured → Enabled.
+    pub fn enable<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
+        self.check(Operation::Enable)?;
+        let r = pmu.start(self.index, &self.programmed);
+        self.finish(r, StateTag::Enabled)
+    }
+
+    /// Enabled or Cascaded → Halted.
+    pub fn halt<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
+        self.check(Operation::Halt)?;
+        let r = pmu.stop(self.index, &self.programmed);
+        self.finish(r, StateTag::Halted)
+    }
+
+    /// Halted → Enabled.
+    pub fn resume<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
+        self.check(Operation::Resume)?;
+        let r = pmu.start(self.index, &self.programmed);
+        self.finish(r, StateTag::Enabled)
+    }
+
+    /// Configured or Halted → Cascaded from `source`, which must be claimed
+    /// and be this counter's cascade partner.
+    pub fn cascade_from<D: Driver<A>>(
+        &mut self,
+        source: &AnyCounter<A>,
+        pmu: &mut D,
+    ) -> Checked<(), D, A> {
+        self.check(Operation::Cascade)?;
+        if !A::can_cascade(source.index, self.index) {
+            return Err(ErasedError::NotCascadePair {
+                from: source.index,
+                to: self.index,
+            });
+        }
+        if source.state == StateTag::Unclaimed {
+            return Err(ErasedError::SourceUnclaimed { from: source.index });
+        }
+        let r = pmu.cascade(self.index, source.index, &self.programmed);
+        self.finish(r, StateTag::Cascaded)
+    }
+
+    /// The counter's value.
+    pub fn read<D: Driver<A>>(&self, pmu: &mut D) -> Checked<u64, D, A> {
+        self.check(Operation::Read)?;
+        pmu.read(self.index, &self.programmed)
+            .map_err(ErasedError::Driver)
+    }
+
+    /// Any claimed state → Unclaimed (disabled, registers zeroed).
+    pub fn release<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
+        self.check(Operation::Release)?;
+        pmu.release(self.index, &self.programmed)
+            .map_err(ErasedError::Driver)?;
+        self.programmed = A::UNPROGRAMMED;
+        self.state = StateTag::Unclaimed;
+        Ok(())
+    }
+}

@@ -1,0 +1,439 @@
+//! Typestate counters: the architecture-independent handle machinery.
+//!
+//! A [`Counter<A, N, S>`] is the exclusive right to hardware counter `N` of
+//! architecture `A`, in state `S`:
+//!
+//! ```text
+//!              configure            enable               halt
+//!  Unclaimed ─────────────▶ Configured ──────▶ Enabled ─────────▶ Halted
+//!      ▲                        │                ▲                 │  │
+//!      │                        │ cascade_from   └──── resume ─────┘  │
+//!      │                        ▼                                     │
+//!      │                    Cascaded ──────────── halt ───────────────┘
+//!      │                                                  (Halted can also
+//!      └──────────── release (from any claimed state)      cascade_from again)
+//! ```
+//!
+//! Every transition consumes the handle and returns the next one, so a stale
+//! handle cannot be used, and a transition the hardware does not allow does not
+//! compile: enabling twice, reading or halting an unclaimed counter, resuming
+//! a counter that is not halted, and cascading a counter from one that is not
+//! its alternate (the architecture says which pairs exist through
+//! [`Cascade`]; NetBurst's 0→2 compiles, 0→1 and 16→14 do not, and nothing
+//! cascades on Itanium). The compiler's message names the rule, because each
+//! transition's bound is a trait carrying `#[diagnostic::on_unimplemented]`.
+//!
+//! The handle stores the register images its state implies (an [`Arch::Programmed`]),
+//! so no transition reads back what the driver already knows: the
+//! [`Driver`] issues exactly the accesses the hardware needs, and the tests
+//! assert them with [`crate::msr::Recording`].
+//!
+//! Handles are `!Send` and `!Sync`: a PMU belongs to one CPU (on NetBurst, to
+//! one physical package) and its registers must be reached from there.
+//! Release a counter with [`Counter::release`], which disables it and zeroes
+//! its registers so nothing leaks to the next owner; a handle that is merely
+//! dropped leaves the counter as it was (the type is `#[must_use]`).
+//!
+//! For code that keeps counters in arrays, [`AnyCounter`] is the same handle
+//! with the counter number and state moved to run time; the same rules are
+//! checked and broken ones come back as [`ErasedError`].
+//!
+//! # Illegal transitions do not compile
+//!
+//! `tests/compile_fail.rs` type-checks one small program per illegal
+//! transition and requires each to fail with its rule's message, for example
+//! `counter 14 cannot be cascaded from counter 16` or
+//! ``a counter in state `Enabled` cannot be enabled``.
+
+mod erased;
+
+pub use erased::{AnyCounter, ErasedError, Operation};
+
+use core::fmt;
+use core::marker::PhantomData;
+
+/// The counter states. Uninhabited marker types: a state exists only in a
+/// handle's type.
+pub mod state {
+    mod sealed {
+        pub trait Sealed {}
+    }
+
+    /// A counter state, as a type.
+    pub trait State: sealed::Sealed {
+        /// The run-time tag of this state.
+        const TAG: super::StateTag;
+    }
+
+    macro_rules! states {
+        ($($(#[$doc:meta])* $name:ident,)*) => {$(
+            $(#[$doc])*
+            #[derive(Debug)]
+            pub enum $name {}
+            impl sealed::Sealed for $name {}
+            impl State for $name {
+                const TAG: super::StateTag = super::StateTag::$name;
+            }
+        )*};
+    }
+
+    states! {
+        /// Not claimed: the handle is only the right to claim the counter.
+        Unclaimed,
+        /// Registers programmed, counter preset, not counting.
+        Configured,
+        /// Counting.
+        Enabled,
+        /// Stopped with its count kept; can be resumed.
+        Halted,
+        /// Counting only while its alternate counter's overflow flag is set
+        /// (NetBurst CCCR `CASCADE`, SDM 18.15.5.6).
+        Cascaded,
+    }
+}
+
+use state::{Cascaded, Configured, Enabled, Halted, State, Unclaimed};
+
+/// A counter state at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum StateTag {
+    /// See [`state::Unclaimed`].
+    Unclaimed,
+    /// See [`state::Configured`].
+    Configured,
+    /// See [`state::Enabled`].
+    Enabled,
+    /// See [`state::Halted`].
+    Halted,
+    /// See [`state::Cascaded`].
+    Cascaded,
+}
+
+/// A PMU architecture as the typestate machinery sees it.
+pub trait Arch: Sized {
+    /// The architecture's name, for messages.
+    const NAME: &'static str;
+    /// How many counters the handles can name (`N < COUNTERS`).
+    const COUNTERS: u8;
+    /// What a claimed counter remembers: the register images of its
+    /// configuration, so that no transition has to read them back.
+    type Programmed: Copy + fmt::Debug;
+    /// The value an unclaimed handle holds.
+    const UNPROGRAMMED: Self::Programmed;
+
+    /// Whether counter `to` can be cascaded from counter `from` (the run-time
+    /// form of [`Cascade`]).
+    fn can_cascade(from: u8, to: u8) -> bool;
+}
+
+/// Counter `TO` can be cascaded from counter `FROM` on this architecture.
+/// Implemented exactly for the pairs the manual allows.
+#[diagnostic::on_unimplemented(
+    message = "counter {TO} cannot be cascaded from counter {FROM} on `{Self}`",
+    label = "not a cascade pair of this architecture",
+    note = "NetBurst cascades a counter only from its alternate: the same position in the other pair of its block (0<->2, 1<->3, ..., 12<->14, 13<->15), 16 only from 14 and 17 only from 15 (SDM 18.15.5.6); Itanium has no cascading at all"
+)]
+pub trait Cascade<const FROM: u8, const TO: u8>: Arch {}
+
+/// The register operations behind the transitions, implemented by an
+/// architecture's driver (the owner of the MSR backend).
+///
+/// Each method is called only in the state its name implies; the typed API
+/// guarantees it, and [`AnyCounter`] checks it.
+pub trait Driver<A: Arch> {
+    /// What a configuration request looks like.
+    type Config;
+    /// A rejected configuration or a faulting register access.
+    type Error: fmt::Debug;
+
+    /// Claim counter `n` and program it (Unclaimed → Configured).
+    fn program(&mut self, n: u8, config: &Self::Config) -> Result<A::Programmed, Self::Error>;
+    /// Start counting (Configured or Halted → Enabled).
+    fn start(&mut self, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
+    /// Stop counting, keeping the count (Enabled or Cascaded → Halted).
+    fn stop(&mut self, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
+    /// Count only while counter `from` has overflowed (→ Cascaded).
+    fn cascade(&mut self, n: u8, from: u8, p: &A::Programmed) -> Result<(), Self::Error>;
+    /// The counter's current value.
+    fn read(&mut self, n: u8, p: &A::Programmed) -> Result<u64, Self::Error>;
+    /// Disable, zero the registers, give the counter back (→ Unclaimed).
+    fn release(&mut self, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
+}
+
+/// A transition that failed: the unchanged handle, and why.
+pub struct Failed<H, E> {
+    /// The handle, in the state it had before the attempt.
+    pub counter: H,
+    /// What went wrong.
+    pub error: E,
+}
+
+impl<H, E: fmt::Debug> fmt::Debug for Failed<H, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Failed")
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The transition bounds. Each is implemented for the states that allow the
+/// transition, and its message says why the others do not.
+pub mod rules {
+    use super::state::{Cascaded, Configured, Enabled, Halted, State, Unclaimed};
+
+    /// States that may be programmed.
+    #[diagnostic::on_unimplemented(
+        message = "a counter in state `{Self}` cannot be configured",
+        label = "already claimed",
+        note = "only an Unclaimed counter can be configured: release it first, which disables it and zeroes its registers"
+    )]
+    pub trait CanConfigure: State {}
+    impl CanConfigure for Unclaimed {}
+
+    /// States that may be enabled.
+    #[diagnostic::on_unimplemented(
+        message = "a counter in state `{Self}` cannot be enabled",
+        label = "not Configured",
+        note = "only a Configured counter can be enabled: an Enabled or Cascaded counter already counts, a Halted one is resumed, an Unclaimed one must be configured first"
+    )]
+    pub trait CanEnable: State {}
+    impl CanEnable for Configured {}
+
+    /// States that may be halted.
+    #[diagnostic::on_unimplemented(
+        message = "a counter in state `{Self}` cannot be halted",
+        label = "not counting",
+        note = "only an Enabled or Cascaded counter counts, so only those can be halted"
+    )]
+    pub trait CanHalt: State {}
+    impl CanHalt for Enabled {}
+    impl CanHalt for Cascaded {}
+
+    /// States that may be resumed.
+    #[diagnostic::on_unimplemented(
+        message = "a counter in state `{Self}` cannot be resumed",
+        label = "not Halted",
+        note = "only a Halted counter can be resumed; a Configured counter is enabled"
+    )]
+    pub trait CanResume: State {}
+    impl CanResume for Halted {}
+
+    /// States that may be cascaded from another counter.
+    #[diagnostic::on_unimplemented(
+        message = "a counter in state `{Self}` cannot be cascaded",
+        label = "must be Configured or Halted",
+        note = "a counter is cascaded instead of being enabled: configure it (or halt it) first"
+    )]
+    pub trait CanCascade: State {}
+    impl CanCascade for Configured {}
+    impl CanCascade for Halted {}
+
+    /// States that hold a count.
+    #[diagnostic::on_unimplemented(
+        message = "a counter in state `{Self}` cannot be read",
+        label = "unclaimed",
+        note = "an Unclaimed counter belongs to nobody and counts nothing of yours: configure it first"
+    )]
+    pub trait Readable: State {}
+    impl Readable for Configured {}
+    impl Readable for Enabled {}
+    impl Readable for Halted {}
+    impl Readable for Cascaded {}
+
+    /// States that may be released.
+    #[diagnostic::on_unimplemented(
+        message = "a counter in state `{Self}` cannot be released",
+        label = "not claimed",
+        note = "an Unclaimed counter has nothing to release"
+    )]
+    pub trait CanRelease: State {}
+    impl CanRelease for Configured {}
+    impl CanRelease for Enabled {}
+    impl CanRelease for Halted {}
+    impl CanRelease for Cascaded {}
+}
+
+use rules::{CanCascade, CanConfigure, CanEnable, CanHalt, CanRelease, CanResume, Readable};
+
+/// The exclusive right to counter `N` of architecture `A`, in state `S`.
+///
+/// The handle is the size of the register images it caches and is neither
+/// `Send` nor `Sync` (see the module docs).
+#[must_use = "dropping a claimed counter leaves it programmed; release it"]
+pub struct Counter<A: Arch, const N: u8, S: State> {
+    programmed: A::Programmed,
+    _state: PhantomData<(S, *const ())>,
+}
+
+/// The result of a transition of counter `N` from state `S` to state `T`.
+pub type Transition<A, const N: u8, S, T, E> =
+    Result<Counter<A, N, T>, Failed<Counter<A, N, S>, E>>;
+
+impl<A: Arch, const N: u8, S: State> fmt::Debug for Counter<A, N, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Counter")
+            .field("arch", &A::NAME)
+            .field("index", &N)
+            .field("state", &S::TAG)
+            .field("programmed", &self.programmed)
+            .finish()
+    }
+}
+
+impl<A: Arch, const N: u8> Counter<A, N, Unclaimed> {
+    /// The claim token for counter `N`.
+    ///
+    /// Only an architecture's driver creates these, once per counter, when it
+    /// takes ownership of the PMU; two tokens for one counter would break the
+    /// exclusivity every handle promises.
+    pub(crate) const fn token() -> Self {
+        const { assert!(N < A::COUNTERS, "no such counter") };
+        Counter {
+            programmed: A::UNPROGRAMMED,
+            _state: PhantomData,
+        }
+    }
+}
+
+impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
+    /// The hardware counter number.
+    pub const INDEX: u8 = N;
+
+    const fn into<T: State>(self) -> Counter<A, N, T> {
+        Counter {
+            programmed: self.programmed,
+            _state: PhantomData,
+        }
+    }
+
+    fn step<T: State, D: Driver<A>>(
+        self,
+        r: Result<(), D::Error>,
+    ) -> Transition<A, N, S, T, D::Error> {
+        match r {
+            Ok(()) => Ok(self.into()),
+            Err(error) => Err(Failed {
+                counter: self,
+                error,
+            }),
+        }
+    }
+
+    /// The register images this handle holds.
+    pub const fn programmed(&self) -> &A::Programmed {
+        &self.programmed
+    }
+
+    /// Program the counter: Unclaimed → Configured.
+    pub fn configure<D: Driver<A>>(
+        self,
+        pmu: &mut D,
+        config: &D::Config,
+    ) -> Transition<A, N, S, Configured, D::Error>
+    where
+        S: CanConfigure,
+    {
+        match pmu.program(N, config) {
+            Ok(programmed) => Ok(Counter {
+                programmed,
+                _state: PhantomData,
+            }),
+            Err(error) => Err(Failed {
+                counter: self,
+                error,
+            }),
+        }
+    }
+
+    /// Start counting: Configured → Enabled.
+    pub fn enable<D: Driver<A>>(self, pmu: &mut D) -> Transition<A, N, S, Enabled, D::Error>
+    where
+        S: CanEnable,
+    {
+        let r = pmu.start(N, &self.programmed);
+        self.step::<Enabled, D>(r)
+    }
+
+    /// Stop counting and keep the count: Enabled or Cascaded → Halted.
+    pub fn halt<D: Driver<A>>(self, pmu: &mut D) -> Transition<A, N, S, Halted, D::Error>
+    where
+        S: CanHalt,
+    {
+        let r = pmu.stop(N, &self.programmed);
+        self.step::<Halted, D>(r)
+    }
+
+    /// Count again from the kept value: Halted → Enabled.
+    pub fn resume<D: Driver<A>>(self, pmu: &mut D) -> Transition<A, N, S, Enabled, D::Error>
+    where
+        S: CanResume,
+    {
+        let r = pmu.start(N, &self.programmed);
+        self.step::<Enabled, D>(r)
+    }
+
+    /// Count only while counter `FROM` has overflowed: Configured or Halted
+    /// → Cascaded. `source` proves counter `FROM` is claimed by the caller;
+    /// the architecture decides which pairs exist ([`Cascade`]).
+    pub fn cascade_from<const FROM: u8, S2: Readable, D: Driver<A>>(
+        self,
+        source: &Counter<A, FROM, S2>,
+        pmu: &mut D,
+    ) -> Transition<A, N, S, Cascaded, D::Error>
+    where
+        S: CanCascade,
+        A: Cascade<FROM, N>,
+    {
+        let _ = source;
+        let r = pmu.cascade(N, FROM, &self.programmed);
+        self.step::<Cascaded, D>(r)
+    }
+
+    /// The counter's value.
+    pub fn read<D: Driver<A>>(&self, pmu: &mut D) -> Result<u64, D::Error>
+    where
+        S: Readable,
+    {
+        pmu.read(N, &self.programmed)
+    }
+
+    /// Disable the counter, zero its registers and give it back: any claimed
+    /// state → Unclaimed.
+    pub fn release<D: Driver<A>>(self, pmu: &mut D) -> Transition<A, N, S, Unclaimed, D::Error>
+    where
+        S: CanRelease,
+    {
+        match pmu.release(N, &self.programmed) {
+            Ok(()) => Ok(Counter {
+                programmed: A::UNPROGRAMMED,
+                _state: PhantomData,
+            }),
+            Err(error) => Err(Failed {
+                counter: self,
+                error,
+            }),
+        }
+    }
+
+    /// The same handle with its number and state checked at run time.
+    pub fn erase(self) -> AnyCounter<A> {
+        AnyCounter::from_parts(N, S::TAG, self.programmed)
+    }
+
+    /// Back from the erased form; `None` if `any` is not counter `N` in state
+    /// `S` (it is returned unchanged in `Err`).
+    pub fn from_erased(any: AnyCounter<A>) -> Result<Self, AnyCounter<A>> {
+        if any.index() == N && any.state() == S::TAG {
+            Ok(Counter {
+                programmed: any.into_programmed(),
+                _state: PhantomData,
+            })
+        } else {
+            Err(any)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,408 @@
+//! Event-based sampling, independent of the architecture: sample-after
+//! values and the counter presets they imply, calibration, and the sample
+//! buffer between the interrupt path and the kernel.
+//!
+//! # Presets, reloads and conservation
+//!
+//! A counter `w` bits wide that should interrupt every `N` events is preset
+//! to `2^w - N`: its `N`th event wraps it to 0. The interrupt does not always
+//! come with that event. NetBurst raises the PMI "on the next event count
+//! after the counter has overflowed" (SDM Vol. 3B 18.15.5.8), so when the
+//! handler runs the counter already holds one event of the next period; the
+//! manual's rule of presetting `-(N-1)` is exactly the reload that accounts
+//! for it. An [`OverflowRule`] states the counter width and this delay, and
+//! [`SampleAfter`] derives the first preset, the reload and how many periods
+//! one interrupt completes from it:
+//!
+//! | | first preset | reload in the handler | periods per interrupt |
+//! |---|---|---|---|
+//! | delay 0 (Itanium: the overflow freezes the PMU at once) | `-N` | `-N` | 1 |
+//! | delay 1, `N >= 2` (NetBurst) | `-N` | `-(N-1)` (SDM 18.15.5.8) | 1 |
+//! | delay 1, `N = 1` (NetBurst) | `-1` | `-1` | 2: the event that raised the PMI is a period of its own |
+//!
+//! With these, every event lands in exactly one place: for a counter whose raw
+//! value is `v`, `events = periods × N + residual` where `periods` counts the
+//! serviced overflows and [`SampleAfter::split`] turns `v` into the residual
+//! (and any periods that completed but were not serviced yet). The sample
+//! buffer counts what it could not store, so samples are conserved too:
+//! `stored + dropped = periods serviced by the interrupt handler`.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// How an architecture's counters overflow into an interrupt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct OverflowRule {
+    /// Counter width in bits (NetBurst 40, Itanium 32, Itanium 2 47).
+    pub width: u32,
+    /// Events the counter counts between its overflow and the interrupt's
+    /// handler (NetBurst: 1, the event that raises the PMI).
+    pub pmi_delay: u64,
+}
+
+impl OverflowRule {
+    /// `2^width - 1`.
+    pub const fn mask(self) -> u64 {
+        if self.width >= 64 {
+            u64::MAX
+        } else {
+            (1 << self.width) - 1
+        }
+    }
+
+    /// The largest sample-after value: half the counter's range, so that a
+    /// preset counter and a wrapped one are never confused (Linux's NetBurst
+    /// driver likewise caps the period at 2^39 - 1).
+    pub const fn max_sample_after(self) -> u64 {
+        1 << (self.width - 1)
+    }
+
+    const fn neg(self, n: u64) -> u64 {
+        (self.mask() - n).wrapping_add(1) & self.mask()
+    }
+}
+
+/// Why a sample-after value was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SampleAfterError {
+    /// Zero: a counter cannot interrupt after no events.
+    Zero,
+    /// Larger than [`OverflowRule::max_sample_after`].
+    TooLarge {
+        /// The largest accepted value.
+        max: u64,
+    },
+}
+
+/// Interrupt every `N` events ("sample after value", VTune's term).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SampleAfter {
+    n: u64,
+    rule: OverflowRule,
+}
+
+impl SampleAfter {
+    /// `N` events per sample on a counter following `rule`.
+    pub const fn new(n: u64, rule: OverflowRule) -> Result<SampleAfter, SampleAfterError> {
+        if n == 0 {
+            Err(SampleAfterError::Zero)
+        } else if n > rule.max_sample_after() {
+            Err(SampleAfterError::TooLarge {
+                max: rule.max_sample_after(),
+            })
+        } else {
+            Ok(SampleAfter { n, rule })
+        }
+    }
+
+    /// `N`.
+    pub const fn get(self) -> u64 {
+        self.n
+    }
+
+    /// The counter rule this value was checked against.
+    pub const fn rule(self) -> OverflowRule {
+        self.rule
+    }
+
+    /// The value to preset before the first period: `-N`.
+    pub const fn preset(self) -> u64 {
+        self.rule.neg(self.n)
+    }
+
+    /// Periods one interrupt completes (see the module table).
+    pub const fn periods_per_interrupt(self) -> u64 {
+        1 + self.rule.pmi_delay / self.n
+    }
+
+    /// The value the handler writes after an interrupt: `-(N - delay mod N)`.
+    pub const fn reload(self) -> u64 {
+        self.rule.neg(self.n - self.rule.pmi_delay % self.n)
+    }
+
+    /// Split a raw counter value into periods completed since the last
+    /// (re)load but not yet serviced, and the residual events of the current
+    /// period (`< N`). Meaningful while fewer than `2^width - N` events went
+    /// unserviced.
+    pub const fn split(self, raw: u64) -> (u64, u64) {
+        let since = (raw & self.rule.mask()).wrapping_add(self.n) & self.rule.mask();
+        (since / self.n, since % self.n)
+    }
+
+    /// The raw value of a counter `residual` events into a period.
+    pub const fn at_residual(self, residual: u64) -> u64 {
+        self.preset().wrapping_add(residual % self.n) & self.rule.mask()
+    }
+}
+
+/// Why calibration could not pick a sample-after value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CalibrationError {
+    /// The target number of samples is zero.
+    NoTarget,
+    /// The measured run counted fewer events than samples wanted: even
+    /// `N = 1` cannot reach the target.
+    TooFewEvents {
+        /// Events the calibration run counted.
+        events: u64,
+        /// Samples wanted.
+        target: u64,
+    },
+    /// The resulting value is refused by the counter.
+    SampleAfter(SampleAfterError),
+}
+
+/// Pick the sample-after value that makes a run like the measured one yield
+/// `target` samples (VTune's calibration: count the event over one run, then
+/// divide). Rounds to the nearest value, at least 1.
+pub const fn calibrate(
+    measured_events: u64,
+    target: u64,
+    rule: OverflowRule,
+) -> Result<SampleAfter, CalibrationError> {
+    if target == 0 {
+        return Err(CalibrationError::NoTarget);
+    }
+    if measured_events < target {
+        return Err(CalibrationError::TooFewEvents {
+            events: measured_events,
+            target,
+        });
+    }
+    let n = measured_events / target + ((measured_events % target) * 2 >= target) as u64;
+    match SampleAfter::new(n, rule) {
+        Ok(s) => Ok(s),
+        Err(e) => Err(CalibrationError::SampleAfter(e)),
+    }
+}
+
+/// One overflow handed from the interrupt path to a consumer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Sample {
+    /// The counter that overflowed.
+    pub counter: u8,
+    /// Sample-after periods this interrupt completed (see
+    /// [`SampleAfter::periods_per_interrupt`]).
+    pub periods: u32,
+    /// The instruction pointer the interrupt interrupted.
+    pub rip: u64,
+}
+
+/// A fixed-size sample ring between one producer, the overflow interrupt (it
+/// may be an NMI: pushing takes no lock and never waits), and the kernel,
+/// whose readers serialise on a `spin` lock. Full means dropped, and
+/// counted.
+pub struct SampleBuffer<const CAP: usize> {
+    rips: [AtomicU64; CAP],
+    meta: [AtomicU32; CAP],
+    head: AtomicUsize,
+    tail: AtomicUsize,
+    dropped: AtomicU64,
+    readers: spin::Mutex<()>,
+}
+
+impl<const CAP: usize> Default for SampleBuffer<CAP> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const CAP: usize> SampleBuffer<CAP> {
+    /// An empty buffer (usable in a `static`).
+    #[allow(clippy::declare_interior_mutable_const)]
+    pub const fn new() -> Self {
+        const { assert!(CAP > 0 && CAP < usize::MAX / 2, "capacity") };
+        const Z64: AtomicU64 = AtomicU64::new(0);
+        const Z32: AtomicU32 = AtomicU32::new(0);
+        SampleBuffer {
+            rips: [Z64; CAP],
+            meta: [Z32; CAP],
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            readers: spin::Mutex::new(()),
+        }
+    }
+
+    /// Store a sample; `false` (and counted as dropped) if the buffer is
+    /// full. Only one context may push (the overflow handler of the CPU that
+    /// owns the buffer); it never blocks.
+    pub fn push(&self, s: Sample) -> bool {
+        let head = self.head.load(Ordering::Relaxed);
+        let tail = self.tail.load(Ordering::Acquire);
+        if head.wrapping_sub(tail) >= CAP {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let i = head % CAP;
+        self.rips[i].store(s.rip, Ordering::Relaxed);
+        let periods = s.periods.min(0xFF_FFFF);
+        self.meta[i].store(periods << 8 | u32::from(s.counter), Ordering::Relaxed);
+        self.head.store(head.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Hand every stored sample to `f`, oldest first, and free the slots.
+    /// Returns how many were drained.
+    pub fn drain(&self, mut f: impl FnMut(Sample)) -> usize {
+        let _reader = self.readers.lock();
+        let head = self.head.load(Ordering::Acquire);
+        let mut tail = self.tail.load(Ordering::Relaxed);
+        let mut n = 0;
+        while tail != head {
+            let i = tail % CAP;
+            let meta = self.meta[i].load(Ordering::Relaxed);
+            let s = Sample {
+                counter: meta as u8,
+                periods: meta >> 8,
+                rip: self.rips[i].load(Ordering::Relaxed),
+            };
+            tail = tail.wrapping_add(1);
+            self.tail.store(tail, Ordering::Release);
+            f(s);
+            n += 1;
+        }
+        n
+    }
+
+    /// Samples stored and not yet drained.
+    pub fn len(&self) -> usize {
+        self.head
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.tail.load(Ordering::Acquire))
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Samples refused because the buffer was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NB: OverflowRule = OverflowRule {
+        width: 40,
+        pmi_delay: 1,
+    };
+    const IA64: OverflowRule = OverflowRule {
+        width: 47,
+        pmi_delay: 0,
+    };
+
+    #[test]
+    fn presets_follow_the_manual() {
+        let s = SampleAfter::new(100, NB).unwrap();
+        assert_eq!(s.preset(), (1 << 40) - 100);
+        assert_eq!(s.reload(), (1 << 40) - 99, "-(N-1), SDM 18.15.5.8");
+        assert_eq!(s.periods_per_interrupt(), 1);
+        let one = SampleAfter::new(1, NB).unwrap();
+        assert_eq!((one.preset(), one.reload()), ((1 << 40) - 1, (1 << 40) - 1));
+        assert_eq!(one.periods_per_interrupt(), 2);
+        let i = SampleAfter::new(7, IA64).unwrap();
+        assert_eq!((i.preset(), i.reload()), ((1 << 47) - 7, (1 << 47) - 7));
+        assert_eq!(SampleAfter::new(0, NB), Err(SampleAfterError::Zero));
+        assert_eq!(
+            SampleAfter::new((1 << 39) + 1, NB),
+            Err(SampleAfterError::TooLarge { max: 1 << 39 })
+        );
+        assert!(SampleAfter::new(1 << 39, NB).is_ok());
+    }
+
+    /// Simulate a NetBurst counter event by event (overflow on the wrapping
+    /// event, PMI on the next one, handler reload) and check conservation
+    /// against `split` for many N.
+    #[test]
+    fn conservation_event_by_event() {
+        for n in [1u64, 2, 3, 5, 17, 64] {
+            let s = SampleAfter::new(n, NB).unwrap();
+            let mut c = s.preset();
+            let (mut ovf, mut periods) = (false, 0u64);
+            for events in 1..=1000u64 {
+                let pmi = ovf; // the PMI comes with the event after the overflow
+                c = (c + 1) & NB.mask();
+                if c == 0 {
+                    ovf = true;
+                }
+                if pmi {
+                    ovf = false;
+                    periods += s.periods_per_interrupt();
+                    c = s.reload();
+                }
+                let (owed, residual) = s.split(c);
+                assert_eq!(
+                    events,
+                    (periods + owed) * n + residual,
+                    "N={n} after {events}"
+                );
+                assert!(residual < n);
+            }
+        }
+    }
+
+    #[test]
+    fn calibration_rounds_to_target() {
+        let s = calibrate(1_000_000, 300, NB).unwrap();
+        assert_eq!(s.get(), 3333);
+        assert_eq!(calibrate(1_000, 400, NB).unwrap().get(), 3, "2.5 rounds up");
+        assert_eq!(calibrate(5, 0, NB), Err(CalibrationError::NoTarget));
+        assert_eq!(
+            calibrate(5, 6, NB),
+            Err(CalibrationError::TooFewEvents {
+                events: 5,
+                target: 6
+            })
+        );
+        assert!(matches!(
+            calibrate(u64::MAX, 1, NB),
+            Err(CalibrationError::SampleAfter(
+                SampleAfterError::TooLarge { .. }
+            ))
+        ));
+    }
+
+    #[test]
+    fn buffer_is_a_ring_that_counts_drops() {
+        let b: SampleBuffer<4> = SampleBuffer::new();
+        for i in 0..6u64 {
+            let stored = b.push(Sample {
+                counter: 3,
+                periods: 1,
+                rip: i,
+            });
+            assert_eq!(stored, i < 4);
+        }
+        assert_eq!((b.len(), b.dropped()), (4, 2));
+        let mut seen = [0u64; 4];
+        assert_eq!(b.drain(|s| seen[s.rip as usize] += 1), 4);
+        assert_eq!(seen, [1; 4]);
+        assert!(b.is_empty());
+        for round in 0..10u64 {
+            assert!(b.push(Sample {
+                counter: 17,
+                periods: 2,
+                rip: round,
+            }));
+            let mut got = None;
+            b.drain(|s| got = Some(s));
+            assert_eq!(
+                got,
+                Some(Sample {
+                    counter: 17,
+                    periods: 2,
+                    rip: round
+                })
+            );
+        }
+    }
+}

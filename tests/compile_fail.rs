@@ -1,0 +1,193 @@
+//! Illegal counter transitions must not compile, and the compiler must say
+//! why. Each case is a small program using `pmu` as a dependency; it is
+//! type-checked with `cargo check` in a scratch crate and must fail with the
+//! expected message. A control program doing every legal transition must
+//! compile, so a broken scratch crate cannot make the failures pass.
+//!
+//! (Doc tests would be the usual home for `compile_fail`, but cargo runs
+//! them after the integration tests and `cargo test` must end with the QEMU
+//! tally; this file's name sorts before `qemu.rs`.)
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+const PRELUDE: &str = r#"
+#![allow(unused)]
+use pmu::arch::netburst::driver::{Counters, CounterConfig, NetBurstDriver};
+use pmu::msr::MsrAccess;
+fn main() {}
+"#;
+
+/// Legal: every transition, the erased form, and both cascade directions
+/// the manual allows.
+const CONTROL: &str = r#"
+fn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, M>, c: Counters, cfg: CounterConfig) {
+    let c0 = c.c0.configure(d, &cfg).unwrap();
+    let _ = c0.read(d);
+    let c0 = c0.enable(d).unwrap();
+    let c0 = c0.halt(d).unwrap();
+    let c0 = c0.resume(d).unwrap();
+    let c2 = c.c2.configure(d, &cfg).unwrap().cascade_from(&c0, d).unwrap();
+    let c2 = c2.halt(d).unwrap();
+    let _ = c2.release(d).unwrap();
+    let c14 = c.c14.configure(d, &cfg).unwrap();
+    let c16 = c.c16.configure(d, &cfg).unwrap().cascade_from(&c14, d).unwrap();
+    let c12 = c.c12.configure(d, &cfg).unwrap().cascade_from(&c14, d).unwrap();
+    let mut any = c0.erase();
+    let _ = any.halt(d);
+}
+"#;
+
+struct Case {
+    name: &'static str,
+    body: &'static str,
+    expect: &'static [&'static str],
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "enable_twice",
+        body: "let c0 = c.c0.configure(d, &cfg).unwrap().enable(d).unwrap(); let _ = c0.enable(d);",
+        expect: &["a counter in state `pmu::counter::state::Enabled` cannot be enabled"],
+    },
+    Case {
+        name: "read_unclaimed",
+        body: "let _ = c.c3.read(d);",
+        expect: &["a counter in state `pmu::counter::state::Unclaimed` cannot be read"],
+    },
+    Case {
+        name: "halt_configured",
+        body: "let _ = c.c3.configure(d, &cfg).unwrap().halt(d);",
+        expect: &["a counter in state `pmu::counter::state::Configured` cannot be halted"],
+    },
+    Case {
+        name: "resume_enabled",
+        body: "let _ = c.c3.configure(d, &cfg).unwrap().enable(d).unwrap().resume(d);",
+        expect: &["a counter in state `pmu::counter::state::Enabled` cannot be resumed"],
+    },
+    Case {
+        name: "configure_twice",
+        body: "let _ = c.c3.configure(d, &cfg).unwrap().configure(d, &cfg);",
+        expect: &["a counter in state `pmu::counter::state::Configured` cannot be configured"],
+    },
+    Case {
+        name: "release_unclaimed",
+        body: "let _ = c.c3.release(d);",
+        expect: &["a counter in state `pmu::counter::state::Unclaimed` cannot be released"],
+    },
+    Case {
+        name: "cascade_0_to_1",
+        body: "let c0 = c.c0.configure(d, &cfg).unwrap(); \
+               let _ = c.c1.configure(d, &cfg).unwrap().cascade_from(&c0, d);",
+        expect: &["counter 1 cannot be cascaded from counter 0"],
+    },
+    Case {
+        name: "cascade_16_to_14",
+        body: "let c16 = c.c16.configure(d, &cfg).unwrap(); \
+               let _ = c.c14.configure(d, &cfg).unwrap().cascade_from(&c16, d);",
+        expect: &["counter 14 cannot be cascaded from counter 16"],
+    },
+    Case {
+        name: "cascade_from_unclaimed",
+        body: "let _ = c.c2.configure(d, &cfg).unwrap().cascade_from(&c.c0, d);",
+        expect: &["a counter in state `pmu::counter::state::Unclaimed` cannot be read"],
+    },
+    Case {
+        name: "cascade_an_enabled_counter",
+        body: "let c0 = c.c0.configure(d, &cfg).unwrap(); \
+               let _ = c.c2.configure(d, &cfg).unwrap().enable(d).unwrap().cascade_from(&c0, d);",
+        expect: &["a counter in state `pmu::counter::state::Enabled` cannot be cascaded"],
+    },
+    Case {
+        name: "stale_handle",
+        body: "let c0 = c.c0.configure(d, &cfg).unwrap(); let _e = c0.enable(d); let _ = c0.read(d);",
+        expect: &["moved value: `c0`"],
+    },
+    Case {
+        name: "handle_is_not_send",
+        body: "fn send<T: Send>(_: T) {} send(c.c0);",
+        expect: &["cannot be sent between threads safely"],
+    },
+];
+
+fn program(body: &str) -> String {
+    format!(
+        "{PRELUDE}\nfn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, M>, c: Counters, cfg: CounterConfig) {{\n    {body}\n}}\n"
+    )
+}
+
+/// The scratch crate, written once: one binary per case plus the control.
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("compile-fail");
+        let bin = dir.join("src/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let root = env!("CARGO_MANIFEST_DIR");
+        std::fs::write(
+            dir.join("Cargo.toml"),
+            format!(
+                "[package]\nname = \"pmu-compile-fail\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\
+                 publish = false\n\n[dependencies]\npmu = {{ path = {root:?} }}\n\n[workspace]\n"
+            ),
+        )
+        .unwrap();
+        // The workspace's lock file pins the same dependency versions, so
+        // nothing is resolved anew.
+        std::fs::copy(Path::new(root).join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+        std::fs::write(bin.join("control.rs"), format!("{PRELUDE}{CONTROL}")).unwrap();
+        for case in CASES {
+            std::fs::write(bin.join(format!("{}.rs", case.name)), program(case.body)).unwrap();
+        }
+        dir
+    })
+}
+
+/// `cargo check` one binary of the scratch crate: (success, diagnostics).
+fn check(name: &str) -> (bool, String) {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch();
+    let out = Command::new(env!("CARGO"))
+        .args(["check", "--quiet", "--bin", name])
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .env_remove("RUSTFLAGS")
+        .output()
+        .expect("run cargo");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn legal_transitions_compile() {
+    let (ok, stderr) = check("control");
+    assert!(ok, "the control program must compile:\n{stderr}");
+}
+
+#[test]
+fn illegal_transitions_do_not_compile() {
+    let (ok, stderr) = check("control");
+    assert!(ok, "the control program must compile:\n{stderr}");
+    let mut wrong = Vec::new();
+    for case in CASES {
+        let (ok, stderr) = check(case.name);
+        let missing: Vec<_> = case
+            .expect
+            .iter()
+            .filter(|e| !stderr.contains(*e))
+            .collect();
+        if ok || !missing.is_empty() {
+            wrong.push(format!(
+                "{}: compiled={ok}, missing {missing:?}\n{stderr}",
+                case.name
+            ));
+        } else {
+            println!("{}: rejected: {}", case.name, case.expect[0]);
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
