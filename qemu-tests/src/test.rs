@@ -112,16 +112,21 @@ macro_rules! check {
     };
 }
 
-/// Fails the case unless the two values are equal, showing both.
+/// Fails the case unless the two values are equal, showing both (and the
+/// optional reason).
 #[macro_export]
 macro_rules! check_eq {
     ($left:expr, $right:expr $(,)?) => {
+        $crate::check_eq!($left, $right, "")
+    };
+    ($left:expr, $right:expr, $why:literal $(,)?) => {
         match (&$left, &$right) {
             (l, r) => $crate::check!(
                 *l == *r,
-                "{} == {}: left {:?}, right {:?}",
+                "{} == {} ({}): left {:?}, right {:?}",
                 stringify!($left),
                 stringify!($right),
+                $why,
                 l,
                 r
             ),
