@@ -13,6 +13,10 @@
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
 //! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC |
+//! | [`shared_model`] | a NetBurst model shared with interrupt handlers: lock with interrupts off, `MsrAccess` handle, inject until the PMI |
+//! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
+//! | [`symbols`] | address ranges with names, for attributing sampled RIPs |
+//! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table |
 //! | [`mod@test`] | the test-case runner and its console protocol |
 //! | [`exit`] | success or failure exit codes |
 //!
@@ -35,7 +39,15 @@ pub mod pmi;
 #[cfg(target_os = "none")]
 pub mod serial;
 #[cfg(target_os = "none")]
+pub mod shared_model;
+#[cfg(target_os = "none")]
+pub mod symbols;
+#[cfg(target_os = "none")]
 pub mod test;
+#[cfg(target_os = "none")]
+pub mod timer;
+#[cfg(target_os = "none")]
+pub mod workload;
 
 /// Declares the kernel's `main`: `fn(&'static BootInfo) -> !`, called after
 /// the console and the IDT are up, with interrupts still disabled.
