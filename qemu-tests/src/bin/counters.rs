@@ -1,0 +1,289 @@
+//! Every typestate transition of the NetBurst driver inside a real kernel,
+//! against the NetBurst PMU model, with the MSR traffic of each operation
+//! counted by the recording backend and asserted exactly; the erased form;
+//! release from every claimed state; and the scheduler's placements
+//! programmed on the model. All counts come from the model, not hardware.
+#![no_std]
+#![no_main]
+
+use hobby::boot::BootInfo;
+use hobby::shared_model::{ModelMsr, SharedModel};
+use hobby::test::Outcome;
+use hobby::{case, check, check_eq, fail, println};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
+use pmu::arch::netburst::pmi::PmiState;
+use pmu::arch::netburst::{Escr, EventSpec};
+use pmu::counter::{ErasedError, Operation, StateTag};
+use pmu::detect;
+use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
+use pmu::msr::{AccessCounts, Recording};
+
+hobby::entry_point!(main);
+
+static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static PMI: PmiState = PmiState::new();
+
+const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
+
+type Driver = NetBurstDriver<'static, Recording<ModelMsr<'static>, 16>>;
+
+fn main(_: &'static BootInfo) -> ! {
+    println!("counters: every count below comes from the NetBurst PMU model, not hardware");
+    hobby::test::run(
+        "counters",
+        &[
+            case!(every_transition_with_exact_msr_traffic),
+            case!(release_from_every_claimed_state_zeroes_the_registers),
+            case!(cascade_and_both_ways_of_halting_it),
+            case!(erased_handles_refuse_illegal_transitions),
+        ],
+    )
+}
+
+fn setup() -> (Driver, Counters) {
+    MODEL.reset();
+    let c = MODEL.config();
+    let cpu = detect::NetBurst {
+        model: c.model,
+        msr_instructions: true,
+        perf_mon_available: true,
+        pebs_available: true,
+        hyper_threading: c.hyper_threading,
+        logical_processors: 2,
+    };
+    match NetBurstDriver::new(Recording::new(MODEL.msr()), &cpu, &PMI) {
+        Ok((mut d, c)) => {
+            d.msr().clear();
+            (d, c)
+        }
+        Err(e) => panic!("driver init on the model: {e:?}"),
+    }
+}
+
+fn clocks(n: u64) {
+    MODEL.with(|m| m.inject(RUNNING.on(LogicalProcessor::T0, Privilege::Os, n)));
+}
+
+fn running(escr: Escr) -> CounterConfig {
+    let spec: EventSpec = "global_power_events:RUNNING:k".parse().unwrap();
+    CounterConfig::counting(spec, escr)
+}
+
+fn traffic(d: &mut Driver) -> (u32, u32, u32) {
+    let AccessCounts {
+        msr_reads,
+        msr_writes,
+        pmc_reads,
+    } = d.msr().take_counts();
+    (msr_reads, msr_writes, pmc_reads)
+}
+
+fn every_transition_with_exact_msr_traffic() -> Outcome {
+    let (mut d, c) = setup();
+    let Ok(c0) = c.c0.configure(&mut d, &running(Escr::FsbEscr0)) else {
+        fail!("configure")
+    };
+    check_eq!(traffic(&mut d), (0, 3, 0), "configure: ESCR, counter, CCCR");
+    check_eq!(
+        c0.read(&mut d).ok(),
+        Some(0),
+        "Configured: preset, not counting"
+    );
+    check_eq!(traffic(&mut d), (0, 0, 1), "read: one RDPMC");
+    clocks(50);
+    check_eq!(c0.read(&mut d).ok(), Some(0));
+    traffic(&mut d);
+    let Ok(c0) = c0.enable(&mut d) else {
+        fail!("enable")
+    };
+    check_eq!(traffic(&mut d), (0, 1, 0), "enable: one CCCR write");
+    clocks(100);
+    check_eq!(c0.read(&mut d).ok(), Some(100));
+    traffic(&mut d);
+    let Ok(c0) = c0.halt(&mut d) else {
+        fail!("halt")
+    };
+    check_eq!(traffic(&mut d), (0, 1, 0), "halt: one CCCR write");
+    clocks(100);
+    check_eq!(c0.read(&mut d).ok(), Some(100), "Halted: count kept");
+    traffic(&mut d);
+    let Ok(c0) = c0.resume(&mut d) else {
+        fail!("resume")
+    };
+    check_eq!(traffic(&mut d), (0, 1, 0), "resume: one CCCR write");
+    clocks(1);
+    check_eq!(c0.read(&mut d).ok(), Some(101));
+    traffic(&mut d);
+    let Ok(_free) = c0.release(&mut d) else {
+        fail!("release")
+    };
+    check_eq!(traffic(&mut d), (0, 3, 0), "release: CCCR, ESCR, counter");
+    Ok(())
+}
+
+fn release_from_every_claimed_state_zeroes_the_registers() -> Outcome {
+    let (mut d, c) = setup();
+    let zeroed = |n: usize, escr: Escr| {
+        MODEL.with(|m| m.counter(n) == 0 && m.cccr(n) & !(3 << 16) == 0)
+            && pmu::msr::MsrAccess::read_msr(&mut MODEL.msr(), escr.msr()).ok() == Some(0)
+    };
+    let Ok(a) = c.c0.configure(&mut d, &running(Escr::FsbEscr0)) else {
+        fail!("configure")
+    };
+    clocks(5);
+    let Ok(_) = a.release(&mut d) else {
+        fail!("release Configured")
+    };
+    check!(zeroed(0, Escr::FsbEscr0), "Configured released");
+    let Ok(b) =
+        c.c1.configure(&mut d, &running(Escr::FsbEscr0))
+            .map(|b| b.enable(&mut d))
+    else {
+        fail!("configure")
+    };
+    let Ok(b) = b else { fail!("enable") };
+    clocks(5);
+    let Ok(b) = b.release(&mut d) else {
+        fail!("release Enabled")
+    };
+    check!(zeroed(1, Escr::FsbEscr0), "Enabled released");
+    let Ok(b) = b.configure(&mut d, &running(Escr::FsbEscr0)) else {
+        fail!("reconfigure")
+    };
+    let Ok(b) = b.enable(&mut d) else {
+        fail!("enable")
+    };
+    clocks(5);
+    let Ok(b) = b.halt(&mut d) else { fail!("halt") };
+    let Ok(_) = b.release(&mut d) else {
+        fail!("release Halted")
+    };
+    check!(zeroed(1, Escr::FsbEscr0), "Halted released");
+    traffic(&mut d);
+    Ok(())
+}
+
+fn cascade_and_both_ways_of_halting_it() -> Outcome {
+    let (mut d, c) = setup();
+    let Ok(low) = c.c1.configure(&mut d, &running(Escr::FsbEscr0)) else {
+        fail!("configure 1")
+    };
+    let Ok(low) = low.enable(&mut d) else {
+        fail!("enable 1")
+    };
+    let Ok(high) = c.c3.configure(&mut d, &running(Escr::FsbEscr1)) else {
+        fail!("configure 3")
+    };
+    traffic(&mut d);
+    let Ok(high) = high.cascade_from(&low, &mut d) else {
+        fail!("cascade")
+    };
+    check_eq!(traffic(&mut d), (0, 1, 0), "cascade_from: one CCCR write");
+    clocks((1 << 40) + 7);
+    check_eq!(
+        high.read(&mut d).ok(),
+        Some(7),
+        "counts after the low counter overflows"
+    );
+    check_eq!(low.read(&mut d).ok(), Some(7));
+    check!(d.clear_overflow(&low).is_ok());
+    clocks(3);
+    check_eq!(
+        high.read(&mut d).ok(),
+        Some(7),
+        "stopped by clearing the low OVF"
+    );
+    traffic(&mut d);
+    let Ok(high) = high.halt(&mut d) else {
+        fail!("halt")
+    };
+    check_eq!(
+        traffic(&mut d),
+        (0, 1, 0),
+        "halt (cascaded): one CCCR write"
+    );
+    clocks(1 << 40);
+    check_eq!(
+        high.read(&mut d).ok(),
+        Some(7),
+        "halted: no restart at the next overflow"
+    );
+    let Ok(high) = high.cascade_from(&low, &mut d) else {
+        fail!("re-cascade")
+    };
+    check!(d.clear_overflow(&low).is_ok());
+    // The low counter is at 10: it wraps 10 clocks before the end of these
+    // 2^40, and the high counter counts those 10 and the next 4.
+    clocks(1 << 40);
+    clocks(4);
+    check_eq!(
+        high.read(&mut d).ok(),
+        Some(21),
+        "cascaded again from Halted"
+    );
+    let _ = (high.release(&mut d), low.release(&mut d));
+    Ok(())
+}
+
+fn erased_handles_refuse_illegal_transitions() -> Outcome {
+    let (mut d, c) = setup();
+    let mut a = c.c0.erase();
+    fn illegal<T, E>(operation: Operation, state: StateTag) -> Result<T, ErasedError<E>> {
+        Err(ErasedError::Illegal { operation, state })
+    }
+    check_eq!(
+        a.read(&mut d),
+        illegal(Operation::Read, StateTag::Unclaimed)
+    );
+    check_eq!(
+        a.enable(&mut d),
+        illegal(Operation::Enable, StateTag::Unclaimed)
+    );
+    check!(a.configure(&mut d, &running(Escr::FsbEscr0)).is_ok());
+    check_eq!(
+        a.halt(&mut d),
+        illegal(Operation::Halt, StateTag::Configured)
+    );
+    check_eq!(
+        a.resume(&mut d),
+        illegal(Operation::Resume, StateTag::Configured)
+    );
+    check!(a.enable(&mut d).is_ok());
+    check_eq!(
+        a.enable(&mut d),
+        illegal(Operation::Enable, StateTag::Enabled)
+    );
+    let mut b = c.c1.erase();
+    check!(
+        b.configure(&mut d, &running(Escr::FsbEscr1)).is_err(),
+        "FSB_ESCR1 does not feed counter 1"
+    );
+    let mut two = c.c2.erase();
+    check!(two.configure(&mut d, &running(Escr::FsbEscr1)).is_ok());
+    check_eq!(
+        b.cascade_from(&a, &mut d),
+        illegal(Operation::Cascade, StateTag::Unclaimed)
+    );
+    check!(
+        b.configure(&mut d, &running(Escr::BsuEscr0)).is_err(),
+        "BSU_ESCR0 cannot count global_power_events"
+    );
+    let mut three = c.c3.erase();
+    check!(
+        three.configure(&mut d, &running(Escr::FsbEscr0)).is_err(),
+        "FSB_ESCR0 busy"
+    );
+    check_eq!(
+        three.cascade_from(&a, &mut d),
+        illegal(Operation::Cascade, StateTag::Unclaimed)
+    );
+    check!(
+        two.cascade_from(&a, &mut d).is_ok(),
+        "0 -> 2 is a cascade pair"
+    );
+    check_eq!(two.state(), StateTag::Cascaded);
+    check!(two.release(&mut d).is_ok());
+    check!(a.release(&mut d).is_ok());
+    check_eq!(a.state(), StateTag::Unclaimed);
+    Ok(())
+}
