@@ -117,7 +117,16 @@ macro_rules! check {
 #[macro_export]
 macro_rules! check_eq {
     ($left:expr, $right:expr $(,)?) => {
-        $crate::check_eq!($left, $right, "")
+        match (&$left, &$right) {
+            (l, r) => $crate::check!(
+                *l == *r,
+                "{} == {}: left {:?}, right {:?}",
+                stringify!($left),
+                stringify!($right),
+                l,
+                r
+            ),
+        }
     };
     ($left:expr, $right:expr, $why:literal $(,)?) => {
         match (&$left, &$right) {
