@@ -22,7 +22,6 @@ use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};
 use pmu::counter::rules::Readable;
 use pmu::counter::state::State;
-use pmu::detect;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
 
 hobby::entry_point!(main);
@@ -65,14 +64,7 @@ fn virtual_count<const L: u8, const H: u8, S1: State + Readable, S2: State + Rea
 }
 
 fn run() -> Result<(), &'static str> {
-    let cpu = detect::NetBurst {
-        model: MODEL.config().model,
-        msr_instructions: true,
-        perf_mon_available: true,
-        pebs_available: true,
-        hyper_threading: true,
-        logical_processors: 2,
-    };
+    let cpu = MODEL.detect().ok_or("detection on the model")?;
     let (mut pmu, c) = NetBurstDriver::new(MODEL.msr(), &cpu, &PMI).map_err(|_| "init")?;
     let event: EventSpec = "global_power_events:RUNNING:k"
         .parse()

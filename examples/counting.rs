@@ -16,7 +16,6 @@ use hobby::shared_model::SharedModel;
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};
-use pmu::detect;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
 use pmu::msr::{MsrAccess, Recording};
 
@@ -45,14 +44,7 @@ fn main(_: &'static BootInfo) -> ! {
 }
 
 fn run() -> Result<(), &'static str> {
-    let cpu = detect::NetBurst {
-        model: MODEL.config().model,
-        msr_instructions: true,
-        perf_mon_available: true,
-        pebs_available: true,
-        hyper_threading: true,
-        logical_processors: 2,
-    };
+    let cpu = MODEL.detect().ok_or("detection on the model")?;
     let msr = Recording::<_, 8>::new(MODEL.msr());
     let (mut pmu, counters) = NetBurstDriver::new(msr, &cpu, &PMI).map_err(|_| "init")?;
     pmu.msr().clear();

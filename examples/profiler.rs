@@ -19,7 +19,6 @@
 #![no_std]
 #![no_main]
 
-use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
@@ -33,7 +32,6 @@ use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver, OVERFLOW_RULE};
 use pmu::arch::netburst::pmi::{PmiState, handle_pmi};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
-use pmu::detect;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
 use pmu::sampling::{self, SampleBuffer};
 use x86_64::instructions::interrupts;
@@ -57,10 +55,7 @@ static APIC_COUNT: AtomicU64 = AtomicU64::new(100_000);
 type Driver = NetBurstDriver<'static, ModelMsr<'static>>;
 
 fn apic() -> LocalApic {
-    // SAFETY: the boot code identity-maps the xAPIC page, uncacheable; one
-    // CPU; handles are used one at a time (handlers run with interrupts off,
-    // main code touches the APIC only with interrupts off).
-    unsafe { LocalApic::new(NonNull::new(pmu::apic::DEFAULT_BASE as *mut u8).unwrap()) }
+    pmi::local_apic()
 }
 
 fn apic_timer() -> ApicTimer {
@@ -165,14 +160,7 @@ fn run() -> Result<bool, &'static str> {
         TICK_NS / 1000
     );
 
-    let cpu = detect::NetBurst {
-        model: MODEL.config().model,
-        msr_instructions: true,
-        perf_mon_available: true,
-        pebs_available: true,
-        hyper_threading: true,
-        logical_processors: 2,
-    };
+    let cpu = MODEL.detect().ok_or("detection on the model")?;
     let (mut pmu, c): (Driver, _) =
         NetBurstDriver::new(MODEL.msr(), &cpu, &PMI).map_err(|_| "init")?;
     let event: EventSpec = "global_power_events:RUNNING:k"

@@ -10,6 +10,16 @@
 
 use pmu::apic::{LocalApic, PmiDelivery};
 
+/// The boot CPU's local APIC. Safe here because a hobby kernel runs on one
+/// CPU with the xAPIC page identity-mapped uncacheable by the boot code;
+/// callers use the handles one at a time (main code with interrupts off
+/// while a handler might use its own).
+pub fn local_apic() -> LocalApic {
+    // SAFETY: see above: the boot code maps the default xAPIC page, QEMU's
+    // CPU is in xAPIC mode, and there is only this CPU.
+    unsafe { LocalApic::new(core::ptr::NonNull::new(pmu::apic::DEFAULT_BASE as *mut u8).unwrap()) }
+}
+
 /// What [`deliver`] did with a PMI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delivery {

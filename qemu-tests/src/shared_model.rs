@@ -91,6 +91,16 @@ impl SharedModel {
         Some(ModelMsr { shared: self, lp })
     }
 
+    /// The model as the driver sees it: `pmu::detect::detect` run against
+    /// the model's CPUID and IA32_MISC_ENABLE. `None` if detection does not
+    /// find a usable NetBurst PMU (which would be a model or detection bug).
+    pub fn detect(&self) -> Option<pmu::detect::NetBurst> {
+        self.with(|model| {
+            let cpuid = model.clone();
+            pmu::detect::detect(&cpuid, model).ok()?.usable_netburst()
+        })
+    }
+
     /// Takes the PMI line of `lp` (see [`NetBurstModel::take_pmi`]).
     pub fn take_pmi(&self, lp: LogicalProcessor) -> Option<PmiLine> {
         self.with(|model| model.take_pmi(lp))

@@ -14,7 +14,6 @@ use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};
 use pmu::counter::{ErasedError, Operation, StateTag};
-use pmu::detect;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
 use pmu::msr::{AccessCounts, Recording};
 
@@ -42,15 +41,7 @@ fn main(_: &'static BootInfo) -> ! {
 
 fn setup() -> (Driver, Counters) {
     MODEL.reset();
-    let c = MODEL.config();
-    let cpu = detect::NetBurst {
-        model: c.model,
-        msr_instructions: true,
-        perf_mon_available: true,
-        pebs_available: true,
-        hyper_threading: c.hyper_threading,
-        logical_processors: 2,
-    };
+    let cpu = MODEL.detect().expect("the model is a usable NetBurst");
     match NetBurstDriver::new(Recording::new(MODEL.msr()), &cpu, &PMI) {
         Ok((mut d, c)) => {
             d.msr().clear();

@@ -9,7 +9,6 @@
 #![no_std]
 #![no_main]
 
-use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
@@ -25,7 +24,6 @@ use pmu::arch::netburst::driver::{
 use pmu::arch::netburst::pmi::{PmiState, handle_pmi};
 use pmu::arch::netburst::{Counter, Escr, EventSpec, LogicalProcessor};
 use pmu::counter::state::{Enabled, Unclaimed};
-use pmu::detect;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
 use pmu::sampling::{SampleAfter, SampleBuffer};
 
@@ -66,11 +64,7 @@ fn main(_: &'static BootInfo) -> ! {
 }
 
 fn apic() -> LocalApic {
-    // SAFETY: the boot code identity-maps the xAPIC page at its default
-    // address, uncacheable; this kernel runs on one CPU, and the handles made
-    // here are used one at a time (main code with interrupts off while the
-    // handler may run, the handler with interrupts off).
-    unsafe { LocalApic::new(NonNull::new(pmu::apic::DEFAULT_BASE as *mut u8).unwrap()) }
+    pmi::local_apic()
 }
 
 fn entry() -> LvtPerfCounter {
@@ -120,15 +114,7 @@ fn setup(nmi: bool) -> (Driver, Counters) {
     NMI_MODE.store(nmi, Ordering::SeqCst);
     SAMPLES.drain(|_| {});
     apic().set_perf_counter_entry(entry());
-    let c = MODEL.config();
-    let cpu = detect::NetBurst {
-        model: c.model,
-        msr_instructions: true,
-        perf_mon_available: true,
-        pebs_available: true,
-        hyper_threading: c.hyper_threading,
-        logical_processors: 2,
-    };
+    let cpu = MODEL.detect().expect("the model is a usable NetBurst");
     match NetBurstDriver::new(MODEL.msr(), &cpu, &PMI) {
         Ok(d) => d,
         Err(e) => panic!("driver init on the model: {e:?}"),
