@@ -58,6 +58,7 @@
 //! | [`parse`] | libpfm4 event strings -> [`EventSpec`], whose `escr_bits()`/`cccr_bits()` equal libpfm4's encodings |
 //! | [`driver`] | the typestate counter driver: ESCR/CCCR/counter programming with exact MSR traffic, cascading, sampling presets |
 //! | [`pmi`] | the overflow interrupt handler and the state it shares with the counter handles |
+//! | [`schedule`] | exact placement of event sets on ESCRs and counters (max-flow search, minimal-conflict explanations; SDM Table 18-63) |
 //! | [`thread`] | SDM Tables 18-29 (TS) and 18-30 (TI) as functions |
 //! | [`tagging`] | complete MSR-write lists for front-end, execution and replay tagging |
 //!
@@ -87,6 +88,7 @@ pub mod events;
 pub mod msrs;
 pub mod parse;
 pub mod pmi;
+pub mod schedule;
 pub mod tagging;
 pub mod thread;
 
@@ -97,6 +99,7 @@ pub use events::{
 };
 pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, Pair};
 pub use parse::{EventSpec, Modifier, ParseError, ParseErrorKind, Pmu};
+pub use schedule::{Conflict, EscrSet, Occupied, Part, Request, Schedule, ScheduleError};
 pub use tagging::{
     ExecUpstream, ExecutionTagging, FrontEndTagging, MsrWrite, MsrWrites, ReplayTagging,
     TaggingError,
