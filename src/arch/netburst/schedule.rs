@@ -135,6 +135,14 @@
 //! 4, 6 ([`Event::available_on`]); `IQ_ESCR0/1` only on models 1, 2 (no
 //! catalog event uses them).
 //!
+//! Not modelled, and left to the caller through [`Occupied`]: a request
+//! that needs one particular counter (PEBS on `IQ_COUNTER4`/`5`, the two
+//! counters of a cascade) -- place it by hand and pass its registers as
+//! occupied; and Linux's "broken CCCR1" (it avoids counter 1; no Intel
+//! erratum for it was found, see `netburst_msrs.md`), which this scheduler
+//! uses like any counter, only after counter 0 -- pass
+//! `Occupied::NONE.with_counter(Counter::BpuCounter1)` to follow Linux.
+//!
 //! # CCCR select: routed by Table 18-63
 //!
 //! `b2b_cycles`, `bnr`, `snoop` and `response` carry CCCR select 3 in SDM
