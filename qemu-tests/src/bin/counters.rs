@@ -35,6 +35,7 @@ fn main(_: &'static BootInfo) -> ! {
             case!(release_from_every_claimed_state_zeroes_the_registers),
             case!(cascade_and_both_ways_of_halting_it),
             case!(erased_handles_refuse_illegal_transitions),
+            case!(a_scheduled_set_counts_each_event_on_its_placement),
         ],
     )
 }
@@ -276,5 +277,67 @@ fn erased_handles_refuse_illegal_transitions() -> Outcome {
     check!(two.release(&mut d).is_ok());
     check!(a.release(&mut d).is_ok());
     check_eq!(a.state(), StateTag::Unclaimed);
+    Ok(())
+}
+
+/// The scheduler places a set that Linux's greedy first-fit cannot (two
+/// events that both need CRU_ESCR0/1 on one logical processor, plus one on
+/// each thread on the FSB ESCRs); the driver programs each placement through
+/// run-time handles, and the model counts each event on its own counter.
+fn a_scheduled_set_counts_each_event_on_its_placement() -> Outcome {
+    use pmu::arch::netburst::LogicalProcessor as Lp;
+    use pmu::arch::netburst::schedule::{self, Occupied, Part, Request};
+    let (mut d, c) = setup();
+    let spec = |s: &str| s.parse::<EventSpec>().unwrap();
+    let requests = [
+        Request::new(spec("instr_retired:NBOGUSNTAG:k"), Lp::T0),
+        Request::new(spec("mispred_branch_retired:NBOGUS:k"), Lp::T0),
+        Request::new(spec("global_power_events:RUNNING:k"), Lp::T0),
+        Request::new(spec("global_power_events:RUNNING:k"), Lp::T1),
+    ];
+    let part = Part::new(MODEL.config().model, 1);
+    let placed = match schedule::schedule(part, &requests, Occupied::NONE) {
+        Ok(s) => s,
+        Err(e) => fail!("no schedule: {e}"),
+    };
+    let mut handles = c.erase_all();
+    for (i, a) in placed.as_slice().iter().enumerate() {
+        let r = &requests[i];
+        let cfg = CounterConfig::counting(*r.spec(), a.escr()).on(r.processor());
+        let h = &mut handles[usize::from(a.counter().index())];
+        if h.configure(&mut d, &cfg)
+            .and_then(|()| h.enable(&mut d))
+            .is_err()
+        {
+            fail!("programming placement {i}: {a:?}");
+        }
+        println!(
+            "counters: request {i} -> {} on counter {}",
+            a.escr().name(),
+            a.counter().index()
+        );
+    }
+    const INSTR: EventKind = EventKind::new(EscrGroup::Cru01, 0x02, 1);
+    const MISPRED: EventKind = EventKind::new(EscrGroup::Cru01, 0x03, 1);
+    MODEL.with(|m| {
+        m.inject(INSTR.on(LogicalProcessor::T0, Privilege::Os, 1000));
+        m.inject(MISPRED.on(LogicalProcessor::T0, Privilege::Os, 30));
+        m.inject(RUNNING.on(LogicalProcessor::T0, Privilege::Os, 5000));
+        m.inject(RUNNING.on(LogicalProcessor::T1, Privilege::Os, 700));
+    });
+    let expect = [1000u64, 30, 5000, 700];
+    for (i, a) in placed.as_slice().iter().enumerate() {
+        let h = &handles[usize::from(a.counter().index())];
+        check_eq!(
+            h.read(&mut d).ok(),
+            Some(expect[i]),
+            "each event on its own counter"
+        );
+    }
+    for h in &mut handles {
+        if h.state() != StateTag::Unclaimed && h.release(&mut d).is_err() {
+            fail!("release");
+        }
+    }
     Ok(())
 }

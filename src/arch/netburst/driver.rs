@@ -201,6 +201,13 @@ macro_rules! counters {
             const fn issue() -> Counters {
                 Counters { $($field: counter::Counter::token(),)* }
             }
+
+            /// All 18 tokens as run-time handles, indexed by counter number
+            /// (for placements computed at run time, e.g. by
+            /// [`super::schedule`]).
+            pub fn erase_all(self) -> [counter::AnyCounter<NetBurst>; 18] {
+                [$(self.$field.erase(),)*]
+            }
         }
     };
 }
