@@ -8,10 +8,12 @@
 //! | MSR access | [`msr`] | the only code that executes RDMSR, WRMSR and RDPMC, behind the [`msr::MsrAccess`] trait; a recording wrapper for exact access counts |
 //! | detection | [`detect`] | identifies the PMU from CPUID and IA32_MISC_ENABLE without executing anything the CPU may lack |
 //! | interrupt delivery | [`apic`] | the local APIC's LVT performance-counter entry, EOI and self-IPI |
+//! | typestate counters | [`counter`] | architecture-independent handles whose type is their state (Configured, Enabled, Halted, Cascaded); the run-time form [`counter::AnyCounter`] |
+//! | sampling | [`sampling`] | sample-after values, counter presets and reloads, calibration, the interrupt-to-kernel sample buffer |
+//! | architectures | [`arch`] | register layouts, event catalogs and the drivers behind the handles (NetBurst: [`arch::netburst::driver`], its PMI handler [`arch::netburst::pmi`], event scheduling [`arch::netburst::schedule`]) |
+//! | models | `model` (feature `model`) | register-level PMU models: test instruments written from the manuals |
 //!
-//! Status: this is the foundation. The NetBurst and Itanium register layouts,
-//! the software models of both PMUs, the typestate counters and the overflow
-//! path are being built on it; see the README.
+//! See the README for the status of each part.
 //!
 //! Everything that touches hardware is `unsafe` to construct and safe to use:
 //! the constructor's contract (CPL0, the right CPU, the right page) is the one

@@ -478,11 +478,11 @@ impl<M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, M> {
         self.msr
             .write_msr(escr.msr(), escr_image)
             .map_err(Error::Msr)?;
-        self.escrs_in_use |= 1 << escr as u8;
         let preset = p.sampling.map_or(0, SampleAfter::preset);
         self.pmi.set_sampling(n, p.sampling);
         self.write_counter(n, preset)?;
         self.write_cccr(n, p.cccr.bits())?;
+        self.escrs_in_use |= 1 << escr as u8;
         Ok(p)
     }
 
