@@ -1,3 +1,15 @@
 //! Register-level software models of PMUs: test instruments.
+//!
+//! * [`netburst`]: the NetBurst PMU (MSRs, #GP rules, counting, cascade,
+//!   PMI, tagging, PEBS), driven through [`crate::msr::MsrAccess`].
+//! * [`itanium`]: the Itanium, Itanium 2 and Montecito PMU (PMC/PMD
+//!   register file, counting with `plm`/`ism`/threshold, overflow freeze and
+//!   interrupt, I-EAR, D-EAR, branch trace buffer). Real hardware does not
+//!   fault on PMU register accesses; the model's default strict checking
+//!   reports the accesses the hardware would silently absorb. Reached through
+//!   its own `read_pmc`/`write_pmd`-style methods or, via
+//!   [`itanium::MsrAdapter`], through `MsrAccess` with a harness-only address
+//!   map (PMC n at n, PMD n at 100H + n).
 
+pub mod itanium;
 pub mod netburst;
