@@ -1,0 +1,898 @@
+//! The HP Caliper `itlb` measurement report (seed 002), from I-EAR samples.
+//!
+//! Caliper "takes samples every Nth instruction TLB miss ... At each sample
+//! point, HP Caliper records both the cache line that resulted in an
+//! instruction TLB miss and the level of the TLB hierarchy that satisfied
+//! the miss (L2 instruction TLB, HPW, or software)" (seed 002, "How
+//! Instruction TLB Metrics Are Obtained"). This module turns such samples
+//! ([`ItlbSample`]: an instruction address and an [`ItlbFill`]) and a symbol
+//! table ([`LoadModule`]s with [`Function`]s) into the report's three
+//! levels: per load module, per function, and per 64-byte cache line
+//! ("Function Details"), each row with the number of sampled misses and the
+//! percentages of L2 ITLB, HPW and software fills, one decimal
+//! (seed 002, Table 28).
+//!
+//! # Rules, and where they come from
+//!
+//! * **Cache lines are 64 bytes** ("On Itanium 2 systems, cache lines are 64
+//!   bytes (12 instructions). Cache lines are the finest level of
+//!   granularity available in itlb measurement reports", seed 002). A
+//!   sample's line is its address with bits 5:0 clear. The I-EAR itself
+//!   records the address to 32 bytes (PMD0 bits 63:5 on every generation,
+//!   reference `itanium_registers.md` section 5).
+//! * **A line belongs to the function at its start address** ("HP Caliper
+//!   attributes samples for a given cache line to the function associated
+//!   with the start address of the cache line", seed 002). When no function
+//!   contains the line's start (a function beginning in the middle of the
+//!   line, after a gap), the sample goes to the function containing the
+//!   sampled address; otherwise to `(unknown)`. The load module is the one
+//!   containing the sampled address, or `(unknown)`.
+//! * **L2 fills per generation.** "L2 fills are not reported for, and do not
+//!   apply to, Itanium systems" (seed 002, Table 28). The first-generation
+//!   Itanium's I-EAR has no L2 ITLB option: its TLB-mode umask selects HPW
+//!   (4) or software (8) fills and PMD0.tlb says which (0 HPW, 1 software);
+//!   Itanium 2 and Montecito report `stat` = 1 L2 ITLB, 2 HPW, 3 software
+//!   (reference section 5, `itanium_events.md` INSTRUCTION_EAR_TLB_* and
+//!   L1I_EAR_TLB_*). A report built with [`L2Fills::NotApplicable`] shows
+//!   `n/a` in the L2 column and refuses L2 samples.
+//! * **Ordering** (Table 28: "% Total", "Cumulat % of Total"): rows by
+//!   sampled misses, most first, ties in symbol-table order; the cache lines
+//!   of a function in address order, "preceded and followed by a row of
+//!   dashes", "non-contiguous cache lines are separated by a row of tildes"
+//!   (seed 002, "Function Details").
+//!
+//! # Fixed-size tables
+//!
+//! No allocation: the report aggregates into three caller-sized tables
+//! (`MODULES`, `FUNCTIONS`, `LINES` rows). A sample whose row does not fit
+//! is still counted in the totals and in every table it does fit; the
+//! misses a table could not take are counted ([`NotTabulated`]) and printed
+//! under the report, never a panic. Percentages are computed in integers
+//! (rounded half up), so the text is the same on every target.
+
+use core::fmt;
+
+/// The cache-line size of the report (seed 002).
+pub const LINE_BYTES: u64 = 64;
+
+/// Which level of the translation hierarchy satisfied a sampled instruction
+/// TLB miss (seed 002: "L2 instruction TLB, HPW, or software").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ItlbFill {
+    /// Hit in the L2 instruction TLB (Itanium 2 and Montecito only).
+    L2,
+    /// Filled by the hardware page walker from the VHPT.
+    Hpw,
+    /// Filled by software (the TLB miss handler).
+    Software,
+}
+
+/// One I-EAR sample in ITLB mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ItlbSample {
+    /// The instruction address the I-EAR captured.
+    pub address: u64,
+    /// Who filled the translation.
+    pub fill: ItlbFill,
+}
+
+/// A function: the addresses `start..end` of a load module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Function<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+}
+
+/// A load module ("shared library or the main executable", seed 002):
+/// `start..end` and the functions in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadModule<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Its functions (any order; ranges should not overlap).
+    pub functions: &'a [Function<'a>],
+}
+
+/// Whether the processor's I-EAR can report L2 ITLB fills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum L2Fills {
+    /// Itanium 2 and Montecito: L2 ITLB, HPW and software fills.
+    Reported,
+    /// The first-generation Itanium: HPW and software only (seed 002).
+    NotApplicable,
+}
+
+/// Misses counted by fill level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FillCounts {
+    /// L2 ITLB fills.
+    pub l2: u64,
+    /// HPW fills.
+    pub hpw: u64,
+    /// Software fills.
+    pub software: u64,
+}
+
+impl FillCounts {
+    /// Nothing counted.
+    pub const ZERO: FillCounts = FillCounts {
+        l2: 0,
+        hpw: 0,
+        software: 0,
+    };
+
+    /// All sampled misses.
+    pub const fn total(&self) -> u64 {
+        self.l2 + self.hpw + self.software
+    }
+
+    /// The count of one fill level.
+    pub const fn of(&self, fill: ItlbFill) -> u64 {
+        match fill {
+            ItlbFill::L2 => self.l2,
+            ItlbFill::Hpw => self.hpw,
+            ItlbFill::Software => self.software,
+        }
+    }
+
+    fn add(&mut self, fill: ItlbFill) {
+        let c = match fill {
+            ItlbFill::L2 => &mut self.l2,
+            ItlbFill::Hpw => &mut self.hpw,
+            ItlbFill::Software => &mut self.software,
+        };
+        *c += 1;
+    }
+}
+
+/// Sampled misses a table had no row for (each is still in the totals).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct NotTabulated {
+    /// Misses missing from the load-module table.
+    pub modules: u64,
+    /// Misses missing from the function table.
+    pub functions: u64,
+    /// Misses missing from the cache-line table.
+    pub lines: u64,
+}
+
+impl NotTabulated {
+    /// Whether every sample found its rows.
+    pub const fn is_empty(&self) -> bool {
+        self.modules == 0 && self.functions == 0 && self.lines == 0
+    }
+}
+
+/// Which tables took a sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Tabulated {
+    /// The load-module table had (or made) its row.
+    pub module: bool,
+    /// The function table had (or made) its row.
+    pub function: bool,
+    /// The cache-line table had (or made) its row.
+    pub line: bool,
+}
+
+/// A refused sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Refused {
+    /// An L2 ITLB fill in a report for a processor without them (seed 002:
+    /// "L2 fills ... do not apply to Itanium systems").
+    L2NotApplicable,
+}
+
+/// `None` in a key: outside every load module / function.
+const UNKNOWN: u16 = u16::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Row<K> {
+    key: K,
+    counts: FillCounts,
+}
+
+/// A fixed-size table of rows keyed by `K`, in insertion order.
+#[derive(Clone, Copy, Debug)]
+struct Table<K: Copy + Eq, const N: usize> {
+    rows: [Row<K>; N],
+    len: usize,
+}
+
+impl<K: Copy + Eq, const N: usize> Table<K, N> {
+    const fn new(empty: K) -> Self {
+        Table {
+            rows: [Row {
+                key: empty,
+                counts: FillCounts::ZERO,
+            }; N],
+            len: 0,
+        }
+    }
+
+    fn rows(&self) -> &[Row<K>] {
+        &self.rows[..self.len]
+    }
+
+    /// Count `fill` in `key`'s row; `false` if the table is full.
+    fn add(&mut self, key: K, fill: ItlbFill) -> bool {
+        let i = match self.rows().iter().position(|r| r.key == key) {
+            Some(i) => i,
+            None if self.len < N => {
+                self.rows[self.len] = Row {
+                    key,
+                    counts: FillCounts::ZERO,
+                };
+                self.len += 1;
+                self.len - 1
+            }
+            None => return false,
+        };
+        self.rows[i].counts.add(fill);
+        true
+    }
+
+    /// The rows by count, most first, ties by `order`; at most N² compares,
+    /// no storage (the tables are small).
+    fn ranked<'t>(
+        &'t self,
+        order: impl Fn(&K) -> u64 + Copy + 't,
+    ) -> impl Iterator<Item = &'t Row<K>> + 't {
+        let rank = move |r: &Row<K>| (core::cmp::Reverse(r.counts.total()), order(&r.key));
+        let mut last: Option<(core::cmp::Reverse<u64>, u64)> = None;
+        core::iter::from_fn(move || {
+            let next = self
+                .rows()
+                .iter()
+                .filter(|r| last.is_none_or(|l| rank(r) > l))
+                .min_by_key(|r| rank(r))?;
+            last = Some(rank(next));
+            Some(next)
+        })
+    }
+}
+
+/// A (module, function) key; [`UNKNOWN`] for none.
+type FunctionKey = (u16, u16);
+
+/// A cache line: its address and the function it is attributed to.
+type LineKey = (u64, FunctionKey);
+
+/// The itlb report: sampled ITLB misses aggregated per load module, per
+/// function and per cache line, into tables of at most `MODULES`,
+/// `FUNCTIONS` and `LINES` rows. [`fmt::Display`] prints it laid out like
+/// Caliper's (see the [module documentation](self)).
+#[derive(Clone, Debug)]
+pub struct ItlbReport<'a, const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> {
+    symbols: &'a [LoadModule<'a>],
+    l2: L2Fills,
+    sample_after: Option<u64>,
+    total: FillCounts,
+    refused: u64,
+    modules: Table<u16, MODULES>,
+    functions: Table<FunctionKey, FUNCTIONS>,
+    lines: Table<LineKey, LINES>,
+    not_tabulated: NotTabulated,
+}
+
+impl<'a, const MODULES: usize, const FUNCTIONS: usize, const LINES: usize>
+    ItlbReport<'a, MODULES, FUNCTIONS, LINES>
+{
+    /// An empty report over `symbols` (at most 65535 modules of at most
+    /// 65535 functions each are told apart; more are `(unknown)`).
+    pub const fn new(symbols: &'a [LoadModule<'a>], l2: L2Fills) -> Self {
+        ItlbReport {
+            symbols,
+            l2,
+            sample_after: None,
+            total: FillCounts::ZERO,
+            refused: 0,
+            modules: Table::new(UNKNOWN),
+            functions: Table::new((UNKNOWN, UNKNOWN)),
+            lines: Table::new((0, (UNKNOWN, UNKNOWN))),
+            not_tabulated: NotTabulated {
+                modules: 0,
+                functions: 0,
+                lines: 0,
+            },
+        }
+    }
+
+    /// Say in the header that one miss in `n` was sampled.
+    pub const fn with_sample_after(mut self, n: u64) -> Self {
+        self.sample_after = Some(n);
+        self
+    }
+
+    /// Count one sample.
+    pub fn record(&mut self, s: ItlbSample) -> Result<Tabulated, Refused> {
+        if s.fill == ItlbFill::L2 && self.l2 == L2Fills::NotApplicable {
+            self.refused += 1;
+            return Err(Refused::L2NotApplicable);
+        }
+        self.total.add(s.fill);
+        let line = s.address & !(LINE_BYTES - 1);
+        let module = self.module_of(s.address);
+        let function = match self.function_of(module, line) {
+            (_, UNKNOWN) => self.function_of(module, s.address),
+            f => f,
+        };
+        let t = Tabulated {
+            module: self.modules.add(module, s.fill),
+            function: self.functions.add(function, s.fill),
+            line: self.lines.add((line, function), s.fill),
+        };
+        self.not_tabulated.modules += u64::from(!t.module);
+        self.not_tabulated.functions += u64::from(!t.function);
+        self.not_tabulated.lines += u64::from(!t.line);
+        Ok(t)
+    }
+
+    /// All counted misses.
+    pub const fn total(&self) -> FillCounts {
+        self.total
+    }
+
+    /// Samples refused by [`ItlbReport::record`].
+    pub const fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// Misses the tables had no row for.
+    pub const fn not_tabulated(&self) -> NotTabulated {
+        self.not_tabulated
+    }
+
+    /// The counts of load module `name` (`None`: no row).
+    pub fn module(&self, name: &str) -> Option<FillCounts> {
+        let m = self.symbols.iter().position(|m| m.name == name)?;
+        let row = self
+            .modules
+            .rows()
+            .iter()
+            .find(|r| usize::from(r.key) == m)?;
+        Some(row.counts)
+    }
+
+    /// The counts of function `function` of load module `module`.
+    pub fn function(&self, module: &str, function: &str) -> Option<FillCounts> {
+        let m = self.symbols.iter().position(|m| m.name == module)?;
+        let f = self.symbols[m]
+            .functions
+            .iter()
+            .position(|f| f.name == function)?;
+        let row = self
+            .functions
+            .rows()
+            .iter()
+            .find(|r| (usize::from(r.key.0), usize::from(r.key.1)) == (m, f))?;
+        Some(row.counts)
+    }
+
+    /// The counts of the cache line starting at `line`.
+    pub fn line(&self, line: u64) -> Option<FillCounts> {
+        let row = self.lines.rows().iter().find(|r| r.key.0 == line)?;
+        Some(row.counts)
+    }
+
+    fn module_of(&self, address: u64) -> u16 {
+        self.symbols
+            .iter()
+            .position(|m| (m.start..m.end).contains(&address))
+            .and_then(|i| u16::try_from(i).ok())
+            .filter(|&i| i != UNKNOWN)
+            .unwrap_or(UNKNOWN)
+    }
+
+    fn function_of(&self, module: u16, address: u64) -> FunctionKey {
+        let Some(m) = self.symbols.get(usize::from(module)) else {
+            return (module, UNKNOWN);
+        };
+        let f = m
+            .functions
+            .iter()
+            .position(|f| (f.start..f.end).contains(&address))
+            .and_then(|i| u16::try_from(i).ok())
+            .filter(|&i| i != UNKNOWN)
+            .unwrap_or(UNKNOWN);
+        (module, f)
+    }
+
+    fn module_name(&self, m: u16) -> &'a str {
+        self.symbols
+            .get(usize::from(m))
+            .map_or("(unknown)", |m| m.name)
+    }
+
+    fn function_name(&self, (m, f): FunctionKey) -> &'a str {
+        self.symbols
+            .get(usize::from(m))
+            .and_then(|m| m.functions.get(usize::from(f)))
+            .map_or("(unknown)", |f| f.name)
+    }
+
+    fn fills(&self, f: &mut fmt::Formatter<'_>, c: &FillCounts) -> fmt::Result {
+        match self.l2 {
+            L2Fills::Reported => write!(f, " {:>8}", Tenths::percent(c.l2, c.total()))?,
+            L2Fills::NotApplicable => write!(f, " {:>8}", "n/a")?,
+        }
+        write!(
+            f,
+            " {:>8} {:>8}",
+            Tenths::percent(c.hpw, c.total()),
+            Tenths::percent(c.software, c.total())
+        )
+    }
+}
+
+/// A percentage with one decimal, rounded half up, from integers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tenths(u64);
+
+impl Tenths {
+    fn percent(part: u64, whole: u64) -> Tenths {
+        if whole == 0 {
+            return Tenths(0);
+        }
+        let (p, w) = (u128::from(part), u128::from(whole));
+        Tenths(((p * 2000 + w) / (2 * w)) as u64)
+    }
+}
+
+impl fmt::Display for Tenths {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Through a small buffer so that width and alignment apply.
+        let mut buf = [0u8; 24];
+        let mut w = Cursor(&mut buf, 0);
+        let _ = fmt::write(&mut w, format_args!("{}.{}", self.0 / 10, self.0 % 10));
+        let n = w.1;
+        f.pad(core::str::from_utf8(&buf[..n]).unwrap_or("?"))
+    }
+}
+
+struct Cursor<'b>(&'b mut [u8], usize);
+
+impl fmt::Write for Cursor<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.1 + s.len();
+        if end > self.0.len() {
+            return Err(fmt::Error);
+        }
+        self.0[self.1..end].copy_from_slice(s.as_bytes());
+        self.1 = end;
+        Ok(())
+    }
+}
+
+const RULE: &str = "------------------------------------------------------------------------------";
+const DASHES: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -";
+const TILDES: &str = "~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~";
+
+fn order_key((m, f): FunctionKey) -> u64 {
+    u64::from(m) << 16 | u64::from(f)
+}
+
+impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Display
+    for ItlbReport<'_, MODULES, FUNCTIONS, LINES>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total = self.total.total();
+        writeln!(
+            f,
+            "itlb measurement: sampled instruction TLB misses (I-EAR)"
+        )?;
+        match self.sample_after {
+            Some(n) => writeln!(f, "Sampling: one in every {n} ITLB misses, {total} samples")?,
+            None => writeln!(f, "Samples: {total}")?,
+        }
+        if self.l2 == L2Fills::NotApplicable {
+            writeln!(
+                f,
+                "L2 fills are not reported for, and do not apply to, Itanium systems (n/a)"
+            )?;
+        }
+
+        // Load modules.
+        writeln!(f, "\nLoad Module Summary\n{RULE}")?;
+        writeln!(
+            f,
+            "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "% Total", "Cumulat", "Sampled", "% ITLB", "% ITLB", "% ITLB"
+        )?;
+        writeln!(
+            f,
+            "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "Sampled", "% of", "ITLB", "L2", "HPW", "Soft"
+        )?;
+        writeln!(
+            f,
+            "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}  Load Module\n{RULE}",
+            "Misses", "Total", "Misses", "Fill", "Fill", "Fill"
+        )?;
+        let mut cumulative = 0;
+        for row in self.modules.ranked(|&m| u64::from(m)) {
+            let n = row.counts.total();
+            cumulative += n;
+            write!(
+                f,
+                "{:>7} {:>8} {:>8}",
+                Tenths::percent(n, total),
+                Tenths::percent(cumulative, total),
+                n
+            )?;
+            self.fills(f, &row.counts)?;
+            writeln!(f, "  {}", self.module_name(row.key))?;
+        }
+        writeln!(f, "{RULE}")?;
+        write!(
+            f,
+            "{:>7} {:>8} {:>8}",
+            Tenths::percent(total, total),
+            "",
+            total
+        )?;
+        self.fills(f, &self.total)?;
+        writeln!(f, "  [total]")?;
+
+        // Functions.
+        let width = self
+            .functions
+            .rows()
+            .iter()
+            .map(|r| self.function_name(r.key).len())
+            .max()
+            .unwrap_or(0)
+            .max("Function".len());
+        writeln!(f, "\nFunction Summary\n{RULE}")?;
+        writeln!(
+            f,
+            "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "% Total", "Cumulat", "Sampled", "% ITLB", "% ITLB", "% ITLB"
+        )?;
+        writeln!(
+            f,
+            "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            "Sampled", "% of", "ITLB", "L2", "HPW", "Soft"
+        )?;
+        writeln!(
+            f,
+            "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<width$}  Load Module\n{RULE}",
+            "Misses", "Total", "Misses", "Fill", "Fill", "Fill", "Function"
+        )?;
+        let mut cumulative = 0;
+        for row in self.functions.ranked(|&k| order_key(k)) {
+            let n = row.counts.total();
+            cumulative += n;
+            write!(
+                f,
+                "{:>7} {:>8} {:>8}",
+                Tenths::percent(n, total),
+                Tenths::percent(cumulative, total),
+                n
+            )?;
+            self.fills(f, &row.counts)?;
+            writeln!(
+                f,
+                "  {:<width$}  {}",
+                self.function_name(row.key),
+                self.module_name(row.key.0)
+            )?;
+        }
+        writeln!(f, "{RULE}")?;
+
+        // Cache lines, per function.
+        writeln!(f, "\nFunction Details")?;
+        for func in self.functions.ranked(|&k| order_key(k)) {
+            writeln!(
+                f,
+                "{RULE}\n{} [{}]: {} sampled misses",
+                self.function_name(func.key),
+                self.module_name(func.key.0),
+                func.counts.total()
+            )?;
+            writeln!(
+                f,
+                "{:>7} {:>8} {:>8} {:>8} {:>8}",
+                "% Total", "Sampled", "% ITLB", "% ITLB", "% ITLB"
+            )?;
+            writeln!(
+                f,
+                "{:>7} {:>8} {:>8} {:>8} {:>8}",
+                "Sampled", "ITLB", "L2", "HPW", "Soft"
+            )?;
+            writeln!(
+                f,
+                "{:>7} {:>8} {:>8} {:>8} {:>8}  Cache Line",
+                "Misses", "Misses", "Fill", "Fill", "Fill"
+            )?;
+            let mut previous: Option<u64> = None;
+            loop {
+                // The function's next line in address order.
+                let next = self
+                    .lines
+                    .rows()
+                    .iter()
+                    .filter(|r| r.key.1 == func.key && previous.is_none_or(|p| r.key.0 > p))
+                    .min_by_key(|r| r.key.0);
+                let Some(line) = next else { break };
+                match previous {
+                    None => writeln!(f, "{DASHES}")?,
+                    Some(p) if p + LINE_BYTES != line.key.0 => {
+                        writeln!(f, "{TILDES}\n{DASHES}")?;
+                    }
+                    Some(_) => {}
+                }
+                let n = line.counts.total();
+                write!(f, "{:>7} {:>8}", Tenths::percent(n, total), n)?;
+                self.fills(f, &line.counts)?;
+                writeln!(f, "  {:#018x}\n{DASHES}", line.key.0)?;
+                previous = Some(line.key.0);
+            }
+        }
+        writeln!(f, "{RULE}")?;
+        let nt = self.not_tabulated;
+        if !nt.is_empty() {
+            writeln!(
+                f,
+                "Tables full, misses not tabulated: {} by load module (capacity {MODULES}), \
+                 {} by function (capacity {FUNCTIONS}), {} by cache line (capacity {LINES})",
+                nt.modules, nt.functions, nt.lines
+            )?;
+        }
+        if self.refused > 0 {
+            writeln!(
+                f,
+                "Refused: {} samples claiming an L2 ITLB fill on Itanium",
+                self.refused
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::ToString;
+
+    const APP_FNS: &[Function<'static>] = &[
+        Function {
+            name: "main",
+            start: 0x4000_0000,
+            end: 0x4000_0100,
+        },
+        Function {
+            name: "solve",
+            start: 0x4000_0100,
+            end: 0x4000_0400,
+        },
+    ];
+    const LIBC_FNS: &[Function<'static>] = &[Function {
+        name: "memcpy",
+        start: 0x2000_0020,
+        end: 0x2000_0200,
+    }];
+    const SYMBOLS: &[LoadModule<'static>] = &[
+        LoadModule {
+            name: "app",
+            start: 0x4000_0000,
+            end: 0x4001_0000,
+            functions: APP_FNS,
+        },
+        LoadModule {
+            name: "libc.so.1",
+            start: 0x2000_0000,
+            end: 0x2001_0000,
+            functions: LIBC_FNS,
+        },
+    ];
+
+    fn s(address: u64, fill: ItlbFill) -> ItlbSample {
+        ItlbSample { address, fill }
+    }
+
+    fn record_all<const M: usize, const F: usize, const L: usize>(
+        r: &mut ItlbReport<'_, M, F, L>,
+        samples: &[(u64, ItlbFill, u32)],
+    ) {
+        for &(a, fill, n) in samples {
+            for _ in 0..n {
+                r.record(s(a, fill)).unwrap();
+            }
+        }
+    }
+
+    use ItlbFill::{Hpw, L2, Software};
+
+    #[test]
+    fn itanium2_report_text_is_exact() {
+        let mut r: ItlbReport<'_, 4, 8, 16> =
+            ItlbReport::new(SYMBOLS, L2Fills::Reported).with_sample_after(100);
+        record_all(
+            &mut r,
+            &[
+                (0x4000_0010, L2, 3),
+                (0x4000_0040, Hpw, 1),
+                (0x4000_0200, L2, 2),
+                (0x4000_0220, Software, 2),
+                (0x4000_0380, Hpw, 1),
+                // memcpy starts mid-line: the line's start is in no
+                // function, so the sampled address decides.
+                (0x2000_0030, Software, 1),
+                (0x5000_0000, Hpw, 1),
+            ],
+        );
+        assert_eq!(r.total().total(), 11);
+        assert_eq!(
+            r.function("app", "solve"),
+            Some(FillCounts {
+                l2: 2,
+                hpw: 1,
+                software: 2
+            })
+        );
+        assert_eq!(r.line(0x4000_0200).unwrap().total(), 4);
+        let expected = "\
+itlb measurement: sampled instruction TLB misses (I-EAR)
+Sampling: one in every 100 ITLB misses, 11 samples
+
+Load Module Summary
+------------------------------------------------------------------------------
+% Total  Cumulat  Sampled   % ITLB   % ITLB   % ITLB
+Sampled     % of     ITLB       L2      HPW     Soft
+ Misses    Total   Misses     Fill     Fill     Fill  Load Module
+------------------------------------------------------------------------------
+   81.8     81.8        9     55.6     22.2     22.2  app
+    9.1     90.9        1      0.0      0.0    100.0  libc.so.1
+    9.1    100.0        1      0.0    100.0      0.0  (unknown)
+------------------------------------------------------------------------------
+  100.0                11     45.5     27.3     27.3  [total]
+
+Function Summary
+------------------------------------------------------------------------------
+% Total  Cumulat  Sampled   % ITLB   % ITLB   % ITLB
+Sampled     % of     ITLB       L2      HPW     Soft
+ Misses    Total   Misses     Fill     Fill     Fill  Function   Load Module
+------------------------------------------------------------------------------
+   45.5     45.5        5     40.0     20.0     40.0  solve      app
+   36.4     81.8        4     75.0     25.0      0.0  main       app
+    9.1     90.9        1      0.0      0.0    100.0  memcpy     libc.so.1
+    9.1    100.0        1      0.0    100.0      0.0  (unknown)  (unknown)
+------------------------------------------------------------------------------
+
+Function Details
+------------------------------------------------------------------------------
+solve [app]: 5 sampled misses
+% Total  Sampled   % ITLB   % ITLB   % ITLB
+Sampled     ITLB       L2      HPW     Soft
+ Misses   Misses     Fill     Fill     Fill  Cache Line
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+   36.4        4     50.0      0.0     50.0  0x0000000040000200
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+    9.1        1      0.0    100.0      0.0  0x0000000040000380
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+------------------------------------------------------------------------------
+main [app]: 4 sampled misses
+% Total  Sampled   % ITLB   % ITLB   % ITLB
+Sampled     ITLB       L2      HPW     Soft
+ Misses   Misses     Fill     Fill     Fill  Cache Line
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+   27.3        3    100.0      0.0      0.0  0x0000000040000000
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+    9.1        1      0.0    100.0      0.0  0x0000000040000040
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+------------------------------------------------------------------------------
+memcpy [libc.so.1]: 1 sampled misses
+% Total  Sampled   % ITLB   % ITLB   % ITLB
+Sampled     ITLB       L2      HPW     Soft
+ Misses   Misses     Fill     Fill     Fill  Cache Line
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+    9.1        1      0.0      0.0    100.0  0x0000000020000000
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+------------------------------------------------------------------------------
+(unknown) [(unknown)]: 1 sampled misses
+% Total  Sampled   % ITLB   % ITLB   % ITLB
+Sampled     ITLB       L2      HPW     Soft
+ Misses   Misses     Fill     Fill     Fill  Cache Line
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+    9.1        1      0.0    100.0      0.0  0x0000000050000000
+- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -
+------------------------------------------------------------------------------
+";
+        assert_eq!(r.to_string(), expected);
+    }
+
+    #[test]
+    fn itanium_report_has_no_l2_column_and_refuses_l2_samples() {
+        let mut r: ItlbReport<'_, 2, 2, 2> = ItlbReport::new(SYMBOLS, L2Fills::NotApplicable);
+        assert_eq!(r.record(s(0x4000_0000, L2)), Err(Refused::L2NotApplicable));
+        record_all(&mut r, &[(0x4000_0000, Hpw, 2), (0x4000_0008, Software, 1)]);
+        let text = r.to_string();
+        let expected = "\
+itlb measurement: sampled instruction TLB misses (I-EAR)
+Samples: 3
+L2 fills are not reported for, and do not apply to, Itanium systems (n/a)
+
+Load Module Summary
+------------------------------------------------------------------------------
+% Total  Cumulat  Sampled   % ITLB   % ITLB   % ITLB
+Sampled     % of     ITLB       L2      HPW     Soft
+ Misses    Total   Misses     Fill     Fill     Fill  Load Module
+------------------------------------------------------------------------------
+  100.0    100.0        3      n/a     66.7     33.3  app
+------------------------------------------------------------------------------
+  100.0                 3      n/a     66.7     33.3  [total]
+";
+        assert!(text.starts_with(expected), "{text}");
+        assert!(text.ends_with(
+            "------------------------------------------------------------------------------\n\
+             Refused: 1 samples claiming an L2 ITLB fill on Itanium\n"
+        ));
+    }
+
+    #[test]
+    fn full_tables_are_reported_not_panicked() {
+        let mut r: ItlbReport<'_, 1, 1, 1> = ItlbReport::new(SYMBOLS, L2Fills::Reported);
+        let t = r.record(s(0x4000_0000, Hpw)).unwrap();
+        assert_eq!(
+            t,
+            Tabulated {
+                module: true,
+                function: true,
+                line: true
+            }
+        );
+        let t = r.record(s(0x4000_0100, Hpw)).unwrap();
+        assert_eq!(
+            t,
+            Tabulated {
+                module: true,
+                function: false,
+                line: false
+            }
+        );
+        r.record(s(0x2000_0040, Software)).unwrap();
+        assert_eq!(
+            r.not_tabulated(),
+            NotTabulated {
+                modules: 1,
+                functions: 2,
+                lines: 2
+            }
+        );
+        assert_eq!(r.total().total(), 3);
+        let text = r.to_string();
+        assert!(text.ends_with(
+            "Tables full, misses not tabulated: 1 by load module (capacity 1), \
+             2 by function (capacity 1), 2 by cache line (capacity 1)\n"
+        ));
+        // The summary's percentages are of all samples.
+        assert!(text.contains("   66.7     66.7        2      0.0    100.0      0.0  app\n"));
+    }
+
+    #[test]
+    fn percentages_round_half_up_in_tenths() {
+        assert_eq!(Tenths::percent(1, 3).to_string(), "33.3");
+        assert_eq!(Tenths::percent(2, 3).to_string(), "66.7");
+        assert_eq!(Tenths::percent(1, 8).to_string(), "12.5");
+        assert_eq!(Tenths::percent(1, 16).to_string(), "6.3");
+        assert_eq!(Tenths::percent(0, 0).to_string(), "0.0");
+        assert_eq!(format!("{:>6}", Tenths::percent(1, 1)), " 100.0");
+    }
+}
