@@ -61,9 +61,11 @@
 //!   event's privilege level, `ism` admits its instruction set (bit 24 clear
 //!   admits IA-64, bit 25 clear IA-32: 00 both, 10b IA-64, 01b IA-32, 11b
 //!   none), `es` and `umask` equal the event's, and (Montecito) the MESI
-//!   filter admits its line state. Per cycle the event occurs up to 7 times;
-//!   with threshold t > 0 the counter adds 1 in each cycle in which more than
-//!   t occur, else it adds the occurrences.
+//!   filter admits its line state (an event injected with a line state
+//!   counts only where that state's bit, 27 i to 30 m, is set; one without
+//!   is not filtered). Per cycle the event occurs up to 7 times; with
+//!   threshold t > 0 the counter adds 1 in each cycle in which more than t
+//!   occur, else it adds the occurrences.
 //! * **Overflow** (SDM 7.2.1-7.2.2, seed 000): a carry out of bit W-1 wraps
 //!   the counter; with `oi` it sets the counter's overflow bit in PMC0
 //!   (bit n for counter n: 7:4, or 15:4 on Montecito) and PMC0.fr, and
@@ -75,11 +77,13 @@
 //!   in TLB mode (fill level: L2 ITLB, HPW, software; Itanium has no L2
 //!   option) or cache mode (latency threshold); the D-EAR in cache, TLB and
 //!   (Itanium 2, Montecito) ALAT modes, with data address, instruction
-//!   address and latency; both per generation's PMD layouts. A capture
-//!   counts one EAR event (INSTRUCTION_EAR_EVENTS 23h / L1I_EAR_EVENTS 43h,
-//!   DATA_EAR_EVENTS 67h / C8h, umask 0), so a counter preset to overflow
-//!   after N captures freezes the PMU with the Nth in the PMDs (seed 002:
-//!   "samples every Nth instruction TLB miss").
+//!   address and latency; both per generation's PMD layouts. An EAR keeps
+//!   the most recent capture (a valid bit does not lock it) and stops with
+//!   the rest of the PMU when PMC0.fr is set. A capture counts one EAR
+//!   event (INSTRUCTION_EAR_EVENTS 23h / L1I_EAR_EVENTS 43h, DATA_EAR_EVENTS
+//!   67h / C8h, umask 0), so a counter preset to overflow after N captures
+//!   freezes the PMU with the Nth in the PMDs (seed 002: "samples every Nth
+//!   instruction TLB miss").
 //! * **Branch trace** ([`btb`], reference section 6): `tm`/`ptm`/`ppm` (and
 //!   `brt`) selection, a source and a target entry per branch, the index
 //!   with its sticky `full` bit, one BRANCH_EVENT (11h) per branch.

@@ -487,3 +487,52 @@ fn user_level_pmd_reads() {
         assert_eq!(m.read_pmd_user(l.iear_pmd_latency), Ok(0), "{g:?}");
     }
 }
+
+#[test]
+fn strict_refuses_exactly_the_writes_the_hardware_would_not_keep() {
+    // For every implemented register and every single-bit change from its
+    // current value: strict checking accepts the write iff the hardware
+    // keeps the value as written, except for values the hardware keeps but
+    // the reference forbids (must-be-zero bits, undefined EAR encodings).
+    for g in GENERATIONS {
+        let strict = ItaniumModel::new(g);
+        for n in implemented_pmcs(g) {
+            let base = strict.pmc(n);
+            for bit in 0..64 {
+                let v = base ^ (1 << bit);
+                let mut s = strict.clone();
+                let mut h = strict.clone();
+                h.set_checking(Checking::Hardware);
+                h.write_pmc(n, v).unwrap();
+                let kept = h.read_pmc(n) == Ok(v);
+                match s.write_pmc(n, v) {
+                    Ok(()) => {
+                        assert!(kept, "{g:?} PMC{n} bit {bit}: accepted but not kept");
+                        assert_eq!(s.read_pmc(n), Ok(v));
+                    }
+                    Err(f) => match f.violation() {
+                        Some(Violation::FixedBits { bits }) => {
+                            assert!(!kept, "{g:?} PMC{n} bit {bit}");
+                            assert_eq!(bits, 1 << bit);
+                        }
+                        Some(Violation::MustBeZero { .. } | Violation::ReservedValue { .. }) => {
+                            assert!(kept, "{g:?} PMC{n} bit {bit}: refused, yet kept");
+                        }
+                        other => panic!("{g:?} PMC{n} bit {bit}: {other:?}"),
+                    },
+                }
+            }
+        }
+        for n in implemented_pmds(g) {
+            for bit in 0..64 {
+                let v = 1u64 << bit;
+                let mut s = strict.clone();
+                let mut h = strict.clone();
+                h.set_checking(Checking::Hardware);
+                h.write_pmd(n, v).unwrap();
+                let kept = h.pmd(n) == v;
+                assert_eq!(s.write_pmd(n, v).is_ok(), kept, "{g:?} PMD{n} bit {bit}");
+            }
+        }
+    }
+}
