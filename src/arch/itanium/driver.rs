@@ -1,0 +1,757 @@
+//! The Itanium driver: typestate counters ([`crate::counter`]) over the
+//! generic PMC/PMD pairs (PMC/PMD4-7 on Itanium and Itanium 2, 4-15 on
+//! Montecito; reference `itanium_registers.md` section 2), with exact
+//! register traffic, and event-address sampling through the I-EAR.
+//!
+//! # Register access
+//!
+//! Itanium software reaches the PMU with the `mov pmc[r] = r` / `mov r =
+//! pmd[r]` instructions (SDM Vol. 3, `mov` indirect register file). Rust
+//! has no IA-64 target, so the crate cannot emit them: [`PmuRegisters`] is
+//! the door, implemented here for the register-level model
+//! ([`crate::model::itanium::ItaniumModel`], a test instrument) and by the
+//! QEMU kernels' shared model; an IA-64 port would implement it with those
+//! four instructions (plus `srlz.d` after each PMC write, SDM Vol. 2 7.2).
+//! [`Recorder`] wraps any implementation and counts and logs every access.
+//!
+//! # Starting and stopping one counter
+//!
+//! The architecture has four ways to stop counting (reference section 1,
+//! seed 000): PMC0.fr freezes *every* counter; PSR.up / PSR.pp stop every
+//! user / privileged monitor; Itanium 2's PMC4 bit 23 powers *all four*
+//! counters (reference section 3, libpfm3: "pmc4 only: power enable bit");
+//! only the counter's own `plm` field is per counter: "Writing zeroes to all
+//! plm bits effectively disables the monitor" (seed 000, PLM). So:
+//!
+//! * **enable / resume** write the counter's PMC with its privilege level
+//!   mask; **halt** writes it with `plm` = 0 (Linux perfmon masks monitoring
+//!   the same way, `pmc & ~0xf`, reference section 9);
+//! * PMC0.fr is cleared once by [`ItaniumDriver::new`] and afterwards only
+//!   by the overflow handler; the Itanium 2 enable bit keeps its power-up
+//!   value 1 (PMC4's image always carries it, [`pmc::CounterConfig::new`]);
+//! * PSR.pp (privileged monitors, `pm` = 1) or PSR.up (`pm` = 0) is the
+//!   kernel's to set once (`ssm psr.pp; srlz.d`, as the perf_events port
+//!   does, reference section 9); this trait has no PSR access.
+//!
+//! Seed 000 adds that with `plm` zero "the Itanium processor will not
+//! preserve the value of the corresponding PMD register(s)". On the
+//! first-generation Itanium (the processor that dialog describes: 7-bit
+//! `es`, 2-bit threshold on PMC6/7) a halt therefore reads the PMD and the
+//! resume writes it back; Itanium 2 and Montecito keep the count.
+//!
+//! # Register traffic per operation
+//!
+//! Asserted exactly in the tests (`driver/tests.rs`) with [`Recorder`]:
+//!
+//! | operation | PMC reads | PMC writes | PMD reads | PMD writes | what |
+//! |---|---|---|---|---|---|
+//! | [`ItaniumDriver::new`] | 0 | 2 + counters (+1 I-EAR) | 0 | counters | PMC0 = fr, every counter PMC at its power-up value, every counter PMD 0, the I-EAR PMC, PMC0 = 0 |
+//! | configure | 0 | 1 (+1 I-EAR PMC) | 0 | 1 | PMC with `plm` 0, PMD preset (0, or `2^W - N`) |
+//! | enable / resume | 0 | 1 | 0 | 0 (Itanium resume: 1) | PMC with `plm` |
+//! | halt | 0 | 1 | 0 (Itanium: 1) | 0 | PMC with `plm` 0 |
+//! | read | 0 | 0 | 1 (Itanium, halted: 0) | 0 | the PMD, low W bits |
+//! | release | 0 | 1 (+1 I-EAR PMC) | 0 | 1 | PMC at its power-up value, PMD 0 |
+//! | overflow interrupt ([`super::pmi`]) | 1 | 1 | 1 per EAR sample | 1 per overflowed counter | PMC0, reloads, PMC0 = 0 last |
+//!
+//! Cascading does not exist on Itanium: [`Itanium`] implements no
+//! [`crate::counter::Cascade`] pair, so `cascade_from` does not compile
+//! (`tests/compile_fail.rs`), and [`crate::counter::AnyCounter`] refuses it
+//! at run time.
+
+use core::fmt;
+
+use super::fields::{Plm, ReservedBits};
+use super::generation::{Counter as HwCounter, Generation};
+use super::pmc;
+use super::pmi::PmiState;
+use crate::counter::state::Unclaimed;
+use crate::counter::{self, Arch};
+use crate::sampling::{OverflowRule, SampleAfter};
+
+/// PMC/PMD access: the `mov pmc[]` / `mov pmd[]` instructions, which Rust
+/// cannot emit (no IA-64 target); see the [module documentation](self).
+pub trait PmuRegisters {
+    /// How a backend reports a refused access (only a model refuses: the
+    /// architecture does not fault on PMC/PMD accesses at CPL 0, SDM Vol. 3
+    /// `mov` indirect).
+    type Error: fmt::Debug;
+    /// `mov r = pmc[n]`.
+    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error>;
+    /// `mov pmc[n] = value` (and `srlz.d`).
+    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error>;
+    /// `mov r = pmd[n]`.
+    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error>;
+    /// `mov pmd[n] = value`.
+    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error>;
+}
+
+impl<T: PmuRegisters + ?Sized> PmuRegisters for &mut T {
+    type Error = T::Error;
+    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
+        (**self).read_pmc(n)
+    }
+    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+        (**self).write_pmc(n, value)
+    }
+    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
+        (**self).read_pmd(n)
+    }
+    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+        (**self).write_pmd(n, value)
+    }
+}
+
+#[cfg(any(test, feature = "model"))]
+impl PmuRegisters for crate::model::itanium::ItaniumModel {
+    type Error = crate::model::itanium::Fault;
+    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
+        crate::model::itanium::ItaniumModel::read_pmc(self, u32::from(n))
+    }
+    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+        crate::model::itanium::ItaniumModel::write_pmc(self, u32::from(n), value)
+    }
+    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
+        crate::model::itanium::ItaniumModel::read_pmd(self, u32::from(n))
+    }
+    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+        crate::model::itanium::ItaniumModel::write_pmd(self, u32::from(n), value)
+    }
+}
+
+/// One access through a [`Recorder`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RegisterAccess {
+    /// `mov r = pmc[n]` returned the value.
+    ReadPmc(u8, u64),
+    /// `mov pmc[n] = value`.
+    WritePmc(u8, u64),
+    /// `mov r = pmd[n]` returned the value.
+    ReadPmd(u8, u64),
+    /// `mov pmd[n] = value`.
+    WritePmd(u8, u64),
+}
+
+/// Accesses counted by a [`Recorder`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RegisterCounts {
+    /// PMC reads.
+    pub pmc_reads: u32,
+    /// PMC writes.
+    pub pmc_writes: u32,
+    /// PMD reads.
+    pub pmd_reads: u32,
+    /// PMD writes.
+    pub pmd_writes: u32,
+}
+
+impl RegisterCounts {
+    /// `(pmc_reads, pmc_writes, pmd_reads, pmd_writes)`.
+    pub const fn new(pmc_reads: u32, pmc_writes: u32, pmd_reads: u32, pmd_writes: u32) -> Self {
+        RegisterCounts {
+            pmc_reads,
+            pmc_writes,
+            pmd_reads,
+            pmd_writes,
+        }
+    }
+}
+
+/// Wraps a [`PmuRegisters`] and counts every access, logging the first
+/// `N` (faulted accesses are counted, not logged).
+#[derive(Debug)]
+pub struct Recorder<R, const N: usize = 32> {
+    inner: R,
+    counts: RegisterCounts,
+    log: [RegisterAccess; N],
+    logged: usize,
+}
+
+impl<R: PmuRegisters, const N: usize> Recorder<R, N> {
+    /// Record the accesses to `inner`.
+    pub const fn new(inner: R) -> Self {
+        Recorder {
+            inner,
+            counts: RegisterCounts::new(0, 0, 0, 0),
+            log: [RegisterAccess::ReadPmc(0, 0); N],
+            logged: 0,
+        }
+    }
+
+    /// The wrapped backend.
+    pub fn inner_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
+
+    /// The logged accesses since the last clear (at most `N`).
+    pub fn log(&self) -> &[RegisterAccess] {
+        &self.log[..self.logged.min(N)]
+    }
+
+    /// The counts since the last clear.
+    pub const fn counts(&self) -> RegisterCounts {
+        self.counts
+    }
+
+    /// The counts since the last clear; clears counts and log.
+    pub fn take_counts(&mut self) -> RegisterCounts {
+        let c = self.counts;
+        self.clear();
+        c
+    }
+
+    /// Forget counts and log.
+    pub fn clear(&mut self) {
+        self.counts = RegisterCounts::default();
+        self.logged = 0;
+    }
+
+    fn push(&mut self, a: RegisterAccess) {
+        if self.logged < N {
+            self.log[self.logged] = a;
+        }
+        self.logged = self.logged.saturating_add(1);
+    }
+}
+
+impl<R: PmuRegisters, const N: usize> PmuRegisters for Recorder<R, N> {
+    type Error = R::Error;
+    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
+        self.counts.pmc_reads += 1;
+        let v = self.inner.read_pmc(n)?;
+        self.push(RegisterAccess::ReadPmc(n, v));
+        Ok(v)
+    }
+    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+        self.counts.pmc_writes += 1;
+        self.inner.write_pmc(n, value)?;
+        self.push(RegisterAccess::WritePmc(n, value));
+        Ok(())
+    }
+    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
+        self.counts.pmd_reads += 1;
+        let v = self.inner.read_pmd(n)?;
+        self.push(RegisterAccess::ReadPmd(n, v));
+        Ok(v)
+    }
+    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+        self.counts.pmd_writes += 1;
+        self.inner.write_pmd(n, value)?;
+        self.push(RegisterAccess::WritePmd(n, value));
+        Ok(())
+    }
+}
+
+/// How a counter of `generation` overflows: W = 32 on Itanium, 47 on
+/// Itanium 2 and Montecito (reference section 2, "counter width W"), and no
+/// event counts between the overflow and the handler, because an overflow
+/// with `oi` sets PMC0.fr, which freezes every counter at once (seed 000,
+/// `oi`; SDM Vol. 2 7.2.1). So the handler reloads `-N`, and every
+/// interrupt completes one period ([`crate::sampling`]).
+pub const fn overflow_rule(generation: Generation) -> OverflowRule {
+    OverflowRule {
+        width: generation.counter_width() as u32,
+        pmi_delay: 0,
+    }
+}
+
+/// The I-EAR's address PMD: PMD0 (Itanium, Itanium 2), PMD34 (Montecito)
+/// (reference section 5).
+pub const fn iear_address_pmd(generation: Generation) -> u8 {
+    match generation {
+        Generation::Montecito => 34,
+        _ => 0,
+    }
+}
+
+/// The event a counter counts to sample the I-EAR: one occurrence per
+/// capture, unit mask 0 (`itanium_events.md`: Itanium INSTRUCTION_EAR_EVENTS
+/// 23h, Itanium 2 and Montecito L1I_EAR_EVENTS 43h).
+pub const fn iear_event_code(generation: Generation) -> u8 {
+    match generation {
+        Generation::Itanium => 0x23,
+        _ => 0x43,
+    }
+}
+
+/// The Itanium architecture, as a type parameter of [`counter::Counter`].
+/// No [`counter::Cascade`] impls: Itanium counters do not cascade.
+#[derive(Debug)]
+pub enum Itanium {}
+
+/// An Itanium counter handle: counter `N` (PMC/PMD N) in state `S`.
+pub type IaCounter<const N: u8, S> = counter::Counter<Itanium, N, S>;
+
+/// Which fills the I-EAR captures in ITLB mode (seed 002: "L2 instruction
+/// TLB, HPW, or software").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ItlbFills {
+    /// L2 ITLB hits (not on the first-generation Itanium).
+    pub l2: bool,
+    /// Hardware page walker fills.
+    pub hpw: bool,
+    /// Software fills.
+    pub software: bool,
+}
+
+impl ItlbFills {
+    /// Every fill the generation's I-EAR can capture.
+    pub const fn all(generation: Generation) -> ItlbFills {
+        ItlbFills {
+            l2: !matches!(generation, Generation::Itanium),
+            hpw: true,
+            software: true,
+        }
+    }
+}
+
+/// The I-EAR programmed in instruction-TLB mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct IearTlb {
+    /// Privilege levels captured.
+    pub plm: Plm,
+    /// A privileged monitor (`pm`: enabled by PSR.pp).
+    pub privileged: bool,
+    /// The fills captured.
+    pub fills: ItlbFills,
+}
+
+impl IearTlb {
+    /// The I-EAR PMC image (reference section 5): Itanium PMC10 = plm 3:0,
+    /// pm 6, tlb 7 = 1, umask 19:16 (4 HPW, 8 software), ism 25:24 = 00;
+    /// Itanium 2 PMC10 / Montecito PMC37 = plm 3:0, pm 4, umask 11:5 (1 L2,
+    /// 2 HPW, 4 software), ct 13:12 = 00, ism 15:14 = 00 (none on
+    /// Montecito). `Err` for L2 fills on Itanium ("L2 fills ... do not
+    /// apply to Itanium systems", seed 002) or no fill at all.
+    pub const fn image(self, generation: Generation) -> Result<u64, ConfigError> {
+        let f = self.fills;
+        if !f.l2 && !f.hpw && !f.software {
+            return Err(ConfigError::NoFillSelected);
+        }
+        let plm = self.plm.get() as u64;
+        match generation {
+            Generation::Itanium => {
+                if f.l2 {
+                    return Err(ConfigError::L2FillsNotOnItanium);
+                }
+                let umask = (if f.hpw { 4 } else { 0 }) | (if f.software { 8 } else { 0 });
+                Ok(plm | (self.privileged as u64) << 6 | 1 << 7 | umask << 16)
+            }
+            Generation::Itanium2 | Generation::Montecito => {
+                let umask = (f.l2 as u64) | (f.hpw as u64) << 1 | (f.software as u64) << 2;
+                Ok(plm | (self.privileged as u64) << 4 | umask << 5)
+            }
+        }
+    }
+}
+
+/// What to count on a counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct CounterConfig {
+    /// The counter's PMC image (from [`pmc::CounterConfig`]): event code,
+    /// unit mask, privilege levels, `pm`, threshold, ism. Its `oi` bit is
+    /// set by the driver exactly when `sampling` is.
+    pub pmc: pmc::CounterConfig,
+    /// Interrupt every N events (`None`: count only).
+    pub sampling: Option<SampleAfter>,
+    /// Program the I-EAR too, and hand its capture to the overflow handler
+    /// with each sample (the counter must count the I-EAR event).
+    pub iear: Option<IearTlb>,
+}
+
+impl CounterConfig {
+    /// Count with `pmc`, without interrupts.
+    pub const fn counting(pmc: pmc::CounterConfig) -> CounterConfig {
+        CounterConfig {
+            pmc,
+            sampling: None,
+            iear: None,
+        }
+    }
+
+    /// Interrupt every `n` events.
+    pub const fn sampling(mut self, n: SampleAfter) -> CounterConfig {
+        self.sampling = Some(n);
+        self
+    }
+
+    /// Sample every `n`th instruction TLB miss the I-EAR captures (seed
+    /// 002): counter `counter` counts the I-EAR event ([`iear_event_code`])
+    /// at the I-EAR's privilege levels, with sample-after `n`.
+    pub fn itlb_sampling(
+        counter: HwCounter,
+        n: SampleAfter,
+        iear: IearTlb,
+    ) -> Result<CounterConfig, ConfigError> {
+        let g = counter.generation();
+        let code = super::fields::EventCode::new(g, iear_event_code(g))
+            .ok_or(ConfigError::NotTheIearEvent)?;
+        let pmc = pmc::CounterConfig::new(counter, code)
+            .map_err(|_| ConfigError::NotTheIearEvent)?
+            .with_plm(iear.plm)
+            .with_privileged(iear.privileged);
+        Ok(CounterConfig {
+            pmc,
+            sampling: Some(n),
+            iear: Some(iear),
+        })
+    }
+}
+
+/// Why the driver refused a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ConfigError {
+    /// The PMC image is for another generation.
+    WrongGeneration {
+        /// The driver's.
+        expected: Generation,
+        /// The image's.
+        found: Generation,
+    },
+    /// The PMC image is for another counter than the handle's.
+    WrongCounter {
+        /// The handle's counter.
+        handle: u8,
+        /// The image's counter.
+        image: u8,
+    },
+    /// Bits outside the writable fields differ from the power-up value
+    /// ([`pmc::CounterConfig::from_bits`], reference section 8: "PMC
+    /// reserved fields must have their power-up values preserved").
+    ReservedBits(u64),
+    /// The I-EAR image has such bits.
+    IearReservedBits(u64),
+    /// `plm` is zero: the counter would never count (seed 000, PLM).
+    NoPrivilegeLevel,
+    /// The sample-after value was checked against another counter width
+    /// (use [`overflow_rule`]).
+    SampleAfterRule,
+    /// I-EAR sampling needs a sampling counter counting the I-EAR event.
+    NotTheIearEvent,
+    /// Another claimed counter owns the I-EAR.
+    IearBusy {
+        /// Its counter.
+        owner: u8,
+    },
+    /// The first-generation Itanium's I-EAR has no L2 ITLB fills.
+    L2FillsNotOnItanium,
+    /// An I-EAR in TLB mode that captures no fill.
+    NoFillSelected,
+    /// No counter has this number on this generation.
+    NoSuchCounter(u8),
+    /// Itanium counters do not cascade (only a hand-built
+    /// [`crate::counter::AnyCounter`] can ask).
+    NoCascade,
+}
+
+/// A driver error: a refused configuration, or a refused register access
+/// (only a model refuses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Error<E> {
+    /// See [`ConfigError`].
+    Config(ConfigError),
+    /// The backend refused an access.
+    Register(E),
+}
+
+impl<E> From<ConfigError> for Error<E> {
+    fn from(e: ConfigError) -> Self {
+        Error::Config(e)
+    }
+}
+
+/// What a claimed Itanium counter remembers: the register images.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Programmed {
+    pmc: u64,
+    iear: Option<u64>,
+    sampling: Option<SampleAfter>,
+}
+
+impl Programmed {
+    /// The counter's PMC image while counting (with its `plm`).
+    pub const fn pmc(&self) -> u64 {
+        self.pmc
+    }
+
+    /// The PMC image while not counting: `plm` 0 (seed 000).
+    pub const fn pmc_stopped(&self) -> u64 {
+        self.pmc & !0xF
+    }
+
+    /// The I-EAR image, for an I-EAR sampling counter.
+    pub const fn iear(&self) -> Option<u64> {
+        self.iear
+    }
+
+    /// The sample-after value, for a sampling counter.
+    pub const fn sampling(&self) -> Option<SampleAfter> {
+        self.sampling
+    }
+}
+
+impl Arch for Itanium {
+    const NAME: &'static str = "Itanium";
+    const COUNTERS: u8 = 16;
+    type Programmed = Programmed;
+    const UNPROGRAMMED: Programmed = Programmed {
+        pmc: 0,
+        iear: None,
+        sampling: None,
+    };
+
+    /// Never: no Itanium generation cascades counters (SDM Vol. 2 7.2 has
+    /// no such mechanism; reference sections 1-3).
+    fn can_cascade(_from: u8, _to: u8) -> bool {
+        false
+    }
+}
+
+/// The claim tokens, handed out once by [`ItaniumDriver::new`]: PMC/PMD4-7,
+/// and on Montecito also 8-15.
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub struct Counters {
+    pub c4: IaCounter<4, Unclaimed>,
+    pub c5: IaCounter<5, Unclaimed>,
+    pub c6: IaCounter<6, Unclaimed>,
+    pub c7: IaCounter<7, Unclaimed>,
+    /// Montecito's counters 8-15 (`None` before Montecito).
+    pub montecito: Option<MontecitoCounters>,
+}
+
+/// Montecito's counters 8-15 (reference section 2: PMC/PMD4-15).
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub struct MontecitoCounters {
+    pub c8: IaCounter<8, Unclaimed>,
+    pub c9: IaCounter<9, Unclaimed>,
+    pub c10: IaCounter<10, Unclaimed>,
+    pub c11: IaCounter<11, Unclaimed>,
+    pub c12: IaCounter<12, Unclaimed>,
+    pub c13: IaCounter<13, Unclaimed>,
+    pub c14: IaCounter<14, Unclaimed>,
+    pub c15: IaCounter<15, Unclaimed>,
+}
+
+impl Counters {
+    fn issue(generation: Generation) -> Counters {
+        Counters {
+            c4: counter::Counter::token(),
+            c5: counter::Counter::token(),
+            c6: counter::Counter::token(),
+            c7: counter::Counter::token(),
+            montecito: matches!(generation, Generation::Montecito).then(|| MontecitoCounters {
+                c8: counter::Counter::token(),
+                c9: counter::Counter::token(),
+                c10: counter::Counter::token(),
+                c11: counter::Counter::token(),
+                c12: counter::Counter::token(),
+                c13: counter::Counter::token(),
+                c14: counter::Counter::token(),
+                c15: counter::Counter::token(),
+            }),
+        }
+    }
+}
+
+/// The PMU of one Itanium processor, owning the register backend.
+pub struct ItaniumDriver<'s, R: PmuRegisters> {
+    regs: R,
+    generation: Generation,
+    pmi: &'s PmiState,
+    iear_owner: Option<u8>,
+    /// Itanium only: the count of a halted counter (its PMD is not
+    /// preserved while `plm` is zero, seed 000).
+    saved: [Option<u64>; 16],
+}
+
+impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
+    /// Take the PMU of `generation`: freeze it (PMC0 = fr), put every
+    /// counter PMC at its power-up value (`plm` 0: stopped; Itanium 2 PMC4
+    /// keeps its enable bit 23), zero every counter PMD, reset the I-EAR
+    /// PMC, then unfreeze (PMC0 = 0: fr and every overflow bit clear,
+    /// reference section 4). `pmi` is shared with the kernel's
+    /// [`super::pmi::handle_overflow`] call.
+    pub fn new(
+        mut regs: R,
+        generation: Generation,
+        pmi: &'s PmiState,
+    ) -> Result<(Self, Counters), R::Error> {
+        regs.write_pmc(0, pmc::Pmc0::FROZEN.bits())?;
+        for n in generation.counters().iter() {
+            let default = generation.pmc(n).map_or(0, |i| i.default);
+            regs.write_pmc(n, default)?;
+            regs.write_pmd(n, 0)?;
+        }
+        let iear = generation.iear_pmc();
+        regs.write_pmc(iear, generation.pmc(iear).map_or(0, |i| i.default))?;
+        regs.write_pmc(0, pmc::Pmc0::UNFROZEN.bits())?;
+        pmi.reset(generation);
+        let driver = ItaniumDriver {
+            regs,
+            generation,
+            pmi,
+            iear_owner: None,
+            saved: [None; 16],
+        };
+        Ok((driver, Counters::issue(generation)))
+    }
+
+    /// The register backend.
+    pub fn regs(&mut self) -> &mut R {
+        &mut self.regs
+    }
+
+    /// The generation.
+    pub const fn generation(&self) -> Generation {
+        self.generation
+    }
+
+    /// The state shared with the overflow handler.
+    pub const fn pmi_state(&self) -> &'s PmiState {
+        self.pmi
+    }
+
+    /// Check `c` for counter `n` and build its images. Every PMC value goes
+    /// through [`pmc::CounterConfig::from_bits`] (the generation's writable
+    /// bits and power-up values) and the I-EAR image through the I-EAR
+    /// PMC's [`super::generation::PmcInfo::reserved_bits`].
+    fn images(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
+        let g = self.generation;
+        let hw = HwCounter::new(g, n).ok_or(ConfigError::NoSuchCounter(n))?;
+        let image = c.pmc;
+        if image.counter().generation() != g {
+            return Err(ConfigError::WrongGeneration {
+                expected: g,
+                found: image.counter().generation(),
+            });
+        }
+        if image.counter().index() != n {
+            return Err(ConfigError::WrongCounter {
+                handle: n,
+                image: image.counter().index(),
+            });
+        }
+        if image.plm().get() == 0 {
+            return Err(ConfigError::NoPrivilegeLevel);
+        }
+        if c.sampling.is_some_and(|s| s.rule() != overflow_rule(g)) {
+            return Err(ConfigError::SampleAfterRule);
+        }
+        let image = image.with_overflow_interrupt(c.sampling.is_some());
+        let pmc = pmc::CounterConfig::from_bits(hw, image.bits())
+            .map_err(|ReservedBits(b)| ConfigError::ReservedBits(b))?
+            .bits();
+        let iear = match c.iear {
+            None => None,
+            Some(ear) => {
+                if c.sampling.is_none()
+                    || image.es() != iear_event_code(g)
+                    || image.umask().get() != 0
+                {
+                    return Err(ConfigError::NotTheIearEvent);
+                }
+                if let Some(owner) = self.iear_owner.filter(|&o| o != n) {
+                    return Err(ConfigError::IearBusy { owner });
+                }
+                let v = ear.image(g)?;
+                let reserved = g.pmc(g.iear_pmc()).map_or(0, |i| i.reserved_bits(v));
+                if reserved != 0 {
+                    return Err(ConfigError::IearReservedBits(reserved));
+                }
+                Some(v)
+            }
+        };
+        Ok(Programmed {
+            pmc,
+            iear,
+            sampling: c.sampling,
+        })
+    }
+
+    fn reg<T>(r: Result<T, R::Error>) -> Result<T, Error<R::Error>> {
+        r.map_err(Error::Register)
+    }
+}
+
+impl<R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, R> {
+    type Config = CounterConfig;
+    type Error = Error<R::Error>;
+
+    fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
+        let p = self.images(n, config)?;
+        if let Some(ear) = p.iear {
+            Self::reg(self.regs.write_pmc(self.generation.iear_pmc(), ear))?;
+            self.iear_owner = Some(n);
+        }
+        Self::reg(self.regs.write_pmc(n, p.pmc_stopped()))?;
+        let preset = p.sampling.map_or(0, SampleAfter::preset);
+        Self::reg(self.regs.write_pmd(n, preset))?;
+        self.saved[usize::from(n)] = None;
+        self.pmi.set_sampling(n, p.sampling, p.iear.is_some());
+        Ok(p)
+    }
+
+    fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+        if let Some(v) = self.saved[usize::from(n)] {
+            Self::reg(self.regs.write_pmd(n, v))?;
+            self.saved[usize::from(n)] = None;
+        }
+        Self::reg(self.regs.write_pmc(n, p.pmc))
+    }
+
+    fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+        Self::reg(self.regs.write_pmc(n, p.pmc_stopped()))?;
+        if self.generation == Generation::Itanium {
+            let raw = Self::reg(self.regs.read_pmd(n))? & self.generation.counter_mask();
+            // An overflow whose interrupt is still pending left the counter
+            // wrapped; the handler counts that period and reloads, so keep
+            // what its reload gives: the same point of the next period.
+            let v = match p.sampling {
+                Some(s) => s.at_residual(s.split(raw).1),
+                None => raw,
+            };
+            self.saved[usize::from(n)] = Some(v);
+        }
+        Ok(())
+    }
+
+    fn cascade(&mut self, _n: u8, _from: u8, _p: &Programmed) -> Result<(), Self::Error> {
+        Err(Error::Config(ConfigError::NoCascade))
+    }
+
+    fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
+        if let Some(v) = self.saved[usize::from(n)] {
+            return Ok(v);
+        }
+        Ok(Self::reg(self.regs.read_pmd(n))? & self.generation.counter_mask())
+    }
+
+    fn release(&mut self, n: u8, _p: &Programmed) -> Result<(), Self::Error> {
+        let g = self.generation;
+        Self::reg(self.regs.write_pmc(n, g.pmc(n).map_or(0, |i| i.default)))?;
+        Self::reg(self.regs.write_pmd(n, 0))?;
+        if self.iear_owner == Some(n) {
+            let iear = g.iear_pmc();
+            Self::reg(
+                self.regs
+                    .write_pmc(iear, g.pmc(iear).map_or(0, |i| i.default)),
+            )?;
+            self.iear_owner = None;
+        }
+        self.saved[usize::from(n)] = None;
+        self.pmi.set_sampling(n, None, false);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

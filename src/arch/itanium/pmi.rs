@@ -1,0 +1,273 @@
+//! The Itanium overflow interrupt path: the state shared between the
+//! counter handles and the handler, and the handler routine.
+//!
+//! A counter whose `oi` bit is set and that carries out of bit W-1 sets its
+//! overflow bit in PMC0 and PMC0.fr, which freezes every counter (and the
+//! EARs) at once, and raises one PMU interrupt (seed 000, `oi`: "a
+//! Performance Monitor interrupt is raised and the performance monitor
+//! freeze bit (PMC[0].fr) is set when the monitor overflows"; SDM Vol. 2
+//! 7.2.1-7.2.2; reference section 1). The kernel's handler for the PMV
+//! vector (Linux: 0xEE, reference section 9) calls [`handle_overflow`] with
+//! the interrupted IIP. Per interrupt it issues exactly:
+//!
+//! | access | count | why |
+//! |---|---|---|
+//! | read PMC0 | 1 | the overflow bits say which counters overflowed (reference section 4) |
+//! | read I-EAR PMD0 (PMD34 on Montecito) | 1 per overflowed I-EAR sampling counter | the captured address and fill level (reference section 5; seed 002). PMD1 holds a latency in cache mode only, so it is not read in TLB mode |
+//! | write PMD n | 1 per overflowed counter | reload `2^W - N` ([`crate::sampling`], delay 0) |
+//! | write PMC0 = 0 | 1, last | clears fr and every overflow bit in one write, as Linux's `pfm_unfreeze_pmu` does (reference section 4); "It is software's responsibility to reset the overflow and freeze bits" (SDM 7.2.1). Unfreezing re-arms the I-EAR: it captures again once fr is clear |
+//!
+//! Because the PMU stays frozen from the overflow to the final write, no
+//! event is lost or counted twice while the handler runs, and one interrupt
+//! completes exactly one period per overflowed counter
+//! (`OverflowRule { pmi_delay: 0 }`). An interrupt whose PMC0 has no
+//! overflow bit is spurious: counted, 1 read, and PMC0 written back to 0
+//! only if it was not already 0.
+//!
+//! The handler takes no lock and allocates nothing: it touches the atomics
+//! of [`PmiState`] and the register backend the kernel hands it.
+
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+
+use super::driver::{PmuRegisters, iear_address_pmd, overflow_rule};
+use super::generation::Generation;
+use super::itlb_report::{ItlbFill, ItlbSample};
+use super::pmc::Pmc0;
+use crate::sampling::{Sample, SampleAfter};
+
+const SLOTS: usize = 16;
+
+/// State shared by the driver and the overflow handler: atomics only, so it
+/// can live in a `static`.
+pub struct PmiState {
+    generation: AtomicU8,
+    sample_after: [AtomicU64; SLOTS],
+    periods: [AtomicU64; SLOTS],
+    ear: AtomicU32,
+    interrupts: AtomicU64,
+    spurious: AtomicU64,
+    ear_invalid: AtomicU64,
+}
+
+impl Default for PmiState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One serviced overflow: the generic [`Sample`] (counter, one period, the
+/// interrupted IIP in `rip`) and, for an I-EAR sampling counter, the
+/// I-EAR's capture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct OverflowSample {
+    /// Counter, periods, interrupted IIP.
+    pub sample: Sample,
+    /// The captured instruction TLB miss (`None` for a counter without the
+    /// I-EAR, or an invalid capture).
+    pub itlb: Option<ItlbSample>,
+}
+
+/// What one call of [`handle_overflow`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Outcome {
+    /// PMC0 as read.
+    pub pmc0: u64,
+    /// Bit n: counter n overflowed and was serviced.
+    pub overflowed: u32,
+}
+
+impl Outcome {
+    /// No counter had overflowed.
+    pub const fn is_spurious(self) -> bool {
+        self.overflowed == 0
+    }
+}
+
+const fn generation_from(v: u8) -> Generation {
+    match v {
+        0 => Generation::Itanium,
+        1 => Generation::Itanium2,
+        _ => Generation::Montecito,
+    }
+}
+
+const fn generation_code(g: Generation) -> u8 {
+    match g {
+        Generation::Itanium => 0,
+        Generation::Itanium2 => 1,
+        Generation::Montecito => 2,
+    }
+}
+
+impl PmiState {
+    /// Nothing configured (Itanium 2 until a driver takes the PMU).
+    #[allow(clippy::declare_interior_mutable_const)]
+    pub const fn new() -> Self {
+        const Z64: AtomicU64 = AtomicU64::new(0);
+        PmiState {
+            generation: AtomicU8::new(1),
+            sample_after: [Z64; SLOTS],
+            periods: [Z64; SLOTS],
+            ear: AtomicU32::new(0),
+            interrupts: AtomicU64::new(0),
+            spurious: AtomicU64::new(0),
+            ear_invalid: AtomicU64::new(0),
+        }
+    }
+
+    /// The generation the driver took.
+    pub fn generation(&self) -> Generation {
+        generation_from(self.generation.load(Ordering::Acquire))
+    }
+
+    /// Periods counter `n` completed since it was configured (one per
+    /// serviced overflow).
+    pub fn periods(&self, n: u8) -> u64 {
+        self.periods[usize::from(n) % SLOTS].load(Ordering::Acquire)
+    }
+
+    /// Interrupts handled.
+    pub fn interrupts(&self) -> u64 {
+        self.interrupts.load(Ordering::Relaxed)
+    }
+
+    /// Interrupts that found no overflow bit in PMC0.
+    pub fn spurious(&self) -> u64 {
+        self.spurious.load(Ordering::Relaxed)
+    }
+
+    /// I-EAR samples whose PMD0 said "not valid" (Itanium: v = 0; Itanium
+    /// 2: stat = 0): handed on without `itlb`.
+    pub fn ear_invalid(&self) -> u64 {
+        self.ear_invalid.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn reset(&self, g: Generation) {
+        self.generation.store(generation_code(g), Ordering::Release);
+        for n in 0..SLOTS as u8 {
+            self.set_sampling(n, None, false);
+        }
+        self.interrupts.store(0, Ordering::Relaxed);
+        self.spurious.store(0, Ordering::Relaxed);
+        self.ear_invalid.store(0, Ordering::Relaxed);
+    }
+
+    pub(super) fn set_sampling(&self, n: u8, s: Option<SampleAfter>, ear: bool) {
+        let i = usize::from(n) % SLOTS;
+        self.sample_after[i].store(s.map_or(0, SampleAfter::get), Ordering::Release);
+        self.periods[i].store(0, Ordering::Release);
+        if ear {
+            self.ear.fetch_or(1 << i, Ordering::AcqRel);
+        } else {
+            self.ear.fetch_and(!(1 << i), Ordering::AcqRel);
+        }
+    }
+}
+
+/// Decode the I-EAR's address PMD in TLB mode (reference section 5):
+/// Itanium PMD0 = v 0, tlb 1 (0 HPW/VHPT, 1 software), address 63:5;
+/// Itanium 2 PMD0 / Montecito PMD34 = stat 1:0 (0 invalid, 1 L2 ITLB, 2
+/// HPW, 3 software), address 63:5. `None` when not valid.
+pub const fn decode_itlb(generation: Generation, pmd: u64) -> Option<ItlbSample> {
+    let address = pmd & !0x1F;
+    let fill = match generation {
+        Generation::Itanium => {
+            if pmd & 1 == 0 {
+                return None;
+            }
+            if pmd & 2 == 0 {
+                ItlbFill::Hpw
+            } else {
+                ItlbFill::Software
+            }
+        }
+        Generation::Itanium2 | Generation::Montecito => match pmd & 3 {
+            1 => ItlbFill::L2,
+            2 => ItlbFill::Hpw,
+            3 => ItlbFill::Software,
+            _ => return None,
+        },
+    };
+    Some(ItlbSample { address, fill })
+}
+
+impl ItlbSample {
+    /// The sample in one `u64`: the 32-byte-aligned address with the fill
+    /// in bits 1:0 (1 L2, 2 HPW, 3 software), so that it fits the `rip`
+    /// slot of a [`crate::sampling::SampleBuffer`].
+    pub const fn pack(self) -> u64 {
+        (self.address & !0x1F)
+            | match self.fill {
+                ItlbFill::L2 => 1,
+                ItlbFill::Hpw => 2,
+                ItlbFill::Software => 3,
+            }
+    }
+
+    /// The inverse of [`ItlbSample::pack`].
+    pub const fn unpack(v: u64) -> Option<ItlbSample> {
+        decode_itlb(Generation::Itanium2, v)
+    }
+}
+
+/// The overflow interrupt handler: read PMC0 once, reload every overflowed
+/// counter with its sample-after value, read the I-EAR for I-EAR sampling
+/// counters, hand an [`OverflowSample`] to `sink` per overflowed counter,
+/// and unfreeze (PMC0 = 0) last. See the [module documentation](self).
+///
+/// If a register access fails (only a model can fail) the handler stops and
+/// returns the error with the PMU still frozen.
+pub fn handle_overflow<R: PmuRegisters>(
+    state: &PmiState,
+    regs: &mut R,
+    iip: u64,
+    mut sink: impl FnMut(OverflowSample),
+) -> Result<Outcome, R::Error> {
+    let g = state.generation();
+    state.interrupts.fetch_add(1, Ordering::Relaxed);
+    let pmc0 = regs.read_pmc(0)?;
+    let mut pending = Pmc0::from_bits(pmc0).overflowed(g).0;
+    let mut overflowed = 0u32;
+    let ear = state.ear.load(Ordering::Acquire);
+    while pending != 0 {
+        let n = pending.trailing_zeros() as usize;
+        pending &= pending - 1;
+        if n >= SLOTS {
+            continue;
+        }
+        let itlb = if ear & (1 << n) != 0 {
+            let v = decode_itlb(g, regs.read_pmd(iear_address_pmd(g))?);
+            if v.is_none() {
+                state.ear_invalid.fetch_add(1, Ordering::Relaxed);
+            }
+            v
+        } else {
+            None
+        };
+        if let Ok(s) = SampleAfter::new(
+            state.sample_after[n].load(Ordering::Acquire),
+            overflow_rule(g),
+        ) {
+            regs.write_pmd(n as u8, s.reload())?;
+        }
+        state.periods[n].fetch_add(1, Ordering::AcqRel);
+        overflowed |= 1 << n;
+        sink(OverflowSample {
+            sample: Sample {
+                counter: n as u8,
+                periods: 1,
+                rip: iip,
+            },
+            itlb,
+        });
+    }
+    if overflowed == 0 {
+        state.spurious.fetch_add(1, Ordering::Relaxed);
+    }
+    if pmc0 != 0 {
+        regs.write_pmc(0, Pmc0::UNFROZEN.bits())?;
+    }
+    Ok(Outcome { pmc0, overflowed })
+}
