@@ -60,10 +60,11 @@
 
 use core::fmt;
 
-use super::fields::{Plm, ReservedBits};
+use super::ear::IearConfig;
 use super::generation::{Counter as HwCounter, Generation};
 use super::pmc;
 use super::pmi::PmiState;
+use super::validate::{PmcError, Policy, Validator};
 use crate::counter::state::Unclaimed;
 use crate::counter::{self, Arch};
 use crate::sampling::{OverflowRule, SampleAfter};
@@ -283,71 +284,6 @@ pub enum Itanium {}
 /// An Itanium counter handle: counter `N` (PMC/PMD N) in state `S`.
 pub type IaCounter<const N: u8, S> = counter::Counter<Itanium, N, S>;
 
-/// Which fills the I-EAR captures in ITLB mode (seed 002: "L2 instruction
-/// TLB, HPW, or software").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ItlbFills {
-    /// L2 ITLB hits (not on the first-generation Itanium).
-    pub l2: bool,
-    /// Hardware page walker fills.
-    pub hpw: bool,
-    /// Software fills.
-    pub software: bool,
-}
-
-impl ItlbFills {
-    /// Every fill the generation's I-EAR can capture.
-    pub const fn all(generation: Generation) -> ItlbFills {
-        ItlbFills {
-            l2: !matches!(generation, Generation::Itanium),
-            hpw: true,
-            software: true,
-        }
-    }
-}
-
-/// The I-EAR programmed in instruction-TLB mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct IearTlb {
-    /// Privilege levels captured.
-    pub plm: Plm,
-    /// A privileged monitor (`pm`: enabled by PSR.pp).
-    pub privileged: bool,
-    /// The fills captured.
-    pub fills: ItlbFills,
-}
-
-impl IearTlb {
-    /// The I-EAR PMC image (reference section 5): Itanium PMC10 = plm 3:0,
-    /// pm 6, tlb 7 = 1, umask 19:16 (4 HPW, 8 software), ism 25:24 = 00;
-    /// Itanium 2 PMC10 / Montecito PMC37 = plm 3:0, pm 4, umask 11:5 (1 L2,
-    /// 2 HPW, 4 software), ct 13:12 = 00, ism 15:14 = 00 (none on
-    /// Montecito). `Err` for L2 fills on Itanium ("L2 fills ... do not
-    /// apply to Itanium systems", seed 002) or no fill at all.
-    pub const fn image(self, generation: Generation) -> Result<u64, ConfigError> {
-        let f = self.fills;
-        if !f.l2 && !f.hpw && !f.software {
-            return Err(ConfigError::NoFillSelected);
-        }
-        let plm = self.plm.get() as u64;
-        match generation {
-            Generation::Itanium => {
-                if f.l2 {
-                    return Err(ConfigError::L2FillsNotOnItanium);
-                }
-                let umask = (if f.hpw { 4 } else { 0 }) | (if f.software { 8 } else { 0 });
-                Ok(plm | (self.privileged as u64) << 6 | 1 << 7 | umask << 16)
-            }
-            Generation::Itanium2 | Generation::Montecito => {
-                let umask = (f.l2 as u64) | (f.hpw as u64) << 1 | (f.software as u64) << 2;
-                Ok(plm | (self.privileged as u64) << 4 | umask << 5)
-            }
-        }
-    }
-}
-
 /// What to count on a counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -358,9 +294,10 @@ pub struct CounterConfig {
     pub pmc: pmc::CounterConfig,
     /// Interrupt every N events (`None`: count only).
     pub sampling: Option<SampleAfter>,
-    /// Program the I-EAR too, and hand its capture to the overflow handler
-    /// with each sample (the counter must count the I-EAR event).
-    pub iear: Option<IearTlb>,
+    /// Program the I-EAR too (built with [`IearConfig`], e.g.
+    /// [`IearConfig::tlb_misses`]), and hand its capture to the overflow
+    /// handler with each sample (the counter must count the I-EAR event).
+    pub iear: Option<IearConfig>,
 }
 
 impl CounterConfig {
@@ -379,26 +316,35 @@ impl CounterConfig {
         self
     }
 
-    /// Sample every `n`th instruction TLB miss the I-EAR captures (seed
-    /// 002): counter `counter` counts the I-EAR event ([`iear_event_code`])
-    /// at the I-EAR's privilege levels, with sample-after `n`.
-    pub fn itlb_sampling(
-        counter: HwCounter,
-        n: SampleAfter,
-        iear: IearTlb,
-    ) -> Result<CounterConfig, ConfigError> {
+    /// Count the instruction TLB misses the I-EAR captures: counter
+    /// `counter` counts the I-EAR event ([`iear_event_code`]) at the
+    /// I-EAR's privilege levels and `pm`, and the I-EAR is programmed with
+    /// `iear` (for example `IearConfig::tlb_misses(g, TlbFills::ALL)`
+    /// with a `plm`).
+    /// Add [`CounterConfig::sampling`] to sample every Nth miss (seed 002);
+    /// each overflow then hands the Nth miss's capture to the handler.
+    pub fn itlb(counter: HwCounter, iear: IearConfig) -> Result<CounterConfig, ConfigError> {
         let g = counter.generation();
         let code = super::fields::EventCode::new(g, iear_event_code(g))
             .ok_or(ConfigError::NotTheIearEvent)?;
         let pmc = pmc::CounterConfig::new(counter, code)
             .map_err(|_| ConfigError::NotTheIearEvent)?
-            .with_plm(iear.plm)
-            .with_privileged(iear.privileged);
+            .with_plm(iear.plm())
+            .with_privileged(iear.privileged());
         Ok(CounterConfig {
             pmc,
-            sampling: Some(n),
+            sampling: None,
             iear: Some(iear),
         })
+    }
+
+    /// [`CounterConfig::itlb`] with sample-after `n`.
+    pub fn itlb_sampling(
+        counter: HwCounter,
+        n: SampleAfter,
+        iear: IearConfig,
+    ) -> Result<CounterConfig, ConfigError> {
+        Ok(Self::itlb(counter, iear)?.sampling(n))
     }
 }
 
@@ -420,28 +366,24 @@ pub enum ConfigError {
         /// The image's counter.
         image: u8,
     },
-    /// Bits outside the writable fields differ from the power-up value
-    /// ([`pmc::CounterConfig::from_bits`], reference section 8: "PMC
-    /// reserved fields must have their power-up values preserved").
-    ReservedBits(u64),
-    /// The I-EAR image has such bits.
-    IearReservedBits(u64),
+    /// The arch layer's [`Validator`] (perfmon's checks, reference section
+    /// 8, under [`Policy::STRICT`]) refused a PMC value.
+    Pmc(PmcError),
+    /// The I-EAR configuration is for another generation.
+    IearGeneration,
     /// `plm` is zero: the counter would never count (seed 000, PLM).
     NoPrivilegeLevel,
     /// The sample-after value was checked against another counter width
     /// (use [`overflow_rule`]).
     SampleAfterRule,
-    /// I-EAR sampling needs a sampling counter counting the I-EAR event.
+    /// A counter programming the I-EAR must count the I-EAR event with unit
+    /// mask 0 (`itanium_events.md`, "How to read the columns").
     NotTheIearEvent,
     /// Another claimed counter owns the I-EAR.
     IearBusy {
         /// Its counter.
         owner: u8,
     },
-    /// The first-generation Itanium's I-EAR has no L2 ITLB fills.
-    L2FillsNotOnItanium,
-    /// An I-EAR in TLB mode that captures no fill.
-    NoFillSelected,
     /// No counter has this number on this generation.
     NoSuchCounter(u8),
     /// Itanium counters do not cascade (only a hand-built
@@ -471,7 +413,7 @@ impl<E> From<ConfigError> for Error<E> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Programmed {
     pmc: u64,
-    iear: Option<u64>,
+    iear: Option<IearConfig>,
     sampling: Option<SampleAfter>,
 }
 
@@ -486,8 +428,8 @@ impl Programmed {
         self.pmc & !0xF
     }
 
-    /// The I-EAR image, for an I-EAR sampling counter.
-    pub const fn iear(&self) -> Option<u64> {
+    /// The I-EAR configuration, for an I-EAR counter.
+    pub const fn iear(&self) -> Option<IearConfig> {
         self.iear
     }
 
@@ -568,6 +510,7 @@ pub struct ItaniumDriver<'s, R: PmuRegisters> {
     generation: Generation,
     pmi: &'s PmiState,
     iear_owner: Option<u8>,
+    validator: Validator,
     /// Itanium only: the count of a halted counter (its PMD is not
     /// preserved while `plm` is zero, seed 000).
     saved: [Option<u64>; 16],
@@ -600,6 +543,7 @@ impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
             generation,
             pmi,
             iear_owner: None,
+            validator: Validator::new(generation, Policy::STRICT),
             saved: [None; 16],
         };
         Ok((driver, Counters::issue(generation)))
@@ -620,13 +564,15 @@ impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
         self.pmi
     }
 
-    /// Check `c` for counter `n` and build its images. Every PMC value goes
-    /// through [`pmc::CounterConfig::from_bits`] (the generation's writable
-    /// bits and power-up values) and the I-EAR image through the I-EAR
-    /// PMC's [`super::generation::PmcInfo::reserved_bits`].
+    /// Check `c` for counter `n` and build its images. Every PMC value
+    /// goes through the arch layer's [`Validator`] under [`Policy::STRICT`]
+    /// (implemented register, field widths, reserved bits, catalog event and
+    /// counter, EAR unit masks: `validate.rs`), plus the driver's own
+    /// rules (generation, counter, `plm`, sample-after rule, I-EAR event and
+    /// ownership).
     fn images(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
         let g = self.generation;
-        let hw = HwCounter::new(g, n).ok_or(ConfigError::NoSuchCounter(n))?;
+        HwCounter::new(g, n).ok_or(ConfigError::NoSuchCounter(n))?;
         let image = c.pmc;
         if image.counter().generation() != g {
             return Err(ConfigError::WrongGeneration {
@@ -647,32 +593,28 @@ impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
             return Err(ConfigError::SampleAfterRule);
         }
         let image = image.with_overflow_interrupt(c.sampling.is_some());
-        let pmc = pmc::CounterConfig::from_bits(hw, image.bits())
-            .map_err(|ReservedBits(b)| ConfigError::ReservedBits(b))?
-            .bits();
-        let iear = match c.iear {
-            None => None,
-            Some(ear) => {
-                if c.sampling.is_none()
-                    || image.es() != iear_event_code(g)
-                    || image.umask().get() != 0
-                {
-                    return Err(ConfigError::NotTheIearEvent);
-                }
-                if let Some(owner) = self.iear_owner.filter(|&o| o != n) {
-                    return Err(ConfigError::IearBusy { owner });
-                }
-                let v = ear.image(g)?;
-                let reserved = g.pmc(g.iear_pmc()).map_or(0, |i| i.reserved_bits(v));
-                if reserved != 0 {
-                    return Err(ConfigError::IearReservedBits(reserved));
-                }
-                Some(v)
+        let pmc = self
+            .validator
+            .check(n, image.bits())
+            .map_err(ConfigError::Pmc)?
+            .value;
+        if let Some(ear) = c.iear {
+            if ear.generation() != g {
+                return Err(ConfigError::IearGeneration);
             }
-        };
+            if image.es() != iear_event_code(g) || image.umask().get() != 0 {
+                return Err(ConfigError::NotTheIearEvent);
+            }
+            if let Some(owner) = self.iear_owner.filter(|&o| o != n) {
+                return Err(ConfigError::IearBusy { owner });
+            }
+            self.validator
+                .check(g.iear_pmc(), ear.bits())
+                .map_err(ConfigError::Pmc)?;
+        }
         Ok(Programmed {
             pmc,
-            iear,
+            iear: c.iear,
             sampling: c.sampling,
         })
     }
@@ -689,14 +631,14 @@ impl<R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, R> {
     fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
         let p = self.images(n, config)?;
         if let Some(ear) = p.iear {
-            Self::reg(self.regs.write_pmc(self.generation.iear_pmc(), ear))?;
+            Self::reg(self.regs.write_pmc(self.generation.iear_pmc(), ear.bits()))?;
             self.iear_owner = Some(n);
         }
         Self::reg(self.regs.write_pmc(n, p.pmc_stopped()))?;
         let preset = p.sampling.map_or(0, SampleAfter::preset);
         Self::reg(self.regs.write_pmd(n, preset))?;
         self.saved[usize::from(n)] = None;
-        self.pmi.set_sampling(n, p.sampling, p.iear.is_some());
+        self.pmi.set_sampling(n, p.sampling, p.iear);
         Ok(p)
     }
 
@@ -748,7 +690,7 @@ impl<R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, R> {
             self.iear_owner = None;
         }
         self.saved[usize::from(n)] = None;
-        self.pmi.set_sampling(n, None, false);
+        self.pmi.set_sampling(n, None, None);
         Ok(())
     }
 }

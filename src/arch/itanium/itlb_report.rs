@@ -55,18 +55,10 @@ use core::fmt;
 /// The cache-line size of the report (seed 002).
 pub const LINE_BYTES: u64 = 64;
 
-/// Which level of the translation hierarchy satisfied a sampled instruction
-/// TLB miss (seed 002: "L2 instruction TLB, HPW, or software").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum ItlbFill {
-    /// Hit in the L2 instruction TLB (Itanium 2 and Montecito only).
-    L2,
-    /// Filled by the hardware page walker from the VHPT.
-    Hpw,
-    /// Filled by software (the TLB miss handler).
-    Software,
-}
+/// Which level of the translation hierarchy satisfied a sampled miss (seed
+/// 002: "L2 instruction TLB, HPW, or software"): the arch layer's
+/// [`super::ear::TlbFill`].
+pub use super::ear::TlbFill as ItlbFill;
 
 /// One I-EAR sample in ITLB mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -27,15 +27,17 @@
 //! The handler takes no lock and allocates nothing: it touches the atomics
 //! of [`PmiState`] and the register backend the kernel hands it.
 
-use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use super::driver::{PmuRegisters, iear_address_pmd, overflow_rule};
+use super::ear::{IearConfig, IearEvent, IearSample, TlbFill};
 use super::generation::Generation;
-use super::itlb_report::{ItlbFill, ItlbSample};
+use super::itlb_report::ItlbSample;
 use super::pmc::Pmc0;
 use crate::sampling::{Sample, SampleAfter};
 
 const SLOTS: usize = 16;
+const EAR_SET: u64 = 1 << 63;
 
 /// State shared by the driver and the overflow handler: atomics only, so it
 /// can live in a `static`.
@@ -43,7 +45,10 @@ pub struct PmiState {
     generation: AtomicU8,
     sample_after: [AtomicU64; SLOTS],
     periods: [AtomicU64; SLOTS],
-    ear: AtomicU32,
+    /// Per counter: its I-EAR configuration with bit 63 set (0: none).
+    /// Bit 63 is unused by every generation's I-EAR PMC (reference
+    /// section 5: the highest field ends at bit 25).
+    ear: [AtomicU64; SLOTS],
     interrupts: AtomicU64,
     spurious: AtomicU64,
     ear_invalid: AtomicU64,
@@ -110,7 +115,7 @@ impl PmiState {
             generation: AtomicU8::new(1),
             sample_after: [Z64; SLOTS],
             periods: [Z64; SLOTS],
-            ear: AtomicU32::new(0),
+            ear: [Z64; SLOTS],
             interrupts: AtomicU64::new(0),
             spurious: AtomicU64::new(0),
             ear_invalid: AtomicU64::new(0),
@@ -147,50 +152,35 @@ impl PmiState {
     pub(super) fn reset(&self, g: Generation) {
         self.generation.store(generation_code(g), Ordering::Release);
         for n in 0..SLOTS as u8 {
-            self.set_sampling(n, None, false);
+            self.set_sampling(n, None, None);
         }
         self.interrupts.store(0, Ordering::Relaxed);
         self.spurious.store(0, Ordering::Relaxed);
         self.ear_invalid.store(0, Ordering::Relaxed);
     }
 
-    pub(super) fn set_sampling(&self, n: u8, s: Option<SampleAfter>, ear: bool) {
+    pub(super) fn set_sampling(&self, n: u8, s: Option<SampleAfter>, ear: Option<IearConfig>) {
         let i = usize::from(n) % SLOTS;
         self.sample_after[i].store(s.map_or(0, SampleAfter::get), Ordering::Release);
         self.periods[i].store(0, Ordering::Release);
-        if ear {
-            self.ear.fetch_or(1 << i, Ordering::AcqRel);
-        } else {
-            self.ear.fetch_and(!(1 << i), Ordering::AcqRel);
-        }
+        self.ear[i].store(ear.map_or(0, |e| e.bits() | EAR_SET), Ordering::Release);
     }
 }
 
-/// Decode the I-EAR's address PMD in TLB mode (reference section 5):
-/// Itanium PMD0 = v 0, tlb 1 (0 HPW/VHPT, 1 software), address 63:5;
-/// Itanium 2 PMD0 / Montecito PMD34 = stat 1:0 (0 invalid, 1 L2 ITLB, 2
-/// HPW, 3 software), address 63:5. `None` when not valid.
-pub const fn decode_itlb(generation: Generation, pmd: u64) -> Option<ItlbSample> {
-    let address = pmd & !0x1F;
-    let fill = match generation {
-        Generation::Itanium => {
-            if pmd & 1 == 0 {
-                return None;
-            }
-            if pmd & 2 == 0 {
-                ItlbFill::Hpw
-            } else {
-                ItlbFill::Software
-            }
-        }
-        Generation::Itanium2 | Generation::Montecito => match pmd & 3 {
-            1 => ItlbFill::L2,
-            2 => ItlbFill::Hpw,
-            3 => ItlbFill::Software,
-            _ => return None,
-        },
-    };
-    Some(ItlbSample { address, fill })
+/// Decode the I-EAR's address PMD for an I-EAR configured as `config`
+/// with the arch layer's [`IearSample::decode`] (reference section 5:
+/// Itanium PMD0 `v` 0, `tlb` 1: 0 HPW, 1 software; Itanium 2 PMD0 /
+/// Montecito PMD34 `stat` 1:0: 1 L2 ITLB, 2 HPW, 3 software; address
+/// 63:5). `None` unless it is a valid TLB-mode capture.
+pub const fn decode_itlb(config: IearConfig, pmd0: u64) -> Option<ItlbSample> {
+    let s = IearSample::decode(config, pmd0, 0);
+    match s.event {
+        IearEvent::TlbMiss { fill: Some(fill) } if s.valid => Some(ItlbSample {
+            address: s.line,
+            fill,
+        }),
+        _ => None,
+    }
 }
 
 impl ItlbSample {
@@ -200,15 +190,24 @@ impl ItlbSample {
     pub const fn pack(self) -> u64 {
         (self.address & !0x1F)
             | match self.fill {
-                ItlbFill::L2 => 1,
-                ItlbFill::Hpw => 2,
-                ItlbFill::Software => 3,
+                TlbFill::L2 => 1,
+                TlbFill::Hpw => 2,
+                TlbFill::Software => 3,
             }
     }
 
     /// The inverse of [`ItlbSample::pack`].
     pub const fn unpack(v: u64) -> Option<ItlbSample> {
-        decode_itlb(Generation::Itanium2, v)
+        let fill = match v & 3 {
+            1 => TlbFill::L2,
+            2 => TlbFill::Hpw,
+            3 => TlbFill::Software,
+            _ => return None,
+        };
+        Some(ItlbSample {
+            address: v & !0x1F,
+            fill,
+        })
     }
 }
 
@@ -230,15 +229,16 @@ pub fn handle_overflow<R: PmuRegisters>(
     let pmc0 = regs.read_pmc(0)?;
     let mut pending = Pmc0::from_bits(pmc0).overflowed(g).0;
     let mut overflowed = 0u32;
-    let ear = state.ear.load(Ordering::Acquire);
     while pending != 0 {
         let n = pending.trailing_zeros() as usize;
         pending &= pending - 1;
         if n >= SLOTS {
             continue;
         }
-        let itlb = if ear & (1 << n) != 0 {
-            let v = decode_itlb(g, regs.read_pmd(iear_address_pmd(g))?);
+        let ear = state.ear[n].load(Ordering::Acquire);
+        let itlb = if ear & EAR_SET != 0 {
+            let config = IearConfig::from_bits_truncate(g, ear & !EAR_SET);
+            let v = decode_itlb(config, regs.read_pmd(iear_address_pmd(g))?);
             if v.is_none() {
                 state.ear_invalid.fetch_add(1, Ordering::Relaxed);
             }

@@ -6,7 +6,8 @@
 use std::vec::Vec;
 
 use super::*;
-use crate::arch::itanium::fields::EventCode;
+use crate::arch::itanium::ear::{IearConfig, TlbFills};
+use crate::arch::itanium::fields::{EventCode, Plm};
 use crate::arch::itanium::itlb_report::{ItlbFill, ItlbSample};
 use crate::arch::itanium::pmi::{OverflowSample, handle_overflow};
 use crate::counter::{AnyCounter, ErasedError, StateTag};
@@ -213,17 +214,33 @@ fn configurations_are_validated() {
     cfg.pmc = cfg.pmc.with_plm(Plm::NONE);
     let e = e.counter.configure(&mut d, &cfg).unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::NoPrivilegeLevel));
+    // The arch layer's validator: a threshold at CPU_CYCLES' maximum
+    // increment (1) never counts (seed 000: "exceeds the threshold").
+    let mut cfg = cycles_on(g, 4);
+    let hw = HwCounter::new(g, 4).unwrap();
+    cfg.pmc = cfg
+        .pmc
+        .with_threshold(crate::arch::itanium::fields::Threshold::new(hw, 1).unwrap())
+        .unwrap();
+    let e = e.counter.configure(&mut d, &cfg).unwrap_err();
+    assert!(
+        matches!(
+            e.error,
+            Error::Config(ConfigError::Pmc(
+                crate::arch::itanium::validate::PmcError::ThresholdNotBelowMaxIncrement { .. }
+            ))
+        ),
+        "{:?}",
+        e.error
+    );
     // A sample-after value for 32-bit counters on a 47-bit PMU.
     let cfg = cycles_on(g, 4).sampling(sa(Generation::Itanium, 10));
     let e = e.counter.configure(&mut d, &cfg).unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::SampleAfterRule));
     // I-EAR sampling on a counter that counts cycles.
+    let ear = iear(g, TlbFills::ALL);
     let mut cfg = cycles_on(g, 4).sampling(sa(g, 10));
-    cfg.iear = Some(IearTlb {
-        plm: Plm::ALL,
-        privileged: true,
-        fills: ItlbFills::all(g),
-    });
+    cfg.iear = Some(ear);
     let e = e.counter.configure(&mut d, &cfg).unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::NotTheIearEvent));
     assert_eq!(
@@ -232,11 +249,6 @@ fn configurations_are_validated() {
         "nothing written"
     );
     // The I-EAR belongs to one counter at a time.
-    let ear = IearTlb {
-        plm: Plm::ALL,
-        privileged: true,
-        fills: ItlbFills::all(g),
-    };
     let hw4 = HwCounter::new(g, 4).unwrap();
     let hw6 = HwCounter::new(g, 6).unwrap();
     let c4 = e
@@ -262,22 +274,39 @@ fn configurations_are_validated() {
             )
             .is_ok()
     );
-    // No L2 ITLB fills on the first Itanium (seed 002).
-    let ita = IearTlb {
-        fills: ItlbFills::all(Generation::Itanium2),
-        ..ear
-    };
-    assert_eq!(
-        ita.image(Generation::Itanium),
-        Err(ConfigError::L2FillsNotOnItanium)
+    // No L2 ITLB fills on the first Itanium (seed 002): the arch layer
+    // cannot even build such a configuration, and the validator refuses
+    // the raw value (umask 1 in ITLB mode).
+    assert!(IearConfig::tlb_misses(Generation::Itanium, TlbFills::ALL).is_err());
+    let v = crate::arch::itanium::validate::validate(
+        Generation::Itanium,
+        crate::arch::itanium::validate::Policy::STRICT,
+        10,
+        0xF | 1 << 7 | 0x1 << 16,
     );
+    assert!(v.is_err());
+}
+
+/// Every generation's I-EAR fills, minus L2 on Itanium.
+fn all_fills(g: Generation) -> TlbFills {
+    TlbFills {
+        l2: g != Generation::Itanium,
+        ..TlbFills::ALL
+    }
+}
+
+fn iear(g: Generation, fills: TlbFills) -> IearConfig {
+    IearConfig::tlb_misses(g, fills)
+        .unwrap()
+        .with_plm(Plm::ALL)
+        .with_privileged(true)
 }
 
 #[test]
 fn reserved_bits_cannot_reach_the_driver() {
     // Itanium 2 counter bits 27:26 are reserved (libpfm3: "must be zero"):
     // the arch layer's typed image cannot hold them (its decoder refuses or
-    // drops them), and the driver checks the image again before writing.
+    // drops them), and the driver validates the image again before writing.
     let g = Generation::Itanium2;
     let hw = HwCounter::new(g, 5).unwrap();
     assert!(pmc::CounterConfig::from_bits(hw, 0x12 << 8 | 1 | 1 << 26).is_err());
@@ -445,11 +474,7 @@ fn iear_samples_every_nth_itlb_miss() {
         let (mut d, c) = driver(&state, g);
         let n = 3u64;
         let hw = HwCounter::new(g, 7).unwrap();
-        let ear = IearTlb {
-            plm: Plm::ALL,
-            privileged: true,
-            fills: ItlbFills::all(g),
-        };
+        let ear = iear(g, all_fills(g));
         let cfg = CounterConfig::itlb_sampling(hw, sa(g, n), ear).unwrap();
         let c7 = c.c7.configure(&mut d, &cfg).unwrap();
         assert_eq!(
