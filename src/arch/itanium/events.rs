@@ -1,0 +1,1135 @@
+//! The Itanium (230 entries) and Itanium 2 (497 entries) event catalogs,
+//! from the reference `itanium_events.md` (itself libpfm3's
+//! `itanium_events.h` and `itanium2_events.h`): name, event code, unit
+//! mask, maximum increment per cycle, the counters that may count it, the
+//! address-range and opcode qualifiers it honours, and whether it is an EAR
+//! or BTB event. One entry per event and unit mask, named libpfm's way
+//! (`EVENT_UMASKNAME`).
+//!
+//! Montecito's 637-entry table is not part of this catalog;
+//! [`catalog`] returns an empty slice for it.
+//!
+//! # Reading an entry
+//!
+//! * [`EventInfo::code`] goes into the counter's `es` field and
+//!   [`EventInfo::umask`] into its unit mask, except for the EAR "virtual"
+//!   events ([`EventKind::is_ear`]): there the counter counts the EAR's
+//!   captures (Itanium `INSTRUCTION_EAR_EVENTS` 23h / `DATA_EAR_EVENTS` 67h,
+//!   Itanium 2 `L1I_EAR_EVENTS` 43h / `DATA_EAR_EVENTS` C8h) with unit mask
+//!   0, and the entry's unit mask is the EAR configuration's
+//!   ([`crate::arch::itanium::ear`]). `BRANCH_EVENT` (11h) counts branch
+//!   trace buffer captures and programs [`crate::arch::itanium::btb`].
+//! * [`EventInfo::max_increment`] is the most the event can count in one
+//!   cycle: the exclusive upper bound of a useful threshold (the counter adds
+//!   one in cycles where the count *exceeds* the threshold, seed 000).
+//! * Itanium: seven events count on PMC4/5 only, the six whose maximum
+//!   increment is 6 and `BUS_SNOOPQ_REQ` (3): consistent with the 2-bit
+//!   thresholds of PMC6/7. Itanium 2: `L2_FORCE_RECIRC_*` and most
+//!   `L2_L3ACCESS_CANCEL_*` count on PMC4 only.
+//! * Itanium 2 cache-group events ([`CacheGroup`]): events of different
+//!   sets of one group cannot be measured together, at least one L1D-group
+//!   event must be on PMC5 and one L2-group event on PMC4 (libpfm3's rules,
+//!   reference). These are scheduling rules over several counters; the
+//!   catalog records the data, and single-register validation does not
+//!   apply them.
+//!
+//! # Source notes
+//!
+//! | topic | sources | resolution |
+//! |---|---|---|
+//! | event names, codes, masks | the reference has libpfm3's tables only; the names are libpfm's (event plus unit-mask name) | transcribed as they are |
+//! | several entries share one code and unit mask (`IA64_INST_RETIRED`, `IA64_INST_RETIRED_THIS` and `IA64_TAGGED_INST_RETIRED_IBRP0_PMC8` on Itanium 2; each EAR counting event and its EAR variants) | aliases in libpfm | kept; lookups by code report the first non-EAR entry, and all aliases agree on counters and maximum increment |
+//! | one code, different counters or maximum increments per unit mask (Itanium 2 B0h, B8h, B9h, BAh) | the tables | [`rule`] matches code *and* unit mask; for a unit mask the catalog does not list it falls back to the union of the code's counters and its largest increment |
+//! | threshold semantics | HP Caliper: at or above; VTune and libpfm: above | VTune (see [`crate::arch::itanium::pmc`]) |
+
+mod itanium;
+mod itanium2;
+
+use super::generation::{Generation, RegSet};
+
+/// The qualifiers an event honours (reference: `qual` column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Qualifiers {
+    /// Instruction address range restriction (IBRs).
+    pub instruction_range: bool,
+    /// Opcode matching (PMC8/9).
+    pub opcode: bool,
+    /// Data address range restriction (DBRs).
+    pub data_range: bool,
+}
+
+/// EAR and BTB events, and plain ones (reference: `type` column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum EventKind {
+    /// An ordinary counting event.
+    Plain,
+    /// Captures branches into the branch trace buffer (`BRANCH_EVENT`).
+    Btb,
+    /// I-EAR, instruction cache misses above a latency.
+    IearCache,
+    /// I-EAR, instruction TLB misses.
+    IearTlb,
+    /// D-EAR, data cache misses above a latency.
+    DearCache,
+    /// D-EAR, data TLB misses.
+    DearTlb,
+    /// D-EAR, ALAT misses (Itanium 2).
+    DearAlat,
+}
+
+impl EventKind {
+    /// Whether it is an EAR event (the unit mask belongs to the EAR).
+    pub const fn is_ear(self) -> bool {
+        self.is_iear() || self.is_dear()
+    }
+
+    /// Whether it is an instruction EAR event.
+    pub const fn is_iear(self) -> bool {
+        matches!(self, EventKind::IearCache | EventKind::IearTlb)
+    }
+
+    /// Whether it is a data EAR event.
+    pub const fn is_dear(self) -> bool {
+        matches!(
+            self,
+            EventKind::DearCache | EventKind::DearTlb | EventKind::DearAlat
+        )
+    }
+
+    /// Whether it is the branch trace buffer event.
+    pub const fn is_btb(self) -> bool {
+        matches!(self, EventKind::Btb)
+    }
+}
+
+/// Itanium 2 cache event group and set (reference: `grp`/`set` columns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct CacheGroup {
+    /// 1: the L1D group; 2: the L2 group.
+    pub group: u8,
+    /// The set within the group.
+    pub set: u8,
+}
+
+/// One catalog entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct EventInfo {
+    /// libpfm's name.
+    pub name: &'static str,
+    /// The catalog it belongs to.
+    pub generation: Generation,
+    /// The event code (`es`).
+    pub code: u8,
+    /// The unit mask (the counter's, or for EAR events the EAR's).
+    pub umask: u8,
+    /// The most the event counts in one cycle.
+    pub max_increment: u8,
+    /// The counters (PMC/PMD numbers) that may count it.
+    pub counters: RegSet,
+    /// The qualifiers it honours.
+    pub qualifiers: Qualifiers,
+    /// EAR, BTB or plain.
+    pub kind: EventKind,
+    /// The Itanium 2 cache group, if any.
+    pub group: Option<CacheGroup>,
+}
+
+impl EventInfo {
+    /// The unit mask to program into the counter (zero for EAR events).
+    pub const fn counter_umask(&self) -> u8 {
+        if self.kind.is_ear() { 0 } else { self.umask }
+    }
+}
+
+const C4567: RegSet = RegSet(0xF0);
+const C45: RegSet = RegSet(0x30);
+const C4: RegSet = RegSet(0x10);
+
+const fn q(instruction_range: bool, opcode: bool, data_range: bool) -> Qualifiers {
+    Qualifiers {
+        instruction_range,
+        opcode,
+        data_range,
+    }
+}
+const Q_: Qualifiers = q(false, false, false);
+const QI: Qualifiers = q(true, false, false);
+const QIO: Qualifiers = q(true, true, false);
+const QIOD: Qualifiers = q(true, true, true);
+
+const PLAIN: EventKind = EventKind::Plain;
+const BTB: EventKind = EventKind::Btb;
+const IEAR_CACHE: EventKind = EventKind::IearCache;
+const IEAR_TLB: EventKind = EventKind::IearTlb;
+const DEAR_CACHE: EventKind = EventKind::DearCache;
+const DEAR_TLB: EventKind = EventKind::DearTlb;
+const DEAR_ALAT: EventKind = EventKind::DearAlat;
+
+const NG: Option<CacheGroup> = None;
+const fn g(group: u8, set: u8) -> Option<CacheGroup> {
+    Some(CacheGroup { group, set })
+}
+
+const fn itanium_row(
+    name: &'static str,
+    code: u8,
+    umask: u8,
+    max_increment: u8,
+    counters: RegSet,
+    qualifiers: Qualifiers,
+    kind: EventKind,
+) -> EventInfo {
+    EventInfo {
+        name,
+        generation: Generation::Itanium,
+        code,
+        umask,
+        max_increment,
+        counters,
+        qualifiers,
+        kind,
+        group: None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one table row
+const fn itanium2_row(
+    name: &'static str,
+    code: u8,
+    umask: u8,
+    max_increment: u8,
+    counters: RegSet,
+    qualifiers: Qualifiers,
+    kind: EventKind,
+    group: Option<CacheGroup>,
+) -> EventInfo {
+    EventInfo {
+        name,
+        generation: Generation::Itanium2,
+        code,
+        umask,
+        max_increment,
+        counters,
+        qualifiers,
+        kind,
+        group,
+    }
+}
+
+/// The Itanium catalog (230 entries).
+pub const ITANIUM: &[EventInfo] = &itanium::TABLE;
+/// The Itanium 2 catalog (497 entries).
+pub const ITANIUM2: &[EventInfo] = &itanium2::TABLE;
+
+/// The catalog of `generation` (empty for Montecito).
+pub const fn catalog(generation: Generation) -> &'static [EventInfo] {
+    match generation {
+        Generation::Itanium => ITANIUM,
+        Generation::Itanium2 => ITANIUM2,
+        Generation::Montecito => &[],
+    }
+}
+
+const fn eq_ignore_case(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if !a[i].eq_ignore_ascii_case(&b[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The entry of `generation` named `name` (ASCII case ignored).
+pub const fn find(generation: Generation, name: &str) -> Option<&'static EventInfo> {
+    let table = catalog(generation);
+    let mut i = 0;
+    while i < table.len() {
+        if eq_ignore_case(table[i].name, name) {
+            return Some(&table[i]);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The entries with event code `code`, in catalog order.
+pub fn with_code(generation: Generation, code: u8) -> impl Iterator<Item = &'static EventInfo> {
+    let index = code_index(generation);
+    let (start, end) = match index {
+        Some(ix) => (
+            ix.start[code as usize] as usize,
+            ix.start[code as usize + 1] as usize,
+        ),
+        None => (0, 0),
+    };
+    let table = catalog(generation);
+    (start..end).filter_map(move |k| match index {
+        Some(ix) => table.get(ix.order[k] as usize),
+        None => None,
+    })
+}
+
+/// What a counter configured with a code and unit mask may do, according
+/// to the catalog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct EventRule {
+    /// The largest per-cycle increment.
+    pub max_increment: u8,
+    /// The counters allowed.
+    pub counters: RegSet,
+    /// The catalog entry that matched code and unit mask, if one did
+    /// (otherwise the rule is the union over the code's entries).
+    pub entry: Option<&'static EventInfo>,
+}
+
+/// The rule for a counter counting `code` with counter unit mask `umask`:
+/// the first plain (non-EAR) entry with that code and unit mask, or failing
+/// that the union of the counters and the largest maximum increment of all
+/// entries with that code. `None` if the catalog has no event with that
+/// code, and always `None` for Montecito (no catalog).
+pub const fn rule(generation: Generation, code: u8, umask: u8) -> Option<EventRule> {
+    let ix = match code_index(generation) {
+        Some(ix) => ix,
+        None => return None,
+    };
+    let table = catalog(generation);
+    let start = ix.start[code as usize] as usize;
+    let end = ix.start[code as usize + 1] as usize;
+    if start == end {
+        return None;
+    }
+    let mut counters = RegSet::EMPTY;
+    let mut max_increment = 0;
+    let mut k = start;
+    while k < end {
+        let e = &table[ix.order[k] as usize];
+        if !e.kind.is_ear() && e.umask == umask {
+            return Some(EventRule {
+                max_increment: e.max_increment,
+                counters: e.counters,
+                entry: Some(e),
+            });
+        }
+        counters = counters.union(e.counters);
+        if e.max_increment > max_increment {
+            max_increment = e.max_increment;
+        }
+        k += 1;
+    }
+    Some(EventRule {
+        max_increment,
+        counters,
+        entry: None,
+    })
+}
+
+/// The catalog sorted by code: `order[start[c]..start[c + 1]]` are the
+/// indices of the entries with code `c`, in catalog order.
+struct CodeIndex<const N: usize> {
+    start: [u16; 257],
+    order: [u16; N],
+}
+
+const fn build_index<const N: usize>(table: &[EventInfo; N]) -> CodeIndex<N> {
+    let mut start = [0u16; 257];
+    let mut i = 0;
+    while i < N {
+        start[table[i].code as usize + 1] += 1;
+        i += 1;
+    }
+    let mut c = 0;
+    while c < 256 {
+        start[c + 1] += start[c];
+        c += 1;
+    }
+    let mut next = [0u16; 256];
+    let mut c = 0;
+    while c < 256 {
+        next[c] = start[c];
+        c += 1;
+    }
+    let mut order = [0u16; N];
+    let mut i = 0;
+    while i < N {
+        let code = table[i].code as usize;
+        order[next[code] as usize] = i as u16;
+        next[code] += 1;
+        i += 1;
+    }
+    CodeIndex { start, order }
+}
+
+static ITANIUM_INDEX: CodeIndex<230> = build_index(&itanium::TABLE);
+static ITANIUM2_INDEX: CodeIndex<497> = build_index(&itanium2::TABLE);
+
+/// The code index, as slices so both sizes fit one type.
+#[derive(Clone, Copy)]
+struct IndexRef {
+    start: &'static [u16; 257],
+    order: &'static [u16],
+}
+
+const fn code_index(generation: Generation) -> Option<IndexRef> {
+    match generation {
+        Generation::Itanium => Some(IndexRef {
+            start: &ITANIUM_INDEX.start,
+            order: &ITANIUM_INDEX.order,
+        }),
+        Generation::Itanium2 => Some(IndexRef {
+            start: &ITANIUM2_INDEX.start,
+            order: &ITANIUM2_INDEX.order,
+        }),
+        Generation::Montecito => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (name, code, umask, max increment, counters, qualifiers "IOD", kind,
+    /// group/set), typed from the reference tables by hand.
+    type Row = (
+        &'static str,
+        u8,
+        u8,
+        u8,
+        &'static [u8],
+        &'static str,
+        EventKind,
+        Option<(u8, u8)>,
+    );
+
+    const ITANIUM_SAMPLE: &[Row] = &[
+        (
+            "CPU_CYCLES",
+            0x12,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "PIPELINE_BACKEND_FLUSH_CYCLE",
+            0x00,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "IA64_INST_RETIRED",
+            0x08,
+            0x0,
+            6,
+            &[4, 5],
+            "IO",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "IA64_TAGGED_INST_RETIRED_PMC9",
+            0x08,
+            0x2,
+            6,
+            &[4, 5],
+            "IO",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "INST_DISPERSED",
+            0x2D,
+            0x0,
+            6,
+            &[4, 5],
+            "I",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "NOPS_RETIRED",
+            0x30,
+            0x0,
+            6,
+            &[4, 5],
+            "IO",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "BUS_SNOOPQ_REQ",
+            0x56,
+            0x0,
+            3,
+            &[4, 5],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "ALAT_INST_CHKA_LDC_ALL",
+            0x36,
+            0x3,
+            2,
+            &[4, 5, 6, 7],
+            "IO",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "ALAT_REPLACEMENT_FP",
+            0x38,
+            0x1,
+            2,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "BRANCH_EVENT",
+            0x11,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "IO",
+            EventKind::Btb,
+            None,
+        ),
+        (
+            "BRANCH_MULTIWAY_NOT_TAKEN_WRONG_TARGET",
+            0x0E,
+            0xB,
+            1,
+            &[4, 5, 6, 7],
+            "IO",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "BUS_PARTIAL_SELF",
+            0x48,
+            0x2,
+            1,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "FP_FLUSH_TO_ZERO",
+            0x0B,
+            0x0,
+            2,
+            &[4, 5, 6, 7],
+            "IO",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "L3_WRITES_L2_WRITEBACK_MISS",
+            0x7E,
+            0xA,
+            1,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "INSTRUCTION_EAR_TLB_SW",
+            0x23,
+            0x8,
+            1,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::IearTlb,
+            None,
+        ),
+        (
+            "INSTRUCTION_EAR_TLB_VHPT",
+            0x23,
+            0x4,
+            1,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::IearTlb,
+            None,
+        ),
+        (
+            "INSTRUCTION_EAR_CACHE_LAT4096",
+            0x23,
+            0xA,
+            1,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::IearCache,
+            None,
+        ),
+        (
+            "INSTRUCTION_EAR_CACHE_LAT_NONE",
+            0x23,
+            0xF,
+            1,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::IearCache,
+            None,
+        ),
+        (
+            "DATA_EAR_CACHE_LAT512",
+            0x67,
+            0x8,
+            1,
+            &[4, 5, 6, 7],
+            "IO",
+            EventKind::DearCache,
+            None,
+        ),
+        (
+            "DATA_EAR_TLB_L2",
+            0x67,
+            0x2,
+            1,
+            &[4, 5, 6, 7],
+            "IO",
+            EventKind::DearTlb,
+            None,
+        ),
+        (
+            "DATA_EAR_EVENTS",
+            0x67,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "DTLB_INSERTS_HPW",
+            0x62,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "UNSTALLED_BACKEND_CYCLE",
+            0x05,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "STORES_RETIRED",
+            0x6D,
+            0x0,
+            2,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::Plain,
+            None,
+        ),
+    ];
+
+    const ITANIUM2_SAMPLE: &[Row] = &[
+        (
+            "CPU_CYCLES",
+            0x12,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "BACK_END_BUBBLE_ALL",
+            0x00,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "IA64_INST_RETIRED",
+            0x08,
+            0x0,
+            6,
+            &[4, 5, 6, 7],
+            "IO",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "NOPS_RETIRED",
+            0x50,
+            0x0,
+            6,
+            &[4, 5, 6, 7],
+            "IO",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "INST_DISPERSED",
+            0x4D,
+            0x0,
+            6,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "BUS_SNOOPQ_REQ",
+            0x96,
+            0x0,
+            7,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "FP_OPS_RETIRED",
+            0x09,
+            0x0,
+            4,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "ALAT_CAPACITY_MISS_FP",
+            0x58,
+            0x2,
+            2,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "L1D_READ_MISSES_ALL",
+            0xC7,
+            0x0,
+            2,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::Plain,
+            Some((1, 1)),
+        ),
+        (
+            "L2_FORCE_RECIRC_ANY",
+            0xB4,
+            0x0,
+            4,
+            &[4],
+            "IOD",
+            EventKind::Plain,
+            Some((2, 2)),
+        ),
+        (
+            "L2_L3ACCESS_CANCEL_ANY",
+            0xB0,
+            0x9,
+            1,
+            &[4],
+            "IOD",
+            EventKind::Plain,
+            Some((2, 1)),
+        ),
+        (
+            "L3_READS_ALL_ALL",
+            0xDD,
+            0xF,
+            1,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "BE_L1D_FPU_BUBBLE_L1D_STBUFRECIR",
+            0xCA,
+            0xE,
+            1,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            Some((1, 2)),
+        ),
+        (
+            "L2_OZQ_CANCELS2_OZ_DATA_CONF",
+            0xA8,
+            0x6,
+            4,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::Plain,
+            Some((2, 0)),
+        ),
+        (
+            "SYLL_NOT_DISPERSED_FE",
+            0x4E,
+            0x4,
+            5,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "BR_MISPRED_DETAIL_IPREL_WRONG_TARGET",
+            0x5B,
+            0x7,
+            3,
+            &[4, 5, 6, 7],
+            "IO",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "EXTERN_DP_PINS_0_TO_3_PIN0_OR_PIN1_OR_PIN2",
+            0x9E,
+            0x7,
+            1,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "BE_LOST_BW_DUE_TO_FE_IBFULL",
+            0x72,
+            0x5,
+            2,
+            &[4, 5, 6, 7],
+            "",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "BRANCH_EVENT",
+            0x11,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "IO",
+            EventKind::Btb,
+            None,
+        ),
+        (
+            "DATA_EAR_ALAT",
+            0xC8,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::DearAlat,
+            None,
+        ),
+        (
+            "DATA_EAR_CACHE_LAT4096",
+            0xC8,
+            0xA,
+            1,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::DearCache,
+            None,
+        ),
+        (
+            "DATA_EAR_TLB_VHPT_OR_FAULT",
+            0xC8,
+            0xC,
+            1,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::DearTlb,
+            None,
+        ),
+        (
+            "L1I_EAR_CACHE_LAT4",
+            0x43,
+            0xFF,
+            1,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::IearCache,
+            None,
+        ),
+        (
+            "L1I_EAR_CACHE_RAB",
+            0x43,
+            0x00,
+            1,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::IearCache,
+            None,
+        ),
+        (
+            "L1I_EAR_TLB_L2TLB_OR_VHPT",
+            0x43,
+            0x3,
+            1,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::IearTlb,
+            None,
+        ),
+        (
+            "L1I_EAR_EVENTS",
+            0x43,
+            0x0,
+            1,
+            &[4, 5, 6, 7],
+            "I",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "DTLB_INSERTS_HPW",
+            0xC9,
+            0x0,
+            4,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::Plain,
+            None,
+        ),
+        (
+            "UC_STORES_RETIRED",
+            0xD0,
+            0x0,
+            2,
+            &[4, 5, 6, 7],
+            "IOD",
+            EventKind::Plain,
+            Some((1, 4)),
+        ),
+    ];
+
+    fn check(g: Generation, rows: &[Row]) {
+        for &(name, code, umask, maxinc, ctrs, qual, kind, grp) in rows {
+            let e = find(g, name).unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(e.name, name);
+            assert_eq!(e.generation, g);
+            assert_eq!(e.code, code, "{name}");
+            assert_eq!(e.umask, umask, "{name}");
+            assert_eq!(e.max_increment, maxinc, "{name}");
+            assert_eq!(e.counters.iter().collect::<Vec<_>>(), ctrs, "{name}");
+            let want = Qualifiers {
+                instruction_range: qual.contains('I'),
+                opcode: qual.contains('O'),
+                data_range: qual.contains('D'),
+            };
+            assert_eq!(e.qualifiers, want, "{name}");
+            assert_eq!(e.kind, kind, "{name}");
+            assert_eq!(e.group.map(|c| (c.group, c.set)), grp, "{name}");
+        }
+    }
+
+    #[test]
+    fn itanium_sample_matches_the_reference() {
+        check(Generation::Itanium, ITANIUM_SAMPLE);
+    }
+
+    #[test]
+    fn itanium2_sample_matches_the_reference() {
+        check(Generation::Itanium2, ITANIUM2_SAMPLE);
+    }
+
+    #[test]
+    fn table_invariants() {
+        assert_eq!(ITANIUM.len(), 230);
+        assert_eq!(ITANIUM2.len(), 497);
+        assert!(catalog(Generation::Montecito).is_empty());
+        for g in [Generation::Itanium, Generation::Itanium2] {
+            let t = catalog(g);
+            for (i, e) in t.iter().enumerate() {
+                assert_eq!(e.generation, g);
+                // Names are unique.
+                assert!(t[..i].iter().all(|o| o.name != e.name), "{}", e.name);
+                assert!(e.max_increment >= 1);
+                assert!(!e.counters.is_empty());
+                assert_eq!(e.counters.intersection(g.counters()), e.counters);
+                if e.kind.is_ear() {
+                    // EAR events count on the EAR's counting event.
+                    let partner = match (g, e.kind.is_iear()) {
+                        (Generation::Itanium, true) => 0x23,
+                        (Generation::Itanium, false) => 0x67,
+                        (_, true) => 0x43,
+                        (_, false) => 0xC8,
+                    };
+                    assert_eq!(e.code, partner, "{}", e.name);
+                    assert_eq!(e.counter_umask(), 0);
+                } else {
+                    assert!(e.umask < 16, "{}", e.name);
+                    assert_eq!(e.counter_umask(), e.umask);
+                }
+                if e.kind.is_btb() {
+                    assert_eq!((e.name, e.code), ("BRANCH_EVENT", 0x11));
+                }
+            }
+        }
+        // Itanium: 7-bit codes; the events whose increment exceeds the
+        // 2-bit threshold range of PMC6/7 count on PMC4/5 only, and the
+        // seven PMC4/5-only events are exactly the reference's list.
+        let mut only45 = Vec::new();
+        for e in ITANIUM {
+            assert!(e.code <= 0x7F, "{}", e.name);
+            assert!(e.group.is_none());
+            if e.max_increment > 3 {
+                assert_eq!(e.counters, C45, "{}", e.name);
+            }
+            if e.counters != C4567 {
+                assert_eq!(e.counters, C45);
+                only45.push(e.name);
+            }
+        }
+        only45.sort();
+        assert_eq!(
+            only45,
+            [
+                "BUS_SNOOPQ_REQ",
+                "IA64_INST_RETIRED",
+                "IA64_TAGGED_INST_RETIRED_PMC8",
+                "IA64_TAGGED_INST_RETIRED_PMC9",
+                "INST_DISPERSED",
+                "NOPS_RETIRED",
+                "PREDICATE_SQUASHED_RETIRED",
+            ]
+        );
+        // Itanium 2: PMC4-only events are the L2 ones of the reference.
+        for e in ITANIUM2 {
+            if e.counters != C4567 {
+                assert_eq!(e.counters, C4, "{}", e.name);
+                assert!(
+                    e.name.starts_with("L2_FORCE_RECIRC_")
+                        || e.name.starts_with("L2_L3ACCESS_CANCEL_"),
+                    "{}",
+                    e.name
+                );
+            }
+        }
+        // Kind counts from the reference (Itanium: 12 I-EAR cache, 2 I-EAR
+        // TLB, 11 D-EAR cache, 3 D-EAR TLB, 1 BTB; Itanium 2: 10, 7, 11, 7,
+        // 1 ALAT, 1 BTB).
+        let count = |t: &[EventInfo], k| t.iter().filter(|e| e.kind == k).count();
+        assert_eq!(
+            [
+                EventKind::IearCache,
+                EventKind::IearTlb,
+                EventKind::DearCache,
+                EventKind::DearTlb,
+                EventKind::DearAlat,
+                EventKind::Btb
+            ]
+            .map(|k| (count(ITANIUM, k), count(ITANIUM2, k))),
+            [(12, 10), (2, 7), (11, 11), (3, 7), (0, 1), (1, 1)]
+        );
+    }
+
+    #[test]
+    fn lookup_by_name() {
+        assert_eq!(find(Generation::Itanium, "cpu_cycles").unwrap().code, 0x12);
+        assert_eq!(find(Generation::Itanium2, "Cpu_Cycles").unwrap().code, 0x12);
+        assert_eq!(find(Generation::Itanium, "CPU_CYCLE"), None);
+        assert_eq!(find(Generation::Itanium, ""), None);
+        assert_eq!(find(Generation::Montecito, "CPU_CYCLES"), None);
+        // Itanium-only and Itanium 2-only names.
+        assert!(find(Generation::Itanium, "INSTRUCTION_EAR_EVENTS").is_some());
+        assert!(find(Generation::Itanium2, "INSTRUCTION_EAR_EVENTS").is_none());
+        assert!(find(Generation::Itanium2, "L1I_EAR_EVENTS").is_some());
+        for g in [Generation::Itanium, Generation::Itanium2] {
+            for e in catalog(g) {
+                assert!(core::ptr::eq(find(g, e.name).unwrap(), e));
+            }
+        }
+    }
+
+    #[test]
+    fn lookup_by_code() {
+        let g = Generation::Itanium2;
+        let names: Vec<_> = with_code(g, 0xB0).map(|e| e.umask).collect();
+        assert_eq!(names.len(), 8);
+        for c in 0..=255u8 {
+            for e in with_code(g, c) {
+                assert_eq!(e.code, c);
+            }
+            assert_eq!(
+                with_code(g, c).count(),
+                ITANIUM2.iter().filter(|e| e.code == c).count()
+            );
+            assert_eq!(
+                with_code(Generation::Itanium, c).count(),
+                ITANIUM.iter().filter(|e| e.code == c).count()
+            );
+        }
+        assert_eq!(with_code(Generation::Montecito, 0x12).count(), 0);
+    }
+
+    #[test]
+    fn rules() {
+        let g = Generation::Itanium2;
+        // Exact match: one umask of B0h counts on PMC4-7, the others on PMC4.
+        let r = rule(g, 0xB0, 0xB).unwrap();
+        assert_eq!(r.counters, C4567);
+        assert_eq!(r.entry.unwrap().name, "L2_L3ACCESS_CANCEL_IFETCH");
+        assert_eq!(rule(g, 0xB0, 0x9).unwrap().counters, C4);
+        // No entry with umask 0: union of counters, largest increment.
+        let r = rule(g, 0xB0, 0x0).unwrap();
+        assert_eq!((r.counters, r.max_increment, r.entry), (C4567, 1, None));
+        // B8h: increments 1 and 4 per umask.
+        assert_eq!(rule(g, 0xB8, 0x0).unwrap().max_increment, 1);
+        assert_eq!(rule(g, 0xB8, 0x8).unwrap().max_increment, 4);
+        assert_eq!(rule(g, 0xB8, 0xF).unwrap().max_increment, 4);
+        // EAR entries never match the counter umask: the counting event does.
+        let r = rule(g, 0xC8, 0x0).unwrap();
+        assert_eq!(r.entry.unwrap().name, "DATA_EAR_EVENTS");
+        // Unknown codes.
+        assert!(rule(Generation::Itanium, 0x13, 0).is_none());
+        assert!(rule(Generation::Itanium2, 0x0A, 0).is_none());
+        assert!(rule(Generation::Itanium, 0x7F, 0).is_some());
+        assert!(rule(Generation::Itanium, 0x80, 0).is_none());
+        assert!(rule(Generation::Montecito, 0x12, 0).is_none());
+        // Every entry's own rule agrees with it (aliases agree).
+        for g in [Generation::Itanium, Generation::Itanium2] {
+            for e in catalog(g) {
+                let r = rule(g, e.code, e.counter_umask()).unwrap();
+                if !e.kind.is_ear() {
+                    assert_eq!(r.counters, e.counters, "{}", e.name);
+                    assert_eq!(r.max_increment, e.max_increment, "{}", e.name);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,494 @@
+//! Bit fields and the bounded field types shared by the Itanium register
+//! layouts: privilege level mask, instruction set mask, unit mask, event
+//! code, threshold, instruction slot, and the errors the typed builders
+//! return.
+//!
+//! Every type here is a value that cannot hold an out-of-range field: the
+//! constructors return `None` (or a [`FieldError`]) instead of truncating.
+
+use core::fmt;
+
+use super::generation::{Counter, Generation};
+
+/// A bit field of a 64-bit register: `bits` bits starting at bit `lsb`.
+///
+/// The per-generation layout tables ([`crate::arch::itanium::pmc::CounterLayout`]
+/// and the constants in the register modules) are built from these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Field {
+    lsb: u8,
+    bits: u8,
+}
+
+impl Field {
+    /// The field at `lsb` that is `bits` wide. Only the crate builds fields,
+    /// and only with `lsb + bits <= 64`, `bits >= 1`; the accessors stay
+    /// total for any value anyway.
+    pub(crate) const fn new(lsb: u8, bits: u8) -> Field {
+        Field { lsb, bits }
+    }
+
+    /// The lowest bit.
+    pub const fn lsb(self) -> u8 {
+        self.lsb
+    }
+
+    /// The width in bits.
+    pub const fn bits(self) -> u8 {
+        self.bits
+    }
+
+    /// The highest bit.
+    pub const fn msb(self) -> u8 {
+        self.lsb.saturating_add(self.bits).saturating_sub(1)
+    }
+
+    /// The largest value the field holds.
+    pub const fn max(self) -> u64 {
+        if self.bits == 0 {
+            0
+        } else if self.bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.bits) - 1
+        }
+    }
+
+    /// The field's bits in place.
+    pub const fn mask(self) -> u64 {
+        if self.lsb >= 64 {
+            0
+        } else {
+            self.max() << self.lsb
+        }
+    }
+
+    /// The field's value in `raw`.
+    pub const fn get(self, raw: u64) -> u64 {
+        if self.lsb >= 64 {
+            0
+        } else {
+            (raw >> self.lsb) & self.max()
+        }
+    }
+
+    /// `raw` with the field replaced by `v` (truncated to the field).
+    pub const fn set(self, raw: u64, v: u64) -> u64 {
+        if self.lsb >= 64 {
+            raw
+        } else {
+            (raw & !self.mask()) | ((v & self.max()) << self.lsb)
+        }
+    }
+
+    /// Whether `v` fits the field.
+    pub const fn fits(self, v: u64) -> bool {
+        v <= self.max()
+    }
+
+    /// A one-bit field's value.
+    pub const fn flag(self, raw: u64) -> bool {
+        self.get(raw) != 0
+    }
+
+    /// `raw` with a one-bit field set or cleared.
+    pub const fn set_flag(self, raw: u64, on: bool) -> u64 {
+        self.set(raw, on as u64)
+    }
+}
+
+/// A register value with bits outside the register's writable fields that
+/// differ from the register's power-up value: the offending bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ReservedBits(pub u64);
+
+/// The privilege level mask, bits 3:0 of every monitor configuration
+/// register (reference §3; seed 000 "PLM"): bit n enables monitoring at
+/// privilege level n. All zero disables the monitor, and then the processor
+/// need not preserve the monitor's PMD (seed 000).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Plm(u8);
+
+impl Plm {
+    /// No privilege level: the monitor is disabled.
+    pub const NONE: Plm = Plm(0);
+    /// Privilege level 0 only (the kernel).
+    pub const KERNEL: Plm = Plm(1);
+    /// Privilege level 3 only (user code).
+    pub const USER: Plm = Plm(8);
+    /// All four privilege levels.
+    pub const ALL: Plm = Plm(0xF);
+
+    /// `Some` if `v` fits in 4 bits.
+    pub const fn new(v: u8) -> Option<Plm> {
+        if v < 16 { Some(Plm(v)) } else { None }
+    }
+
+    /// The low 4 bits of `v`.
+    pub const fn from_bits_truncate(v: u64) -> Plm {
+        Plm((v & 0xF) as u8)
+    }
+
+    /// The mask with privilege level `cpl` (0-3) added; `None` above 3.
+    pub const fn with_level(self, cpl: u8) -> Option<Plm> {
+        if cpl < 4 {
+            Some(Plm(self.0 | 1 << cpl))
+        } else {
+            None
+        }
+    }
+
+    /// Whether the monitor counts at privilege level `cpl` (false above 3).
+    pub const fn counts_at(self, cpl: u8) -> bool {
+        cpl < 4 && self.0 & (1 << cpl) != 0
+    }
+
+    /// The 4 bits.
+    pub const fn get(self) -> u8 {
+        self.0
+    }
+}
+
+/// The instruction set mask (seed 000 "ISM", bits 25:24 of PMC4-7, 10, 11 on
+/// Itanium; reference §3 and §5 for Itanium 2, where the I-EAR's ISM moved to
+/// PMC10 bits 15:14). The discriminant is the 2-bit field value: bit 24 low
+/// enables IA-64 monitoring, bit 25 low enables IA-32 monitoring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+pub enum Ism {
+    /// 00: monitor IA-64 and IA-32 instructions (regardless of PSR.is).
+    #[default]
+    Both = 0,
+    /// 01: IA-32 only (PSR.is = 1).
+    Ia32Only = 1,
+    /// 10: IA-64 only (PSR.is = 0). The only value Montecito allows
+    /// (reference §3: "ism -- must be 2").
+    Ia64Only = 2,
+    /// 11: monitoring disabled.
+    Disabled = 3,
+}
+
+impl Ism {
+    /// From the 2-bit field (higher bits ignored).
+    pub const fn from_bits(v: u64) -> Ism {
+        match v & 3 {
+            0 => Ism::Both,
+            1 => Ism::Ia32Only,
+            2 => Ism::Ia64Only,
+            _ => Ism::Disabled,
+        }
+    }
+
+    /// The 2-bit field value.
+    pub const fn bits(self) -> u8 {
+        self as u8
+    }
+
+    /// Whether IA-64 instructions are monitored.
+    pub const fn monitors_ia64(self) -> bool {
+        matches!(self, Ism::Both | Ism::Ia64Only)
+    }
+
+    /// Whether IA-32 instructions are monitored.
+    pub const fn monitors_ia32(self) -> bool {
+        matches!(self, Ism::Both | Ism::Ia32Only)
+    }
+}
+
+/// A 4-bit unit mask (counter PMC bits 19:16; the D-EAR's PMC11 bits 19:16;
+/// the Itanium I-EAR's PMC10 bits 19:16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Umask(u8);
+
+impl Umask {
+    /// `Some` if `v` fits in 4 bits.
+    pub const fn new(v: u8) -> Option<Umask> {
+        if v < 16 { Some(Umask(v)) } else { None }
+    }
+
+    /// The low 4 bits of `v`.
+    pub const fn from_bits_truncate(v: u64) -> Umask {
+        Umask((v & 0xF) as u8)
+    }
+
+    /// The value (0-15).
+    pub const fn get(self) -> u8 {
+        self.0
+    }
+}
+
+/// An event code for the `es` field: 7 bits on Itanium (bits 14:8), 8 bits
+/// on Itanium 2 and Montecito (bits 15:8) (reference §3; seed 000 "ES, bit
+/// 14:8").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct EventCode(u8);
+
+impl EventCode {
+    /// `Some` if `code` fits the `es` field of `generation`.
+    pub const fn new(generation: Generation, code: u8) -> Option<EventCode> {
+        if (code as u32) < 1u32 << generation.event_code_bits() {
+            Some(EventCode(code))
+        } else {
+            None
+        }
+    }
+
+    /// The code.
+    pub const fn get(self) -> u8 {
+        self.0
+    }
+}
+
+/// A counter threshold (counter PMC bits 22:20), bounded by the width of the
+/// field on the counter it was made for: 2 bits on Itanium PMC6/7 (bits
+/// 21:20), 3 bits everywhere else (seed 000 "Threshold"; reference §3).
+///
+/// With a threshold of zero the counter adds the event's per-cycle count;
+/// with a threshold n > 0 it adds one in every cycle in which the event's
+/// count exceeds n (seed 000).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Threshold {
+    value: u8,
+    bits: u8,
+}
+
+impl Threshold {
+    /// Zero: count every occurrence.
+    pub const ZERO: Threshold = Threshold { value: 0, bits: 2 };
+
+    /// `Some` if `value` fits the threshold field of `counter`.
+    pub const fn new(counter: Counter, value: u8) -> Option<Threshold> {
+        let bits = counter.threshold_bits();
+        if (value as u32) < 1u32 << bits {
+            Some(Threshold { value, bits })
+        } else {
+            None
+        }
+    }
+
+    /// The value.
+    pub const fn get(self) -> u8 {
+        self.value
+    }
+
+    /// The width of the field it was checked against (2 or 3).
+    pub const fn bits(self) -> u8 {
+        self.bits
+    }
+
+    /// Whether it fits a field `bits` wide.
+    pub const fn fits(self, bits: u8) -> bool {
+        (self.value as u32) < 1u32 << bits
+    }
+}
+
+/// An instruction slot within a 16-byte bundle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+pub enum Slot {
+    /// Slot 0.
+    S0 = 0,
+    /// Slot 1.
+    S1 = 1,
+    /// Slot 2.
+    S2 = 2,
+}
+
+impl Slot {
+    /// From a 2-bit slot field: `None` for 3, which is not a slot (the
+    /// branch trace buffer uses it for "not taken", reference §6).
+    pub const fn from_bits(v: u64) -> Option<Slot> {
+        match v & 3 {
+            0 => Some(Slot::S0),
+            1 => Some(Slot::S1),
+            2 => Some(Slot::S2),
+            _ => None,
+        }
+    }
+
+    /// The slot number.
+    pub const fn get(self) -> u8 {
+        self as u8
+    }
+}
+
+/// Why a typed builder refused a field value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum FieldError {
+    /// The event code does not fit the generation's `es` field.
+    EventCodeTooWide {
+        /// The code.
+        code: u8,
+        /// The field width.
+        bits: u8,
+    },
+    /// The threshold does not fit the counter's threshold field.
+    ThresholdTooWide {
+        /// The threshold.
+        value: u8,
+        /// The field width on this counter.
+        bits: u8,
+    },
+    /// The register has no such field on this generation (for example the
+    /// enable bit on anything but Itanium 2 PMC4, or the `all` bit before
+    /// Montecito).
+    NoSuchField {
+        /// The field's name.
+        field: &'static str,
+        /// The generation.
+        generation: Generation,
+        /// The register.
+        pmc: u8,
+    },
+    /// Montecito monitors only IA-64 code: the ISM field must stay 10b.
+    IsmFixed,
+    /// The event belongs to another generation's catalog.
+    WrongGeneration {
+        /// The counter's generation.
+        expected: Generation,
+        /// The event's.
+        found: Generation,
+    },
+    /// The catalog does not allow the event on this counter.
+    EventNotOnCounter {
+        /// The event's name.
+        event: &'static str,
+        /// The counter.
+        pmc: u8,
+    },
+    /// An L2 TLB fill was asked of the Itanium I-EAR: Itanium has no L2
+    /// instruction TLB fill to capture (seed 002: "L2 fills are not reported
+    /// for, and do not apply to, Itanium systems").
+    L2FillNotOnItanium,
+    /// The EAR has no encoding for this latency threshold on this generation.
+    LatencyNotAvailable {
+        /// The generation.
+        generation: Generation,
+    },
+    /// The D-EAR's ALAT mode does not exist on Itanium.
+    AlatNotOnItanium,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            FieldError::EventCodeTooWide { code, bits } => {
+                write!(f, "event code {code:#x} does not fit a {bits}-bit es field")
+            }
+            FieldError::ThresholdTooWide { value, bits } => write!(
+                f,
+                "threshold {value} does not fit this counter's {bits}-bit threshold field"
+            ),
+            FieldError::NoSuchField {
+                field,
+                generation,
+                pmc,
+            } => write!(
+                f,
+                "PMC{pmc} has no `{field}` field on {}",
+                generation.name()
+            ),
+            FieldError::IsmFixed => {
+                f.write_str("Montecito monitors IA-64 code only: ISM must be 10b")
+            }
+            FieldError::WrongGeneration { expected, found } => write!(
+                f,
+                "event from the {} catalog used on {}",
+                found.name(),
+                expected.name()
+            ),
+            FieldError::EventNotOnCounter { event, pmc } => {
+                write!(f, "event {event} cannot be counted on PMC{pmc}")
+            }
+            FieldError::L2FillNotOnItanium => f.write_str(
+                "the Itanium I-EAR has no L2 ITLB fill to capture (L2 fills do not apply to Itanium)",
+            ),
+            FieldError::LatencyNotAvailable { generation } => write!(
+                f,
+                "this EAR latency threshold has no encoding on {}",
+                generation.name()
+            ),
+            FieldError::AlatNotOnItanium => {
+                f.write_str("the D-EAR ALAT mode exists from Itanium 2 on")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_accessors_are_total() {
+        let f = Field::new(20, 3);
+        assert_eq!(f.mask(), 0x70_0000);
+        assert_eq!(f.msb(), 22);
+        assert_eq!(f.get(0x0050_0000), 5);
+        assert_eq!(f.set(u64::MAX, 0), !0x70_0000);
+        assert_eq!(f.set(0, 0xFF), 0x70_0000);
+        assert!(f.fits(7) && !f.fits(8));
+        let whole = Field::new(0, 64);
+        assert_eq!(whole.mask(), u64::MAX);
+        assert_eq!(whole.get(0x1234), 0x1234);
+        let top = Field::new(63, 1);
+        assert_eq!(top.mask(), 1 << 63);
+        assert!(top.flag(1 << 63));
+        // Out-of-range fields cannot be built outside the crate; they are
+        // still harmless.
+        let nowhere = Field::new(64, 4);
+        assert_eq!(nowhere.mask(), 0);
+        assert_eq!(nowhere.get(u64::MAX), 0);
+        assert_eq!(nowhere.set(7, 1), 7);
+    }
+
+    #[test]
+    fn bounded_types() {
+        assert_eq!(Plm::new(16), None);
+        assert_eq!(Plm::KERNEL.with_level(3), Some(Plm::new(9).unwrap()));
+        assert_eq!(Plm::ALL.with_level(4), None);
+        assert!(Plm::USER.counts_at(3) && !Plm::USER.counts_at(0));
+        assert!(!Plm::ALL.counts_at(200));
+        for v in 0..4u64 {
+            assert_eq!(Ism::from_bits(v).bits() as u64, v);
+        }
+        assert!(Ism::Both.monitors_ia32() && Ism::Both.monitors_ia64());
+        assert!(Ism::Ia64Only.monitors_ia64() && !Ism::Ia64Only.monitors_ia32());
+        assert!(!Ism::Disabled.monitors_ia64() && !Ism::Disabled.monitors_ia32());
+        assert_eq!(Umask::new(16), None);
+        assert_eq!(EventCode::new(Generation::Itanium, 0x80), None);
+        assert!(EventCode::new(Generation::Itanium, 0x7F).is_some());
+        assert!(EventCode::new(Generation::Itanium2, 0xFF).is_some());
+        assert_eq!(Slot::from_bits(3), None);
+        assert_eq!(Slot::from_bits(2), Some(Slot::S2));
+    }
+
+    #[test]
+    fn threshold_width_is_per_counter() {
+        let ita = |n| Counter::new(Generation::Itanium, n).unwrap();
+        let ita2 = |n| Counter::new(Generation::Itanium2, n).unwrap();
+        for n in [4, 5] {
+            assert!(Threshold::new(ita(n), 7).is_some());
+            assert_eq!(Threshold::new(ita(n), 8), None);
+            assert_eq!(Threshold::new(ita(n), 7).unwrap().bits(), 3);
+        }
+        for n in [6, 7] {
+            assert!(Threshold::new(ita(n), 3).is_some());
+            assert_eq!(Threshold::new(ita(n), 4), None);
+            assert_eq!(Threshold::new(ita(n), 3).unwrap().bits(), 2);
+        }
+        for n in 4..8 {
+            assert!(Threshold::new(ita2(n), 7).is_some());
+            assert_eq!(Threshold::new(ita2(n), 8), None);
+        }
+    }
+}

@@ -1,0 +1,796 @@
+//! The three PMU generations and what each implements: counters and their
+//! width, the PMC and PMD register maps, each PMC's power-up value and
+//! writable bits, and which PMDs each PMC controls.
+//!
+//! Sources (reference = `itanium_registers.md`): §2 (per-generation
+//! summary), §3-§7 (layouts), §8 (the Linux perfmon register descriptors:
+//! defaults and writable masks).
+//!
+//! | | Itanium (Merced) | Itanium 2 (McKinley, Madison) | Montecito |
+//! |---|---|---|---|
+//! | CPUID family | 07h | 1Fh | 20h |
+//! | counters | PMC/PMD4-7 | PMC/PMD4-7 | PMC/PMD4-15 |
+//! | counter width | 32 | 47 | 47 |
+//! | `es` field | 7 bits, 14:8 | 8 bits, 15:8 | 8 bits, 15:8 |
+//! | threshold | 3 bits on PMC4/5, 2 bits on PMC6/7 | 3 bits | 3 bits |
+//! | I-EAR / D-EAR / BTB config | PMC10 / PMC11 / PMC12 | PMC10 / PMC11 / PMC12 | PMC37 / PMC40 / PMC39 |
+//! | implemented PMCs | 0-13 | 0-15 | 0-15, 32-42 |
+//! | implemented PMDs | 0-17 | 0-17 | 4-15, 32-36, 38-39, 48-63 |
+//!
+//! # Writable bits and power-up values
+//!
+//! Linux perfmon keeps, per PMC, a power-up value and a mask of the bits a
+//! write may change; every other bit is replaced by its power-up value
+//! (reference §8, `pfm_mck_reserved`). This crate uses the same pair for
+//! every register of every generation ([`PmcInfo`]), with these choices:
+//!
+//! * **Itanium**: perfmon's Itanium table enforces nothing (mask -1). This
+//!   crate derives the writable bits from the register layouts of
+//!   reference §3-§7 instead, so that the ignored and reserved fields
+//!   (counter bits 7, 15, 23, 63:26, bit 22 on PMC6/7) are caught. Power-up
+//!   values are perfmon's where the reference gives one (PMC8/9, PMC11,
+//!   PMC13) and zero elsewhere.
+//! * **Itanium 2**: perfmon's masks, except on the counters: perfmon's
+//!   mask 0x0FFF_FF7F lets bits 27:26 through and treats bit 23 alike on all
+//!   four counters. libpfm3 says bits 26-27 "must be zero for proper
+//!   operations" and names bit 23 the *PMC4-only* power enable bit. This
+//!   crate follows the layout: 27:26 are reserved, bit 23 is writable on
+//!   PMC4 only (OP24 and the perf port write it on every counter, where the
+//!   hardware ignores it; here such a value is refused or has the bit
+//!   replaced, per policy).
+//! * **Montecito**: perfmon's masks and power-up values throughout: the
+//!   counters' and D-EAR's ISM is fixed at 10b (IA-64 only), the
+//!   I-EAR (PMC37) has no ISM at all.
+
+/// A PMU generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Generation {
+    /// Itanium (Merced), CPUID family 07h.
+    Itanium,
+    /// Itanium 2 (McKinley, Madison), CPUID family 1Fh.
+    Itanium2,
+    /// Dual-core Itanium 2 9000/9100 (Montecito, Montvale), CPUID family 20h.
+    Montecito,
+}
+
+impl Generation {
+    /// All three, oldest first.
+    pub const ALL: [Generation; 3] = [
+        Generation::Itanium,
+        Generation::Itanium2,
+        Generation::Montecito,
+    ];
+
+    /// The name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Generation::Itanium => "Itanium",
+            Generation::Itanium2 => "Itanium 2",
+            Generation::Montecito => "Montecito",
+        }
+    }
+
+    /// The generation of a CPUID family number (reference §2, perfmon's
+    /// `pmu_family`).
+    pub const fn from_cpuid_family(family: u8) -> Option<Generation> {
+        match family {
+            0x07 => Some(Generation::Itanium),
+            0x1F => Some(Generation::Itanium2),
+            0x20 => Some(Generation::Montecito),
+            _ => None,
+        }
+    }
+
+    /// The CPUID family number.
+    pub const fn cpuid_family(self) -> u8 {
+        match self {
+            Generation::Itanium => 0x07,
+            Generation::Itanium2 => 0x1F,
+            Generation::Montecito => 0x20,
+        }
+    }
+
+    /// The width W of the generic counters (reference §2: 32 on Itanium,
+    /// 47 after; overflow is the carry out of bit W-1).
+    pub const fn counter_width(self) -> u8 {
+        match self {
+            Generation::Itanium => 32,
+            Generation::Itanium2 | Generation::Montecito => 47,
+        }
+    }
+
+    /// The low W bits.
+    pub const fn counter_mask(self) -> u64 {
+        (1u64 << self.counter_width()) - 1
+    }
+
+    /// The generic counters (PMC/PMD pairs): 4-7, or 4-15 on Montecito.
+    pub const fn counters(self) -> RegSet {
+        match self {
+            Generation::Itanium | Generation::Itanium2 => RegSet::range(4, 7),
+            Generation::Montecito => RegSet::range(4, 15),
+        }
+    }
+
+    /// The width of the counters' `es` field (7 on Itanium, else 8).
+    pub const fn event_code_bits(self) -> u8 {
+        match self {
+            Generation::Itanium => 7,
+            Generation::Itanium2 | Generation::Montecito => 8,
+        }
+    }
+
+    /// The implemented PMCs (reference §2, perfmon's tables).
+    pub const fn implemented_pmcs(self) -> RegSet {
+        match self {
+            Generation::Itanium => RegSet::range(0, 13),
+            Generation::Itanium2 => RegSet::range(0, 15),
+            Generation::Montecito => RegSet::range(0, 15).union(RegSet::range(32, 42)),
+        }
+    }
+
+    /// The implemented PMDs (reference §2).
+    pub const fn implemented_pmds(self) -> RegSet {
+        match self {
+            Generation::Itanium | Generation::Itanium2 => RegSet::range(0, 17),
+            Generation::Montecito => RegSet::range(4, 15)
+                .union(RegSet::range(32, 36))
+                .union(RegSet::range(38, 39))
+                .union(RegSet::range(48, 63)),
+        }
+    }
+
+    /// The instruction EAR's configuration register: PMC10, PMC37 on
+    /// Montecito.
+    pub const fn iear_pmc(self) -> u8 {
+        match self {
+            Generation::Montecito => 37,
+            _ => 10,
+        }
+    }
+
+    /// The data EAR's configuration register: PMC11, PMC40 on Montecito.
+    pub const fn dear_pmc(self) -> u8 {
+        match self {
+            Generation::Montecito => 40,
+            _ => 11,
+        }
+    }
+
+    /// The branch trace buffer's configuration register: PMC12, PMC39 (the
+    /// execution trace buffer) on Montecito.
+    pub const fn btb_pmc(self) -> u8 {
+        match self {
+            Generation::Montecito => 39,
+            _ => 12,
+        }
+    }
+
+    /// What PMC `index` is on this generation, with its power-up value,
+    /// writable bits and the PMDs it controls; `None` if not implemented.
+    pub const fn pmc(self, index: u8) -> Option<PmcInfo> {
+        match self {
+            Generation::Itanium => itanium_pmc(index),
+            Generation::Itanium2 => itanium2_pmc(index),
+            Generation::Montecito => montecito_pmc(index),
+        }
+    }
+
+    /// What PMD `index` is on this generation; `None` if not implemented.
+    pub const fn pmd(self, index: u8) -> Option<PmdKind> {
+        if !self.implemented_pmds().contains(index) {
+            return None;
+        }
+        Some(match self {
+            Generation::Itanium | Generation::Itanium2 => match index {
+                0 => PmdKind::IearAddress,
+                1 => PmdKind::IearLatency,
+                2 => PmdKind::DearAddress,
+                3 => PmdKind::DearLatency,
+                4..=7 => PmdKind::Counter,
+                8..=15 => PmdKind::BtbRecord,
+                16 => PmdKind::BtbIndex,
+                _ => PmdKind::DearInstruction,
+            },
+            Generation::Montecito => match index {
+                4..=15 => PmdKind::Counter,
+                32 => PmdKind::DearAddress,
+                33 => PmdKind::DearLatency,
+                34 => PmdKind::IearAddress,
+                35 => PmdKind::IearLatency,
+                36 => PmdKind::DearInstruction,
+                38 => PmdKind::BtbIndex,
+                39 => PmdKind::BtbExtension,
+                _ => PmdKind::BtbRecord,
+            },
+        })
+    }
+}
+
+/// A set of register numbers 0-63 (PMCs, PMDs or counters), as a bit mask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RegSet(pub u64);
+
+impl RegSet {
+    /// The empty set.
+    pub const EMPTY: RegSet = RegSet(0);
+
+    /// Registers `first..=last` (empty if `first > last`; numbers above 63
+    /// are dropped).
+    pub const fn range(first: u8, last: u8) -> RegSet {
+        let mut bits = 0u64;
+        let mut i = first;
+        while i <= last && i < 64 {
+            bits |= 1 << i;
+            i += 1;
+        }
+        RegSet(bits)
+    }
+
+    /// The set holding `n` only (empty above 63).
+    pub const fn single(n: u8) -> RegSet {
+        if n < 64 { RegSet(1 << n) } else { RegSet(0) }
+    }
+
+    /// Whether `n` is in the set.
+    pub const fn contains(self, n: u8) -> bool {
+        n < 64 && self.0 & (1 << n) != 0
+    }
+
+    /// Union.
+    pub const fn union(self, other: RegSet) -> RegSet {
+        RegSet(self.0 | other.0)
+    }
+
+    /// Intersection.
+    pub const fn intersection(self, other: RegSet) -> RegSet {
+        RegSet(self.0 & other.0)
+    }
+
+    /// With `n` added.
+    pub const fn with(self, n: u8) -> RegSet {
+        self.union(RegSet::single(n))
+    }
+
+    /// How many registers.
+    pub const fn len(self) -> u32 {
+        self.0.count_ones()
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The lowest register number, if any.
+    pub const fn first(self) -> Option<u8> {
+        if self.0 == 0 {
+            None
+        } else {
+            Some(self.0.trailing_zeros() as u8)
+        }
+    }
+
+    /// The register numbers in ascending order.
+    pub const fn iter(self) -> RegSetIter {
+        RegSetIter(self.0)
+    }
+}
+
+impl IntoIterator for RegSet {
+    type Item = u8;
+    type IntoIter = RegSetIter;
+    fn into_iter(self) -> RegSetIter {
+        self.iter()
+    }
+}
+
+/// Iterator over a [`RegSet`], ascending.
+#[derive(Clone, Debug)]
+pub struct RegSetIter(u64);
+
+impl Iterator for RegSetIter {
+    type Item = u8;
+    fn next(&mut self) -> Option<u8> {
+        if self.0 == 0 {
+            return None;
+        }
+        let n = self.0.trailing_zeros() as u8;
+        self.0 &= self.0 - 1;
+        Some(n)
+    }
+}
+
+/// One generic counter of one generation: PMC n configures it, PMD n holds
+/// its count, PMC0 bit n is its overflow bit. Only [`Counter::new`] makes
+/// one, so the number is always a counter of the generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Counter {
+    generation: Generation,
+    index: u8,
+}
+
+impl Counter {
+    /// Counter `index` of `generation`, if it has one.
+    pub const fn new(generation: Generation, index: u8) -> Option<Counter> {
+        if generation.counters().contains(index) {
+            Some(Counter { generation, index })
+        } else {
+            None
+        }
+    }
+
+    /// The generation.
+    pub const fn generation(self) -> Generation {
+        self.generation
+    }
+
+    /// The register number (PMC n / PMD n).
+    pub const fn index(self) -> u8 {
+        self.index
+    }
+
+    /// The width of its threshold field: 2 on Itanium PMC6/7, else 3
+    /// (seed 000: "PMC[4,5] define 3 threshold bits 22:20, while PMC[6,7]
+    /// define 2 threshold bits 21:20"; see [`crate::arch::itanium::pmc`]
+    /// for the disagreement with perfmon and libpfm).
+    pub const fn threshold_bits(self) -> u8 {
+        match (self.generation, self.index) {
+            (Generation::Itanium, 6 | 7) => 2,
+            _ => 3,
+        }
+    }
+
+    /// Its configuration register's power-up value and writable bits.
+    pub const fn info(self) -> PmcInfo {
+        match self.generation.pmc(self.index) {
+            Some(i) => i,
+            // Unreachable: `new` admits counters only.
+            None => PmcInfo::UNIMPLEMENTED,
+        }
+    }
+}
+
+/// What a PMC does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PmcKind {
+    /// PMC0-3: the freeze bit and the overflow bits (SDM vol 2 §7.2;
+    /// reference §1, §4). Control registers: perfmon refuses writes to them.
+    Overflow,
+    /// The configuration of the generic counter with the same number.
+    Counter,
+    /// An opcode matcher: PMC8/9 on Itanium and Itanium 2; the mask half
+    /// PMC32/34 on Montecito (reference §7).
+    OpcodeMatcher,
+    /// Montecito PMC33/35: the match half of an opcode matcher.
+    OpcodeMatchValue,
+    /// Opcode matcher configuration: Itanium 2 PMC15, Montecito PMC36.
+    OpcodeMatcherConfig,
+    /// Instruction EAR configuration: PMC10, Montecito PMC37.
+    IEar,
+    /// Data EAR configuration: PMC11, Montecito PMC40.
+    DEar,
+    /// Branch (execution) trace buffer configuration: PMC12, Montecito PMC39.
+    Btb,
+    /// Montecito PMC42: the IP-EAR configuration.
+    IpEar,
+    /// Itanium PMC13: the tag-all bit of instruction range restriction.
+    RangeTag,
+    /// Data address range configuration: Itanium 2 PMC13, Montecito PMC41.
+    DataRange,
+    /// Instruction address range configuration: Itanium 2 PMC14, Montecito
+    /// PMC38.
+    InstructionRange,
+}
+
+/// A PMC's role, power-up value, writable bits and controlled PMDs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PmcInfo {
+    /// What the register does.
+    pub kind: PmcKind,
+    /// Its power-up value (perfmon's "default value").
+    pub default: u64,
+    /// The bits software may change; the others must keep [`PmcInfo::default`].
+    pub writable: u64,
+    /// The PMDs whose contents it controls (perfmon's `dep_pmd`).
+    pub pmds: RegSet,
+}
+
+impl PmcInfo {
+    const UNIMPLEMENTED: PmcInfo = PmcInfo {
+        kind: PmcKind::Overflow,
+        default: 0,
+        writable: 0,
+        pmds: RegSet::EMPTY,
+    };
+
+    /// The bits of `raw` outside the writable fields that differ from the
+    /// power-up value.
+    pub const fn reserved_bits(self, raw: u64) -> u64 {
+        (raw ^ self.default) & !self.writable
+    }
+
+    /// `raw` with every bit outside the writable fields replaced by its
+    /// power-up value (perfmon's rule).
+    pub const fn merge(self, raw: u64) -> u64 {
+        (raw & self.writable) | (self.default & !self.writable)
+    }
+
+    /// The position of the `pm` (privileged monitor) bit, for registers that
+    /// have one.
+    pub const fn pm_bit(self, generation: Generation) -> Option<u8> {
+        match self.kind {
+            PmcKind::Counter | PmcKind::DEar | PmcKind::Btb | PmcKind::IpEar => Some(6),
+            PmcKind::IEar => match generation {
+                Generation::Itanium => Some(6),
+                _ => Some(4),
+            },
+            _ => None,
+        }
+    }
+}
+
+/// What a PMD holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PmdKind {
+    /// A generic counter's count.
+    Counter,
+    /// I-EAR: the instruction cache line address and status (PMD0, PMD34).
+    IearAddress,
+    /// I-EAR: the latency (PMD1, PMD35).
+    IearLatency,
+    /// D-EAR: the data address (PMD2, PMD32).
+    DearAddress,
+    /// D-EAR: latency and status or TLB level (PMD3, PMD33).
+    DearLatency,
+    /// D-EAR: the instruction address (PMD17, PMD36).
+    DearInstruction,
+    /// A branch trace record (PMD8-15, Montecito PMD48-63).
+    BtbRecord,
+    /// The branch trace index (PMD16, Montecito PMD38).
+    BtbIndex,
+    /// Montecito PMD39: the per-record extension bits.
+    BtbExtension,
+}
+
+const fn info(kind: PmcKind, default: u64, writable: u64, pmds: RegSet) -> Option<PmcInfo> {
+    Some(PmcInfo {
+        kind,
+        default,
+        writable,
+        pmds,
+    })
+}
+
+/// Counter configuration fields on Itanium: plm 3:0, ev 4, oi 5, pm 6,
+/// es 14:8, umask 19:16, threshold 22:20 (21:20 on PMC6/7), ism 25:24
+/// (reference §3).
+pub(crate) const ITA_COUNTER_WRITABLE_45: u64 = 0x037F_7F7F;
+pub(crate) const ITA_COUNTER_WRITABLE_67: u64 = 0x033F_7F7F;
+
+const fn itanium_pmc(index: u8) -> Option<PmcInfo> {
+    match index {
+        // PMC0: fr and the overflow bits of PMD4-7; perfmon default 1.
+        0 => info(PmcKind::Overflow, 0x1, 0xF1, RegSet::EMPTY),
+        1..=3 => info(PmcKind::Overflow, 0, 0, RegSet::EMPTY),
+        4 | 5 => info(
+            PmcKind::Counter,
+            0,
+            ITA_COUNTER_WRITABLE_45,
+            RegSet::single(index),
+        ),
+        6 | 7 => info(
+            PmcKind::Counter,
+            0,
+            ITA_COUNTER_WRITABLE_67,
+            RegSet::single(index),
+        ),
+        // mask 29:3, match 59:33, b/f/i/m 63:60 (reference §7).
+        8 | 9 => info(
+            PmcKind::OpcodeMatcher,
+            0xF000_0000_3FFF_FFF8,
+            0xFFFF_FFFE_3FFF_FFF8,
+            RegSet::EMPTY,
+        ),
+        // plm 3:0, pm 6, tlb 7, umask 19:16, ism 25:24 (reference §5).
+        10 => info(PmcKind::IEar, 0, 0x030F_00CF, RegSet::range(0, 1)),
+        // ... and pt 28; perfmon default 0x1000_0000.
+        11 => info(
+            PmcKind::DEar,
+            0x1000_0000,
+            0x130F_00CF,
+            RegSet::range(2, 3).with(17),
+        ),
+        // plm 3:0, pm 6, tar 7, tm 9:8, ptm 11:10, ppm 13:12, bpt 14, bac 15
+        // (reference §6).
+        12 => info(PmcKind::Btb, 0, 0xFFCF, RegSet::range(8, 16)),
+        // ta 0 (reference §7); perfmon default 0x0003_FFFF_0000_0001.
+        13 => info(PmcKind::RangeTag, 0x0003_FFFF_0000_0001, 0x1, RegSet::EMPTY),
+        _ => None,
+    }
+}
+
+/// Itanium 2 counter fields: plm 3:0, ev 4, oi 5, pm 6, es 15:8, umask 19:16,
+/// threshold 22:20, ism 25:24, and on PMC4 the enable bit 23 (reference §3).
+pub(crate) const ITA2_COUNTER_WRITABLE_4: u64 = 0x03FF_FF7F;
+pub(crate) const ITA2_COUNTER_WRITABLE_567: u64 = 0x037F_FF7F;
+
+const fn itanium2_pmc(index: u8) -> Option<PmcInfo> {
+    match index {
+        0 => info(PmcKind::Overflow, 0x1, 0xF1, RegSet::EMPTY),
+        1..=3 => info(PmcKind::Overflow, 0, 0, RegSet::EMPTY),
+        4 => info(
+            PmcKind::Counter,
+            0x0080_0000,
+            ITA2_COUNTER_WRITABLE_4,
+            RegSet::single(4),
+        ),
+        5..=7 => info(
+            PmcKind::Counter,
+            0,
+            ITA2_COUNTER_WRITABLE_567,
+            RegSet::single(index),
+        ),
+        // Bit 2 "must be 1" and bits 31:30 are forced (reference §7).
+        8 => info(
+            PmcKind::OpcodeMatcher,
+            0xFFFF_FFFF_3FFF_FFFF,
+            0xFFFF_FFFF_3FFF_FFFB,
+            RegSet::EMPTY,
+        ),
+        9 => info(
+            PmcKind::OpcodeMatcher,
+            0xFFFF_FFFF_3FFF_FFFC,
+            0xFFFF_FFFF_3FFF_FFFB,
+            RegSet::EMPTY,
+        ),
+        10 => info(PmcKind::IEar, 0, 0xFFFF, RegSet::range(0, 1)),
+        11 => info(PmcKind::DEar, 0, 0x030F_01CF, RegSet::range(2, 3).with(17)),
+        12 => info(PmcKind::Btb, 0, 0xFFFF, RegSet::range(8, 16)),
+        13 => info(
+            PmcKind::DataRange,
+            0x0000_2078_FEFE_FEFE,
+            0x0001_E000_1818_1818,
+            RegSet::EMPTY,
+        ),
+        14 => info(
+            PmcKind::InstructionRange,
+            0x0DB6_0DB6_0DB6_0DB6,
+            0x2492,
+            RegSet::EMPTY,
+        ),
+        15 => info(
+            PmcKind::OpcodeMatcherConfig,
+            0xFFFF_FFF0,
+            0xF,
+            RegSet::EMPTY,
+        ),
+        _ => None,
+    }
+}
+
+/// Montecito counters: writable 6:0, 22:8, 30:26; power-up ISM 10b
+/// (reference §3).
+pub(crate) const MONT_COUNTER_WRITABLE: u64 = 0x7C7F_FF7F;
+
+const fn montecito_pmc(index: u8) -> Option<PmcInfo> {
+    match index {
+        // PMC0: fr and the overflow bits of PMD4-15; perfmon default 0.
+        0 => info(PmcKind::Overflow, 0, 0xFFF1, RegSet::EMPTY),
+        1..=3 => info(PmcKind::Overflow, 0, 0, RegSet::EMPTY),
+        4..=15 => info(
+            PmcKind::Counter,
+            0x0200_0000,
+            MONT_COUNTER_WRITABLE,
+            RegSet::single(index),
+        ),
+        32 => info(
+            PmcKind::OpcodeMatcher,
+            0x030F_01FF_FFFF_FFFF,
+            0x030F_01FF_FFFF_FFFF,
+            RegSet::EMPTY,
+        ),
+        34 => info(
+            PmcKind::OpcodeMatcher,
+            0x000F_01FF_FFFF_FFFF,
+            0x000F_01FF_FFFF_FFFF,
+            RegSet::EMPTY,
+        ),
+        33 | 35 => info(
+            PmcKind::OpcodeMatchValue,
+            0,
+            0x01FF_FFFF_FFFF,
+            RegSet::EMPTY,
+        ),
+        36 => info(
+            PmcKind::OpcodeMatcherConfig,
+            0xFFFF_FFF0,
+            0xF,
+            RegSet::EMPTY,
+        ),
+        37 => info(PmcKind::IEar, 0, 0x3FFF, RegSet::range(34, 35)),
+        38 => info(PmcKind::InstructionRange, 0xDB6, 0x2492, RegSet::EMPTY),
+        39 => info(
+            PmcKind::Btb,
+            0,
+            0xFFCF,
+            RegSet::range(38, 39).union(RegSet::range(48, 63)),
+        ),
+        40 => info(
+            PmcKind::DEar,
+            0x0200_0000,
+            0x000F_01CF,
+            RegSet::range(32, 33).with(36),
+        ),
+        41 => info(
+            PmcKind::DataRange,
+            0x0000_2078_FEFE_FEFE,
+            0x0001_E000_1818_1818,
+            RegSet::EMPTY,
+        ),
+        42 => info(
+            PmcKind::IpEar,
+            0,
+            0x7FF4F,
+            RegSet::range(38, 39).union(RegSet::range(48, 63)),
+        ),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_facts() {
+        for g in Generation::ALL {
+            assert_eq!(Generation::from_cpuid_family(g.cpuid_family()), Some(g));
+        }
+        assert_eq!(Generation::from_cpuid_family(0x0F), None);
+        assert_eq!(Generation::Itanium.counter_width(), 32);
+        assert_eq!(Generation::Itanium.counter_mask(), 0xFFFF_FFFF);
+        assert_eq!(Generation::Itanium2.counter_width(), 47);
+        assert_eq!(Generation::Itanium2.counter_mask(), (1 << 47) - 1);
+        assert_eq!(Generation::Montecito.counter_width(), 47);
+        assert_eq!(Generation::Itanium.counters(), RegSet(0xF0));
+        assert_eq!(Generation::Itanium2.counters(), RegSet(0xF0));
+        assert_eq!(Generation::Montecito.counters(), RegSet(0xFFF0));
+        assert_eq!(Generation::Itanium.event_code_bits(), 7);
+        assert_eq!(Generation::Itanium2.event_code_bits(), 8);
+        assert_eq!(Generation::Itanium.implemented_pmcs().len(), 14);
+        assert_eq!(Generation::Itanium2.implemented_pmcs().len(), 16);
+        assert_eq!(Generation::Montecito.implemented_pmcs().len(), 27);
+        assert_eq!(Generation::Itanium.implemented_pmds().len(), 18);
+        assert_eq!(
+            Generation::Montecito.implemented_pmds().len(),
+            12 + 5 + 2 + 16
+        );
+        assert_eq!(
+            (
+                Generation::Itanium2.iear_pmc(),
+                Generation::Itanium2.dear_pmc(),
+                Generation::Itanium2.btb_pmc()
+            ),
+            (10, 11, 12)
+        );
+        assert_eq!(
+            (
+                Generation::Montecito.iear_pmc(),
+                Generation::Montecito.dear_pmc(),
+                Generation::Montecito.btb_pmc()
+            ),
+            (37, 40, 39)
+        );
+    }
+
+    #[test]
+    fn pmc_map_matches_implemented_set() {
+        for g in Generation::ALL {
+            for i in 0..=255u8 {
+                assert_eq!(
+                    g.pmc(i).is_some(),
+                    g.implemented_pmcs().contains(i),
+                    "{g:?} PMC{i}"
+                );
+                assert_eq!(
+                    g.pmd(i).is_some(),
+                    g.implemented_pmds().contains(i),
+                    "{g:?} PMD{i}"
+                );
+                if let Some(p) = g.pmc(i) {
+                    // Every PMD a PMC controls is implemented.
+                    assert_eq!(p.pmds.intersection(g.implemented_pmds()), p.pmds);
+                    assert_eq!(p.kind == PmcKind::Counter, g.counters().contains(i));
+                    // The power-up value is a legal value.
+                    assert_eq!(p.reserved_bits(p.default), 0);
+                    assert_eq!(p.merge(p.default), p.default);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn perfmon_masks_and_defaults() {
+        // reference §3, §5, §6, §7 (Linux perfmon descriptor values).
+        let m = |g: Generation, i| g.pmc(i).unwrap();
+        let ita2 = Generation::Itanium2;
+        assert_eq!(m(ita2, 4).default, 0x80_0000);
+        assert_eq!(m(ita2, 10).writable, 0xFFFF);
+        assert_eq!(m(ita2, 11).writable, 0x30F_01CF);
+        assert_eq!(m(ita2, 12).writable, 0xFFFF);
+        assert_eq!(m(ita2, 13).default, 0x2078_FEFE_FEFE);
+        assert_eq!(m(ita2, 13).writable, 0x1_E000_1818_1818);
+        assert_eq!(m(ita2, 14).default, 0x0DB6_0DB6_0DB6_0DB6);
+        assert_eq!(m(ita2, 14).writable, 0x2492);
+        assert_eq!(m(ita2, 15).default, 0xFFFF_FFF0);
+        assert_eq!(m(ita2, 8).writable, 0xFFFF_FFFF_3FFF_FFFB);
+        let mont = Generation::Montecito;
+        for i in 4..16 {
+            assert_eq!(m(mont, i).default, 0x200_0000);
+            assert_eq!(m(mont, i).writable, 0x7C7F_FF7F);
+        }
+        assert_eq!(m(mont, 37).writable, 0x3FFF);
+        assert_eq!(m(mont, 40).writable, 0xF_01CF);
+        assert_eq!(m(mont, 42).writable, 0x7_FF4F);
+        assert_eq!(m(mont, 39).writable, 0xFFCF);
+        assert_eq!(m(mont, 0).default, 0);
+        assert_eq!(m(Generation::Itanium, 0).default, 1);
+        assert_eq!(m(Generation::Itanium, 11).default, 0x1000_0000);
+        assert_eq!(m(Generation::Itanium, 8).default, 0xF000_0000_3FFF_FFF8);
+        // PMD dependencies (reference §8).
+        assert_eq!(m(Generation::Itanium, 10).pmds, RegSet(0b11));
+        assert_eq!(m(Generation::Itanium, 11).pmds, RegSet(0b1100 | 1 << 17));
+        assert_eq!(m(Generation::Itanium, 12).pmds, RegSet(0x1_FF00));
+        assert_eq!(m(mont, 37).pmds, RegSet(3 << 34));
+        assert_eq!(m(mont, 40).pmds, RegSet(3 << 32 | 1 << 36));
+    }
+
+    #[test]
+    fn reg_set() {
+        let s = RegSet::range(4, 7).with(12);
+        assert_eq!(s.iter().collect::<Vec<_>>(), [4, 5, 6, 7, 12]);
+        assert_eq!(s.first(), Some(4));
+        assert_eq!(RegSet::range(9, 3), RegSet::EMPTY);
+        assert_eq!(RegSet::range(60, 255).len(), 4);
+        assert!(RegSet::single(64).is_empty());
+        assert!(!s.contains(200));
+    }
+
+    #[test]
+    fn counters_and_threshold_widths() {
+        assert_eq!(Counter::new(Generation::Itanium, 8), None);
+        assert_eq!(Counter::new(Generation::Itanium, 3), None);
+        assert!(Counter::new(Generation::Montecito, 15).is_some());
+        assert_eq!(Counter::new(Generation::Montecito, 16), None);
+        let bits = |g, n| Counter::new(g, n).unwrap().threshold_bits();
+        assert_eq!(
+            [4, 5, 6, 7].map(|n| bits(Generation::Itanium, n)),
+            [3, 3, 2, 2]
+        );
+        assert_eq!(
+            [4, 5, 6, 7].map(|n| bits(Generation::Itanium2, n)),
+            [3, 3, 3, 3]
+        );
+        assert_eq!(bits(Generation::Montecito, 15), 3);
+    }
+
+    #[test]
+    fn pm_positions() {
+        let pm = |g: Generation, i| g.pmc(i).unwrap().pm_bit(g);
+        assert_eq!(pm(Generation::Itanium, 10), Some(6));
+        assert_eq!(pm(Generation::Itanium2, 10), Some(4));
+        assert_eq!(pm(Generation::Montecito, 37), Some(4));
+        assert_eq!(pm(Generation::Itanium2, 11), Some(6));
+        assert_eq!(pm(Generation::Itanium2, 12), Some(6));
+        assert_eq!(pm(Generation::Itanium2, 5), Some(6));
+        assert_eq!(pm(Generation::Itanium2, 13), None);
+        assert_eq!(pm(Generation::Itanium2, 0), None);
+    }
+}

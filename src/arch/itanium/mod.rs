@@ -1,0 +1,117 @@
+//! Intel Itanium performance monitoring: the register layouts of Itanium
+//! (Merced), Itanium 2 (McKinley, Madison) and, where the sources cover it,
+//! Montecito, the checks a PMC value must pass before it is written, and
+//! the Itanium and Itanium 2 event catalogs.
+//!
+//! **Pure layout, encoding and validation code.** Rust has no IA-64 target
+//! (LLVM dropped it), so nothing here can run on an Itanium: nothing
+//! executes `mov pmc[]=`/`mov =pmd[]`, and every function is a total
+//! computation on `u64` register images, tested on the host. A driver (or
+//! the software model in `crate::model`) hands the images to whatever
+//! accesses the registers. No `unsafe`, no allocation, no panics on any
+//! input.
+//!
+//! # The Itanium PMU for someone who has never seen one
+//!
+//! The architecture (Itanium SDM vol 2 §7.2; reference
+//! `itanium_registers.md` §1) has two register files:
+//!
+//! * **PMCs** (configuration). PMC0-3 are control registers: PMC0 bit 0 is
+//!   the *freeze* bit `fr`, and bit n of PMC0-3 is the overflow bit of
+//!   counter n ([`Pmc0`]). PMC4 and up configure the *generic counters*,
+//!   one PMC per counter ([`CounterConfig`]): which privilege levels count
+//!   (`plm`), the event (`es`) and its unit mask, a threshold, the
+//!   instruction set (IA-64 and/or IA-32, `ism`), whether the monitor is
+//!   privileged (`pm`), and whether an overflow interrupts (`oi`). Other
+//!   PMCs configure the *event address registers* ([`ear`]), the *branch
+//!   trace buffer* ([`btb`]), *opcode matchers* and *address range
+//!   restriction* ([`opcode`]).
+//! * **PMDs** (data). PMD n of a generic counter holds its count, W bits
+//!   wide ([`pmd`]); the EAR and BTB PMDs hold captured addresses,
+//!   latencies and branch records.
+//!
+//! Counting an event: write the counter's PMC with the event code, unit
+//! mask and a privilege level, preset its PMD, and let PSR.up (user
+//! monitors) or PSR.pp (privileged monitors) enable it. When the count
+//! carries out of bit W-1 with `oi` set, the hardware sets the counter's
+//! overflow bit and PMC0.fr, freezing all counters, and raises one PMU
+//! interrupt; software reads PMC0, handles the overflow, and writes PMC0 to
+//! unfreeze. Sampling every N events presets the counter to 2^W - N
+//! ([`pmd::sampling_preset`]). The EARs add *what* was sampled: a counter
+//! counting the EAR's event overflows every N captures, and the EAR's PMDs
+//! hold the last captured instruction or data miss: its address, latency,
+//! or which TLB level filled it ([`ear::IearSample`], [`ear::DearSample`]).
+//! This is how HP Caliper's ITLB report attributes sampled misses to L2
+//! ITLB, hardware page walker and software fills (seed 002).
+//!
+//! # The generations
+//!
+//! | | Itanium | Itanium 2 | Montecito |
+//! |---|---|---|---|
+//! | counters, width | PMC/PMD4-7, 32 bits | PMC/PMD4-7, 47 bits | PMC/PMD4-15, 47 bits |
+//! | `es` | 7 bits (14:8) | 8 bits (15:8) | 8 bits |
+//! | threshold | 3 bits on PMC4/5, 2 on PMC6/7 | 3 bits | 3 bits |
+//! | extra counter bits | | PMC4 bit 23: power enable of all counters | `all` threads, MESI filter; ISM fixed IA-64 |
+//! | I-EAR | PMC10 `tlb` bit 7, umask 19:16, ISM 25:24; PMD0 `v`/`tlb`, PMD1 latency | PMC10 `ct` 13:12, umask 12:5 / 11:5, ISM 15:14; PMD0 `stat` | PMC37 (no ISM), PMD34/35 |
+//! | I-EAR TLB fills | HPW, software (no L2) | L2 ITLB, HPW, software | as Itanium 2 |
+//! | D-EAR | PMC11 `tlb` 7, `pt` 28; PMD2/3/17 | PMC11 `mode` 8:7 (adds ALAT); PMD3 `stat`, PMD17 `bn` | PMC40, PMD32/33/36 |
+//! | BTB | PMC12 (`tar`, `tac`, `bac`); 8 records PMD8-15, index PMD16 | PMC12 (`ds`, `brt`); per-record `b1`/`bruflush` in PMD16 | PMC39; 16 records PMD48-63, index PMD38, extensions PMD39 |
+//! | opcode match, ranges | PMC8/9; PMC13 `ta` | PMC8/9 (+`ig_ad`, `inv`); PMC13 DBR, PMC14 IBR, PMC15 | PMC32-35, PMC36, PMC38 IBR, PMC41 DBR; IP-EAR PMC42 |
+//!
+//! Each generation has its own layout tables ([`pmc::CounterLayout`],
+//! [`Generation::pmc`]); nothing assumes one generation's bits on another.
+//!
+//! # Modules
+//!
+//! | module | contents |
+//! |---|---|
+//! | [`generation`] | [`Generation`], counters ([`Counter`]), register maps, each PMC's power-up value and writable bits, PMD roles |
+//! | [`fields`] | bit fields and bounded field types: [`Plm`], [`Ism`], [`Umask`], [`EventCode`], [`Threshold`] (width per counter), [`Slot`] |
+//! | [`pmc`] | [`Pmc0`] (freeze, overflow), PMC1-3, the counter configuration layouts and [`CounterConfig`] |
+//! | [`pmd`] | counter values: count, sign extension, sampling presets |
+//! | [`ear`] | I-EAR and D-EAR configurations and sample decoders (latency, TLB fill level, valid bits) |
+//! | [`btb`] | branch trace buffer configuration, records, index and walk |
+//! | [`opcode`] | opcode matchers, range-restriction configuration |
+//! | [`events`] | the Itanium and Itanium 2 event catalogs, lookup by name and by code |
+//! | [`validate`] | perfmon-style PMC write validation with a distinct error per illegal case |
+//!
+//! # Source disagreements
+//!
+//! The sources are the Itanium SDM, Intel's VTune documentation (seed 000),
+//! HP Caliper's (seed 002), and the reference compiled from Linux perfmon,
+//! libpfm3 and others. Intel documents win; each disagreement is recorded
+//! where its rule lives:
+//!
+//! * [`pmc`]: Itanium PMC6/7 threshold width (VTune 2 bits vs perfmon and
+//!   libpfm 3), Itanium 2 bit 23 (PMC4 only vs all counters) and bits 27:26,
+//!   "exceeds" vs "at or above" threshold semantics, what PMC0 bits mean
+//!   overflow, PMC0's power-up value.
+//! * [`generation`]: writable bits where perfmon enforces nothing (Itanium)
+//!   or more than the layout (Itanium 2 counters).
+//! * [`ear`]: the Itanium 2 I-EAR cache mask patterns, the D-EAR valid bit
+//!   in cache and ALAT modes, unknown power-up values.
+//! * [`btb`]: record validity and the `mp` bit on target records, `brt`
+//!   values, the name of Itanium PMC12 bit 14, `b1` in the prediction
+//!   format.
+//! * [`opcode`]: perfmon's McKinley PMC14 test (0x2222) vs the field
+//!   positions (0x492), the sense of the PMC14 bits.
+//! * [`events`]: aliases and per-unit-mask rules.
+
+pub mod btb;
+pub mod ear;
+pub mod events;
+pub mod fields;
+pub mod generation;
+pub mod opcode;
+pub mod pmc;
+pub mod pmd;
+pub mod validate;
+
+pub use btb::{BtbConfig, BtbEntry, BtbIndex, BtbRecord};
+pub use ear::{DearConfig, DearSample, IearConfig, IearSample, LatencyFilter, TlbFill, TlbFills};
+pub use events::{EventInfo, EventKind};
+pub use fields::{EventCode, Field, FieldError, Ism, Plm, ReservedBits, Slot, Threshold, Umask};
+pub use generation::{Counter, Generation, PmcInfo, PmcKind, PmdKind, RegSet};
+pub use pmc::{CounterConfig, Pmc0};
+pub use pmd::CounterValue;
+pub use validate::{Accepted, PmcError, Policy, ReservedPolicy, Validator};

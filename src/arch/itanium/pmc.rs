@@ -1,0 +1,828 @@
+//! PMC0-3 (freeze and overflow bits) and the generic counter configuration
+//! registers PMC4-7 (PMC4-15 on Montecito), one layout table per generation.
+//!
+//! # Counter configuration (reference §3; seed 000)
+//!
+//! | bits | Itanium | Itanium 2 | Montecito |
+//! |---|---|---|---|
+//! | 3:0 | plm | plm | plm |
+//! | 4 | ev (external visibility: BPM pin strobe on wrap) | ev | ev |
+//! | 5 | oi (overflow interrupt, sets PMC0.fr) | oi | oi |
+//! | 6 | pm (privileged monitor: PSR.pp instead of PSR.up) | pm | pm |
+//! | 7 | ignored | ignored | ignored |
+//! | 15:8 | es 14:8 (7 bits), 15 ignored | es (8 bits) | es (8 bits) |
+//! | 19:16 | umask | umask | umask |
+//! | 22:20 | threshold: 22:20 on PMC4/5, 21:20 on PMC6/7 | threshold | threshold |
+//! | 23 | ignored | PMC4: power enable for all counters; else ignored | ignored |
+//! | 25:24 | ism | ism | ism, fixed 10b |
+//! | 26 | ignored | reserved (must be 0) | `all`: count both threads |
+//! | 30:27 | ignored | reserved (27:26 must be 0) | MESI filter i, s, e, m |
+//!
+//! # Source disagreements and the resolution
+//!
+//! | topic | sources | resolution |
+//! |---|---|---|
+//! | Itanium threshold width on PMC6/7 | VTune (seed 000): 2 bits, 21:20; libpfm3, perfmon and the perf port: 3 bits on all counters | VTune, the Intel document: 2 bits. Consistent with the catalog, which puts every Itanium event whose maximum increment exceeds 3 on PMC4/5 only |
+//! | Itanium 2 bit 23 | libpfm3: PMC4-only power enable; perfmon: writable on all four, forced to 1 on PMC4; oprofile (2.4) and the perf port set it on every counter | libpfm3's layout: PMC4 only, and the power-up value has it set, so a builder starting from it enables the counters |
+//! | Itanium 2 bits 27:26 | perfmon's mask lets them through; libpfm3: must be zero | libpfm3: reserved |
+//! | threshold semantics | VTune and libpfm: the counter adds one when the event count *exceeds* the threshold; HP Caliper: *at or above* | VTune (Intel): exceeds, so a threshold at or above the event's maximum increment never counts ([`crate::arch::itanium::validate`] refuses it) |
+//! | what PMC0 bits mean overflow | architecture (SDM vol 2 §7.2): bits 63:4 are the overflow bits of PMD4-63; implemented: 4-7 (Itanium, Itanium 2), 4-15 (Montecito); Linux tests *any* bit but 0 | [`Pmc0::overflowed`] reports the implemented counters, [`Pmc0::stray_bits`] the rest, [`Pmc0::any_overflow_bit`] Linux's test |
+//! | PMC0 power-up value | perfmon: 1 (frozen) on Itanium and Itanium 2, 0 on Montecito | recorded per generation in [`crate::arch::itanium::PmcInfo::default`] |
+
+use super::events::EventInfo;
+use super::fields::{EventCode, Field, FieldError, Ism, Plm, ReservedBits, Threshold, Umask};
+use super::generation::{Counter, Generation, RegSet};
+
+/// PMC0: bit 0 `fr` (freeze), bits 3:1 ignored, bit n (n >= 4) the overflow
+/// bit of counter n (SDM vol 2 §7.2; reference §1, §4).
+///
+/// Overflow and freeze bits are sticky: software clears them. Writing 0
+/// unfreezes the PMU and clears every overflow bit in one write (what Linux
+/// does, reference §4); an interrupt is raised only for a carry out of bit
+/// W-1 of a counter whose `oi` bit is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Pmc0(u64);
+
+const FR: Field = Field::new(0, 1);
+
+impl Pmc0 {
+    /// Unfrozen, no overflow bit: the value the interrupt handler writes
+    /// back.
+    pub const UNFROZEN: Pmc0 = Pmc0(0);
+    /// Frozen, no overflow bit.
+    pub const FROZEN: Pmc0 = Pmc0(1);
+
+    /// Any raw value, as read.
+    pub const fn from_bits(raw: u64) -> Pmc0 {
+        Pmc0(raw)
+    }
+
+    /// The register image.
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// The freeze bit.
+    pub const fn frozen(self) -> bool {
+        FR.flag(self.0)
+    }
+
+    /// With the freeze bit set or cleared.
+    pub const fn with_frozen(self, on: bool) -> Pmc0 {
+        Pmc0(FR.set_flag(self.0, on))
+    }
+
+    /// The implemented counters of `generation` whose overflow bit is set.
+    pub const fn overflowed(self, generation: Generation) -> RegSet {
+        RegSet(self.0 & generation.counters().0)
+    }
+
+    /// Bits set outside `fr` and the implemented counters' overflow bits
+    /// (bits 3:1, which are ignored, and overflow bits of counters that do
+    /// not exist).
+    pub const fn stray_bits(self, generation: Generation) -> u64 {
+        self.0 & !generation.counters().0 & !1
+    }
+
+    /// Linux's test for "an overflow is pending": any bit but `fr`
+    /// (`PMC0_HAS_OVFL`, reference §4).
+    pub const fn any_overflow_bit(self) -> bool {
+        self.0 & !1 != 0
+    }
+
+    /// With `counter`'s overflow bit set or cleared.
+    pub const fn with_overflow(self, counter: Counter, on: bool) -> Pmc0 {
+        Pmc0(Field::new(counter.index(), 1).set_flag(self.0, on))
+    }
+}
+
+/// Where the architected overflow bit of counter pair `pair` (4-255) lives:
+/// `(pmc, bit)` = `(pair / 64, pair % 64)`, in PMC0-3 (SDM vol 2 §7.2;
+/// reference §1). `None` for pairs 0-3, which are not counters. No
+/// generation implements a counter above 15, so PMC1-3 hold no overflow bit
+/// on any of them.
+pub const fn overflow_bit_location(pair: u8) -> Option<(u8, u8)> {
+    if pair < 4 {
+        None
+    } else {
+        Some((pair / 64, pair % 64))
+    }
+}
+
+/// The counter configuration fields of one generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct CounterLayout {
+    /// Privilege level mask, 3:0.
+    pub plm: Field,
+    /// External visibility, 4.
+    pub ev: Field,
+    /// Overflow interrupt, 5.
+    pub oi: Field,
+    /// Privileged monitor, 6.
+    pub pm: Field,
+    /// Event select.
+    pub es: Field,
+    /// Unit mask, 19:16.
+    pub umask: Field,
+    /// Threshold at its widest (22:20).
+    pub threshold: Field,
+    /// The counters whose threshold is one bit narrower (21:20).
+    pub narrow_threshold: RegSet,
+    /// Instruction set mask, 25:24.
+    pub ism: Field,
+    /// The power enable bit and the one counter that has it.
+    pub enable: Option<(Field, u8)>,
+    /// Montecito: count both threads.
+    pub all_threads: Option<Field>,
+    /// Montecito: the MESI filter (i, s, e, m from the low bit).
+    pub mesi: Option<Field>,
+    /// Whether the ISM is fixed at IA-64 only.
+    pub ism_fixed: bool,
+}
+
+/// Itanium (reference §3, libpfm3 `pmc_ita_count_reg`, seed 000).
+pub const ITANIUM_COUNTER: CounterLayout = CounterLayout {
+    plm: Field::new(0, 4),
+    ev: Field::new(4, 1),
+    oi: Field::new(5, 1),
+    pm: Field::new(6, 1),
+    es: Field::new(8, 7),
+    umask: Field::new(16, 4),
+    threshold: Field::new(20, 3),
+    narrow_threshold: RegSet(1 << 6 | 1 << 7),
+    ism: Field::new(24, 2),
+    enable: None,
+    all_threads: None,
+    mesi: None,
+    ism_fixed: false,
+};
+
+/// Itanium 2 (reference §3, libpfm3 `pmc_ita2_counter_reg`).
+pub const ITANIUM2_COUNTER: CounterLayout = CounterLayout {
+    es: Field::new(8, 8),
+    narrow_threshold: RegSet::EMPTY,
+    enable: Some((Field::new(23, 1), 4)),
+    ..ITANIUM_COUNTER
+};
+
+/// Montecito (reference §3, libpfm3 `pmc_mont_counter_reg`).
+pub const MONTECITO_COUNTER: CounterLayout = CounterLayout {
+    es: Field::new(8, 8),
+    narrow_threshold: RegSet::EMPTY,
+    all_threads: Some(Field::new(26, 1)),
+    mesi: Some(Field::new(27, 4)),
+    ism_fixed: true,
+    ..ITANIUM_COUNTER
+};
+
+impl CounterLayout {
+    /// The layout of `generation`.
+    pub const fn of(generation: Generation) -> &'static CounterLayout {
+        match generation {
+            Generation::Itanium => &ITANIUM_COUNTER,
+            Generation::Itanium2 => &ITANIUM2_COUNTER,
+            Generation::Montecito => &MONTECITO_COUNTER,
+        }
+    }
+
+    /// The threshold field of counter `index`.
+    pub const fn threshold_of(&self, index: u8) -> Field {
+        if self.narrow_threshold.contains(index) {
+            Field::new(self.threshold.lsb(), self.threshold.bits() - 1)
+        } else {
+            self.threshold
+        }
+    }
+}
+
+/// The MESI filter of a Montecito counter (bits 30:27, reference §3): count
+/// only cache events on lines in the selected states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Mesi {
+    /// Invalid (bit 27).
+    pub i: bool,
+    /// Shared (bit 28).
+    pub s: bool,
+    /// Exclusive (bit 29).
+    pub e: bool,
+    /// Modified (bit 30).
+    pub m: bool,
+}
+
+impl Mesi {
+    /// All four states (what libpfm3 programs for events that honour the
+    /// filter).
+    pub const ALL: Mesi = Mesi::from_bits(0xF);
+
+    /// From the 4-bit field.
+    pub const fn from_bits(v: u64) -> Mesi {
+        Mesi {
+            i: v & 1 != 0,
+            s: v & 2 != 0,
+            e: v & 4 != 0,
+            m: v & 8 != 0,
+        }
+    }
+
+    /// The 4-bit field.
+    pub const fn bits(self) -> u8 {
+        self.i as u8 | (self.s as u8) << 1 | (self.e as u8) << 2 | (self.m as u8) << 3
+    }
+}
+
+/// A counter configuration register value for one counter of one
+/// generation. Bits outside the writable fields always hold the register's
+/// power-up value (see [`crate::arch::itanium::generation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct CounterConfig {
+    counter: Counter,
+    bits: u64,
+}
+
+macro_rules! flag {
+    ($get:ident, $set:ident, $field:ident, $doc:literal) => {
+        #[doc = concat!($doc, ".")]
+        pub const fn $get(self) -> bool {
+            self.layout().$field.flag(self.bits)
+        }
+
+        #[doc = concat!("With ", $doc, " set or cleared.")]
+        pub const fn $set(self, on: bool) -> CounterConfig {
+            CounterConfig {
+                counter: self.counter,
+                bits: self.layout().$field.set_flag(self.bits, on),
+            }
+        }
+    };
+}
+
+impl CounterConfig {
+    /// Counting event code `es` on `counter`, from the register's power-up
+    /// value (on Itanium 2 PMC4 that has the power enable bit set; on
+    /// Montecito the ISM is IA-64 only): PLM zero, so nothing counts until
+    /// [`CounterConfig::with_plm`].
+    pub const fn new(counter: Counter, es: EventCode) -> Result<CounterConfig, FieldError> {
+        let layout = CounterLayout::of(counter.generation());
+        if !layout.es.fits(es.get() as u64) {
+            return Err(FieldError::EventCodeTooWide {
+                code: es.get(),
+                bits: layout.es.bits(),
+            });
+        }
+        Ok(CounterConfig {
+            counter,
+            bits: layout.es.set(counter.info().default, es.get() as u64),
+        })
+    }
+
+    /// Counting catalog event `event` on `counter`: its code and unit mask.
+    /// For an EAR or BTB event the counter counts the EAR's (or BTB's)
+    /// captures and the unit mask stays zero: the event's unit mask belongs
+    /// in the EAR configuration (reference, events file: "How to read the
+    /// columns").
+    pub const fn for_event(
+        counter: Counter,
+        event: &EventInfo,
+    ) -> Result<CounterConfig, FieldError> {
+        if !matches!(
+            (event.generation, counter.generation()),
+            (Generation::Itanium, Generation::Itanium)
+                | (Generation::Itanium2, Generation::Itanium2)
+                | (Generation::Montecito, Generation::Montecito)
+        ) {
+            return Err(FieldError::WrongGeneration {
+                expected: counter.generation(),
+                found: event.generation,
+            });
+        }
+        if !event.counters.contains(counter.index()) {
+            return Err(FieldError::EventNotOnCounter {
+                event: event.name,
+                pmc: counter.index(),
+            });
+        }
+        let code = match EventCode::new(event.generation, event.code) {
+            Some(c) => c,
+            None => {
+                return Err(FieldError::EventCodeTooWide {
+                    code: event.code,
+                    bits: event.generation.event_code_bits(),
+                });
+            }
+        };
+        let umask = if event.kind.is_ear() { 0 } else { event.umask };
+        match CounterConfig::new(counter, code) {
+            Ok(c) => Ok(c.with_umask(Umask::from_bits_truncate(umask as u64))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Decode any raw value: bits outside the writable fields are replaced
+    /// by their power-up values (perfmon's rule).
+    pub const fn from_bits_truncate(counter: Counter, raw: u64) -> CounterConfig {
+        CounterConfig {
+            counter,
+            bits: counter.info().merge(raw),
+        }
+    }
+
+    /// Decode a raw value, refusing one whose non-writable bits differ from
+    /// the power-up value.
+    pub const fn from_bits(counter: Counter, raw: u64) -> Result<CounterConfig, ReservedBits> {
+        let r = counter.info().reserved_bits(raw);
+        if r != 0 {
+            Err(ReservedBits(r))
+        } else {
+            Ok(CounterConfig { counter, bits: raw })
+        }
+    }
+
+    /// The register image.
+    pub const fn bits(self) -> u64 {
+        self.bits
+    }
+
+    /// The counter.
+    pub const fn counter(self) -> Counter {
+        self.counter
+    }
+
+    /// The generation's layout.
+    pub const fn layout(self) -> &'static CounterLayout {
+        CounterLayout::of(self.counter.generation())
+    }
+
+    const fn with(self, bits: u64) -> CounterConfig {
+        CounterConfig {
+            counter: self.counter,
+            bits,
+        }
+    }
+
+    /// The privilege level mask.
+    pub const fn plm(self) -> Plm {
+        Plm::from_bits_truncate(self.layout().plm.get(self.bits))
+    }
+
+    /// With the privilege level mask replaced.
+    pub const fn with_plm(self, plm: Plm) -> CounterConfig {
+        self.with(self.layout().plm.set(self.bits, plm.get() as u64))
+    }
+
+    flag!(
+        external_visibility,
+        with_external_visibility,
+        ev,
+        "`ev` (bit 4): strobe a BPM pin when the counter wraps"
+    );
+    flag!(
+        overflow_interrupt,
+        with_overflow_interrupt,
+        oi,
+        "`oi` (bit 5): interrupt and set PMC0.fr when the counter overflows"
+    );
+    flag!(
+        privileged,
+        with_privileged,
+        pm,
+        "`pm` (bit 6): a privileged monitor, enabled by PSR.pp, readable by privileged code only"
+    );
+
+    /// The event code.
+    pub const fn es(self) -> u8 {
+        self.layout().es.get(self.bits) as u8
+    }
+
+    /// With the event code replaced.
+    pub const fn with_es(self, es: EventCode) -> Result<CounterConfig, FieldError> {
+        let f = self.layout().es;
+        if !f.fits(es.get() as u64) {
+            return Err(FieldError::EventCodeTooWide {
+                code: es.get(),
+                bits: f.bits(),
+            });
+        }
+        Ok(self.with(f.set(self.bits, es.get() as u64)))
+    }
+
+    /// The unit mask.
+    pub const fn umask(self) -> Umask {
+        Umask::from_bits_truncate(self.layout().umask.get(self.bits))
+    }
+
+    /// With the unit mask replaced.
+    pub const fn with_umask(self, umask: Umask) -> CounterConfig {
+        self.with(self.layout().umask.set(self.bits, umask.get() as u64))
+    }
+
+    /// The threshold field of this counter (21:20 on Itanium PMC6/7, else
+    /// 22:20).
+    pub const fn threshold_field(self) -> Field {
+        self.layout().threshold_of(self.counter.index())
+    }
+
+    /// The threshold.
+    pub const fn threshold(self) -> Threshold {
+        let v = self.threshold_field().get(self.bits) as u8;
+        match Threshold::new(self.counter, v) {
+            Some(t) => t,
+            None => Threshold::ZERO, // unreachable: the field is the counter's width
+        }
+    }
+
+    /// With the threshold replaced; refused if it does not fit this
+    /// counter's field (a threshold made for Itanium PMC4 may not fit PMC6).
+    pub const fn with_threshold(self, t: Threshold) -> Result<CounterConfig, FieldError> {
+        let f = self.threshold_field();
+        if !t.fits(f.bits()) {
+            return Err(FieldError::ThresholdTooWide {
+                value: t.get(),
+                bits: f.bits(),
+            });
+        }
+        Ok(self.with(f.set(self.bits, t.get() as u64)))
+    }
+
+    /// The instruction set mask.
+    pub const fn ism(self) -> Ism {
+        Ism::from_bits(self.layout().ism.get(self.bits))
+    }
+
+    /// With the instruction set mask replaced; on Montecito only
+    /// [`Ism::Ia64Only`] is accepted.
+    pub const fn with_ism(self, ism: Ism) -> Result<CounterConfig, FieldError> {
+        let layout = self.layout();
+        if layout.ism_fixed && !matches!(ism, Ism::Ia64Only) {
+            return Err(FieldError::IsmFixed);
+        }
+        Ok(self.with(layout.ism.set(self.bits, ism.bits() as u64)))
+    }
+
+    /// The power enable bit (Itanium 2 PMC4 only; it gates all four
+    /// counters). `None` where the counter has no such bit.
+    pub const fn enable(self) -> Option<bool> {
+        match self.layout().enable {
+            Some((f, pmc)) if pmc == self.counter.index() => Some(f.flag(self.bits)),
+            _ => None,
+        }
+    }
+
+    /// With the power enable bit set or cleared.
+    pub const fn with_enable(self, on: bool) -> Result<CounterConfig, FieldError> {
+        match self.layout().enable {
+            Some((f, pmc)) if pmc == self.counter.index() => {
+                Ok(self.with(f.set_flag(self.bits, on)))
+            }
+            _ => Err(self.no_such("enable")),
+        }
+    }
+
+    /// Montecito's `all` bit: count the events of both threads. `None`
+    /// before Montecito.
+    pub const fn all_threads(self) -> Option<bool> {
+        match self.layout().all_threads {
+            Some(f) => Some(f.flag(self.bits)),
+            None => None,
+        }
+    }
+
+    /// With Montecito's `all` bit set or cleared.
+    pub const fn with_all_threads(self, on: bool) -> Result<CounterConfig, FieldError> {
+        match self.layout().all_threads {
+            Some(f) => Ok(self.with(f.set_flag(self.bits, on))),
+            None => Err(self.no_such("all")),
+        }
+    }
+
+    /// Montecito's MESI filter. `None` before Montecito.
+    pub const fn mesi(self) -> Option<Mesi> {
+        match self.layout().mesi {
+            Some(f) => Some(Mesi::from_bits(f.get(self.bits))),
+            None => None,
+        }
+    }
+
+    /// With Montecito's MESI filter replaced.
+    pub const fn with_mesi(self, mesi: Mesi) -> Result<CounterConfig, FieldError> {
+        match self.layout().mesi {
+            Some(f) => Ok(self.with(f.set(self.bits, mesi.bits() as u64))),
+            None => Err(self.no_such("mesi")),
+        }
+    }
+
+    const fn no_such(self, field: &'static str) -> FieldError {
+        FieldError::NoSuchField {
+            field,
+            generation: self.counter.generation(),
+            pmc: self.counter.index(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::itanium::events;
+
+    fn ctr(g: Generation, n: u8) -> Counter {
+        Counter::new(g, n).unwrap()
+    }
+
+    fn zero(g: Generation, n: u8) -> CounterConfig {
+        CounterConfig::new(ctr(g, n), EventCode::new(g, 0).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn pmc0_layout() {
+        let p = Pmc0::from_bits(0b1011_0001 | 1 << 9 | 0b110);
+        assert!(p.frozen());
+        assert_eq!(p.overflowed(Generation::Itanium), RegSet(0b1011_0000));
+        assert_eq!(p.overflowed(Generation::Montecito), RegSet(0b10_1011_0000));
+        assert_eq!(p.stray_bits(Generation::Itanium2), 1 << 9 | 0b110);
+        assert_eq!(p.stray_bits(Generation::Montecito), 0b110);
+        assert!(p.any_overflow_bit());
+        assert!(!Pmc0::FROZEN.any_overflow_bit());
+        assert!(Pmc0::FROZEN.frozen() && !Pmc0::UNFROZEN.frozen());
+        // Linux's test also fires on an ignored bit.
+        assert!(Pmc0::from_bits(0b10).any_overflow_bit());
+        let q = Pmc0::UNFROZEN
+            .with_overflow(ctr(Generation::Itanium, 6), true)
+            .with_frozen(true);
+        assert_eq!(q.bits(), 0x41);
+        assert_eq!(q.with_frozen(false).bits(), 0x40);
+        assert_eq!(
+            q.with_overflow(ctr(Generation::Itanium, 6), false).bits(),
+            1
+        );
+        let m = Pmc0::UNFROZEN.with_overflow(ctr(Generation::Montecito, 15), true);
+        assert_eq!(m.bits(), 1 << 15);
+        assert_eq!(overflow_bit_location(3), None);
+        assert_eq!(overflow_bit_location(4), Some((0, 4)));
+        assert_eq!(overflow_bit_location(63), Some((0, 63)));
+        assert_eq!(overflow_bit_location(64), Some((1, 0)));
+        assert_eq!(overflow_bit_location(255), Some((3, 63)));
+    }
+
+    #[test]
+    fn every_field_of_every_generation() {
+        for g in Generation::ALL {
+            for n in g.counters() {
+                let z = zero(g, n);
+                let base = z.bits();
+                assert_eq!(base, ctr(g, n).info().default);
+                let diff = |c: CounterConfig| c.bits() ^ base;
+                assert_eq!(diff(z.with_plm(Plm::ALL)), 0xF);
+                assert_eq!(diff(z.with_plm(Plm::USER)), 0x8);
+                assert_eq!(diff(z.with_external_visibility(true)), 1 << 4);
+                assert_eq!(diff(z.with_overflow_interrupt(true)), 1 << 5);
+                assert_eq!(diff(z.with_privileged(true)), 1 << 6);
+                assert_eq!(diff(z.with_umask(Umask::new(0xF).unwrap())), 0xF << 16);
+                assert_eq!(diff(z.with_umask(Umask::new(0x5).unwrap())), 0x5 << 16);
+                let max_es = if g == Generation::Itanium { 0x7F } else { 0xFF };
+                let es = z.with_es(EventCode::new(g, max_es).unwrap()).unwrap();
+                assert_eq!(diff(es), (max_es as u64) << 8);
+                assert_eq!(es.es(), max_es);
+                let t_bits = ctr(g, n).threshold_bits();
+                let t_max = (1u8 << t_bits) - 1;
+                let t = z
+                    .with_threshold(Threshold::new(ctr(g, n), t_max).unwrap())
+                    .unwrap();
+                assert_eq!(diff(t), (t_max as u64) << 20);
+                assert_eq!(t.threshold().get(), t_max);
+                if g == Generation::Montecito {
+                    assert_eq!(z.ism(), Ism::Ia64Only);
+                    assert_eq!(z.with_ism(Ism::Both), Err(FieldError::IsmFixed));
+                    assert_eq!(z.with_ism(Ism::Ia64Only), Ok(z));
+                    assert_eq!(diff(z.with_all_threads(true).unwrap()), 1 << 26);
+                    assert_eq!(z.all_threads(), Some(false));
+                    assert_eq!(diff(z.with_mesi(Mesi::ALL).unwrap()), 0xF << 27);
+                    let only_m = Mesi {
+                        m: true,
+                        ..Mesi::default()
+                    };
+                    assert_eq!(diff(z.with_mesi(only_m).unwrap()), 1 << 30);
+                    assert_eq!(z.with_mesi(only_m).unwrap().mesi(), Some(only_m));
+                } else {
+                    assert_eq!(z.ism(), Ism::Both);
+                    for ism in [Ism::Both, Ism::Ia32Only, Ism::Ia64Only, Ism::Disabled] {
+                        let v = z.with_ism(ism).unwrap();
+                        assert_eq!(diff(v), (ism.bits() as u64) << 24);
+                        assert_eq!(v.ism(), ism);
+                    }
+                    assert_eq!(z.all_threads(), None);
+                    assert!(z.with_all_threads(true).is_err());
+                    assert_eq!(z.mesi(), None);
+                    assert!(z.with_mesi(Mesi::ALL).is_err());
+                }
+                if (g, n) == (Generation::Itanium2, 4) {
+                    assert_eq!(z.enable(), Some(true));
+                    assert_eq!(diff(z.with_enable(false).unwrap()), 1 << 23);
+                } else {
+                    assert_eq!(z.enable(), None);
+                    assert_eq!(
+                        z.with_enable(true),
+                        Err(FieldError::NoSuchField {
+                            field: "enable",
+                            generation: g,
+                            pmc: n
+                        })
+                    );
+                }
+                // Every typed value is well-formed.
+                let full = z
+                    .with_plm(Plm::ALL)
+                    .with_external_visibility(true)
+                    .with_overflow_interrupt(true)
+                    .with_privileged(true)
+                    .with_umask(Umask::new(0xF).unwrap());
+                assert_eq!(CounterConfig::from_bits(ctr(g, n), full.bits()), Ok(full));
+            }
+        }
+    }
+
+    #[test]
+    fn itanium_threshold_is_narrower_on_pmc6_and_7() {
+        let g = Generation::Itanium;
+        for n in [4, 5] {
+            let z = zero(g, n);
+            assert_eq!(z.threshold_field(), Field::new(20, 3));
+            let t = Threshold::new(ctr(g, n), 6).unwrap();
+            assert_eq!(z.with_threshold(t).unwrap().bits(), 6 << 20);
+        }
+        let t_from_pmc4 = Threshold::new(ctr(g, 4), 4).unwrap();
+        for n in [6, 7] {
+            let z = zero(g, n);
+            assert_eq!(z.threshold_field(), Field::new(20, 2));
+            assert_eq!(
+                z.with_threshold(t_from_pmc4),
+                Err(FieldError::ThresholdTooWide { value: 4, bits: 2 })
+            );
+            let t = Threshold::new(ctr(g, n), 3).unwrap();
+            assert_eq!(z.with_threshold(t).unwrap().bits(), 3 << 20);
+            // Bit 22 is not part of the field: it is reserved on PMC6/7.
+            assert_eq!(
+                CounterConfig::from_bits(ctr(g, n), 1 << 22),
+                Err(ReservedBits(1 << 22))
+            );
+            assert_eq!(
+                CounterConfig::from_bits_truncate(ctr(g, n), 7 << 20)
+                    .threshold()
+                    .get(),
+                3
+            );
+        }
+        // A 3-bit threshold from PMC4 still fits PMC6 when small enough.
+        let small = Threshold::new(ctr(g, 4), 2).unwrap();
+        assert!(zero(g, 6).with_threshold(small).is_ok());
+    }
+
+    #[test]
+    fn es_width_differs_between_generations() {
+        // Itanium: 7 bits, bit 15 reserved.
+        let z = zero(Generation::Itanium, 4);
+        assert_eq!(z.layout().es, Field::new(8, 7));
+        assert_eq!(
+            CounterConfig::from_bits(ctr(Generation::Itanium, 4), 0x80 << 8),
+            Err(ReservedBits(1 << 15))
+        );
+        assert_eq!(EventCode::new(Generation::Itanium, 0x80), None);
+        let wide = EventCode::new(Generation::Itanium2, 0xC8).unwrap();
+        assert_eq!(
+            CounterConfig::new(ctr(Generation::Itanium, 5), wide),
+            Err(FieldError::EventCodeTooWide {
+                code: 0xC8,
+                bits: 7
+            })
+        );
+        assert_eq!(
+            z.with_es(wide),
+            Err(FieldError::EventCodeTooWide {
+                code: 0xC8,
+                bits: 7
+            })
+        );
+        // Itanium 2 and Montecito: 8 bits.
+        for g in [Generation::Itanium2, Generation::Montecito] {
+            let c = CounterConfig::new(ctr(g, 5), wide).unwrap();
+            assert_eq!(c.es(), 0xC8);
+            assert_eq!(c.bits() & 0xFF00, 0xC800);
+        }
+    }
+
+    #[test]
+    fn reserved_bits_per_generation() {
+        let check = |g: Generation, n: u8, bad: u64| {
+            assert_eq!(
+                CounterConfig::from_bits(ctr(g, n), ctr(g, n).info().default | bad),
+                Err(ReservedBits(bad)),
+                "{g:?} PMC{n} bit mask {bad:#x}"
+            );
+        };
+        for n in 4..8 {
+            check(Generation::Itanium, n, 1 << 7);
+            check(Generation::Itanium, n, 1 << 15);
+            check(Generation::Itanium, n, 1 << 23);
+            check(Generation::Itanium, n, 1 << 26);
+            check(Generation::Itanium, n, 1 << 63);
+            check(Generation::Itanium2, n, 1 << 7);
+            check(Generation::Itanium2, n, 1 << 26);
+            check(Generation::Itanium2, n, 1 << 27);
+            check(Generation::Itanium2, n, 1 << 40);
+        }
+        for n in 5..8 {
+            check(Generation::Itanium2, n, 1 << 23);
+        }
+        for n in 4..16 {
+            check(Generation::Montecito, n, 1 << 7);
+            check(Generation::Montecito, n, 1 << 23);
+            check(Generation::Montecito, n, 1 << 31);
+            // ISM is not writable: clearing bit 25 is a reserved-bit change.
+            assert_eq!(
+                CounterConfig::from_bits(ctr(Generation::Montecito, n), 0),
+                Err(ReservedBits(1 << 25))
+            );
+            assert_eq!(
+                CounterConfig::from_bits_truncate(ctr(Generation::Montecito, n), 0).ism(),
+                Ism::Ia64Only
+            );
+        }
+        // Itanium 2 PMC4: clearing the enable bit is allowed (it is writable).
+        assert!(CounterConfig::from_bits(ctr(Generation::Itanium2, 4), 0).is_ok());
+    }
+
+    #[test]
+    fn for_event_programs_code_and_umask() {
+        let g = Generation::Itanium2;
+        let e = events::find(g, "BE_RSE_BUBBLE_AR_DEP").unwrap();
+        let c = CounterConfig::for_event(ctr(g, 6), e).unwrap();
+        assert_eq!(c.es(), 0x01);
+        assert_eq!(c.umask().get(), 0x2);
+        // EAR events put their umask in the EAR, not the counter.
+        let ear = events::find(g, "DATA_EAR_CACHE_LAT64").unwrap();
+        let c = CounterConfig::for_event(ctr(g, 5), ear).unwrap();
+        assert_eq!((c.es(), c.umask().get()), (0xC8, 0));
+        // Counter restrictions and generation mismatch.
+        let pmc4_only = events::find(g, "L2_L3ACCESS_CANCEL_ANY").unwrap();
+        assert!(CounterConfig::for_event(ctr(g, 4), pmc4_only).is_ok());
+        assert_eq!(
+            CounterConfig::for_event(ctr(g, 5), pmc4_only),
+            Err(FieldError::EventNotOnCounter {
+                event: "L2_L3ACCESS_CANCEL_ANY",
+                pmc: 5
+            })
+        );
+        let ita = events::find(Generation::Itanium, "NOPS_RETIRED").unwrap();
+        assert_eq!(
+            CounterConfig::for_event(ctr(g, 4), ita),
+            Err(FieldError::WrongGeneration {
+                expected: g,
+                found: Generation::Itanium
+            })
+        );
+        assert!(CounterConfig::for_event(ctr(Generation::Itanium, 5), ita).is_ok());
+        assert!(CounterConfig::for_event(ctr(Generation::Itanium, 6), ita).is_err());
+    }
+
+    #[test]
+    fn decoding_round_trips() {
+        let mut s = 0x1234_5678_9ABC_DEF1u64;
+        for _ in 0..50_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            for g in Generation::ALL {
+                for n in g.counters() {
+                    let c = ctr(g, n);
+                    let v = CounterConfig::from_bits_truncate(c, s);
+                    assert_eq!(c.info().reserved_bits(v.bits()), 0);
+                    assert_eq!(CounterConfig::from_bits(c, v.bits()), Ok(v));
+                    let mut rebuilt = CounterConfig::new(c, EventCode::new(g, v.es()).unwrap())
+                        .unwrap()
+                        .with_plm(v.plm())
+                        .with_external_visibility(v.external_visibility())
+                        .with_overflow_interrupt(v.overflow_interrupt())
+                        .with_privileged(v.privileged())
+                        .with_umask(v.umask())
+                        .with_threshold(v.threshold())
+                        .unwrap()
+                        .with_ism(v.ism())
+                        .unwrap();
+                    if let Some(e) = v.enable() {
+                        rebuilt = rebuilt.with_enable(e).unwrap();
+                    }
+                    if let Some(a) = v.all_threads() {
+                        rebuilt = rebuilt.with_all_threads(a).unwrap();
+                    }
+                    if let Some(m) = v.mesi() {
+                        rebuilt = rebuilt.with_mesi(m).unwrap();
+                    }
+                    assert_eq!(rebuilt, v);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,653 @@
+//! Checking a PMC value before it is written, the way the Linux perfmon
+//! driver checked writes (reference §8: `pfm_write_pmcs` and the model
+//! checkers `pfm_ita_pmc_check`, `pfm_mck_pmc_check`,
+//! `pfm_mont_pmc_check`), plus the field and catalog checks the typed
+//! layouts make possible. Every illegal case has its own [`PmcError`]
+//! variant. [`Validator::check`] is total: it returns a result for every
+//! register number and every 64-bit value, without panicking.
+//!
+//! # The checks, in order
+//!
+//! 1. The register must be implemented ([`PmcError::NotImplemented`]) and
+//!    not one of the control registers PMC0-3, which perfmon refuses
+//!    ([`PmcError::ControlRegister`]; the driver writes PMC0 itself, as a
+//!    [`crate::arch::itanium::Pmc0`]).
+//! 2. Field values the register cannot hold, refused under every policy
+//!    because dropping them would change what is counted: an Itanium event
+//!    code above 7Fh in bit 15 ([`PmcError::EventCodeTooWide`]), an Itanium
+//!    PMC6/7 threshold in bit 22 ([`PmcError::ThresholdTooWide`]; seed 000),
+//!    an instruction set mask on the branch trace buffer
+//!    ([`PmcError::IsmNotApplicable`]; seed 000: "The instruction set mask
+//!    applies to PMC[4, 5, 6, 7, 10, 11] but not to PMC[12]").
+//! 3. Reserved bits, per [`ReservedPolicy`]: bits outside the register's
+//!    writable fields ([`crate::arch::itanium::PmcInfo`]) are either
+//!    replaced by their power-up values (perfmon's behaviour,
+//!    `pfm_mck_reserved`) or refused ([`PmcError::ReservedBits`]; on
+//!    Montecito a changed ISM gets [`PmcError::IsmFixed`]).
+//! 4. Policy: perfmon forces `oi` on every counter (it virtualises 64-bit
+//!    counters) and the power enable bit on Itanium 2 PMC4; it requires
+//!    `pm` = 1 in system-wide and 0 in per-task sessions for any value other
+//!    than the power-up one ([`PmcError::PrivilegeMismatch`]). Each is an
+//!    option of [`Policy`].
+//! 5. Counters (Itanium and Itanium 2; Montecito has no catalog here): the
+//!    event code must be in the catalog ([`PmcError::UnknownEvent`]), the
+//!    counter must be one the event allows ([`PmcError::EventNotOnCounter`]),
+//!    and a non-zero threshold must be below the event's maximum increment
+//!    ([`PmcError::ThresholdNotBelowMaxIncrement`]): the counter adds one in
+//!    cycles where the count exceeds the threshold (seed 000), so a
+//!    threshold at or above the maximum never counts.
+//! 6. EARs: the D-EAR mode 3 of Itanium 2 is undefined
+//!    ([`PmcError::UndefinedEarMode`]); unit masks that encode nothing are
+//!    refused ([`PmcError::UndefinedEarUmask`]), and so is an L2 fill asked
+//!    of the Itanium I-EAR ([`PmcError::L2FillNotOnItanium`]; seed 002).
+//! 7. Itanium 2 PMC8/13/14 (Montecito PMC32/41/38): perfmon refuses the
+//!    combination that "can produce inconsistencies in tagging i-side events
+//!    in L1D and L2 caches": no DBR pair enabled in PMC13 (bits 48:45 zero),
+//!    PMC8 not ignoring the address range (`ig_ad` clear), and IBR pair 0 or
+//!    1 constraining in PMC14 (bit 1 or bit 4 clear)
+//!    ([`PmcError::InconsistentTagging`]). The check uses the value being
+//!    written and the last accepted values of the other two registers, which
+//!    the [`Validator`] remembers (power-up values at first).
+//!
+//! An accepted value comes back with the bits replaced and forced, and
+//! whether the write makes an instruction (IBR) or data (DBR) range
+//! restriction active ([`RangeEffect`]): perfmon clears the debug registers
+//! before such a write takes effect (Itanium: PMC13 `ta` = 0 or PMC11 `pt`
+//! = 0; Itanium 2: PMC13 or PMC14 active, see
+//! [`crate::arch::itanium::opcode`]).
+//!
+//! # Not checked
+//!
+//! * Unit masks of counters: the catalog lists the unit masks libpfm
+//!   names, which need not be all the hardware accepts; only code, counter
+//!   and threshold are checked (with the code's widest rule when the unit
+//!   mask is not listed, see [`crate::arch::itanium::events::rule`]).
+//! * Multi-register scheduling rules (Itanium 2 cache groups; libpfm's
+//!   refusal to combine the BTB with the D-EAR's TLB or ALAT modes, which
+//!   comes from pfmon's sources rather than the reference).
+
+use core::fmt;
+
+use super::ear::{DearConfig, DearMode, IearConfig, UmaskProblem};
+use super::events;
+use super::fields::{Field, Ism};
+use super::generation::{Generation, PmcInfo, PmcKind, RegSet};
+use super::opcode::{DataRangeConfig, InstructionRangeConfig};
+
+/// What to do with bits outside a register's writable fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ReservedPolicy {
+    /// Replace them by the register's power-up value (Linux perfmon).
+    Replace,
+    /// Refuse the value.
+    Reject,
+}
+
+/// Which `pm` value monitors must have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PrivilegePolicy {
+    /// Either.
+    Any,
+    /// Privileged monitors (`pm` = 1), as perfmon requires system-wide.
+    System,
+    /// User monitors (`pm` = 0), as perfmon requires per task.
+    PerTask,
+}
+
+/// How a [`Validator`] treats values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Policy {
+    /// Reserved bits.
+    pub reserved: ReservedPolicy,
+    /// The `pm` bit of monitors.
+    pub privilege: PrivilegePolicy,
+    /// Set `oi` on every counter configuration (perfmon does).
+    pub force_overflow_interrupt: bool,
+    /// Set the power enable bit of Itanium 2 PMC4 (perfmon does).
+    pub force_pmc4_enable: bool,
+}
+
+impl Policy {
+    /// Linux perfmon's behaviour (system-wide privilege left open).
+    pub const PERFMON: Policy = Policy {
+        reserved: ReservedPolicy::Replace,
+        privilege: PrivilegePolicy::Any,
+        force_overflow_interrupt: true,
+        force_pmc4_enable: true,
+    };
+
+    /// Refuse anything that is not exactly a legal value; change nothing.
+    pub const STRICT: Policy = Policy {
+        reserved: ReservedPolicy::Reject,
+        privilege: PrivilegePolicy::Any,
+        force_overflow_interrupt: false,
+        force_pmc4_enable: false,
+    };
+}
+
+/// Why a PMC value was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PmcError {
+    /// The generation has no such PMC.
+    NotImplemented {
+        /// The register.
+        pmc: u8,
+    },
+    /// PMC0-3 hold the freeze and overflow bits and are not configured
+    /// through this path.
+    ControlRegister {
+        /// The register.
+        pmc: u8,
+    },
+    /// Bits outside the writable fields differ from the power-up value
+    /// ([`ReservedPolicy::Reject`]).
+    ReservedBits {
+        /// The register.
+        pmc: u8,
+        /// The offending bits.
+        bits: u64,
+    },
+    /// Itanium counter: bit 15 set, an event code above 7Fh (the `es` field
+    /// is 7 bits).
+    EventCodeTooWide {
+        /// The register.
+        pmc: u8,
+        /// Bits 15:8.
+        code: u8,
+    },
+    /// Itanium PMC6/7: bit 22 set, a threshold above 3 (the field is 2
+    /// bits).
+    ThresholdTooWide {
+        /// The register.
+        pmc: u8,
+        /// Bits 22:20.
+        threshold: u8,
+        /// The field width.
+        bits: u8,
+    },
+    /// An instruction set mask (bits 25:24) on the branch trace buffer
+    /// configuration, which has none.
+    IsmNotApplicable {
+        /// The register.
+        pmc: u8,
+    },
+    /// Montecito: the ISM of counters and the D-EAR must be 10b (IA-64 only)
+    /// ([`ReservedPolicy::Reject`]).
+    IsmFixed {
+        /// The register.
+        pmc: u8,
+        /// The ISM written.
+        ism: Ism,
+    },
+    /// `pm` does not match the session ([`PrivilegePolicy`]).
+    PrivilegeMismatch {
+        /// The register.
+        pmc: u8,
+        /// The `pm` written.
+        pm: bool,
+    },
+    /// No event in the catalog has this code.
+    UnknownEvent {
+        /// The register.
+        pmc: u8,
+        /// The event code.
+        code: u8,
+    },
+    /// The event cannot be counted on this counter.
+    EventNotOnCounter {
+        /// The register.
+        pmc: u8,
+        /// The event code.
+        code: u8,
+        /// The unit mask.
+        umask: u8,
+        /// The counters that can count it.
+        allowed: RegSet,
+    },
+    /// A non-zero threshold at or above the event's maximum increment: the
+    /// counter would never count.
+    ThresholdNotBelowMaxIncrement {
+        /// The register.
+        pmc: u8,
+        /// The event code.
+        code: u8,
+        /// The threshold.
+        threshold: u8,
+        /// The event's maximum increment per cycle.
+        max_increment: u8,
+    },
+    /// An undefined EAR mode (Itanium 2 D-EAR `mode` = 3).
+    UndefinedEarMode {
+        /// The register.
+        pmc: u8,
+        /// The mode field.
+        mode: u8,
+    },
+    /// An EAR unit mask that encodes nothing in the configured mode.
+    UndefinedEarUmask {
+        /// The register.
+        pmc: u8,
+        /// The unit mask.
+        umask: u8,
+    },
+    /// The Itanium I-EAR in TLB mode asked for L2 fills (unit mask bit 1),
+    /// which do not apply to Itanium (seed 002).
+    L2FillNotOnItanium {
+        /// The register.
+        pmc: u8,
+    },
+    /// Itanium 2 PMC8/13/14 (Montecito PMC32/41/38): IBR pair 0 or 1 tags
+    /// instructions while no DBR pair is enabled and the opcode matcher does
+    /// not ignore the address range, which perfmon refuses because it tags
+    /// instruction-side events in the L1D and L2 caches inconsistently.
+    InconsistentTagging {
+        /// The register being written.
+        pmc: u8,
+    },
+}
+
+impl fmt::Display for PmcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            PmcError::NotImplemented { pmc } => write!(f, "PMC{pmc} is not implemented"),
+            PmcError::ControlRegister { pmc } => write!(
+                f,
+                "PMC{pmc} holds the freeze and overflow bits and cannot be configured"
+            ),
+            PmcError::ReservedBits { pmc, bits } => write!(
+                f,
+                "PMC{pmc}: reserved bits {bits:#x} differ from their power-up value"
+            ),
+            PmcError::EventCodeTooWide { pmc, code } => write!(
+                f,
+                "PMC{pmc}: event code {code:#x} does not fit Itanium's 7-bit es field (bit 15 is reserved)"
+            ),
+            PmcError::ThresholdTooWide {
+                pmc,
+                threshold,
+                bits,
+            } => write!(
+                f,
+                "PMC{pmc}: threshold {threshold} does not fit its {bits}-bit threshold field"
+            ),
+            PmcError::IsmNotApplicable { pmc } => write!(
+                f,
+                "PMC{pmc}: the instruction set mask does not apply to the branch trace buffer"
+            ),
+            PmcError::IsmFixed { pmc, ism } => write!(
+                f,
+                "PMC{pmc}: Montecito monitors IA-64 code only, ISM must be 10b (got {:02b}b)",
+                ism.bits()
+            ),
+            PmcError::PrivilegeMismatch { pmc, pm } => write!(
+                f,
+                "PMC{pmc}: pm={} does not match the session (pm=1 system-wide, pm=0 per task)",
+                pm as u8
+            ),
+            PmcError::UnknownEvent { pmc, code } => {
+                write!(f, "PMC{pmc}: no event has code {code:#x}")
+            }
+            PmcError::EventNotOnCounter {
+                pmc, code, umask, ..
+            } => write!(
+                f,
+                "PMC{pmc}: event {code:#x} (unit mask {umask:#x}) cannot be counted on this counter"
+            ),
+            PmcError::ThresholdNotBelowMaxIncrement {
+                pmc,
+                code,
+                threshold,
+                max_increment,
+            } => write!(
+                f,
+                "PMC{pmc}: threshold {threshold} is not below the maximum increment {max_increment} of event {code:#x}, so it would never count"
+            ),
+            PmcError::UndefinedEarMode { pmc, mode } => {
+                write!(f, "PMC{pmc}: EAR mode {mode} is undefined")
+            }
+            PmcError::UndefinedEarUmask { pmc, umask } => write!(
+                f,
+                "PMC{pmc}: EAR unit mask {umask:#x} encodes nothing in this mode"
+            ),
+            PmcError::L2FillNotOnItanium { pmc } => write!(
+                f,
+                "PMC{pmc}: the Itanium I-EAR has no L2 ITLB fills to capture"
+            ),
+            PmcError::InconsistentTagging { pmc } => write!(
+                f,
+                "PMC{pmc}: IBR pair 0/1 tagging with no DBR pair enabled and the opcode matcher honouring the range tags instruction-side cache events inconsistently"
+            ),
+        }
+    }
+}
+
+/// Which address-range restriction a write makes active. Perfmon clears
+/// the corresponding debug registers before such a write takes effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RangeEffect {
+    /// Instruction ranges (IBRs).
+    pub instruction: bool,
+    /// Data ranges (DBRs).
+    pub data: bool,
+}
+
+/// An accepted value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Accepted {
+    /// The value to write.
+    pub value: u64,
+    /// Bits the reserved-bit policy replaced.
+    pub replaced: u64,
+    /// Bits the policy forced on (`oi`, Itanium 2 PMC4's enable bit).
+    pub forced: u64,
+    /// The range restrictions the value activates.
+    pub range: RangeEffect,
+}
+
+const ES: Field = Field::new(8, 8);
+const UMASK: Field = Field::new(16, 4);
+const THRESHOLD: Field = Field::new(20, 3);
+const ISM: Field = Field::new(24, 2);
+const OI: u64 = 1 << 5;
+const ENABLE: u64 = 1 << 23;
+
+/// The registers perfmon's tagging check reads: Itanium 2 PMC8, PMC13,
+/// PMC14, or Montecito PMC32, PMC41, PMC38; `None` on Itanium.
+const fn tagging_registers(generation: Generation) -> Option<(u8, u8, u8)> {
+    match generation {
+        Generation::Itanium => None,
+        Generation::Itanium2 => Some((8, 13, 14)),
+        Generation::Montecito => Some((32, 41, 38)),
+    }
+}
+
+const fn power_up(generation: Generation, pmc: u8) -> u64 {
+    match generation.pmc(pmc) {
+        Some(i) => i.default,
+        None => 0,
+    }
+}
+
+/// A PMC write checker with the state perfmon's checks need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Validator {
+    generation: Generation,
+    policy: Policy,
+    /// Last accepted opcode matcher, DBR and IBR configuration values (the
+    /// registers of [`tagging_registers`]).
+    opcode: u64,
+    dbr: u64,
+    ibr: u64,
+}
+
+impl Validator {
+    /// A checker for `generation` under `policy`, with the tagging registers
+    /// at their power-up values.
+    pub const fn new(generation: Generation, policy: Policy) -> Validator {
+        let (opcode, dbr, ibr) = match tagging_registers(generation) {
+            Some((o, d, i)) => (
+                power_up(generation, o),
+                power_up(generation, d),
+                power_up(generation, i),
+            ),
+            None => (0, 0, 0),
+        };
+        Validator {
+            generation,
+            policy,
+            opcode,
+            dbr,
+            ibr,
+        }
+    }
+
+    /// The generation.
+    pub const fn generation(&self) -> Generation {
+        self.generation
+    }
+
+    /// The policy.
+    pub const fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// The remembered opcode matcher, DBR and IBR configuration values
+    /// (Itanium 2 PMC8, PMC13, PMC14; Montecito PMC32, PMC41, PMC38).
+    /// `None` on Itanium, which has no such check.
+    pub const fn tagging_state(&self) -> Option<(u64, u64, u64)> {
+        match tagging_registers(self.generation) {
+            Some(_) => Some((self.opcode, self.dbr, self.ibr)),
+            None => None,
+        }
+    }
+
+    /// Check `value` for PMC `pmc`, and remember it if it is one of the
+    /// registers the tagging check reads.
+    pub const fn write(&mut self, pmc: u8, value: u64) -> Result<Accepted, PmcError> {
+        let r = self.check(pmc, value);
+        if let Ok(a) = r
+            && let Some((o, d, i)) = tagging_registers(self.generation)
+        {
+            if pmc == o {
+                self.opcode = a.value;
+            } else if pmc == d {
+                self.dbr = a.value;
+            } else if pmc == i {
+                self.ibr = a.value;
+            }
+        }
+        r
+    }
+
+    /// Check `value` for PMC `pmc` without remembering it.
+    pub const fn check(&self, pmc: u8, value: u64) -> Result<Accepted, PmcError> {
+        let g = self.generation;
+        let info = match g.pmc(pmc) {
+            Some(i) => i,
+            None => return Err(PmcError::NotImplemented { pmc }),
+        };
+        // 1. Control registers.
+        if matches!(info.kind, PmcKind::Overflow) {
+            return Err(PmcError::ControlRegister { pmc });
+        }
+        // 2. Values the fields cannot hold.
+        if let Err(e) = field_widths(g, pmc, info, value) {
+            return Err(e);
+        }
+        // 3. Reserved bits.
+        let merged = info.merge(value);
+        let replaced = value ^ merged;
+        if matches!(self.policy.reserved, ReservedPolicy::Reject) && replaced != 0 {
+            if matches!(g, Generation::Montecito)
+                && matches!(info.kind, PmcKind::Counter | PmcKind::DEar)
+                && ISM.get(value) != ISM.get(info.default)
+            {
+                return Err(PmcError::IsmFixed {
+                    pmc,
+                    ism: Ism::from_bits(ISM.get(value)),
+                });
+            }
+            return Err(PmcError::ReservedBits {
+                pmc,
+                bits: replaced,
+            });
+        }
+        // 4. Policy.
+        let mut v = merged;
+        if matches!(info.kind, PmcKind::Counter) {
+            if self.policy.force_overflow_interrupt {
+                v |= OI;
+            }
+            if self.policy.force_pmc4_enable && matches!(g, Generation::Itanium2) && pmc == 4 {
+                v |= ENABLE;
+            }
+        }
+        let forced = v ^ merged;
+        if let Some(bit) = info.pm_bit(g)
+            && v != info.default
+        {
+            let pm = (v >> bit) & 1 != 0;
+            let bad = match self.policy.privilege {
+                PrivilegePolicy::Any => false,
+                PrivilegePolicy::System => !pm,
+                PrivilegePolicy::PerTask => pm,
+            };
+            if bad {
+                return Err(PmcError::PrivilegeMismatch { pmc, pm });
+            }
+        }
+        // 5-7. Per register.
+        let mut range = RangeEffect {
+            instruction: false,
+            data: false,
+        };
+        match info.kind {
+            PmcKind::Counter => {
+                if let Err(e) = counter_event(g, pmc, v) {
+                    return Err(e);
+                }
+            }
+            PmcKind::IEar => {
+                let c = IearConfig::from_bits_truncate(g, v);
+                match c.umask_problem() {
+                    Some(UmaskProblem::L2FillOnItanium) => {
+                        return Err(PmcError::L2FillNotOnItanium { pmc });
+                    }
+                    Some(UmaskProblem::Undefined(umask)) => {
+                        return Err(PmcError::UndefinedEarUmask { pmc, umask });
+                    }
+                    None => {}
+                }
+            }
+            PmcKind::DEar => {
+                let c = DearConfig::from_bits_truncate(g, v);
+                if matches!(c.mode(), DearMode::Undefined) {
+                    return Err(PmcError::UndefinedEarMode {
+                        pmc,
+                        mode: ((v >> 7) & 3) as u8,
+                    });
+                }
+                if let Some(UmaskProblem::Undefined(umask)) = c.umask_problem() {
+                    return Err(PmcError::UndefinedEarUmask { pmc, umask });
+                }
+                if let Some(false) = c.pass_tags() {
+                    range.data = true;
+                }
+            }
+            PmcKind::RangeTag => {
+                range.instruction = v & 1 == 0;
+            }
+            PmcKind::DataRange => {
+                range.data = DataRangeConfig::from_bits_truncate(v).is_active();
+            }
+            PmcKind::InstructionRange => {
+                range.instruction = match InstructionRangeConfig::from_bits_truncate(g, v) {
+                    Some(c) => c.is_active(),
+                    None => false,
+                };
+            }
+            _ => {}
+        }
+        if let Some((o, d, i)) = tagging_registers(g)
+            && (pmc == o || pmc == d || pmc == i)
+        {
+            let opcode = if pmc == o { v } else { self.opcode };
+            let dbr = if pmc == d { v } else { self.dbr };
+            let ibr = if pmc == i { v } else { self.ibr };
+            let ig_ad_bit = if matches!(g, Generation::Montecito) {
+                57
+            } else {
+                0
+            };
+            let no_dbr_pair = (dbr >> 45) & 0xF == 0;
+            let opcode_honours_range = (opcode >> ig_ad_bit) & 1 == 0;
+            let ibr01_constrains = ibr & (1 << 1) == 0 || ibr & (1 << 4) == 0;
+            if no_dbr_pair && opcode_honours_range && ibr01_constrains {
+                return Err(PmcError::InconsistentTagging { pmc });
+            }
+        }
+        Ok(Accepted {
+            value: v,
+            replaced,
+            forced,
+            range,
+        })
+    }
+}
+
+/// Check `value` for PMC `pmc` of `generation` with a fresh [`Validator`]
+/// (tagging registers at their power-up values).
+pub const fn validate(
+    generation: Generation,
+    policy: Policy,
+    pmc: u8,
+    value: u64,
+) -> Result<Accepted, PmcError> {
+    Validator::new(generation, policy).check(pmc, value)
+}
+
+/// Step 2: field values the register cannot hold.
+const fn field_widths(g: Generation, pmc: u8, info: PmcInfo, value: u64) -> Result<(), PmcError> {
+    match info.kind {
+        PmcKind::Counter if matches!(g, Generation::Itanium) => {
+            if value & (1 << 15) != 0 {
+                return Err(PmcError::EventCodeTooWide {
+                    pmc,
+                    code: ES.get(value) as u8,
+                });
+            }
+            if (pmc == 6 || pmc == 7) && value & (1 << 22) != 0 {
+                return Err(PmcError::ThresholdTooWide {
+                    pmc,
+                    threshold: THRESHOLD.get(value) as u8,
+                    bits: 2,
+                });
+            }
+            Ok(())
+        }
+        PmcKind::Btb if ISM.get(value) != 0 => Err(PmcError::IsmNotApplicable { pmc }),
+        _ => Ok(()),
+    }
+}
+
+/// Step 5: the counter's event against the catalog.
+const fn counter_event(g: Generation, pmc: u8, v: u64) -> Result<(), PmcError> {
+    let es_bits = g.event_code_bits();
+    let code = (ES.get(v) & ((1 << es_bits) - 1)) as u8;
+    let umask = UMASK.get(v) as u8;
+    let threshold = THRESHOLD.get(v) as u8;
+    if matches!(g, Generation::Montecito) {
+        return Ok(());
+    }
+    let rule = match events::rule(g, code, umask) {
+        Some(r) => r,
+        None => return Err(PmcError::UnknownEvent { pmc, code }),
+    };
+    if !rule.counters.contains(pmc) {
+        return Err(PmcError::EventNotOnCounter {
+            pmc,
+            code,
+            umask,
+            allowed: rule.counters,
+        });
+    }
+    if threshold != 0 && threshold >= rule.max_increment {
+        return Err(PmcError::ThresholdNotBelowMaxIncrement {
+            pmc,
+            code,
+            threshold,
+            max_increment: rule.max_increment,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
