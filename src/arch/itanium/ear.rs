@@ -6,7 +6,7 @@
 //!
 //! An EAR captures one miss at a time: the instruction EAR either
 //! instruction cache misses whose latency is above a threshold (cache mode)
-//! or instruction TLB misses (TLB mode, seed 000: "When PMC[10].tlb is one,
+//! or instruction TLB misses (TLB mode, seed 000: "When PMC\[10\].tlb is one,
 //! the instruction event address register captures addresses of
 //! instruction TLB misses"); the data EAR likewise for data, and from
 //! Itanium 2 on ALAT misses. A counter counting the EAR's event

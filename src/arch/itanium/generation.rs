@@ -334,7 +334,7 @@ impl Counter {
     }
 
     /// The width of its threshold field: 2 on Itanium PMC6/7, else 3
-    /// (seed 000: "PMC[4,5] define 3 threshold bits 22:20, while PMC[6,7]
+    /// (seed 000: "PMC\[4,5\] define 3 threshold bits 22:20, while PMC\[6,7\]
     /// define 2 threshold bits 21:20"; see [`crate::arch::itanium::pmc`]
     /// for the disagreement with perfmon and libpfm).
     pub const fn threshold_bits(self) -> u8 {

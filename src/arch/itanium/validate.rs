@@ -18,7 +18,7 @@
 //!    PMC6/7 threshold in bit 22 ([`PmcError::ThresholdTooWide`]; seed 000),
 //!    an instruction set mask on the branch trace buffer
 //!    ([`PmcError::IsmNotApplicable`]; seed 000: "The instruction set mask
-//!    applies to PMC[4, 5, 6, 7, 10, 11] but not to PMC[12]").
+//!    applies to PMC\[4, 5, 6, 7, 10, 11\] but not to PMC\[12\]").
 //! 3. Reserved bits, per [`ReservedPolicy`]: bits outside the register's
 //!    writable fields ([`crate::arch::itanium::PmcInfo`]) are either
 //!    replaced by their power-up values (perfmon's behaviour,
