@@ -61,6 +61,7 @@
 //! | The Itanium 2 I-EAR cache patterns listed (no >= 64, >= 512, >= 2048; 40h "> 0 cycles" although C0h is >= 1024) do not read as one obvious bit-per-range encoding | this crate names the listed patterns ([`LatencyFilter`]) and keeps any other 8-bit value as a raw mask, undecoded and not refused |
 //! | libpfm writes "ct=11 => cache mode with umask bit 7 set" | [`IearConfig`] decodes bit 13 = 1 as cache mode with an 8-bit mask at 12:5, so this falls out |
 //! | Itanium PMC10 power-up value | not in the reference; zero assumed (cache mode, >= 4 cycles, plm 0) |
+//! | Montecito IP-EAR (PMC42) | the reference gives its fields (plm, pm, mode 10:8, delay 18:11) but not the mode values or the capture format: [`IpEarConfig`] keeps mode and delay raw; no decoder |
 
 use super::fields::{Field, FieldError, Ism, Plm, ReservedBits, Slot};
 use super::generation::{Generation, PmcInfo};
@@ -1063,6 +1064,86 @@ impl DearSample {
     }
 }
 
+/// Montecito's IP-EAR configuration, PMC42 (reference §5: plm 3:0, pm 6,
+/// mode 10:8, delay 18:11). The IP-EAR writes its captures into the
+/// execution trace buffer registers (PMD38, PMD39, PMD48-63); the reference
+/// gives neither the meaning of the mode values nor that capture format,
+/// so both fields stay raw and no sample decoder exists for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct IpEarConfig(u64);
+
+const IPEAR_MODE: Field = Field::new(8, 3);
+const IPEAR_DELAY: Field = Field::new(11, 8);
+
+impl IpEarConfig {
+    /// The register number.
+    pub const PMC: u8 = 42;
+
+    /// The power-up value (zero).
+    pub const POWER_UP: IpEarConfig = IpEarConfig(0);
+
+    /// Decode a raw value, refusing bits outside the fields (perfmon's
+    /// writable mask 7_FF4Fh).
+    pub const fn from_bits(raw: u64) -> Result<IpEarConfig, ReservedBits> {
+        let r = reg_info(Generation::Montecito, Self::PMC).reserved_bits(raw);
+        if r != 0 {
+            Err(ReservedBits(r))
+        } else {
+            Ok(IpEarConfig(raw))
+        }
+    }
+
+    /// The register image.
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// The privilege level mask.
+    pub const fn plm(self) -> Plm {
+        Plm::from_bits_truncate(self.0)
+    }
+
+    /// With the privilege level mask replaced.
+    pub const fn with_plm(self, plm: Plm) -> IpEarConfig {
+        IpEarConfig(DEAR_PLM.set(self.0, plm.get() as u64))
+    }
+
+    /// The `pm` bit (6).
+    pub const fn privileged(self) -> bool {
+        DEAR_PM.flag(self.0)
+    }
+
+    /// With the `pm` bit set or cleared.
+    pub const fn with_privileged(self, on: bool) -> IpEarConfig {
+        IpEarConfig(DEAR_PM.set_flag(self.0, on))
+    }
+
+    /// The 3-bit mode field (10:8), raw.
+    pub const fn mode(self) -> u8 {
+        IPEAR_MODE.get(self.0) as u8
+    }
+
+    /// With the mode field replaced; `None` if `v` does not fit 3 bits.
+    pub const fn with_mode(self, v: u8) -> Option<IpEarConfig> {
+        if IPEAR_MODE.fits(v as u64) {
+            Some(IpEarConfig(IPEAR_MODE.set(self.0, v as u64)))
+        } else {
+            None
+        }
+    }
+
+    /// The 8-bit delay field (18:11), raw.
+    pub const fn delay(self) -> u8 {
+        IPEAR_DELAY.get(self.0) as u8
+    }
+
+    /// With the delay field replaced.
+    pub const fn with_delay(self, v: u8) -> IpEarConfig {
+        IpEarConfig(IPEAR_DELAY.set(self.0, v as u64))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1234,6 +1315,22 @@ mod tests {
             } else {
                 assert!(c.tlb_fills().is_some());
             }
+        }
+    }
+
+    #[test]
+    fn montecito_ip_ear_fields() {
+        let z = IpEarConfig::POWER_UP;
+        assert_eq!(z.with_plm(Plm::ALL).bits(), 0xF);
+        assert_eq!(z.with_privileged(true).bits(), 1 << 6);
+        assert_eq!(z.with_mode(7).unwrap().bits(), 7 << 8);
+        assert_eq!(z.with_mode(8), None);
+        assert_eq!(z.with_delay(0xFF).bits(), 0xFF << 11);
+        let v = z.with_mode(5).unwrap().with_delay(0x81).with_plm(Plm::USER);
+        assert_eq!((v.mode(), v.delay(), v.plm()), (5, 0x81, Plm::USER));
+        assert_eq!(IpEarConfig::from_bits(v.bits()), Ok(v));
+        for b in [4, 5, 7, 19, 63] {
+            assert_eq!(IpEarConfig::from_bits(1 << b), Err(ReservedBits(1 << b)));
         }
     }
 
