@@ -16,6 +16,9 @@ const PRELUDE: &str = r#"
 #![allow(unused)]
 use pmu::arch::netburst::driver::{Counters, CounterConfig, NetBurstDriver};
 use pmu::msr::MsrAccess;
+use pmu::arch::itanium::driver::{
+    CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver, PmuRegisters,
+};
 fn main() {}
 "#;
 
@@ -36,6 +39,12 @@ fn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, M>, c: Counters, cfg: CounterConfi
     let c12 = c.c12.configure(d, &cfg).unwrap().cascade_from(&c14, d).unwrap();
     let mut any = c0.erase();
     let _ = any.halt(d);
+}
+fn g<R: PmuRegisters>(d: &mut ItaniumDriver<'_, R>, c: IaCounters, cfg: IaConfig) {
+    let c4 = c.c4.configure(d, &cfg).unwrap().enable(d).unwrap();
+    let c4 = c4.halt(d).unwrap().resume(d).unwrap();
+    let _ = c4.read(d);
+    let _ = c4.release(d).unwrap();
 }
 "#;
 
@@ -98,6 +107,17 @@ const CASES: &[Case] = &[
         body: "let c0 = c.c0.configure(d, &cfg).unwrap(); \
                let _ = c.c2.configure(d, &cfg).unwrap().enable(d).unwrap().cascade_from(&c0, d);",
         expect: &["a counter in state `pmu::counter::state::Enabled` cannot be cascaded"],
+    },
+    Case {
+        name: "itanium_has_no_cascading",
+        body: "fn g<R: PmuRegisters>(d: &mut ItaniumDriver<'_, R>, c: IaCounters, cfg: IaConfig) { \
+               let c4 = c.c4.configure(d, &cfg).unwrap(); \
+               let _ = c.c5.configure(d, &cfg).unwrap().cascade_from(&c4, d); }",
+        expect: &[
+            "counter 5 cannot be cascaded from counter",
+            "on `pmu::arch::itanium::driver::Itanium`",
+            "Itanium has no cascading at all",
+        ],
     },
     Case {
         name: "stale_handle",

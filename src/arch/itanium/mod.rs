@@ -98,13 +98,16 @@
 //! * [`events`]: aliases and per-unit-mask rules.
 
 pub mod btb;
+pub mod driver;
 pub mod ear;
 pub mod events;
 pub mod fields;
 pub mod generation;
+pub mod itlb_report;
 pub mod opcode;
 pub mod pmc;
 pub mod pmd;
+pub mod pmi;
 pub mod validate;
 
 pub use btb::{BtbConfig, BtbEntry, BtbIndex, BtbRecord};
