@@ -28,9 +28,11 @@
 //!   crate derives the writable bits from the register layouts of
 //!   reference §3-§7 instead, so that the ignored and reserved fields
 //!   (counter bits 7, 15, 23, 63:26, bit 22 on PMC6/7) are caught. Power-up
-//!   values are perfmon's where the reference gives one (PMC8/9, PMC11,
-//!   PMC13) and zero elsewhere.
-//! * **Itanium 2**: perfmon's masks, except on the counters: perfmon's
+//!   values are perfmon's where the reference gives one (PMC0, PMC8/9,
+//!   PMC11, PMC13) and zero elsewhere (PMC4-7, PMC10, PMC12: assumed).
+//! * **Itanium 2**: perfmon's masks and power-up values (zero assumed for
+//!   PMC5-7 and PMC10-12, which the reference does not list), except on the
+//!   counters: perfmon's
 //!   mask 0x0FFF_FF7F lets bits 27:26 through and treats bit 23 alike on all
 //!   four counters. libpfm3 says bits 26-27 "must be zero for proper
 //!   operations" and names bit 23 the *PMC4-only* power enable bit. This
