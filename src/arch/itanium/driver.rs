@@ -9,8 +9,8 @@
 //! pmd[r]` instructions (SDM Vol. 3, `mov` indirect register file). Rust
 //! has no IA-64 target, so the crate cannot emit them: [`PmuRegisters`] is
 //! the door, implemented here for the register-level model
-//! ([`crate::model::itanium::ItaniumModel`], a test instrument) and by the
-//! QEMU kernels' shared model; an IA-64 port would implement it with those
+//! (`crate::model::itanium::ItaniumModel`, a test instrument, feature
+//! `model`) and by the QEMU kernels' shared model; an IA-64 port would implement it with those
 //! four instructions (plus `srlz.d` after each PMC write, SDM Vol. 2 7.2).
 //! [`Recorder`] wraps any implementation and counts and logs every access.
 //!
@@ -52,6 +52,30 @@
 //! | read | 0 | 0 | 1 (Itanium, halted: 0) | 0 | the PMD, low W bits |
 //! | release | 0 | 1 (+1 I-EAR PMC) | 0 | 1 | PMC at its power-up value, PMD 0 |
 //! | overflow interrupt ([`super::pmi`]) | 1 | 1 | 1 per EAR sample | 1 per overflowed counter | PMC0, reloads, PMC0 = 0 last |
+//!
+//! # Validation
+//!
+//! Every PMC value the driver writes for a configuration (the counter's
+//! PMC with `oi` set exactly for sampling counters, and the I-EAR's PMC)
+//! first passes the arch layer's [`Validator`] under [`Policy::STRICT`]
+//! (implemented register, field widths, reserved bits at their power-up
+//! values, catalog event on an allowed counter, threshold below the event's
+//! maximum increment, EAR unit masks; see [`super::validate`]), then the
+//! driver's own rules ([`ConfigError`]). A refused configuration writes
+//! nothing and hands the unchanged handle back.
+//!
+//! # Sampling every Nth ITLB miss (seed 002)
+//!
+//! [`CounterConfig::itlb_sampling`] programs the I-EAR in TLB mode
+//! ([`IearConfig::tlb_misses`]) and a counter counting the I-EAR's own
+//! event (INSTRUCTION_EAR_EVENTS 23h on Itanium, L1I_EAR_EVENTS 43h after,
+//! unit mask 0: `itanium_events.md`), preset to `2^W - N` with `oi`. The
+//! I-EAR counts one event per capture, so the Nth capture overflows the
+//! counter, which freezes the PMU with that capture still in PMD0 (PMD34
+//! on Montecito); the overflow handler reads it, reloads `2^W - N` and
+//! unfreezes, which re-arms the I-EAR ([`super::pmi`]). N can come from
+//! [`crate::sampling::calibrate`] over a counting run
+//! ([`CounterConfig::itlb`] without sampling), as on NetBurst.
 //!
 //! Cascading does not exist on Itanium: [`Itanium`] implements no
 //! [`crate::counter::Cascade`] pair, so `cascade_from` does not compile
