@@ -36,7 +36,7 @@ use hobby::pmi::{self, Delivery};
 use hobby::println;
 use hobby::shared_itanium::SharedItanium;
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver, overflow_rule};
+use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver, Recorder, overflow_rule};
 use pmu::arch::itanium::ear::{IearConfig, TlbFills};
 use pmu::arch::itanium::fields::Plm;
 use pmu::arch::itanium::generation::{Counter as HwCounter, Generation};
@@ -63,6 +63,9 @@ static SAMPLES: SampleBuffer<2048> = SampleBuffer::new();
 static HANDLED: AtomicU64 = AtomicU64::new(0);
 static ERRORS: AtomicU64 = AtomicU64::new(0);
 static NO_EAR: AtomicU64 = AtomicU64::new(0);
+/// Register accesses of the handler, summed over interrupts: PMC reads,
+/// PMC writes, PMD reads, PMD writes.
+static TRAFFIC: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 
 /// A synthetic IA-64 address space: region 2 for the program, region 1 for
 /// the shared libraries (four 64-byte lines per function).
@@ -179,7 +182,8 @@ fn entry() -> LvtPerfCounter {
 /// packed into the `rip` slot.
 fn on_pmi(frame: &mut InterruptFrame) {
     let mut apic = apic();
-    let r = handle_overflow(&PMI, &mut MODEL.regs(), frame.rip, |s| match s.itlb {
+    let mut regs: Recorder<_, 8> = Recorder::new(MODEL.regs());
+    let r = handle_overflow(&PMI, &mut regs, frame.rip, |s| match s.itlb {
         Some(t) => {
             SAMPLES.push(Sample {
                 rip: t.pack(),
@@ -192,6 +196,13 @@ fn on_pmi(frame: &mut InterruptFrame) {
     });
     if r.is_err() {
         ERRORS.fetch_add(1, Ordering::SeqCst);
+    }
+    let c = regs.counts();
+    for (t, n) in TRAFFIC
+        .iter()
+        .zip([c.pmc_reads, c.pmc_writes, c.pmd_reads, c.pmd_writes])
+    {
+        t.fetch_add(u64::from(n), Ordering::SeqCst);
     }
     HANDLED.fetch_add(1, Ordering::SeqCst);
     apic.set_perf_counter_entry(entry());
@@ -312,6 +323,9 @@ fn run(g: Generation) -> Result<bool, &'static str> {
         .map_err(|_| "configure (sampling)")?;
     let c4 = c4.enable(&mut pmu).map_err(|_| "enable (sampling)")?;
     let handled_before = HANDLED.load(Ordering::SeqCst);
+    for t in &TRAFFIC {
+        t.store(0, Ordering::SeqCst);
+    }
     replay(g)?;
     let c4 = c4.halt(&mut pmu).map_err(|_| "halt")?;
     let (owed, residual) = n.split(c4.read(&mut pmu).map_err(|_| "read")?);
@@ -365,6 +379,14 @@ fn run(g: Generation) -> Result<bool, &'static str> {
             && bad == 0
             && SAMPLES.dropped() == 0,
     );
+    let traffic = TRAFFIC.each_ref().map(|t| t.load(Ordering::SeqCst));
+    let mut line = Line::new();
+    let _ = write!(
+        line,
+        "handler traffic over {interrupts} interrupts: {} PMC reads, {} PMC writes, {} PMD reads, {} PMD writes (1 each per interrupt)",
+        traffic[0], traffic[1], traffic[2], traffic[3]
+    );
+    check(line.as_str(), traffic == [interrupts; 4]);
     check(
         "the report equals the one built from every Nth miss of the stream",
         digest(&report) == digest(&expected) && report.not_tabulated().is_empty(),
@@ -403,11 +425,11 @@ fn run(g: Generation) -> Result<bool, &'static str> {
 }
 
 /// A small line buffer for check messages.
-struct Line([u8; 160], usize);
+struct Line([u8; 200], usize);
 
 impl Line {
     fn new() -> Self {
-        Line([0; 160], 0)
+        Line([0; 200], 0)
     }
     fn as_str(&self) -> &str {
         core::str::from_utf8(&self.0[..self.1]).unwrap_or("?")
