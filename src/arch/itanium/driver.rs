@@ -37,7 +37,11 @@
 //! preserve the value of the corresponding PMD register(s)". On the
 //! first-generation Itanium (the processor that dialog describes: 7-bit
 //! `es`, 2-bit threshold on PMC6/7) a halt therefore reads the PMD and the
-//! resume writes it back; Itanium 2 and Montecito keep the count.
+//! resume writes it back; Itanium 2 and Montecito keep the count. A
+//! sampling counter halted after its overflow but before the interrupt was
+//! taken is saved at the point the handler's reload gives (the same point
+//! of the next period), and the handler still counts the period: until the
+//! interrupt is taken, a read shows the residual without that period.
 //!
 //! # Register traffic per operation
 //!

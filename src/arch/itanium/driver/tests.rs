@@ -565,3 +565,51 @@ fn erased_handles_refuse_cascading() {
     assert_eq!(b.state(), StateTag::Configured);
     assert!(!Itanium::can_cascade(4, 6));
 }
+
+/// The whole seed-002 path on the host: I-EAR samples from the overflow
+/// handler feed the itlb report, whose percentages are the injected mix.
+#[test]
+fn handler_samples_make_the_itlb_report() {
+    use crate::arch::itanium::itlb_report::{Function, ItlbReport, L2Fills, LoadModule};
+    const FNS: &[Function<'static>] = &[Function {
+        name: "hot",
+        start: 0x4000_0000,
+        end: 0x4000_0100,
+    }];
+    const MODS: &[LoadModule<'static>] = &[LoadModule {
+        name: "a.out",
+        start: 0x4000_0000,
+        end: 0x4001_0000,
+        functions: FNS,
+    }];
+    let g = Generation::Itanium2;
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, g);
+    let hw = HwCounter::new(g, 5).unwrap();
+    let cfg = CounterConfig::itlb_sampling(hw, sa(g, 2), iear(g, TlbFills::ALL)).unwrap();
+    let _c5 =
+        c.c5.configure(&mut d, &cfg)
+            .unwrap()
+            .enable(&mut d)
+            .unwrap();
+    let mut report: ItlbReport<'_, 2, 2, 4> = ItlbReport::new(MODS, L2Fills::Reported);
+    // Pairs of misses, the second of each pair sampled: 2 L2, 1 HPW, 1 SW.
+    let fills = [TlbFill::L2, TlbFill::L2, TlbFill::Hpw, TlbFill::Software];
+    for (i, fill) in fills.iter().flat_map(|f| [*f, *f]).enumerate() {
+        let address = 0x4000_0000 + (i as u64 % 4) * 0x40;
+        model(&mut d).fetch_miss(FetchMiss::tlb(address, fill));
+        if model(&mut d).take_interrupt().is_some() {
+            handle_overflow(&state, d.regs(), 0, |s| {
+                report.record(s.itlb.unwrap()).unwrap();
+            })
+            .unwrap();
+        }
+    }
+    let hot = report.function("a.out", "hot").unwrap();
+    assert_eq!((hot.l2, hot.hpw, hot.software), (2, 1, 1));
+    let text = std::format!("{report}");
+    assert!(
+        text.contains("  100.0    100.0        4     50.0     25.0     25.0  a.out\n"),
+        "{text}"
+    );
+}
