@@ -45,8 +45,9 @@
 //! | Itanium PMC12 bit 14 is `bpt` in the reference's field list, `tac` in libpfm3's parameter | named `tac` here, both names recorded |
 //! | whether `b1` applies to records in the `ds` = 1 format | the reference states the rule for the address format; this crate applies it to source records of both formats |
 
-use super::fields::{Field, FieldError, Plm, ReservedBits, Slot};
+use super::fields::{Field, FieldError, Slot};
 use super::generation::{Generation, PmcInfo, PmcKind, RegSet};
+use super::image::{pmc_image, pmc_image_plm_pm};
 
 /// Which branch outcomes are captured (`tm`, 9:8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -132,13 +133,12 @@ const TAC: Field = Field::new(14, 1);
 const BAC: Field = Field::new(15, 1);
 const BRT: Field = Field::new(14, 2);
 
-/// A branch trace buffer configuration (PMC12, Montecito PMC39).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct BtbConfig {
-    generation: Generation,
-    bits: u64,
+pmc_image! {
+    /// A branch trace buffer configuration (PMC12, Montecito PMC39).
+    BtbConfig
 }
+
+pmc_image_plm_pm!(BtbConfig, plm: PLM, pm: PM, "The `pm` bit.");
 
 macro_rules! itanium_flag {
     ($get:ident, $set:ident, $field:ident, $name:literal, $doc:literal) => {
@@ -191,66 +191,6 @@ impl BtbConfig {
             _ => BRT.set(BIT7.set(bits, 0), 0),
         };
         BtbConfig { generation, bits }
-    }
-
-    /// Decode any raw value, replacing non-writable bits by their power-up
-    /// values.
-    pub const fn from_bits_truncate(generation: Generation, raw: u64) -> BtbConfig {
-        BtbConfig {
-            generation,
-            bits: Self::info(generation).merge(raw),
-        }
-    }
-
-    /// Decode a raw value, refusing non-writable bits that differ from the
-    /// power-up value.
-    pub const fn from_bits(generation: Generation, raw: u64) -> Result<BtbConfig, ReservedBits> {
-        let r = Self::info(generation).reserved_bits(raw);
-        if r != 0 {
-            Err(ReservedBits(r))
-        } else {
-            Ok(BtbConfig {
-                generation,
-                bits: raw,
-            })
-        }
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.bits
-    }
-
-    /// The generation.
-    pub const fn generation(self) -> Generation {
-        self.generation
-    }
-
-    const fn with(self, bits: u64) -> BtbConfig {
-        BtbConfig {
-            generation: self.generation,
-            bits,
-        }
-    }
-
-    /// The privilege level mask.
-    pub const fn plm(self) -> Plm {
-        Plm::from_bits_truncate(PLM.get(self.bits))
-    }
-
-    /// With the privilege level mask replaced.
-    pub const fn with_plm(self, plm: Plm) -> BtbConfig {
-        self.with(PLM.set(self.bits, plm.get() as u64))
-    }
-
-    /// The `pm` bit.
-    pub const fn privileged(self) -> bool {
-        PM.flag(self.bits)
-    }
-
-    /// With the `pm` bit set or cleared.
-    pub const fn with_privileged(self, on: bool) -> BtbConfig {
-        self.with(PM.set_flag(self.bits, on))
     }
 
     /// Outcomes captured.
@@ -605,6 +545,7 @@ pub fn trace(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::itanium::fields::{Plm, ReservedBits};
 
     const ITA: Generation = Generation::Itanium;
     const ITA2: Generation = Generation::Itanium2;

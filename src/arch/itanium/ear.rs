@@ -65,6 +65,7 @@
 
 use super::fields::{Field, FieldError, Ism, Plm, ReservedBits, Slot};
 use super::generation::{Generation, PmcInfo};
+use super::image::{pmc_image, pmc_image_plm_pm};
 
 /// An EAR latency threshold: capture only misses whose latency is at least
 /// this many cycles.
@@ -394,12 +395,9 @@ const ITA2_IEAR_CT: Field = Field::new(12, 2);
 const ITA2_IEAR_CACHE_UMASK: Field = Field::new(5, 8);
 const ITA2_IEAR_TLB_UMASK: Field = Field::new(5, 7);
 
-/// An instruction EAR configuration (PMC10, Montecito PMC37).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct IearConfig {
-    generation: Generation,
-    bits: u64,
+pmc_image! {
+    /// An instruction EAR configuration (PMC10, Montecito PMC37).
+    IearConfig
 }
 
 const fn reg_info(generation: Generation, pmc: u8) -> PmcInfo {
@@ -461,39 +459,6 @@ impl IearConfig {
         Ok(IearConfig { generation, bits })
     }
 
-    /// Decode any raw value, replacing non-writable bits by their power-up
-    /// values.
-    pub const fn from_bits_truncate(generation: Generation, raw: u64) -> IearConfig {
-        IearConfig {
-            generation,
-            bits: Self::info(generation).merge(raw),
-        }
-    }
-
-    /// Decode a raw value, refusing non-writable bits that differ from the
-    /// power-up value.
-    pub const fn from_bits(generation: Generation, raw: u64) -> Result<IearConfig, ReservedBits> {
-        let r = Self::info(generation).reserved_bits(raw);
-        if r != 0 {
-            Err(ReservedBits(r))
-        } else {
-            Ok(IearConfig {
-                generation,
-                bits: raw,
-            })
-        }
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.bits
-    }
-
-    /// The generation.
-    pub const fn generation(self) -> Generation {
-        self.generation
-    }
-
     /// The privilege level mask.
     pub const fn plm(self) -> Plm {
         Plm::from_bits_truncate(iear_layout(self.generation).plm.get(self.bits))
@@ -501,11 +466,11 @@ impl IearConfig {
 
     /// With the privilege level mask replaced.
     pub const fn with_plm(self, plm: Plm) -> IearConfig {
-        let f = iear_layout(self.generation).plm;
-        IearConfig {
-            generation: self.generation,
-            bits: f.set(self.bits, plm.get() as u64),
-        }
+        self.with(
+            iear_layout(self.generation)
+                .plm
+                .set(self.bits, plm.get() as u64),
+        )
     }
 
     /// The `pm` bit (bit 6 on Itanium, bit 4 after).
@@ -515,11 +480,7 @@ impl IearConfig {
 
     /// With the `pm` bit set or cleared.
     pub const fn with_privileged(self, on: bool) -> IearConfig {
-        let f = iear_layout(self.generation).pm;
-        IearConfig {
-            generation: self.generation,
-            bits: f.set_flag(self.bits, on),
-        }
+        self.with(iear_layout(self.generation).pm.set_flag(self.bits, on))
     }
 
     /// The instruction set mask; `None` on Montecito, whose PMC37 has none.
@@ -533,10 +494,7 @@ impl IearConfig {
     /// With the instruction set mask replaced.
     pub const fn with_ism(self, ism: Ism) -> Result<IearConfig, FieldError> {
         match iear_layout(self.generation).ism {
-            Some(f) => Ok(IearConfig {
-                generation: self.generation,
-                bits: f.set(self.bits, ism.bits() as u64),
-            }),
+            Some(f) => Ok(self.with(f.set(self.bits, ism.bits() as u64))),
             None => Err(FieldError::NoSuchField {
                 field: "ism",
                 generation: self.generation,
@@ -724,13 +682,12 @@ const ITA2_DEAR_MODE: Field = Field::new(7, 2);
 const DEAR_ISM: Field = Field::new(24, 2);
 const ITA_DEAR_PT: Field = Field::new(28, 1);
 
-/// A data EAR configuration (PMC11, Montecito PMC40).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct DearConfig {
-    generation: Generation,
-    bits: u64,
+pmc_image! {
+    /// A data EAR configuration (PMC11, Montecito PMC40).
+    DearConfig
 }
+
+pmc_image_plm_pm!(DearConfig, plm: DEAR_PLM, pm: DEAR_PM, "The `pm` bit (6).");
 
 impl DearConfig {
     /// The register's power-up value and writable bits.
@@ -778,66 +735,6 @@ impl DearConfig {
             Generation::Itanium => Err(FieldError::AlatNotOnItanium),
             _ => Ok(Self::with_mode(generation, 2, 0)),
         }
-    }
-
-    /// Decode any raw value, replacing non-writable bits by their power-up
-    /// values.
-    pub const fn from_bits_truncate(generation: Generation, raw: u64) -> DearConfig {
-        DearConfig {
-            generation,
-            bits: Self::info(generation).merge(raw),
-        }
-    }
-
-    /// Decode a raw value, refusing non-writable bits that differ from the
-    /// power-up value.
-    pub const fn from_bits(generation: Generation, raw: u64) -> Result<DearConfig, ReservedBits> {
-        let r = Self::info(generation).reserved_bits(raw);
-        if r != 0 {
-            Err(ReservedBits(r))
-        } else {
-            Ok(DearConfig {
-                generation,
-                bits: raw,
-            })
-        }
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.bits
-    }
-
-    /// The generation.
-    pub const fn generation(self) -> Generation {
-        self.generation
-    }
-
-    const fn with(self, bits: u64) -> DearConfig {
-        DearConfig {
-            generation: self.generation,
-            bits,
-        }
-    }
-
-    /// The privilege level mask.
-    pub const fn plm(self) -> Plm {
-        Plm::from_bits_truncate(DEAR_PLM.get(self.bits))
-    }
-
-    /// With the privilege level mask replaced.
-    pub const fn with_plm(self, plm: Plm) -> DearConfig {
-        self.with(DEAR_PLM.set(self.bits, plm.get() as u64))
-    }
-
-    /// The `pm` bit (6).
-    pub const fn privileged(self) -> bool {
-        DEAR_PM.flag(self.bits)
-    }
-
-    /// With the `pm` bit set or cleared.
-    pub const fn with_privileged(self, on: bool) -> DearConfig {
-        self.with(DEAR_PM.set_flag(self.bits, on))
     }
 
     /// The instruction set mask (25:24).

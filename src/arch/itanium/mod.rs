@@ -103,6 +103,7 @@ pub mod ear;
 pub mod events;
 pub mod fields;
 pub mod generation;
+mod image;
 pub mod itlb_report;
 pub mod opcode;
 pub mod pmc;
