@@ -63,9 +63,9 @@
 //! | Itanium PMC10 power-up value | not in the reference; zero assumed (cache mode, >= 4 cycles, plm 0) |
 //! | Montecito IP-EAR (PMC42) | the reference gives its fields (plm, pm, mode 10:8, delay 18:11) but not the mode values or the capture format: [`IpEarConfig`] keeps mode and delay raw; no decoder |
 
-use super::fields::{Field, FieldError, Ism, Plm, ReservedBits, Slot};
+use super::fields::{Field, FieldError, Ism, Plm, Slot};
 use super::generation::{Generation, PmcInfo};
-use super::image::{pmc_image, pmc_image_plm_pm};
+use super::image::{fixed_pmc_image, info_or_empty, pmc_image, pmc_image_plm_pm};
 
 /// An EAR latency threshold: capture only misses whose latency is at least
 /// this many cycles.
@@ -400,18 +400,6 @@ pmc_image! {
     IearConfig
 }
 
-const fn reg_info(generation: Generation, pmc: u8) -> PmcInfo {
-    match generation.pmc(pmc) {
-        Some(i) => i,
-        None => PmcInfo {
-            kind: super::generation::PmcKind::Overflow,
-            default: 0,
-            writable: 0,
-            pmds: super::generation::RegSet::EMPTY,
-        },
-    }
-}
-
 impl IearConfig {
     /// The register number.
     pub const fn pmc(generation: Generation) -> u8 {
@@ -420,7 +408,7 @@ impl IearConfig {
 
     /// The register's power-up value and writable bits.
     pub const fn info(generation: Generation) -> PmcInfo {
-        reg_info(generation, generation.iear_pmc())
+        info_or_empty(generation, generation.iear_pmc())
     }
 
     /// Capture instruction cache misses at or above `latency` (PLM zero:
@@ -692,7 +680,7 @@ pmc_image_plm_pm!(DearConfig, plm: DEAR_PLM, pm: DEAR_PM, "The `pm` bit (6).");
 impl DearConfig {
     /// The register's power-up value and writable bits.
     pub const fn info(generation: Generation) -> PmcInfo {
-        reg_info(generation, generation.dear_pmc())
+        info_or_empty(generation, generation.dear_pmc())
     }
 
     const fn with_mode(generation: Generation, mode: u64, umask: u64) -> DearConfig {
@@ -961,14 +949,16 @@ impl DearSample {
     }
 }
 
-/// Montecito's IP-EAR configuration, PMC42 (reference §5: plm 3:0, pm 6,
-/// mode 10:8, delay 18:11). The IP-EAR writes its captures into the
-/// execution trace buffer registers (PMD38, PMD39, PMD48-63); the reference
-/// gives neither the meaning of the mode values nor that capture format,
-/// so both fields stay raw and no sample decoder exists for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct IpEarConfig(u64);
+fixed_pmc_image! {
+    /// Montecito's IP-EAR configuration, PMC42 (reference §5: plm 3:0, pm 6,
+    /// mode 10:8, delay 18:11). The IP-EAR writes its captures into the
+    /// execution trace buffer registers (PMD38, PMD39, PMD48-63); the reference
+    /// gives neither the meaning of the mode values nor that capture format,
+    /// so both fields stay raw and no sample decoder exists for it.
+    IpEarConfig,
+    info: info_or_empty(Generation::Montecito, IpEarConfig::PMC),
+    from_bits_doc: "Decode a raw value, refusing bits outside the fields (perfmon's\nwritable mask 7_FF4Fh)."
+}
 
 const IPEAR_MODE: Field = Field::new(8, 3);
 const IPEAR_DELAY: Field = Field::new(11, 8);
@@ -979,22 +969,6 @@ impl IpEarConfig {
 
     /// The power-up value (zero).
     pub const POWER_UP: IpEarConfig = IpEarConfig(0);
-
-    /// Decode a raw value, refusing bits outside the fields (perfmon's
-    /// writable mask 7_FF4Fh).
-    pub const fn from_bits(raw: u64) -> Result<IpEarConfig, ReservedBits> {
-        let r = reg_info(Generation::Montecito, Self::PMC).reserved_bits(raw);
-        if r != 0 {
-            Err(ReservedBits(r))
-        } else {
-            Ok(IpEarConfig(raw))
-        }
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
 
     /// The privilege level mask.
     pub const fn plm(self) -> Plm {
@@ -1045,6 +1019,7 @@ impl IpEarConfig {
 mod tests {
     use super::*;
     use crate::arch::itanium::events;
+    use crate::arch::itanium::fields::ReservedBits;
 
     const ITA: Generation = Generation::Itanium;
     const ITA2: Generation = Generation::Itanium2;

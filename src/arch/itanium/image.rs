@@ -103,3 +103,55 @@ macro_rules! pmc_image_plm_pm {
 
 pub(crate) use pmc_image;
 pub(crate) use pmc_image_plm_pm;
+
+/// The [`super::PmcInfo`] of `pmc` on `generation`, or one with nothing
+/// writable (so every set bit is reserved) if the generation has no such
+/// register.
+pub(crate) const fn info_or_empty(
+    generation: super::generation::Generation,
+    pmc: u8,
+) -> super::generation::PmcInfo {
+    match generation.pmc(pmc) {
+        Some(i) => i,
+        None => super::generation::PmcInfo {
+            kind: super::generation::PmcKind::Overflow,
+            default: 0,
+            writable: 0,
+            pmds: super::generation::RegSet::EMPTY,
+        },
+    }
+}
+
+/// Declare a PMC image of one fixed register (a tuple struct around the
+/// raw value) with the attributes and doc comment given, `from_bits`
+/// (refusing the reserved bits of the `PmcInfo` expression `$info`,
+/// documented by `$from_bits_doc`) and `bits`.
+macro_rules! fixed_pmc_image {
+    ($(#[$attr:meta])* $name:ident, info: $info:expr, from_bits_doc: $from_bits_doc:literal) => {
+        $(#[$attr])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub struct $name(u64);
+
+        impl $name {
+            #[doc = $from_bits_doc]
+            pub const fn from_bits(
+                raw: u64,
+            ) -> Result<$name, $crate::arch::itanium::fields::ReservedBits> {
+                let r = $info.reserved_bits(raw);
+                if r != 0 {
+                    Err($crate::arch::itanium::fields::ReservedBits(r))
+                } else {
+                    Ok($name(raw))
+                }
+            }
+
+            /// The register image.
+            pub const fn bits(self) -> u64 {
+                self.0
+            }
+        }
+    };
+}
+
+pub(crate) use fixed_pmc_image;

@@ -30,19 +30,8 @@
 //! | Itanium PMC13 bits 49:32 | set in perfmon's power-up value, undescribed | kept at the power-up value |
 
 use super::fields::{Field, ReservedBits};
-use super::generation::{Generation, PmcInfo, PmcKind, RegSet};
-
-const fn info_or_empty(generation: Generation, pmc: u8) -> PmcInfo {
-    match generation.pmc(pmc) {
-        Some(i) => i,
-        None => PmcInfo {
-            kind: PmcKind::Overflow,
-            default: 0,
-            writable: 0,
-            pmds: RegSet::EMPTY,
-        },
-    }
-}
+use super::generation::Generation;
+use super::image::{fixed_pmc_image, info_or_empty};
 
 /// The instruction units an opcode matcher considers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -353,30 +342,16 @@ impl MontecitoOpcodeMatcher {
     }
 }
 
-/// Itanium PMC13: the `ta` (tag all) bit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct RangeTag(u64);
+fixed_pmc_image! {
+    /// Itanium PMC13: the `ta` (tag all) bit.
+    RangeTag,
+    info: info_or_empty(Generation::Itanium, 13),
+    from_bits_doc: "Decode a raw value, refusing bits other than `ta` that differ from\nthe power-up value."
+}
 
 impl RangeTag {
     /// The power-up value: `ta` set, nothing restricted.
     pub const POWER_UP: RangeTag = RangeTag(0x0003_FFFF_0000_0001);
-
-    /// Decode a raw value, refusing bits other than `ta` that differ from
-    /// the power-up value.
-    pub const fn from_bits(raw: u64) -> Result<RangeTag, ReservedBits> {
-        let r = info_or_empty(Generation::Itanium, 13).reserved_bits(raw);
-        if r != 0 {
-            Err(ReservedBits(r))
-        } else {
-            Ok(RangeTag(raw))
-        }
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
 
     /// `ta`: tag every instruction (no IBR range restriction).
     pub const fn tag_all(self) -> bool {
@@ -394,36 +369,22 @@ impl RangeTag {
     }
 }
 
-/// The data address range configuration (Itanium 2 PMC13, Montecito PMC41).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct DataRangeConfig(u64);
+fixed_pmc_image! {
+    /// The data address range configuration (Itanium 2 PMC13, Montecito PMC41).
+    DataRangeConfig,
+    info: info_or_empty(Generation::Itanium2, 13),
+    from_bits_doc: "Decode a raw value, refusing non-writable bits that differ from the\npower-up value."
+}
 
 impl DataRangeConfig {
     /// The power-up value (both generations): pair 0 enabled, every `cfg`
     /// field 11b, so not active.
     pub const POWER_UP: DataRangeConfig = DataRangeConfig(0x0000_2078_FEFE_FEFE);
 
-    /// Decode a raw value, refusing non-writable bits that differ from the
-    /// power-up value.
-    pub const fn from_bits(raw: u64) -> Result<DataRangeConfig, ReservedBits> {
-        let r = info_or_empty(Generation::Itanium2, 13).reserved_bits(raw);
-        if r != 0 {
-            Err(ReservedBits(r))
-        } else {
-            Ok(DataRangeConfig(raw))
-        }
-    }
-
     /// Decode any raw value, replacing non-writable bits by their power-up
     /// values.
     pub const fn from_bits_truncate(raw: u64) -> DataRangeConfig {
         DataRangeConfig(info_or_empty(Generation::Itanium2, 13).merge(raw))
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.0
     }
 
     const fn cfg_field(pair: u8) -> Field {
@@ -571,31 +532,17 @@ impl InstructionRangeConfig {
     }
 }
 
-/// The opcode matcher configuration (Itanium 2 PMC15, Montecito PMC36):
-/// four bits whose meaning the reference gives only as names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct OpcodeMatcherConfig(u64);
+fixed_pmc_image! {
+    /// The opcode matcher configuration (Itanium 2 PMC15, Montecito PMC36):
+    /// four bits whose meaning the reference gives only as names.
+    OpcodeMatcherConfig,
+    info: info_or_empty(Generation::Itanium2, 15),
+    from_bits_doc: "Decode a raw value, refusing non-writable bits that differ from the\npower-up value."
+}
 
 impl OpcodeMatcherConfig {
     /// The power-up value (FFFF_FFF0h: the four bits clear).
     pub const POWER_UP: OpcodeMatcherConfig = OpcodeMatcherConfig(0xFFFF_FFF0);
-
-    /// Decode a raw value, refusing non-writable bits that differ from the
-    /// power-up value.
-    pub const fn from_bits(raw: u64) -> Result<OpcodeMatcherConfig, ReservedBits> {
-        let r = info_or_empty(Generation::Itanium2, 15).reserved_bits(raw);
-        if r != 0 {
-            Err(ReservedBits(r))
-        } else {
-            Ok(OpcodeMatcherConfig(raw))
-        }
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
 
     /// Bit `n` (0-3; higher numbers wrap): Itanium 2 `ibrp0_pmc8`,
     /// `ibrp1_pmc9`, `ibrp2_pmc8`, `ibrp3_pmc9`; Montecito `chN_ig_opcm`.
