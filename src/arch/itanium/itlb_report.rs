@@ -417,6 +417,26 @@ impl<'a, const MODULES: usize, const FUNCTIONS: usize, const LINES: usize>
             .map_or("(unknown)", |f| f.name)
     }
 
+    /// A summary row's leading columns: its share of `total`, the
+    /// cumulative share, its sample count and its fill shares.
+    fn summary_row(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        c: &FillCounts,
+        cumulative: u64,
+        total: u64,
+    ) -> fmt::Result {
+        let n = c.total();
+        write!(
+            f,
+            "{:>7} {:>8} {:>8}",
+            Tenths::percent(n, total),
+            Tenths::percent(cumulative, total),
+            n
+        )?;
+        self.fills(f, c)
+    }
+
     fn fills(&self, f: &mut fmt::Formatter<'_>, c: &FillCounts) -> fmt::Result {
         match self.l2 {
             L2Fills::Reported => write!(f, " {:>8}", Tenths::percent(c.l2, c.total()))?,
@@ -443,6 +463,23 @@ impl Tenths {
         let (p, w) = (u128::from(part), u128::from(whole));
         Tenths(((p * 2000 + w) / (2 * w)) as u64)
     }
+}
+
+/// A summary's title, rule and the first two lines of its column heading
+/// (the caller writes the third, which names its key columns).
+fn summary_head(f: &mut fmt::Formatter<'_>, title: &str) -> fmt::Result {
+    writeln!(f, "\n{title} Summary\n{RULE}")?;
+    writeln!(
+        f,
+        "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "% Total", "Cumulat", "Sampled", "% ITLB", "% ITLB", "% ITLB"
+    )?;
+    writeln!(
+        f,
+        "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "Sampled", "% of", "ITLB", "L2", "HPW", "Soft"
+    )?;
+    Ok(())
 }
 
 impl fmt::Display for Tenths {
@@ -499,17 +536,7 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
         }
 
         // Load modules.
-        writeln!(f, "\nLoad Module Summary\n{RULE}")?;
-        writeln!(
-            f,
-            "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            "% Total", "Cumulat", "Sampled", "% ITLB", "% ITLB", "% ITLB"
-        )?;
-        writeln!(
-            f,
-            "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            "Sampled", "% of", "ITLB", "L2", "HPW", "Soft"
-        )?;
+        summary_head(f, "Load Module")?;
         writeln!(
             f,
             "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}  Load Module\n{RULE}",
@@ -517,16 +544,8 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
         )?;
         let mut cumulative = 0;
         for row in self.modules.ranked(|&m| u64::from(m)) {
-            let n = row.counts.total();
-            cumulative += n;
-            write!(
-                f,
-                "{:>7} {:>8} {:>8}",
-                Tenths::percent(n, total),
-                Tenths::percent(cumulative, total),
-                n
-            )?;
-            self.fills(f, &row.counts)?;
+            cumulative += row.counts.total();
+            self.summary_row(f, &row.counts, cumulative, total)?;
             writeln!(f, "  {}", self.module_name(row.key))?;
         }
         writeln!(f, "{RULE}")?;
@@ -549,17 +568,7 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
             .max()
             .unwrap_or(0)
             .max("Function".len());
-        writeln!(f, "\nFunction Summary\n{RULE}")?;
-        writeln!(
-            f,
-            "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            "% Total", "Cumulat", "Sampled", "% ITLB", "% ITLB", "% ITLB"
-        )?;
-        writeln!(
-            f,
-            "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            "Sampled", "% of", "ITLB", "L2", "HPW", "Soft"
-        )?;
+        summary_head(f, "Function")?;
         writeln!(
             f,
             "{:>7} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<width$}  Load Module\n{RULE}",
@@ -567,16 +576,8 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
         )?;
         let mut cumulative = 0;
         for row in self.functions.ranked(|&k| order_key(k)) {
-            let n = row.counts.total();
-            cumulative += n;
-            write!(
-                f,
-                "{:>7} {:>8} {:>8}",
-                Tenths::percent(n, total),
-                Tenths::percent(cumulative, total),
-                n
-            )?;
-            self.fills(f, &row.counts)?;
+            cumulative += row.counts.total();
+            self.summary_row(f, &row.counts, cumulative, total)?;
             writeln!(
                 f,
                 "  {:<width$}  {}",
