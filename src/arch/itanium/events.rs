@@ -183,16 +183,19 @@ const fn itanium_row(
     qualifiers: Qualifiers,
     kind: EventKind,
 ) -> EventInfo {
+    // An Itanium 2 row without a cache group, relabelled.
     EventInfo {
-        name,
         generation: Generation::Itanium,
-        code,
-        umask,
-        max_increment,
-        counters,
-        qualifiers,
-        kind,
-        group: None,
+        ..itanium2_row(
+            name,
+            code,
+            umask,
+            max_increment,
+            counters,
+            qualifiers,
+            kind,
+            None,
+        )
     }
 }
 
