@@ -2,30 +2,45 @@
 //! values and the counter presets they imply, calibration, and the sample
 //! buffer between the interrupt path and the kernel.
 //!
-//! # Presets, reloads and conservation
+//! # Presets, re-arming and conservation
 //!
 //! A counter `w` bits wide that should interrupt every `N` events is preset
 //! to `2^w - N`: its `N`th event wraps it to 0. The interrupt does not always
-//! come with that event. NetBurst raises the PMI "on the next event count
-//! after the counter has overflowed" (SDM Vol. 3B 18.15.5.8), so when the
-//! handler runs the counter already holds one event of the next period; the
-//! manual's rule of presetting `-(N-1)` is exactly the reload that accounts
-//! for it. An [`OverflowRule`] states the counter width and this delay, and
-//! [`SampleAfter`] derives the first preset, the reload and how many periods
-//! one interrupt completes from it:
+//! come with that event, and the counter does not always hold 0 when the
+//! handler reads it:
 //!
-//! | | first preset | reload in the handler | periods per interrupt |
+//! * NetBurst raises the PMI "on the next event count after the counter has
+//!   overflowed" (SDM Vol. 3B 18.15.5.8), so a handler woken by the
+//!   counter's own PMI finds one event of the next period already counted
+//!   (the manual's `-(N-1)` reload accounts for exactly that one). But a
+//!   handler woken by *another* counter's PMI, or by a spurious one, may find
+//!   the counter wrapped on its very last event, holding 0;
+//! * an event that counts more than once per cycle (Itanium's "maximum
+//!   increment", NetBurst's multi-count events) carries the counter past 0
+//!   in the cycle that wraps it: it holds `r > 0` although the PMU froze at
+//!   once (Itanium).
+//!
+//! So no fixed reload is right. The handler re-arms relative to what the
+//! counter holds ([`SampleAfter::rearm`]): the raw value `v` says how many
+//! periods completed since the last (re)load and how far into the current
+//! one the counter is ([`SampleAfter::split`]), and the new value puts the
+//! counter exactly that far into a fresh period. With it every event lands
+//! in exactly one place: for a counter whose raw value is `v`,
+//! `events = periods × N + residual`, where `periods` counts the periods the
+//! handler (or a halt) accounted and `split(v)` gives the residual (and any
+//! periods that completed but were not serviced yet). The [`OverflowRule`]
+//! still records the delay, which says how many events a period can have
+//! advanced by the time the handler runs.
+//!
+//! | | first preset | value the handler writes | periods per interrupt |
 //! |---|---|---|---|
-//! | delay 0 (Itanium: the overflow freezes the PMU at once) | `-N` | `-N` | 1 |
-//! | delay 1, `N >= 2` (NetBurst) | `-N` | `-(N-1)` (SDM 18.15.5.8) | 1 |
-//! | delay 1, `N = 1` (NetBurst) | `-1` | `-1` | 2: the event that raised the PMI is a period of its own |
+//! | counter holds `r` after the wrap | `-N` | `-N + (r mod N)` | `1 + r div N` |
+//! | NetBurst, own PMI, one event per clock | `-N` | `-(N-1)` (SDM 18.15.5.8), `-1` for `N = 1` | 1, 2 for `N = 1` |
+//! | Itanium, one event per cycle | `-N` | `-N` | 1 |
 //!
-//! With these, every event lands in exactly one place: for a counter whose raw
-//! value is `v`, `events = periods × N + residual` where `periods` counts the
-//! serviced overflows and [`SampleAfter::split`] turns `v` into the residual
-//! (and any periods that completed but were not serviced yet). The sample
-//! buffer counts what it could not store, so samples are conserved too:
-//! `stored + dropped = periods serviced by the interrupt handler`.
+//! The sample buffer counts what it could not store, so samples are
+//! conserved too: `stored + dropped = periods serviced by the interrupt
+//! handler`.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -112,14 +127,19 @@ impl SampleAfter {
         self.rule.neg(self.n)
     }
 
-    /// Periods one interrupt completes (see the module table).
-    pub const fn periods_per_interrupt(self) -> u64 {
-        1 + self.rule.pmi_delay / self.n
+    /// A value checked once, used where re-checking would cost the
+    /// interrupt path (the handlers keep `N` from the configuration).
+    pub(crate) const fn trusted(n: u64, rule: OverflowRule) -> SampleAfter {
+        SampleAfter { n, rule }
     }
 
-    /// The value the handler writes after an interrupt: `-(N - delay mod N)`.
-    pub const fn reload(self) -> u64 {
-        self.rule.neg(self.n - self.rule.pmi_delay % self.n)
+    /// Re-arm a counter that holds `raw`: the periods it completed since the
+    /// last (re)load, and the value that puts it as far into a fresh period
+    /// as it is into the current one (`-N + residual`). See the module docs:
+    /// this is exact whatever the counter counted after its overflow.
+    pub const fn rearm(self, raw: u64) -> (u64, u64) {
+        let (periods, residual) = self.split(raw);
+        (periods, self.at_residual(residual))
     }
 
     /// Split a raw counter value into periods completed since the last
@@ -185,8 +205,9 @@ pub const fn calibrate(
 pub struct Sample {
     /// The counter that overflowed.
     pub counter: u8,
-    /// Sample-after periods this interrupt completed (see
-    /// [`SampleAfter::periods_per_interrupt`]).
+    /// Sample-after periods this interrupt completed for the counter (see
+    /// [`SampleAfter::rearm`]): usually 1, more when the counter ran more
+    /// than a period past its overflow before the handler read it.
     pub periods: u32,
     /// The instruction pointer the interrupt interrupted.
     pub rip: u64,
@@ -304,13 +325,19 @@ mod tests {
     fn presets_follow_the_manual() {
         let s = SampleAfter::new(100, NB).unwrap();
         assert_eq!(s.preset(), (1 << 40) - 100);
-        assert_eq!(s.reload(), (1 << 40) - 99, "-(N-1), SDM 18.15.5.8");
-        assert_eq!(s.periods_per_interrupt(), 1);
+        // Woken by its own PMI, the counter holds the PMI event: -(N-1).
+        assert_eq!(s.rearm(1), (1, (1 << 40) - 99), "-(N-1), SDM 18.15.5.8");
+        // Woken early, on the wrapping event itself: -N, nothing invented.
+        assert_eq!(s.rearm(0), (1, (1 << 40) - 100));
+        // Not overflowed: nothing owed, the counter keeps its place.
+        assert_eq!(s.rearm(s.preset() + 5), (0, s.preset() + 5));
         let one = SampleAfter::new(1, NB).unwrap();
-        assert_eq!((one.preset(), one.reload()), ((1 << 40) - 1, (1 << 40) - 1));
-        assert_eq!(one.periods_per_interrupt(), 2);
+        assert_eq!(one.preset(), (1 << 40) - 1);
+        assert_eq!(one.rearm(1), (2, (1 << 40) - 1), "N = 1: two periods");
         let i = SampleAfter::new(7, IA64).unwrap();
-        assert_eq!((i.preset(), i.reload()), ((1 << 47) - 7, (1 << 47) - 7));
+        assert_eq!(i.rearm(0), (1, (1 << 47) - 7));
+        // Itanium: an event counting 9 in the wrapping cycle leaves 9.
+        assert_eq!(i.rearm(9), (2, (1 << 47) - 7 + 2));
         assert_eq!(SampleAfter::new(0, NB), Err(SampleAfterError::Zero));
         assert_eq!(
             SampleAfter::new((1 << 39) + 1, NB),
@@ -319,33 +346,36 @@ mod tests {
         assert!(SampleAfter::new(1 << 39, NB).is_ok());
     }
 
-    /// Simulate a NetBurst counter event by event (overflow on the wrapping
-    /// event, PMI on the next one, handler reload) and check conservation
-    /// against `split` for many N.
+    /// Simulate a counter step by step with increments of 1 to 5 per step,
+    /// a handler that runs at random points (its own PMI, early, or
+    /// spuriously) and re-arms with `rearm`, and check conservation against
+    /// `split` after every step, for many N on both rules.
     #[test]
-    fn conservation_event_by_event() {
-        for n in [1u64, 2, 3, 5, 17, 64] {
-            let s = SampleAfter::new(n, NB).unwrap();
-            let mut c = s.preset();
-            let (mut ovf, mut periods) = (false, 0u64);
-            for events in 1..=1000u64 {
-                let pmi = ovf; // the PMI comes with the event after the overflow
-                c = (c + 1) & NB.mask();
-                if c == 0 {
-                    ovf = true;
+    fn conservation_with_random_handler_timing_and_increments() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for rule in [NB, IA64] {
+            for n in [1u64, 2, 3, 5, 17, 64] {
+                let s = SampleAfter::new(n, rule).unwrap();
+                let (mut c, mut periods, mut events) = (s.preset(), 0u64, 0u64);
+                for _ in 0..2000 {
+                    let k = 1 + rnd(5);
+                    c = (c + k) & rule.mask();
+                    events += k;
+                    if rnd(3) == 0 {
+                        let (p, v) = s.rearm(c);
+                        periods += p;
+                        c = v;
+                    }
+                    let (owed, residual) = s.split(c);
+                    assert_eq!(events, (periods + owed) * n + residual, "N={n}");
+                    assert!(residual < n);
                 }
-                if pmi {
-                    ovf = false;
-                    periods += s.periods_per_interrupt();
-                    c = s.reload();
-                }
-                let (owed, residual) = s.split(c);
-                assert_eq!(
-                    events,
-                    (periods + owed) * n + residual,
-                    "N={n} after {events}"
-                );
-                assert!(residual < n);
             }
         }
     }

@@ -37,11 +37,15 @@
 //! preserve the value of the corresponding PMD register(s)". On the
 //! first-generation Itanium (the processor that dialog describes: 7-bit
 //! `es`, 2-bit threshold on PMC6/7) a halt therefore reads the PMD and the
-//! resume writes it back; Itanium 2 and Montecito keep the count. A
-//! sampling counter halted after its overflow but before the interrupt was
-//! taken is saved at the point the handler's reload gives (the same point
-//! of the next period), and the handler still counts the period: until the
-//! interrupt is taken, a read shows the residual without that period.
+//! resume writes it back; Itanium 2 and Montecito keep the count. On the
+//! first-generation Itanium a sampling counter halted after its overflow
+//! but before the interrupt was taken cannot leave that overflow to the
+//! handler (which would reload a PMD that is not preserved, and the resume
+//! would overwrite the reload): the halt accounts for the period itself
+//! ([`PmiState::periods_at_halt`]), withdraws the overflow from PMC0 as a
+//! release does, and saves the counter at the same point of the next
+//! period; the late interrupt is spurious. On Itanium 2 and Montecito the
+//! halted counter keeps its overflow for the handler.
 //!
 //! # Register traffic per operation
 //!
@@ -52,10 +56,10 @@
 //! | [`ItaniumDriver::new`] | 0 | 2 + counters (+1 I-EAR) | 0 | counters | PMC0 = fr, every counter PMC at its power-up value, every counter PMD 0, the I-EAR PMC, PMC0 = 0 |
 //! | configure | 0 | 1 (+1 I-EAR PMC) | 0 | 1 | PMC with `plm` 0, PMD preset (0, or `2^W - N`) |
 //! | enable / resume | 0 | 1 | 0 | 0 (Itanium resume: 1) | PMC with `plm` |
-//! | halt | 0 | 1 | 0 (Itanium: 1) | 0 | PMC with `plm` 0 |
+//! | halt | 0 (Itanium, overflow pending: 1) | 1 (Itanium, overflow pending: 2) | 0 (Itanium: 1) | 0 | PMC with `plm` 0; Itanium: the PMD saved, a pending overflow accounted and withdrawn |
 //! | read | 0 | 0 | 1 (Itanium, halted: 0) | 0 | the PMD, low W bits |
-//! | release | 0 | 1 (+1 I-EAR PMC) | 0 | 1 | PMC at its power-up value, PMD 0 |
-//! | overflow interrupt ([`super::pmi`]) | 1 | 1 | 1 per EAR sample | 1 per overflowed counter | PMC0, reloads, PMC0 = 0 last |
+//! | release | 0 (sampling: 1) | 1 (+1 I-EAR PMC) (+1 if an overflow was pending) | 0 | 1 | PMC at its power-up value, PMD 0; a sampling counter's pending overflow withdrawn from PMC0 |
+//! | overflow interrupt ([`super::pmi`]) | 1 | 1 | 1 per EAR sample (+1 per overflowed counter whose event can count more than 1 per cycle) | 1 per overflowed counter | PMC0, reloads, PMC0 = 0 last |
 //!
 //! # Validation
 //!
@@ -443,6 +447,7 @@ pub struct Programmed {
     pmc: u64,
     iear: Option<IearConfig>,
     sampling: Option<SampleAfter>,
+    one_per_cycle: bool,
 }
 
 impl Programmed {
@@ -465,6 +470,16 @@ impl Programmed {
     pub const fn sampling(&self) -> Option<SampleAfter> {
         self.sampling
     }
+
+    /// Whether the counter gains at most one per cycle: a non-zero
+    /// threshold (one per cycle whose count exceeds it, seed 000) or a
+    /// catalog event whose maximum increment is 1, or the I-EAR event
+    /// (`itanium_events.md`).
+    /// Then an overflow leaves the frozen counter at exactly 0 and the
+    /// overflow handler reloads without reading it ([`super::pmi`]).
+    pub const fn one_per_cycle(&self) -> bool {
+        self.one_per_cycle
+    }
 }
 
 impl Arch for Itanium {
@@ -475,6 +490,7 @@ impl Arch for Itanium {
         pmc: 0,
         iear: None,
         sampling: None,
+        one_per_cycle: false,
     };
 
     /// Never: no Itanium generation cascades counters (SDM Vol. 2 7.2 has
@@ -640,10 +656,20 @@ impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
                 .check(g.iear_pmc(), ear.bits())
                 .map_err(ConfigError::Pmc)?;
         }
+        // The I-EAR event counts one per capture on every generation
+        // (`itanium_events.md`, maxinc 1, Montecito too, which has no
+        // catalog here).
+        let one_per_cycle = image.threshold().get() != 0
+            || c.iear.is_some()
+            || matches!(
+                super::events::rule(g, image.es(), image.umask().get()),
+                Some(r) if r.max_increment == 1
+            );
         Ok(Programmed {
             pmc,
             iear: c.iear,
             sampling: c.sampling,
+            one_per_cycle,
         })
     }
 
@@ -666,7 +692,8 @@ impl<R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, R> {
         let preset = p.sampling.map_or(0, SampleAfter::preset);
         Self::reg(self.regs.write_pmd(n, preset))?;
         self.saved[usize::from(n)] = None;
-        self.pmi.set_sampling(n, p.sampling, p.iear);
+        self.pmi
+            .set_sampling(n, p.sampling, p.iear, p.one_per_cycle);
         Ok(p)
     }
 
@@ -683,10 +710,17 @@ impl<R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, R> {
         if self.generation == Generation::Itanium {
             let raw = Self::reg(self.regs.read_pmd(n))? & self.generation.counter_mask();
             // An overflow whose interrupt is still pending left the counter
-            // wrapped; the handler counts that period and reloads, so keep
-            // what its reload gives: the same point of the next period.
+            // wrapped: account for it here and withdraw it (module docs),
+            // and keep the same point of the next period.
             let v = match p.sampling {
-                Some(s) => s.at_residual(s.split(raw).1),
+                Some(s) => {
+                    let (owed, residual) = s.split(raw);
+                    if owed > 0 {
+                        self.clear_pending_overflow(n)?;
+                        self.pmi.add_halt_periods(n, owed);
+                    }
+                    s.at_residual(residual)
+                }
                 None => raw,
             };
             self.saved[usize::from(n)] = Some(v);
@@ -705,7 +739,7 @@ impl<R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, R> {
         Ok(Self::reg(self.regs.read_pmd(n))? & self.generation.counter_mask())
     }
 
-    fn release(&mut self, n: u8, _p: &Programmed) -> Result<(), Self::Error> {
+    fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let g = self.generation;
         Self::reg(self.regs.write_pmc(n, g.pmc(n).map_or(0, |i| i.default)))?;
         Self::reg(self.regs.write_pmd(n, 0))?;
@@ -717,9 +751,40 @@ impl<R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, R> {
             )?;
             self.iear_owner = None;
         }
+        if p.sampling.is_some() {
+            self.clear_pending_overflow(n)?;
+        }
         self.saved[usize::from(n)] = None;
-        self.pmi.set_sampling(n, None, None);
+        self.pmi.set_sampling(n, None, None, false);
         Ok(())
+    }
+}
+
+impl<R: PmuRegisters> ItaniumDriver<'_, R> {
+    /// Withdraw counter `n`'s overflow whose interrupt has not been taken:
+    /// clear its PMC0 overflow bit, and PMC0.fr with it when no other
+    /// counter's overflow is pending (their interrupt still unfreezes the PMU
+    /// then). Without this the next owner of the counter would find the PMU
+    /// frozen and the stale overflow credited to its count (SDM Vol. 2
+    /// 7.2.1: "software's responsibility to reset the overflow and freeze
+    /// bits"). Only a counter with `oi` can have the bit, so only sampling
+    /// counters pay the PMC0 read. The counter is already stopped and zeroed,
+    /// so unfreezing cannot let it count. Like every driver call, this must
+    /// not be interrupted by the overflow handler on this CPU (a kernel calls
+    /// the driver with the PMU interrupt masked, as for any state it shares
+    /// with a handler).
+    fn clear_pending_overflow(&mut self, n: u8) -> Result<(), Error<R::Error>> {
+        let g = self.generation;
+        let pmc0 = pmc::Pmc0::from_bits(Self::reg(self.regs.read_pmc(0))?);
+        let Some(counter) = HwCounter::new(g, n) else {
+            return Ok(());
+        };
+        if !pmc0.overflowed(g).contains(n) {
+            return Ok(());
+        }
+        let rest = pmc0.with_overflow(counter, false);
+        let rest = rest.with_frozen(rest.any_overflow_bit());
+        Self::reg(self.regs.write_pmc(0, rest.bits()))
     }
 }
 

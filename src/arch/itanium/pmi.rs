@@ -14,20 +14,23 @@
 //! |---|---|---|
 //! | read PMC0 | 1 | the overflow bits say which counters overflowed (reference section 4) |
 //! | read I-EAR PMD0 (PMD34 on Montecito) | 1 per overflowed I-EAR sampling counter | the captured address and fill level (reference section 5; seed 002). PMD1 holds a latency in cache mode only, so it is not read in TLB mode |
-//! | write PMD n | 1 per overflowed counter | reload `2^W - N` ([`crate::sampling`], delay 0) |
+//! | read PMD n | 1 per overflowed counter that can gain more than 1 per cycle | an event counting k > 1 in the cycle that wrapped the counter leaves it at `r > 0` although the PMU froze at once; the reload must keep `r` ([`crate::sampling::SampleAfter::rearm`]). A counter that gains at most 1 per cycle ([`super::driver::Programmed::one_per_cycle`]: threshold set, or a catalog event with maximum increment 1) holds exactly 0, so it is not read |
+//! | write PMD n | 1 per overflowed counter | re-arm: `2^W - N + (r mod N)`, completing `1 + r div N` periods ([`crate::sampling`]) |
 //! | write PMC0 = 0 | 1, last | clears fr and every overflow bit in one write, as Linux's `pfm_unfreeze_pmu` does (reference section 4); "It is software's responsibility to reset the overflow and freeze bits" (SDM 7.2.1). Unfreezing re-arms the I-EAR: it captures again once fr is clear |
 //!
-//! Because the PMU stays frozen from the overflow to the final write, no
-//! event is lost or counted twice while the handler runs, and one interrupt
-//! completes exactly one period per overflowed counter
-//! (`OverflowRule { pmi_delay: 0 }`). An interrupt whose PMC0 has no
+//! Because the PMU stays frozen from the overflow to the final write, and
+//! the reload keeps what the counter counted past its overflow, no event is
+//! lost or counted twice; one interrupt completes one period per overflowed
+//! counter, or more when an event counting several per cycle carried it a
+//! whole period past the overflow (`N` smaller than the maximum increment).
+//! This holds on every generation. An interrupt whose PMC0 has no
 //! overflow bit is spurious: counted, 1 read, and PMC0 written back to 0
 //! only if it was not already 0.
 //!
 //! The handler takes no lock and allocates nothing: it touches the atomics
 //! of [`PmiState`] and the register backend the kernel hands it.
 
-use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use super::driver::{PmuRegisters, iear_address_pmd, overflow_rule};
 use super::ear::{IearConfig, IearEvent, IearSample, TlbFill};
@@ -44,7 +47,11 @@ const EAR_SET: u64 = 1 << 63;
 pub struct PmiState {
     generation: AtomicU8,
     sample_after: [AtomicU64; SLOTS],
+    /// Per counter: it gains at most one per cycle, so an overflow leaves
+    /// it at exactly 0 and the handler need not read it.
+    one_per_cycle: [AtomicBool; SLOTS],
     periods: [AtomicU64; SLOTS],
+    at_halt: [AtomicU64; SLOTS],
     /// Per counter: its I-EAR configuration with bit 63 set (0: none).
     /// Bit 63 is unused by every generation's I-EAR PMC (reference
     /// section 5: the highest field ends at bit 25).
@@ -111,10 +118,13 @@ impl PmiState {
     #[allow(clippy::declare_interior_mutable_const)]
     pub const fn new() -> Self {
         const Z64: AtomicU64 = AtomicU64::new(0);
+        const FALSE: AtomicBool = AtomicBool::new(false);
         PmiState {
             generation: AtomicU8::new(1),
             sample_after: [Z64; SLOTS],
+            one_per_cycle: [FALSE; SLOTS],
             periods: [Z64; SLOTS],
+            at_halt: [Z64; SLOTS],
             ear: [Z64; SLOTS],
             interrupts: AtomicU64::new(0),
             spurious: AtomicU64::new(0),
@@ -131,6 +141,20 @@ impl PmiState {
     /// serviced overflow).
     pub fn periods(&self, n: u8) -> u64 {
         self.periods[usize::from(n) % SLOTS].load(Ordering::Acquire)
+    }
+
+    /// Of [`PmiState::periods`], those a halt found on the first-generation
+    /// Itanium (the counter overflowed and was halted before the interrupt
+    /// was taken; see [`super::driver`]). They have no interrupted IIP, so
+    /// no sample.
+    pub fn periods_at_halt(&self, n: u8) -> u64 {
+        self.at_halt[usize::from(n) % SLOTS].load(Ordering::Acquire)
+    }
+
+    pub(super) fn add_halt_periods(&self, n: u8, periods: u64) {
+        let i = usize::from(n) % SLOTS;
+        self.periods[i].fetch_add(periods, Ordering::AcqRel);
+        self.at_halt[i].fetch_add(periods, Ordering::AcqRel);
     }
 
     /// Interrupts handled.
@@ -152,17 +176,25 @@ impl PmiState {
     pub(super) fn reset(&self, g: Generation) {
         self.generation.store(generation_code(g), Ordering::Release);
         for n in 0..SLOTS as u8 {
-            self.set_sampling(n, None, None);
+            self.set_sampling(n, None, None, false);
         }
         self.interrupts.store(0, Ordering::Relaxed);
         self.spurious.store(0, Ordering::Relaxed);
         self.ear_invalid.store(0, Ordering::Relaxed);
     }
 
-    pub(super) fn set_sampling(&self, n: u8, s: Option<SampleAfter>, ear: Option<IearConfig>) {
+    pub(super) fn set_sampling(
+        &self,
+        n: u8,
+        s: Option<SampleAfter>,
+        ear: Option<IearConfig>,
+        one_per_cycle: bool,
+    ) {
         let i = usize::from(n) % SLOTS;
         self.sample_after[i].store(s.map_or(0, SampleAfter::get), Ordering::Release);
+        self.one_per_cycle[i].store(one_per_cycle, Ordering::Release);
         self.periods[i].store(0, Ordering::Release);
+        self.at_halt[i].store(0, Ordering::Release);
         self.ear[i].store(ear.map_or(0, |e| e.bits() | EAR_SET), Ordering::Release);
     }
 }
@@ -211,10 +243,13 @@ impl ItlbSample {
     }
 }
 
-/// The overflow interrupt handler: read PMC0 once, reload every overflowed
-/// counter with its sample-after value, read the I-EAR for I-EAR sampling
-/// counters, hand an [`OverflowSample`] to `sink` per overflowed counter,
-/// and unfreeze (PMC0 = 0) last. See the [module documentation](self).
+/// The overflow interrupt handler: read PMC0 once, re-arm every overflowed
+/// sampling counter relative to what it holds, read the I-EAR for I-EAR
+/// sampling counters, hand an [`OverflowSample`] to `sink` per overflowed
+/// counter, and unfreeze (PMC0 = 0) last. See the [module documentation](self).
+///
+/// An overflow bit of a counter that is not sampling (released, or never
+/// configured with `oi`) is not a sample: it is cleared with the rest.
 ///
 /// If a register access fails (only a model can fail) the handler stops and
 /// returns the error with the PMU still frozen.
@@ -232,7 +267,11 @@ pub fn handle_overflow<R: PmuRegisters>(
     while pending != 0 {
         let n = pending.trailing_zeros() as usize;
         pending &= pending - 1;
-        if n >= SLOTS {
+        let Some(sample_after) = state.sample_after.get(n).map(|s| s.load(Ordering::Acquire))
+        else {
+            continue;
+        };
+        if sample_after == 0 {
             continue;
         }
         let ear = state.ear[n].load(Ordering::Acquire);
@@ -246,18 +285,20 @@ pub fn handle_overflow<R: PmuRegisters>(
         } else {
             None
         };
-        if let Ok(s) = SampleAfter::new(
-            state.sample_after[n].load(Ordering::Acquire),
-            overflow_rule(g),
-        ) {
-            regs.write_pmd(n as u8, s.reload())?;
-        }
-        state.periods[n].fetch_add(1, Ordering::AcqRel);
+        // Checked when the counter was configured.
+        let s = SampleAfter::trusted(sample_after, overflow_rule(g));
+        let (periods, reload) = if state.one_per_cycle[n].load(Ordering::Acquire) {
+            (1, s.preset())
+        } else {
+            s.rearm(regs.read_pmd(n as u8)? & g.counter_mask())
+        };
+        regs.write_pmd(n as u8, reload)?;
+        state.periods[n].fetch_add(periods, Ordering::AcqRel);
         overflowed |= 1 << n;
         sink(OverflowSample {
             sample: Sample {
                 counter: n as u8,
-                periods: 1,
+                periods: u32::try_from(periods).unwrap_or(u32::MAX),
                 rip: iip,
             },
             itlb,

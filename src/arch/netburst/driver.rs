@@ -18,7 +18,7 @@
 //! | read | 0 | 0 | 1 | RDPMC (all 40 bits) |
 //! | clear_overflow | 0 | 1 | 0 | CCCR image of the current state, `OVF` clear |
 //! | release | 0 | 3 | 0 | CCCR idle (active thread 11b, all else 0), ESCR 0, counter 0 |
-//! | PMI handler | 1 per armed counter | 2 per overflowed counter | 0 | plus one LVT write ([`super::pmi`]) |
+//! | PMI handler | 0 | 2 per overflowed counter | 1 per armed counter | plus one LVT write ([`super::pmi`]) |
 //!
 //! Linux's NetBurst driver, for comparison (`../shared/reference/linux_p4_driver_notes.md`):
 //! start = 4 WRMSR (counter twice for erratum N15, ESCR, CCCR), disable = 1
@@ -36,8 +36,8 @@
 //! counter: if the counter passed its overflow since the last reload, the
 //! period is accounted for there ([`PmiState::periods_at_halt`]) and the
 //! counter is rewritten to the same point of the next period. A PMI that was
-//! pending for that overflow then finds no `OVF` and counts as spurious, so
-//! the period is neither lost nor counted twice.
+//! pending for that overflow then finds the counter disarmed and counts as
+//! spurious, so the period is neither lost nor counted twice.
 //!
 //! # Hyper-Threading
 //!
@@ -487,10 +487,11 @@ impl<M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, M> {
     }
 
     fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+        let image = p.cccr_for(StateTag::Enabled);
         if p.sampling.is_some() {
-            self.pmi.arm(p.lp, n);
+            self.pmi.arm(p.lp, n, image);
         }
-        self.write_cccr(n, p.cccr_for(StateTag::Enabled).bits())
+        self.write_cccr(n, image.bits())
     }
 
     fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
@@ -509,10 +510,11 @@ impl<M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, M> {
     }
 
     fn cascade(&mut self, n: u8, _from: u8, p: &Programmed) -> Result<(), Self::Error> {
+        let image = p.cccr_for(StateTag::Cascaded);
         if p.sampling.is_some() {
-            self.pmi.arm(p.lp, n);
+            self.pmi.arm(p.lp, n, image);
         }
-        self.write_cccr(n, p.cccr_for(StateTag::Cascaded).bits())
+        self.write_cccr(n, image.bits())
     }
 
     fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {

@@ -11,24 +11,43 @@
 //!
 //! | access | count | why |
 //! |---|---|---|
-//! | RDMSR CCCR | one per armed counter of this logical processor | `OVF` is hardware state: the only way to learn which counters overflowed (SDM 18.15.5.8) |
-//! | WRMSR counter | one per overflowed counter | reload with the sample-after value (`-(N-1)`, see [`crate::sampling`]) |
-//! | WRMSR CCCR | one per overflowed counter | clear the sticky `OVF` (writing back the value read, so `ENABLE` is untouched) |
+//! | RDPMC counter | one per armed counter of this logical processor | the count says whether the counter passed its overflow and how far (see below) |
+//! | WRMSR counter | one per overflowed counter | re-arm relative to what it holds: `-N + residual` ([`crate::sampling::SampleAfter::rearm`]) |
+//! | WRMSR CCCR | one per overflowed counter | clear the sticky `OVF`: the CCCR image the counter was armed with, which has `OVF` clear |
 //! | LVT write | one | NetBurst's APIC masks the entry when it delivers a PMI; it is unmasked only after every `OVF` is clear, or the PMI is raised again (SDM 18.15.5.8, Linux `p4_pmu_handle_irq`) |
+//!
+//! # Why the counter is read, not the CCCR
+//!
+//! The handler cannot re-arm without knowing what the counter holds: woken
+//! by the counter's own PMI it holds the event that raised the PMI (SDM
+//! 18.15.5.8: the manual's `-(N-1)` reload), but woken by another counter's
+//! PMI, or by a spurious one, a counter that wrapped on its last event holds
+//! 0, and a `-(N-1)` reload would invent an event; an event counting more
+//! than once per clock leaves more. So one read per armed counter is
+//! unavoidable. Reading the counter instead of the CCCR answers both
+//! questions at once: a counter preset to `-N` (`N <= 2^39`) has passed its
+//! overflow exactly when [`SampleAfter::split`] finds a completed period, so
+//! `OVF` itself need not be read (this also catches an overflow whose `OVF`
+//! was not set, the NetBurst erratum Linux guards with its bit-39 check).
+//! The per-PMI traffic is the same as reading each CCCR: one read per armed
+//! counter, two writes per overflowed one.
 //!
 //! Linux's handler, for comparison, reads each active counter's CCCR *and*
 //! the counter and RDPMCs it (2-3 reads per counter per PMI) and writes the
 //! counter twice (erratum N15); see the README's traffic table.
 //!
-//! A PMI with no `OVF` set is spurious: counted, and the LVT entry is still
-//! unmasked. A PMI that races with a halt finds `OVF` already cleared by the
-//! halt (which has accounted for the period itself, see
+//! A PMI that finds no counter past its overflow is spurious: counted, and
+//! the LVT entry is still unmasked. A PMI that races with a halt finds the
+//! counter disarmed (the halt has accounted for the period itself, see
 //! [`super::driver`]), so it is counted as spurious and nothing is counted
-//! twice. Events that arrive between the PMI and the reload (skid) are not
-//! counted; on the model there are none.
+//! twice. A counter serviced before its own PMI arrives (another counter's
+//! PMI came first) raises that PMI later, and it is spurious too. Events
+//! that arrive between the RDPMC and the counter write are not counted; on
+//! the model there are none.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use super::cccr::CccrValue;
 use super::msrs::Counter;
 use super::thread::LogicalProcessor;
 use crate::apic::{LocalApic, LvtPerfCounter};
@@ -36,7 +55,6 @@ use crate::msr::MsrAccess;
 use crate::sampling::{Sample, SampleAfter};
 
 const COUNTERS: usize = 18;
-const CCCR_OVF: u64 = 1 << 31;
 
 /// Where the handler writes the unmasked LVT performance-counter entry. The
 /// local APIC in a kernel; a recorder in tests.
@@ -56,6 +74,8 @@ impl LvtPerfCounterEntry for LocalApic {
 pub struct PmiState {
     armed: [AtomicU32; 2],
     sample_after: [AtomicU64; COUNTERS],
+    /// The CCCR image each armed counter runs with (`OVF` clear).
+    cccr: [AtomicU64; COUNTERS],
     periods: [AtomicU64; COUNTERS],
     at_halt: [AtomicU64; COUNTERS],
     interrupts: [AtomicU64; 2],
@@ -92,6 +112,7 @@ impl PmiState {
         PmiState {
             armed: [Z32; 2],
             sample_after: [Z64; COUNTERS],
+            cccr: [Z64; COUNTERS],
             periods: [Z64; COUNTERS],
             at_halt: [Z64; COUNTERS],
             interrupts: [Z64; 2],
@@ -134,7 +155,10 @@ impl PmiState {
         self.at_halt[n].store(0, Ordering::Release);
     }
 
-    pub(super) fn arm(&self, lp: LogicalProcessor, n: u8) {
+    /// Arm counter `n` for `lp`'s handler; `cccr` is the image it runs with,
+    /// which the handler writes back to clear `OVF`.
+    pub(super) fn arm(&self, lp: LogicalProcessor, n: u8, cccr: CccrValue) {
+        self.cccr[usize::from(n)].store(cccr.bits(), Ordering::Release);
         self.armed[lp as usize].fetch_or(1 << n, Ordering::AcqRel);
     }
 
@@ -148,11 +172,12 @@ impl PmiState {
     }
 }
 
-/// The PMI handler for logical processor `lp`: find the overflowed armed
-/// counters (CCCR `OVF`), reload each with its sample-after value, clear its
+/// The PMI handler for logical processor `lp`: find the armed counters that
+/// passed their overflow, re-arm each relative to what it holds, clear its
 /// `OVF`, hand a [`Sample`] with the interrupted `rip` to `sink`, then unmask
 /// the LVT entry by writing `entry` (which should be unmasked). Returns what it
-/// found; a PMI without any overflow is counted as spurious.
+/// found; a PMI without any overflow is counted as spurious. See the
+/// [module documentation](self) for the traffic and why it is exact.
 ///
 /// If a register access fails (only a model can fail), the handler stops and
 /// returns the error with the LVT entry still masked.
@@ -172,27 +197,28 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
     while armed != 0 {
         let n = armed.trailing_zeros() as usize;
         armed &= armed - 1;
-        let Some(counter) = Counter::from_index(n as u8) else {
+        let (Some(counter), Some(sample_after)) = (
+            Counter::from_index(n as u8),
+            state.sample_after.get(n).map(|s| s.load(Ordering::Acquire)),
+        ) else {
             continue;
         };
-        let cccr = msr.read_msr(counter.cccr().msr())?;
-        if cccr & CCCR_OVF == 0 {
+        if sample_after == 0 {
             continue;
         }
-        let s = SampleAfter::new(
-            state.sample_after[n].load(Ordering::Acquire),
-            super::driver::OVERFLOW_RULE,
-        );
-        if let Ok(s) = s {
-            msr.write_msr(counter.msr(), s.reload())?;
+        // Checked when the counter was configured.
+        let s = SampleAfter::trusted(sample_after, super::driver::OVERFLOW_RULE);
+        let (periods, value) = s.rearm(msr.read_pmc(n as u32)?);
+        if periods == 0 {
+            continue;
         }
-        msr.write_msr(counter.cccr().msr(), cccr & !CCCR_OVF)?;
-        let periods = s.map_or(1, SampleAfter::periods_per_interrupt);
+        msr.write_msr(counter.msr(), value)?;
+        msr.write_msr(counter.cccr().msr(), state.cccr[n].load(Ordering::Acquire))?;
         state.periods[n].fetch_add(periods, Ordering::AcqRel);
         overflowed |= 1 << n;
         sink(Sample {
             counter: n as u8,
-            periods: periods as u32,
+            periods: u32::try_from(periods).unwrap_or(u32::MAX),
             rip,
         });
     }

@@ -184,7 +184,7 @@ fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
     d.msr().clear();
     let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
     assert!(service(&mut d, &state, &mut lvt, 0x1234, &mut samples));
-    assert_eq!(d.msr().take_counts(), counts(2, 2, 0));
+    assert_eq!(d.msr().take_counts(), counts(0, 2, 2));
     assert_eq!(lvt.0, [entry()], "exactly one LVT write, unmasked");
     assert_eq!(
         samples,
@@ -194,8 +194,9 @@ fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
             rip: 0x1234
         }]
     );
-    // After the reload the next period is exactly N events long.
-    assert_eq!(a.read(&mut d).unwrap(), n.reload());
+    // After the reload the next period is exactly N events long: the PMI
+    // event is the first of it (-(N-1), SDM 18.15.5.8).
+    assert_eq!(a.read(&mut d).unwrap(), n.at_residual(1));
     assert_eq!(b.read(&mut d).unwrap(), n.preset() + 10);
     // A spurious PMI: same reads, no writes but the LVT.
     let out = handle_pmi(
@@ -536,4 +537,227 @@ fn cascade_table_matches_the_arch_rule() {
         18,
         "every counter has exactly one source"
     );
+}
+
+/// Issue 10, case 1: a counter that overflowed on the very last event, before
+/// its own PMI, serviced by a PMI taken for another reason (here a call
+/// with nothing pending) is re-armed with what it holds (0), not `-(N-1)`:
+/// 6 events are 6, not 7.
+#[test]
+fn a_pmi_serviced_early_invents_no_event() {
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let sa = SampleAfter::new(3, OVERFLOW_RULE).unwrap();
+    let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
+    let c0 = c0.enable(&mut d).unwrap();
+    inject(&mut d, RUNNING, 3);
+    assert!(
+        !model(&mut d).pmi_pending(ModelLp::T0),
+        "PMI not raised yet"
+    );
+    assert_ne!(model(&mut d).cccr(0) & 1 << 31, 0, "OVF set");
+    let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
+    d.msr().clear();
+    let out = handle_pmi(
+        &state,
+        LogicalProcessor::T0,
+        d.msr(),
+        &mut lvt,
+        entry(),
+        9,
+        |s| samples.push(s),
+    );
+    assert_eq!(out.unwrap().overflowed, 1);
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 2, 1),
+        "same traffic as ever"
+    );
+    assert_eq!(
+        c0.read(&mut d).unwrap(),
+        sa.preset(),
+        "-N: nothing invented"
+    );
+    inject(&mut d, RUNNING, 3);
+    let (owed, residual) = sa.split(c0.read(&mut d).unwrap());
+    let periods = state.periods(Counter::BpuCounter0);
+    assert_eq!((periods + owed) * 3 + residual, 6);
+    // The second overflow's own PMI comes with the 7th event.
+    assert!(!model(&mut d).pmi_pending(ModelLp::T0));
+    inject(&mut d, RUNNING, 1);
+    assert!(service(&mut d, &state, &mut lvt, 10, &mut samples));
+    assert_eq!(samples.len(), 2);
+    assert_eq!(state.periods(Counter::BpuCounter0), 2);
+    assert_eq!(c0.read(&mut d).unwrap(), sa.at_residual(1), "7 = 2 x 3 + 1");
+}
+
+/// Issue 10, case 1 with two counters on one event stream: sample-after 4
+/// and 3; the 4th event is counter 2's PMI event and counter 0's overflow.
+/// Counter 0 accounts 4 events, not 5.
+#[test]
+fn two_counters_on_one_stream_each_account_exactly() {
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let (four, three) = (
+        SampleAfter::new(4, OVERFLOW_RULE).unwrap(),
+        SampleAfter::new(3, OVERFLOW_RULE).unwrap(),
+    );
+    let on_escr1 = CounterConfig {
+        escr: Escr::FsbEscr1,
+        ..running()
+    };
+    let a = c.c0.configure(&mut d, &running().sampling(four)).unwrap();
+    let b = c.c2.configure(&mut d, &on_escr1.sampling(three)).unwrap();
+    let (a, b) = (a.enable(&mut d).unwrap(), b.enable(&mut d).unwrap());
+    inject(&mut d, RUNNING, 4);
+    let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
+    assert!(service(&mut d, &state, &mut lvt, 5, &mut samples));
+    assert_eq!(samples.len(), 2);
+    assert_eq!(a.read(&mut d).unwrap(), four.preset(), "4 = 1 x 4 + 0");
+    assert_eq!(
+        b.read(&mut d).unwrap(),
+        three.at_residual(1),
+        "4 = 1 x 3 + 1"
+    );
+    assert_eq!(state.periods(Counter::BpuCounter0), 1);
+    assert_eq!(state.periods(Counter::BpuCounter2), 1);
+}
+
+/// Randomised conservation: four sampling counters on both logical
+/// processors (two on T0, one on T1 for each event), events arriving one
+/// per clock or up to 4 in one clock, PMIs taken at once, late, for the
+/// other logical processor, or spuriously, halts and resumes, and counters
+/// released and reconfigured with a new sample-after value, often with an
+/// overflow pending. For every configuration, `events = (periods + owed) x
+/// N + residual` exactly at its release, and the samples plus the periods a
+/// halt found add up to the periods.
+#[test]
+fn conservation_with_several_counters_both_threads_and_releases() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    const NS: [u64; 6] = [1, 2, 3, 7, 50, 300];
+    let instr = |escr| CounterConfig::counting(spec("instr_retired:NBOGUSNTAG:k"), escr);
+    // (counter, event kind, configuration without sampling)
+    let setup = [
+        (0u8, RUNNING, running()),
+        (
+            2,
+            RUNNING,
+            CounterConfig {
+                escr: Escr::FsbEscr1,
+                ..running()
+            }
+            .on(LogicalProcessor::T1),
+        ),
+        (12, INSTR, instr(Escr::CruEscr0)),
+        (14, INSTR, instr(Escr::CruEscr1).on(LogicalProcessor::T1)),
+    ];
+    let state = PmiState::new();
+    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let all = c.erase_all();
+    let mut handles = all.map(Some);
+    let mut h: Vec<AnyCounter<NetBurst>> = setup
+        .iter()
+        .map(|&(n, ..)| handles[usize::from(n)].take().unwrap())
+        .collect();
+    let mut n = [0u64; 4];
+    let (mut events, mut sampled) = ([0u64; 4], [0u64; 4]);
+    let mut checked = 0;
+    for (i, &(_, _, cfg)) in setup.iter().enumerate() {
+        n[i] = NS[rnd(6) as usize];
+        h[i].configure(
+            &mut d,
+            &cfg.sampling(SampleAfter::new(n[i], OVERFLOW_RULE).unwrap()),
+        )
+        .unwrap();
+        h[i].enable(&mut d).unwrap();
+    }
+    let lp_of = |i: usize| {
+        if i.is_multiple_of(2) {
+            ModelLp::T0
+        } else {
+            ModelLp::T1
+        }
+    };
+    for step in 0..6000u64 {
+        match rnd(12) {
+            0..=5 => {
+                let (kind, lp) = (if rnd(2) == 0 { RUNNING } else { INSTR }, rnd(2));
+                let lp = if lp == 0 { ModelLp::T0 } else { ModelLp::T1 };
+                let (per_clock, clocks) = if rnd(2) == 0 {
+                    (1 + rnd(4), 1)
+                } else {
+                    (1, 1 + rnd(20))
+                };
+                for _ in 0..clocks {
+                    let e = kind.on(lp, Privilege::Os, per_clock);
+                    if per_clock == 1 {
+                        model(&mut d).inject(e);
+                    } else {
+                        model(&mut d).cycle(&[e]);
+                    }
+                }
+                for (i, &(_, k, _)) in setup.iter().enumerate() {
+                    if k == kind && lp_of(i) == lp && h[i].state() == StateTag::Enabled {
+                        events[i] += per_clock * clocks;
+                    }
+                }
+            }
+            6..=8 => {
+                // T0's or T1's PMI, raised or not (then it is spurious).
+                let lp = if rnd(2) == 0 {
+                    LogicalProcessor::T0
+                } else {
+                    LogicalProcessor::T1
+                };
+                let model_lp = if lp == LogicalProcessor::T0 {
+                    ModelLp::T0
+                } else {
+                    ModelLp::T1
+                };
+                model(&mut d).take_pmi(model_lp);
+                let mut lvt = Lvt::default();
+                handle_pmi(&state, lp, d.msr(), &mut lvt, entry(), step, |s| {
+                    let i = setup.iter().position(|&(c, ..)| c == s.counter).unwrap();
+                    sampled[i] += u64::from(s.periods);
+                })
+                .unwrap();
+            }
+            9 => {
+                let x = &mut h[rnd(4) as usize];
+                match x.state() {
+                    StateTag::Enabled => x.halt(&mut d).unwrap(),
+                    _ => x.resume(&mut d).unwrap(),
+                }
+            }
+            _ => {
+                let i = rnd(4) as usize;
+                let s = SampleAfter::new(n[i], OVERFLOW_RULE).unwrap();
+                let counter = Counter::from_index(setup[i].0).unwrap();
+                let (owed, residual) = s.split(h[i].read(&mut d).unwrap());
+                let periods = state.periods(counter);
+                assert_eq!(
+                    events[i],
+                    (periods + owed) * n[i] + residual,
+                    "counter {} N = {} step {step}",
+                    setup[i].0,
+                    n[i]
+                );
+                assert_eq!(sampled[i] + state.periods_at_halt(counter), periods);
+                checked += 1;
+                h[i].release(&mut d).unwrap();
+                n[i] = NS[rnd(6) as usize];
+                let s = SampleAfter::new(n[i], OVERFLOW_RULE).unwrap();
+                h[i].configure(&mut d, &setup[i].2.sampling(s)).unwrap();
+                h[i].enable(&mut d).unwrap();
+                (events[i], sampled[i]) = (0, 0);
+            }
+        }
+    }
+    assert!(checked > 200, "{checked} configurations checked");
 }
