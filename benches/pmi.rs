@@ -19,9 +19,9 @@ use pmu::detect;
 use pmu::msr::{MsrAccess, Recording};
 use pmu::sampling::SampleAfter;
 
-/// A register file that answers instantly: CCCRs of the counters in
-/// `overflowed` always read with OVF set, as if they overflowed again
-/// before every PMI.
+/// A register file that answers instantly: the counters in `overflowed`
+/// always read (RDPMC) one event past their overflow, with `OVF` set in
+/// their CCCRs, as if they overflowed again before every PMI.
 struct Regs {
     cccr: [u64; 18],
     counter: [u64; 18],
@@ -49,7 +49,12 @@ impl MsrAccess for Regs {
         Ok(())
     }
     fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
-        Ok(self.counter[(index & 31) as usize % 18])
+        let n = (index & 31) as usize % 18;
+        Ok(if self.overflowed >> n & 1 != 0 {
+            1
+        } else {
+            self.counter[n]
+        })
     }
 }
 
