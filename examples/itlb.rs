@@ -180,7 +180,7 @@ fn entry() -> LvtPerfCounter {
 /// LVT entry (the harness's APIC delivery masks it, `hobby::pmi::deliver`)
 /// and EOI. The sample's I-EAR capture travels through the sample buffer
 /// packed into the `rip` slot.
-fn on_pmi(frame: &mut InterruptFrame) {
+fn on_pmi(frame: &InterruptFrame) {
     let mut apic = apic();
     let mut regs: Recorder<_, 8> = Recorder::new(MODEL.regs());
     let r = handle_overflow(&PMI, &mut regs, frame.rip, |s| match s.itlb {

@@ -71,7 +71,7 @@ fn entry() -> LvtPerfCounter {
 /// model, up to the one that raises a PMI (the rest waits for the next tick,
 /// so the PMI is taken before more cycles count). The PMI is sent through
 /// the APIC and taken as soon as this handler returns, at the workload's RIP.
-fn on_tick(_: &mut InterruptFrame) {
+fn on_tick(_: &InterruptFrame) {
     let cycles = CLOCK.tick() + CARRY.swap(0, Ordering::SeqCst);
     let got = MODEL.inject_until_pmi(RUNNING.on(ModelLp::T0, Privilege::Os, cycles));
     CARRY.store(cycles - got.injected, Ordering::SeqCst);
@@ -82,7 +82,7 @@ fn on_tick(_: &mut InterruptFrame) {
 }
 
 /// The kernel's PMI entry: the driver's handler, then EOI.
-fn on_pmi(frame: &mut InterruptFrame) {
+fn on_pmi(frame: &InterruptFrame) {
     let mut apic = apic();
     let _ = handle_pmi(
         &PMI,

@@ -139,9 +139,15 @@ unsafe extern "C" fn call_body<F: FnMut()>(data: *mut u8) {
 /// Runs `f`; an exception (other than NMI) or a panic inside it makes this
 /// return `Err` instead of ending the kernel. Catches nest: the innermost wins.
 ///
-/// Frames abandoned by a fault are not dropped: `f` must not hold locks or
-/// resources that others wait for when it may fault.
-pub fn catch<R>(f: impl FnOnce() -> R) -> Result<R, Fault> {
+/// # Safety
+///
+/// A fault or panic inside `f` abandons every frame between it and this
+/// call, setjmp/longjmp-style: nothing in them is dropped and no lock they
+/// hold is released. The caller guarantees that wherever `f` can fault or
+/// panic, none of its frames holds a lock or a resource that others wait
+/// for or that must be dropped for memory safety (a spin lock guard, a
+/// borrowed `RefCell`, a half-written shared structure).
+pub unsafe fn catch<R>(f: impl FnOnce() -> R) -> Result<R, Fault> {
     let mut f = Some(f);
     let mut result = None;
     let mut body = || result = f.take().map(|f| f());
@@ -176,7 +182,12 @@ fn body_entry<F: FnMut()>(_: &F) -> unsafe extern "C" fn(*mut u8) {
 
 /// Called by the exception dispatcher: if a catcher is armed, makes the
 /// interrupted context resume at its landing and returns true.
-pub(crate) fn divert_to_catcher(frame: &mut InterruptFrame) -> bool {
+///
+/// # Safety
+///
+/// `frame` is the saved frame of an exception taken on this CPU, about to
+/// be returned to with IRETQ.
+pub(crate) unsafe fn divert_to_catcher(frame: &mut InterruptFrame) -> bool {
     let catcher = ARMED.swap(ptr::null_mut(), Ordering::AcqRel);
     if catcher.is_null() {
         return false;
@@ -187,13 +198,14 @@ pub(crate) fn divert_to_catcher(frame: &mut InterruptFrame) -> bool {
         rip: frame.rip,
     };
     // SAFETY: an armed catcher lives in the frame of a `catch` call that has
-    // not returned yet (it disarms before returning).
+    // not returned yet (it disarms before returning). Its landing expects
+    // exactly the catcher in RDI on the catcher's saved stack, and `catch`'s
+    // contract allows abandoning the frames in between.
     unsafe {
         ptr::write_volatile(&raw mut (*catcher).fault, Some(fault));
-        frame.rsp = (*catcher).rsp;
+        let rsp = (*catcher).rsp;
+        frame.resume_at(catch_landing as *const () as u64, rsp, catcher as u64);
     }
-    frame.rip = catch_landing as *const () as u64;
-    frame.rdi = catcher as u64;
     true
 }
 

@@ -5,8 +5,10 @@
 //! 16-byte slots: slot `v` pushes a zero in place of an error code (unless
 //! the CPU pushed one for `v`), pushes `v`, and jumps to `common_entry`,
 //! which saves every general register, calls `dispatch` with a pointer to
-//! the saved [`InterruptFrame`], restores the (possibly modified) registers
-//! and returns with IRETQ. The kernel runs without SSE (the
+//! the saved [`InterruptFrame`], restores the registers and returns with
+//! IRETQ. Handlers see the frame read-only; only the fault catcher changes
+//! where the interrupted code resumes, through the `unsafe`
+//! [`InterruptFrame::resume_at`]. The kernel runs without SSE (the
 //! `x86_64-unknown-none` target is soft-float), so there is no vector state to
 //! save.
 
@@ -17,9 +19,10 @@ use x86_64::structures::idt::InterruptDescriptorTable;
 
 use crate::{fault, println};
 
-/// Everything the CPU and the entry stub saved, lowest address first. A
-/// handler may change any field; the interrupted code resumes with the
-/// changed values.
+/// Everything the CPU and the entry stub saved, lowest address first. The
+/// interrupted code resumes with these values, so changing them is
+/// [`InterruptFrame::resume_at`]'s job, under its contract; handlers get a
+/// shared reference.
 #[repr(C)]
 #[derive(Debug)]
 #[allow(missing_docs)]
@@ -52,8 +55,29 @@ pub struct InterruptFrame {
     pub ss: u64,
 }
 
-/// A Rust interrupt handler.
-pub type Handler = fn(&mut InterruptFrame);
+impl InterruptFrame {
+    /// Make the interrupted context resume at `rip` with stack `rsp` and
+    /// `rdi` = `arg` (the first argument register of the C ABI).
+    ///
+    /// # Safety
+    ///
+    /// The interrupted code is abandoned at the faulting point: nothing it
+    /// owns is dropped and no lock it holds is released. The caller
+    /// guarantees that `rip` is code that expects exactly this entry
+    /// (stack `rsp`, argument `arg`, the interrupted code segment and
+    /// flags), that `rsp` is a live stack that nothing else uses, and that
+    /// abandoning the interrupted frames is allowed by whoever started them
+    /// (as [`crate::fault::catch`]'s contract allows).
+    pub(crate) unsafe fn resume_at(&mut self, rip: u64, rsp: u64, arg: u64) {
+        self.rip = rip;
+        self.rsp = rsp;
+        self.rdi = arg;
+    }
+}
+
+/// A Rust interrupt handler: it sees the saved registers, and the
+/// interrupted code resumes unchanged when it returns.
+pub type Handler = fn(&InterruptFrame);
 
 static HANDLERS: [AtomicPtr<()>; 256] = [const { AtomicPtr::new(core::ptr::null_mut()) }; 256];
 
@@ -149,7 +173,9 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
         handler(frame);
         return;
     }
-    if vector < 32 && vector != 2 && fault::divert_to_catcher(frame) {
+    // SAFETY: `frame` is the frame of an exception taken on this CPU, as
+    // `divert_to_catcher` requires.
+    if vector < 32 && vector != 2 && unsafe { fault::divert_to_catcher(frame) } {
         return;
     }
     crate::serial::emergency_print(format_args!(

@@ -93,7 +93,7 @@ static PMIS: AtomicU32 = AtomicU32::new(0);
 static LAST_RIP: AtomicU64 = AtomicU64::new(0);
 static EOI_IN_HANDLER: AtomicBool = AtomicBool::new(true);
 
-fn pmi_handler(frame: &mut InterruptFrame) {
+fn pmi_handler(frame: &InterruptFrame) {
     LAST_RIP.store(frame.rip, Ordering::SeqCst);
     PMIS.fetch_add(1, Ordering::SeqCst);
     if EOI_IN_HANDLER.load(Ordering::SeqCst) {
@@ -216,7 +216,7 @@ fn model_pmi_masks_the_entry_and_interrupts() -> Outcome {
 
 static NMIS: AtomicU32 = AtomicU32::new(0);
 
-fn nmi_handler(_: &mut InterruptFrame) {
+fn nmi_handler(_: &InterruptFrame) {
     NMIS.fetch_add(1, Ordering::SeqCst);
 }
 

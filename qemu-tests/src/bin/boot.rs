@@ -122,7 +122,8 @@ fn faulting_rdpmc_is_an_error_not_a_crash() -> Outcome {
     // SAFETY: deliberately breaks the "counter exists" promise: the fault
     // is caught, and RDPMC has no other effect.
     let mut msr = unsafe { X86Msr::new() };
-    let result = catch(|| msr.read_pmc(0));
+    // SAFETY: the closure holds nothing that must be dropped or released.
+    let result = unsafe { catch(|| msr.read_pmc(0)) };
     println!("boot: RDPMC 0 -> {result:?}");
     let Err(Fault::Exception { vector, rip, .. }) = result else {
         fail!("RDPMC did not fault: {result:?}")
@@ -141,11 +142,14 @@ fn catch_reports_gp_and_pf() -> Outcome {
         unsafe { core::arch::asm!("mov {v}, [{a}]", a = in(reg) address, v = out(reg) value) };
         value
     }
-    let outer = catch(|| {
-        let gp = catch(|| load(0x8000_0000_0000_0000));
-        let pf = catch(|| load(0x1_0000_0000));
-        (gp, pf)
-    });
+    // SAFETY: plain loads; nothing held across them.
+    let outer = unsafe {
+        catch(|| {
+            let gp = catch(|| load(0x8000_0000_0000_0000));
+            let pf = catch(|| load(0x1_0000_0000));
+            (gp, pf)
+        })
+    };
     let Ok((gp, pf)) = outer else {
         fail!("outer catch faulted: {outer:?}")
     };
@@ -166,7 +170,7 @@ fn catch_reports_gp_and_pf() -> Outcome {
 /// #SS, cannot push that either, and escalates to #DF, which runs on its own
 /// IST stack and is reported like any other fault.
 fn double_fault_on_a_broken_stack_is_reported() -> Outcome {
-    let fault = catch(|| {
+    let body = || {
         // SAFETY: deliberately points RSP at a non-canonical address and
         // pushes; the resulting double fault is caught and `catch` restores
         // the real stack.
@@ -178,7 +182,9 @@ fn double_fault_on_a_broken_stack_is_reported() -> Outcome {
                 options(noreturn),
             )
         }
-    });
+    };
+    // SAFETY: the closure holds nothing; its frame is abandoned at the fault.
+    let fault = unsafe { catch::<()>(body) };
     let Err(Fault::Exception {
         vector, error_code, ..
     }) = fault

@@ -43,7 +43,7 @@ fn main(_: &'static BootInfo) -> ! {
     )
 }
 
-fn handler(frame: &mut InterruptFrame) {
+fn handler(frame: &InterruptFrame) {
     LAST_RIP.store(frame.rip, Ordering::SeqCst);
     PMIS.fetch_add(1, Ordering::SeqCst);
     // SAFETY: the same identity-mapped xAPIC page as in the case; this

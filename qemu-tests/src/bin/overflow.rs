@@ -76,7 +76,7 @@ fn entry() -> LvtPerfCounter {
 }
 
 /// The kernel's PMI entry: the driver's handler routine, then EOI.
-fn on_pmi(frame: &mut InterruptFrame) {
+fn on_pmi(frame: &InterruptFrame) {
     let mut apic = apic();
     let r = handle_pmi(
         &PMI,

@@ -163,7 +163,7 @@ const PERIODIC_TICKS: usize = 1000;
 static TICKS: AtomicUsize = AtomicUsize::new(0);
 static DELTAS: [AtomicU64; PERIODIC_TICKS] = [const { AtomicU64::new(0) }; PERIODIC_TICKS];
 
-fn periodic_tick(_: &mut InterruptFrame) {
+fn periodic_tick(_: &InterruptFrame) {
     let delta = CLOCK.tick();
     let n = TICKS.fetch_add(1, Ordering::Relaxed);
     if let Some(slot) = DELTAS.get(n) {
@@ -262,7 +262,7 @@ static HANDLER_IF_SEEN: AtomicBool = AtomicBool::new(false);
 static HANDLER_ERROR: AtomicBool = AtomicBool::new(false);
 
 /// Each tick adds 1 to counter 1 through the shared model's MSR handle.
-fn msr_tick(_: &mut InterruptFrame) {
+fn msr_tick(_: &InterruptFrame) {
     let mut msr = MODEL.msr();
     match msr
         .read_msr(MSR_BPU_COUNTER1)
@@ -491,7 +491,7 @@ fn record(samples: &[AtomicU64; 4], rip: u64) {
 /// A tick advances the model by the TSC cycles since the previous tick (as
 /// RUNNING events), stopping at a PMI, which it delivers through the APIC;
 /// the rest waits for the next tick.
-fn model_tick(_: &mut InterruptFrame) {
+fn model_tick(_: &InterruptFrame) {
     let delta = CLOCK.tick();
     ELAPSED.fetch_add(delta, Ordering::Relaxed);
     MODEL_TICKS.fetch_add(1, Ordering::Relaxed);
@@ -511,7 +511,7 @@ fn model_tick(_: &mut InterruptFrame) {
 
 /// The PMI handler: records the interrupted RIP, re-arms counter 0, clears
 /// its OVF, unmasks the LVT entry.
-fn model_pmi(frame: &mut InterruptFrame) {
+fn model_pmi(frame: &InterruptFrame) {
     record(&PMI_SAMPLES, frame.rip);
     PMIS_HANDLED.fetch_add(1, Ordering::Relaxed);
     let mut msr = MODEL.msr();
@@ -594,7 +594,7 @@ fn ticks_advance_the_model_into_pmis() -> Outcome {
     Ok(())
 }
 
-fn sampling_tick(frame: &mut InterruptFrame) {
+fn sampling_tick(frame: &InterruptFrame) {
     record(&TICK_SAMPLES, frame.rip);
     apic_timer().eoi();
 }
