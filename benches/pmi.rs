@@ -11,9 +11,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver, OVERFLOW_RULE};
-use pmu::arch::netburst::pmi::{LvtPerfCounterEntry, PmiState, handle_pmi};
+use pmu::arch::netburst::pmi::{PmiState, handle_pmi};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 use pmu::detect;
 use pmu::msr::{MsrAccess, Recording};

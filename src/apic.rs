@@ -133,6 +133,19 @@ impl LvtPerfCounter {
     }
 }
 
+/// Where a PMI handler writes the LVT performance-counter entry to unmask
+/// it: the [`LocalApic`] in a kernel, a recorder in tests.
+pub trait LvtPerfCounterEntry {
+    /// Write the LVT performance-counter register.
+    fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter);
+}
+
+impl LvtPerfCounterEntry for LocalApic {
+    fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
+        self.set_perf_counter_entry(entry);
+    }
+}
+
 /// The memory-mapped local APIC of the CPU the code runs on.
 ///
 /// `!Send` and `!Sync`: every CPU sees its own APIC at the same address, so a

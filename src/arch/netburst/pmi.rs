@@ -50,24 +50,11 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use super::cccr::CccrValue;
 use super::msrs::Counter;
 use super::thread::LogicalProcessor;
-use crate::apic::{LocalApic, LvtPerfCounter};
+use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::msr::MsrAccess;
 use crate::sampling::{Sample, SampleAfter};
 
 const COUNTERS: usize = 18;
-
-/// Where the handler writes the unmasked LVT performance-counter entry. The
-/// local APIC in a kernel; a recorder in tests.
-pub trait LvtPerfCounterEntry {
-    /// Write the LVT performance-counter register.
-    fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter);
-}
-
-impl LvtPerfCounterEntry for LocalApic {
-    fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
-        self.set_perf_counter_entry(entry);
-    }
-}
 
 /// State shared by the counter handles (through the driver) and the
 /// interrupt handler: atomics only, so it can live in a `static`.

@@ -5,8 +5,8 @@
 use std::vec::Vec;
 
 use super::*;
-use crate::apic::{LvtPerfCounter, PmiDelivery, Vector};
-use crate::arch::netburst::pmi::{LvtPerfCounterEntry, handle_pmi};
+use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+use crate::arch::netburst::pmi::handle_pmi;
 use crate::counter::state::{Configured, Enabled};
 use crate::counter::{AnyCounter, ErasedError, Operation};
 use crate::model::netburst::{
