@@ -93,6 +93,7 @@
 use core::fmt;
 
 use super::ear::IearConfig;
+use super::fields::Plm;
 use super::generation::{Counter as HwCounter, Generation};
 use super::pmc;
 use super::pmi::PmiState;
@@ -445,6 +446,7 @@ impl<E> From<ConfigError> for Error<E> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Programmed {
     pmc: u64,
+    stopped: u64,
     iear: Option<IearConfig>,
     sampling: Option<SampleAfter>,
     one_per_cycle: bool,
@@ -458,7 +460,7 @@ impl Programmed {
 
     /// The PMC image while not counting: `plm` 0 (seed 000).
     pub const fn pmc_stopped(&self) -> u64 {
-        self.pmc & !0xF
+        self.stopped
     }
 
     /// The I-EAR configuration, for an I-EAR counter.
@@ -488,6 +490,7 @@ impl Arch for Itanium {
     type Programmed = Programmed;
     const UNPROGRAMMED: Programmed = Programmed {
         pmc: 0,
+        stopped: 0,
         iear: None,
         sampling: None,
         one_per_cycle: false,
@@ -665,8 +668,12 @@ impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
                 super::events::rule(g, image.es(), image.umask().get()),
                 Some(r) if r.max_increment == 1
             );
+        let stopped = pmc::CounterConfig::from_bits_truncate(image.counter(), pmc)
+            .with_plm(Plm::NONE)
+            .bits();
         Ok(Programmed {
             pmc,
+            stopped,
             iear: c.iear,
             sampling: c.sampling,
             one_per_cycle,
