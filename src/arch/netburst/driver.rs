@@ -489,13 +489,13 @@ impl<M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, M> {
     fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let image = p.cccr_for(StateTag::Enabled);
         if p.sampling.is_some() {
-            self.pmi.arm(p.lp, n, image);
+            self.pmi.arm(p.lp, counter_at(n)?, image);
         }
         self.write_cccr(n, image.bits())
     }
 
     fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
-        self.pmi.disarm(p.lp, n);
+        self.pmi.disarm(p.lp, counter_at(n)?);
         self.write_cccr(n, p.cccr.bits())?;
         let Some(s) = p.sampling else {
             return Ok(());
@@ -512,7 +512,7 @@ impl<M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, M> {
     fn cascade(&mut self, n: u8, _from: u8, p: &Programmed) -> Result<(), Self::Error> {
         let image = p.cccr_for(StateTag::Cascaded);
         if p.sampling.is_some() {
-            self.pmi.arm(p.lp, n, image);
+            self.pmi.arm(p.lp, counter_at(n)?, image);
         }
         self.write_cccr(n, image.bits())
     }
@@ -522,7 +522,7 @@ impl<M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, M> {
     }
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
-        self.pmi.disarm(p.lp, n);
+        self.pmi.disarm(p.lp, counter_at(n)?);
         self.write_cccr(n, IDLE_CCCR)?;
         if let Some(escr) = p.escr {
             self.msr.write_msr(escr.msr(), 0).map_err(Error::Msr)?;

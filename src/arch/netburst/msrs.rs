@@ -318,6 +318,17 @@ impl CounterSet {
         self.0
     }
 
+    /// The set of bit mask `bits`; bits above 17 name no counter and are
+    /// dropped.
+    pub const fn from_bits_truncate(bits: u32) -> CounterSet {
+        CounterSet(bits & ((1 << Counter::ALL.len()) - 1))
+    }
+
+    /// This set without `c`.
+    pub const fn without(self, c: Counter) -> CounterSet {
+        CounterSet(self.0 & !(1 << c as u32))
+    }
+
     /// This set plus `c`.
     pub const fn with(self, c: Counter) -> CounterSet {
         CounterSet(self.0 | 1 << c as u32)
@@ -338,9 +349,15 @@ impl CounterSet {
         self.0 == 0
     }
 
-    /// The counters in ascending order.
+    /// The counters in ascending order (one step per member, so an
+    /// interrupt handler walks only the counters in the set).
     pub fn iter(self) -> impl Iterator<Item = Counter> {
-        Counter::ALL.into_iter().filter(move |c| self.contains(*c))
+        let mut rest = self.0;
+        core::iter::from_fn(move || {
+            let n = rest.trailing_zeros();
+            rest &= rest.wrapping_sub(1);
+            Counter::from_index(u8::try_from(n).ok()?)
+        })
     }
 }
 

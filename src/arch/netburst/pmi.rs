@@ -48,7 +48,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::cccr::CccrValue;
-use super::msrs::Counter;
+use super::msrs::{Counter, CounterSet};
 use super::thread::LogicalProcessor;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::msr::MsrAccess;
@@ -79,14 +79,14 @@ impl Default for PmiState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct PmiOutcome {
-    /// Bit `n`: counter `n` had overflowed and was serviced.
-    pub overflowed: u32,
+    /// The counters that had overflowed and were serviced.
+    pub overflowed: CounterSet,
 }
 
 impl PmiOutcome {
     /// No counter had overflowed.
     pub const fn is_spurious(self) -> bool {
-        self.overflowed == 0
+        self.overflowed.is_empty()
     }
 }
 
@@ -108,8 +108,8 @@ impl PmiState {
     }
 
     /// Counters whose overflow interrupts `lp` and that are counting.
-    pub fn armed(&self, lp: LogicalProcessor) -> u32 {
-        self.armed[lp as usize].load(Ordering::Acquire)
+    pub fn armed(&self, lp: LogicalProcessor) -> CounterSet {
+        CounterSet::from_bits_truncate(self.armed[lp as usize].load(Ordering::Acquire))
     }
 
     /// Sample-after periods of counter `c` completed since it was configured:
@@ -144,13 +144,15 @@ impl PmiState {
 
     /// Arm counter `n` for `lp`'s handler; `cccr` is the image it runs with,
     /// which the handler writes back to clear `OVF`.
-    pub(super) fn arm(&self, lp: LogicalProcessor, n: u8, cccr: CccrValue) {
-        self.cccr[usize::from(n)].store(cccr.bits(), Ordering::Release);
-        self.armed[lp as usize].fetch_or(1 << n, Ordering::AcqRel);
+    pub(super) fn arm(&self, lp: LogicalProcessor, c: Counter, cccr: CccrValue) {
+        self.cccr[usize::from(c.index())].store(cccr.bits(), Ordering::Release);
+        let set = CounterSet::EMPTY.with(c);
+        self.armed[lp as usize].fetch_or(set.bits(), Ordering::AcqRel);
     }
 
-    pub(super) fn disarm(&self, lp: LogicalProcessor, n: u8) {
-        self.armed[lp as usize].fetch_and(!(1 << n), Ordering::AcqRel);
+    pub(super) fn disarm(&self, lp: LogicalProcessor, c: Counter) {
+        let set = CounterSet::EMPTY.with(c);
+        self.armed[lp as usize].fetch_and(!set.bits(), Ordering::AcqRel);
     }
 
     pub(super) fn add_halt_periods(&self, n: u8, periods: u64) {
@@ -179,37 +181,30 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
 ) -> Result<PmiOutcome, M::Error> {
     let t = lp as usize;
     state.interrupts[t].fetch_add(1, Ordering::Relaxed);
-    let mut armed = state.armed[t].load(Ordering::Acquire);
-    let mut overflowed = 0;
-    while armed != 0 {
-        let n = armed.trailing_zeros() as usize;
-        armed &= armed - 1;
-        let (Some(counter), Some(sample_after)) = (
-            Counter::from_index(n as u8),
-            state.sample_after.get(n).map(|s| s.load(Ordering::Acquire)),
-        ) else {
-            continue;
-        };
+    let mut overflowed = CounterSet::EMPTY;
+    for counter in state.armed(lp).iter() {
+        let n = usize::from(counter.index());
+        let sample_after = state.sample_after[n].load(Ordering::Acquire);
         if sample_after == 0 {
             continue;
         }
         // Checked when the counter was configured.
         let s = SampleAfter::trusted(sample_after, super::driver::OVERFLOW_RULE);
-        let (periods, value) = s.rearm(msr.read_pmc(n as u32)?);
+        let (periods, value) = s.rearm(msr.read_pmc(u32::from(counter.index()))?);
         if periods == 0 {
             continue;
         }
         msr.write_msr(counter.msr(), value)?;
         msr.write_msr(counter.cccr().msr(), state.cccr[n].load(Ordering::Acquire))?;
         state.periods[n].fetch_add(periods, Ordering::AcqRel);
-        overflowed |= 1 << n;
+        overflowed = overflowed.with(counter);
         sink(Sample {
-            counter: n as u8,
+            counter: counter.index(),
             periods: u32::try_from(periods).unwrap_or(u32::MAX),
             rip,
         });
     }
-    if overflowed == 0 {
+    if overflowed.is_empty() {
         state.spurious[t].fetch_add(1, Ordering::Relaxed);
     }
     lvt.write_lvt_perf_counter(entry);
