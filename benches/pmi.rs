@@ -12,8 +12,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
-use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver, OVERFLOW_RULE};
-use pmu::arch::netburst::pmi::{PmiState, handle_pmi};
+use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
+use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 use pmu::detect;
 use pmu::msr::{MsrAccess, Recording};
@@ -176,12 +176,10 @@ mod itanium {
     use std::hint::black_box;
     use std::time::Instant;
 
-    use pmu::arch::itanium::driver::{
-        CounterConfig, ItaniumDriver, PmuRegisters, Recorder, overflow_rule,
-    };
+    use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver, PmuRegisters, Recorder};
     use pmu::arch::itanium::ear::{IearConfig, TlbFills};
     use pmu::arch::itanium::fields::{EventCode, Plm};
-    use pmu::arch::itanium::pmi::{PmiState, handle_overflow};
+    use pmu::arch::itanium::pmi::{PmiState, handle_overflow, overflow_rule};
     use pmu::arch::itanium::{Counter, Generation, pmc};
     use pmu::sampling::SampleAfter;
 

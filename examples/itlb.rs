@@ -36,14 +36,14 @@ use hobby::pmi::{self, Delivery};
 use hobby::println;
 use hobby::shared_itanium::SharedItanium;
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver, Recorder, overflow_rule};
+use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver, Recorder};
 use pmu::arch::itanium::ear::{IearConfig, TlbFills};
 use pmu::arch::itanium::fields::Plm;
 use pmu::arch::itanium::generation::{Counter as HwCounter, Generation};
 use pmu::arch::itanium::itlb_report::{
     Function, ItlbFill, ItlbReport, ItlbSample, L2Fills, LoadModule,
 };
-use pmu::arch::itanium::pmi::{PmiState, handle_overflow};
+use pmu::arch::itanium::pmi::{PmiState, handle_overflow, overflow_rule};
 use pmu::model::itanium::{Capture, FetchMiss, Generation as ModelGeneration, TlbFill};
 use pmu::sampling::{self, Sample, SampleBuffer};
 

@@ -18,10 +18,8 @@ use hobby::shared_model::{ModelMsr, SharedModel};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::netburst::driver::{
-    CounterConfig, Counters, NbCounter, NetBurstDriver, OVERFLOW_RULE,
-};
-use pmu::arch::netburst::pmi::{PmiState, handle_pmi};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NbCounter, NetBurstDriver};
+use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
 use pmu::arch::netburst::{Counter, Escr, EventSpec, LogicalProcessor};
 use pmu::counter::state::{Enabled, Unclaimed};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};

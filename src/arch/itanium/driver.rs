@@ -96,11 +96,11 @@ use super::ear::IearConfig;
 use super::fields::Plm;
 use super::generation::{Counter as HwCounter, Generation};
 use super::pmc;
-use super::pmi::PmiState;
+use super::pmi::{PmiState, overflow_rule};
 use super::validate::{PmcError, Policy, Validator};
 use crate::counter::state::Unclaimed;
 use crate::counter::{self, Arch};
-use crate::sampling::{OverflowRule, SampleAfter};
+use crate::sampling::SampleAfter;
 
 /// PMC/PMD access: the `mov pmc[]` / `mov pmd[]` instructions, which Rust
 /// cannot emit (no IA-64 target); see the [module documentation](self).
@@ -274,28 +274,6 @@ impl<R: PmuRegisters, const N: usize> PmuRegisters for Recorder<R, N> {
         self.inner.write_pmd(n, value)?;
         self.push(RegisterAccess::WritePmd(n, value));
         Ok(())
-    }
-}
-
-/// How a counter of `generation` overflows: W = 32 on Itanium, 47 on
-/// Itanium 2 and Montecito (reference section 2, "counter width W"), and no
-/// event counts between the overflow and the handler, because an overflow
-/// with `oi` sets PMC0.fr, which freezes every counter at once (seed 000,
-/// `oi`; SDM Vol. 2 7.2.1). So the handler reloads `-N`, and every
-/// interrupt completes one period ([`crate::sampling`]).
-pub const fn overflow_rule(generation: Generation) -> OverflowRule {
-    OverflowRule {
-        width: generation.counter_width() as u32,
-        pmi_delay: 0,
-    }
-}
-
-/// The I-EAR's address PMD: PMD0 (Itanium, Itanium 2), PMD34 (Montecito)
-/// (reference section 5).
-pub const fn iear_address_pmd(generation: Generation) -> u8 {
-    match generation {
-        Generation::Montecito => 34,
-        _ => 0,
     }
 }
 

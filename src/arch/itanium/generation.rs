@@ -152,6 +152,15 @@ impl Generation {
         }
     }
 
+    /// The I-EAR's address PMD: PMD0 (Itanium, Itanium 2), PMD34 (Montecito)
+    /// (reference section 5).
+    pub const fn iear_address_pmd(self) -> u8 {
+        match self {
+            Generation::Montecito => 34,
+            _ => 0,
+        }
+    }
+
     /// The data EAR's configuration register: PMC11, PMC40 on Montecito.
     pub const fn dear_pmc(self) -> u8 {
         match self {

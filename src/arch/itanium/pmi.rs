@@ -32,14 +32,28 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
-use super::driver::{PmuRegisters, iear_address_pmd, overflow_rule};
+use super::driver::PmuRegisters;
 use super::ear::{IearConfig, IearEvent, IearSample, TlbFill};
 use super::generation::Generation;
 use super::itlb_report::ItlbSample;
 use super::pmc::Pmc0;
-use crate::sampling::{Sample, SampleAfter};
+use crate::sampling::{OverflowRule, Sample, SampleAfter};
 
 const SLOTS: usize = 16;
+
+/// How a counter of `generation` overflows: W = 32 on Itanium, 47 on
+/// Itanium 2 and Montecito (reference section 2, "counter width W"), and no
+/// event counts between the overflow and the handler, because an overflow
+/// with `oi` sets PMC0.fr, which freezes every counter at once (seed 000,
+/// `oi`; SDM Vol. 2 7.2.1). A counter can still hold more than 0 when the
+/// handler reads it, if its event counted several in the wrapping cycle
+/// ([`crate::sampling::SampleAfter::rearm`]).
+pub const fn overflow_rule(generation: Generation) -> OverflowRule {
+    OverflowRule {
+        width: generation.counter_width() as u32,
+        pmi_delay: 0,
+    }
+}
 const EAR_SET: u64 = 1 << 63;
 
 /// State shared by the driver and the overflow handler: atomics only, so it
@@ -277,7 +291,7 @@ pub fn handle_overflow<R: PmuRegisters>(
         let ear = state.ear[n].load(Ordering::Acquire);
         let itlb = if ear & EAR_SET != 0 {
             let config = IearConfig::from_bits_truncate(g, ear & !EAR_SET);
-            let v = decode_itlb(config, regs.read_pmd(iear_address_pmd(g))?);
+            let v = decode_itlb(config, regs.read_pmd(g.iear_address_pmd())?);
             if v.is_none() {
                 state.ear_invalid.fetch_add(1, Ordering::Relaxed);
             }

@@ -53,21 +53,14 @@ use super::cccr::{ActiveThread, CccrValue};
 use super::escr::ThreadCpl;
 use super::msrs::{Counter, Escr};
 use super::parse::EventSpec;
-use super::pmi::PmiState;
+use super::pmi::{OVERFLOW_RULE, PmiState};
 use super::thread::LogicalProcessor;
 use crate::counter::rules::Readable;
 use crate::counter::state::{State, Unclaimed};
 use crate::counter::{self, Arch, Cascade, StateTag};
 use crate::detect;
 use crate::msr::MsrAccess;
-use crate::sampling::{OverflowRule, SampleAfter};
-
-/// NetBurst counters are 40 bits wide and raise the PMI with the event after
-/// the overflow (SDM 18.15.5.8).
-pub const OVERFLOW_RULE: OverflowRule = OverflowRule {
-    width: 40,
-    pmi_delay: 1,
-};
+use crate::sampling::SampleAfter;
 
 /// The value a free CCCR is given: disabled, every field clear except the
 /// active-thread field, which is 11b. Parts without Hyper-Threading require

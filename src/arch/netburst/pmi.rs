@@ -52,9 +52,16 @@ use super::msrs::{Counter, CounterSet};
 use super::thread::LogicalProcessor;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::msr::MsrAccess;
-use crate::sampling::{Sample, SampleAfter};
+use crate::sampling::{OverflowRule, Sample, SampleAfter};
 
 const COUNTERS: usize = 18;
+
+/// NetBurst counters are 40 bits wide and raise the PMI with the event after
+/// the overflow (SDM 18.15.5.8).
+pub const OVERFLOW_RULE: OverflowRule = OverflowRule {
+    width: 40,
+    pmi_delay: 1,
+};
 
 /// State shared by the counter handles (through the driver) and the
 /// interrupt handler: atomics only, so it can live in a `static`.
@@ -189,7 +196,7 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
             continue;
         }
         // Checked when the counter was configured.
-        let s = SampleAfter::trusted(sample_after, super::driver::OVERFLOW_RULE);
+        let s = SampleAfter::trusted(sample_after, OVERFLOW_RULE);
         let (periods, value) = s.rearm(msr.read_pmc(u32::from(counter.index()))?);
         if periods == 0 {
             continue;
