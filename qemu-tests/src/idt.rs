@@ -68,7 +68,7 @@ impl InterruptFrame {
     /// flags), that `rsp` is a live stack that nothing else uses, and that
     /// abandoning the interrupted frames is allowed by whoever started them
     /// (as [`crate::fault::catch`]'s contract allows).
-    pub(crate) unsafe fn resume_at(&mut self, rip: u64, rsp: u64, arg: u64) {
+    pub unsafe fn resume_at(&mut self, rip: u64, rsp: u64, arg: u64) {
         self.rip = rip;
         self.rsp = rsp;
         self.rdi = arg;

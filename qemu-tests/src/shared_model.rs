@@ -23,7 +23,6 @@
 //! [`crate::pmi::deliver`]) before any further event counts, and carry the
 //! rest over to its next tick.
 
-use pmu::model::netburst::tables::{COUNTER_BITS, COUNTERS, cccr};
 use pmu::model::netburst::{Config, Event, Fault, LogicalProcessor, NetBurstModel, PmiLine};
 use pmu::msr::MsrAccess;
 use x86_64::instructions::interrupts;
@@ -192,7 +191,7 @@ pub fn any_pmi_pending(model: &NetBurstModel) -> bool {
 /// Exact for whatever the model does (filters, cascades, FORCE_OVF, PEBS),
 /// and cheap in the common cases. An injected occurrence adds at most 1 to
 /// any counter, so the public counter and CCCR state give a number of
-/// occurrences that certainly raise no PMI ([`events_without_pmi`]: a
+/// occurrences that certainly raise no PMI ([`NetBurstModel::events_without_pmi`]: a
 /// counter with OVF_PMI_T0/T1 raises it on the increment after its 40-bit
 /// wrap, SDM 18.15.5.8); those are injected in one piece. When the very next
 /// occurrence may raise one, it is injected alone. If that raised none (a
@@ -214,7 +213,7 @@ pub fn inject_until_pmi(model: &mut NetBurstModel, event: Event) -> Injected {
     let inject = |model: &mut NetBurstModel, k: u64| model.inject(Event { count: k, ..event });
     let mut single_done = false;
     while remaining > 0 && !any_pmi_pending(model) {
-        let safe = events_without_pmi(model).min(remaining);
+        let safe = model.events_without_pmi().min(remaining);
         let k = if safe > 0 {
             inject(model, safe);
             safe
@@ -264,35 +263,4 @@ fn first_pmi_by_bisection(model: &NetBurstModel, event: Event, n: u64) -> (u64, 
         }
     }
     (hi, best)
-}
-
-/// How many occurrences of any event can certainly be injected without
-/// raising a PMI (`u64::MAX`: no PMI source), judged from the public state:
-/// every counter whose CCCR has OVF_PMI_T0 or OVF_PMI_T1 needs
-/// 2<sup>40</sup> − value increments to wrap, one increment at most per
-/// occurrence, and raises the PMI on the increment after (SDM 18.15.5.8);
-/// with its OVF or FORCE_OVF set, the next increment may raise it (the model
-/// withdraws a waiting PMI when OVF is cleared). With PEBS enabled for
-/// either logical processor (MSR_PEBS_ENABLE bits 25/26) the PEBS interrupt
-/// could come with any occurrence: 0.
-pub fn events_without_pmi(model: &mut NetBurstModel) -> u64 {
-    const MSR_PEBS_ENABLE: u32 = 0x3F1;
-    const PEBS_ON: u64 = (1 << 25) | (1 << 26);
-    if model
-        .read_msr(MSR_PEBS_ENABLE)
-        .is_ok_and(|v| v & PEBS_ON != 0)
-    {
-        return 0;
-    }
-    (0..COUNTERS)
-        .filter(|&c| model.cccr(c) & (cccr::OVF_PMI_T0 | cccr::OVF_PMI_T1) != 0)
-        .map(|c| {
-            if model.cccr(c) & (cccr::OVF | cccr::FORCE_OVF) != 0 {
-                0
-            } else {
-                (1u64 << COUNTER_BITS) - model.counter(c)
-            }
-        })
-        .min()
-        .unwrap_or(u64::MAX)
 }

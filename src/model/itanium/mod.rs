@@ -9,7 +9,7 @@
 //! rev 2.3 Vol. 2 Part 1 section 7.2 and Vol. 3 `mov` indirect;
 //! `../shared/reference/itanium_registers.md` and `itanium_events.md`; seeds
 //! 000 (Intel VTune, Itanium PMC fields) and 002 (HP Caliper, I-EAR fill
-//! levels)), with its own constants ([`tables`]), independently of the
+//! levels)), with its own constants (`tables.rs`), independently of the
 //! driver's layouts in `crate::arch::itanium`, so that each can catch the
 //! other's mistakes. `no_std`, allocation-free, no `unsafe`;
 //! [`ItaniumModel::new`] is a `const fn`, so a model can live in a `static`
@@ -29,13 +29,13 @@
 //! m.fetch_miss(FetchMiss::tlb(0x4000_0000, TlbFill::Hpw)); // I-EAR
 //! m.data_miss(DataMiss::cache(0x6000_0040, 0x4000_0010, 1, 40)); // D-EAR
 //! m.branch(Branch::taken(0x4000_0020, 2, 0x4000_0100));  // BTB
-//! // Or through the crate's backend trait (harness address map, see [`msr`]):
+//! // Or through the crate's backend trait (harness address map, see `msr.rs`):
 //! m.msr().write_msr(0x105, 0)?;                          // PMD5 = 0
 //! ```
 //!
 //! # What it models
 //!
-//! * **Register file** ([`registers`], [`tables`]): the PMCs and PMDs each
+//! * **Register file** (`registers.rs`, `tables.rs`): the PMCs and PMDs each
 //!   generation implements (reference section 2: Itanium PMC0-13 / PMD0-17,
 //!   Itanium 2 PMC0-15 / PMD0-17, Montecito PMC0-15, 32-42 / PMD4-15, 32-36,
 //!   38-39, 48-63), their writable bits and power-up values (reference
@@ -55,7 +55,7 @@
 //!   says must be zero, an undefined EAR umask or mode, and counter-PMD upper
 //!   bits that are neither zero nor a sign extension. A refused access
 //!   changes nothing. [`Checking::Hardware`] does what the hardware does.
-//! * **Counting** ([`counting`], SDM 7.2.1, seed 000): a counter counts an
+//! * **Counting** (`counting.rs`, SDM 7.2.1, seed 000): a counter counts an
 //!   injected [`Event`] when PMC0.fr is clear, (Itanium 2) PMC4 bit 23 is
 //!   set, PSR.up (`pm` = 0) or PSR.pp (`pm` = 1) is set, `plm` has the
 //!   event's privilege level, `ism` admits its instruction set (bit 24 clear
@@ -73,7 +73,7 @@
 //!   fr is set nothing counts or captures; software unfreezes by writing
 //!   PMC0. With `ev` every wrap strobes the counter's BPM pin
 //!   ([`ItaniumModel::bpm_strobes`]), whatever `oi`.
-//! * **EARs** ([`ear`], reference section 5, seeds 000 and 002): the I-EAR
+//! * **EARs** (`ear.rs`, reference section 5, seeds 000 and 002): the I-EAR
 //!   in TLB mode (fill level: L2 ITLB, HPW, software; Itanium has no L2
 //!   option) or cache mode (latency threshold); the D-EAR in cache, TLB and
 //!   (Itanium 2, Montecito) ALAT modes, with data address, instruction
@@ -84,10 +84,10 @@
 //!   67h / C8h, umask 0), so a counter preset to overflow after N captures
 //!   freezes the PMU with the Nth in the PMDs (seed 002: "samples every Nth
 //!   instruction TLB miss").
-//! * **Branch trace** ([`btb`], reference section 6): `tm`/`ptm`/`ppm` (and
+//! * **Branch trace** (`btb.rs`, reference section 6): `tm`/`ptm`/`ppm` (and
 //!   `brt`) selection, a source and a target entry per branch, the index
 //!   with its sticky `full` bit, one BRANCH_EVENT (11h) per branch.
-//! * **Backend** ([`msr`]): [`MsrAdapter`] drives the model through
+//! * **Backend** (`msr.rs`): [`MsrAdapter`] drives the model through
 //!   [`crate::msr::MsrAccess`] with a harness-only address map (PMC n at n,
 //!   PMD n at 100H + n, PSR bits at 200H).
 //!
@@ -160,7 +160,7 @@
 //!     "no miss qualifies". Itanium 2 I-EAR cache umasks other than the ten
 //!     the reference lists are undefined (the model generalises the 1...10...0
 //!     pattern and "01xxxxxx = all misses"; see
-//!     [`tables::itanium2_iear_cache_select`]).
+//!     `tables::itanium2_iear_cache_select`).
 //! 11. **BTB target entries.** The reference gives `b` (1 = source) and
 //!     "valid if b|mp != 0"; a target entry must then carry mp = 1. The
 //!     model writes source entries b = 1, mp = mispredicted, slot (3 for not
@@ -179,12 +179,12 @@
 //!     cache mode only and an Itanium PMD1/PMD3 latency saturates at FFFh,
 //!     an Itanium 2 latency beyond its field sets the overflow bit.
 
-pub mod btb;
-pub mod counting;
-pub mod ear;
-pub mod msr;
-pub mod registers;
-pub mod tables;
+mod btb;
+mod counting;
+mod ear;
+mod msr;
+mod registers;
+mod tables;
 
 #[cfg(test)]
 mod tests;

@@ -1,20 +1,4 @@
-//! Driving the Itanium model through [`MsrAccess`], the crate's one backend
-//! trait.
-//!
-//! Itanium has no MSRs: software reaches the PMU with `mov pmc[]`, `mov
-//! pmd[]` and the PSR instructions. The address map below is a **test
-//! harness convention of this crate, not an Itanium fact**:
-//!
-//! | "MSR" address | register |
-//! |---|---|
-//! | [`PMC_BASE`] + n (000H-0FFH) | PMC n (`mov pmc[n]`) |
-//! | [`PMD_BASE`] + n (100H-1FFH) | PMD n (`mov pmd[n]`) |
-//! | [`PSR_ADDRESS`] (200H) | PSR.up (bit 2), PSR.sp (bit 20), PSR.pp (bit 21), at their PSR positions |
-//!
-//! `read_pmc(n)` (the RDPMC slot) reads PMD n, the register a counter's value
-//! lives in, as `mov r = pmd[n]` at CPL 0. Any other address is
-//! [`Fault::NotMapped`]; a PSR write with other bits set is
-//! [`Fault::UnmodelledPsrBits`].
+//! The Itanium model seen through [`MsrAccess`]: see [`MsrAdapter`].
 
 use core::borrow::BorrowMut;
 
@@ -29,8 +13,24 @@ pub const PMD_BASE: u32 = 0x100;
 /// The adapter's address for the PSR performance-monitor bits.
 pub const PSR_ADDRESS: u32 = 0x200;
 
-/// An [`ItaniumModel`] (owned, or `&mut`) seen through [`MsrAccess`] with the
-/// map of the [module documentation](self).
+/// An [`ItaniumModel`] (owned, or `&mut`) seen through [`MsrAccess`], the
+/// crate's x86 backend trait, so that code written for MSRs (the QEMU
+/// kernels' shared-model plumbing) can drive it.
+///
+/// Itanium has no MSRs: software reaches the PMU with `mov pmc[]`, `mov
+/// pmd[]` and the PSR instructions. The address map below is a **test
+/// harness convention of this crate, not an Itanium fact**:
+///
+/// | "MSR" address | register |
+/// |---|---|
+/// | [`PMC_BASE`] + n (000H-0FFH) | PMC n (`mov pmc[n]`) |
+/// | [`PMD_BASE`] + n (100H-1FFH) | PMD n (`mov pmd[n]`) |
+/// | [`PSR_ADDRESS`] (200H) | PSR.up (bit 2), PSR.sp (bit 20), PSR.pp (bit 21), at their PSR positions |
+///
+/// `read_pmc(n)` (the RDPMC slot) reads PMD n, the register a counter's value
+/// lives in, as `mov r = pmd[n]` at CPL 0. Any other address is
+/// [`Fault::NotMapped`]; a PSR write with other bits set is
+/// [`Fault::UnmodelledPsrBits`].
 #[derive(Clone, Debug)]
 pub struct MsrAdapter<M>(pub M);
 

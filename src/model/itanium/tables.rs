@@ -183,8 +183,10 @@ pub mod events {
     /// BRANCH_EVENT (Itanium, Itanium 2) / ETB_EVENT (Montecito), umask 0.
     pub const BRANCH_EVENT: u8 = 0x11;
     /// CPU_CYCLES (Itanium, Itanium 2) / CPU_OP_CYCLES_ALL (Montecito), umask 0.
+    #[cfg(test)]
     pub const CPU_CYCLES: u8 = 0x12;
     /// IA64_INST_RETIRED, umask 0, up to 6 per cycle (PMC4/5 only on Itanium).
+    #[cfg(test)]
     pub const IA64_INST_RETIRED: u8 = 0x08;
 
     /// Itanium (Merced) codes.
@@ -193,8 +195,6 @@ pub mod events {
         pub const INSTRUCTION_EAR_EVENTS: u8 = 0x23;
         /// DATA_EAR_EVENTS.
         pub const DATA_EAR_EVENTS: u8 = 0x67;
-        /// ITLB_MISSES_FETCH.
-        pub const ITLB_MISSES_FETCH: u8 = 0x27;
     }
 
     /// Itanium 2 and Montecito codes.
@@ -203,8 +203,6 @@ pub mod events {
         pub const L1I_EAR_EVENTS: u8 = 0x43;
         /// DATA_EAR_EVENTS.
         pub const DATA_EAR_EVENTS: u8 = 0xC8;
-        /// ITLB_MISSES_FETCH (umask 1 L1ITLB, 2 L2ITLB, 3 all).
-        pub const ITLB_MISSES_FETCH: u8 = 0x47;
     }
 }
 
@@ -214,8 +212,6 @@ pub mod pmc0 {
     /// `fr`: freeze. Set by the hardware on an interrupting overflow; while
     /// set, nothing counts or captures.
     pub const FR: u64 = 1 << 0;
-    /// Bits 3:1 are ignored.
-    pub const IGNORED: u64 = 0xE;
 }
 
 /// Generic counter configuration register (PMC4..p) fields: SDM Table 7-4
@@ -242,8 +238,6 @@ pub mod counter {
     pub const ISM_SHIFT: u32 = 24;
     /// Itanium 2 bits 27:26: "must be zero for proper operations".
     pub const ITANIUM2_MUST_BE_ZERO: u64 = 3 << 26;
-    /// Montecito `all`, bit 26 (count both hardware threads).
-    pub const MONTECITO_ALL: u64 = 1 << 26;
     /// Montecito MESI filter, bits 30:27 (i, s, e, m).
     pub const MONTECITO_MESI_SHIFT: u32 = 27;
 }

@@ -4,7 +4,7 @@
 //!
 //! It is written from the manuals (SDM Vol. 3B 18.15-18.16, Vol. 3C Table
 //! 35-41, Vol. 2B RDPMC) and the project's seeds 001, 003 and 004, with its
-//! own constants ([`tables`]), independently of the driver's layouts in
+//! own constants (`tables.rs`), independently of the driver's layouts in
 //! `crate::arch::netburst`, so that each can catch the other's mistakes.
 //! `no_std`, allocation-free, no `unsafe`; [`NetBurstModel::new`] is a
 //! `const fn`, so a model can live in a `static` (behind a lock).
@@ -30,7 +30,7 @@
 //!
 //! # What it models
 //!
-//! * **Register file** ([`registers`]): 18 40-bit counters (300H-311H), 18
+//! * **Register file** (`registers.rs`): 18 40-bit counters (300H-311H), 18
 //!   CCCRs (360H-371H), the ESCRs of SDM Table 18-63 that exist on the
 //!   configured model (IQ_ESCR0/1 only on models 1 and 2; 43 or 45),
 //!   MSR_TC_PRECISE_EVENT, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT,
@@ -40,7 +40,7 @@
 //!   every PMU MSR while IA32_MISC_ENABLE\[7\] is clear raise #GP
 //!   ([`Fault`]); a faulting write changes nothing. RDPMC returns 40 bits,
 //!   or the low 32 with ECX\[31\] (fast read); any index but 0-17 is #GP.
-//! * **Counting** ([`counting`]): a counter counts an event when it runs, the
+//! * **Counting** (`counting.rs`): a counter counts an event when it runs, the
 //!   ESCR its CCCR selects has that group, event select and a common mask
 //!   bit, the ESCR's T0/T1 OS/USR bits admit it (Table 18-29 for TS events,
 //!   Table 18-30 for TI events, Table 19-34 classification), the CCCR's
@@ -50,7 +50,7 @@
 //!   THRESHOLD (COMPLEMENT: at most THRESHOLD), and with EDGE only on a
 //!   false-to-true transition. A counter whose selected ESCR has event select
 //!   0 counts nothing (18.15.5.9).
-//! * **Overflow** ([`overflow`]): 40-bit wrap sets the sticky OVF; FORCE_OVF
+//! * **Overflow** (`overflow.rs`): 40-bit wrap sets the sticky OVF; FORCE_OVF
 //!   makes every increment an overflow; with OVF_PMI_T0/T1 the PMI line of
 //!   T0/T1 is raised on the next increment after the overflow (18.15.5.8);
 //!   the line stays pending until [`NetBurstModel::take_pmi`]. Cascading:
@@ -58,7 +58,7 @@
 //!   seed 004: 0<->2, 1<->3, ..., 12<->14, 13<->15, 14->16, 15->17) and
 //!   halts when CASCADE or that OVF is cleared; extended cascading
 //!   (CASCNTxINTOy, CCCR bit 11 of IQ_CCCR0/3/4/5, models 2, 3, 4, 6).
-//! * **Tagging and PEBS** ([`tagging`]): execution, front-end and replay
+//! * **Tagging and PEBS** (`tagging.rs`): execution, front-end and replay
 //!   tagging of [`Uops`] batches and the at-retirement events; PEBS records
 //!   for counter 16 (T0) / 17 (T1) into a model-owned buffer mirroring the DS
 //!   save area.
@@ -156,11 +156,11 @@
 //! logical processor active) follows SDM 18.16.2; the reference files give
 //! only the field's position.
 
-pub mod counting;
-pub mod overflow;
-pub mod registers;
-pub mod tables;
-pub mod tagging;
+mod counting;
+mod overflow;
+mod registers;
+mod tables;
+mod tagging;
 
 #[cfg(test)]
 mod tests;

@@ -48,6 +48,32 @@ impl NetBurstModel {
             || (extended && tables::extended_cascade_source(c).is_some_and(ovf))
     }
 
+    /// How many occurrences of events the model can count from now without
+    /// raising a PMI, whatever events they are (`u64::MAX`: no PMI source),
+    /// so that a driver of the model can inject that many in one call and
+    /// stop exactly where a PMI may come: every counter whose CCCR has
+    /// `OVF_PMI_T0` or `OVF_PMI_T1` needs `2^40 - value` increments to wrap,
+    /// one increment at most per occurrence, and raises the PMI on the
+    /// increment after (SDM 18.15.5.8); with its `OVF` or `FORCE_OVF` set, or
+    /// PEBS enabled for either logical processor (an assist may interrupt
+    /// with any occurrence), the next occurrence may raise it: 0.
+    pub fn events_without_pmi(&self) -> u64 {
+        if self.pebs_enable & (tables::pebs_enable::MY_THR | tables::pebs_enable::OTH_THR) != 0 {
+            return 0;
+        }
+        (0..COUNTERS)
+            .filter(|&c| self.cccrs[c] & (cccr::OVF_PMI_T0 | cccr::OVF_PMI_T1) != 0)
+            .map(|c| {
+                if self.cccrs[c] & (cccr::OVF | cccr::FORCE_OVF) != 0 {
+                    0
+                } else {
+                    (1u64 << COUNTER_BITS) - self.counters[c]
+                }
+            })
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// Whether a PMI is pending on logical processor `lp`.
     pub fn pmi_pending(&self, lp: LogicalProcessor) -> bool {
         self.pmi[lp.index()].pending

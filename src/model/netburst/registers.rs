@@ -9,7 +9,7 @@ use super::overflow::PmiLine;
 use super::tables::{
     self, COUNTER_MASK, COUNTERS, ESCR_TABLE, ESCRS, IA32_DS_AREA, IA32_MISC_ENABLE, MSR_CCCR_BASE,
     MSR_COUNTER_BASE, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT, MSR_TC_PRECISE_EVENT, cccr, escr,
-    matrix_vert, pebs_enable,
+    escr_index, matrix_vert, pebs_enable,
 };
 use super::tagging::PebsState;
 
@@ -85,7 +85,8 @@ impl Config {
         Self::new(2, false)
     }
 
-    /// Whether the ESCR at `index` in [`ESCR_TABLE`] exists on this model.
+    /// Whether the ESCR at `index` in the model's table of SDM Table 18-63
+    /// exists on this model.
     pub const fn has_escr(&self, index: usize) -> bool {
         index < ESCRS && (!ESCR_TABLE[index].early_models_only || matches!(self.model, 1 | 2))
     }
@@ -152,6 +153,48 @@ impl Fault {
     pub const fn reason(&self) -> GpReason {
         match *self {
             Self::GeneralProtection { reason, .. } => reason,
+        }
+    }
+}
+
+impl core::fmt::Display for GpReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            GpReason::NoSuchMsr => f.write_str("no such MSR on this model"),
+            GpReason::PerfMonUnavailable => {
+                f.write_str("performance monitoring is unavailable (IA32_MISC_ENABLE[7] clear)")
+            }
+            GpReason::ReservedBits { bits } => write!(f, "reserved bits {bits:#x} set"),
+            GpReason::ActiveThreadMustBeAny => {
+                f.write_str("CCCR active-thread field must be 11b without Hyper-Threading")
+            }
+            GpReason::NonCanonicalAddress => f.write_str("non-canonical address"),
+            GpReason::CounterIndexOutOfRange => f.write_str("no counter with that index"),
+        }
+    }
+}
+
+/// "#GP(0) on WRMSR to MSR_FSB_ESCR0 (3A2H): reserved bits 0x1 set": the
+/// ESCR's SDM name from the model's own table (SDM Table 18-63).
+impl core::fmt::Display for Fault {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let Self::GeneralProtection {
+            instruction,
+            ecx,
+            reason,
+        } = self;
+        let (verb, what) = match instruction {
+            Instruction::Rdmsr => ("RDMSR of", "MSR"),
+            Instruction::Wrmsr => ("WRMSR to", "MSR"),
+            Instruction::Rdpmc => ("RDPMC of", "counter"),
+        };
+        match escr_index(*ecx).filter(|_| *instruction != Instruction::Rdpmc) {
+            Some(i) => write!(
+                f,
+                "#GP(0) on {verb} {} ({ecx:X}H): {reason}",
+                ESCR_TABLE[i].name
+            ),
+            None => write!(f, "#GP(0) on {verb} {what} {ecx:X}H: {reason}"),
         }
     }
 }

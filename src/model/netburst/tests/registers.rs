@@ -396,3 +396,18 @@ fn usable_in_a_static() {
         "reasonably small"
     );
 }
+
+#[test]
+fn faults_display_the_escr_name_and_reason() {
+    let mut m = NetBurstModel::new(Config::prescott_ht());
+    let e = m.write_msr(0x3A2, 1 << 31).unwrap_err();
+    assert_eq!(
+        std::format!("{e}"),
+        "#GP(0) on WRMSR to MSR_FSB_ESCR0 (3A2H): reserved bits 0x80000000 set"
+    );
+    let e = m.read_pmc(18).unwrap_err();
+    assert_eq!(
+        std::format!("{e}"),
+        "#GP(0) on RDPMC of counter 12H: no counter with that index"
+    );
+}
