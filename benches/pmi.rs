@@ -1,5 +1,5 @@
 //! Host benchmark of the overflow interrupt handlers: NetBurst's `handle_pmi`
-//! and Itanium's `handle_overflow`. For NetBurst: nanoseconds per
+//! and Itanium's `handle_pmi`. For NetBurst: nanoseconds per
 //! interrupt with a register file that costs nothing, so the figure is the
 //! driver's own work (atomics, the loop over armed counters, the reload
 //! arithmetic), plus the MSR accesses per interrupt counted by the recording
@@ -179,7 +179,7 @@ mod itanium {
     use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver, PmuRegisters, Recorder};
     use pmu::arch::itanium::ear::{IearConfig, TlbFills};
     use pmu::arch::itanium::fields::{EventCode, Plm};
-    use pmu::arch::itanium::pmi::{PmiState, handle_overflow, overflow_rule};
+    use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
     use pmu::arch::itanium::{Counter, Generation, pmc};
     use pmu::sampling::SampleAfter;
 
@@ -244,7 +244,7 @@ mod itanium {
         d.regs().inner_mut().overflowed = overflowed;
         d.regs().clear();
         let mut sink = 0u64;
-        handle_overflow(state, d.regs(), 1, |s| sink += s.sample.rip).unwrap();
+        handle_pmi(state, d.regs(), 1, |s| sink += s.sample.rip).unwrap();
         let t = d.regs().take_counts();
         let mut regs = Regs {
             pmc: [0; 64],
@@ -256,7 +256,7 @@ mod itanium {
         for _ in 0..5 {
             let start = Instant::now();
             for i in 0..iterations {
-                let r = handle_overflow(state, &mut regs, i, |s| {
+                let r = handle_pmi(state, &mut regs, i, |s| {
                     sink = sink.wrapping_add(s.sample.rip)
                 });
                 black_box(r.ok());

@@ -10,7 +10,7 @@
 //! the model's I-EAR; a counter counting the I-EAR event (L1I_EAR_EVENTS /
 //! INSTRUCTION_EAR_EVENTS) overflows every N captures and freezes the model
 //! PMU; the model's interrupt line goes through the real local APIC as a
-//! real interrupt, and the driver's `handle_overflow` reads PMC0, the
+//! real interrupt, and the driver's `handle_pmi` reads PMC0, the
 //! I-EAR's PMD0, reloads the counter and unfreezes. N comes from a
 //! calibration run (`pmu::sampling::calibrate`, as on NetBurst).
 //!
@@ -43,7 +43,7 @@ use pmu::arch::itanium::generation::{Counter as HwCounter, Generation};
 use pmu::arch::itanium::itlb_report::{
     Function, ItlbFill, ItlbReport, ItlbSample, L2Fills, LoadModule,
 };
-use pmu::arch::itanium::pmi::{PmiState, handle_overflow, overflow_rule};
+use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::model::itanium::{Capture, FetchMiss, Generation as ModelGeneration, TlbFill};
 use pmu::sampling::{self, Sample, SampleBuffer};
 
@@ -183,7 +183,7 @@ fn entry() -> LvtPerfCounter {
 fn on_pmi(frame: &InterruptFrame) {
     let mut apic = apic();
     let mut regs: Recorder<_, 8> = Recorder::new(MODEL.regs());
-    let r = handle_overflow(&PMI, &mut regs, frame.rip, |s| match s.itlb {
+    let r = handle_pmi(&PMI, &mut regs, frame.rip, |s| match s.itlb {
         Some(t) => {
             SAMPLES.push(Sample {
                 rip: t.pack(),

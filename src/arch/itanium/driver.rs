@@ -547,7 +547,7 @@ impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
     /// keeps its enable bit 23), zero every counter PMD, reset the I-EAR
     /// PMC, then unfreeze (PMC0 = 0: fr and every overflow bit clear,
     /// reference section 4). `pmi` is shared with the kernel's
-    /// [`super::pmi::handle_overflow`] call.
+    /// [`super::pmi::handle_pmi`] call.
     pub fn new(
         mut regs: R,
         generation: Generation,

@@ -34,7 +34,7 @@ use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use super::driver::PmuRegisters;
 use super::ear::{IearConfig, IearEvent, IearSample, TlbFill};
-use super::generation::Generation;
+use super::generation::{Generation, RegSet};
 use super::itlb_report::ItlbSample;
 use super::pmc::Pmc0;
 use crate::sampling::{OverflowRule, Sample, SampleAfter};
@@ -94,20 +94,20 @@ pub struct OverflowSample {
     pub itlb: Option<ItlbSample>,
 }
 
-/// What one call of [`handle_overflow`] found.
+/// What one call of [`handle_pmi`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Outcome {
+pub struct PmiOutcome {
     /// PMC0 as read.
     pub pmc0: u64,
-    /// Bit n: counter n overflowed and was serviced.
-    pub overflowed: u32,
+    /// The counters that overflowed and were serviced.
+    pub overflowed: RegSet,
 }
 
-impl Outcome {
+impl PmiOutcome {
     /// No counter had overflowed.
     pub const fn is_spurious(self) -> bool {
-        self.overflowed == 0
+        self.overflowed.is_empty()
     }
 }
 
@@ -267,20 +267,18 @@ impl ItlbSample {
 ///
 /// If a register access fails (only a model can fail) the handler stops and
 /// returns the error with the PMU still frozen.
-pub fn handle_overflow<R: PmuRegisters>(
+pub fn handle_pmi<R: PmuRegisters>(
     state: &PmiState,
     regs: &mut R,
     iip: u64,
     mut sink: impl FnMut(OverflowSample),
-) -> Result<Outcome, R::Error> {
+) -> Result<PmiOutcome, R::Error> {
     let g = state.generation();
     state.interrupts.fetch_add(1, Ordering::Relaxed);
     let pmc0 = regs.read_pmc(0)?;
-    let mut pending = Pmc0::from_bits(pmc0).overflowed(g).0;
-    let mut overflowed = 0u32;
-    while pending != 0 {
-        let n = pending.trailing_zeros() as usize;
-        pending &= pending - 1;
+    let mut overflowed = RegSet::EMPTY;
+    for counter in Pmc0::from_bits(pmc0).overflowed(g) {
+        let n = usize::from(counter);
         let Some(sample_after) = state.sample_after.get(n).map(|s| s.load(Ordering::Acquire))
         else {
             continue;
@@ -308,7 +306,7 @@ pub fn handle_overflow<R: PmuRegisters>(
         };
         regs.write_pmd(n as u8, reload)?;
         state.periods[n].fetch_add(periods, Ordering::AcqRel);
-        overflowed |= 1 << n;
+        overflowed = overflowed.with(counter);
         sink(OverflowSample {
             sample: Sample {
                 counter: n as u8,
@@ -318,11 +316,11 @@ pub fn handle_overflow<R: PmuRegisters>(
             itlb,
         });
     }
-    if overflowed == 0 {
+    if overflowed.is_empty() {
         state.spurious.fetch_add(1, Ordering::Relaxed);
     }
     if pmc0 != 0 {
         regs.write_pmc(0, Pmc0::UNFROZEN.bits())?;
     }
-    Ok(Outcome { pmc0, overflowed })
+    Ok(PmiOutcome { pmc0, overflowed })
 }

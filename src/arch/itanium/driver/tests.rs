@@ -8,8 +8,9 @@ use std::vec::Vec;
 use super::*;
 use crate::arch::itanium::ear::{IearConfig, TlbFills};
 use crate::arch::itanium::fields::{EventCode, Plm};
+use crate::arch::itanium::generation::RegSet;
 use crate::arch::itanium::itlb_report::{ItlbFill, ItlbSample};
-use crate::arch::itanium::pmi::{OverflowSample, handle_overflow};
+use crate::arch::itanium::pmi::{OverflowSample, handle_pmi};
 use crate::counter::{AnyCounter, ErasedError, StateTag};
 use crate::model::itanium::{Event, FetchMiss, ItaniumModel, Psr, TlbFill};
 use crate::sampling::calibrate;
@@ -72,7 +73,7 @@ fn run(
         counted += got.counted_cycles;
         n -= got.counted_cycles;
         if model(d).take_interrupt().is_some() {
-            handle_overflow(state, d.regs(), iip, |s| out.push(s)).unwrap();
+            handle_pmi(state, d.regs(), iip, |s| out.push(s)).unwrap();
         }
     }
     counted
@@ -340,9 +341,9 @@ fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
     let mut out = Vec::new();
-    let o = handle_overflow(&state, d.regs(), 0x4000_0010, |s| out.push(s)).unwrap();
+    let o = handle_pmi(&state, d.regs(), 0x4000_0010, |s| out.push(s)).unwrap();
     assert_eq!(o.pmc0, 1 << 4 | 1);
-    assert_eq!(o.overflowed, 1 << 4);
+    assert_eq!(o.overflowed, RegSet::single(4));
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 1));
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].sample.rip, 0x4000_0010);
@@ -374,8 +375,8 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
     model(&mut d).inject(Event::new(CYCLES, 0, 10));
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
-    let o = handle_overflow(&state, d.regs(), 1, |_| {}).unwrap();
-    assert_eq!(o.overflowed, 1 << 4 | 1 << 9);
+    let o = handle_pmi(&state, d.regs(), 1, |_| {}).unwrap();
+    assert_eq!(o.overflowed, RegSet::single(4).with(9));
     // Montecito has no event catalog, so the driver cannot know that
     // CPU_CYCLES gains at most 1 per cycle: each counter is read before its
     // reload (both hold exactly 0 here).
@@ -397,13 +398,13 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
 fn spurious_interrupt_is_one_read() {
     let state = PmiState::new();
     let (mut d, _c) = driver(&state, Generation::Itanium2);
-    let o = handle_overflow(&state, d.regs(), 0, |_| panic!("no sample")).unwrap();
+    let o = handle_pmi(&state, d.regs(), 0, |_| panic!("no sample")).unwrap();
     assert!(o.is_spurious());
     assert_eq!(d.regs().take_counts(), counts(1, 0, 0, 0));
     assert_eq!(state.spurious(), 1);
     // Frozen by someone, no overflow bit: unfrozen, still spurious.
     model(&mut d).write_pmc(0, 1).unwrap();
-    let o = handle_overflow(&state, d.regs(), 0, |_| panic!("no sample")).unwrap();
+    let o = handle_pmi(&state, d.regs(), 0, |_| panic!("no sample")).unwrap();
     assert!(o.is_spurious());
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 0));
     assert!(!model(&mut d).frozen());
@@ -464,7 +465,7 @@ fn halt_with_a_pending_overflow_counts_it_once() {
         model(&mut d).inject(Event::new(CYCLES, 0, 10));
         let c4 = c4.halt(&mut d).unwrap();
         assert!(model(&mut d).take_interrupt().is_some());
-        handle_overflow(&state, d.regs(), 0, |_| {}).unwrap();
+        handle_pmi(&state, d.regs(), 0, |_| {}).unwrap();
         assert_eq!(state.periods(4), 1);
         let c4 = c4.resume(&mut d).unwrap();
         model(&mut d).inject(Event::new(CYCLES, 0, 4));
@@ -513,7 +514,7 @@ fn iear_samples_every_nth_itlb_miss() {
             }
             if model(&mut d).take_interrupt().is_some() {
                 d.regs().clear();
-                handle_overflow(&state, d.regs(), i, |s| out.push(s)).unwrap();
+                handle_pmi(&state, d.regs(), i, |s| out.push(s)).unwrap();
                 assert_eq!(d.regs().take_counts(), counts(1, 1, 1, 1), "{g:?}");
             }
         }
@@ -606,7 +607,7 @@ fn handler_samples_make_the_itlb_report() {
         let address = 0x4000_0000 + (i as u64 % 4) * 0x40;
         model(&mut d).fetch_miss(FetchMiss::tlb(address, fill));
         if model(&mut d).take_interrupt().is_some() {
-            handle_overflow(&state, d.regs(), 0, |s| {
+            handle_pmi(&state, d.regs(), 0, |s| {
                 report.record(s.itlb.unwrap()).unwrap();
             })
             .unwrap();
@@ -654,10 +655,10 @@ fn events_counting_several_per_cycle_are_not_lost() {
                 events += 6 * got.counted_cycles;
                 if model(&mut d).take_interrupt().is_some() {
                     d.regs().clear();
-                    let o = handle_overflow(&state, d.regs(), 0, |o| {
+                    let o = handle_pmi(&state, d.regs(), 0, |o| {
                         sampled += u64::from(o.sample.periods)
                     });
-                    assert_eq!(o.unwrap().overflowed, 1 << 4);
+                    assert_eq!(o.unwrap().overflowed, RegSet::single(4));
                     // The reload is relative: the counter is read first.
                     assert_eq!(d.regs().take_counts(), counts(1, 1, 1, 1), "{g:?}");
                 }
@@ -701,7 +702,7 @@ fn release_with_an_overflow_pending_leaves_nothing_for_the_next_owner() {
         assert!(!model(&mut d).frozen());
         let c4 = c4.configure(&mut d, &config).unwrap();
         let c4 = c4.enable(&mut d).unwrap();
-        let o = handle_overflow(&state, d.regs(), 0, |_| panic!("no sample"));
+        let o = handle_pmi(&state, d.regs(), 0, |_| panic!("no sample"));
         assert!(o.unwrap().is_spurious(), "{g:?}");
         model(&mut d).inject(Event::new(CYCLES, 0, 5));
         assert_eq!(s.split(c4.read(&mut d).unwrap()), (0, 5), "{g:?}: 5 events");
@@ -726,8 +727,8 @@ fn release_keeps_another_counters_pending_overflow() {
     assert!(model(&mut d).frozen());
     assert_eq!(model(&mut d).pmc(0), 1 << 5 | 1);
     let mut out = Vec::new();
-    let o = handle_overflow(&state, d.regs(), 7, |s| out.push(s)).unwrap();
-    assert_eq!(o.overflowed, 1 << 5);
+    let o = handle_pmi(&state, d.regs(), 7, |s| out.push(s)).unwrap();
+    assert_eq!(o.overflowed, RegSet::single(5));
     assert_eq!((out.len(), state.periods(5)), (1, 1));
     assert_eq!(c5.read(&mut d).unwrap(), s.preset());
 }
@@ -791,7 +792,7 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
                 5 | 6 => {
                     // The interrupt, if one is pending; otherwise spurious.
                     model(&mut d).take_interrupt();
-                    handle_overflow(&state, d.regs(), step, |o| {
+                    handle_pmi(&state, d.regs(), step, |o| {
                         sampled[usize::from(o.sample.counter - 4)] += u64::from(o.sample.periods)
                     })
                     .unwrap();
