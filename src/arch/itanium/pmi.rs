@@ -7,7 +7,7 @@
 //! Performance Monitor interrupt is raised and the performance monitor
 //! freeze bit (PMC\[0\].fr) is set when the monitor overflows"; SDM Vol. 2
 //! 7.2.1-7.2.2; reference section 1). The kernel's handler for the PMV
-//! vector (Linux: 0xEE, reference section 9) calls [`handle_overflow`] with
+//! vector (Linux: 0xEE, reference section 9) calls [`handle_pmi`] with
 //! the interrupted IIP. Per interrupt it issues exactly:
 //!
 //! | access | count | why |
