@@ -45,9 +45,10 @@
 //! | Itanium PMC12 bit 14 is `bpt` in the reference's field list, `tac` in libpfm3's parameter | named `tac` here, both names recorded |
 //! | whether `b1` applies to records in the `ds` = 1 format | the reference states the rule for the address format; this crate applies it to source records of both formats |
 
-use super::fields::{Field, FieldError, Slot};
+use super::fields::{FieldError, Slot};
 use super::generation::{Generation, PmcInfo, PmcKind, RegSet};
 use super::image::{pmc_image, pmc_image_plm_pm};
+use crate::arch::Field;
 
 /// Which branch outcomes are captured (`tm`, 9:8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

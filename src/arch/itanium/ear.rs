@@ -63,9 +63,10 @@
 //! | Itanium PMC10 power-up value | not in the reference; zero assumed (cache mode, >= 4 cycles, plm 0) |
 //! | Montecito IP-EAR (PMC42) | the reference gives its fields (plm, pm, mode 10:8, delay 18:11) but not the mode values or the capture format: [`IpEarConfig`] keeps mode and delay raw; no decoder |
 
-use super::fields::{Field, FieldError, Ism, Plm, Slot};
+use super::fields::{FieldError, Ism, Plm, Slot};
 use super::generation::{Generation, PmcInfo};
 use super::image::{fixed_pmc_image, info_or_empty, pmc_image, pmc_image_plm_pm};
+use crate::arch::Field;
 
 /// An EAR latency threshold: capture only misses whose latency is at least
 /// this many cycles.

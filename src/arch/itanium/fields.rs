@@ -1,5 +1,5 @@
-//! Bit fields and the bounded field types shared by the Itanium register
-//! layouts: privilege level mask, instruction set mask, unit mask, event
+//! The bounded field types shared by the Itanium register layouts (the bit
+//! positions themselves are [`Field`]s): privilege level mask, instruction set mask, unit mask, event
 //! code, threshold, instruction slot, and the errors the typed builders
 //! return.
 //!
@@ -9,94 +9,6 @@
 use core::fmt;
 
 use super::generation::{Counter, Generation};
-
-/// A bit field of a 64-bit register: `bits` bits starting at bit `lsb`.
-///
-/// The per-generation layout tables ([`crate::arch::itanium::pmc::CounterLayout`]
-/// and the constants in the register modules) are built from these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Field {
-    lsb: u8,
-    bits: u8,
-}
-
-impl Field {
-    /// The field at `lsb` that is `bits` wide. Only the crate builds fields,
-    /// and only with `lsb + bits <= 64`, `bits >= 1`; the accessors stay
-    /// total for any value anyway.
-    pub(crate) const fn new(lsb: u8, bits: u8) -> Field {
-        Field { lsb, bits }
-    }
-
-    /// The lowest bit.
-    pub const fn lsb(self) -> u8 {
-        self.lsb
-    }
-
-    /// The width in bits.
-    pub const fn bits(self) -> u8 {
-        self.bits
-    }
-
-    /// The highest bit.
-    pub const fn msb(self) -> u8 {
-        self.lsb.saturating_add(self.bits).saturating_sub(1)
-    }
-
-    /// The largest value the field holds.
-    pub const fn max(self) -> u64 {
-        if self.bits == 0 {
-            0
-        } else if self.bits >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << self.bits) - 1
-        }
-    }
-
-    /// The field's bits in place.
-    pub const fn mask(self) -> u64 {
-        if self.lsb >= 64 {
-            0
-        } else {
-            self.max() << self.lsb
-        }
-    }
-
-    /// The field's value in `raw`.
-    pub const fn get(self, raw: u64) -> u64 {
-        if self.lsb >= 64 {
-            0
-        } else {
-            (raw >> self.lsb) & self.max()
-        }
-    }
-
-    /// `raw` with the field replaced by `v` (truncated to the field).
-    pub const fn set(self, raw: u64, v: u64) -> u64 {
-        if self.lsb >= 64 {
-            raw
-        } else {
-            (raw & !self.mask()) | ((v & self.max()) << self.lsb)
-        }
-    }
-
-    /// Whether `v` fits the field.
-    pub const fn fits(self, v: u64) -> bool {
-        v <= self.max()
-    }
-
-    /// A one-bit field's value.
-    pub const fn flag(self, raw: u64) -> bool {
-        self.get(raw) != 0
-    }
-
-    /// `raw` with a one-bit field set or cleared.
-    pub const fn set_flag(self, raw: u64, on: bool) -> u64 {
-        self.set(raw, on as u64)
-    }
-}
 
 /// A register value with bits outside the register's writable fields that
 /// differ from the register's power-up value: the offending bits.
@@ -427,29 +339,6 @@ impl fmt::Display for FieldError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn field_accessors_are_total() {
-        let f = Field::new(20, 3);
-        assert_eq!(f.mask(), 0x70_0000);
-        assert_eq!(f.msb(), 22);
-        assert_eq!(f.get(0x0050_0000), 5);
-        assert_eq!(f.set(u64::MAX, 0), !0x70_0000);
-        assert_eq!(f.set(0, 0xFF), 0x70_0000);
-        assert!(f.fits(7) && !f.fits(8));
-        let whole = Field::new(0, 64);
-        assert_eq!(whole.mask(), u64::MAX);
-        assert_eq!(whole.get(0x1234), 0x1234);
-        let top = Field::new(63, 1);
-        assert_eq!(top.mask(), 1 << 63);
-        assert!(top.flag(1 << 63));
-        // Out-of-range fields cannot be built outside the crate; they are
-        // still harmless.
-        let nowhere = Field::new(64, 4);
-        assert_eq!(nowhere.mask(), 0);
-        assert_eq!(nowhere.get(u64::MAX), 0);
-        assert_eq!(nowhere.set(7, 1), 7);
-    }
 
     #[test]
     fn bounded_types() {

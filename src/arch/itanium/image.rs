@@ -73,7 +73,7 @@ macro_rules! pmc_image {
 
 /// Add `plm`, `with_plm`, `privileged` and `with_privileged` to a
 /// [`pmc_image!`] type whose `plm` and `pm` fields are the constant
-/// [`super::Field`]s given, at the same place on every generation;
+/// [`crate::arch::Field`]s given, at the same place on every generation;
 /// `$pm_doc` documents `privileged`.
 macro_rules! pmc_image_plm_pm {
     ($name:ident, plm: $plm:expr, pm: $pm:expr, $pm_doc:literal) => {

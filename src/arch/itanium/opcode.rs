@@ -29,9 +29,10 @@
 //! | Itanium 2 PMC8/9 bit 32 | libpfm3: ignored; perfmon's mask: writable | perfmon's mask (writable, ignored by the hardware) |
 //! | Itanium PMC13 bits 49:32 | set in perfmon's power-up value, undescribed | kept at the power-up value |
 
-use super::fields::{Field, ReservedBits};
+use super::fields::ReservedBits;
 use super::generation::Generation;
 use super::image::{fixed_pmc_image, info_or_empty};
+use crate::arch::Field;
 
 /// The instruction units an opcode matcher considers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]

@@ -30,8 +30,9 @@
 //! | PMC0 power-up value | perfmon: 1 (frozen) on Itanium and Itanium 2, 0 on Montecito | recorded per generation in [`crate::arch::itanium::PmcInfo::default`] |
 
 use super::events::EventInfo;
-use super::fields::{EventCode, Field, FieldError, Ism, Plm, ReservedBits, Threshold, Umask};
+use super::fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Threshold, Umask};
 use super::generation::{Counter, Generation, RegSet};
+use crate::arch::Field;
 
 /// PMC0: bit 0 `fr` (freeze), bits 3:1 ignored, bit n (n >= 4) the overflow
 /// bit of counter n (SDM vol 2 §7.2; reference §1, §4).

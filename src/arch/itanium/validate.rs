@@ -70,9 +70,10 @@ use core::fmt;
 
 use super::ear::{DearConfig, DearMode, IearConfig, UmaskProblem};
 use super::events;
-use super::fields::{Field, Ism};
+use super::fields::Ism;
 use super::generation::{Generation, PmcInfo, PmcKind, RegSet};
 use super::opcode::{DataRangeConfig, InstructionRangeConfig};
+use crate::arch::Field;
 
 /// What to do with bits outside a register's writable fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

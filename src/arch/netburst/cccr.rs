@@ -27,6 +27,7 @@
 
 use super::escr::ReservedBits;
 use super::msrs::{Cccr, Counter};
+use crate::arch::Field;
 
 /// A 3-bit CCCR ESCR-select value (bits 15:13).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -128,32 +129,33 @@ impl ExtendedCascade {
 /// A CCCR value whose reserved bits are zero by construction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct CccrValue(u32);
+pub struct CccrValue(u64);
 
-const EXT_CASCADE: u32 = 1 << 11;
-const ENABLE: u32 = 1 << 12;
-const SELECT_SHIFT: u32 = 13;
-const THREAD_SHIFT: u32 = 16;
-const COMPARE: u32 = 1 << 18;
-const COMPLEMENT: u32 = 1 << 19;
-const THRESHOLD_SHIFT: u32 = 20;
-const EDGE: u32 = 1 << 24;
-const FORCE_OVF: u32 = 1 << 25;
-const OVF_PMI_T0: u32 = 1 << 26;
-const OVF_PMI_T1: u32 = 1 << 27;
-const CASCADE: u32 = 1 << 30;
-const OVF: u32 = 1 << 31;
+// The CCCR fields (SDM Figure 18-45).
+const EXT_CASCADE: Field = Field::new(11, 1);
+const ENABLE: Field = Field::new(12, 1);
+const ESCR_SELECT: Field = Field::new(13, 3);
+const ACTIVE_THREAD: Field = Field::new(16, 2);
+const COMPARE: Field = Field::new(18, 1);
+const COMPLEMENT: Field = Field::new(19, 1);
+const THRESHOLD: Field = Field::new(20, 4);
+const EDGE: Field = Field::new(24, 1);
+const FORCE_OVF: Field = Field::new(25, 1);
+const OVF_PMI_T0: Field = Field::new(26, 1);
+const OVF_PMI_T1: Field = Field::new(27, 1);
+const CASCADE: Field = Field::new(30, 1);
+const OVF: Field = Field::new(31, 1);
 
 macro_rules! flag {
-    ($get:ident, $set:ident, $bit:ident, $doc:literal) => {
+    ($get:ident, $set:ident, $field:ident, $doc:literal) => {
         #[doc = concat!("`", $doc, "` flag.")]
         pub const fn $get(self) -> bool {
-            self.0 & $bit != 0
+            $field.flag(self.0)
         }
 
         #[doc = concat!("With `", $doc, "` set or cleared.")]
         pub const fn $set(self, on: bool) -> CccrValue {
-            CccrValue(if on { self.0 | $bit } else { self.0 & !$bit })
+            CccrValue($field.set_flag(self.0, on))
         }
     };
 }
@@ -165,12 +167,12 @@ impl CccrValue {
     pub const RESERVED: u64 = 0xFFFF_FFFF_3000_0FFF;
     /// Additionally reserved on parts without Hyper-Threading: `OVF_PMI_T1`
     /// (bit 27). (Bits 17:16 are reserved there too but must read 11b.)
-    pub const RESERVED_NON_HT_EXTRA: u64 = OVF_PMI_T1 as u64;
+    pub const RESERVED_NON_HT_EXTRA: u64 = OVF_PMI_T1.mask();
 
     /// The reserved bits of `cccr` on family 0Fh model `model`.
     pub const fn reserved_mask(cccr: Cccr, model: u8) -> u64 {
         if ExtendedCascade::new(cccr, model).is_some() {
-            Self::RESERVED & !(EXT_CASCADE as u64)
+            Self::RESERVED & !EXT_CASCADE.mask()
         } else {
             Self::RESERVED
         }
@@ -179,12 +181,14 @@ impl CccrValue {
     /// A disabled CCCR routing ESCR-select `select`, active thread 11b and
     /// every other field clear.
     pub const fn new(select: EscrSelect) -> CccrValue {
-        CccrValue((select.0 as u32) << SELECT_SHIFT | (ActiveThread::Any as u32) << THREAD_SHIFT)
+        CccrValue(0)
+            .with_escr_select(select)
+            .with_active_thread(ActiveThread::Any)
     }
 
     /// Decode any raw value with the generic reserved mask (bit 11 dropped).
     pub const fn from_bits_truncate(raw: u64) -> CccrValue {
-        CccrValue((raw & !Self::RESERVED) as u32)
+        CccrValue(raw & !Self::RESERVED)
     }
 
     /// Decode a raw value, refusing one with a reserved bit set (generic mask).
@@ -192,14 +196,14 @@ impl CccrValue {
         if raw & Self::RESERVED != 0 {
             Err(ReservedBits(raw & Self::RESERVED))
         } else {
-            Ok(CccrValue(raw as u32))
+            Ok(CccrValue(raw))
         }
     }
 
     /// Decode any raw value read from `cccr` on model `model`, keeping bit 11
     /// where it is defined.
     pub const fn from_bits_truncate_for(raw: u64, cccr: Cccr, model: u8) -> CccrValue {
-        CccrValue((raw & !Self::reserved_mask(cccr, model)) as u32)
+        CccrValue(raw & !Self::reserved_mask(cccr, model))
     }
 
     /// Decode a raw value for `cccr` on model `model`, refusing reserved bits.
@@ -208,58 +212,54 @@ impl CccrValue {
         if r != 0 {
             Err(ReservedBits(r))
         } else {
-            Ok(CccrValue(raw as u32))
+            Ok(CccrValue(raw))
         }
     }
 
     /// The register image.
     pub const fn bits(self) -> u64 {
-        self.0 as u64
+        self.0
     }
 
     /// ESCR select (bits 15:13).
     pub const fn escr_select(self) -> EscrSelect {
-        EscrSelect(((self.0 >> SELECT_SHIFT) & 7) as u8)
+        EscrSelect(ESCR_SELECT.get(self.0) as u8)
     }
 
     /// With the ESCR select replaced.
     pub const fn with_escr_select(self, s: EscrSelect) -> CccrValue {
-        CccrValue(self.0 & !(7 << SELECT_SHIFT) | (s.0 as u32) << SELECT_SHIFT)
+        CccrValue(ESCR_SELECT.set(self.0, s.0 as u64))
     }
 
     /// Active thread (bits 17:16).
     pub const fn active_thread(self) -> ActiveThread {
-        ActiveThread::from_bits((self.0 >> THREAD_SHIFT) as u8)
+        ActiveThread::from_bits(ACTIVE_THREAD.get(self.0) as u8)
     }
 
     /// With the active-thread field replaced.
     pub const fn with_active_thread(self, t: ActiveThread) -> CccrValue {
-        CccrValue(self.0 & !(3 << THREAD_SHIFT) | (t as u32) << THREAD_SHIFT)
+        CccrValue(ACTIVE_THREAD.set(self.0, t as u64))
     }
 
     /// Threshold (bits 23:20).
     pub const fn threshold(self) -> Threshold {
-        Threshold(((self.0 >> THRESHOLD_SHIFT) & 0xF) as u8)
+        Threshold(THRESHOLD.get(self.0) as u8)
     }
 
     /// With the threshold replaced (COMPARE is not touched).
     pub const fn with_threshold(self, t: Threshold) -> CccrValue {
-        CccrValue(self.0 & !(0xF << THRESHOLD_SHIFT) | (t.0 as u32) << THRESHOLD_SHIFT)
+        CccrValue(THRESHOLD.set(self.0, t.0 as u64))
     }
 
     /// Extended cascade bit 11.
     pub const fn extended_cascade(self) -> bool {
-        self.0 & EXT_CASCADE != 0
+        EXT_CASCADE.flag(self.0)
     }
 
     /// With extended cascade bit 11 set or cleared; needs the proof that the
     /// CCCR has it.
     pub const fn with_extended_cascade(self, _proof: ExtendedCascade, on: bool) -> CccrValue {
-        CccrValue(if on {
-            self.0 | EXT_CASCADE
-        } else {
-            self.0 & !EXT_CASCADE
-        })
+        CccrValue(EXT_CASCADE.set_flag(self.0, on))
     }
 
     flag!(enable, with_enable, ENABLE, "ENABLE (bit 12)");

@@ -19,6 +19,8 @@
 //! Linux, libpfm4, oprofile and perfctr. This crate follows the figures: a
 //! 6-bit event select at 30:25.
 
+use crate::arch::Field;
+
 /// A 6-bit event select (ESCR bits 30:25).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -153,12 +155,14 @@ impl ThreadCpl {
 /// An ESCR value whose reserved bits are zero by construction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct EscrValue(u32);
+pub struct EscrValue(u64);
 
-const TAG_ENABLE: u32 = 1 << 4;
-const TAG_SHIFT: u32 = 5;
-const MASK_SHIFT: u32 = 9;
-const SELECT_SHIFT: u32 = 25;
+// The ESCR fields (SDM Figure 18-44).
+const CPL: Field = Field::new(0, 4);
+const TAG_ENABLE: Field = Field::new(4, 1);
+const TAG_VALUE: Field = Field::new(5, 4);
+const EVENT_MASK: Field = Field::new(9, 16);
+const EVENT_SELECT: Field = Field::new(25, 6);
 
 impl EscrValue {
     /// Reserved bits on Hyper-Threading parts: 31 and 63:32.
@@ -169,13 +173,13 @@ impl EscrValue {
 
     /// An ESCR selecting `select` with `mask`, no tag and no CPL flag.
     pub const fn new(select: EventSelect, mask: EventMask) -> EscrValue {
-        EscrValue((select.0 as u32) << SELECT_SHIFT | (mask.0 as u32) << MASK_SHIFT)
+        EscrValue(0).with_event_select(select).with_event_mask(mask)
     }
 
     /// Decode any raw value: the reserved bits are dropped (see
     /// [`EscrValue::reserved_bits`] to find out whether there were any).
     pub const fn from_bits_truncate(raw: u64) -> EscrValue {
-        EscrValue((raw & !Self::RESERVED) as u32)
+        EscrValue(raw & !Self::RESERVED)
     }
 
     /// Decode a raw value, refusing one with a reserved bit set.
@@ -194,32 +198,32 @@ impl EscrValue {
 
     /// The register image.
     pub const fn bits(self) -> u64 {
-        self.0 as u64
+        self.0
     }
 
     /// Event select (bits 30:25).
     pub const fn event_select(self) -> EventSelect {
-        EventSelect(((self.0 >> SELECT_SHIFT) & 0x3F) as u8)
+        EventSelect(EVENT_SELECT.get(self.0) as u8)
     }
 
     /// Event mask (bits 24:9).
     pub const fn event_mask(self) -> EventMask {
-        EventMask((self.0 >> MASK_SHIFT) as u16)
+        EventMask(EVENT_MASK.get(self.0) as u16)
     }
 
     /// Tag value (bits 8:5).
     pub const fn tag_value(self) -> TagValue {
-        TagValue(((self.0 >> TAG_SHIFT) & 0xF) as u8)
+        TagValue(TAG_VALUE.get(self.0) as u8)
     }
 
     /// Tag enable (bit 4).
     pub const fn tag_enable(self) -> bool {
-        self.0 & TAG_ENABLE != 0
+        TAG_ENABLE.flag(self.0)
     }
 
     /// The CPL/thread flags (bits 3:0).
     pub const fn cpl(self) -> ThreadCpl {
-        ThreadCpl::from_bits((self.0 & 0xF) as u8)
+        ThreadCpl::from_bits(CPL.get(self.0) as u8)
     }
 
     /// `T0_OS` (bit 3).
@@ -244,31 +248,27 @@ impl EscrValue {
 
     /// With the event select replaced.
     pub const fn with_event_select(self, s: EventSelect) -> EscrValue {
-        EscrValue(self.0 & !(0x3F << SELECT_SHIFT) | (s.0 as u32) << SELECT_SHIFT)
+        EscrValue(EVENT_SELECT.set(self.0, s.0 as u64))
     }
 
     /// With the event mask replaced.
     pub const fn with_event_mask(self, m: EventMask) -> EscrValue {
-        EscrValue(self.0 & !(0xFFFF << MASK_SHIFT) | (m.0 as u32) << MASK_SHIFT)
+        EscrValue(EVENT_MASK.set(self.0, m.0 as u64))
     }
 
     /// With the tag value replaced.
     pub const fn with_tag_value(self, t: TagValue) -> EscrValue {
-        EscrValue(self.0 & !(0xF << TAG_SHIFT) | (t.0 as u32) << TAG_SHIFT)
+        EscrValue(TAG_VALUE.set(self.0, t.0 as u64))
     }
 
     /// With tag enable set or cleared.
     pub const fn with_tag_enable(self, on: bool) -> EscrValue {
-        EscrValue(if on {
-            self.0 | TAG_ENABLE
-        } else {
-            self.0 & !TAG_ENABLE
-        })
+        EscrValue(TAG_ENABLE.set_flag(self.0, on))
     }
 
     /// With the four CPL/thread flags replaced.
     pub const fn with_cpl(self, cpl: ThreadCpl) -> EscrValue {
-        EscrValue(self.0 & !0xF | cpl.bits() as u32)
+        EscrValue(CPL.set(self.0, cpl.bits() as u64))
     }
 
     /// With `T0_OS` set or cleared.
