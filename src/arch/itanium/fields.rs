@@ -1,5 +1,5 @@
 //! The bounded field types shared by the Itanium register layouts (the bit
-//! positions themselves are [`Field`]s): privilege level mask, instruction set mask, unit mask, event
+//! positions themselves are [`crate::arch::Field`]s): privilege level mask, instruction set mask, unit mask, event
 //! code, threshold, instruction slot, and the errors the typed builders
 //! return.
 //!
