@@ -5,6 +5,7 @@
 
 use super::registers::{LogicalProcessor, NetBurstModel};
 use super::tables::{self, EscrGroup, Specificity, cccr, escr};
+use bit_field::BitField;
 
 /// The privilege level a logical processor executes at, as the ESCR sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,15 +137,15 @@ impl NetBurstModel {
     /// The [`tables::ESCR_TABLE`] index of the ESCR that counter `c`'s CCCR
     /// selects, if that ESCR exists on this model.
     pub(super) fn selected_escr(&self, c: usize) -> Option<usize> {
-        let select = ((self.cccrs[c] >> cccr::ESCR_SELECT_SHIFT) & 7) as u8;
+        let select = self.cccrs[c].get_bits(cccr::ESCR_SELECT) as u8;
         tables::selected_escr(c, select).filter(|&i| self.config.has_escr(i))
     }
 
     /// Whether the ESCR value `escr_value` at table index `i` selects `kind`.
     pub(super) fn escr_matches(&self, i: usize, escr_value: u64, kind: &EventKind) -> bool {
         let info = &tables::ESCR_TABLE[i];
-        let select = ((escr_value >> escr::EVENT_SELECT_SHIFT) & 0x3F) as u8;
-        let mask = (escr_value >> escr::EVENT_MASK_SHIFT) & 0xFFFF;
+        let select = escr_value.get_bits(escr::EVENT_SELECT) as u8;
+        let mask = escr_value.get_bits(escr::EVENT_MASK);
         info.group == kind.group
             && select == kind.select
             && mask & u64::from(kind.mask) != 0
@@ -196,7 +197,7 @@ impl NetBurstModel {
     /// at least one is. (On non-HT parts the field must be 11b.)
     pub(super) fn active_thread_admits(&self, c: usize) -> bool {
         let active = self.threads.iter().filter(|t| t.active).count();
-        match (self.cccrs[c] >> cccr::ACTIVE_THREAD_SHIFT) & 3 {
+        match self.cccrs[c].get_bits(cccr::ACTIVE_THREAD) {
             0 => active == 0,
             1 => active == 1,
             2 => active == 2,
@@ -217,7 +218,7 @@ impl NetBurstModel {
     ) -> Option<u64> {
         let i = self.selected_escr(c)?;
         let value = self.escrs[i];
-        if (value >> escr::EVENT_SELECT_SHIFT) & 0x3F == 0 {
+        if value.get_bits(escr::EVENT_SELECT) == 0 {
             return None;
         }
         let mut input = 0u64;
@@ -252,7 +253,7 @@ impl NetBurstModel {
                 output: false,
             };
         }
-        let threshold = (v >> cccr::THRESHOLD_SHIFT) & 0xF;
+        let threshold = v.get_bits(cccr::THRESHOLD);
         let out = if v & cccr::COMPLEMENT != 0 {
             input <= threshold
         } else {

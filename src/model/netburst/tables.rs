@@ -33,6 +33,8 @@ pub const IA32_DS_AREA: u32 = 0x600;
 /// ESCR bit layout (SDM Figure 18-47 for HT parts; on non-HT parts, Figure
 /// 18-43, bits 1:0 are reserved and bits 3:2 are called OS and USR).
 pub mod escr {
+    use core::ops::Range;
+
     /// T1_USR: count thread 1 at CPL 1-3.
     pub const T1_USR: u64 = 1 << 0;
     /// T1_OS: count thread 1 at CPL 0.
@@ -43,12 +45,12 @@ pub mod escr {
     pub const T0_OS: u64 = 1 << 3;
     /// Tag enable.
     pub const TAG_ENABLE: u64 = 1 << 4;
-    /// Tag value, bits 8:5.
-    pub const TAG_VALUE_SHIFT: u32 = 5;
+    /// Tag value, bits 8:5 (a `bit_field` range).
+    pub const TAG_VALUE: Range<usize> = 5..9;
     /// Event mask, bits 24:9.
-    pub const EVENT_MASK_SHIFT: u32 = 9;
+    pub const EVENT_MASK: Range<usize> = 9..25;
     /// Event select, bits 30:25.
-    pub const EVENT_SELECT_SHIFT: u32 = 25;
+    pub const EVENT_SELECT: Range<usize> = 25..31;
     /// Reserved on every part: bit 31 and bits 63:32.
     pub const RESERVED: u64 = !0x7FFF_FFFF;
     /// Reserved in addition on parts without Hyper-Threading: bits 1:0.
@@ -57,15 +59,17 @@ pub mod escr {
 
 /// CCCR bit layout (SDM Figure 18-48 for HT parts, Figure 18-45 otherwise).
 pub mod cccr {
+    use core::ops::Range;
+
     /// Extended cascading CASCNTxINTOy (IQ CCCRs 0, 3, 4, 5 of models 2, 3,
     /// 4, 6 only; reserved elsewhere), SDM 18.15.5.7 and Table 18-65.
     pub const EXTENDED_CASCADE: u64 = 1 << 11;
     /// ENABLE.
     pub const ENABLE: u64 = 1 << 12;
-    /// ESCR select, bits 15:13.
-    pub const ESCR_SELECT_SHIFT: u32 = 13;
+    /// ESCR select, bits 15:13 (a `bit_field` range).
+    pub const ESCR_SELECT: Range<usize> = 13..16;
     /// Active thread, bits 17:16 (reserved and must be 11b on non-HT parts).
-    pub const ACTIVE_THREAD_SHIFT: u32 = 16;
+    pub const ACTIVE_THREAD: Range<usize> = 16..18;
     /// Both active-thread bits.
     pub const ACTIVE_THREAD_ANY: u64 = 3 << 16;
     /// COMPARE.
@@ -73,7 +77,7 @@ pub mod cccr {
     /// COMPLEMENT.
     pub const COMPLEMENT: u64 = 1 << 19;
     /// THRESHOLD, bits 23:20.
-    pub const THRESHOLD_SHIFT: u32 = 20;
+    pub const THRESHOLD: Range<usize> = 20..24;
     /// EDGE.
     pub const EDGE: u64 = 1 << 24;
     /// FORCE_OVF.

@@ -34,6 +34,7 @@ use super::registers::{LogicalProcessor, NetBurstModel};
 use super::tables::{
     self, COUNTER_MASK, ESCR_TABLE, EscrGroup, escr, matrix_vert, pebs_enable, retirement,
 };
+use bit_field::BitField;
 
 /// Replay causes, as the MSR_PEBS_ENABLE metric bits of SDM Table 19-33 that
 /// select them.
@@ -278,7 +279,7 @@ impl NetBurstModel {
             {
                 any = true;
                 if v & escr::TAG_ENABLE != 0 {
-                    tag |= ((v >> escr::TAG_VALUE_SHIFT) & 0xF) as u8;
+                    tag |= v.get_bits(escr::TAG_VALUE) as u8;
                 }
             }
         }
@@ -393,7 +394,7 @@ impl NetBurstModel {
         }
         let i = self.selected_escr(c)?;
         let v = self.escrs[i];
-        let select = ((v >> escr::EVENT_SELECT_SHIFT) & 0x3F) as u8;
+        let select = v.get_bits(escr::EVENT_SELECT) as u8;
         let at_retirement = ESCR_TABLE[i].group == EscrGroup::Cru23
             && matches!(
                 select,

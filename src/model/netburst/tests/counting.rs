@@ -318,7 +318,7 @@ fn filter_run(extra: u64, inputs: &[u64]) -> u64 {
 }
 
 fn thr(n: u64) -> u64 {
-    n << cccr::THRESHOLD_SHIFT
+    n << cccr::THRESHOLD.start
 }
 
 #[test]
