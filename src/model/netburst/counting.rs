@@ -71,6 +71,25 @@ impl EventKind {
         }
     }
 
+    /// The occurrence that an ESCR programmed from `spec` at `escr` counts:
+    /// the ESCR's functional unit from the model's own table of SDM Table
+    /// 18-63 (by MSR address), the event select and every event-mask bit
+    /// of the spec's ESCR image. `None` if the model has no ESCR at that
+    /// address. This reads only the spec's image, not the driver's
+    /// placement rules, so a test that injects it still checks the driver.
+    pub fn for_spec(
+        spec: &crate::arch::netburst::EventSpec,
+        escr: crate::arch::netburst::Escr,
+    ) -> Option<Self> {
+        let group = tables::ESCR_TABLE[tables::escr_index(escr.msr())?].group;
+        let image = spec.escr_value().bits();
+        Some(Self::new(
+            group,
+            image.get_bits(escr::EVENT_SELECT) as u8,
+            image.get_bits(escr::EVENT_MASK) as u16,
+        ))
+    }
+
     /// `count` occurrences of this event on `thread` at `privilege`.
     pub const fn on(self, thread: LogicalProcessor, privilege: Privilege, count: u64) -> Event {
         Event {

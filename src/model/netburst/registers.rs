@@ -23,6 +23,17 @@ pub enum LogicalProcessor {
     T1,
 }
 
+/// The driver's name for the same logical processor (the model keeps its own
+/// type so that it is written independently of the driver).
+impl From<crate::arch::netburst::LogicalProcessor> for LogicalProcessor {
+    fn from(lp: crate::arch::netburst::LogicalProcessor) -> Self {
+        match lp {
+            crate::arch::netburst::LogicalProcessor::T0 => LogicalProcessor::T0,
+            crate::arch::netburst::LogicalProcessor::T1 => LogicalProcessor::T1,
+        }
+    }
+}
+
 impl LogicalProcessor {
     /// 0 or 1.
     pub const fn index(self) -> usize {
