@@ -15,6 +15,7 @@ use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
+use pmu::counter::Owner;
 use pmu::detect;
 use pmu::msr::{MsrAccess, Recording};
 use pmu::sampling::SampleAfter;
@@ -79,7 +80,7 @@ fn configs(n: SampleAfter) -> [CounterConfig; 4] {
     .map(|c| c.sampling(n))
 }
 
-fn bench(name: &str, armed: usize, overflowed: u32) {
+fn bench<O: Owner>(name: &str, armed: usize, overflowed: u32) {
     let state = Box::leak(Box::new(PmiState::new()));
     let cpu = detect::NetBurst {
         model: 3,
@@ -94,7 +95,7 @@ fn bench(name: &str, armed: usize, overflowed: u32) {
         counter: [0; 18],
         overflowed: 0,
     });
-    let (mut d, c) = NetBurstDriver::new(regs, &cpu, state).unwrap();
+    let (mut d, c) = NetBurstDriver::<O, _>::take(regs, &cpu, state).unwrap();
     let n = SampleAfter::new(100_000, OVERFLOW_RULE).unwrap();
     let cfg = configs(n);
     // Counters 0, 12, 14 and 1 (their ESCRs feed them).
@@ -173,6 +174,7 @@ fn bench(name: &str, armed: usize, overflowed: u32) {
 }
 
 mod itanium {
+    use pmu::counter::Owner;
     use std::hint::black_box;
     use std::time::Instant;
 
@@ -212,7 +214,7 @@ mod itanium {
 
     /// Counter 4 samples CPU cycles (event 12H), counter 7 every Nth ITLB
     /// miss through the I-EAR; `overflowed` is the PMC0 image to report.
-    pub fn bench(name: &str, overflowed: u64) {
+    pub fn bench<O: Owner>(name: &str, overflowed: u64) {
         let g = Generation::Itanium2;
         let state = Box::leak(Box::new(PmiState::new()));
         let regs = Recorder::<_, 1>::new(Regs {
@@ -220,7 +222,7 @@ mod itanium {
             pmd: [0; 64],
             overflowed: 0,
         });
-        let (mut d, c) = ItaniumDriver::new(regs, g, state).unwrap();
+        let (mut d, c) = ItaniumDriver::<O, _>::take(regs, g, state).unwrap();
         let n = SampleAfter::new(100_000, overflow_rule(g)).unwrap();
         let hw4 = Counter::new(g, 4).unwrap();
         let cycles = pmc::CounterConfig::new(hw4, EventCode::new(g, 0x12).unwrap())
@@ -273,13 +275,22 @@ mod itanium {
     }
 }
 
+// Each benchmark drives a PMU of its own (an owner is taken once).
+pmu::owner!(Nb1);
+pmu::owner!(Nb2);
+pmu::owner!(Nb3);
+pmu::owner!(Nb4);
+pmu::owner!(Ia1);
+pmu::owner!(Ia2);
+pmu::owner!(Ia3);
+
 fn main() {
-    bench("1-armed-1-overflowed", 1, 1);
-    bench("4-armed-1-overflowed", 4, 1);
-    bench("4-armed-4-overflowed", 4, 1 | 1 << 12 | 1 << 14 | 1 << 1);
-    bench("4-armed-spurious", 4, 0);
+    bench::<Nb1>("1-armed-1-overflowed", 1, 1);
+    bench::<Nb2>("4-armed-1-overflowed", 4, 1);
+    bench::<Nb3>("4-armed-4-overflowed", 4, 1 | 1 << 12 | 1 << 14 | 1 << 1);
+    bench::<Nb4>("4-armed-spurious", 4, 0);
     // Itanium 2: PMC0 bit 4 + n is counter n's overflow bit (bit 0 is fr).
-    itanium::bench("cycles-overflowed", 1 | 1 << 4);
-    itanium::bench("cycles-and-iear-overflowed", 1 | 1 << 4 | 1 << 7);
-    itanium::bench("spurious", 0);
+    itanium::bench::<Ia1>("cycles-overflowed", 1 | 1 << 4);
+    itanium::bench::<Ia2>("cycles-and-iear-overflowed", 1 | 1 << 4 | 1 << 7);
+    itanium::bench::<Ia3>("spurious", 0);
 }

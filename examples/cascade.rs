@@ -33,7 +33,12 @@ static PMI: PmiState = PmiState::new();
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 const WRAP: u64 = 1 << 40;
 
-type Driver = NetBurstDriver<'static, ModelMsr<'static>>;
+pmu::owner!(
+    /// The (model's) NetBurst package this example drives.
+    Package0
+);
+
+type Driver = NetBurstDriver<'static, Package0, ModelMsr<'static>>;
 
 fn clocks(n: u64) {
     MODEL.with(|m| m.inject(RUNNING.on(LogicalProcessor::T0, Privilege::Os, n)));
@@ -54,8 +59,8 @@ fn main(_: &'static BootInfo) -> ! {
 /// the high counter (which started with the event after the overflow).
 fn virtual_count<const L: u8, const H: u8, S1: State + Readable, S2: State + Readable>(
     pmu: &mut Driver,
-    low: &NbCounter<L, S1>,
-    high: &NbCounter<H, S2>,
+    low: &NbCounter<Package0, L, S1>,
+    high: &NbCounter<Package0, H, S2>,
 ) -> Result<u64, &'static str> {
     let ovf = MODEL.with(|m| m.cccr(usize::from(L)) & 1 << 31 != 0);
     let lo = low.read(pmu).map_err(|_| "read low")?;
@@ -65,7 +70,7 @@ fn virtual_count<const L: u8, const H: u8, S1: State + Readable, S2: State + Rea
 
 fn run() -> Result<(), &'static str> {
     let cpu = MODEL.detect().ok_or("detection on the model")?;
-    let (mut pmu, c) = NetBurstDriver::new(MODEL.msr(), &cpu, &PMI).map_err(|_| "init")?;
+    let (mut pmu, c) = Driver::take(MODEL.msr(), &cpu, &PMI).map_err(|_| "init")?;
     let event: EventSpec = "global_power_events:RUNNING:k"
         .parse()
         .map_err(|_| "event")?;

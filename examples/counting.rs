@@ -43,10 +43,16 @@ fn main(_: &'static BootInfo) -> ! {
     }
 }
 
+pmu::owner!(
+    /// The (model's) NetBurst package this example drives.
+    Package0
+);
+
 fn run() -> Result<(), &'static str> {
     let cpu = MODEL.detect().ok_or("detection on the model")?;
     let msr = Recording::<_, 8>::new(MODEL.msr());
-    let (mut pmu, counters) = NetBurstDriver::new(msr, &cpu, &PMI).map_err(|_| "init")?;
+    let (mut pmu, counters) =
+        NetBurstDriver::<Package0, _>::take(msr, &cpu, &PMI).map_err(|_| "init")?;
     pmu.msr().clear();
     let event: EventSpec = "instr_retired:NBOGUSNTAG:k"
         .parse()
@@ -95,7 +101,7 @@ fn run() -> Result<(), &'static str> {
 }
 
 fn report<M: pmu::msr::MsrAccess, const N: usize>(
-    pmu: &mut NetBurstDriver<'_, Recording<M, N>>,
+    pmu: &mut NetBurstDriver<'_, Package0, Recording<M, N>>,
     op: &str,
 ) {
     let c = pmu.msr().take_counts();

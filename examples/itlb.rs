@@ -44,6 +44,7 @@ use pmu::arch::itanium::itlb_report::{
     Function, ItlbFill, ItlbReport, ItlbSample, L2Fills, LoadModule,
 };
 use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
+use pmu::counter::Owner;
 use pmu::model::itanium::{Capture, FetchMiss, Generation as ModelGeneration, TlbFill};
 use pmu::sampling::{self, Sample, SampleBuffer};
 
@@ -280,12 +281,13 @@ fn digest(r: &impl fmt::Display) -> (u64, usize) {
 
 type Report = ItlbReport<'static, 4, 8, 32>;
 
-fn run(g: Generation) -> Result<bool, &'static str> {
+fn run<O: Owner>(g: Generation) -> Result<bool, &'static str> {
     println!("\n=== {} (Itanium PMU model) ===", g.name());
     MODEL.reset(model_generation(g));
     SAMPLES.drain(|_| {});
     apic().set_perf_counter_entry(entry());
-    let (mut pmu, c) = ItaniumDriver::new(MODEL.regs(), g, &PMI).map_err(|_| "driver init")?;
+    let (mut pmu, c) =
+        ItaniumDriver::<O, _>::take(MODEL.regs(), g, &PMI).map_err(|_| "driver init")?;
     let fills = TlbFills {
         l2: g != Generation::Itanium,
         ..TlbFills::ALL
@@ -445,6 +447,9 @@ impl Write for Line {
     }
 }
 
+/// One pass of the example on one generation.
+type Run = fn(Generation) -> Result<bool, &'static str>;
+
 fn main(_: &'static BootInfo) -> ! {
     println!("pmu example: itlb (HP Caliper's itlb measurement, seed 002)");
     println!("  runs on the Itanium PMU model: no IA-64 hardware, no IA-64 Rust target;");
@@ -453,7 +458,14 @@ fn main(_: &'static BootInfo) -> ! {
     apic().enable(Vector::new(0xFF).unwrap());
     idt::set_handler(PMI_VECTOR, on_pmi);
     let mut ok = true;
-    for g in [Generation::Itanium2, Generation::Itanium] {
+    // The model is reset to each generation: two CPUs, two owners.
+    pmu::owner!(Itanium2Cpu);
+    pmu::owner!(ItaniumCpu);
+    let runs: [(Generation, Run); 2] = [
+        (Generation::Itanium2, run::<Itanium2Cpu>),
+        (Generation::Itanium, run::<ItaniumCpu>),
+    ];
+    for (g, run) in runs {
         match run(g) {
             Ok(good) => ok &= good,
             Err(e) => {

@@ -52,7 +52,12 @@ static CLOCK: TickClock = TickClock::new();
 static CARRY: AtomicU64 = AtomicU64::new(0);
 static APIC_COUNT: AtomicU64 = AtomicU64::new(100_000);
 
-type Driver = NetBurstDriver<'static, ModelMsr<'static>>;
+pmu::owner!(
+    /// The (model's) NetBurst package this example drives.
+    Package0
+);
+
+type Driver = NetBurstDriver<'static, Package0, ModelMsr<'static>>;
 
 fn apic() -> LocalApic {
     pmi::local_apic()
@@ -161,8 +166,7 @@ fn run() -> Result<bool, &'static str> {
     );
 
     let cpu = MODEL.detect().ok_or("detection on the model")?;
-    let (mut pmu, c): (Driver, _) =
-        NetBurstDriver::new(MODEL.msr(), &cpu, &PMI).map_err(|_| "init")?;
+    let (mut pmu, c) = Driver::take(MODEL.msr(), &cpu, &PMI).map_err(|_| "init")?;
     let event: EventSpec = "global_power_events:RUNNING:k"
         .parse()
         .map_err(|_| "event")?;

@@ -19,13 +19,18 @@ use pmu::msr::MsrAccess;
 use pmu::arch::itanium::driver::{
     CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver, PmuRegisters,
 };
+use pmu::arch::netburst::driver::NbCounter;
+use pmu::counter::Owner;
+use pmu::counter::state::{Configured, Unclaimed};
+pmu::owner!(A);
+pmu::owner!(B);
 fn main() {}
 "#;
 
 /// Legal: every transition, the erased form, and both cascade directions
 /// the manual allows.
 const CONTROL: &str = r#"
-fn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, M>, c: Counters, cfg: CounterConfig) {
+fn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, A, M>, c: Counters<A>, cfg: CounterConfig) {
     let c0 = c.c0.configure(d, &cfg).unwrap();
     let _ = c0.read(d);
     let c0 = c0.enable(d).unwrap();
@@ -40,7 +45,7 @@ fn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, M>, c: Counters, cfg: CounterConfi
     let mut any = c0.erase();
     let _ = any.halt(d);
 }
-fn g<R: PmuRegisters>(d: &mut ItaniumDriver<'_, R>, c: IaCounters, cfg: IaConfig) {
+fn g<R: PmuRegisters>(d: &mut ItaniumDriver<'_, A, R>, c: IaCounters<A>, cfg: IaConfig) {
     let c4 = c.c4.configure(d, &cfg).unwrap().enable(d).unwrap();
     let c4 = c4.halt(d).unwrap().resume(d).unwrap();
     let _ = c4.read(d);
@@ -110,7 +115,7 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "itanium_has_no_cascading",
-        body: "fn g<R: PmuRegisters>(d: &mut ItaniumDriver<'_, R>, c: IaCounters, cfg: IaConfig) { \
+        body: "fn g<R: PmuRegisters>(d: &mut ItaniumDriver<'_, A, R>, c: IaCounters<A>, cfg: IaConfig) { \
                let c4 = c.c4.configure(d, &cfg).unwrap(); \
                let _ = c.c5.configure(d, &cfg).unwrap().cascade_from(&c4, d); }",
         expect: &[
@@ -125,6 +130,39 @@ const CASES: &[Case] = &[
         expect: &["moved value: `c0`"],
     },
     Case {
+        // Issue 11's reproduction: driver A's counter 0 enabled through
+        // driver B (whose own counter 0 could then be configured too).
+        name: "foreign_handle",
+        body: "let c0 = c.c0.configure(d, &cfg).unwrap(); \
+               fn other<M: MsrAccess>(b: &mut NetBurstDriver<'_, B, M>, c0: NbCounter<A, 0, Configured>) { \
+               let _ = c0.enable(b); }",
+        expect: &[
+            "this counter was issued by the driver of owner `A`",
+            "a handle works only with the driver that issued it",
+        ],
+    },
+    Case {
+        name: "foreign_cascade_source",
+        body: "fn other<M: MsrAccess>(b: &mut NetBurstDriver<'_, B, M>, cb: Counters<B>, \
+               c0: NbCounter<A, 0, Configured>, cfg: CounterConfig) { \
+               let c2 = cb.c2.configure(b, &cfg).unwrap(); let _ = c2.cascade_from(&c0, b); }",
+        expect: &["mismatched types"],
+    },
+    Case {
+        // A second owner of one PMU needs a second owner type, which only
+        // `pmu::owner!` (or an `unsafe impl` with its contract) makes.
+        name: "owner_without_unsafe",
+        body: "enum Mine {} \
+               impl Owner for Mine { fn taken() -> &'static core::sync::atomic::AtomicBool { todo!() } }",
+        expect: &["the trait `Owner` requires an `unsafe impl` declaration"],
+    },
+    Case {
+        // Tokens come only from `take`: no public constructor.
+        name: "forge_a_token",
+        body: "let _t = NbCounter::<A, 0, Unclaimed>::token();",
+        expect: &["private"],
+    },
+    Case {
         name: "handle_is_not_send",
         body: "fn send<T: Send>(_: T) {} send(c.c0);",
         expect: &["cannot be sent between threads safely"],
@@ -133,7 +171,7 @@ const CASES: &[Case] = &[
 
 fn program(body: &str) -> String {
     format!(
-        "{PRELUDE}\nfn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, M>, c: Counters, cfg: CounterConfig) {{\n    {body}\n}}\n"
+        "{PRELUDE}\nfn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, A, M>, c: Counters<A>, cfg: CounterConfig) {{\n    {body}\n}}\n"
     )
 }
 

@@ -4,7 +4,7 @@
 use core::fmt;
 use core::marker::PhantomData;
 
-use super::{Arch, Driver, StateTag};
+use super::{Arch, Driver, OwnerId, StateTag};
 
 /// A transition, named for error reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -65,6 +65,12 @@ pub enum ErasedError<E> {
         /// The source counter.
         from: u8,
     },
+    /// The handle (or the cascade source) was issued by the driver of
+    /// another owner: a handle works only with the driver that issued it.
+    ForeignHandle {
+        /// The counter the handle names.
+        counter: u8,
+    },
     /// The driver refused the configuration or a register access faulted;
     /// the handle is unchanged.
     Driver(E),
@@ -85,6 +91,10 @@ impl<E: fmt::Debug> fmt::Display for ErasedError<E> {
             ErasedError::SourceUnclaimed { from } => {
                 write!(f, "cascade source counter {from} is not claimed")
             }
+            ErasedError::ForeignHandle { counter } => write!(
+                f,
+                "the handle of counter {counter} was issued by another driver"
+            ),
             ErasedError::Driver(e) => write!(f, "driver: {e:?}"),
         }
     }
@@ -95,6 +105,7 @@ impl<E: fmt::Debug> fmt::Display for ErasedError<E> {
 /// the handle unchanged.
 #[must_use = "dropping a claimed counter leaves it programmed; release it"]
 pub struct AnyCounter<A: Arch> {
+    owner: OwnerId,
     index: u8,
     state: StateTag,
     programmed: A::Programmed,
@@ -115,8 +126,14 @@ impl<A: Arch> fmt::Debug for AnyCounter<A> {
 type Checked<T, D, A> = Result<T, ErasedError<<D as Driver<A>>::Error>>;
 
 impl<A: Arch> AnyCounter<A> {
-    pub(super) const fn from_parts(index: u8, state: StateTag, programmed: A::Programmed) -> Self {
+    pub(super) const fn from_parts(
+        owner: OwnerId,
+        index: u8,
+        state: StateTag,
+        programmed: A::Programmed,
+    ) -> Self {
         AnyCounter {
+            owner,
             index,
             state,
             programmed,
@@ -126,6 +143,11 @@ impl<A: Arch> AnyCounter<A> {
 
     pub(super) const fn into_programmed(self) -> A::Programmed {
         self.programmed
+    }
+
+    /// The owner of the driver that issued the handle.
+    pub const fn owner(&self) -> OwnerId {
+        self.owner
     }
 
     /// The hardware counter number.
@@ -143,8 +165,12 @@ impl<A: Arch> AnyCounter<A> {
         &self.programmed
     }
 
-    fn check<E>(&self, operation: Operation) -> Result<(), ErasedError<E>> {
-        if operation.legal_in(self.state) {
+    fn check<E, D: Driver<A>>(&self, operation: Operation) -> Result<(), ErasedError<E>> {
+        if self.owner != OwnerId::of::<D::Owner>() {
+            Err(ErasedError::ForeignHandle {
+                counter: self.index,
+            })
+        } else if operation.legal_in(self.state) {
             Ok(())
         } else {
             Err(ErasedError::Illegal {
@@ -166,7 +192,7 @@ impl<A: Arch> AnyCounter<A> {
         pmu: &mut D,
         config: &D::Config,
     ) -> Checked<(), D, A> {
-        self.check(Operation::Configure)?;
+        self.check::<_, D>(Operation::Configure)?;
         self.programmed = pmu
             .program(self.index, config)
             .map_err(ErasedError::Driver)?;
@@ -176,21 +202,21 @@ impl<A: Arch> AnyCounter<A> {
 
     /// Configured → Enabled.
     pub fn enable<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
-        self.check(Operation::Enable)?;
+        self.check::<_, D>(Operation::Enable)?;
         let r = pmu.start(self.index, &self.programmed);
         self.finish(r, StateTag::Enabled)
     }
 
     /// Enabled or Cascaded → Halted.
     pub fn halt<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
-        self.check(Operation::Halt)?;
+        self.check::<_, D>(Operation::Halt)?;
         let r = pmu.stop(self.index, &self.programmed);
         self.finish(r, StateTag::Halted)
     }
 
     /// Halted → Enabled.
     pub fn resume<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
-        self.check(Operation::Resume)?;
+        self.check::<_, D>(Operation::Resume)?;
         let r = pmu.start(self.index, &self.programmed);
         self.finish(r, StateTag::Enabled)
     }
@@ -202,11 +228,16 @@ impl<A: Arch> AnyCounter<A> {
         source: &AnyCounter<A>,
         pmu: &mut D,
     ) -> Checked<(), D, A> {
-        self.check(Operation::Cascade)?;
+        self.check::<_, D>(Operation::Cascade)?;
         if !A::can_cascade(source.index, self.index) {
             return Err(ErasedError::NotCascadePair {
                 from: source.index,
                 to: self.index,
+            });
+        }
+        if source.owner != self.owner {
+            return Err(ErasedError::ForeignHandle {
+                counter: source.index,
             });
         }
         if source.state == StateTag::Unclaimed {
@@ -218,14 +249,14 @@ impl<A: Arch> AnyCounter<A> {
 
     /// The counter's value.
     pub fn read<D: Driver<A>>(&self, pmu: &mut D) -> Checked<u64, D, A> {
-        self.check(Operation::Read)?;
+        self.check::<_, D>(Operation::Read)?;
         pmu.read(self.index, &self.programmed)
             .map_err(ErasedError::Driver)
     }
 
     /// Any claimed state → Unclaimed (disabled, registers zeroed).
     pub fn release<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
-        self.check(Operation::Release)?;
+        self.check::<_, D>(Operation::Release)?;
         pmu.release(self.index, &self.programmed)
             .map_err(ErasedError::Driver)?;
         self.programmed = A::UNPROGRAMMED;

@@ -28,6 +28,12 @@
 //! [`Driver`] issues exactly the accesses the hardware needs, and the tests
 //! assert them with [`crate::msr::Recording`].
 //!
+//! Every handle is bound to the driver that issued it: its type carries the
+//! driver's [`Owner`], a type naming one PMU that only one driver at a time
+//! can hold ([`owner`] module), and each transition accepts only a driver of
+//! that owner, so a handle cannot be used with another driver (that does not
+//! compile: "this counter was issued by the driver of another owner").
+//!
 //! Handles are `!Send` and `!Sync`: a PMU belongs to one CPU (on NetBurst, to
 //! one physical package) and its registers must be reached from there.
 //! Release a counter with [`Counter::release`], which disables it and zeroes
@@ -46,8 +52,10 @@
 //! ``a counter in state `Enabled` cannot be enabled``.
 
 mod erased;
+pub mod owner;
 
 pub use erased::{AnyCounter, ErasedError, Operation};
+pub use owner::{Owner, OwnerId};
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -142,6 +150,8 @@ pub trait Cascade<const FROM: u8, const TO: u8>: Arch {}
 /// Each method is called only in the state its name implies; the typed API
 /// guarantees it, and [`AnyCounter`] checks it.
 pub trait Driver<A: Arch> {
+    /// The PMU this driver holds; every handle it issues carries it.
+    type Owner: Owner;
     /// What a configuration request looks like.
     type Config;
     /// A rejected configuration or a faulting register access.
@@ -160,6 +170,18 @@ pub trait Driver<A: Arch> {
     /// Disable, zero the registers, give the counter back (→ Unclaimed).
     fn release(&mut self, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
 }
+
+/// `Self` is a driver of owner `O`: the bound every transition puts on the
+/// driver it is given, so that a handle works only with the driver that
+/// issued it. Each driver implements it for its own owner (the supertrait
+/// makes any other impl fail to compile); it is not a blanket impl so that
+/// a foreign handle's error names the rule.
+#[diagnostic::on_unimplemented(
+    message = "this counter was issued by the driver of owner `{O}`, not by `{Self}`",
+    label = "not the driver that issued the handle",
+    note = "a handle works only with the driver that issued it: each PMU has one owner type (`pmu::owner!`) and one driver taken for it"
+)]
+pub trait DriverOf<A: Arch, O: Owner>: Driver<A, Owner = O> {}
 
 /// A transition that failed: the unchanged handle, and why.
 pub struct Failed<H, E> {
@@ -256,21 +278,22 @@ pub mod rules {
 
 use rules::{CanCascade, CanConfigure, CanEnable, CanHalt, CanRelease, CanResume, Readable};
 
-/// The exclusive right to counter `N` of architecture `A`, in state `S`.
+/// The exclusive right to counter `N` of architecture `A`, issued by the
+/// driver of owner `O`, in state `S`.
 ///
 /// The handle is the size of the register images it caches and is neither
 /// `Send` nor `Sync` (see the module docs).
 #[must_use = "dropping a claimed counter leaves it programmed; release it"]
-pub struct Counter<A: Arch, const N: u8, S: State> {
+pub struct Counter<A: Arch, O: Owner, const N: u8, S: State> {
     programmed: A::Programmed,
-    _state: PhantomData<(S, *const ())>,
+    _state: PhantomData<(O, S, *const ())>,
 }
 
 /// The result of a transition of counter `N` from state `S` to state `T`.
-pub type Transition<A, const N: u8, S, T, E> =
-    Result<Counter<A, N, T>, Failed<Counter<A, N, S>, E>>;
+pub type Transition<A, O, const N: u8, S, T, E> =
+    Result<Counter<A, O, N, T>, Failed<Counter<A, O, N, S>, E>>;
 
-impl<A: Arch, const N: u8, S: State> fmt::Debug for Counter<A, N, S> {
+impl<A: Arch, O: Owner, const N: u8, S: State> fmt::Debug for Counter<A, O, N, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Counter")
             .field("arch", &A::NAME)
@@ -281,12 +304,12 @@ impl<A: Arch, const N: u8, S: State> fmt::Debug for Counter<A, N, S> {
     }
 }
 
-impl<A: Arch, const N: u8> Counter<A, N, Unclaimed> {
+impl<A: Arch, O: Owner, const N: u8> Counter<A, O, N, Unclaimed> {
     /// The claim token for counter `N`.
     ///
     /// Only an architecture's driver creates these, once per counter, when it
-    /// takes ownership of the PMU; two tokens for one counter would break the
-    /// exclusivity every handle promises.
+    /// takes owner `O` ([`owner`]); two tokens for one counter would break
+    /// the exclusivity every handle promises.
     pub(crate) const fn token() -> Self {
         const { assert!(N < A::COUNTERS, "no such counter") };
         Counter {
@@ -296,11 +319,11 @@ impl<A: Arch, const N: u8> Counter<A, N, Unclaimed> {
     }
 }
 
-impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
+impl<A: Arch, O: Owner, const N: u8, S: State> Counter<A, O, N, S> {
     /// The hardware counter number.
     pub const INDEX: u8 = N;
 
-    const fn into<T: State>(self) -> Counter<A, N, T> {
+    const fn into<T: State>(self) -> Counter<A, O, N, T> {
         Counter {
             programmed: self.programmed,
             _state: PhantomData,
@@ -310,7 +333,7 @@ impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
     fn step<T: State, D: Driver<A>>(
         self,
         r: Result<(), D::Error>,
-    ) -> Transition<A, N, S, T, D::Error> {
+    ) -> Transition<A, O, N, S, T, D::Error> {
         match r {
             Ok(()) => Ok(self.into()),
             Err(error) => Err(Failed {
@@ -326,11 +349,11 @@ impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
     }
 
     /// Program the counter: Unclaimed → Configured.
-    pub fn configure<D: Driver<A>>(
+    pub fn configure<D: DriverOf<A, O>>(
         self,
         pmu: &mut D,
         config: &D::Config,
-    ) -> Transition<A, N, S, Configured, D::Error>
+    ) -> Transition<A, O, N, S, Configured, D::Error>
     where
         S: CanConfigure,
     {
@@ -347,7 +370,7 @@ impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
     }
 
     /// Start counting: Configured → Enabled.
-    pub fn enable<D: Driver<A>>(self, pmu: &mut D) -> Transition<A, N, S, Enabled, D::Error>
+    pub fn enable<D: DriverOf<A, O>>(self, pmu: &mut D) -> Transition<A, O, N, S, Enabled, D::Error>
     where
         S: CanEnable,
     {
@@ -356,7 +379,7 @@ impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
     }
 
     /// Stop counting and keep the count: Enabled or Cascaded → Halted.
-    pub fn halt<D: Driver<A>>(self, pmu: &mut D) -> Transition<A, N, S, Halted, D::Error>
+    pub fn halt<D: DriverOf<A, O>>(self, pmu: &mut D) -> Transition<A, O, N, S, Halted, D::Error>
     where
         S: CanHalt,
     {
@@ -365,7 +388,7 @@ impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
     }
 
     /// Count again from the kept value: Halted → Enabled.
-    pub fn resume<D: Driver<A>>(self, pmu: &mut D) -> Transition<A, N, S, Enabled, D::Error>
+    pub fn resume<D: DriverOf<A, O>>(self, pmu: &mut D) -> Transition<A, O, N, S, Enabled, D::Error>
     where
         S: CanResume,
     {
@@ -376,11 +399,11 @@ impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
     /// Count only while counter `FROM` has overflowed: Configured or Halted
     /// → Cascaded. `source` proves counter `FROM` is claimed by the caller;
     /// the architecture decides which pairs exist ([`Cascade`]).
-    pub fn cascade_from<const FROM: u8, S2: Readable, D: Driver<A>>(
+    pub fn cascade_from<const FROM: u8, S2: Readable, D: DriverOf<A, O>>(
         self,
-        source: &Counter<A, FROM, S2>,
+        source: &Counter<A, O, FROM, S2>,
         pmu: &mut D,
-    ) -> Transition<A, N, S, Cascaded, D::Error>
+    ) -> Transition<A, O, N, S, Cascaded, D::Error>
     where
         S: CanCascade,
         A: Cascade<FROM, N>,
@@ -391,7 +414,7 @@ impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
     }
 
     /// The counter's value.
-    pub fn read<D: Driver<A>>(&self, pmu: &mut D) -> Result<u64, D::Error>
+    pub fn read<D: DriverOf<A, O>>(&self, pmu: &mut D) -> Result<u64, D::Error>
     where
         S: Readable,
     {
@@ -400,7 +423,10 @@ impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
 
     /// Disable the counter, zero its registers and give it back: any claimed
     /// state → Unclaimed.
-    pub fn release<D: Driver<A>>(self, pmu: &mut D) -> Transition<A, N, S, Unclaimed, D::Error>
+    pub fn release<D: DriverOf<A, O>>(
+        self,
+        pmu: &mut D,
+    ) -> Transition<A, O, N, S, Unclaimed, D::Error>
     where
         S: CanRelease,
     {
@@ -418,13 +444,13 @@ impl<A: Arch, const N: u8, S: State> Counter<A, N, S> {
 
     /// The same handle with its number and state checked at run time.
     pub fn erase(self) -> AnyCounter<A> {
-        AnyCounter::from_parts(N, S::TAG, self.programmed)
+        AnyCounter::from_parts(OwnerId::of::<O>(), N, S::TAG, self.programmed)
     }
 
-    /// Back from the erased form; `None` if `any` is not counter `N` in state
-    /// `S` (it is returned unchanged in `Err`).
+    /// Back from the erased form; `Err` (with `any` unchanged) if `any` is
+    /// not counter `N` of owner `O` in state `S`.
     pub fn from_erased(any: AnyCounter<A>) -> Result<Self, AnyCounter<A>> {
-        if any.index() == N && any.state() == S::TAG {
+        if any.owner() == OwnerId::of::<O>() && any.index() == N && any.state() == S::TAG {
             Ok(Counter {
                 programmed: any.into_programmed(),
                 _state: PhantomData,

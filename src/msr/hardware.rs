@@ -23,6 +23,10 @@ impl X86Msr {
     /// * the code runs at CPL0 (RDMSR and WRMSR raise #GP elsewhere; RDPMC
     ///   does too unless CR4.PCE is set);
     /// * it runs on the logical processor whose PMU it means to program;
+    /// * no other `X86Msr` drives the same PMU (on NetBurst: the same
+    ///   physical package) through a driver: one backend reaches one PMU, so
+    ///   that the owner type a driver is taken for ([`crate::counter::owner`])
+    ///   names one PMU and no counter can be claimed through two drivers;
     /// * the MSRs and counter indices passed to it exist on this CPU (see
     ///   [`crate::detect`]), since any other number raises #GP, and RDPMC
     ///   raises #UD on a CPU without counters (QEMU's TCG, for one);

@@ -13,6 +13,7 @@ use hobby::{case, check, check_eq, fail, println};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};
+use pmu::counter::Owner;
 use pmu::counter::{ErasedError, Operation, StateTag};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
 use pmu::msr::{AccessCounts, Recording};
@@ -24,7 +25,7 @@ static PMI: PmiState = PmiState::new();
 
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 
-type Driver = NetBurstDriver<'static, Recording<ModelMsr<'static>, 16>>;
+type Driver<O> = NetBurstDriver<'static, O, Recording<ModelMsr<'static>, 16>>;
 
 fn main(_: &'static BootInfo) -> ! {
     println!("counters: every count below comes from the NetBurst PMU model, not hardware");
@@ -40,10 +41,19 @@ fn main(_: &'static BootInfo) -> ! {
     )
 }
 
-fn setup() -> (Driver, Counters) {
+/// A driver for the calling case's own owner type: every case resets the
+/// model and drives it as a PMU of its own.
+macro_rules! setup {
+    () => {{
+        pmu::owner!(Case);
+        take::<Case>()
+    }};
+}
+
+fn take<O: Owner>() -> (Driver<O>, Counters<O>) {
     MODEL.reset();
     let cpu = MODEL.detect().expect("the model is a usable NetBurst");
-    match NetBurstDriver::new(Recording::new(MODEL.msr()), &cpu, &PMI) {
+    match NetBurstDriver::take(Recording::new(MODEL.msr()), &cpu, &PMI) {
         Ok((mut d, c)) => {
             d.msr().clear();
             (d, c)
@@ -61,7 +71,7 @@ fn running(escr: Escr) -> CounterConfig {
     CounterConfig::counting(spec, escr)
 }
 
-fn traffic(d: &mut Driver) -> (u32, u32, u32) {
+fn traffic<O: Owner>(d: &mut Driver<O>) -> (u32, u32, u32) {
     let AccessCounts {
         msr_reads,
         msr_writes,
@@ -71,7 +81,7 @@ fn traffic(d: &mut Driver) -> (u32, u32, u32) {
 }
 
 fn every_transition_with_exact_msr_traffic() -> Outcome {
-    let (mut d, c) = setup();
+    let (mut d, c) = setup!();
     let Ok(c0) = c.c0.configure(&mut d, &running(Escr::FsbEscr0)) else {
         fail!("configure")
     };
@@ -114,7 +124,7 @@ fn every_transition_with_exact_msr_traffic() -> Outcome {
 }
 
 fn release_from_every_claimed_state_zeroes_the_registers() -> Outcome {
-    let (mut d, c) = setup();
+    let (mut d, c) = setup!();
     let zeroed = |n: usize, escr: Escr| {
         MODEL.with(|m| m.counter(n) == 0 && m.cccr(n) & !(3 << 16) == 0)
             && pmu::msr::MsrAccess::read_msr(&mut MODEL.msr(), escr.msr()).ok() == Some(0)
@@ -156,7 +166,7 @@ fn release_from_every_claimed_state_zeroes_the_registers() -> Outcome {
 }
 
 fn cascade_and_both_ways_of_halting_it() -> Outcome {
-    let (mut d, c) = setup();
+    let (mut d, c) = setup!();
     let Ok(low) = c.c1.configure(&mut d, &running(Escr::FsbEscr0)) else {
         fail!("configure 1")
     };
@@ -218,7 +228,7 @@ fn cascade_and_both_ways_of_halting_it() -> Outcome {
 }
 
 fn erased_handles_refuse_illegal_transitions() -> Outcome {
-    let (mut d, c) = setup();
+    let (mut d, c) = setup!();
     let mut a = c.c0.erase();
     fn illegal<T, E>(operation: Operation, state: StateTag) -> Result<T, ErasedError<E>> {
         Err(ErasedError::Illegal { operation, state })
@@ -287,7 +297,7 @@ fn erased_handles_refuse_illegal_transitions() -> Outcome {
 fn a_scheduled_set_counts_each_event_on_its_placement() -> Outcome {
     use pmu::arch::netburst::LogicalProcessor as Lp;
     use pmu::arch::netburst::schedule::{self, Occupied, Part, Request};
-    let (mut d, c) = setup();
+    let (mut d, c) = setup!();
     let spec = |s: &str| s.parse::<EventSpec>().unwrap();
     let requests = [
         Request::new(spec("instr_retired:NBOGUSNTAG:k"), Lp::T0),

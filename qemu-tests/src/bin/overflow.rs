@@ -21,6 +21,7 @@ use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NbCounter, NetBurstDriver};
 use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
 use pmu::arch::netburst::{Counter, Escr, EventSpec, LogicalProcessor};
+use pmu::counter::Owner;
 use pmu::counter::state::{Enabled, Unclaimed};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
 use pmu::sampling::{SampleAfter, SampleBuffer};
@@ -39,7 +40,7 @@ static NMI_MODE: AtomicBool = AtomicBool::new(false);
 static HANDLED: AtomicU64 = AtomicU64::new(0);
 static HANDLER_ERRORS: AtomicU64 = AtomicU64::new(0);
 
-type Driver = NetBurstDriver<'static, ModelMsr<'static>>;
+type Driver<O> = NetBurstDriver<'static, O, ModelMsr<'static>>;
 
 fn main(_: &'static BootInfo) -> ! {
     println!("overflow: every count below comes from the NetBurst PMU model, not hardware");
@@ -106,25 +107,34 @@ fn window() -> u64 {
     rip
 }
 
-/// A fresh model and driver, the LVT entry programmed.
-fn setup(nmi: bool) -> (Driver, Counters) {
+/// A fresh model and driver, the LVT entry programmed, for the calling
+/// case's own owner type: every case resets the model and drives it as a
+/// PMU of its own.
+macro_rules! setup {
+    ($nmi:expr) => {{
+        pmu::owner!(Case);
+        take::<Case>($nmi)
+    }};
+}
+
+fn take<O: Owner>(nmi: bool) -> (Driver<O>, Counters<O>) {
     MODEL.reset();
     NMI_MODE.store(nmi, Ordering::SeqCst);
     SAMPLES.drain(|_| {});
     apic().set_perf_counter_entry(entry());
     let cpu = MODEL.detect().expect("the model is a usable NetBurst");
-    match NetBurstDriver::new(MODEL.msr(), &cpu, &PMI) {
+    match NetBurstDriver::take(MODEL.msr(), &cpu, &PMI) {
         Ok(d) => d,
         Err(e) => panic!("driver init on the model: {e:?}"),
     }
 }
 
 /// Configure and enable a counter.
-fn start<const N: u8>(
-    d: &mut Driver,
-    token: NbCounter<N, Unclaimed>,
+fn start<O: Owner, const N: u8>(
+    d: &mut Driver<O>,
+    token: NbCounter<O, N, Unclaimed>,
     cfg: &CounterConfig,
-) -> Result<NbCounter<N, Enabled>, ()> {
+) -> Result<NbCounter<O, N, Enabled>, ()> {
     token
         .configure(d, cfg)
         .map_err(|_| ())?
@@ -166,7 +176,7 @@ fn run(kind: EventKind, mut n: u64) -> Result<u64, &'static str> {
 }
 
 fn sampling_pmis_are_real_interrupts_with_the_interrupted_rip() -> Outcome {
-    let (mut d, c) = setup(false);
+    let (mut d, c) = setup!(false);
     let Ok(c0) = c.c0.configure(&mut d, &running(100)) else {
         fail!("configure")
     };
@@ -213,7 +223,7 @@ fn conservation(n: u64, events: u64, raw: u64) -> Outcome {
 }
 
 fn sample_after_1_completes_a_period_per_event() -> Outcome {
-    let (mut d, c) = setup(false);
+    let (mut d, c) = setup!(false);
     let Ok(c0) = start(&mut d, c.c0, &running(1)) else {
         fail!("configure/enable")
     };
@@ -230,7 +240,7 @@ fn sample_after_1_completes_a_period_per_event() -> Outcome {
 }
 
 fn sample_after_2() -> Outcome {
-    let (mut d, c) = setup(false);
+    let (mut d, c) = setup!(false);
     let Ok(c0) = start(&mut d, c.c0, &running(2)) else {
         fail!("configure/enable")
     };
@@ -242,7 +252,7 @@ fn sample_after_2() -> Outcome {
 }
 
 fn spurious_pmi_is_counted_and_unmasks() -> Outcome {
-    let (mut d, c) = setup(false);
+    let (mut d, c) = setup!(false);
     let Ok(c0) = start(&mut d, c.c0, &running(100)) else {
         fail!("configure/enable")
     };
@@ -257,7 +267,7 @@ fn spurious_pmi_is_counted_and_unmasks() -> Outcome {
 }
 
 fn pmi_racing_a_halt_is_counted_once() -> Outcome {
-    let (mut d, c) = setup(false);
+    let (mut d, c) = setup!(false);
     let Ok(c0) = start(&mut d, c.c0, &running(10)) else {
         fail!("configure/enable")
     };
@@ -295,7 +305,7 @@ fn pmi_racing_a_halt_is_counted_once() -> Outcome {
 }
 
 fn two_overflows_one_pmi() -> Outcome {
-    let (mut d, c) = setup(false);
+    let (mut d, c) = setup!(false);
     let instr: EventSpec = "instr_retired:NBOGUSNTAG:k".parse().unwrap();
     let s = SampleAfter::new(5, OVERFLOW_RULE).unwrap();
     let cfg = CounterConfig::counting(instr, Escr::CruEscr0).sampling(s);
@@ -323,7 +333,7 @@ fn two_overflows_one_pmi() -> Outcome {
 }
 
 fn pmi_as_nmi() -> Outcome {
-    let (mut d, c) = setup(true);
+    let (mut d, c) = setup!(true);
     let Ok(c0) = start(&mut d, c.c0, &running(50)) else {
         fail!("configure/enable")
     };
@@ -350,7 +360,7 @@ fn conservation_over_long_randomised_runs() -> Outcome {
     };
     let mut total = 0u64;
     for n in [1u64, 2, 3, 10, 97, 1000, 65_536] {
-        let (mut d, c) = setup(false);
+        let (mut d, c) = setup!(false);
         let Ok(c0) = start(&mut d, c.c0, &running(n)) else {
             fail!("configure/enable")
         };
@@ -383,6 +393,10 @@ fn conservation_over_long_randomised_runs() -> Outcome {
         check_eq!(dropped, 0);
         total += events;
         let _ = c0.release(&mut d);
+        // The next round takes the same owner again.
+        if d.give_back().is_err() {
+            fail!("give back with nothing claimed");
+        }
     }
     println!("overflow: conservation held over {total} events in 7 randomised runs (model)");
     check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);

@@ -26,7 +26,7 @@
 //! * **enable / resume** write the counter's PMC with its privilege level
 //!   mask; **halt** writes it with `plm` = 0 (Linux perfmon masks monitoring
 //!   the same way, `pmc & ~0xf`, reference section 9);
-//! * PMC0.fr is cleared once by [`ItaniumDriver::new`] and afterwards only
+//! * PMC0.fr is cleared once by [`ItaniumDriver::take`] and afterwards only
 //!   by the overflow handler; the Itanium 2 enable bit keeps its power-up
 //!   value 1 (PMC4's image always carries it, [`pmc::CounterConfig::new`]);
 //! * PSR.pp (privileged monitors, `pm` = 1) or PSR.up (`pm` = 0) is the
@@ -53,7 +53,7 @@
 //!
 //! | operation | PMC reads | PMC writes | PMD reads | PMD writes | what |
 //! |---|---|---|---|---|---|
-//! | [`ItaniumDriver::new`] | 0 | 2 + counters (+1 I-EAR) | 0 | counters | PMC0 = fr, every counter PMC at its power-up value, every counter PMD 0, the I-EAR PMC, PMC0 = 0 |
+//! | [`ItaniumDriver::take`] | 0 | 2 + counters (+1 I-EAR) | 0 | counters | PMC0 = fr, every counter PMC at its power-up value, every counter PMD 0, the I-EAR PMC, PMC0 = 0 |
 //! | configure | 0 | 1 (+1 I-EAR PMC) | 0 | 1 | PMC with `plm` 0, PMD preset (0, or `2^W - N`) |
 //! | enable / resume | 0 | 1 | 0 | 0 (Itanium resume: 1) | PMC with `plm` |
 //! | halt | 0 (Itanium, overflow pending: 1) | 1 (Itanium, overflow pending: 2) | 0 (Itanium: 1) | 0 | PMC with `plm` 0; Itanium: the PMD saved, a pending overflow accounted and withdrawn |
@@ -91,15 +91,16 @@
 //! at run time.
 
 use core::fmt;
+use core::marker::PhantomData;
 
 use super::ear::IearConfig;
 use super::fields::Plm;
-use super::generation::{Counter as HwCounter, Generation};
+use super::generation::{Counter as HwCounter, Generation, RegSet};
 use super::pmc;
 use super::pmi::{PmiState, overflow_rule};
 use super::validate::{PmcError, Policy, Validator};
 use crate::counter::state::Unclaimed;
-use crate::counter::{self, Arch};
+use crate::counter::{self, Arch, Owner, owner};
 use crate::sampling::SampleAfter;
 
 /// PMC/PMD access: the `mov pmc[]` / `mov pmd[]` instructions, which Rust
@@ -292,8 +293,9 @@ pub const fn iear_event_code(generation: Generation) -> u8 {
 #[derive(Debug)]
 pub enum Itanium {}
 
-/// An Itanium counter handle: counter `N` (PMC/PMD N) in state `S`.
-pub type IaCounter<const N: u8, S> = counter::Counter<Itanium, N, S>;
+/// An Itanium counter handle: counter `N` (PMC/PMD N) of the PMU owned by
+/// `O`, in state `S`.
+pub type IaCounter<O, const N: u8, S> = counter::Counter<Itanium, O, N, S>;
 
 /// What to count on a counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -397,6 +399,9 @@ pub enum ConfigError {
     },
     /// No counter has this number on this generation.
     NoSuchCounter(u8),
+    /// The counter is claimed already (only a hand-built
+    /// [`crate::counter::AnyCounter`] could ask; the typed handles cannot).
+    CounterClaimed(u8),
     /// Itanium counters do not cascade (only a hand-built
     /// [`crate::counter::AnyCounter`] can ask).
     NoCascade,
@@ -481,35 +486,35 @@ impl Arch for Itanium {
     }
 }
 
-/// The claim tokens, handed out once by [`ItaniumDriver::new`]: PMC/PMD4-7,
-/// and on Montecito also 8-15.
+/// The claim tokens of the PMU owned by `O`, handed out once by
+/// [`ItaniumDriver::take`]: PMC/PMD4-7, and on Montecito also 8-15.
 #[derive(Debug)]
 #[allow(missing_docs)]
-pub struct Counters {
-    pub c4: IaCounter<4, Unclaimed>,
-    pub c5: IaCounter<5, Unclaimed>,
-    pub c6: IaCounter<6, Unclaimed>,
-    pub c7: IaCounter<7, Unclaimed>,
+pub struct Counters<O: Owner> {
+    pub c4: IaCounter<O, 4, Unclaimed>,
+    pub c5: IaCounter<O, 5, Unclaimed>,
+    pub c6: IaCounter<O, 6, Unclaimed>,
+    pub c7: IaCounter<O, 7, Unclaimed>,
     /// Montecito's counters 8-15 (`None` before Montecito).
-    pub montecito: Option<MontecitoCounters>,
+    pub montecito: Option<MontecitoCounters<O>>,
 }
 
 /// Montecito's counters 8-15 (reference section 2: PMC/PMD4-15).
 #[derive(Debug)]
 #[allow(missing_docs)]
-pub struct MontecitoCounters {
-    pub c8: IaCounter<8, Unclaimed>,
-    pub c9: IaCounter<9, Unclaimed>,
-    pub c10: IaCounter<10, Unclaimed>,
-    pub c11: IaCounter<11, Unclaimed>,
-    pub c12: IaCounter<12, Unclaimed>,
-    pub c13: IaCounter<13, Unclaimed>,
-    pub c14: IaCounter<14, Unclaimed>,
-    pub c15: IaCounter<15, Unclaimed>,
+pub struct MontecitoCounters<O: Owner> {
+    pub c8: IaCounter<O, 8, Unclaimed>,
+    pub c9: IaCounter<O, 9, Unclaimed>,
+    pub c10: IaCounter<O, 10, Unclaimed>,
+    pub c11: IaCounter<O, 11, Unclaimed>,
+    pub c12: IaCounter<O, 12, Unclaimed>,
+    pub c13: IaCounter<O, 13, Unclaimed>,
+    pub c14: IaCounter<O, 14, Unclaimed>,
+    pub c15: IaCounter<O, 15, Unclaimed>,
 }
 
-impl Counters {
-    fn issue(generation: Generation) -> Counters {
+impl<O: Owner> Counters<O> {
+    fn issue(generation: Generation) -> Counters<O> {
         Counters {
             c4: counter::Counter::token(),
             c5: counter::Counter::token(),
@@ -529,8 +534,19 @@ impl Counters {
     }
 }
 
-/// The PMU of one Itanium processor, owning the register backend.
-pub struct ItaniumDriver<'s, R: PmuRegisters> {
+/// Why the driver could not take the PMU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum InitError<E> {
+    /// A driver for this owner is live: the PMU has its owner already.
+    AlreadyTaken,
+    /// Resetting the PMU registers was refused (only a model refuses).
+    Register(E),
+}
+
+/// The PMU of one Itanium processor, held for owner `O`, owning the
+/// register backend.
+pub struct ItaniumDriver<'s, O: Owner, R: PmuRegisters> {
     regs: R,
     generation: Generation,
     pmi: &'s PmiState,
@@ -539,29 +555,31 @@ pub struct ItaniumDriver<'s, R: PmuRegisters> {
     /// Itanium only: the count of a halted counter (its PMD is not
     /// preserved while `plm` is zero, seed 000).
     saved: [Option<u64>; 16],
+    claimed: RegSet,
+    _owner: PhantomData<O>,
 }
 
-impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
-    /// Take the PMU of `generation`: freeze it (PMC0 = fr), put every
-    /// counter PMC at its power-up value (`plm` 0: stopped; Itanium 2 PMC4
-    /// keeps its enable bit 23), zero every counter PMD, reset the I-EAR
-    /// PMC, then unfreeze (PMC0 = 0: fr and every overflow bit clear,
-    /// reference section 4). `pmi` is shared with the kernel's
-    /// [`super::pmi::handle_pmi`] call.
-    pub fn new(
+impl<'s, O: Owner, R: PmuRegisters> ItaniumDriver<'s, O, R> {
+    /// Take the PMU of owner `O`, of `generation`: freeze it (PMC0 = fr),
+    /// put every counter PMC at its power-up value (`plm` 0: stopped;
+    /// Itanium 2 PMC4 keeps its enable bit 23), zero every counter PMD,
+    /// reset the I-EAR PMC, then unfreeze (PMC0 = 0: fr and every overflow
+    /// bit clear, reference section 4). `pmi` is shared with the kernel's
+    /// [`super::pmi::handle_pmi`] call. A second take of `O` while its
+    /// driver is live fails with [`InitError::AlreadyTaken`] and touches
+    /// nothing ([`crate::counter::owner`]).
+    pub fn take(
         mut regs: R,
         generation: Generation,
         pmi: &'s PmiState,
-    ) -> Result<(Self, Counters), R::Error> {
-        regs.write_pmc(0, pmc::Pmc0::FROZEN.bits())?;
-        for n in generation.counters().iter() {
-            let default = generation.pmc(n).map_or(0, |i| i.default);
-            regs.write_pmc(n, default)?;
-            regs.write_pmd(n, 0)?;
+    ) -> Result<(Self, Counters<O>), InitError<R::Error>> {
+        if !owner::take::<O>() {
+            return Err(InitError::AlreadyTaken);
         }
-        let iear = generation.iear_pmc();
-        regs.write_pmc(iear, generation.pmc(iear).map_or(0, |i| i.default))?;
-        regs.write_pmc(0, pmc::Pmc0::UNFROZEN.bits())?;
+        if let Err(e) = Self::reset(&mut regs, generation) {
+            owner::give_back::<O>();
+            return Err(InitError::Register(e));
+        }
         pmi.reset(generation);
         let driver = ItaniumDriver {
             regs,
@@ -570,8 +588,50 @@ impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
             iear_owner: None,
             validator: Validator::new(generation, Policy::STRICT),
             saved: [None; 16],
+            claimed: RegSet::EMPTY,
+            _owner: PhantomData,
         };
         Ok((driver, Counters::issue(generation)))
+    }
+
+    fn reset(regs: &mut R, generation: Generation) -> Result<(), R::Error> {
+        regs.write_pmc(0, pmc::Pmc0::FROZEN.bits())?;
+        for n in generation.counters().iter() {
+            let default = generation.pmc(n).map_or(0, |i| i.default);
+            regs.write_pmc(n, default)?;
+            regs.write_pmd(n, 0)?;
+        }
+        let iear = generation.iear_pmc();
+        regs.write_pmc(iear, generation.pmc(iear).map_or(0, |i| i.default))?;
+        regs.write_pmc(0, pmc::Pmc0::UNFROZEN.bits())
+    }
+
+    /// Give the PMU back and get the backend back, once no counter is
+    /// claimed (every handle released); `Err(self)` otherwise. Owner `O` can
+    /// then be taken again; see `NetBurstDriver::give_back` for why
+    /// remaining Unclaimed tokens are harmless.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the error hands the driver back by value: a no_std crate has no Box"
+    )]
+    pub fn give_back(self) -> Result<R, Self> {
+        if !self.claimed.is_empty() {
+            return Err(self);
+        }
+        owner::give_back::<O>();
+        Ok(self.regs)
+    }
+
+    /// Tests only: free the owner although handles may remain (loop tests
+    /// whose handles die with each round).
+    #[cfg(test)]
+    pub(crate) fn retire(self) {
+        owner::give_back::<O>();
+    }
+
+    /// The counters claimed through this driver's handles.
+    pub const fn claimed(&self) -> RegSet {
+        self.claimed
     }
 
     /// The register backend.
@@ -598,6 +658,9 @@ impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
     fn images(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
         let g = self.generation;
         HwCounter::new(g, n).ok_or(ConfigError::NoSuchCounter(n))?;
+        if self.claimed.contains(n) {
+            return Err(ConfigError::CounterClaimed(n));
+        }
         let image = c.pmc;
         if image.counter().generation() != g {
             return Err(ConfigError::WrongGeneration {
@@ -663,7 +726,10 @@ impl<'s, R: PmuRegisters> ItaniumDriver<'s, R> {
     }
 }
 
-impl<R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, R> {
+impl<O: Owner, R: PmuRegisters> counter::DriverOf<Itanium, O> for ItaniumDriver<'_, O, R> {}
+
+impl<O: Owner, R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, O, R> {
+    type Owner = O;
     type Config = CounterConfig;
     type Error = Error<R::Error>;
 
@@ -679,6 +745,7 @@ impl<R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, R> {
         self.saved[usize::from(n)] = None;
         self.pmi
             .set_sampling(n, p.sampling, p.iear, p.one_per_cycle);
+        self.claimed = self.claimed.with(n);
         Ok(p)
     }
 
@@ -741,11 +808,12 @@ impl<R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, R> {
         }
         self.saved[usize::from(n)] = None;
         self.pmi.set_sampling(n, None, None, false);
+        self.claimed = self.claimed.without(n);
         Ok(())
     }
 }
 
-impl<R: PmuRegisters> ItaniumDriver<'_, R> {
+impl<O: Owner, R: PmuRegisters> ItaniumDriver<'_, O, R> {
     /// Withdraw counter `n`'s overflow whose interrupt has not been taken:
     /// clear its PMC0 overflow bit, and PMC0.fr with it when no other
     /// counter's overflow is pending (their interrupt still unfreezes the PMU

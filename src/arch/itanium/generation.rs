@@ -265,6 +265,11 @@ impl RegSet {
         self.union(RegSet::single(n))
     }
 
+    /// This set without register `n`.
+    pub const fn without(self, n: u8) -> RegSet {
+        RegSet(self.0 & !RegSet::single(n).0)
+    }
+
     /// How many registers.
     pub const fn len(self) -> u32 {
         self.0.count_ones()

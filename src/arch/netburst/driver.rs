@@ -49,15 +49,18 @@
 //! processor (`OVF_PMI_T0` or `OVF_PMI_T1`). Single ESCRs are never given to
 //! two counters.
 
+use core::marker::PhantomData;
+
 use super::cccr::{ActiveThread, CccrValue};
 use super::escr::ThreadCpl;
-use super::msrs::{Counter, Escr};
+use super::msrs::{Counter, CounterSet, Escr};
 use super::parse::EventSpec;
 use super::pmi::{OVERFLOW_RULE, PmiState};
+use super::schedule::EscrSet;
 use super::thread::LogicalProcessor;
 use crate::counter::rules::Readable;
 use crate::counter::state::{State, Unclaimed};
-use crate::counter::{self, Arch, Cascade, StateTag};
+use crate::counter::{self, Arch, Cascade, Owner, StateTag, owner};
 use crate::detect;
 use crate::msr::MsrAccess;
 use crate::sampling::SampleAfter;
@@ -75,8 +78,9 @@ const IDLE_CCCR: u64 = CccrValue::from_bits_truncate(0)
 #[derive(Debug)]
 pub enum NetBurst {}
 
-/// A NetBurst counter handle: counter `N` in state `S`.
-pub type NbCounter<const N: u8, S> = counter::Counter<NetBurst, N, S>;
+/// A NetBurst counter handle: counter `N` of the PMU owned by `O`, in
+/// state `S`.
+pub type NbCounter<O, const N: u8, S> = counter::Counter<NetBurst, O, N, S>;
 
 /// What a claimed NetBurst counter remembers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,16 +186,16 @@ ambiguity_guards!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17);
 
 macro_rules! counters {
     ($($field:ident = $n:literal),* $(,)?) => {
-        /// The claim tokens for the 18 counters, handed out once by
-        /// [`NetBurstDriver::new`].
+        /// The claim tokens for the 18 counters of the PMU owned by `O`,
+        /// handed out once by [`NetBurstDriver::take`].
         #[derive(Debug)]
         #[allow(missing_docs)]
-        pub struct Counters {
-            $(pub $field: NbCounter<$n, Unclaimed>,)*
+        pub struct Counters<O: Owner> {
+            $(pub $field: NbCounter<O, $n, Unclaimed>,)*
         }
 
-        impl Counters {
-            const fn issue() -> Counters {
+        impl<O: Owner> Counters<O> {
+            const fn issue() -> Counters<O> {
                 Counters { $($field: counter::Counter::token(),)* }
             }
 
@@ -291,6 +295,9 @@ pub enum ConfigError {
         /// The ESCR.
         escr: Escr,
     },
+    /// The counter is claimed already (only a hand-built
+    /// [`crate::counter::AnyCounter`] could ask; the typed handles cannot).
+    CounterClaimed(Counter),
     /// Logical processor T1 on a part without Hyper-Threading.
     NoSuchLogicalProcessor,
     /// The sample-after value was checked against another counter width.
@@ -325,46 +332,83 @@ impl<E> From<ConfigError> for Error<E> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum InitError<E> {
+    /// A driver for this owner is live: the PMU has its owner already.
+    AlreadyTaken,
     /// IA32_MISC_ENABLE\[7\] is clear: the PMU MSRs must not be used.
     PerfMonUnavailable,
     /// Clearing the CCCRs faulted.
     Msr(E),
 }
 
-/// The NetBurst PMU of one package, owning the MSR backend.
-pub struct NetBurstDriver<'s, M: MsrAccess> {
+/// The NetBurst PMU of one package, held for owner `O`, owning the MSR
+/// backend.
+pub struct NetBurstDriver<'s, O: Owner, M: MsrAccess> {
     msr: M,
     model: u8,
     hyper_threading: bool,
     pmi: &'s PmiState,
-    escrs_in_use: u64,
+    claimed: CounterSet,
+    escrs_in_use: EscrSet,
+    _owner: PhantomData<O>,
 }
 
-impl<'s, M: MsrAccess> NetBurstDriver<'s, M> {
-    /// Take the PMU described by `cpu`: disable all 18 CCCRs (a previous
-    /// owner, for example the kernel before a kexec, may have left counters
-    /// running with interrupts on) and hand out the 18 claim tokens. `pmi` is
-    /// shared with the kernel's [`super::pmi::handle_pmi`] call.
-    pub fn new(
+impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
+    /// Take the PMU of owner `O` described by `cpu`: disable all 18 CCCRs (a
+    /// previous owner, for example the kernel before a kexec, may have left
+    /// counters running with interrupts on) and hand out the 18 claim
+    /// tokens. `pmi` is shared with the kernel's [`super::pmi::handle_pmi`]
+    /// call. A second take of `O` while its driver is live fails with
+    /// [`InitError::AlreadyTaken`] and touches nothing ([`crate::counter::owner`]).
+    pub fn take(
         mut msr: M,
         cpu: &detect::NetBurst,
         pmi: &'s PmiState,
-    ) -> Result<(Self, Counters), InitError<M::Error>> {
+    ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
         if !cpu.perf_mon_available {
             return Err(InitError::PerfMonUnavailable);
         }
+        if !owner::take::<O>() {
+            return Err(InitError::AlreadyTaken);
+        }
         for c in Counter::ALL {
-            msr.write_msr(c.cccr().msr(), IDLE_CCCR)
-                .map_err(InitError::Msr)?;
+            if let Err(e) = msr.write_msr(c.cccr().msr(), IDLE_CCCR) {
+                owner::give_back::<O>();
+                return Err(InitError::Msr(e));
+            }
         }
         let driver = NetBurstDriver {
             msr,
             model: cpu.model,
             hyper_threading: cpu.hyper_threading && cpu.logical_processors >= 2,
             pmi,
-            escrs_in_use: 0,
+            claimed: CounterSet::EMPTY,
+            escrs_in_use: EscrSet::EMPTY,
+            _owner: PhantomData,
         };
         Ok((driver, Counters::issue()))
+    }
+
+    /// Give the PMU back and get the backend back, once no counter is
+    /// claimed (every handle released); `Err(self)` otherwise. Owner `O` can
+    /// then be taken again. Unclaimed tokens of this driver may still exist;
+    /// they work with the next driver of `O`, whose claimed set refuses a
+    /// second claim of one counter ([`ConfigError::CounterClaimed`]), so a
+    /// counter still has at most one claimed handle.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the error hands the driver back by value: a no_std crate has no Box"
+    )]
+    pub fn give_back(self) -> Result<M, Self> {
+        if !self.claimed.is_empty() {
+            return Err(self);
+        }
+        owner::give_back::<O>();
+        Ok(self.msr)
+    }
+
+    /// The counters claimed through this driver's handles.
+    pub const fn claimed(&self) -> CounterSet {
+        self.claimed
     }
 
     /// The MSR backend.
@@ -391,7 +435,10 @@ impl<'s, M: MsrAccess> NetBurstDriver<'s, M> {
         if !c.event.event().allows(c.escr) {
             return Err(ConfigError::EscrNotAllowed { escr: c.escr });
         }
-        if self.escrs_in_use & 1 << c.escr as u8 != 0 {
+        if self.claimed.contains(counter) {
+            return Err(ConfigError::CounterClaimed(counter));
+        }
+        if self.escrs_in_use.contains(c.escr) {
             return Err(ConfigError::EscrBusy { escr: c.escr });
         }
         let t1 = c.lp == LogicalProcessor::T1;
@@ -441,7 +488,7 @@ impl<'s, M: MsrAccess> NetBurstDriver<'s, M> {
     /// to halt a cascaded counter (SDM 18.15.5.6); the other is halting it.
     pub fn clear_overflow<const N: u8, S: State + Readable>(
         &mut self,
-        counter: &NbCounter<N, S>,
+        counter: &NbCounter<O, N, S>,
     ) -> Result<(), Error<M::Error>> {
         let image = counter.programmed().cccr_for(S::TAG);
         self.write_cccr(N, image.bits())
@@ -460,7 +507,10 @@ impl<'s, M: MsrAccess> NetBurstDriver<'s, M> {
     }
 }
 
-impl<M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, M> {
+impl<O: Owner, M: MsrAccess> counter::DriverOf<NetBurst, O> for NetBurstDriver<'_, O, M> {}
+
+impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O, M> {
+    type Owner = O;
     type Config = CounterConfig;
     type Error = Error<M::Error>;
 
@@ -475,7 +525,8 @@ impl<M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, M> {
         self.pmi.set_sampling(n, p.sampling);
         self.write_counter(n, preset)?;
         self.write_cccr(n, p.cccr.bits())?;
-        self.escrs_in_use |= 1 << escr as u8;
+        self.escrs_in_use = self.escrs_in_use.with(escr);
+        self.claimed = self.claimed.with(counter_at(n)?);
         Ok(p)
     }
 
@@ -519,9 +570,10 @@ impl<M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, M> {
         self.write_cccr(n, IDLE_CCCR)?;
         if let Some(escr) = p.escr {
             self.msr.write_msr(escr.msr(), 0).map_err(Error::Msr)?;
-            self.escrs_in_use &= !(1 << escr as u8);
+            self.escrs_in_use = self.escrs_in_use.difference(EscrSet::EMPTY.with(escr));
         }
         self.write_counter(n, 0)?;
+        self.claimed = self.claimed.without(counter_at(n)?);
         self.pmi.set_sampling(n, None);
         Ok(())
     }

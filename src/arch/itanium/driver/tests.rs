@@ -11,6 +11,7 @@ use crate::arch::itanium::fields::{EventCode, Plm};
 use crate::arch::itanium::generation::RegSet;
 use crate::arch::itanium::itlb_report::{ItlbFill, ItlbSample};
 use crate::arch::itanium::pmi::{OverflowSample, handle_pmi};
+use crate::counter::Owner;
 use crate::counter::{AnyCounter, ErasedError, StateTag};
 use crate::model::itanium::{Event, FetchMiss, ItaniumModel, Psr, TlbFill};
 use crate::sampling::calibrate;
@@ -28,15 +29,28 @@ fn model_generation(g: Generation) -> crate::model::itanium::Generation {
     }
 }
 
-fn driver(state: &PmiState, g: Generation) -> (ItaniumDriver<'_, Regs>, Counters) {
+/// The driver of a fresh model under test, for owner `O`.
+type Ia<'s, O> = ItaniumDriver<'s, O, Regs>;
+
+fn take<O: Owner>(state: &PmiState, g: Generation) -> (Ia<'_, O>, Counters<O>) {
     let mut m = ItaniumModel::new(model_generation(g));
     m.set_psr(Psr::MONITORING);
-    let (mut d, c) = ItaniumDriver::new(Recorder::new(m), g, state).unwrap();
+    let (mut d, c) = ItaniumDriver::take(Recorder::new(m), g, state).unwrap();
     d.regs().clear();
     (d, c)
 }
 
-fn model<'a>(d: &'a mut ItaniumDriver<'_, Regs>) -> &'a mut ItaniumModel {
+/// A driver on a fresh model, for an owner type of its own: tests run in
+/// parallel, and an owner can be taken by one driver at a time. A loop that
+/// takes it again each round retires the driver at the end of the round.
+macro_rules! driver {
+    ($state:expr, $g:expr) => {{
+        crate::owner!(Fresh);
+        take::<Fresh>($state, $g)
+    }};
+}
+
+fn model<'a, O: Owner>(d: &'a mut Ia<'_, O>) -> &'a mut ItaniumModel {
     d.regs().inner_mut()
 }
 
@@ -60,8 +74,8 @@ fn sa(g: Generation, n: u64) -> SampleAfter {
 /// Inject `n` cycles, servicing each overflow as soon as the model raises
 /// it (the model stops counting at the freeze; the rest is injected after
 /// the handler has unfrozen). Returns the events counted.
-fn run(
-    d: &mut ItaniumDriver<'_, Regs>,
+fn run<O: Owner>(
+    d: &mut Ia<'_, O>,
     state: &PmiState,
     mut n: u64,
     iip: u64,
@@ -89,7 +103,8 @@ fn init_freezes_resets_and_unfreezes() {
     ] {
         let mut m = ItaniumModel::new(model_generation(g));
         m.set_psr(Psr::MONITORING);
-        let (mut d, c) = ItaniumDriver::new(Recorder::new(m), g, &state).unwrap();
+        crate::owner!(Cpu);
+        let (mut d, c) = Ia::<Cpu>::take(Recorder::new(m), g, &state).unwrap();
         assert_eq!(
             d.regs().counts(),
             counts(0, 2 + counters + 1, 0, counters),
@@ -100,6 +115,21 @@ fn init_freezes_resets_and_unfreezes() {
         if g == Generation::Itanium2 {
             assert_eq!(model(&mut d).pmc(4) & 1 << 23, 1 << 23, "enable bit kept");
         }
+        // One owner, one driver: a second take fails and touches nothing.
+        let other = Recorder::new(ItaniumModel::new(model_generation(g)));
+        let again = Ia::<Cpu>::take(other, g, &state);
+        assert!(matches!(again, Err(InitError::AlreadyTaken)), "{g:?}");
+        // Given back (nothing claimed), the owner can be taken again: the
+        // next round does.
+        let c4 = c.c4.configure(&mut d, &cycles_on(g, 4)).unwrap();
+        assert_eq!(d.claimed(), RegSet::single(4));
+        let Err(d) = d.give_back() else {
+            panic!("given back with counter 4 claimed")
+        };
+        let mut d = d;
+        let _ = c4.release(&mut d).unwrap();
+        assert!(d.claimed().is_empty());
+        assert!(d.give_back().is_ok(), "{g:?}");
     }
 }
 
@@ -109,7 +139,7 @@ fn init_freezes_resets_and_unfreezes() {
 fn register_traffic_per_operation_is_exact() {
     for g in Generation::ALL {
         let state = PmiState::new();
-        let (mut d, c) = driver(&state, g);
+        let (mut d, c) = driver!(&state, g);
         let merced = g == Generation::Itanium;
         let c5 = c.c5.configure(&mut d, &cycles_on(g, 5)).unwrap();
         assert_eq!(d.regs().take_counts(), counts(0, 1, 0, 1), "configure");
@@ -152,6 +182,7 @@ fn register_traffic_per_operation_is_exact() {
             g.pmc(5).unwrap().default,
             "release: power-up value"
         );
+        d.retire();
     }
 }
 
@@ -159,7 +190,7 @@ fn register_traffic_per_operation_is_exact() {
 fn exact_register_log_on_itanium2() {
     let g = Generation::Itanium2;
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, g);
+    let (mut d, c) = driver!(&state, g);
     let n = sa(g, 100);
     let c4 =
         c.c4.configure(&mut d, &cycles_on(g, 4).sampling(n))
@@ -193,7 +224,7 @@ fn exact_register_log_on_itanium2() {
 fn configurations_are_validated() {
     let g = Generation::Itanium2;
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, g);
+    let (mut d, c) = driver!(&state, g);
     // The image of counter 5 on counter 4's handle.
     let e = c.c4.configure(&mut d, &cycles_on(g, 5)).unwrap_err();
     assert_eq!(
@@ -314,7 +345,7 @@ fn reserved_bits_cannot_reach_the_driver() {
     let hw = HwCounter::new(g, 5).unwrap();
     assert!(pmc::CounterConfig::from_bits(hw, 0x12 << 8 | 1 | 1 << 26).is_err());
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, g);
+    let (mut d, c) = driver!(&state, g);
     let mut cfg = cycles_on(g, 5);
     cfg.pmc = pmc::CounterConfig::from_bits_truncate(hw, 0x12 << 8 | 1 | 1 << 26);
     // from_bits_truncate dropped the bit: accepted.
@@ -325,7 +356,7 @@ fn reserved_bits_cannot_reach_the_driver() {
 fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     let g = Generation::Itanium2;
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, g);
+    let (mut d, c) = driver!(&state, g);
     let n = sa(g, 50);
     let a =
         c.c4.configure(&mut d, &cycles_on(g, 4).sampling(n))
@@ -360,7 +391,7 @@ fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
 fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
     let g = Generation::Montecito;
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, g);
+    let (mut d, c) = driver!(&state, g);
     let n = sa(g, 10);
     let m = c.montecito.unwrap();
     let x =
@@ -397,7 +428,7 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
 #[test]
 fn spurious_interrupt_is_one_read() {
     let state = PmiState::new();
-    let (mut d, _c) = driver(&state, Generation::Itanium2);
+    let (mut d, _c) = driver!(&state, Generation::Itanium2);
     let o = handle_pmi(&state, d.regs(), 0, |_| panic!("no sample")).unwrap();
     assert!(o.is_spurious());
     assert_eq!(d.regs().take_counts(), counts(1, 0, 0, 0));
@@ -424,7 +455,7 @@ fn conservation_over_randomised_runs() {
     for g in Generation::ALL {
         for n in [1u64, 2, 3, 7, 100, 4096] {
             let state = PmiState::new();
-            let (mut d, c) = driver(&state, g);
+            let (mut d, c) = driver!(&state, g);
             let s = sa(g, n);
             let c6 =
                 c.c6.configure(&mut d, &cycles_on(g, 6).sampling(s))
@@ -446,6 +477,7 @@ fn conservation_over_randomised_runs() {
             assert_eq!(out.len() as u64, periods);
             assert_eq!(state.spurious(), 0);
             c6.release(&mut d).unwrap();
+            d.retire();
         }
     }
 }
@@ -456,7 +488,7 @@ fn conservation_over_randomised_runs() {
 fn halt_with_a_pending_overflow_counts_it_once() {
     for g in Generation::ALL {
         let state = PmiState::new();
-        let (mut d, c) = driver(&state, g);
+        let (mut d, c) = driver!(&state, g);
         let s = sa(g, 10);
         let c4 =
             c.c4.configure(&mut d, &cycles_on(g, 4).sampling(s))
@@ -470,6 +502,7 @@ fn halt_with_a_pending_overflow_counts_it_once() {
         let c4 = c4.resume(&mut d).unwrap();
         model(&mut d).inject(Event::new(CYCLES, 0, 4));
         assert_eq!(s.split(c4.read(&mut d).unwrap()), (0, 4), "{g:?}");
+        d.retire();
     }
 }
 
@@ -479,7 +512,7 @@ fn halt_with_a_pending_overflow_counts_it_once() {
 fn iear_samples_every_nth_itlb_miss() {
     for g in Generation::ALL {
         let state = PmiState::new();
-        let (mut d, c) = driver(&state, g);
+        let (mut d, c) = driver!(&state, g);
         let n = 3u64;
         let hw = HwCounter::new(g, 7).unwrap();
         let ear = iear(g, all_fills(g));
@@ -527,6 +560,7 @@ fn iear_samples_every_nth_itlb_miss() {
         d.regs().clear();
         let _ = c7.release(&mut d).unwrap();
         assert_eq!(d.regs().take_counts(), counts(1, 2, 0, 1), "release");
+        d.retire();
     }
 }
 
@@ -548,7 +582,7 @@ fn calibration_is_shared_with_netburst() {
 fn releasing_pmc4_keeps_the_itanium2_enable_bit() {
     let g = Generation::Itanium2;
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, g);
+    let (mut d, c) = driver!(&state, g);
     let c4 = c.c4.configure(&mut d, &cycles_on(g, 4)).unwrap();
     let c5 = c.c5.configure(&mut d, &cycles_on(g, 5)).unwrap();
     let (c4, c5) = (c4.enable(&mut d).unwrap(), c5.enable(&mut d).unwrap());
@@ -561,7 +595,7 @@ fn releasing_pmc4_keeps_the_itanium2_enable_bit() {
 fn erased_handles_refuse_cascading() {
     let g = Generation::Itanium2;
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, g);
+    let (mut d, c) = driver!(&state, g);
     let mut a = c.c4.erase();
     let mut b = c.c5.erase();
     a.configure(&mut d, &cycles_on(g, 4)).unwrap();
@@ -592,7 +626,7 @@ fn handler_samples_make_the_itlb_report() {
     }];
     let g = Generation::Itanium2;
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, g);
+    let (mut d, c) = driver!(&state, g);
     let hw = HwCounter::new(g, 5).unwrap();
     let cfg = CounterConfig::itlb_sampling(hw, sa(g, 2), iear(g, TlbFills::ALL)).unwrap();
     let _c5 =
@@ -643,7 +677,7 @@ fn events_counting_several_per_cycle_are_not_lost() {
     for g in Generation::ALL {
         for n in [1u64, 4, 5, 13] {
             let state = PmiState::new();
-            let (mut d, c) = driver(&state, g);
+            let (mut d, c) = driver!(&state, g);
             let s = sa(g, n);
             let c4 = c.c4.configure(&mut d, &retired_on(g, 4).sampling(s));
             let c4 = c4.unwrap();
@@ -671,6 +705,7 @@ fn events_counting_several_per_cycle_are_not_lost() {
             if n == 1 {
                 assert_eq!(periods, events, "{g:?}: a period per event");
             }
+            d.retire();
         }
     }
 }
@@ -682,7 +717,7 @@ fn events_counting_several_per_cycle_are_not_lost() {
 fn release_with_an_overflow_pending_leaves_nothing_for_the_next_owner() {
     for g in Generation::ALL {
         let state = PmiState::new();
-        let (mut d, c) = driver(&state, g);
+        let (mut d, c) = driver!(&state, g);
         let s = sa(g, 10);
         let config = cycles_on(g, 4).sampling(s);
         let c4 = c.c4.configure(&mut d, &config).unwrap();
@@ -707,6 +742,7 @@ fn release_with_an_overflow_pending_leaves_nothing_for_the_next_owner() {
         model(&mut d).inject(Event::new(CYCLES, 0, 5));
         assert_eq!(s.split(c4.read(&mut d).unwrap()), (0, 5), "{g:?}: 5 events");
         assert_eq!(state.periods(4), 0);
+        d.retire();
     }
 }
 
@@ -716,7 +752,7 @@ fn release_with_an_overflow_pending_leaves_nothing_for_the_next_owner() {
 fn release_keeps_another_counters_pending_overflow() {
     let g = Generation::Itanium2;
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, g);
+    let (mut d, c) = driver!(&state, g);
     let s = sa(g, 10);
     let c4 = c.c4.configure(&mut d, &cycles_on(g, 4).sampling(s));
     let c5 = c.c5.configure(&mut d, &cycles_on(g, 5).sampling(s));
@@ -753,7 +789,7 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
     const NS: [u64; 6] = [1, 2, 3, 7, 50, 300];
     for g in Generation::ALL {
         let state = PmiState::new();
-        let (mut d, c) = driver(&state, g);
+        let (mut d, c) = driver!(&state, g);
         let config = |i: usize, s: SampleAfter| {
             let n = 4 + i as u8;
             if i < 2 {
@@ -829,5 +865,6 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
             }
         }
         assert!(checked > 100, "{g:?}: {checked} configurations checked");
+        d.retire();
     }
 }

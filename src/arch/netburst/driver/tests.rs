@@ -8,6 +8,7 @@ use super::*;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use crate::arch::netburst::msrs::CounterSet;
 use crate::arch::netburst::pmi::handle_pmi;
+use crate::counter::Owner;
 use crate::counter::state::{Configured, Enabled};
 use crate::counter::{AnyCounter, ErasedError, Operation};
 use crate::model::netburst::{
@@ -33,12 +34,24 @@ fn cpu(m: &NetBurstModel) -> detect::NetBurst {
     }
 }
 
-fn driver(state: &PmiState, config: Config) -> (NetBurstDriver<'_, Model>, Counters) {
+/// The driver of a fresh model under test, for owner `O`.
+type Nb<'s, O> = NetBurstDriver<'s, O, Model>;
+
+fn take<O: Owner>(state: &PmiState, config: Config) -> (Nb<'_, O>, Counters<O>) {
     let m = NetBurstModel::new(config);
     let info = cpu(&m);
-    let (mut d, c) = NetBurstDriver::new(Recording::new(m), &info, state).unwrap();
+    let (mut d, c) = NetBurstDriver::take(Recording::new(m), &info, state).unwrap();
     d.msr().clear();
     (d, c)
+}
+
+/// A driver on a fresh model, for an owner type of its own: tests run in
+/// parallel, and an owner can be taken by one driver at a time.
+macro_rules! driver {
+    ($state:expr, $config:expr) => {{
+        crate::owner!(Fresh);
+        take::<Fresh>($state, $config)
+    }};
 }
 
 fn spec(s: &str) -> EventSpec {
@@ -57,11 +70,11 @@ fn counts(reads: u32, writes: u32, pmc: u32) -> AccessCounts {
     }
 }
 
-fn model<'a>(d: &'a mut NetBurstDriver<'_, Model>) -> &'a mut NetBurstModel {
+fn model<'a, O: Owner>(d: &'a mut Nb<'_, O>) -> &'a mut NetBurstModel {
     d.msr().inner_mut()
 }
 
-fn inject(d: &mut NetBurstDriver<'_, Model>, kind: EventKind, n: u64) {
+fn inject<O: Owner>(d: &mut Nb<'_, O>, kind: EventKind, n: u64) {
     model(d).inject(kind.on(ModelLp::T0, Privilege::Os, n));
 }
 
@@ -79,8 +92,8 @@ fn entry() -> LvtPerfCounter {
 }
 
 /// Deliver the model's PMI for T0, if raised, through the handler.
-fn service(
-    d: &mut NetBurstDriver<'_, Model>,
+fn service<O: Owner>(
+    d: &mut Nb<'_, O>,
     state: &PmiState,
     lvt: &mut Lvt,
     rip: u64,
@@ -108,14 +121,17 @@ fn init_clears_every_cccr() {
     let mut m = NetBurstModel::new(Config::prescott_ht());
     m.write_msr(0x36C, 1 << 12 | 3 << 16).unwrap();
     let info = cpu(&m);
-    let (mut d, _) = NetBurstDriver::new(Recording::new(m), &info, &state).unwrap();
+    crate::owner!(Package);
+    let (mut d, _) = Nb::<Package>::take(Recording::new(m), &info, &state).unwrap();
     assert_eq!(d.msr().take_counts(), counts(0, 18, 0));
     assert_eq!(model(&mut d).cccr(12), IDLE_CCCR);
     let off = detect::NetBurst {
         perf_mon_available: false,
         ..info
     };
-    let r = NetBurstDriver::new(NetBurstModel::new(Config::prescott_ht()), &off, &state);
+    crate::owner!(Other);
+    let r =
+        NetBurstDriver::<Other, _>::take(NetBurstModel::new(Config::prescott_ht()), &off, &state);
     assert!(matches!(r, Err(InitError::PerfMonUnavailable)));
 }
 
@@ -123,7 +139,7 @@ fn init_clears_every_cccr() {
 #[test]
 fn msr_traffic_per_operation_is_exact() {
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
     let c0 = c.c0.configure(&mut d, &running()).unwrap();
     assert_eq!(d.msr().take_counts(), counts(0, 3, 0), "configure");
     let c0 = c0.enable(&mut d).unwrap();
@@ -173,7 +189,7 @@ fn msr_traffic_per_operation_is_exact() {
 #[test]
 fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
     let n = SampleAfter::new(50, OVERFLOW_RULE).unwrap();
     let a = c.c0.configure(&mut d, &running().sampling(n)).unwrap();
     let instr = CounterConfig::counting(spec("instr_retired:NBOGUSNTAG:k"), Escr::CruEscr0);
@@ -217,7 +233,7 @@ fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
 #[test]
 fn counting_halting_resuming_on_the_model() {
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
     let c0 = c.c0.configure(&mut d, &running()).unwrap();
     inject(&mut d, RUNNING, 5);
     assert_eq!(
@@ -247,7 +263,7 @@ fn counting_halting_resuming_on_the_model() {
 #[test]
 fn configuration_errors_leave_the_handle() {
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
     let e = c.c4.configure(&mut d, &running()).unwrap_err();
     assert!(matches!(
         e.error,
@@ -285,7 +301,7 @@ fn configuration_errors_leave_the_handle() {
     assert!(e.counter.configure(&mut d, &running()).is_ok());
 
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::northwood());
+    let (mut d, c) = driver!(&state, Config::northwood());
     let t1 = running().on(LogicalProcessor::T1);
     let e = c.c0.configure(&mut d, &t1).unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::NoSuchLogicalProcessor));
@@ -294,7 +310,7 @@ fn configuration_errors_leave_the_handle() {
 #[test]
 fn thread_1_counter_counts_and_interrupts_thread_1_only() {
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
     let n = SampleAfter::new(10, OVERFLOW_RULE).unwrap();
     let c2 = c.c2.configure(
         &mut d,
@@ -347,7 +363,7 @@ fn conservation_over_randomised_runs() {
     };
     for n in [1u64, 2, 3, 7, 100, 4096] {
         let state = PmiState::new();
-        let (mut d, c) = driver(&state, Config::prescott_ht());
+        let (mut d, c) = driver!(&state, Config::prescott_ht());
         let sa = SampleAfter::new(n, OVERFLOW_RULE).unwrap();
         let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
         let mut c0 = c0.enable(&mut d).unwrap().erase();
@@ -384,6 +400,8 @@ fn conservation_over_randomised_runs() {
         assert_eq!(state.spurious(LogicalProcessor::T0), 0);
         assert!(events / n - periods <= 1);
         c0.release(&mut d).unwrap();
+        // The same owner again in the next round: give the PMU back first.
+        assert!(d.give_back().is_ok());
     }
 }
 
@@ -394,7 +412,7 @@ fn conservation_over_randomised_runs() {
 fn pmi_racing_a_halt_is_counted_once() {
     for extra in [0u64, 1, 2] {
         let state = PmiState::new();
-        let (mut d, c) = driver(&state, Config::prescott_ht());
+        let (mut d, c) = driver!(&state, Config::prescott_ht());
         let sa = SampleAfter::new(10, OVERFLOW_RULE).unwrap();
         let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
         let c0 = c0.enable(&mut d).unwrap();
@@ -422,13 +440,15 @@ fn pmi_racing_a_halt_is_counted_once() {
         assert_eq!(state.periods(Counter::BpuCounter0), 2);
         let (owed, residual) = sa.split(c0.read(&mut d).unwrap());
         assert_eq!((owed, residual), (0, 1), "21 events = 2 x 10 + 1");
+        let _ = c0.halt(&mut d).unwrap().release(&mut d).unwrap();
+        assert!(d.give_back().is_ok());
     }
 }
 
 #[test]
 fn cascaded_pair_counts_past_40_bits_and_halts_both_ways() {
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
     let low =
         c.c0.configure(&mut d, &running())
             .unwrap()
@@ -473,7 +493,8 @@ fn cascaded_pair_counts_past_40_bits_and_halts_both_ways() {
 #[test]
 fn erased_handles_check_the_same_rules() {
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::prescott_ht());
+    crate::owner!(Pkg);
+    let (mut d, c) = take::<Pkg>(&state, Config::prescott_ht());
     let mut a = c.c0.erase();
     let e = a.enable(&mut d).unwrap_err();
     assert_eq!(
@@ -520,10 +541,10 @@ fn erased_handles_check_the_same_rules() {
     );
     c16.cascade_from(&c14, &mut d).unwrap();
     assert_eq!(c16.state(), StateTag::Cascaded);
-    let typed = NbCounter::<16, Configured>::from_erased(c16).unwrap_err();
-    let typed = NbCounter::<16, crate::counter::state::Cascaded>::from_erased(typed).unwrap();
+    let typed = NbCounter::<Pkg, 16, Configured>::from_erased(c16).unwrap_err();
+    let typed = NbCounter::<Pkg, 16, crate::counter::state::Cascaded>::from_erased(typed).unwrap();
     let _ = typed.halt(&mut d).unwrap();
-    let _ = NbCounter::<0, Enabled>::from_erased(a).unwrap();
+    let _ = NbCounter::<Pkg, 0, Enabled>::from_erased(a).unwrap();
 }
 
 #[test]
@@ -548,7 +569,7 @@ fn cascade_table_matches_the_arch_rule() {
 #[test]
 fn a_pmi_serviced_early_invents_no_event() {
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
     let sa = SampleAfter::new(3, OVERFLOW_RULE).unwrap();
     let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
     let c0 = c0.enable(&mut d).unwrap();
@@ -600,7 +621,7 @@ fn a_pmi_serviced_early_invents_no_event() {
 #[test]
 fn two_counters_on_one_stream_each_account_exactly() {
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
     let (four, three) = (
         SampleAfter::new(4, OVERFLOW_RULE).unwrap(),
         SampleAfter::new(3, OVERFLOW_RULE).unwrap(),
@@ -661,7 +682,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
         (14, INSTR, instr(Escr::CruEscr1).on(LogicalProcessor::T1)),
     ];
     let state = PmiState::new();
-    let (mut d, c) = driver(&state, Config::prescott_ht());
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
     let all = c.erase_all();
     let mut handles = all.map(Some);
     let mut h: Vec<AnyCounter<NetBurst>> = setup
@@ -773,6 +794,9 @@ fn conservation_with_several_counters_both_threads_and_releases() {
 /// Table 18-63, CPL and thread bits) against the model's decoding.
 #[test]
 fn every_catalog_event_counts_on_every_escr_and_counter_it_may_use() {
+    let state = PmiState::new();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    let mut all = c.erase_all();
     let mut checked = 0;
     for event in crate::arch::netburst::Event::ALL {
         let info = event.info();
@@ -789,21 +813,12 @@ fn every_catalog_event_counts_on_every_escr_and_counter_it_may_use() {
             .unwrap();
         for &escr in info.escrs {
             for counter in Counter::ALL.into_iter().filter(|&c| escr.feeds(c)) {
-                let state = PmiState::new();
-                let (mut d, c) = driver(&state, Config::prescott_ht());
-                let mut h = c
-                    .erase_all()
-                    .into_iter()
-                    .nth(counter.index() as usize)
-                    .unwrap();
+                let h = &mut all[counter.index() as usize];
                 let config = CounterConfig::counting(spec, escr);
                 if h.configure(&mut d, &config).is_err() {
                     // The driver refuses what the model does not have.
-                    assert!(
-                        !escr.available_on(Config::prescott_ht().model),
-                        "{} {escr:?}",
-                        info.name
-                    );
+                    let m = Config::prescott_ht().model;
+                    assert!(!escr.available_on(m), "{} {escr:?}", info.name);
                     continue;
                 }
                 h.enable(&mut d).unwrap();
@@ -815,9 +830,74 @@ fn every_catalog_event_counts_on_every_escr_and_counter_it_may_use() {
                     "{} on {escr:?} -> counter {counter:?}",
                     info.name
                 );
+                h.release(&mut d).unwrap();
                 checked += 1;
             }
         }
     }
     assert!(checked >= 100, "{checked} placements checked");
+}
+
+/// One owner per PMU: a second take of an owner fails while its driver is
+/// live; the driver knows its claimed counters and is given back only when
+/// none is claimed; then the owner can be taken again, and a token of the
+/// old driver cannot claim a counter the new driver's handle holds.
+#[test]
+fn an_owner_is_taken_once_and_given_back_when_idle() {
+    let state = PmiState::new();
+    crate::owner!(Package0);
+    let (mut d, c) = take::<Package0>(&state, Config::prescott_ht());
+    let m = NetBurstModel::new(Config::prescott_ht());
+    let info = cpu(&m);
+    let again = Nb::<Package0>::take(Recording::new(m), &info, &state);
+    assert!(matches!(again, Err(InitError::AlreadyTaken)));
+    let c12 = c
+        .c12
+        .configure(
+            &mut d,
+            &CounterConfig::counting(spec("instr_retired:NBOGUSNTAG:k"), Escr::CruEscr0),
+        )
+        .unwrap();
+    assert_eq!(d.claimed(), CounterSet::EMPTY.with(Counter::IqCounter0));
+    let Err(mut d) = d.give_back() else {
+        panic!("given back with counter 12 claimed")
+    };
+    let _ = c12.release(&mut d).unwrap();
+    assert!(d.claimed().is_empty());
+    assert!(d.give_back().is_ok());
+    // Taken again: the old driver's Unclaimed token works with the new
+    // driver (same owner, same PMU), but one counter is claimed once.
+    let (mut d2, c2) = take::<Package0>(&state, Config::prescott_ht());
+    let old = c.c0.configure(&mut d2, &running()).unwrap();
+    let new = c2.c0.configure(&mut d2, &running()).unwrap_err();
+    assert_eq!(
+        new.error,
+        Error::Config(ConfigError::CounterClaimed(Counter::BpuCounter0))
+    );
+    let _ = (old, new);
+}
+
+/// The run-time handles refuse a handle issued by another driver.
+#[test]
+fn erased_handles_refuse_a_foreign_driver() {
+    let state = PmiState::new();
+    let other = PmiState::new();
+    let (mut a, ca) = driver!(&state, Config::prescott_ht());
+    let (mut b, _cb) = driver!(&other, Config::prescott_ht());
+    let mut h = ca.c0.erase();
+    assert_eq!(
+        h.configure(&mut b, &running()),
+        Err(ErasedError::ForeignHandle { counter: 0 })
+    );
+    assert!(b.claimed().is_empty(), "driver B wrote nothing");
+    h.configure(&mut a, &running()).unwrap();
+    assert_eq!(
+        h.read(&mut b),
+        Err(ErasedError::ForeignHandle { counter: 0 })
+    );
+    assert_eq!(
+        std::format!("{}", ErasedError::<()>::ForeignHandle { counter: 0 }),
+        "the handle of counter 0 was issued by another driver"
+    );
+    h.release(&mut a).unwrap();
 }
