@@ -58,7 +58,7 @@
 //!
 //! | topic | resolution |
 //! |---|---|
-//! | The Itanium 2 I-EAR cache patterns listed (no >= 64, >= 512, >= 2048; 40h "> 0 cycles" although C0h is >= 1024) do not read as one obvious bit-per-range encoding | this crate names the listed patterns ([`LatencyFilter`]) and keeps any other 8-bit value as a raw mask, undecoded and not refused |
+//! | The Itanium 2 I-EAR cache patterns listed (no >= 64, >= 512, >= 2048; 40h "> 0 cycles" although C0h is >= 1024) do not read as one obvious bit-per-range encoding | this crate names the listed patterns ([`LatencyFilter`]); any other 8-bit value is kept as a raw mask, undecoded, and refused as undefined by [`IearConfig::umask_problem`] (so by the validator and the driver), as the strict model refuses it (until issue 10 it was not refused, and the driver wrote PMC10 images the model faulted on) |
 //! | libpfm writes "ct=11 => cache mode with umask bit 7 set" | [`IearConfig`] decodes bit 13 = 1 as cache mode with an 8-bit mask at 12:5, so this falls out |
 //! | Itanium PMC10 power-up value | not in the reference; zero assumed (cache mode, >= 4 cycles, plm 0) |
 //! | Montecito IP-EAR (PMC42) | the reference gives its fields (plm, pm, mode 10:8, delay 18:11) but not the mode values or the capture format: [`IpEarConfig`] keeps mode and delay raw; no decoder |
@@ -538,16 +538,20 @@ impl IearConfig {
         }
     }
 
-    /// What is wrong with the unit mask, if anything: Itanium cache codes
-    /// Bh-Eh are undefined; in TLB mode bits that name no fill are
+    /// What is wrong with the unit mask, if anything. In cache mode only the
+    /// latency codes the sources name are defined: Itanium 0h-Ah and Fh
+    /// (Bh-Eh undefined); Itanium 2 and Montecito the mask patterns 00h
+    /// (RAB hit), 40h (any latency) and 80h, C0h, E0h, F0h, F8h, FCh, FEh,
+    /// FFh (at least 4096 ... 4 cycles), every other 8-bit pattern undefined
+    /// (reference section 5, libpfm's `INSTRUCTION_EAR_CACHE_LAT*` /
+    /// `L1I_EAR_CACHE_LAT*` codes). In TLB mode bits that name no fill are
     /// undefined, and on Itanium bit 1 (the D-EAR's L2 bit) asks for L2
-    /// fills, which the Itanium I-EAR does not have. Itanium 2 cache-mode
-    /// masks are not checked (see the module notes).
+    /// fills, which the Itanium I-EAR does not have.
     pub const fn umask_problem(self) -> Option<UmaskProblem> {
         let u = self.umask();
         match (self.generation, self.mode()) {
-            (Generation::Itanium, IearMode::CacheMiss) => {
-                if LatencyFilter::from_iear_umask(Generation::Itanium, u).is_none() {
+            (g, IearMode::CacheMiss) => {
+                if LatencyFilter::from_iear_umask(g, u).is_none() {
                     Some(UmaskProblem::Undefined(u))
                 } else {
                     None
@@ -1138,13 +1142,20 @@ mod tests {
                 IearConfig::from_bits(g, 0x8 << 5).unwrap().umask_problem(),
                 Some(UmaskProblem::Undefined(0x8))
             );
-            // Cache-mode masks are not refused.
+            // Cache-mode masks other than the ten defined patterns are
+            // undefined (issue 10: the strict model refuses them).
             assert_eq!(
                 IearConfig::from_bits(g, 1 << 13 | 0x55 << 5)
                     .unwrap()
                     .umask_problem(),
-                None
+                Some(UmaskProblem::Undefined(0x55))
             );
+            for f in LatencyFilter::ALL {
+                if let Some(u) = f.iear_umask(g) {
+                    let c = IearConfig::from_bits(g, 1 << 13 | u64::from(u) << 5).unwrap();
+                    assert_eq!(c.umask_problem(), None, "{f:?}");
+                }
+            }
             assert_eq!(
                 IearConfig::from_bits(g, 1 << 13 | 0x55 << 5)
                     .unwrap()

@@ -868,3 +868,33 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
         d.retire();
     }
 }
+
+/// Issue 10, case 4: an Itanium 2 I-EAR image in cache mode with a latency
+/// unit mask no source defines (here F9h) is refused by the driver, as the
+/// strict model would refuse the PMC10 write; the defined masks pass.
+#[test]
+fn undefined_iear_latency_masks_are_refused() {
+    let state = PmiState::new();
+    for g in [Generation::Itanium2, Generation::Montecito] {
+        let (mut d, c) = driver!(&state, g);
+        let c4 = HwCounter::new(g, 4).unwrap();
+        let bad = IearConfig::from_bits_truncate(g, 0xfd32);
+        let config = CounterConfig::itlb(c4, bad).unwrap();
+        let e = c.c4.configure(&mut d, &config).unwrap_err();
+        assert!(
+            matches!(
+                e.error,
+                Error::Config(ConfigError::Pmc(PmcError::UndefinedEarUmask { .. }))
+            ),
+            "{g:?}: {:?}",
+            e.error
+        );
+        assert_eq!(d.regs().counts(), counts(0, 0, 0, 0), "nothing written");
+        // At least 1024 cycles (C0h): defined, accepted, and the model takes it.
+        let good = IearConfig::from_bits_truncate(g, (0xfd32 & !(0xFF << 5)) | 0xC0 << 5);
+        let config = CounterConfig::itlb(c4, good).unwrap();
+        let c4h = e.counter.configure(&mut d, &config).unwrap();
+        let _ = c4h.release(&mut d).unwrap();
+        d.retire();
+    }
+}
