@@ -11,13 +11,13 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use pmu::access::{MsrAccess, Recording};
 use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 use pmu::counter::Owner;
 use pmu::detect;
-use pmu::msr::{MsrAccess, Recording};
 use pmu::sampling::SampleAfter;
 
 /// A register file that answers instantly: the counters in `overflowed`
@@ -168,7 +168,7 @@ fn bench<O: Owner>(name: &str, armed: usize, overflowed: u32) {
     black_box(sink);
     println!(
         "pmi/{name}: {best:.1} ns/PMI ({iterations} iterations, best of 5); per PMI {} RDMSR, {} WRMSR, {} RDPMC + 1 LVT write",
-        t.msr_reads, t.msr_writes, t.pmc_reads
+        t.msr_reads, t.msr_writes, t.rdpmc
     );
     let _ = (a, b, e, f);
 }
@@ -178,7 +178,8 @@ mod itanium {
     use std::hint::black_box;
     use std::time::Instant;
 
-    use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver, PmuRegisters, Recorder};
+    use pmu::access::{PmcPmdAccess, Recording};
+    use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
     use pmu::arch::itanium::ear::{IearConfig, TlbFills};
     use pmu::arch::itanium::fields::{EventCode, Plm};
     use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
@@ -193,7 +194,7 @@ mod itanium {
         overflowed: u64,
     }
 
-    impl PmuRegisters for Regs {
+    impl PmcPmdAccess for Regs {
         type Error = core::convert::Infallible;
         fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
             let v = self.pmc[usize::from(n) % 64];
@@ -217,7 +218,7 @@ mod itanium {
     pub fn bench<O: Owner>(name: &str, overflowed: u64) {
         let g = Generation::Itanium2;
         let state = Box::leak(Box::new(PmiState::new()));
-        let regs = Recorder::<_, 1>::new(Regs {
+        let regs = Recording::<_, 1>::new(Regs {
             pmc: [0; 64],
             pmd: [0; 64],
             overflowed: 0,

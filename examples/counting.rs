@@ -13,11 +13,11 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
 use hobby::shared_model::SharedModel;
+use pmu::access::{MsrAccess, Recording};
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
-use pmu::msr::{MsrAccess, Recording};
 
 hobby::entry_point!(main);
 
@@ -100,13 +100,13 @@ fn run() -> Result<(), &'static str> {
     Ok(())
 }
 
-fn report<M: pmu::msr::MsrAccess, const N: usize>(
+fn report<M: pmu::access::MsrAccess, const N: usize>(
     pmu: &mut NetBurstDriver<'_, Package0, Recording<M, N>>,
     op: &str,
 ) {
     let c = pmu.msr().take_counts();
     println!(
         "{op:>9}: {} RDMSR, {} WRMSR, {} RDPMC",
-        c.msr_reads, c.msr_writes, c.pmc_reads
+        c.msr_reads, c.msr_writes, c.rdpmc
     );
 }

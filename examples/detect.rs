@@ -10,8 +10,8 @@
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
+use pmu::access::X86Msr;
 use pmu::detect::{self, HardwareCpuid, PmuKind};
-use pmu::msr::X86Msr;
 
 hobby::entry_point!(main);
 

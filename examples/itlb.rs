@@ -35,8 +35,9 @@ use hobby::idt::{self, InterruptFrame};
 use hobby::pmi::{self, Delivery};
 use hobby::println;
 use hobby::shared_itanium::SharedItanium;
+use pmu::access::Recording;
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver, Recorder};
+use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
 use pmu::arch::itanium::ear::{IearConfig, TlbFills};
 use pmu::arch::itanium::fields::Plm;
 use pmu::arch::itanium::generation::{Counter as HwCounter, Generation};
@@ -183,7 +184,7 @@ fn entry() -> LvtPerfCounter {
 /// packed into the `rip` slot.
 fn on_pmi(frame: &InterruptFrame) {
     let mut apic = apic();
-    let mut regs: Recorder<_, 8> = Recorder::new(MODEL.regs());
+    let mut regs: Recording<_, 8> = Recording::new(MODEL.regs());
     let r = handle_pmi(&PMI, &mut regs, frame.rip, |s| match s.itlb {
         Some(t) => {
             SAMPLES.push(Sample {

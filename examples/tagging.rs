@@ -44,6 +44,7 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
 use hobby::shared_model::SharedModel;
+use pmu::access::MsrAccess;
 use pmu::arch::netburst::{
     Counter, Escr, Event, ExecUpstream, ExecutionTagging, MsrWrites, TagValue, TaggingError,
     ThreadCpl,
@@ -51,7 +52,6 @@ use pmu::arch::netburst::{
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor, Privilege, UopKind, Uops,
 };
-use pmu::msr::MsrAccess;
 
 hobby::entry_point!(main);
 

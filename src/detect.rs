@@ -14,7 +14,7 @@
 
 use core::fmt;
 
-use crate::msr::MsrAccess;
+use crate::access::MsrAccess;
 
 /// IA32_MISC_ENABLE, MSR 1A0H.
 pub const IA32_MISC_ENABLE: u32 = 0x1A0;

@@ -1,30 +1,45 @@
-//! `pmu`: a bare-metal driver for CPU performance-monitoring units.
+//! `pmu`: a bare-metal driver for CPU performance-monitoring units (Intel
+//! NetBurst and Itanium). `no_std`, no allocator.
 //!
-//! The crate is `no_std`, needs no allocator, and is built in layers, each a
-//! module of its own:
+//! # Where to start
+//!
+//! * **The drivers**: [`arch::netburst::driver::NetBurstDriver`] and
+//!   [`arch::itanium::driver::ItaniumDriver`]. A driver is *taken* once
+//!   per PMU for an owner type ([`owner!`]) and hands out typestate counter
+//!   handles ([`counter::Counter`]): configure, enable, halt, resume,
+//!   cascade, read, release, each with exactly the register accesses the
+//!   hardware needs.
+//! * **The overflow interrupt handlers**: [`arch::netburst::pmi::handle_pmi`]
+//!   and [`arch::itanium::pmi::handle_pmi`], called from the kernel's PMU
+//!   interrupt (or NMI); lock-free, allocation-free, and exact about the
+//!   events they account ([`sampling`]).
+//! * **The models** (feature `model`): `model::netburst::NetBurstModel` and
+//!   `model::itanium::ItaniumModel`, register-level PMU models written
+//!   from the manuals, which the tests drive the real driver against (QEMU
+//!   has no PMU).
+//!
+//! # Layers
 //!
 //! | layer | module | what it does |
 //! |---|---|---|
-//! | MSR access | [`msr`] | the only code that executes RDMSR, WRMSR and RDPMC, behind the [`msr::MsrAccess`] trait; a recording wrapper for exact access counts |
+//! | register access | [`access`] | the only code that reaches PMU registers: [`access::MsrAccess`] (RDMSR, WRMSR, RDPMC) and [`access::PmcPmdAccess`] (Itanium PMC/PMD), the hardware backend, a recording wrapper for exact access counts |
 //! | detection | [`detect`] | identifies the PMU from CPUID and IA32_MISC_ENABLE without executing anything the CPU may lack |
 //! | interrupt delivery | [`apic`] | the local APIC's LVT performance-counter entry, EOI and self-IPI |
-//! | typestate counters | [`counter`] | architecture-independent handles whose type is their state (Configured, Enabled, Halted, Cascaded); the run-time form [`counter::AnyCounter`] |
-//! | sampling | [`sampling`] | sample-after values, counter presets and reloads, calibration, the interrupt-to-kernel sample buffer |
-//! | architectures | [`arch`] | register layouts, event catalogs and the drivers behind the handles (NetBurst: [`arch::netburst::driver`], its PMI handler [`arch::netburst::pmi`], event scheduling [`arch::netburst::schedule`]) |
+//! | typestate counters | [`counter`] | architecture-independent handles whose type is their owner and state; owners ([`counter::owner`]); the run-time form [`counter::AnyCounter`] |
+//! | sampling | [`sampling`] | sample-after values, presets and re-arming, calibration, the interrupt-to-kernel sample buffer |
+//! | architectures | [`arch`] | per architecture: register layouts and data tables, the driver behind the handles, its overflow handler |
 //! | models | `model` (feature `model`) | register-level PMU models: test instruments written from the manuals |
 //!
-//! See the README for the status of each part.
-//!
 //! Everything that touches hardware is `unsafe` to construct and safe to use:
-//! the constructor's contract (CPL0, the right CPU, the right page) is the one
-//! promise the caller makes.
+//! the constructor's contract (CPL0, the right CPU, one backend per PMU) is
+//! the one promise the caller makes.
 #![cfg_attr(not(test), no_std)]
 
+pub mod access;
 pub mod apic;
 pub mod arch;
 pub mod counter;
 pub mod detect;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
-pub mod msr;
 pub mod sampling;

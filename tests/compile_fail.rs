@@ -15,10 +15,9 @@ use std::sync::{Mutex, OnceLock};
 const PRELUDE: &str = r#"
 #![allow(unused)]
 use pmu::arch::netburst::driver::{Counters, CounterConfig, NetBurstDriver};
-use pmu::msr::MsrAccess;
-use pmu::arch::itanium::driver::{
-    CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver, PmuRegisters,
-};
+use pmu::access::MsrAccess;
+use pmu::access::PmcPmdAccess;
+use pmu::arch::itanium::driver::{CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver};
 use pmu::arch::netburst::driver::NbCounter;
 use pmu::counter::Owner;
 use pmu::counter::state::{Configured, Unclaimed};
@@ -45,7 +44,7 @@ fn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, A, M>, c: Counters<A>, cfg: Counte
     let mut any = c0.erase();
     let _ = any.halt(d);
 }
-fn g<R: PmuRegisters>(d: &mut ItaniumDriver<'_, A, R>, c: IaCounters<A>, cfg: IaConfig) {
+fn g<R: PmcPmdAccess>(d: &mut ItaniumDriver<'_, A, R>, c: IaCounters<A>, cfg: IaConfig) {
     let c4 = c.c4.configure(d, &cfg).unwrap().enable(d).unwrap();
     let c4 = c4.halt(d).unwrap().resume(d).unwrap();
     let _ = c4.read(d);
@@ -115,7 +114,7 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "itanium_has_no_cascading",
-        body: "fn g<R: PmuRegisters>(d: &mut ItaniumDriver<'_, A, R>, c: IaCounters<A>, cfg: IaConfig) { \
+        body: "fn g<R: PmcPmdAccess>(d: &mut ItaniumDriver<'_, A, R>, c: IaCounters<A>, cfg: IaConfig) { \
                let c4 = c.c4.configure(d, &cfg).unwrap(); \
                let _ = c.c5.configure(d, &cfg).unwrap().cascade_from(&c4, d); }",
         expect: &[

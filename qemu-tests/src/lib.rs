@@ -13,7 +13,7 @@
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
 //! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC |
-//! | [`shared_itanium`] | an Itanium PMU model shared with interrupt handlers: lock with interrupts off, the driver's `PmuRegisters` handle |
+//! | [`shared_itanium`] | an Itanium PMU model shared with interrupt handlers: lock with interrupts off, a `pmu::access::PmcPmdAccess` handle |
 //! | [`shared_model`] | a NetBurst model shared with interrupt handlers: lock with interrupts off, `MsrAccess` handle, inject until the PMI |
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
 //! | [`symbols`] | address ranges with names, for attributing sampled RIPs |

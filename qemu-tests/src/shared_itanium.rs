@@ -11,10 +11,10 @@
 //! lock and restores RFLAGS.IF afterwards, so a handler never finds the lock
 //! held by the code it interrupted (a held lock means re-entry and panics).
 //! [`ItaniumRegs`] is a `Copy` handle implementing the driver's
-//! [`PmuRegisters`] (`mov pmc[]` / `mov pmd[]` on the model), usable both
+//! [`PmcPmdAccess`] (`mov pmc[]` / `mov pmd[]` on the model), usable both
 //! by main code and by the overflow handler.
 
-use pmu::arch::itanium::driver::PmuRegisters;
+use pmu::access::PmcPmdAccess;
 use pmu::model::itanium::{Capture, Fault, FetchMiss, Generation, Interrupt, ItaniumModel, Psr};
 use x86_64::instructions::interrupts;
 
@@ -75,14 +75,14 @@ impl SharedItanium {
     }
 }
 
-/// The [`PmuRegisters`] of a [`SharedItanium`]: each access locks the
+/// The [`PmcPmdAccess`] of a [`SharedItanium`]: each access locks the
 /// model (interrupts disabled), forwards and unlocks.
 #[derive(Clone, Copy, Debug)]
 pub struct ItaniumRegs<'a> {
     shared: &'a SharedItanium,
 }
 
-impl PmuRegisters for ItaniumRegs<'_> {
+impl PmcPmdAccess for ItaniumRegs<'_> {
     type Error = Fault;
 
     fn read_pmc(&mut self, n: u8) -> Result<u64, Fault> {

@@ -13,7 +13,7 @@
 //! delivered as NMI should only record and defer).
 //!
 //! [`ModelMsr`] is a `Copy` reference handle implementing
-//! [`pmu::msr::MsrAccess`]: each access locks, forwards to the model (as
+//! [`pmu::access::MsrAccess`]: each access locks, forwards to the model (as
 //! logical processor T0 or T1) and unlocks, so the same driver can be given
 //! one as its MSR backend both in main code and in its PMI handler.
 //!
@@ -23,8 +23,8 @@
 //! [`crate::pmi::deliver`]) before any further event counts, and carry the
 //! rest over to its next tick.
 
+use pmu::access::MsrAccess;
 use pmu::model::netburst::{Config, Event, Fault, LogicalProcessor, NetBurstModel, PmiLine};
-use pmu::msr::MsrAccess;
 use x86_64::instructions::interrupts;
 
 /// A [`NetBurstModel`] behind a spin lock that is only ever held with
@@ -116,7 +116,7 @@ impl SharedModel {
     }
 }
 
-/// A [`pmu::msr::MsrAccess`] backend onto a [`SharedModel`], as one logical
+/// A [`pmu::access::MsrAccess`] backend onto a [`SharedModel`], as one logical
 /// processor: every access locks the model (interrupts disabled), forwards
 /// and unlocks. `Copy`, so main code and a handler can each hold one.
 ///

@@ -26,7 +26,7 @@
 //! The handle stores the register images its state implies (an [`Arch::Programmed`]),
 //! so no transition reads back what the driver already knows: the
 //! [`Driver`] issues exactly the accesses the hardware needs, and the tests
-//! assert them with [`crate::msr::Recording`].
+//! assert them with [`crate::access::Recording`].
 //!
 //! Every handle is bound to the driver that issued it: its type carries the
 //! driver's [`Owner`], a type naming one PMU that only one driver at a time

@@ -15,7 +15,7 @@
 //!   outlive it; a driver that is dropped instead keeps its owner taken
 //!   forever (a kernel keeps its driver in a `static`);
 //! * that an owner type and a PMU correspond one to one is the promise of the
-//!   hardware backend's `unsafe` constructor ([`crate::msr::X86Msr::new`]):
+//!   hardware backend's `unsafe` constructor ([`crate::access::X86Msr::new`]):
 //!   one backend reaches one PMU. A model is a PMU of its own.
 //!
 //! # Examples

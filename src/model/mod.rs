@@ -1,7 +1,7 @@
 //! Register-level software models of PMUs: test instruments.
 //!
 //! * [`netburst`]: the NetBurst PMU (MSRs, #GP rules, counting, cascade,
-//!   PMI, tagging, PEBS), driven through [`crate::msr::MsrAccess`].
+//!   PMI, tagging, PEBS), driven through [`crate::access::MsrAccess`].
 //! * [`itanium`]: the Itanium, Itanium 2 and Montecito PMU (PMC/PMD
 //!   register file, counting with `plm`/`ism`/threshold, overflow freeze and
 //!   interrupt, I-EAR, D-EAR, branch trace buffer). Real hardware does not

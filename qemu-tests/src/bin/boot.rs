@@ -13,8 +13,8 @@ use hobby::boot::BootInfo;
 use hobby::fault::{Fault, catch};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
+use pmu::access::{MsrAccess, X86Msr};
 use pmu::detect::{self, CpuSignature, Cpuid, HardwareCpuid, NoPmu, PmuKind, Vendor};
-use pmu::msr::{MsrAccess, X86Msr};
 
 hobby::entry_point!(main);
 

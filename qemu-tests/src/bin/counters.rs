@@ -10,13 +10,13 @@ use hobby::boot::BootInfo;
 use hobby::shared_model::{ModelMsr, SharedModel};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
+use pmu::access::{AccessCounts, Recording};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};
 use pmu::counter::Owner;
 use pmu::counter::{ErasedError, Operation, StateTag};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
-use pmu::msr::{AccessCounts, Recording};
 
 hobby::entry_point!(main);
 
@@ -75,9 +75,10 @@ fn traffic<O: Owner>(d: &mut Driver<O>) -> (u32, u32, u32) {
     let AccessCounts {
         msr_reads,
         msr_writes,
-        pmc_reads,
+        rdpmc,
+        ..
     } = d.msr().take_counts();
-    (msr_reads, msr_writes, pmc_reads)
+    (msr_reads, msr_writes, rdpmc)
 }
 
 fn every_transition_with_exact_msr_traffic() -> Outcome {
@@ -127,7 +128,7 @@ fn release_from_every_claimed_state_zeroes_the_registers() -> Outcome {
     let (mut d, c) = setup!();
     let zeroed = |n: usize, escr: Escr| {
         MODEL.with(|m| m.counter(n) == 0 && m.cccr(n) & !(3 << 16) == 0)
-            && pmu::msr::MsrAccess::read_msr(&mut MODEL.msr(), escr.msr()).ok() == Some(0)
+            && pmu::access::MsrAccess::read_msr(&mut MODEL.msr(), escr.msr()).ok() == Some(0)
     };
     let Ok(a) = c.c0.configure(&mut d, &running(Escr::FsbEscr0)) else {
         fail!("configure")

@@ -14,12 +14,12 @@ use hobby::idt::{self, InterruptFrame};
 use hobby::pmi::{self, Delivery};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
+use pmu::access::MsrAccess;
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::EventSpec;
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor, NetBurstModel, Privilege,
 };
-use pmu::msr::MsrAccess;
 
 hobby::entry_point!(main);
 

@@ -11,7 +11,7 @@
 use hobby::boot::BootInfo;
 use hobby::test::Outcome;
 use hobby::{case, check_eq};
-use pmu::msr::{MsrAccess, X86Msr};
+use pmu::access::{MsrAccess, X86Msr};
 
 hobby::entry_point!(main);
 

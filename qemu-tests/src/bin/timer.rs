@@ -18,12 +18,12 @@ use hobby::test::{Failure, Outcome};
 use hobby::timer::{self, ApicTimer, Calibration, Divide, TickClock};
 use hobby::workload::{self, EXPECTED_SHARES, SYMBOLS};
 use hobby::{case, check, check_eq, fail, println};
+use pmu::access::MsrAccess;
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::EventSpec;
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor, NetBurstModel, Privilege,
 };
-use pmu::msr::MsrAccess;
 use x86_64::instructions::interrupts;
 
 hobby::entry_point!(main);

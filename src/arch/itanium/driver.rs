@@ -6,13 +6,13 @@
 //! # Register access
 //!
 //! Itanium software reaches the PMU with the `mov pmc[r] = r` / `mov r =
-//! pmd[r]` instructions (SDM Vol. 3, `mov` indirect register file). Rust
-//! has no IA-64 target, so the crate cannot emit them: [`PmuRegisters`] is
-//! the door, implemented here for the register-level model
+//! pmd[r]` instructions (SDM Vol. 3, `mov` indirect register file), through
+//! the crate's one access layer: [`crate::access::PmcPmdAccess`], beside the
+//! IA-32 [`crate::access::MsrAccess`]. Rust has no IA-64 target, so the
+//! crate cannot emit them; the register-level model
 //! (`crate::model::itanium::ItaniumModel`, a test instrument, feature
-//! `model`) and by the QEMU kernels' shared model; an IA-64 port would implement it with those
-//! four instructions (plus `srlz.d` after each PMC write, SDM Vol. 2 7.2).
-//! [`Recorder`] wraps any implementation and counts and logs every access.
+//! `model`) implements the trait, and [`crate::access::Recording`] counts
+//! and logs every access, as it does for MSRs.
 //!
 //! # Starting and stopping one counter
 //!
@@ -49,7 +49,7 @@
 //!
 //! # Register traffic per operation
 //!
-//! Asserted exactly in the tests (`driver/tests.rs`) with [`Recorder`]:
+//! Asserted exactly in the tests (`driver/tests.rs`) with [`crate::access::Recording`]:
 //!
 //! | operation | PMC reads | PMC writes | PMD reads | PMD writes | what |
 //! |---|---|---|---|---|---|
@@ -90,7 +90,6 @@
 //! (`tests/compile_fail.rs`), and [`crate::counter::AnyCounter`] refuses it
 //! at run time.
 
-use core::fmt;
 use core::marker::PhantomData;
 
 use super::ear::IearConfig;
@@ -99,184 +98,10 @@ use super::generation::{Counter as HwCounter, Generation, RegSet};
 use super::pmc;
 use super::pmi::{PmiState, overflow_rule};
 use super::validate::{PmcError, Policy, Validator};
+use crate::access::PmcPmdAccess;
 use crate::counter::state::Unclaimed;
 use crate::counter::{self, Arch, Owner, owner};
 use crate::sampling::SampleAfter;
-
-/// PMC/PMD access: the `mov pmc[]` / `mov pmd[]` instructions, which Rust
-/// cannot emit (no IA-64 target); see the [module documentation](self).
-pub trait PmuRegisters {
-    /// How a backend reports a refused access (only a model refuses: the
-    /// architecture does not fault on PMC/PMD accesses at CPL 0, SDM Vol. 3
-    /// `mov` indirect).
-    type Error: fmt::Debug;
-    /// `mov r = pmc[n]`.
-    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error>;
-    /// `mov pmc[n] = value` (and `srlz.d`).
-    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error>;
-    /// `mov r = pmd[n]`.
-    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error>;
-    /// `mov pmd[n] = value`.
-    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error>;
-}
-
-impl<T: PmuRegisters + ?Sized> PmuRegisters for &mut T {
-    type Error = T::Error;
-    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
-        (**self).read_pmc(n)
-    }
-    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
-        (**self).write_pmc(n, value)
-    }
-    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
-        (**self).read_pmd(n)
-    }
-    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
-        (**self).write_pmd(n, value)
-    }
-}
-
-#[cfg(any(test, feature = "model"))]
-impl PmuRegisters for crate::model::itanium::ItaniumModel {
-    type Error = crate::model::itanium::Fault;
-    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
-        crate::model::itanium::ItaniumModel::read_pmc(self, u32::from(n))
-    }
-    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
-        crate::model::itanium::ItaniumModel::write_pmc(self, u32::from(n), value)
-    }
-    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
-        crate::model::itanium::ItaniumModel::read_pmd(self, u32::from(n))
-    }
-    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
-        crate::model::itanium::ItaniumModel::write_pmd(self, u32::from(n), value)
-    }
-}
-
-/// One access through a [`Recorder`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum RegisterAccess {
-    /// `mov r = pmc[n]` returned the value.
-    ReadPmc(u8, u64),
-    /// `mov pmc[n] = value`.
-    WritePmc(u8, u64),
-    /// `mov r = pmd[n]` returned the value.
-    ReadPmd(u8, u64),
-    /// `mov pmd[n] = value`.
-    WritePmd(u8, u64),
-}
-
-/// Accesses counted by a [`Recorder`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct RegisterCounts {
-    /// PMC reads.
-    pub pmc_reads: u32,
-    /// PMC writes.
-    pub pmc_writes: u32,
-    /// PMD reads.
-    pub pmd_reads: u32,
-    /// PMD writes.
-    pub pmd_writes: u32,
-}
-
-impl RegisterCounts {
-    /// `(pmc_reads, pmc_writes, pmd_reads, pmd_writes)`.
-    pub const fn new(pmc_reads: u32, pmc_writes: u32, pmd_reads: u32, pmd_writes: u32) -> Self {
-        RegisterCounts {
-            pmc_reads,
-            pmc_writes,
-            pmd_reads,
-            pmd_writes,
-        }
-    }
-}
-
-/// Wraps a [`PmuRegisters`] and counts every access, logging the first
-/// `N` (faulted accesses are counted, not logged).
-#[derive(Debug)]
-pub struct Recorder<R, const N: usize = 32> {
-    inner: R,
-    counts: RegisterCounts,
-    log: [RegisterAccess; N],
-    logged: usize,
-}
-
-impl<R: PmuRegisters, const N: usize> Recorder<R, N> {
-    /// Record the accesses to `inner`.
-    pub const fn new(inner: R) -> Self {
-        Recorder {
-            inner,
-            counts: RegisterCounts::new(0, 0, 0, 0),
-            log: [RegisterAccess::ReadPmc(0, 0); N],
-            logged: 0,
-        }
-    }
-
-    /// The wrapped backend.
-    pub fn inner_mut(&mut self) -> &mut R {
-        &mut self.inner
-    }
-
-    /// The logged accesses since the last clear (at most `N`).
-    pub fn log(&self) -> &[RegisterAccess] {
-        &self.log[..self.logged.min(N)]
-    }
-
-    /// The counts since the last clear.
-    pub const fn counts(&self) -> RegisterCounts {
-        self.counts
-    }
-
-    /// The counts since the last clear; clears counts and log.
-    pub fn take_counts(&mut self) -> RegisterCounts {
-        let c = self.counts;
-        self.clear();
-        c
-    }
-
-    /// Forget counts and log.
-    pub fn clear(&mut self) {
-        self.counts = RegisterCounts::default();
-        self.logged = 0;
-    }
-
-    fn push(&mut self, a: RegisterAccess) {
-        if self.logged < N {
-            self.log[self.logged] = a;
-        }
-        self.logged = self.logged.saturating_add(1);
-    }
-}
-
-impl<R: PmuRegisters, const N: usize> PmuRegisters for Recorder<R, N> {
-    type Error = R::Error;
-    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
-        self.counts.pmc_reads += 1;
-        let v = self.inner.read_pmc(n)?;
-        self.push(RegisterAccess::ReadPmc(n, v));
-        Ok(v)
-    }
-    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
-        self.counts.pmc_writes += 1;
-        self.inner.write_pmc(n, value)?;
-        self.push(RegisterAccess::WritePmc(n, value));
-        Ok(())
-    }
-    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
-        self.counts.pmd_reads += 1;
-        let v = self.inner.read_pmd(n)?;
-        self.push(RegisterAccess::ReadPmd(n, v));
-        Ok(v)
-    }
-    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
-        self.counts.pmd_writes += 1;
-        self.inner.write_pmd(n, value)?;
-        self.push(RegisterAccess::WritePmd(n, value));
-        Ok(())
-    }
-}
 
 /// The event a counter counts to sample the I-EAR: one occurrence per
 /// capture, unit mask 0 (`itanium_events.md`: Itanium INSTRUCTION_EAR_EVENTS
@@ -546,7 +371,7 @@ pub enum InitError<E> {
 
 /// The PMU of one Itanium processor, held for owner `O`, owning the
 /// register backend.
-pub struct ItaniumDriver<'s, O: Owner, R: PmuRegisters> {
+pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {
     regs: R,
     generation: Generation,
     pmi: &'s PmiState,
@@ -559,7 +384,7 @@ pub struct ItaniumDriver<'s, O: Owner, R: PmuRegisters> {
     _owner: PhantomData<O>,
 }
 
-impl<'s, O: Owner, R: PmuRegisters> ItaniumDriver<'s, O, R> {
+impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
     /// Take the PMU of owner `O`, of `generation`: freeze it (PMC0 = fr),
     /// put every counter PMC at its power-up value (`plm` 0: stopped;
     /// Itanium 2 PMC4 keeps its enable bit 23), zero every counter PMD,
@@ -726,9 +551,9 @@ impl<'s, O: Owner, R: PmuRegisters> ItaniumDriver<'s, O, R> {
     }
 }
 
-impl<O: Owner, R: PmuRegisters> counter::DriverOf<Itanium, O> for ItaniumDriver<'_, O, R> {}
+impl<O: Owner, R: PmcPmdAccess> counter::DriverOf<Itanium, O> for ItaniumDriver<'_, O, R> {}
 
-impl<O: Owner, R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, O, R> {
+impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O, R> {
     type Owner = O;
     type Config = CounterConfig;
     type Error = Error<R::Error>;
@@ -813,7 +638,7 @@ impl<O: Owner, R: PmuRegisters> counter::Driver<Itanium> for ItaniumDriver<'_, O
     }
 }
 
-impl<O: Owner, R: PmuRegisters> ItaniumDriver<'_, O, R> {
+impl<O: Owner, R: PmcPmdAccess> ItaniumDriver<'_, O, R> {
     /// Withdraw counter `n`'s overflow whose interrupt has not been taken:
     /// clear its PMC0 overflow bit, and PMC0.fr with it when no other
     /// counter's overflow is pending (their interrupt still unfreezes the PMU

@@ -32,11 +32,11 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
-use super::driver::PmuRegisters;
 use super::ear::{IearConfig, IearEvent, IearSample, TlbFill};
 use super::generation::{Generation, RegSet};
 use super::itlb_report::ItlbSample;
 use super::pmc::Pmc0;
+use crate::access::PmcPmdAccess;
 use crate::sampling::{OverflowRule, Sample, SampleAfter};
 
 const SLOTS: usize = 16;
@@ -267,7 +267,7 @@ impl ItlbSample {
 ///
 /// If a register access fails (only a model can fail) the handler stops and
 /// returns the error with the PMU still frozen.
-pub fn handle_pmi<R: PmuRegisters>(
+pub fn handle_pmi<R: PmcPmdAccess>(
     state: &PmiState,
     regs: &mut R,
     iip: u64,

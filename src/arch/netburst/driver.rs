@@ -5,7 +5,7 @@
 //! # MSR traffic per operation
 //!
 //! Each handle caches its ESCR and CCCR images, so no operation reads back a
-//! register the driver wrote. Counted with [`crate::msr::Recording`] in the
+//! register the driver wrote. Counted with [`crate::access::Recording`] in the
 //! tests below (exact equality, not bounds):
 //!
 //! | operation | RDMSR | WRMSR | RDPMC | accesses |
@@ -58,11 +58,11 @@ use super::parse::EventSpec;
 use super::pmi::{OVERFLOW_RULE, PmiState};
 use super::schedule::EscrSet;
 use super::thread::LogicalProcessor;
+use crate::access::MsrAccess;
 use crate::counter::rules::Readable;
 use crate::counter::state::{State, Unclaimed};
 use crate::counter::{self, Arch, Cascade, Owner, StateTag, owner};
 use crate::detect;
-use crate::msr::MsrAccess;
 use crate::sampling::SampleAfter;
 
 /// The value a free CCCR is given: disabled, every field clear except the

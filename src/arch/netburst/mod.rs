@@ -1,7 +1,7 @@
 //! Intel NetBurst (Pentium 4, Xeon, Pentium D) performance monitoring:
 //! register map, register layouts, event catalog, libpfm4 event strings,
 //! thread qualification and tagging set-ups. Pure data and encoding: nothing
-//! here executes RDMSR/WRMSR; callers hand the values to [`crate::msr`].
+//! here executes RDMSR/WRMSR; callers hand the values to [`crate::access`].
 //!
 //! # The NetBurst PMU for someone who has never seen one
 //!

@@ -50,8 +50,8 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use super::cccr::CccrValue;
 use super::msrs::{Counter, CounterSet};
 use super::thread::LogicalProcessor;
+use crate::access::MsrAccess;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::msr::MsrAccess;
 use crate::sampling::{OverflowRule, Sample, SampleAfter};
 
 const COUNTERS: usize = 18;

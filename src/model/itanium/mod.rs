@@ -29,7 +29,7 @@
 //! m.fetch_miss(FetchMiss::tlb(0x4000_0000, TlbFill::Hpw)); // I-EAR
 //! m.data_miss(DataMiss::cache(0x6000_0040, 0x4000_0010, 1, 40)); // D-EAR
 //! m.branch(Branch::taken(0x4000_0020, 2, 0x4000_0100));  // BTB
-//! // Or through the crate's backend trait (harness address map, see `msr.rs`):
+//! // Or through the crate's backend trait (harness address map, see `access.rs`):
 //! m.msr().write_msr(0x105, 0)?;                          // PMD5 = 0
 //! ```
 //!
@@ -87,8 +87,8 @@
 //! * **Branch trace** (`btb.rs`, reference section 6): `tm`/`ptm`/`ppm` (and
 //!   `brt`) selection, a source and a target entry per branch, the index
 //!   with its sticky `full` bit, one BRANCH_EVENT (11h) per branch.
-//! * **Backend** (`msr.rs`): [`MsrAdapter`] drives the model through
-//!   [`crate::msr::MsrAccess`] with a harness-only address map (PMC n at n,
+//! * **Backend** (`access.rs`): the model implements [`crate::access::PmcPmdAccess`], and [`MsrAdapter`] drives it through
+//!   [`crate::access::MsrAccess`] with a harness-only address map (PMC n at n,
 //!   PMD n at 100H + n, PSR bits at 200H).
 //!
 //! # What it does not model
@@ -179,20 +179,20 @@
 //!     cache mode only and an Itanium PMD1/PMD3 latency saturates at FFFh,
 //!     an Itanium 2 latency beyond its field sets the overflow bit.
 
+mod access;
 mod btb;
 mod counting;
 mod ear;
-mod msr;
 mod registers;
 mod tables;
 
 #[cfg(test)]
 mod tests;
 
+pub use access::{MsrAdapter, PMC_BASE, PMD_BASE, PSR_ADDRESS};
 pub use btb::{Branch, BranchKind};
 pub use counting::{Delivery, Event, InstructionSet, Interrupt, MAX_PER_CYCLE, Mesi};
 pub use ear::{Capture, DataMiss, FetchMiss, TlbFill};
-pub use msr::{MsrAdapter, PMC_BASE, PMD_BASE, PSR_ADDRESS};
 pub use registers::{
     Access, Checking, Fault, ItaniumModel, Psr, REGISTER_SLOTS, ReservedField, Violation,
 };

@@ -1,8 +1,8 @@
 //! The register file: configuration, the MSR map, the #GP rules, RDPMC, and
 //! the [`MsrAccess`] and [`Cpuid`] implementations (per logical processor).
 
+use crate::access::MsrAccess;
 use crate::detect::{Cpuid, CpuidResult};
-use crate::msr::MsrAccess;
 
 use super::counting::ThreadState;
 use super::overflow::PmiLine;

@@ -6,6 +6,7 @@
 use std::vec::Vec;
 
 use super::*;
+use crate::access::{Access, AccessCounts, Recording};
 use crate::arch::itanium::ear::{IearConfig, TlbFills};
 use crate::arch::itanium::fields::{EventCode, Plm};
 use crate::arch::itanium::generation::RegSet;
@@ -16,7 +17,7 @@ use crate::counter::{AnyCounter, ErasedError, StateTag};
 use crate::model::itanium::{Event, FetchMiss, ItaniumModel, Psr, TlbFill};
 use crate::sampling::calibrate;
 
-type Regs = Recorder<ItaniumModel, 64>;
+type Regs = Recording<ItaniumModel, 64>;
 
 const CYCLES: u8 = 0x12;
 
@@ -35,7 +36,7 @@ type Ia<'s, O> = ItaniumDriver<'s, O, Regs>;
 fn take<O: Owner>(state: &PmiState, g: Generation) -> (Ia<'_, O>, Counters<O>) {
     let mut m = ItaniumModel::new(model_generation(g));
     m.set_psr(Psr::MONITORING);
-    let (mut d, c) = ItaniumDriver::take(Recorder::new(m), g, state).unwrap();
+    let (mut d, c) = ItaniumDriver::take(Recording::new(m), g, state).unwrap();
     d.regs().clear();
     (d, c)
 }
@@ -54,8 +55,8 @@ fn model<'a, O: Owner>(d: &'a mut Ia<'_, O>) -> &'a mut ItaniumModel {
     d.regs().inner_mut()
 }
 
-fn counts(a: u32, b: u32, c: u32, e: u32) -> RegisterCounts {
-    RegisterCounts::new(a, b, c, e)
+fn counts(a: u32, b: u32, c: u32, e: u32) -> AccessCounts {
+    AccessCounts::pmc_pmd(a, b, c, e)
 }
 
 fn cycles_on(g: Generation, n: u8) -> CounterConfig {
@@ -104,7 +105,7 @@ fn init_freezes_resets_and_unfreezes() {
         let mut m = ItaniumModel::new(model_generation(g));
         m.set_psr(Psr::MONITORING);
         crate::owner!(Cpu);
-        let (mut d, c) = Ia::<Cpu>::take(Recorder::new(m), g, &state).unwrap();
+        let (mut d, c) = Ia::<Cpu>::take(Recording::new(m), g, &state).unwrap();
         assert_eq!(
             d.regs().counts(),
             counts(0, 2 + counters + 1, 0, counters),
@@ -116,7 +117,7 @@ fn init_freezes_resets_and_unfreezes() {
             assert_eq!(model(&mut d).pmc(4) & 1 << 23, 1 << 23, "enable bit kept");
         }
         // One owner, one driver: a second take fails and touches nothing.
-        let other = Recorder::new(ItaniumModel::new(model_generation(g)));
+        let other = Recording::new(ItaniumModel::new(model_generation(g)));
         let again = Ia::<Cpu>::take(other, g, &state);
         assert!(matches!(again, Err(InitError::AlreadyTaken)), "{g:?}");
         // Given back (nothing claimed), the owner can be taken again: the
@@ -202,9 +203,18 @@ fn exact_register_log_on_itanium2() {
     assert_eq!(
         d.regs().log(),
         [
-            RegisterAccess::WritePmc(4, image & !0xF),
-            RegisterAccess::WritePmd(4, (1 << 47) - 100),
-            RegisterAccess::WritePmc(4, image),
+            Access::WritePmc {
+                pmc: 4,
+                value: image & !0xF
+            },
+            Access::WritePmd {
+                pmd: 4,
+                value: (1 << 47) - 100
+            },
+            Access::WritePmc {
+                pmc: 4,
+                value: image
+            },
         ]
     );
     d.regs().clear();
@@ -212,10 +222,13 @@ fn exact_register_log_on_itanium2() {
     assert_eq!(
         d.regs().log(),
         [
-            RegisterAccess::WritePmc(4, 1 << 23),
-            RegisterAccess::WritePmd(4, 0),
+            Access::WritePmc {
+                pmc: 4,
+                value: 1 << 23
+            },
+            Access::WritePmd { pmd: 4, value: 0 },
             // A sampling counter: is an overflow of it pending? (No.)
-            RegisterAccess::ReadPmc(0, 0),
+            Access::ReadPmc { pmc: 0, value: 0 },
         ]
     );
 }
@@ -415,12 +428,21 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
     assert_eq!(
         d.regs().log(),
         [
-            RegisterAccess::ReadPmc(0, 1 << 9 | 1 << 4 | 1),
-            RegisterAccess::ReadPmd(4, 0),
-            RegisterAccess::WritePmd(4, reload),
-            RegisterAccess::ReadPmd(9, 0),
-            RegisterAccess::WritePmd(9, reload),
-            RegisterAccess::WritePmc(0, 0),
+            Access::ReadPmc {
+                pmc: 0,
+                value: 1 << 9 | 1 << 4 | 1
+            },
+            Access::ReadPmd { pmd: 4, value: 0 },
+            Access::WritePmd {
+                pmd: 4,
+                value: reload
+            },
+            Access::ReadPmd { pmd: 9, value: 0 },
+            Access::WritePmd {
+                pmd: 9,
+                value: reload
+            },
+            Access::WritePmc { pmc: 0, value: 0 },
         ]
     );
 }
@@ -729,8 +751,11 @@ fn release_with_an_overflow_pending_leaves_nothing_for_the_next_owner() {
         assert_eq!(
             &d.regs().log()[2..],
             [
-                RegisterAccess::ReadPmc(0, 1 << 4 | 1),
-                RegisterAccess::WritePmc(0, 0),
+                Access::ReadPmc {
+                    pmc: 0,
+                    value: 1 << 4 | 1
+                },
+                Access::WritePmc { pmc: 0, value: 0 },
             ],
             "{g:?}: the overflow is withdrawn, the PMU unfrozen"
         );

@@ -5,6 +5,7 @@
 use std::vec::Vec;
 
 use super::*;
+use crate::access::{AccessCounts, Recording};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use crate::arch::netburst::msrs::CounterSet;
 use crate::arch::netburst::pmi::handle_pmi;
@@ -14,7 +15,6 @@ use crate::counter::{AnyCounter, ErasedError, Operation};
 use crate::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
 };
-use crate::msr::{AccessCounts, Recording};
 use crate::sampling::Sample;
 
 type Model = Recording<NetBurstModel, 256>;
@@ -62,12 +62,8 @@ fn running() -> CounterConfig {
     CounterConfig::counting(spec("global_power_events:RUNNING:k"), Escr::FsbEscr0)
 }
 
-fn counts(reads: u32, writes: u32, pmc: u32) -> AccessCounts {
-    AccessCounts {
-        msr_reads: reads,
-        msr_writes: writes,
-        pmc_reads: pmc,
-    }
+fn counts(reads: u32, writes: u32, rdpmc: u32) -> AccessCounts {
+    AccessCounts::msr(reads, writes, rdpmc)
 }
 
 fn model<'a, O: Owner>(d: &'a mut Nb<'_, O>) -> &'a mut NetBurstModel {

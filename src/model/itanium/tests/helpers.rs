@@ -1,8 +1,8 @@
 //! Shared helpers for the Itanium model tests.
 
+pub use crate::access::MsrAccess;
 pub use crate::model::itanium::tables::{counter, events, pmc0};
 pub use crate::model::itanium::*;
-pub use crate::msr::MsrAccess;
 pub use Generation::{Itanium, Itanium2, Montecito};
 
 /// Every generation.

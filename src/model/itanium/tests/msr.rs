@@ -1,7 +1,7 @@
 //! The `MsrAccess` adapter (a harness address map) and use from a `static`.
 
 use super::helpers::*;
-use crate::msr::Recording;
+use crate::access::Recording;
 
 #[test]
 fn adapter_maps_pmcs_pmds_and_psr() {
@@ -67,7 +67,7 @@ fn adapter_under_recording_counts_accesses() {
     rec.read_pmc(4).unwrap();
     let counts = rec.take_counts();
     assert_eq!(
-        (counts.msr_writes, counts.pmc_reads, counts.msr_reads),
+        (counts.msr_writes, counts.rdpmc, counts.msr_reads),
         (2, 1, 0)
     );
     assert!(!rec.inner_mut().model().frozen());

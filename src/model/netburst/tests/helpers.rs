@@ -1,8 +1,8 @@
 //! Shared helpers for the model tests.
 
+pub use crate::access::MsrAccess;
 pub use crate::model::netburst::tables::{cccr, escr};
 pub use crate::model::netburst::*;
-pub use crate::msr::MsrAccess;
 
 pub const T0: LogicalProcessor = LogicalProcessor::T0;
 pub const T1: LogicalProcessor = LogicalProcessor::T1;

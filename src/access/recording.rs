@@ -1,6 +1,7 @@
-//! A backend wrapper that counts and logs every access.
+//! A backend wrapper that counts and logs every access, for either
+//! register space.
 
-use super::MsrAccess;
+use super::{MsrAccess, PmcPmdAccess};
 
 /// One access that went through a [`Recording`] backend, with the value read
 /// or written.
@@ -22,16 +23,45 @@ pub enum Access {
         value: u64,
     },
     /// RDPMC with ECX = `index` that returned `value`.
-    ReadPmc {
+    Rdpmc {
         /// The ECX operand.
         index: u32,
         /// Value returned.
         value: u64,
     },
+    /// `mov r = pmc[pmc]` (Itanium) that returned `value`.
+    ReadPmc {
+        /// The PMC number.
+        pmc: u8,
+        /// Value returned.
+        value: u64,
+    },
+    /// `mov pmc[pmc] = value` (Itanium).
+    WritePmc {
+        /// The PMC number.
+        pmc: u8,
+        /// Value written.
+        value: u64,
+    },
+    /// `mov r = pmd[pmd]` (Itanium) that returned `value`.
+    ReadPmd {
+        /// The PMD number.
+        pmd: u8,
+        /// Value returned.
+        value: u64,
+    },
+    /// `mov pmd[pmd] = value` (Itanium).
+    WritePmd {
+        /// The PMD number.
+        pmd: u8,
+        /// Value written.
+        value: u64,
+    },
 }
 
 /// How many accesses of each kind a [`Recording`] backend has passed on,
-/// faulted ones included.
+/// faulted ones included. A backend uses one register space, so either the
+/// first three fields (IA-32) or the last four (Itanium) count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct AccessCounts {
@@ -40,17 +70,69 @@ pub struct AccessCounts {
     /// WRMSR instructions.
     pub msr_writes: u32,
     /// RDPMC instructions.
+    pub rdpmc: u32,
+    /// Itanium PMC reads.
     pub pmc_reads: u32,
+    /// Itanium PMC writes.
+    pub pmc_writes: u32,
+    /// Itanium PMD reads.
+    pub pmd_reads: u32,
+    /// Itanium PMD writes.
+    pub pmd_writes: u32,
 }
 
 impl AccessCounts {
+    /// No access.
+    pub const ZERO: AccessCounts = AccessCounts {
+        msr_reads: 0,
+        msr_writes: 0,
+        rdpmc: 0,
+        pmc_reads: 0,
+        pmc_writes: 0,
+        pmd_reads: 0,
+        pmd_writes: 0,
+    };
+
+    /// IA-32 traffic: `(RDMSR, WRMSR, RDPMC)`.
+    pub const fn msr(msr_reads: u32, msr_writes: u32, rdpmc: u32) -> AccessCounts {
+        AccessCounts {
+            msr_reads,
+            msr_writes,
+            rdpmc,
+            ..AccessCounts::ZERO
+        }
+    }
+
+    /// Itanium traffic: `(PMC reads, PMC writes, PMD reads, PMD writes)`.
+    pub const fn pmc_pmd(
+        pmc_reads: u32,
+        pmc_writes: u32,
+        pmd_reads: u32,
+        pmd_writes: u32,
+    ) -> AccessCounts {
+        AccessCounts {
+            pmc_reads,
+            pmc_writes,
+            pmd_reads,
+            pmd_writes,
+            ..AccessCounts::ZERO
+        }
+    }
+
     /// All accesses, of every kind.
     pub const fn total(&self) -> u32 {
-        self.msr_reads + self.msr_writes + self.pmc_reads
+        self.msr_reads
+            + self.msr_writes
+            + self.rdpmc
+            + self.pmc_reads
+            + self.pmc_writes
+            + self.pmd_reads
+            + self.pmd_writes
     }
 }
 
-/// Wraps a backend and records every access it passes on: counts of each
+/// Wraps a backend of either register space ([`MsrAccess`] or
+/// [`PmcPmdAccess`]) and records every access it passes on: counts of each
 /// kind, and a log of the first `N` successful accesses in order.
 ///
 /// The log is a fixed array, so recording needs no allocator and works inside
@@ -65,17 +147,13 @@ pub struct Recording<B, const N: usize = 64> {
     dropped: usize,
 }
 
-impl<B: MsrAccess, const N: usize> Recording<B, N> {
+impl<B, const N: usize> Recording<B, N> {
     /// Starts recording the accesses made through `inner`.
     pub const fn new(inner: B) -> Self {
         Self {
             inner,
-            counts: AccessCounts {
-                msr_reads: 0,
-                msr_writes: 0,
-                pmc_reads: 0,
-            },
-            log: [Access::ReadPmc { index: 0, value: 0 }; N],
+            counts: AccessCounts::ZERO,
+            log: [Access::Rdpmc { index: 0, value: 0 }; N],
             logged: 0,
             dropped: 0,
         }
@@ -98,7 +176,7 @@ impl<B: MsrAccess, const N: usize> Recording<B, N> {
 
     /// Forgets the counts and the log; the wrapped backend is untouched.
     pub fn clear(&mut self) {
-        self.counts = AccessCounts::default();
+        self.counts = AccessCounts::ZERO;
         self.logged = 0;
         self.dropped = 0;
     }
@@ -127,14 +205,24 @@ impl<B: MsrAccess, const N: usize> Recording<B, N> {
         self.inner
     }
 
-    fn push(&mut self, access: Access) {
+    /// Count one access, run it, and log it if it succeeded.
+    fn record<T, E>(
+        &mut self,
+        count: fn(&mut AccessCounts) -> &mut u32,
+        access: impl FnOnce(&mut B) -> Result<T, E>,
+        logged: impl FnOnce(&T) -> Access,
+    ) -> Result<T, E> {
+        *count(&mut self.counts) += 1;
+        let value = access(&mut self.inner)?;
+        let entry = logged(&value);
         match self.log.get_mut(self.logged) {
             Some(slot) => {
-                *slot = access;
+                *slot = entry;
                 self.logged += 1;
             }
             None => self.dropped += 1,
         }
+        Ok(value)
     }
 }
 
@@ -142,24 +230,63 @@ impl<B: MsrAccess, const N: usize> MsrAccess for Recording<B, N> {
     type Error = B::Error;
 
     fn read_msr(&mut self, msr: u32) -> Result<u64, B::Error> {
-        self.counts.msr_reads += 1;
-        let value = self.inner.read_msr(msr)?;
-        self.push(Access::ReadMsr { msr, value });
-        Ok(value)
+        self.record(
+            |c| &mut c.msr_reads,
+            |b| b.read_msr(msr),
+            |&value| Access::ReadMsr { msr, value },
+        )
     }
 
     fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), B::Error> {
-        self.counts.msr_writes += 1;
-        self.inner.write_msr(msr, value)?;
-        self.push(Access::WriteMsr { msr, value });
-        Ok(())
+        self.record(
+            |c| &mut c.msr_writes,
+            |b| b.write_msr(msr, value),
+            |_| Access::WriteMsr { msr, value },
+        )
     }
 
     fn read_pmc(&mut self, index: u32) -> Result<u64, B::Error> {
-        self.counts.pmc_reads += 1;
-        let value = self.inner.read_pmc(index)?;
-        self.push(Access::ReadPmc { index, value });
-        Ok(value)
+        self.record(
+            |c| &mut c.rdpmc,
+            |b| b.read_pmc(index),
+            |&value| Access::Rdpmc { index, value },
+        )
+    }
+}
+
+impl<B: PmcPmdAccess, const N: usize> PmcPmdAccess for Recording<B, N> {
+    type Error = B::Error;
+
+    fn read_pmc(&mut self, pmc: u8) -> Result<u64, B::Error> {
+        self.record(
+            |c| &mut c.pmc_reads,
+            |b| b.read_pmc(pmc),
+            |&value| Access::ReadPmc { pmc, value },
+        )
+    }
+
+    fn write_pmc(&mut self, pmc: u8, value: u64) -> Result<(), B::Error> {
+        self.record(
+            |c| &mut c.pmc_writes,
+            |b| b.write_pmc(pmc, value),
+            |_| Access::WritePmc { pmc, value },
+        )
+    }
+
+    fn read_pmd(&mut self, pmd: u8) -> Result<u64, B::Error> {
+        self.record(
+            |c| &mut c.pmd_reads,
+            |b| b.read_pmd(pmd),
+            |&value| Access::ReadPmd { pmd, value },
+        )
+    }
+
+    fn write_pmd(&mut self, pmd: u8, value: u64) -> Result<(), B::Error> {
+        self.record(
+            |c| &mut c.pmd_writes,
+            |b| b.write_pmd(pmd, value),
+            |_| Access::WritePmd { pmd, value },
+        )
     }
 }
 
@@ -199,14 +326,7 @@ mod tests {
         assert_eq!(rec.write_msr(0x10, 7), Ok(()));
         assert_eq!(rec.read_pmc(3), Ok(6));
         assert_eq!(rec.read_msr(0x10), Ok(7));
-        assert_eq!(
-            rec.counts(),
-            AccessCounts {
-                msr_reads: 2,
-                msr_writes: 1,
-                pmc_reads: 1
-            }
-        );
+        assert_eq!(rec.counts(), AccessCounts::msr(2, 1, 1));
         assert_eq!(rec.counts().total(), 4);
         assert_eq!(
             rec.log(),
@@ -219,7 +339,7 @@ mod tests {
                     msr: 0x10,
                     value: 7
                 },
-                Access::ReadPmc { index: 3, value: 6 },
+                Access::Rdpmc { index: 3, value: 6 },
                 Access::ReadMsr {
                     msr: 0x10,
                     value: 7
@@ -245,10 +365,10 @@ mod tests {
         for i in 0..5 {
             rec.read_pmc(i).unwrap();
         }
-        assert_eq!(rec.counts().pmc_reads, 5);
+        assert_eq!(rec.counts().rdpmc, 5);
         assert_eq!(rec.log().len(), 2);
         assert!(rec.log_overflowed());
-        assert_eq!(rec.take_counts().pmc_reads, 5);
+        assert_eq!(rec.take_counts().rdpmc, 5);
         assert_eq!(rec.counts(), AccessCounts::default());
         assert!(!rec.log_overflowed());
         assert!(rec.log().is_empty());
@@ -262,7 +382,7 @@ mod tests {
         let mut rec: Recording<_, 1> = Recording::new(OneMsr(0));
         touch(&mut rec);
         touch(&mut rec);
-        assert_eq!(rec.counts().pmc_reads, 2);
+        assert_eq!(rec.counts().rdpmc, 2);
         assert_eq!(rec.into_inner().0, 0);
     }
 }

@@ -1,10 +1,28 @@
-//! The Itanium model seen through [`MsrAccess`]: see [`MsrAdapter`].
+//! The Itanium model behind the crate's access layer: its own register
+//! space ([`PmcPmdAccess`], what the Itanium driver uses), and the x86
+//! backend trait through [`MsrAdapter`] (for the QEMU kernels' plumbing).
 
 use core::borrow::BorrowMut;
 
-use crate::msr::MsrAccess;
+use crate::access::{MsrAccess, PmcPmdAccess};
 
 use super::registers::{Fault, ItaniumModel, Psr};
+
+impl PmcPmdAccess for ItaniumModel {
+    type Error = Fault;
+    fn read_pmc(&mut self, n: u8) -> Result<u64, Fault> {
+        ItaniumModel::read_pmc(self, u32::from(n))
+    }
+    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Fault> {
+        ItaniumModel::write_pmc(self, u32::from(n), value)
+    }
+    fn read_pmd(&mut self, n: u8) -> Result<u64, Fault> {
+        ItaniumModel::read_pmd(self, u32::from(n))
+    }
+    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Fault> {
+        ItaniumModel::write_pmd(self, u32::from(n), value)
+    }
+}
 
 /// First PMC address of the adapter's map.
 pub const PMC_BASE: u32 = 0x000;
@@ -54,8 +72,8 @@ impl<M: BorrowMut<ItaniumModel>> MsrAccess for MsrAdapter<M> {
     fn read_msr(&mut self, msr: u32) -> Result<u64, Fault> {
         let m = self.0.borrow_mut();
         match msr {
-            0x000..=0x0FF => m.read_pmc(msr - PMC_BASE),
-            0x100..=0x1FF => m.read_pmd(msr - PMD_BASE),
+            0x000..=0x0FF => ItaniumModel::read_pmc(m, msr - PMC_BASE),
+            0x100..=0x1FF => ItaniumModel::read_pmd(m, msr - PMD_BASE),
             PSR_ADDRESS => Ok(m.psr().bits()),
             _ => Err(Fault::NotMapped { msr }),
         }
@@ -64,8 +82,8 @@ impl<M: BorrowMut<ItaniumModel>> MsrAccess for MsrAdapter<M> {
     fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Fault> {
         let m = self.0.borrow_mut();
         match msr {
-            0x000..=0x0FF => m.write_pmc(msr - PMC_BASE, value),
-            0x100..=0x1FF => m.write_pmd(msr - PMD_BASE, value),
+            0x000..=0x0FF => ItaniumModel::write_pmc(m, msr - PMC_BASE, value),
+            0x100..=0x1FF => ItaniumModel::write_pmd(m, msr - PMD_BASE, value),
             PSR_ADDRESS => {
                 let bits = value & !Psr::MODELLED;
                 if bits != 0 {
@@ -79,6 +97,6 @@ impl<M: BorrowMut<ItaniumModel>> MsrAccess for MsrAdapter<M> {
     }
 
     fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
-        self.0.borrow_mut().read_pmd(index)
+        ItaniumModel::read_pmd(self.0.borrow_mut(), index)
     }
 }
