@@ -183,6 +183,34 @@ pub trait Driver<A: Arch> {
 )]
 pub trait DriverOf<A: Arch, O: Owner>: Driver<A, Owner = O> {}
 
+/// A driver's error: a configuration it refused (`C`, the architecture's
+/// configuration error), or a register access its backend refused (`E`;
+/// only a model refuses: on hardware `E` is uninhabited). The same type for
+/// every architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DriverError<C, E> {
+    /// The configuration was refused; nothing was written.
+    Config(C),
+    /// The backend refused a register access.
+    Access(E),
+}
+
+impl<C, E> From<C> for DriverError<C, E> {
+    fn from(e: C) -> Self {
+        DriverError::Config(e)
+    }
+}
+
+impl<C: fmt::Display, E: fmt::Debug> fmt::Display for DriverError<C, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverError::Config(c) => write!(f, "configuration refused: {c}"),
+            DriverError::Access(e) => write!(f, "register access refused: {e:?}"),
+        }
+    }
+}
+
 /// A transition that failed: the unchanged handle, and why.
 pub struct Failed<H, E> {
     /// The handle, in the state it had before the attempt.

@@ -90,6 +90,7 @@
 //! (`tests/compile_fail.rs`), and [`crate::counter::AnyCounter`] refuses it
 //! at run time.
 
+use core::fmt;
 use core::marker::PhantomData;
 
 use super::ear::IearConfig;
@@ -234,18 +235,39 @@ pub enum ConfigError {
 
 /// A driver error: a refused configuration, or a refused register access
 /// (only a model refuses).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Error<E> {
-    /// See [`ConfigError`].
-    Config(ConfigError),
-    /// The backend refused an access.
-    Register(E),
-}
+pub type Error<E> = counter::DriverError<ConfigError, E>;
 
-impl<E> From<ConfigError> for Error<E> {
-    fn from(e: ConfigError) -> Self {
-        Error::Config(e)
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::WrongGeneration { expected, found } => write!(
+                f,
+                "the PMC image is for {}, the driver for {}",
+                found.name(),
+                expected.name()
+            ),
+            ConfigError::WrongCounter { handle, image } => write!(
+                f,
+                "the PMC image is for counter {image}, the handle is counter {handle}"
+            ),
+            ConfigError::Pmc(e) => write!(f, "{e}"),
+            ConfigError::IearGeneration => {
+                f.write_str("the I-EAR configuration is for another generation")
+            }
+            ConfigError::NoPrivilegeLevel => {
+                f.write_str("plm is zero: the counter would never count")
+            }
+            ConfigError::SampleAfterRule => {
+                f.write_str("the sample-after value was checked against another counter width")
+            }
+            ConfigError::NotTheIearEvent => f.write_str(
+                "a counter programming the I-EAR must count the I-EAR event with unit mask 0",
+            ),
+            ConfigError::IearBusy { owner } => write!(f, "counter {owner} owns the I-EAR"),
+            ConfigError::NoSuchCounter(n) => write!(f, "no counter {n} on this generation"),
+            ConfigError::CounterClaimed(n) => write!(f, "counter {n} is claimed"),
+            ConfigError::NoCascade => f.write_str("Itanium counters do not cascade"),
+        }
     }
 }
 
@@ -366,7 +388,16 @@ pub enum InitError<E> {
     /// A driver for this owner is live: the PMU has its owner already.
     AlreadyTaken,
     /// Resetting the PMU registers was refused (only a model refuses).
-    Register(E),
+    Access(E),
+}
+
+impl<E: fmt::Debug> fmt::Display for InitError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::AlreadyTaken => f.write_str("the PMU's owner is taken by a live driver"),
+            InitError::Access(e) => write!(f, "resetting the PMU registers was refused: {e:?}"),
+        }
+    }
 }
 
 /// The PMU of one Itanium processor, held for owner `O`, owning the
@@ -403,7 +434,7 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
         }
         if let Err(e) = Self::reset(&mut regs, generation) {
             owner::give_back::<O>();
-            return Err(InitError::Register(e));
+            return Err(InitError::Access(e));
         }
         pmi.reset(generation);
         let driver = ItaniumDriver {
@@ -547,7 +578,7 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
     }
 
     fn reg<T>(r: Result<T, R::Error>) -> Result<T, Error<R::Error>> {
-        r.map_err(Error::Register)
+        r.map_err(Error::Access)
     }
 }
 

@@ -3,13 +3,14 @@
 //! Montecito, the checks a PMC value must pass before it is written, and
 //! the Itanium and Itanium 2 event catalogs.
 //!
-//! **Pure layout, encoding and validation code.** Rust has no IA-64 target
-//! (LLVM dropped it), so nothing here can run on an Itanium: nothing
-//! executes `mov pmc[]=`/`mov =pmd[]`, and every function is a total
-//! computation on `u64` register images, tested on the host. A driver (or
-//! the software model in `crate::model`) hands the images to whatever
-//! accesses the registers. No `unsafe`, no allocation, no panics on any
-//! input.
+//! **No Itanium hardware backend.** Rust has no IA-64 target (LLVM dropped
+//! it), so nothing here can run on an Itanium: the layouts, encoders and
+//! validation are total computations on `u64` register images, and the
+//! driver ([`driver`]) and overflow handler ([`pmi`]) reach the registers
+//! only through [`crate::access::PmcPmdAccess`], implemented by the
+//! register-level model (`crate::model::itanium`) and, on an IA-64 port, by
+//! the `mov pmc[]`/`mov pmd[]` instructions. No `unsafe`, no allocation, no
+//! panics on any input.
 //!
 //! # The Itanium PMU for someone who has never seen one
 //!

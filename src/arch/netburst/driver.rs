@@ -49,6 +49,7 @@
 //! processor (`OVF_PMI_T0` or `OVF_PMI_T1`). Single ESCRs are never given to
 //! two counters.
 
+use core::fmt;
 use core::marker::PhantomData;
 
 use super::cccr::{ActiveThread, CccrValue};
@@ -313,18 +314,35 @@ fn counter_at<E>(n: u8) -> Result<Counter, Error<E>> {
 
 /// A driver error: a refused configuration, or a faulting register access
 /// (only a model can fault; on hardware `E` is uninhabited).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Error<E> {
-    /// See [`ConfigError`].
-    Config(ConfigError),
-    /// The backend faulted.
-    Msr(E),
-}
+pub type Error<E> = counter::DriverError<ConfigError, E>;
 
-impl<E> From<ConfigError> for Error<E> {
-    fn from(e: ConfigError) -> Self {
-        Error::Config(e)
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::NotWired { escr, counter } => write!(
+                f,
+                "{} does not feed counter {} (SDM Table 18-63)",
+                escr.name(),
+                counter.index()
+            ),
+            ConfigError::EscrNotAllowed { escr } => {
+                write!(f, "the event cannot be counted on {}", escr.name())
+            }
+            ConfigError::EscrMissing { escr } => {
+                write!(f, "{} does not exist on this CPU model", escr.name())
+            }
+            ConfigError::EscrBusy { escr } => {
+                write!(f, "{} is used by another claimed counter", escr.name())
+            }
+            ConfigError::CounterClaimed(c) => write!(f, "counter {} is claimed", c.index()),
+            ConfigError::NoSuchLogicalProcessor => {
+                f.write_str("logical processor T1 on a part without Hyper-Threading")
+            }
+            ConfigError::SampleAfterRule => {
+                f.write_str("the sample-after value was checked against another counter rule")
+            }
+            ConfigError::NoSuchCounter(n) => write!(f, "no counter {n}"),
+        }
     }
 }
 
@@ -337,7 +355,19 @@ pub enum InitError<E> {
     /// IA32_MISC_ENABLE\[7\] is clear: the PMU MSRs must not be used.
     PerfMonUnavailable,
     /// Clearing the CCCRs faulted.
-    Msr(E),
+    Access(E),
+}
+
+impl<E: fmt::Debug> fmt::Display for InitError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::AlreadyTaken => f.write_str("the PMU's owner is taken by a live driver"),
+            InitError::PerfMonUnavailable => {
+                f.write_str("performance monitoring is unavailable (IA32_MISC_ENABLE[7] clear)")
+            }
+            InitError::Access(e) => write!(f, "clearing the CCCRs faulted: {e:?}"),
+        }
+    }
 }
 
 /// The NetBurst PMU of one package, held for owner `O`, owning the MSR
@@ -373,7 +403,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         for c in Counter::ALL {
             if let Err(e) = msr.write_msr(c.cccr().msr(), IDLE_CCCR) {
                 owner::give_back::<O>();
-                return Err(InitError::Msr(e));
+                return Err(InitError::Access(e));
             }
         }
         let driver = NetBurstDriver {
@@ -498,12 +528,12 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         let c = counter_at(n)?;
         self.msr
             .write_msr(c.cccr().msr(), value)
-            .map_err(Error::Msr)
+            .map_err(Error::Access)
     }
 
     fn write_counter(&mut self, n: u8, value: u64) -> Result<(), Error<M::Error>> {
         let c = counter_at(n)?;
-        self.msr.write_msr(c.msr(), value).map_err(Error::Msr)
+        self.msr.write_msr(c.msr(), value).map_err(Error::Access)
     }
 }
 
@@ -520,7 +550,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         let escr_image = self.escr_image(config);
         self.msr
             .write_msr(escr.msr(), escr_image)
-            .map_err(Error::Msr)?;
+            .map_err(Error::Access)?;
         let preset = p.sampling.map_or(0, SampleAfter::preset);
         self.pmi.set_sampling(n, p.sampling);
         self.write_counter(n, preset)?;
@@ -544,7 +574,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         let Some(s) = p.sampling else {
             return Ok(());
         };
-        let raw = self.msr.read_pmc(u32::from(n)).map_err(Error::Msr)?;
+        let raw = self.msr.read_pmc(u32::from(n)).map_err(Error::Access)?;
         let (owed, residual) = s.split(raw);
         if owed > 0 {
             self.pmi.add_halt_periods(n, owed);
@@ -562,14 +592,14 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
     }
 
     fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
-        self.msr.read_pmc(u32::from(n)).map_err(Error::Msr)
+        self.msr.read_pmc(u32::from(n)).map_err(Error::Access)
     }
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         self.pmi.disarm(p.lp, counter_at(n)?);
         self.write_cccr(n, IDLE_CCCR)?;
         if let Some(escr) = p.escr {
-            self.msr.write_msr(escr.msr(), 0).map_err(Error::Msr)?;
+            self.msr.write_msr(escr.msr(), 0).map_err(Error::Access)?;
             self.escrs_in_use = self.escrs_in_use.difference(EscrSet::EMPTY.with(escr));
         }
         self.write_counter(n, 0)?;

@@ -1,7 +1,8 @@
 //! Intel NetBurst (Pentium 4, Xeon, Pentium D) performance monitoring:
 //! register map, register layouts, event catalog, libpfm4 event strings,
-//! thread qualification and tagging set-ups. Pure data and encoding: nothing
-//! here executes RDMSR/WRMSR; callers hand the values to [`crate::access`].
+//! thread qualification and tagging set-ups (data and encoding, no register
+//! access), and the driver ([`driver`]) and overflow handler ([`pmi`]),
+//! which reach the registers only through [`crate::access::MsrAccess`].
 //!
 //! # The NetBurst PMU for someone who has never seen one
 //!

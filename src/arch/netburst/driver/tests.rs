@@ -897,3 +897,27 @@ fn erased_handles_refuse_a_foreign_driver() {
     );
     h.release(&mut a).unwrap();
 }
+
+/// Every driver error says what went wrong.
+#[test]
+fn driver_errors_display_their_reason() {
+    let e: Error<()> = ConfigError::NotWired {
+        escr: Escr::CruEscr0,
+        counter: Counter::BpuCounter0,
+    }
+    .into();
+    assert_eq!(
+        std::format!("{e}"),
+        "configuration refused: MSR_CRU_ESCR0 does not feed counter 0 (SDM Table 18-63)"
+    );
+    assert_eq!(
+        std::format!("{}", InitError::<()>::AlreadyTaken),
+        "the PMU's owner is taken by a live driver"
+    );
+    let ia: crate::arch::itanium::driver::Error<()> =
+        crate::arch::itanium::driver::ConfigError::IearBusy { owner: 5 }.into();
+    assert_eq!(
+        std::format!("{ia}"),
+        "configuration refused: counter 5 owns the I-EAR"
+    );
+}
