@@ -26,30 +26,8 @@
 //! always, bit 11 except where Table 18-65 defines it.
 
 use super::escr::ReservedBits;
-use super::msrs::{Cccr, Counter};
+use super::msrs::{Cccr, Counter, EscrSelect};
 use crate::arch::Field;
-
-/// A 3-bit CCCR ESCR-select value (bits 15:13).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct EscrSelect(u8);
-
-impl EscrSelect {
-    /// `Some` if `v` fits in 3 bits.
-    pub const fn new(v: u8) -> Option<EscrSelect> {
-        if v < 8 { Some(EscrSelect(v)) } else { None }
-    }
-
-    /// The low 3 bits of `v`.
-    pub const fn from_bits_truncate(v: u8) -> EscrSelect {
-        EscrSelect(v & 7)
-    }
-
-    /// The value (0-7).
-    pub const fn get(self) -> u8 {
-        self.0
-    }
-}
 
 /// A 4-bit threshold (bits 23:20).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -223,12 +201,12 @@ impl CccrValue {
 
     /// ESCR select (bits 15:13).
     pub const fn escr_select(self) -> EscrSelect {
-        EscrSelect(ESCR_SELECT.get(self.0) as u8)
+        EscrSelect::from_bits_truncate(ESCR_SELECT.get(self.0) as u8)
     }
 
     /// With the ESCR select replaced.
     pub const fn with_escr_select(self, s: EscrSelect) -> CccrValue {
-        CccrValue(ESCR_SELECT.set(self.0, s.0 as u64))
+        CccrValue(ESCR_SELECT.set(self.0, s.get() as u64))
     }
 
     /// Active thread (bits 17:16).

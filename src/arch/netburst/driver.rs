@@ -54,10 +54,10 @@ use core::marker::PhantomData;
 
 use super::cccr::{ActiveThread, CccrValue};
 use super::escr::ThreadCpl;
+use super::msrs::EscrSet;
 use super::msrs::{Counter, CounterSet, Escr};
 use super::parse::EventSpec;
 use super::pmi::{OVERFLOW_RULE, PmiState};
-use super::schedule::EscrSet;
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
 use crate::counter::rules::Readable;

@@ -27,9 +27,9 @@
 //! | `b2b_cycles`, `bnr`, `snoop`, `response` CCCR select | SDM Table 19-28 and all code sources: 3; SDM Table 18-63: their `FSB_ESCR0/1` answer to select 6 (select 3 on counters 0-3 is `ITLB_ESCR0/1`) | SDM self-contradiction, unresolvable without hardware: the catalog keeps 3 (libpfm4-identical images) and marks the events with [`Constraint::DisputedEscrSelect`]; [`crate::arch::netburst::Assignment`] routes by Table 18-63 |
 //! | `replay_event` bits 2-10 | libpfm4 virtual metric selectors, dropped from the ESCR (`& 0x3`) | kept as [`MaskKind::ReplayMetric`]: not ESCR bits (so the ESCR image equals libpfm4's), used by the replay-tagging builder |
 
-use super::cccr::EscrSelect;
 use super::escr::{EventMask, EventSelect};
 use super::msrs::Escr;
+use super::msrs::EscrSelect;
 
 /// Which SDM table an event comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -93,14 +93,14 @@ pub mod schedule;
 pub mod tagging;
 pub mod thread;
 
-pub use cccr::{ActiveThread, CccrValue, EscrSelect, ExtendedCascade, Threshold};
+pub use cccr::{ActiveThread, CccrValue, ExtendedCascade, Threshold};
 pub use escr::{EscrValue, EventMask, EventSelect, ReservedBits, TagValue, ThreadCpl};
 pub use events::{
     Constraint, Counting, Event, EventInfo, MaskInfo, MaskKind, ReplayMetric, Specificity, Tagging,
 };
-pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, Pair};
+pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, EscrSelect, EscrSet, Pair};
 pub use parse::{EventSpec, Modifier, ParseError, ParseErrorKind, Pmu};
-pub use schedule::{Conflict, EscrSet, Occupied, Part, Request, Schedule, ScheduleError};
+pub use schedule::{Conflict, Occupied, Part, Request, Schedule, ScheduleError};
 pub use tagging::{
     ExecUpstream, ExecutionTagging, FrontEndTagging, MsrWrite, MsrWrites, ReplayTagging,
     TaggingError,

@@ -7,8 +7,6 @@
 //! hardware does not wire (SDM Vol. 3B Table 18-63, "Performance Counter MSRs
 //! and Associated CCCR and ESCR MSRs").
 
-use super::cccr::EscrSelect;
-
 /// `IA32_MISC_ENABLE`: bit 7 "performance monitoring available", bit 12
 /// "PEBS unavailable" (SDM Vol. 3C Table 35-41).
 pub const IA32_MISC_ENABLE: u32 = 0x1A0;
@@ -630,6 +628,107 @@ impl Assignment {
     /// The CCCR ESCR-select value for this routing.
     pub const fn select(self) -> EscrSelect {
         self.escr.select()
+    }
+}
+
+/// A 3-bit ESCR-select value: how a CCCR (bits 15:13) names one of the
+/// ESCRs wired to its counter (SDM Table 18-63).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct EscrSelect(u8);
+
+impl EscrSelect {
+    /// `Some` if `v` fits in 3 bits.
+    pub const fn new(v: u8) -> Option<EscrSelect> {
+        if v < 8 { Some(EscrSelect(v)) } else { None }
+    }
+
+    /// The low 3 bits of `v`.
+    pub const fn from_bits_truncate(v: u8) -> EscrSelect {
+        EscrSelect(v & 7)
+    }
+
+    /// The value (0-7).
+    pub const fn get(self) -> u8 {
+        self.0
+    }
+}
+
+/// A set of ESCRs (bit i = `Escr::ALL[i]`, MSR-address order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct EscrSet(u64);
+
+impl EscrSet {
+    /// The empty set.
+    pub const EMPTY: EscrSet = EscrSet(0);
+    /// All 45 ESCRs.
+    pub const ALL: EscrSet = EscrSet((1 << Escr::ALL.len()) - 1);
+
+    /// The set as a bit mask (bit i = `Escr::ALL[i]`).
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// The set of the bits of `bits` that name an ESCR.
+    pub const fn from_bits_truncate(bits: u64) -> EscrSet {
+        EscrSet(bits & Self::ALL.0)
+    }
+
+    /// The ESCRs of `escrs`.
+    pub const fn from_slice(escrs: &[Escr]) -> EscrSet {
+        let mut s = EscrSet::EMPTY;
+        let mut i = 0;
+        while i < escrs.len() {
+            s = s.with(escrs[i]);
+            i += 1;
+        }
+        s
+    }
+
+    /// This set plus `e`.
+    pub const fn with(self, e: Escr) -> EscrSet {
+        EscrSet(self.0 | 1 << e as u32)
+    }
+
+    /// Whether `e` is in the set.
+    pub const fn contains(self, e: Escr) -> bool {
+        self.0 & (1 << e as u32) != 0
+    }
+
+    /// The ESCRs in both sets.
+    pub const fn intersection(self, other: EscrSet) -> EscrSet {
+        EscrSet(self.0 & other.0)
+    }
+
+    /// The ESCRs in either set.
+    pub const fn union(self, other: EscrSet) -> EscrSet {
+        EscrSet(self.0 | other.0)
+    }
+
+    /// The ESCRs of this set that are not in `other`.
+    pub const fn difference(self, other: EscrSet) -> EscrSet {
+        EscrSet(self.0 & !other.0)
+    }
+
+    /// Number of ESCRs in the set.
+    pub const fn len(self) -> u32 {
+        self.0.count_ones()
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The ESCRs in MSR-address order.
+    pub fn iter(self) -> impl Iterator<Item = Escr> + Clone {
+        let mut bits = self.0;
+        core::iter::from_fn(move || {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits.wrapping_sub(1);
+            Escr::ALL.get(i).copied()
+        })
     }
 }
 

@@ -193,7 +193,7 @@ use core::fmt;
 
 use super::cccr::CccrValue;
 use super::events::{Constraint, Event};
-use super::msrs::{Assignment, Block, Counter, CounterSet, Escr};
+use super::msrs::{Assignment, Block, Counter, CounterSet, Escr, EscrSet};
 use super::parse::EventSpec;
 use super::thread::LogicalProcessor;
 use crate::detect::CpuSignature;
@@ -208,86 +208,6 @@ const ESCRS: usize = 45;
 const GROUPS: usize = 8;
 const NONE: u8 = u8::MAX;
 const ALL_COUNTERS: u32 = (1 << 18) - 1;
-
-// ------------------------------------------------------------------ EscrSet
-
-/// A set of ESCRs (bit i = `Escr::ALL[i]`, MSR-address order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct EscrSet(u64);
-
-impl EscrSet {
-    /// The empty set.
-    pub const EMPTY: EscrSet = EscrSet(0);
-    /// All 45 ESCRs.
-    pub const ALL: EscrSet = EscrSet((1 << ESCRS) - 1);
-
-    /// The set as a bit mask (bit i = `Escr::ALL[i]`).
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
-
-    /// The set of the bits of `bits` that name an ESCR.
-    pub const fn from_bits_truncate(bits: u64) -> EscrSet {
-        EscrSet(bits & Self::ALL.0)
-    }
-
-    /// The ESCRs of `escrs`.
-    pub const fn from_slice(escrs: &[Escr]) -> EscrSet {
-        let mut s = EscrSet::EMPTY;
-        let mut i = 0;
-        while i < escrs.len() {
-            s = s.with(escrs[i]);
-            i += 1;
-        }
-        s
-    }
-
-    /// This set plus `e`.
-    pub const fn with(self, e: Escr) -> EscrSet {
-        EscrSet(self.0 | 1 << e as u32)
-    }
-
-    /// Whether `e` is in the set.
-    pub const fn contains(self, e: Escr) -> bool {
-        self.0 & (1 << e as u32) != 0
-    }
-
-    /// The ESCRs in both sets.
-    pub const fn intersection(self, other: EscrSet) -> EscrSet {
-        EscrSet(self.0 & other.0)
-    }
-
-    /// The ESCRs in either set.
-    pub const fn union(self, other: EscrSet) -> EscrSet {
-        EscrSet(self.0 | other.0)
-    }
-
-    /// The ESCRs of this set that are not in `other`.
-    pub const fn difference(self, other: EscrSet) -> EscrSet {
-        EscrSet(self.0 & !other.0)
-    }
-
-    /// Number of ESCRs in the set.
-    pub const fn len(self) -> u32 {
-        self.0.count_ones()
-    }
-
-    /// Whether the set is empty.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// The ESCRs in MSR-address order.
-    pub fn iter(self) -> impl Iterator<Item = Escr> + Clone {
-        let mut bits = self.0;
-        core::iter::from_fn(move || {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits.wrapping_sub(1);
-            Escr::ALL.get(i).copied()
-        })
-    }
-}
 
 // --------------------------------------------------------------------- Part
 
@@ -1329,7 +1249,7 @@ impl Problem {
                 c.events[i] = r.event();
                 c.processors[i] = r.processor;
                 let mut fed = 0u32;
-                for e in EscrSet(self.existing[i]).iter() {
+                for e in EscrSet::from_bits_truncate(self.existing[i]).iter() {
                     fed |= GROUP_COUNTERS[group_of(e)];
                 }
                 c.occupied |= self.existing[i] & occupied.escrs.bits() != 0

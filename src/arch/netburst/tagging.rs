@@ -11,7 +11,7 @@
 use super::cccr::CccrValue;
 use super::escr::{EscrValue, EventMask, TagValue, ThreadCpl};
 use super::events::{Constraint, Event, ReplayMetric};
-use super::msrs::{Counter, Escr, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
+use super::msrs::{Counter, CounterSet, Escr, EscrSet, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 
 /// `MSR_PEBS_ENABLE` bit 24, `UOP_Tag`: enable replay tagging.
 pub const PEBS_ENABLE_UOP_TAG: u64 = 1 << 24;
@@ -260,8 +260,8 @@ impl ExecutionTagging {
         }
         let mut w = MsrWrites::new();
         let mut tags = 0u8;
-        let mut escrs_used = 0u64;
-        let mut counters_used = 1u32 << self.counter.index();
+        let mut escrs_used = EscrSet::EMPTY;
+        let mut counters_used = CounterSet::EMPTY.with(self.counter);
         for u in self.upstreams.iter().flatten() {
             if !u
                 .event
@@ -275,14 +275,14 @@ impl ExecutionTagging {
                 return Err(TaggingError::EmptyTag);
             }
             let escr = escr_for(u.event, u.counter)?;
-            if escrs_used & (1 << escr as u8) != 0 {
+            if escrs_used.contains(escr) {
                 return Err(TaggingError::EscrConflict(escr));
             }
-            escrs_used |= 1 << escr as u8;
-            if counters_used & (1 << u.counter.index()) != 0 {
+            escrs_used = escrs_used.with(escr);
+            if counters_used.contains(u.counter) {
                 return Err(TaggingError::CounterConflict(u.counter));
             }
-            counters_used |= 1 << u.counter.index();
+            counters_used = counters_used.with(u.counter);
             tags |= u.tag.get();
             // Mask bit 15 `ALL` (Table 19-32) plus the tag.
             let v = event_escr(u.event, EventMask(1 << 15), self.cpl)
