@@ -226,7 +226,7 @@ mod itanium {
         let (mut d, c) = ItaniumDriver::<O, _>::take(regs, g, state).unwrap();
         let n = SampleAfter::new(100_000, overflow_rule(g)).unwrap();
         let hw4 = Counter::new(g, 4).unwrap();
-        let cycles = pmc::CounterConfig::new(hw4, EventCode::new(g, 0x12).unwrap())
+        let cycles = pmc::CounterPmc::new(hw4, EventCode::new(g, 0x12).unwrap())
             .unwrap()
             .with_plm(Plm::ALL)
             .with_privileged(true);

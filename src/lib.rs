@@ -6,7 +6,7 @@
 //! * **The drivers**: [`arch::netburst::driver::NetBurstDriver`] and
 //!   [`arch::itanium::driver::ItaniumDriver`]. A driver is *taken* once
 //!   per PMU for an owner type ([`owner!`]) and hands out typestate counter
-//!   handles ([`counter::Counter`]): configure, enable, halt, resume,
+//!   handles ([`counter::Handle`]): configure, enable, halt, resume,
 //!   cascade, read, release, each with exactly the register accesses the
 //!   hardware needs.
 //! * **The overflow interrupt handlers**: [`arch::netburst::pmi::handle_pmi`]
@@ -25,7 +25,7 @@
 //! | register access | [`access`] | the only code that reaches PMU registers: [`access::MsrAccess`] (RDMSR, WRMSR, RDPMC) and [`access::PmcPmdAccess`] (Itanium PMC/PMD), the hardware backend, a recording wrapper for exact access counts |
 //! | detection | [`detect`] | identifies the PMU from CPUID and IA32_MISC_ENABLE without executing anything the CPU may lack |
 //! | interrupt delivery | [`apic`] | the local APIC's LVT performance-counter entry, EOI and self-IPI |
-//! | typestate counters | [`counter`] | architecture-independent handles whose type is their owner and state; owners ([`counter::owner`]); the run-time form [`counter::AnyCounter`] |
+//! | typestate counters | [`counter`] | architecture-independent handles whose type is their owner and state; owners ([`counter::owner`]); the run-time form [`counter::AnyHandle`] |
 //! | sampling | [`sampling`] | sample-after values, presets and re-arming, calibration, the interrupt-to-kernel sample buffer |
 //! | architectures | [`arch`] | per architecture: register layouts and data tables, the driver behind the handles, its overflow handler |
 //! | models | `model` (feature `model`) | register-level PMU models: test instruments written from the manuals |

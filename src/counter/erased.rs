@@ -10,19 +10,19 @@ use super::{Arch, Driver, OwnerId, StateTag};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Operation {
-    /// [`AnyCounter::configure`].
+    /// [`AnyHandle::configure`].
     Configure,
-    /// [`AnyCounter::enable`].
+    /// [`AnyHandle::enable`].
     Enable,
-    /// [`AnyCounter::halt`].
+    /// [`AnyHandle::halt`].
     Halt,
-    /// [`AnyCounter::resume`].
+    /// [`AnyHandle::resume`].
     Resume,
-    /// [`AnyCounter::cascade_from`].
+    /// [`AnyHandle::cascade_from`].
     Cascade,
-    /// [`AnyCounter::read`].
+    /// [`AnyHandle::read`].
     Read,
-    /// [`AnyCounter::release`].
+    /// [`AnyHandle::release`].
     Release,
 }
 
@@ -41,7 +41,7 @@ impl Operation {
     }
 }
 
-/// Why an [`AnyCounter`] operation failed.
+/// Why an [`AnyHandle`] operation failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ErasedError<E> {
@@ -101,10 +101,10 @@ impl<E: fmt::Debug> fmt::Display for ErasedError<E> {
 }
 
 /// A counter handle whose number and state are run-time values. Same rules as
-/// [`super::Counter`], checked on every call; an operation that fails leaves
+/// [`super::Handle`], checked on every call; an operation that fails leaves
 /// the handle unchanged.
 #[must_use = "dropping a claimed counter leaves it programmed; release it"]
-pub struct AnyCounter<A: Arch> {
+pub struct AnyHandle<A: Arch> {
     owner: OwnerId,
     index: u8,
     state: StateTag,
@@ -112,9 +112,9 @@ pub struct AnyCounter<A: Arch> {
     _cpu: PhantomData<*const ()>,
 }
 
-impl<A: Arch> fmt::Debug for AnyCounter<A> {
+impl<A: Arch> fmt::Debug for AnyHandle<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnyCounter")
+        f.debug_struct("AnyHandle")
             .field("arch", &A::NAME)
             .field("index", &self.index)
             .field("state", &self.state)
@@ -125,14 +125,14 @@ impl<A: Arch> fmt::Debug for AnyCounter<A> {
 
 type Checked<T, D, A> = Result<T, ErasedError<<D as Driver<A>>::Error>>;
 
-impl<A: Arch> AnyCounter<A> {
+impl<A: Arch> AnyHandle<A> {
     pub(super) const fn from_parts(
         owner: OwnerId,
         index: u8,
         state: StateTag,
         programmed: A::Programmed,
     ) -> Self {
-        AnyCounter {
+        AnyHandle {
             owner,
             index,
             state,
@@ -225,7 +225,7 @@ impl<A: Arch> AnyCounter<A> {
     /// and be this counter's cascade partner.
     pub fn cascade_from<D: Driver<A>>(
         &mut self,
-        source: &AnyCounter<A>,
+        source: &AnyHandle<A>,
         pmu: &mut D,
     ) -> Checked<(), D, A> {
         self.check::<_, D>(Operation::Cascade)?;

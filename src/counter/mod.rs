@@ -1,6 +1,6 @@
 //! Typestate counters: the architecture-independent handle machinery.
 //!
-//! A [`Counter<A, N, S>`] is the exclusive right to hardware counter `N` of
+//! A [`Handle<A, N, S>`] is the exclusive right to hardware counter `N` of
 //! architecture `A`, in state `S`:
 //!
 //! ```text
@@ -36,11 +36,11 @@
 //!
 //! Handles are `!Send` and `!Sync`: a PMU belongs to one CPU (on NetBurst, to
 //! one physical package) and its registers must be reached from there.
-//! Release a counter with [`Counter::release`], which disables it and zeroes
+//! Release a counter with [`Handle::release`], which disables it and zeroes
 //! its registers so nothing leaks to the next owner; a handle that is merely
 //! dropped leaves the counter as it was (the type is `#[must_use]`).
 //!
-//! For code that keeps counters in arrays, [`AnyCounter`] is the same handle
+//! For code that keeps counters in arrays, [`AnyHandle`] is the same handle
 //! with the counter number and state moved to run time; the same rules are
 //! checked and broken ones come back as [`ErasedError`].
 //!
@@ -54,7 +54,7 @@
 mod erased;
 pub mod owner;
 
-pub use erased::{AnyCounter, ErasedError, Operation};
+pub use erased::{AnyHandle, ErasedError, Operation};
 pub use owner::{Owner, OwnerId};
 
 use core::fmt;
@@ -148,7 +148,7 @@ pub trait Cascade<const FROM: u8, const TO: u8>: Arch {}
 /// architecture's driver (the owner of the MSR backend).
 ///
 /// Each method is called only in the state its name implies; the typed API
-/// guarantees it, and [`AnyCounter`] checks it.
+/// guarantees it, and [`AnyHandle`] checks it.
 pub trait Driver<A: Arch> {
     /// The PMU this driver holds; every handle it issues carries it.
     type Owner: Owner;
@@ -312,18 +312,18 @@ use rules::{CanCascade, CanConfigure, CanEnable, CanHalt, CanRelease, CanResume,
 /// The handle is the size of the register images it caches and is neither
 /// `Send` nor `Sync` (see the module docs).
 #[must_use = "dropping a claimed counter leaves it programmed; release it"]
-pub struct Counter<A: Arch, O: Owner, const N: u8, S: State> {
+pub struct Handle<A: Arch, O: Owner, const N: u8, S: State> {
     programmed: A::Programmed,
     _state: PhantomData<(O, S, *const ())>,
 }
 
 /// The result of a transition of counter `N` from state `S` to state `T`.
 pub type Transition<A, O, const N: u8, S, T, E> =
-    Result<Counter<A, O, N, T>, Failed<Counter<A, O, N, S>, E>>;
+    Result<Handle<A, O, N, T>, Failed<Handle<A, O, N, S>, E>>;
 
-impl<A: Arch, O: Owner, const N: u8, S: State> fmt::Debug for Counter<A, O, N, S> {
+impl<A: Arch, O: Owner, const N: u8, S: State> fmt::Debug for Handle<A, O, N, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Counter")
+        f.debug_struct("Handle")
             .field("arch", &A::NAME)
             .field("index", &N)
             .field("state", &S::TAG)
@@ -332,7 +332,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> fmt::Debug for Counter<A, O, N, S
     }
 }
 
-impl<A: Arch, O: Owner, const N: u8> Counter<A, O, N, Unclaimed> {
+impl<A: Arch, O: Owner, const N: u8> Handle<A, O, N, Unclaimed> {
     /// The claim token for counter `N`.
     ///
     /// Only an architecture's driver creates these, once per counter, when it
@@ -340,19 +340,19 @@ impl<A: Arch, O: Owner, const N: u8> Counter<A, O, N, Unclaimed> {
     /// the exclusivity every handle promises.
     pub(crate) const fn token() -> Self {
         const { assert!(N < A::COUNTERS, "no such counter") };
-        Counter {
+        Handle {
             programmed: A::UNPROGRAMMED,
             _state: PhantomData,
         }
     }
 }
 
-impl<A: Arch, O: Owner, const N: u8, S: State> Counter<A, O, N, S> {
+impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     /// The hardware counter number.
     pub const INDEX: u8 = N;
 
-    const fn into<T: State>(self) -> Counter<A, O, N, T> {
-        Counter {
+    const fn into<T: State>(self) -> Handle<A, O, N, T> {
+        Handle {
             programmed: self.programmed,
             _state: PhantomData,
         }
@@ -386,7 +386,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Counter<A, O, N, S> {
         S: CanConfigure,
     {
         match pmu.program(N, config) {
-            Ok(programmed) => Ok(Counter {
+            Ok(programmed) => Ok(Handle {
                 programmed,
                 _state: PhantomData,
             }),
@@ -429,7 +429,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Counter<A, O, N, S> {
     /// the architecture decides which pairs exist ([`Cascade`]).
     pub fn cascade_from<const FROM: u8, S2: Readable, D: DriverOf<A, O>>(
         self,
-        source: &Counter<A, O, FROM, S2>,
+        source: &Handle<A, O, FROM, S2>,
         pmu: &mut D,
     ) -> Transition<A, O, N, S, Cascaded, D::Error>
     where
@@ -459,7 +459,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Counter<A, O, N, S> {
         S: CanRelease,
     {
         match pmu.release(N, &self.programmed) {
-            Ok(()) => Ok(Counter {
+            Ok(()) => Ok(Handle {
                 programmed: A::UNPROGRAMMED,
                 _state: PhantomData,
             }),
@@ -471,15 +471,15 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Counter<A, O, N, S> {
     }
 
     /// The same handle with its number and state checked at run time.
-    pub fn erase(self) -> AnyCounter<A> {
-        AnyCounter::from_parts(OwnerId::of::<O>(), N, S::TAG, self.programmed)
+    pub fn erase(self) -> AnyHandle<A> {
+        AnyHandle::from_parts(OwnerId::of::<O>(), N, S::TAG, self.programmed)
     }
 
     /// Back from the erased form; `Err` (with `any` unchanged) if `any` is
     /// not counter `N` of owner `O` in state `S`.
-    pub fn from_erased(any: AnyCounter<A>) -> Result<Self, AnyCounter<A>> {
+    pub fn from_erased(any: AnyHandle<A>) -> Result<Self, AnyHandle<A>> {
         if any.owner() == OwnerId::of::<O>() && any.index() == N && any.state() == S::TAG {
-            Ok(Counter {
+            Ok(Handle {
                 programmed: any.into_programmed(),
                 _state: PhantomData,
             })

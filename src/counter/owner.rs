@@ -8,7 +8,7 @@
 //! * a driver is *taken* for an owner type (`NetBurstDriver::take`,
 //!   `ItaniumDriver::take`) and every counter handle it issues carries that
 //!   type, so a handle cannot be used with any other driver: that does not
-//!   compile (and the run-time [`super::AnyCounter`] refuses it with
+//!   compile (and the run-time [`super::AnyHandle`] refuses it with
 //!   [`super::ErasedError::ForeignHandle`]);
 //! * an owner type can be taken again only after its driver was given back
 //!   with every claim token (`give_back`), so no handle of the old driver can

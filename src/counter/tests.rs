@@ -62,12 +62,12 @@ impl Driver<Toy> for Log {
 #[test]
 fn every_transition_is_one_driver_call() {
     let mut d = Log::default();
-    let c0 = Counter::<Toy, ToyPmu, 0, Unclaimed>::token()
+    let c0 = Handle::<Toy, ToyPmu, 0, Unclaimed>::token()
         .configure(&mut d, &7)
         .unwrap();
     assert_eq!(c0.read(&mut d), Ok(80));
     let c0 = c0.enable(&mut d).unwrap();
-    let c1 = Counter::<Toy, ToyPmu, 1, Unclaimed>::token()
+    let c1 = Handle::<Toy, ToyPmu, 1, Unclaimed>::token()
         .configure(&mut d, &1)
         .unwrap();
     let c1 = c1.cascade_from(&c0, &mut d).unwrap();
@@ -96,7 +96,7 @@ fn every_transition_is_one_driver_call() {
 #[test]
 fn a_refused_transition_returns_the_unchanged_handle() {
     let mut d = Log(Vec::new(), true);
-    let e = Counter::<Toy, ToyPmu, 2, Unclaimed>::token()
+    let e = Handle::<Toy, ToyPmu, 2, Unclaimed>::token()
         .configure(&mut d, &3)
         .unwrap_err();
     assert_eq!(e.error, "refused");
@@ -105,9 +105,9 @@ fn a_refused_transition_returns_the_unchanged_handle() {
     assert_eq!(*c.programmed(), 4);
     let any = c.erase();
     assert_eq!((any.index(), any.state()), (2, StateTag::Configured));
-    let c = Counter::<Toy, ToyPmu, 2, Enabled>::from_erased(any).unwrap_err();
-    let c = Counter::<Toy, ToyPmu, 3, Configured>::from_erased(c).unwrap_err();
-    assert!(Counter::<Toy, ToyPmu, 2, Configured>::from_erased(c).is_ok());
+    let c = Handle::<Toy, ToyPmu, 2, Enabled>::from_erased(any).unwrap_err();
+    let c = Handle::<Toy, ToyPmu, 3, Configured>::from_erased(c).unwrap_err();
+    assert!(Handle::<Toy, ToyPmu, 2, Configured>::from_erased(c).is_ok());
 }
 
 #[test]
@@ -123,8 +123,8 @@ fn erased_rules_match_the_typed_bounds() {
     assert_eq!(legal(Operation::Read), 4);
     assert_eq!(legal(Operation::Release), 4);
     let mut d = Log::default();
-    let mut a = Counter::<Toy, ToyPmu, 2, state::Unclaimed>::token().erase();
-    let mut b = Counter::<Toy, ToyPmu, 3, state::Unclaimed>::token().erase();
+    let mut a = Handle::<Toy, ToyPmu, 2, state::Unclaimed>::token().erase();
+    let mut b = Handle::<Toy, ToyPmu, 3, state::Unclaimed>::token().erase();
     a.configure(&mut d, &0).unwrap();
     b.configure(&mut d, &0).unwrap();
     assert_eq!(

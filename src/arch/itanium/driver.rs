@@ -28,7 +28,7 @@
 //!   the same way, `pmc & ~0xf`, reference section 9);
 //! * PMC0.fr is cleared once by [`ItaniumDriver::take`] and afterwards only
 //!   by the overflow handler; the Itanium 2 enable bit keeps its power-up
-//!   value 1 (PMC4's image always carries it, [`pmc::CounterConfig::new`]);
+//!   value 1 (PMC4's image always carries it, [`pmc::CounterPmc::new`]);
 //! * PSR.pp (privileged monitors, `pm` = 1) or PSR.up (`pm` = 0) is the
 //!   kernel's to set once (`ssm psr.pp; srlz.d`, as the perf_events port
 //!   does, reference section 9); this trait has no PSR access.
@@ -87,7 +87,7 @@
 //!
 //! Cascading does not exist on Itanium: [`Itanium`] implements no
 //! [`crate::counter::Cascade`] pair, so `cascade_from` does not compile
-//! (`tests/compile_fail.rs`), and [`crate::counter::AnyCounter`] refuses it
+//! (`tests/compile_fail.rs`), and [`crate::counter::AnyHandle`] refuses it
 //! at run time.
 
 use core::fmt;
@@ -114,23 +114,23 @@ pub const fn iear_event_code(generation: Generation) -> u8 {
     }
 }
 
-/// The Itanium architecture, as a type parameter of [`counter::Counter`].
+/// The Itanium architecture, as a type parameter of [`counter::Handle`].
 /// No [`counter::Cascade`] impls: Itanium counters do not cascade.
 #[derive(Debug)]
 pub enum Itanium {}
 
 /// An Itanium counter handle: counter `N` (PMC/PMD N) of the PMU owned by
 /// `O`, in state `S`.
-pub type IaCounter<O, const N: u8, S> = counter::Counter<Itanium, O, N, S>;
+pub type IaCounter<O, const N: u8, S> = counter::Handle<Itanium, O, N, S>;
 
 /// What to count on a counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterConfig {
-    /// The counter's PMC image (from [`pmc::CounterConfig`]): event code,
+    /// The counter's PMC image (from [`pmc::CounterPmc`]): event code,
     /// unit mask, privilege levels, `pm`, threshold, ism. Its `oi` bit is
     /// set by the driver exactly when `sampling` is.
-    pub pmc: pmc::CounterConfig,
+    pub pmc: pmc::CounterPmc,
     /// Interrupt every N events (`None`: count only).
     pub sampling: Option<SampleAfter>,
     /// Program the I-EAR too (built with [`IearConfig`], e.g.
@@ -141,7 +141,7 @@ pub struct CounterConfig {
 
 impl CounterConfig {
     /// Count with `pmc`, without interrupts.
-    pub const fn counting(pmc: pmc::CounterConfig) -> CounterConfig {
+    pub const fn counting(pmc: pmc::CounterPmc) -> CounterConfig {
         CounterConfig {
             pmc,
             sampling: None,
@@ -166,7 +166,7 @@ impl CounterConfig {
         let g = counter.generation();
         let code = super::fields::EventCode::new(g, iear_event_code(g))
             .ok_or(ConfigError::NotTheIearEvent)?;
-        let pmc = pmc::CounterConfig::new(counter, code)
+        let pmc = pmc::CounterPmc::new(counter, code)
             .map_err(|_| ConfigError::NotTheIearEvent)?
             .with_plm(iear.plm())
             .with_privileged(iear.privileged());
@@ -226,10 +226,10 @@ pub enum ConfigError {
     /// No counter has this number on this generation.
     NoSuchCounter(u8),
     /// The counter is claimed already (only a hand-built
-    /// [`crate::counter::AnyCounter`] could ask; the typed handles cannot).
+    /// [`crate::counter::AnyHandle`] could ask; the typed handles cannot).
     CounterClaimed(u8),
     /// Itanium counters do not cascade (only a hand-built
-    /// [`crate::counter::AnyCounter`] can ask).
+    /// [`crate::counter::AnyHandle`] can ask).
     NoCascade,
 }
 
@@ -363,19 +363,19 @@ pub struct MontecitoCounters<O: Owner> {
 impl<O: Owner> Counters<O> {
     fn issue(generation: Generation) -> Counters<O> {
         Counters {
-            c4: counter::Counter::token(),
-            c5: counter::Counter::token(),
-            c6: counter::Counter::token(),
-            c7: counter::Counter::token(),
+            c4: counter::Handle::token(),
+            c5: counter::Handle::token(),
+            c6: counter::Handle::token(),
+            c7: counter::Handle::token(),
             montecito: matches!(generation, Generation::Montecito).then(|| MontecitoCounters {
-                c8: counter::Counter::token(),
-                c9: counter::Counter::token(),
-                c10: counter::Counter::token(),
-                c11: counter::Counter::token(),
-                c12: counter::Counter::token(),
-                c13: counter::Counter::token(),
-                c14: counter::Counter::token(),
-                c15: counter::Counter::token(),
+                c8: counter::Handle::token(),
+                c9: counter::Handle::token(),
+                c10: counter::Handle::token(),
+                c11: counter::Handle::token(),
+                c12: counter::Handle::token(),
+                c13: counter::Handle::token(),
+                c14: counter::Handle::token(),
+                c15: counter::Handle::token(),
             }),
         }
     }
@@ -565,7 +565,7 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
                 super::events::rule(g, image.es(), image.umask().get()),
                 Some(r) if r.max_increment == 1
             );
-        let stopped = pmc::CounterConfig::from_bits_truncate(image.counter(), pmc)
+        let stopped = pmc::CounterPmc::from_bits_truncate(image.counter(), pmc)
             .with_plm(Plm::NONE)
             .bits();
         Ok(Programmed {

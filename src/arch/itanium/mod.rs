@@ -20,7 +20,7 @@
 //! * **PMCs** (configuration). PMC0-3 are control registers: PMC0 bit 0 is
 //!   the *freeze* bit `fr`, and bit n of PMC0-3 is the overflow bit of
 //!   counter n ([`Pmc0`]). PMC4 and up configure the *generic counters*,
-//!   one PMC per counter ([`CounterConfig`]): which privilege levels count
+//!   one PMC per counter ([`CounterPmc`]): which privilege levels count
 //!   (`plm`), the event (`es`) and its unit mask, a threshold, the
 //!   instruction set (IA-64 and/or IA-32, `ism`), whether the monitor is
 //!   privileged (`pm`), and whether an overflow interrupts (`oi`). Other
@@ -68,7 +68,7 @@
 //! |---|---|
 //! | [`generation`] | [`Generation`], counters ([`Counter`]), register maps, each PMC's power-up value and writable bits, PMD roles |
 //! | [`fields`] | bit fields and bounded field types: [`Plm`], [`Ism`], [`Umask`], [`EventCode`], [`Threshold`] (width per counter), [`Slot`] |
-//! | [`pmc`] | [`Pmc0`] (freeze, overflow), PMC1-3, the counter configuration layouts and [`CounterConfig`] |
+//! | [`pmc`] | [`Pmc0`] (freeze, overflow), PMC1-3, the counter configuration layouts and [`CounterPmc`] |
 //! | [`pmd`] | counter values: count, sign extension, sampling presets |
 //! | [`ear`] | I-EAR and D-EAR configurations and sample decoders (latency, TLB fill level, valid bits) |
 //! | [`btb`] | branch trace buffer configuration, records, index and walk |
@@ -117,6 +117,6 @@ pub use ear::{DearConfig, DearSample, IearConfig, IearSample, LatencyFilter, Tlb
 pub use events::{EventInfo, EventKind};
 pub use fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Slot, Threshold, Umask};
 pub use generation::{Counter, Generation, PmcInfo, PmcKind, PmdKind, RegSet};
-pub use pmc::{CounterConfig, Pmc0};
+pub use pmc::{CounterPmc, Pmc0};
 pub use pmd::CounterValue;
 pub use validate::{Accepted, PmcError, Policy, ReservedPolicy, Validator};

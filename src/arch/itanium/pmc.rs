@@ -239,7 +239,7 @@ impl Mesi {
 /// power-up value (see [`crate::arch::itanium::generation`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct CounterConfig {
+pub struct CounterPmc {
     counter: Counter,
     bits: u64,
 }
@@ -252,8 +252,8 @@ macro_rules! flag {
         }
 
         #[doc = concat!("With ", $doc, " set or cleared.")]
-        pub const fn $set(self, on: bool) -> CounterConfig {
-            CounterConfig {
+        pub const fn $set(self, on: bool) -> CounterPmc {
+            CounterPmc {
                 counter: self.counter,
                 bits: self.layout().$field.set_flag(self.bits, on),
             }
@@ -261,12 +261,12 @@ macro_rules! flag {
     };
 }
 
-impl CounterConfig {
+impl CounterPmc {
     /// Counting event code `es` on `counter`, from the register's power-up
     /// value (on Itanium 2 PMC4 that has the power enable bit set; on
     /// Montecito the ISM is IA-64 only): PLM zero, so nothing counts until
-    /// [`CounterConfig::with_plm`].
-    pub const fn new(counter: Counter, es: EventCode) -> Result<CounterConfig, FieldError> {
+    /// [`CounterPmc::with_plm`].
+    pub const fn new(counter: Counter, es: EventCode) -> Result<CounterPmc, FieldError> {
         let layout = CounterLayout::of(counter.generation());
         if !layout.es.fits(es.get() as u64) {
             return Err(FieldError::EventCodeTooWide {
@@ -274,7 +274,7 @@ impl CounterConfig {
                 bits: layout.es.bits(),
             });
         }
-        Ok(CounterConfig {
+        Ok(CounterPmc {
             counter,
             bits: layout.es.set(counter.info().default, es.get() as u64),
         })
@@ -285,10 +285,7 @@ impl CounterConfig {
     /// captures and the unit mask stays zero: the event's unit mask belongs
     /// in the EAR configuration (reference, events file: "How to read the
     /// columns").
-    pub const fn for_event(
-        counter: Counter,
-        event: &EventInfo,
-    ) -> Result<CounterConfig, FieldError> {
+    pub const fn for_event(counter: Counter, event: &EventInfo) -> Result<CounterPmc, FieldError> {
         if !matches!(
             (event.generation, counter.generation()),
             (Generation::Itanium, Generation::Itanium)
@@ -316,7 +313,7 @@ impl CounterConfig {
             }
         };
         let umask = if event.kind.is_ear() { 0 } else { event.umask };
-        match CounterConfig::new(counter, code) {
+        match CounterPmc::new(counter, code) {
             Ok(c) => Ok(c.with_umask(Umask::from_bits_truncate(umask as u64))),
             Err(e) => Err(e),
         }
@@ -324,8 +321,8 @@ impl CounterConfig {
 
     /// Decode any raw value: bits outside the writable fields are replaced
     /// by their power-up values (perfmon's rule).
-    pub const fn from_bits_truncate(counter: Counter, raw: u64) -> CounterConfig {
-        CounterConfig {
+    pub const fn from_bits_truncate(counter: Counter, raw: u64) -> CounterPmc {
+        CounterPmc {
             counter,
             bits: counter.info().merge(raw),
         }
@@ -333,12 +330,12 @@ impl CounterConfig {
 
     /// Decode a raw value, refusing one whose non-writable bits differ from
     /// the power-up value.
-    pub const fn from_bits(counter: Counter, raw: u64) -> Result<CounterConfig, ReservedBits> {
+    pub const fn from_bits(counter: Counter, raw: u64) -> Result<CounterPmc, ReservedBits> {
         let r = counter.info().reserved_bits(raw);
         if r != 0 {
             Err(ReservedBits(r))
         } else {
-            Ok(CounterConfig { counter, bits: raw })
+            Ok(CounterPmc { counter, bits: raw })
         }
     }
 
@@ -357,8 +354,8 @@ impl CounterConfig {
         CounterLayout::of(self.counter.generation())
     }
 
-    const fn with(self, bits: u64) -> CounterConfig {
-        CounterConfig {
+    const fn with(self, bits: u64) -> CounterPmc {
+        CounterPmc {
             counter: self.counter,
             bits,
         }
@@ -370,7 +367,7 @@ impl CounterConfig {
     }
 
     /// With the privilege level mask replaced.
-    pub const fn with_plm(self, plm: Plm) -> CounterConfig {
+    pub const fn with_plm(self, plm: Plm) -> CounterPmc {
         self.with(self.layout().plm.set(self.bits, plm.get() as u64))
     }
 
@@ -399,7 +396,7 @@ impl CounterConfig {
     }
 
     /// With the event code replaced.
-    pub const fn with_es(self, es: EventCode) -> Result<CounterConfig, FieldError> {
+    pub const fn with_es(self, es: EventCode) -> Result<CounterPmc, FieldError> {
         let f = self.layout().es;
         if !f.fits(es.get() as u64) {
             return Err(FieldError::EventCodeTooWide {
@@ -416,7 +413,7 @@ impl CounterConfig {
     }
 
     /// With the unit mask replaced.
-    pub const fn with_umask(self, umask: Umask) -> CounterConfig {
+    pub const fn with_umask(self, umask: Umask) -> CounterPmc {
         self.with(self.layout().umask.set(self.bits, umask.get() as u64))
     }
 
@@ -437,7 +434,7 @@ impl CounterConfig {
 
     /// With the threshold replaced; refused if it does not fit this
     /// counter's field (a threshold made for Itanium PMC4 may not fit PMC6).
-    pub const fn with_threshold(self, t: Threshold) -> Result<CounterConfig, FieldError> {
+    pub const fn with_threshold(self, t: Threshold) -> Result<CounterPmc, FieldError> {
         let f = self.threshold_field();
         if !t.fits(f.bits()) {
             return Err(FieldError::ThresholdTooWide {
@@ -455,7 +452,7 @@ impl CounterConfig {
 
     /// With the instruction set mask replaced; on Montecito only
     /// [`Ism::Ia64Only`] is accepted.
-    pub const fn with_ism(self, ism: Ism) -> Result<CounterConfig, FieldError> {
+    pub const fn with_ism(self, ism: Ism) -> Result<CounterPmc, FieldError> {
         let layout = self.layout();
         if layout.ism_fixed && !matches!(ism, Ism::Ia64Only) {
             return Err(FieldError::IsmFixed);
@@ -473,7 +470,7 @@ impl CounterConfig {
     }
 
     /// With the power enable bit set or cleared.
-    pub const fn with_enable(self, on: bool) -> Result<CounterConfig, FieldError> {
+    pub const fn with_enable(self, on: bool) -> Result<CounterPmc, FieldError> {
         match self.layout().enable {
             Some((f, pmc)) if pmc == self.counter.index() => {
                 Ok(self.with(f.set_flag(self.bits, on)))
@@ -492,7 +489,7 @@ impl CounterConfig {
     }
 
     /// With Montecito's `all` bit set or cleared.
-    pub const fn with_all_threads(self, on: bool) -> Result<CounterConfig, FieldError> {
+    pub const fn with_all_threads(self, on: bool) -> Result<CounterPmc, FieldError> {
         match self.layout().all_threads {
             Some(f) => Ok(self.with(f.set_flag(self.bits, on))),
             None => Err(self.no_such("all")),
@@ -508,7 +505,7 @@ impl CounterConfig {
     }
 
     /// With Montecito's MESI filter replaced.
-    pub const fn with_mesi(self, mesi: Mesi) -> Result<CounterConfig, FieldError> {
+    pub const fn with_mesi(self, mesi: Mesi) -> Result<CounterPmc, FieldError> {
         match self.layout().mesi {
             Some(f) => Ok(self.with(f.set(self.bits, mesi.bits() as u64))),
             None => Err(self.no_such("mesi")),
@@ -533,8 +530,8 @@ mod tests {
         Counter::new(g, n).unwrap()
     }
 
-    fn zero(g: Generation, n: u8) -> CounterConfig {
-        CounterConfig::new(ctr(g, n), EventCode::new(g, 0).unwrap()).unwrap()
+    fn zero(g: Generation, n: u8) -> CounterPmc {
+        CounterPmc::new(ctr(g, n), EventCode::new(g, 0).unwrap()).unwrap()
     }
 
     #[test]
@@ -575,7 +572,7 @@ mod tests {
                 let z = zero(g, n);
                 let base = z.bits();
                 assert_eq!(base, ctr(g, n).info().default);
-                let diff = |c: CounterConfig| c.bits() ^ base;
+                let diff = |c: CounterPmc| c.bits() ^ base;
                 assert_eq!(diff(z.with_plm(Plm::ALL)), 0xF);
                 assert_eq!(diff(z.with_plm(Plm::USER)), 0x8);
                 assert_eq!(diff(z.with_external_visibility(true)), 1 << 4);
@@ -640,7 +637,7 @@ mod tests {
                     .with_overflow_interrupt(true)
                     .with_privileged(true)
                     .with_umask(Umask::new(0xF).unwrap());
-                assert_eq!(CounterConfig::from_bits(ctr(g, n), full.bits()), Ok(full));
+                assert_eq!(CounterPmc::from_bits(ctr(g, n), full.bits()), Ok(full));
             }
         }
     }
@@ -666,11 +663,11 @@ mod tests {
             assert_eq!(z.with_threshold(t).unwrap().bits(), 3 << 20);
             // Bit 22 is not part of the field: it is reserved on PMC6/7.
             assert_eq!(
-                CounterConfig::from_bits(ctr(g, n), 1 << 22),
+                CounterPmc::from_bits(ctr(g, n), 1 << 22),
                 Err(ReservedBits(1 << 22))
             );
             assert_eq!(
-                CounterConfig::from_bits_truncate(ctr(g, n), 7 << 20)
+                CounterPmc::from_bits_truncate(ctr(g, n), 7 << 20)
                     .threshold()
                     .get(),
                 3
@@ -687,13 +684,13 @@ mod tests {
         let z = zero(Generation::Itanium, 4);
         assert_eq!(z.layout().es, Field::new(8, 7));
         assert_eq!(
-            CounterConfig::from_bits(ctr(Generation::Itanium, 4), 0x80 << 8),
+            CounterPmc::from_bits(ctr(Generation::Itanium, 4), 0x80 << 8),
             Err(ReservedBits(1 << 15))
         );
         assert_eq!(EventCode::new(Generation::Itanium, 0x80), None);
         let wide = EventCode::new(Generation::Itanium2, 0xC8).unwrap();
         assert_eq!(
-            CounterConfig::new(ctr(Generation::Itanium, 5), wide),
+            CounterPmc::new(ctr(Generation::Itanium, 5), wide),
             Err(FieldError::EventCodeTooWide {
                 code: 0xC8,
                 bits: 7
@@ -708,7 +705,7 @@ mod tests {
         );
         // Itanium 2 and Montecito: 8 bits.
         for g in [Generation::Itanium2, Generation::Montecito] {
-            let c = CounterConfig::new(ctr(g, 5), wide).unwrap();
+            let c = CounterPmc::new(ctr(g, 5), wide).unwrap();
             assert_eq!(c.es(), 0xC8);
             assert_eq!(c.bits() & 0xFF00, 0xC800);
         }
@@ -718,7 +715,7 @@ mod tests {
     fn reserved_bits_per_generation() {
         let check = |g: Generation, n: u8, bad: u64| {
             assert_eq!(
-                CounterConfig::from_bits(ctr(g, n), ctr(g, n).info().default | bad),
+                CounterPmc::from_bits(ctr(g, n), ctr(g, n).info().default | bad),
                 Err(ReservedBits(bad)),
                 "{g:?} PMC{n} bit mask {bad:#x}"
             );
@@ -743,34 +740,34 @@ mod tests {
             check(Generation::Montecito, n, 1 << 31);
             // ISM is not writable: clearing bit 25 is a reserved-bit change.
             assert_eq!(
-                CounterConfig::from_bits(ctr(Generation::Montecito, n), 0),
+                CounterPmc::from_bits(ctr(Generation::Montecito, n), 0),
                 Err(ReservedBits(1 << 25))
             );
             assert_eq!(
-                CounterConfig::from_bits_truncate(ctr(Generation::Montecito, n), 0).ism(),
+                CounterPmc::from_bits_truncate(ctr(Generation::Montecito, n), 0).ism(),
                 Ism::Ia64Only
             );
         }
         // Itanium 2 PMC4: clearing the enable bit is allowed (it is writable).
-        assert!(CounterConfig::from_bits(ctr(Generation::Itanium2, 4), 0).is_ok());
+        assert!(CounterPmc::from_bits(ctr(Generation::Itanium2, 4), 0).is_ok());
     }
 
     #[test]
     fn for_event_programs_code_and_umask() {
         let g = Generation::Itanium2;
         let e = events::find(g, "BE_RSE_BUBBLE_AR_DEP").unwrap();
-        let c = CounterConfig::for_event(ctr(g, 6), e).unwrap();
+        let c = CounterPmc::for_event(ctr(g, 6), e).unwrap();
         assert_eq!(c.es(), 0x01);
         assert_eq!(c.umask().get(), 0x2);
         // EAR events put their umask in the EAR, not the counter.
         let ear = events::find(g, "DATA_EAR_CACHE_LAT64").unwrap();
-        let c = CounterConfig::for_event(ctr(g, 5), ear).unwrap();
+        let c = CounterPmc::for_event(ctr(g, 5), ear).unwrap();
         assert_eq!((c.es(), c.umask().get()), (0xC8, 0));
         // Counter restrictions and generation mismatch.
         let pmc4_only = events::find(g, "L2_L3ACCESS_CANCEL_ANY").unwrap();
-        assert!(CounterConfig::for_event(ctr(g, 4), pmc4_only).is_ok());
+        assert!(CounterPmc::for_event(ctr(g, 4), pmc4_only).is_ok());
         assert_eq!(
-            CounterConfig::for_event(ctr(g, 5), pmc4_only),
+            CounterPmc::for_event(ctr(g, 5), pmc4_only),
             Err(FieldError::EventNotOnCounter {
                 event: "L2_L3ACCESS_CANCEL_ANY",
                 pmc: 5
@@ -778,14 +775,14 @@ mod tests {
         );
         let ita = events::find(Generation::Itanium, "NOPS_RETIRED").unwrap();
         assert_eq!(
-            CounterConfig::for_event(ctr(g, 4), ita),
+            CounterPmc::for_event(ctr(g, 4), ita),
             Err(FieldError::WrongGeneration {
                 expected: g,
                 found: Generation::Itanium
             })
         );
-        assert!(CounterConfig::for_event(ctr(Generation::Itanium, 5), ita).is_ok());
-        assert!(CounterConfig::for_event(ctr(Generation::Itanium, 6), ita).is_err());
+        assert!(CounterPmc::for_event(ctr(Generation::Itanium, 5), ita).is_ok());
+        assert!(CounterPmc::for_event(ctr(Generation::Itanium, 6), ita).is_err());
     }
 
     #[test]
@@ -798,10 +795,10 @@ mod tests {
             for g in Generation::ALL {
                 for n in g.counters() {
                     let c = ctr(g, n);
-                    let v = CounterConfig::from_bits_truncate(c, s);
+                    let v = CounterPmc::from_bits_truncate(c, s);
                     assert_eq!(c.info().reserved_bits(v.bits()), 0);
-                    assert_eq!(CounterConfig::from_bits(c, v.bits()), Ok(v));
-                    let mut rebuilt = CounterConfig::new(c, EventCode::new(g, v.es()).unwrap())
+                    assert_eq!(CounterPmc::from_bits(c, v.bits()), Ok(v));
+                    let mut rebuilt = CounterPmc::new(c, EventCode::new(g, v.es()).unwrap())
                         .unwrap()
                         .with_plm(v.plm())
                         .with_external_visibility(v.external_visibility())

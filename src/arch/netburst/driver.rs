@@ -75,13 +75,13 @@ const IDLE_CCCR: u64 = CccrValue::from_bits_truncate(0)
     .with_active_thread(ActiveThread::Any)
     .bits();
 
-/// The NetBurst architecture, as a type parameter of [`counter::Counter`].
+/// The NetBurst architecture, as a type parameter of [`counter::Handle`].
 #[derive(Debug)]
 pub enum NetBurst {}
 
 /// A NetBurst counter handle: counter `N` of the PMU owned by `O`, in
 /// state `S`.
-pub type NbCounter<O, const N: u8, S> = counter::Counter<NetBurst, O, N, S>;
+pub type NbCounter<O, const N: u8, S> = counter::Handle<NetBurst, O, N, S>;
 
 /// What a claimed NetBurst counter remembers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,13 +197,13 @@ macro_rules! counters {
 
         impl<O: Owner> Counters<O> {
             const fn issue() -> Counters<O> {
-                Counters { $($field: counter::Counter::token(),)* }
+                Counters { $($field: counter::Handle::token(),)* }
             }
 
             /// All 18 tokens as run-time handles, indexed by counter number
             /// (for placements computed at run time, e.g. by
             /// [`super::schedule`]).
-            pub fn erase_all(self) -> [counter::AnyCounter<NetBurst>; 18] {
+            pub fn erase_all(self) -> [counter::AnyHandle<NetBurst>; 18] {
                 [$(self.$field.erase(),)*]
             }
         }
@@ -297,13 +297,13 @@ pub enum ConfigError {
         escr: Escr,
     },
     /// The counter is claimed already (only a hand-built
-    /// [`crate::counter::AnyCounter`] could ask; the typed handles cannot).
+    /// [`crate::counter::AnyHandle`] could ask; the typed handles cannot).
     CounterClaimed(Counter),
     /// Logical processor T1 on a part without Hyper-Threading.
     NoSuchLogicalProcessor,
     /// The sample-after value was checked against another counter width.
     SampleAfterRule,
-    /// No counter has this number (only an [`crate::counter::AnyCounter`]
+    /// No counter has this number (only an [`crate::counter::AnyHandle`]
     /// built by hand can name one).
     NoSuchCounter(u8),
 }

@@ -13,7 +13,7 @@ use crate::arch::itanium::generation::RegSet;
 use crate::arch::itanium::itlb_report::{ItlbFill, ItlbSample};
 use crate::arch::itanium::pmi::{OverflowSample, handle_pmi};
 use crate::counter::Owner;
-use crate::counter::{AnyCounter, ErasedError, StateTag};
+use crate::counter::{AnyHandle, ErasedError, StateTag};
 use crate::model::itanium::{Event, FetchMiss, ItaniumModel, Psr, TlbFill};
 use crate::sampling::calibrate;
 
@@ -61,7 +61,7 @@ fn counts(a: u32, b: u32, c: u32, e: u32) -> AccessCounts {
 
 fn cycles_on(g: Generation, n: u8) -> CounterConfig {
     let hw = HwCounter::new(g, n).unwrap();
-    let pmc = pmc::CounterConfig::new(hw, EventCode::new(g, CYCLES).unwrap())
+    let pmc = pmc::CounterPmc::new(hw, EventCode::new(g, CYCLES).unwrap())
         .unwrap()
         .with_plm(Plm::ALL)
         .with_privileged(true);
@@ -356,11 +356,11 @@ fn reserved_bits_cannot_reach_the_driver() {
     // drops them), and the driver validates the image again before writing.
     let g = Generation::Itanium2;
     let hw = HwCounter::new(g, 5).unwrap();
-    assert!(pmc::CounterConfig::from_bits(hw, 0x12 << 8 | 1 | 1 << 26).is_err());
+    assert!(pmc::CounterPmc::from_bits(hw, 0x12 << 8 | 1 | 1 << 26).is_err());
     let state = PmiState::new();
     let (mut d, c) = driver!(&state, g);
     let mut cfg = cycles_on(g, 5);
-    cfg.pmc = pmc::CounterConfig::from_bits_truncate(hw, 0x12 << 8 | 1 | 1 << 26);
+    cfg.pmc = pmc::CounterPmc::from_bits_truncate(hw, 0x12 << 8 | 1 | 1 << 26);
     // from_bits_truncate dropped the bit: accepted.
     assert!(c.c5.configure(&mut d, &cfg).is_ok());
 }
@@ -482,7 +482,7 @@ fn conservation_over_randomised_runs() {
             let c6 =
                 c.c6.configure(&mut d, &cycles_on(g, 6).sampling(s))
                     .unwrap();
-            let mut c6: AnyCounter<Itanium> = c6.enable(&mut d).unwrap().erase();
+            let mut c6: AnyHandle<Itanium> = c6.enable(&mut d).unwrap().erase();
             let (mut out, mut events) = (Vec::new(), 0u64);
             for step in 0..500u64 {
                 events += run(&mut d, &state, 1 + rnd(3 * n), step, &mut out);
@@ -684,7 +684,7 @@ const RETIRED: u8 = 0x08;
 
 fn retired_on(g: Generation, n: u8) -> CounterConfig {
     let hw = HwCounter::new(g, n).unwrap();
-    let pmc = pmc::CounterConfig::new(hw, EventCode::new(g, RETIRED).unwrap())
+    let pmc = pmc::CounterPmc::new(hw, EventCode::new(g, RETIRED).unwrap())
         .unwrap()
         .with_plm(Plm::ALL)
         .with_privileged(true);

@@ -7,7 +7,7 @@ use crate::arch::itanium::btb::BtbConfig;
 use crate::arch::itanium::ear::{LatencyFilter, TlbFills};
 use crate::arch::itanium::fields::{Plm, Threshold, Umask};
 use crate::arch::itanium::generation::Counter;
-use crate::arch::itanium::pmc::CounterConfig;
+use crate::arch::itanium::pmc::CounterPmc;
 
 const ITA: Generation = Generation::Itanium;
 const ITA2: Generation = Generation::Itanium2;
@@ -475,7 +475,7 @@ fn every_typed_value_is_accepted() {
         for e in crate::arch::itanium::events::catalog(g) {
             for n in e.counters {
                 let c = Counter::new(g, n).unwrap();
-                let base = CounterConfig::for_event(c, e).unwrap().with_plm(Plm::ALL);
+                let base = CounterPmc::for_event(c, e).unwrap().with_plm(Plm::ALL);
                 for t in 0..e.max_increment.min(1 << c.threshold_bits()) {
                     let cfg = base.with_threshold(Threshold::new(c, t).unwrap()).unwrap();
                     assert!(
@@ -525,7 +525,7 @@ fn every_typed_value_is_accepted() {
     }
     // Montecito counters: no catalog, any code.
     let c = Counter::new(MONT, 15).unwrap();
-    let v = CounterConfig::new(
+    let v = CounterPmc::new(
         c,
         crate::arch::itanium::fields::EventCode::new(MONT, 0xF3).unwrap(),
     )

@@ -11,7 +11,7 @@ use crate::arch::netburst::msrs::CounterSet;
 use crate::arch::netburst::pmi::handle_pmi;
 use crate::counter::Owner;
 use crate::counter::state::{Configured, Enabled};
-use crate::counter::{AnyCounter, ErasedError, Operation};
+use crate::counter::{AnyHandle, ErasedError, Operation};
 use crate::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
 };
@@ -510,7 +510,7 @@ fn erased_handles_check_the_same_rules() {
     a.configure(&mut d, &running()).unwrap();
     a.enable(&mut d).unwrap();
     assert!(matches!(a.enable(&mut d), Err(ErasedError::Illegal { .. })));
-    let mut b: AnyCounter<NetBurst> = c.c1.erase();
+    let mut b: AnyHandle<NetBurst> = c.c1.erase();
     b.configure(
         &mut d,
         &CounterConfig {
@@ -681,7 +681,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let all = c.erase_all();
     let mut handles = all.map(Some);
-    let mut h: Vec<AnyCounter<NetBurst>> = setup
+    let mut h: Vec<AnyHandle<NetBurst>> = setup
         .iter()
         .map(|&(n, ..)| handles[usize::from(n)].take().unwrap())
         .collect();
