@@ -20,7 +20,7 @@ use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NbCounter, NetBurstDriver};
 use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
-use pmu::arch::netburst::{Counter, Escr, EventSpec, LogicalProcessor};
+use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 use pmu::counter::Owner;
 use pmu::counter::state::{Enabled, Unclaimed};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
@@ -200,7 +200,7 @@ fn sampling_pmis_are_real_interrupts_with_the_interrupted_rip() -> Outcome {
     let raw = c0.read(&mut d).unwrap_or(0);
     let s = running(100).sampling.unwrap();
     let (owed, residual) = s.split(raw);
-    check_eq!(PMI.periods(Counter::BpuCounter0) + owed, 10);
+    check_eq!(PMI.periods(0) + owed, 10);
     check_eq!(residual, 0);
     println!(
         "overflow: 1000 events, N = 100: 9 PMIs serviced + 1 overflow pending its PMI, residual 0 (model)"
@@ -213,7 +213,7 @@ fn sampling_pmis_are_real_interrupts_with_the_interrupted_rip() -> Outcome {
 fn conservation(n: u64, events: u64, raw: u64) -> Outcome {
     let s = SampleAfter::new(n, OVERFLOW_RULE).unwrap();
     let (owed, residual) = s.split(raw);
-    let periods = PMI.periods(Counter::BpuCounter0);
+    let periods = PMI.periods(0);
     check_eq!(
         events,
         (periods + owed) * n + residual,
@@ -280,11 +280,7 @@ fn pmi_racing_a_halt_is_counted_once() -> Outcome {
     let Ok(c0) = c0.halt(&mut d) else {
         fail!("halt")
     };
-    check_eq!(
-        PMI.periods_at_halt(Counter::BpuCounter0),
-        1,
-        "the halt found the period"
-    );
+    check_eq!(PMI.periods_at_halt(0), 1, "the halt found the period");
     let spurious = PMI.spurious(LogicalProcessor::T0);
     window(); // the late PMI arrives now
     check_eq!(
@@ -298,7 +294,7 @@ fn pmi_racing_a_halt_is_counted_once() -> Outcome {
     };
     let pmis = run(RUNNING, 10).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
     check_eq!(pmis, 1, "the next period is exactly 10 events");
-    check_eq!(PMI.periods(Counter::BpuCounter0), 2);
+    check_eq!(PMI.periods(0), 2);
     conservation(10, 21, c0.read(&mut d).unwrap_or(0))?;
     let _ = c0.release(&mut d);
     Ok(())
@@ -384,9 +380,9 @@ fn conservation_over_long_randomised_runs() -> Outcome {
         dropped = SAMPLES.dropped() - dropped;
         let raw = c0.read(&mut d).unwrap_or(0);
         conservation(n, events, raw)?;
-        let periods = PMI.periods(Counter::BpuCounter0);
+        let periods = PMI.periods(0);
         check_eq!(
-            sampled + PMI.periods_at_halt(Counter::BpuCounter0),
+            sampled + PMI.periods_at_halt(0),
             periods,
             "samples conserved"
         );

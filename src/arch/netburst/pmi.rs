@@ -121,15 +121,22 @@ impl PmiState {
 
     /// Sample-after periods of counter `c` completed since it was configured:
     /// serviced by the handler or found by a halt.
-    pub fn periods(&self, c: Counter) -> u64 {
-        self.periods[c.index() as usize].load(Ordering::Acquire)
+    ///
+    /// `n` is the counter number, as a handle's `INDEX` (`c12` is 12); the
+    /// same form as the Itanium `PmiState`. 0 for a number with no counter.
+    pub fn periods(&self, n: u8) -> u64 {
+        self.periods
+            .get(usize::from(n))
+            .map_or(0, |p| p.load(Ordering::Acquire))
     }
 
     /// Of [`PmiState::periods`], those a halt found (the counter overflowed
     /// and the halt cleared `OVF` before the PMI was taken). They have no
     /// interrupted RIP, so they are not in any sample buffer.
-    pub fn periods_at_halt(&self, c: Counter) -> u64 {
-        self.at_halt[c.index() as usize].load(Ordering::Acquire)
+    pub fn periods_at_halt(&self, n: u8) -> u64 {
+        self.at_halt
+            .get(usize::from(n))
+            .map_or(0, |p| p.load(Ordering::Acquire))
     }
 
     /// PMIs handled on `lp`.

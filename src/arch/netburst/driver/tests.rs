@@ -343,7 +343,7 @@ fn thread_1_counter_counts_and_interrupts_thread_1_only() {
     )
     .unwrap();
     assert_eq!(got.len(), 1);
-    assert_eq!(state.periods(Counter::BpuCounter2), 1);
+    assert_eq!(state.periods(2), 1);
 }
 
 /// Conservation: events = periods x N + residual, for N = 1, 2 and larger,
@@ -385,14 +385,10 @@ fn conservation_over_randomised_runs() {
         }
         let raw = c0.read(&mut d).unwrap();
         let (owed, residual) = sa.split(raw);
-        let periods = state.periods(Counter::BpuCounter0);
+        let periods = state.periods(0);
         assert_eq!(events, (periods + owed) * n + residual, "N = {n}");
         let sampled: u64 = samples.iter().map(|s| u64::from(s.periods)).sum();
-        assert_eq!(
-            sampled + state.periods_at_halt(Counter::BpuCounter0),
-            periods,
-            "N = {n}"
-        );
+        assert_eq!(sampled + state.periods_at_halt(0), periods, "N = {n}");
         assert_eq!(state.spurious(LogicalProcessor::T0), 0);
         assert!(events / n - periods <= 1);
         c0.release(&mut d).unwrap();
@@ -417,7 +413,7 @@ fn pmi_racing_a_halt_is_counted_once() {
         let raised = model(&mut d).pmi_pending(ModelLp::T0);
         assert_eq!(raised, extra > 0);
         let c0 = c0.halt(&mut d).unwrap();
-        assert_eq!(state.periods_at_halt(Counter::BpuCounter0), 1);
+        assert_eq!(state.periods_at_halt(0), 1);
         let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
         if raised {
             assert!(service(&mut d, &state, &mut lvt, 1, &mut samples));
@@ -433,7 +429,7 @@ fn pmi_racing_a_halt_is_counted_once() {
         inject(&mut d, RUNNING, 1);
         assert!(service(&mut d, &state, &mut lvt, 3, &mut samples));
         assert_eq!(samples.len(), 1);
-        assert_eq!(state.periods(Counter::BpuCounter0), 2);
+        assert_eq!(state.periods(0), 2);
         let (owed, residual) = sa.split(c0.read(&mut d).unwrap());
         assert_eq!((owed, residual), (0, 1), "21 events = 2 x 10 + 1");
         let _ = c0.halt(&mut d).unwrap().release(&mut d).unwrap();
@@ -600,14 +596,14 @@ fn a_pmi_serviced_early_invents_no_event() {
     );
     inject(&mut d, RUNNING, 3);
     let (owed, residual) = sa.split(c0.read(&mut d).unwrap());
-    let periods = state.periods(Counter::BpuCounter0);
+    let periods = state.periods(0);
     assert_eq!((periods + owed) * 3 + residual, 6);
     // The second overflow's own PMI comes with the 7th event.
     assert!(!model(&mut d).pmi_pending(ModelLp::T0));
     inject(&mut d, RUNNING, 1);
     assert!(service(&mut d, &state, &mut lvt, 10, &mut samples));
     assert_eq!(samples.len(), 2);
-    assert_eq!(state.periods(Counter::BpuCounter0), 2);
+    assert_eq!(state.periods(0), 2);
     assert_eq!(c0.read(&mut d).unwrap(), sa.at_residual(1), "7 = 2 x 3 + 1");
 }
 
@@ -639,8 +635,8 @@ fn two_counters_on_one_stream_each_account_exactly() {
         three.at_residual(1),
         "4 = 1 x 3 + 1"
     );
-    assert_eq!(state.periods(Counter::BpuCounter0), 1);
-    assert_eq!(state.periods(Counter::BpuCounter2), 1);
+    assert_eq!(state.periods(0), 1);
+    assert_eq!(state.periods(2), 1);
 }
 
 /// Randomised conservation: four sampling counters on both logical
@@ -760,7 +756,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
                 let s = SampleAfter::new(n[i], OVERFLOW_RULE).unwrap();
                 let counter = Counter::from_index(setup[i].0).unwrap();
                 let (owed, residual) = s.split(h[i].read(&mut d).unwrap());
-                let periods = state.periods(counter);
+                let periods = state.periods(counter.index());
                 assert_eq!(
                     events[i],
                     (periods + owed) * n[i] + residual,
@@ -768,7 +764,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
                     setup[i].0,
                     n[i]
                 );
-                assert_eq!(sampled[i] + state.periods_at_halt(counter), periods);
+                assert_eq!(sampled[i] + state.periods_at_halt(counter.index()), periods);
                 checked += 1;
                 h[i].release(&mut d).unwrap();
                 n[i] = NS[rnd(6) as usize];
