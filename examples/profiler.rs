@@ -204,7 +204,7 @@ fn run() -> Result<bool, &'static str> {
     println!(
         "  {total} samples ({} dropped, {} found at halt):",
         SAMPLES.dropped(),
-        PMI.periods_at_halt(pmu::arch::netburst::Counter::BpuCounter0)
+        PMI.periods_at_halt(0)
     );
     println!(
         "  {:<10} {:>8} {:>8} {:>9}",
