@@ -38,15 +38,15 @@ use hobby::shared_itanium::SharedItanium;
 use pmu::access::Recording;
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
-use pmu::arch::itanium::ear::{IearConfig, TlbFills};
+use pmu::arch::itanium::ear::{IearConfig, ItlbSample, TlbFill, TlbFills};
 use pmu::arch::itanium::fields::Plm;
 use pmu::arch::itanium::generation::{Counter as HwCounter, Generation};
-use pmu::arch::itanium::itlb_report::{
-    Function, ItlbFill, ItlbReport, ItlbSample, L2Fills, LoadModule,
-};
+use pmu::arch::itanium::itlb_report::{Function, ItlbReport, L2Fills, LoadModule};
 use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::counter::Owner;
-use pmu::model::itanium::{Capture, FetchMiss, Generation as ModelGeneration, TlbFill};
+use pmu::model::itanium::{
+    Capture, FetchMiss, Generation as ModelGeneration, TlbFill as ModelFill,
+};
 use pmu::sampling::{self, Sample, SampleBuffer};
 
 hobby::entry_point!(main);
@@ -127,18 +127,18 @@ fn function(i: usize) -> &'static Function<'static> {
 /// The fill of slot `j` (0..10) of function `i` on `g`: the mix's first
 /// `l2` slots L2, then HPW, then software. The first Itanium has no L2
 /// fills (seed 002): its L2 slots are HPW fills.
-fn fill(g: Generation, i: usize, j: u64) -> ItlbFill {
+fn fill(g: Generation, i: usize, j: u64) -> TlbFill {
     let [l2, hpw, _] = MIX[i].1;
     if j < l2 {
         if g == Generation::Itanium {
-            ItlbFill::Hpw
+            TlbFill::Hpw
         } else {
-            ItlbFill::L2
+            TlbFill::L2
         }
     } else if j < l2 + hpw {
-        ItlbFill::Hpw
+        TlbFill::Hpw
     } else {
-        ItlbFill::Software
+        TlbFill::Software
     }
 }
 
@@ -226,11 +226,11 @@ const fn model_generation(g: Generation) -> ModelGeneration {
     }
 }
 
-fn model_fill(f: ItlbFill) -> TlbFill {
+fn model_fill(f: TlbFill) -> ModelFill {
     match f {
-        ItlbFill::L2 => TlbFill::L2,
-        ItlbFill::Hpw => TlbFill::Hpw,
-        ItlbFill::Software => TlbFill::Software,
+        TlbFill::L2 => ModelFill::L2,
+        TlbFill::Hpw => ModelFill::Hpw,
+        TlbFill::Software => ModelFill::Software,
     }
 }
 

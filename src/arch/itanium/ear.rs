@@ -572,6 +572,61 @@ impl IearConfig {
     }
 }
 
+/// One I-EAR capture in TLB mode: an instruction TLB miss, its address
+/// and the level that filled it (seed 002).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ItlbSample {
+    /// The instruction address the I-EAR captured (32-byte aligned).
+    pub address: u64,
+    /// Who filled the translation.
+    pub fill: TlbFill,
+}
+
+impl ItlbSample {
+    /// Decode the I-EAR's address PMD for an I-EAR configured as `config`
+    /// with [`IearSample::decode`] (reference section 5: Itanium PMD0 `v`
+    /// 0, `tlb` 1: 0 HPW, 1 software; Itanium 2 PMD0 / Montecito PMD34
+    /// `stat` 1:0: 1 L2 ITLB, 2 HPW, 3 software; address 63:5). `None`
+    /// unless it is a valid TLB-mode capture.
+    pub const fn decode(config: IearConfig, pmd0: u64) -> Option<ItlbSample> {
+        let s = IearSample::decode(config, pmd0, 0);
+        match s.event {
+            IearEvent::TlbMiss { fill: Some(fill) } if s.valid => Some(ItlbSample {
+                address: s.line,
+                fill,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The sample in one `u64`: the 32-byte-aligned address with the fill
+    /// in bits 1:0 (1 L2, 2 HPW, 3 software), for a lock-free ring of
+    /// `u64` slots such as [`crate::sampling::SampleBuffer`]'s.
+    pub const fn pack(self) -> u64 {
+        (self.address & !0x1F)
+            | match self.fill {
+                TlbFill::L2 => 1,
+                TlbFill::Hpw => 2,
+                TlbFill::Software => 3,
+            }
+    }
+
+    /// The inverse of [`ItlbSample::pack`].
+    pub const fn unpack(v: u64) -> Option<ItlbSample> {
+        let fill = match v & 3 {
+            1 => TlbFill::L2,
+            2 => TlbFill::Hpw,
+            3 => TlbFill::Software,
+            _ => return None,
+        };
+        Some(ItlbSample {
+            address: v & !0x1F,
+            fill,
+        })
+    }
+}
+
 /// What an I-EAR sample captured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -5,7 +5,7 @@
 //! instruction TLB miss and the level of the TLB hierarchy that satisfied
 //! the miss (L2 instruction TLB, HPW, or software)" (seed 002, "How
 //! Instruction TLB Metrics Are Obtained"). This module turns such samples
-//! ([`ItlbSample`]: an instruction address and an [`ItlbFill`]) and a symbol
+//! ([`ItlbSample`]: an instruction address and an [`TlbFill`]) and a symbol
 //! table ([`LoadModule`]s with [`Function`]s) into the report's three
 //! levels: per load module, per function, and per 64-byte cache line
 //! ("Function Details"), each row with the number of sampled misses and the
@@ -55,20 +55,7 @@ use core::fmt;
 /// The cache-line size of the report (seed 002).
 pub const LINE_BYTES: u64 = 64;
 
-/// Which level of the translation hierarchy satisfied a sampled miss (seed
-/// 002: "L2 instruction TLB, HPW, or software"): the arch layer's
-/// [`super::ear::TlbFill`].
-pub use super::ear::TlbFill as ItlbFill;
-
-/// One I-EAR sample in ITLB mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ItlbSample {
-    /// The instruction address the I-EAR captured.
-    pub address: u64,
-    /// Who filled the translation.
-    pub fill: ItlbFill,
-}
+use super::ear::{ItlbSample, TlbFill};
 
 /// A function: the addresses `start..end` of a load module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,19 +118,19 @@ impl FillCounts {
     }
 
     /// The count of one fill level.
-    pub const fn of(&self, fill: ItlbFill) -> u64 {
+    pub const fn of(&self, fill: TlbFill) -> u64 {
         match fill {
-            ItlbFill::L2 => self.l2,
-            ItlbFill::Hpw => self.hpw,
-            ItlbFill::Software => self.software,
+            TlbFill::L2 => self.l2,
+            TlbFill::Hpw => self.hpw,
+            TlbFill::Software => self.software,
         }
     }
 
-    fn add(&mut self, fill: ItlbFill) {
+    fn add(&mut self, fill: TlbFill) {
         let c = match fill {
-            ItlbFill::L2 => &mut self.l2,
-            ItlbFill::Hpw => &mut self.hpw,
-            ItlbFill::Software => &mut self.software,
+            TlbFill::L2 => &mut self.l2,
+            TlbFill::Hpw => &mut self.hpw,
+            TlbFill::Software => &mut self.software,
         };
         *c += 1;
     }
@@ -221,7 +208,7 @@ impl<K: Copy + Eq, const N: usize> Table<K, N> {
     }
 
     /// Count `fill` in `key`'s row; `false` if the table is full.
-    fn add(&mut self, key: K, fill: ItlbFill) -> bool {
+    fn add(&mut self, key: K, fill: TlbFill) -> bool {
         let i = match self.rows().iter().position(|r| r.key == key) {
             Some(i) => i,
             None if self.len < N => {
@@ -312,7 +299,7 @@ impl<'a, const MODULES: usize, const FUNCTIONS: usize, const LINES: usize>
 
     /// Count one sample.
     pub fn record(&mut self, s: ItlbSample) -> Result<Tabulated, Refused> {
-        if s.fill == ItlbFill::L2 && self.l2 == L2Fills::NotApplicable {
+        if s.fill == TlbFill::L2 && self.l2 == L2Fills::NotApplicable {
             self.refused += 1;
             return Err(Refused::L2NotApplicable);
         }
@@ -694,13 +681,13 @@ mod tests {
         },
     ];
 
-    fn s(address: u64, fill: ItlbFill) -> ItlbSample {
+    fn s(address: u64, fill: TlbFill) -> ItlbSample {
         ItlbSample { address, fill }
     }
 
     fn record_all<const M: usize, const F: usize, const L: usize>(
         r: &mut ItlbReport<'_, M, F, L>,
-        samples: &[(u64, ItlbFill, u32)],
+        samples: &[(u64, TlbFill, u32)],
     ) {
         for &(a, fill, n) in samples {
             for _ in 0..n {
@@ -709,7 +696,7 @@ mod tests {
         }
     }
 
-    use ItlbFill::{Hpw, L2, Software};
+    use TlbFill::{Hpw, L2, Software};
 
     #[test]
     fn itanium2_report_text_is_exact() {

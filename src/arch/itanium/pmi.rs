@@ -32,9 +32,8 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
-use super::ear::{IearConfig, IearEvent, IearSample, TlbFill};
+use super::ear::{IearConfig, ItlbSample};
 use super::generation::{Generation, RegSet};
-use super::itlb_report::ItlbSample;
 use super::pmc::Pmc0;
 use crate::access::PmcPmdAccess;
 use crate::sampling::{OverflowRule, Sample, SampleAfter};
@@ -213,50 +212,6 @@ impl PmiState {
     }
 }
 
-/// Decode the I-EAR's address PMD for an I-EAR configured as `config`
-/// with the arch layer's [`IearSample::decode`] (reference section 5:
-/// Itanium PMD0 `v` 0, `tlb` 1: 0 HPW, 1 software; Itanium 2 PMD0 /
-/// Montecito PMD34 `stat` 1:0: 1 L2 ITLB, 2 HPW, 3 software; address
-/// 63:5). `None` unless it is a valid TLB-mode capture.
-pub const fn decode_itlb(config: IearConfig, pmd0: u64) -> Option<ItlbSample> {
-    let s = IearSample::decode(config, pmd0, 0);
-    match s.event {
-        IearEvent::TlbMiss { fill: Some(fill) } if s.valid => Some(ItlbSample {
-            address: s.line,
-            fill,
-        }),
-        _ => None,
-    }
-}
-
-impl ItlbSample {
-    /// The sample in one `u64`: the 32-byte-aligned address with the fill
-    /// in bits 1:0 (1 L2, 2 HPW, 3 software), so that it fits the `rip`
-    /// slot of a [`crate::sampling::SampleBuffer`].
-    pub const fn pack(self) -> u64 {
-        (self.address & !0x1F)
-            | match self.fill {
-                TlbFill::L2 => 1,
-                TlbFill::Hpw => 2,
-                TlbFill::Software => 3,
-            }
-    }
-
-    /// The inverse of [`ItlbSample::pack`].
-    pub const fn unpack(v: u64) -> Option<ItlbSample> {
-        let fill = match v & 3 {
-            1 => TlbFill::L2,
-            2 => TlbFill::Hpw,
-            3 => TlbFill::Software,
-            _ => return None,
-        };
-        Some(ItlbSample {
-            address: v & !0x1F,
-            fill,
-        })
-    }
-}
-
 /// The overflow interrupt handler: read PMC0 once, re-arm every overflowed
 /// sampling counter relative to what it holds, read the I-EAR for I-EAR
 /// sampling counters, hand an [`OverflowSample`] to `sink` per overflowed
@@ -289,7 +244,7 @@ pub fn handle_pmi<R: PmcPmdAccess>(
         let ear = state.ear[n].load(Ordering::Acquire);
         let itlb = if ear & EAR_SET != 0 {
             let config = IearConfig::from_bits_truncate(g, ear & !EAR_SET);
-            let v = decode_itlb(config, regs.read_pmd(g.iear_address_pmd())?);
+            let v = ItlbSample::decode(config, regs.read_pmd(g.iear_address_pmd())?);
             if v.is_none() {
                 state.ear_invalid.fetch_add(1, Ordering::Relaxed);
             }

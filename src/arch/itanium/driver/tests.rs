@@ -7,10 +7,10 @@ use std::vec::Vec;
 
 use super::*;
 use crate::access::{Access, AccessCounts, Recording};
+use crate::arch::itanium::ear::{self, ItlbSample};
 use crate::arch::itanium::ear::{IearConfig, TlbFills};
 use crate::arch::itanium::fields::{EventCode, Plm};
 use crate::arch::itanium::generation::RegSet;
-use crate::arch::itanium::itlb_report::{ItlbFill, ItlbSample};
 use crate::arch::itanium::pmi::{OverflowSample, handle_pmi};
 use crate::counter::Owner;
 use crate::counter::{AnyHandle, ErasedError, StateTag};
@@ -561,9 +561,9 @@ fn iear_samples_every_nth_itlb_miss() {
                 expected.push(ItlbSample {
                     address: address & !0x1F,
                     fill: match fill {
-                        TlbFill::L2 => ItlbFill::L2,
-                        TlbFill::Hpw => ItlbFill::Hpw,
-                        TlbFill::Software => ItlbFill::Software,
+                        TlbFill::L2 => ear::TlbFill::L2,
+                        TlbFill::Hpw => ear::TlbFill::Hpw,
+                        TlbFill::Software => ear::TlbFill::Software,
                     },
                 });
             }
