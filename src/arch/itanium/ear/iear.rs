@@ -1,0 +1,368 @@
+//! The instruction EAR: its configuration register (Itanium/Itanium 2
+//! PMC10, Montecito PMC37) and its captures (PMD0/1, Montecito PMD34/35).
+
+use super::*;
+use crate::arch::Field;
+use crate::arch::itanium::fields::{FieldError, Ism, Plm};
+use crate::arch::itanium::generation::{Generation, PmcInfo};
+use crate::arch::itanium::image::{info_or_empty, pmc_image};
+
+/// Instruction EAR mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum IearMode {
+    /// Instruction cache misses above a latency.
+    CacheMiss,
+    /// Instruction TLB misses.
+    TlbMiss,
+    /// Itanium 2 `ct` = 01b: nothing is monitored.
+    Off,
+}
+
+/// The I-EAR fields of one generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct IearLayout {
+    plm: Field,
+    pm: Field,
+    ism: Option<Field>,
+}
+
+const fn iear_layout(generation: Generation) -> IearLayout {
+    match generation {
+        Generation::Itanium => IearLayout {
+            plm: Field::new(0, 4),
+            pm: Field::new(6, 1),
+            ism: Some(Field::new(24, 2)),
+        },
+        Generation::Itanium2 => IearLayout {
+            plm: Field::new(0, 4),
+            pm: Field::new(4, 1),
+            ism: Some(Field::new(14, 2)),
+        },
+        Generation::Montecito => IearLayout {
+            plm: Field::new(0, 4),
+            pm: Field::new(4, 1),
+            ism: None,
+        },
+    }
+}
+
+const ITA_IEAR_TLB: Field = Field::new(7, 1);
+pub(super) const ITA_EAR_UMASK: Field = Field::new(16, 4);
+const ITA2_IEAR_CT_HI: Field = Field::new(13, 1);
+const ITA2_IEAR_CT: Field = Field::new(12, 2);
+const ITA2_IEAR_CACHE_UMASK: Field = Field::new(5, 8);
+const ITA2_IEAR_TLB_UMASK: Field = Field::new(5, 7);
+
+pmc_image! {
+    /// An instruction EAR configuration (PMC10, Montecito PMC37).
+    IearConfig
+}
+
+impl IearConfig {
+    /// The register number.
+    pub const fn pmc(generation: Generation) -> u8 {
+        generation.iear_pmc()
+    }
+
+    /// The register's power-up value and writable bits.
+    pub const fn info(generation: Generation) -> PmcInfo {
+        info_or_empty(generation, generation.iear_pmc())
+    }
+
+    /// Capture instruction cache misses at or above `latency` (PLM zero:
+    /// set one with [`IearConfig::with_plm`]).
+    pub const fn cache_misses(
+        generation: Generation,
+        latency: LatencyFilter,
+    ) -> Result<IearConfig, FieldError> {
+        let umask = match latency.iear_umask(generation) {
+            Some(u) => u as u64,
+            None => return Err(FieldError::LatencyNotAvailable { generation }),
+        };
+        let base = Self::info(generation).default;
+        let bits = match generation {
+            Generation::Itanium => ITA_EAR_UMASK.set(ITA_IEAR_TLB.set_flag(base, false), umask),
+            _ => ITA2_IEAR_CACHE_UMASK.set(ITA2_IEAR_CT_HI.set_flag(base, true), umask),
+        };
+        Ok(IearConfig { generation, bits })
+    }
+
+    /// Capture instruction TLB misses filled as `fills` says. On Itanium
+    /// asking for L2 fills is an error ([`FieldError::L2FillNotOnItanium`]).
+    pub const fn tlb_misses(
+        generation: Generation,
+        fills: TlbFills,
+    ) -> Result<IearConfig, FieldError> {
+        let umask = match tlb_encode(generation, true, fills) {
+            Ok(u) => u as u64,
+            Err(e) => return Err(e),
+        };
+        let base = Self::info(generation).default;
+        let bits = match generation {
+            Generation::Itanium => ITA_EAR_UMASK.set(ITA_IEAR_TLB.set_flag(base, true), umask),
+            _ => ITA2_IEAR_TLB_UMASK.set(ITA2_IEAR_CT.set(base, 0), umask),
+        };
+        Ok(IearConfig { generation, bits })
+    }
+
+    /// The privilege level mask.
+    pub const fn plm(self) -> Plm {
+        Plm::from_bits_truncate(iear_layout(self.generation).plm.get(self.bits))
+    }
+
+    /// With the privilege level mask replaced.
+    pub const fn with_plm(self, plm: Plm) -> IearConfig {
+        self.with(
+            iear_layout(self.generation)
+                .plm
+                .set(self.bits, plm.get() as u64),
+        )
+    }
+
+    /// The `pm` bit (bit 6 on Itanium, bit 4 after).
+    pub const fn privileged(self) -> bool {
+        iear_layout(self.generation).pm.flag(self.bits)
+    }
+
+    /// With the `pm` bit set or cleared.
+    pub const fn with_privileged(self, on: bool) -> IearConfig {
+        self.with(iear_layout(self.generation).pm.set_flag(self.bits, on))
+    }
+
+    /// The instruction set mask; `None` on Montecito, whose PMC37 has none.
+    pub const fn ism(self) -> Option<Ism> {
+        match iear_layout(self.generation).ism {
+            Some(f) => Some(Ism::from_bits(f.get(self.bits))),
+            None => None,
+        }
+    }
+
+    /// With the instruction set mask replaced.
+    pub const fn with_ism(self, ism: Ism) -> Result<IearConfig, FieldError> {
+        match iear_layout(self.generation).ism {
+            Some(f) => Ok(self.with(f.set(self.bits, ism.bits() as u64))),
+            None => Err(FieldError::NoSuchField {
+                field: "ism",
+                generation: self.generation,
+                pmc: self.generation.iear_pmc(),
+            }),
+        }
+    }
+
+    /// The mode.
+    pub const fn mode(self) -> IearMode {
+        match self.generation {
+            Generation::Itanium => {
+                if ITA_IEAR_TLB.flag(self.bits) {
+                    IearMode::TlbMiss
+                } else {
+                    IearMode::CacheMiss
+                }
+            }
+            _ => match ITA2_IEAR_CT.get(self.bits) {
+                0 => IearMode::TlbMiss,
+                1 => IearMode::Off,
+                _ => IearMode::CacheMiss,
+            },
+        }
+    }
+
+    /// The unit mask of the current mode (4 bits on Itanium; 8 bits in
+    /// cache mode and 7 in TLB mode after).
+    pub const fn umask(self) -> u8 {
+        match self.generation {
+            Generation::Itanium => ITA_EAR_UMASK.get(self.bits) as u8,
+            _ => match self.mode() {
+                IearMode::CacheMiss => ITA2_IEAR_CACHE_UMASK.get(self.bits) as u8,
+                _ => ITA2_IEAR_TLB_UMASK.get(self.bits) as u8,
+            },
+        }
+    }
+
+    /// The latency filter, in cache mode, if the unit mask is a named one.
+    pub const fn latency(self) -> Option<LatencyFilter> {
+        match self.mode() {
+            IearMode::CacheMiss => LatencyFilter::from_iear_umask(self.generation, self.umask()),
+            _ => None,
+        }
+    }
+
+    /// The fills captured, in TLB mode.
+    pub const fn tlb_fills(self) -> Option<TlbFills> {
+        match self.mode() {
+            IearMode::TlbMiss => Some(tlb_decode(self.generation, true, self.umask()).0),
+            _ => None,
+        }
+    }
+
+    /// What is wrong with the unit mask, if anything. In cache mode only the
+    /// latency codes the sources name are defined: Itanium 0h-Ah and Fh
+    /// (Bh-Eh undefined); Itanium 2 and Montecito the mask patterns 00h
+    /// (RAB hit), 40h (any latency) and 80h, C0h, E0h, F0h, F8h, FCh, FEh,
+    /// FFh (at least 4096 ... 4 cycles), every other 8-bit pattern undefined
+    /// (reference section 5, libpfm's `INSTRUCTION_EAR_CACHE_LAT*` /
+    /// `L1I_EAR_CACHE_LAT*` codes). In TLB mode bits that name no fill are
+    /// undefined, and on Itanium bit 1 (the D-EAR's L2 bit) asks for L2
+    /// fills, which the Itanium I-EAR does not have.
+    pub const fn umask_problem(self) -> Option<UmaskProblem> {
+        let u = self.umask();
+        match (self.generation, self.mode()) {
+            (g, IearMode::CacheMiss) => {
+                if LatencyFilter::from_iear_umask(g, u).is_none() {
+                    Some(UmaskProblem::Undefined(u))
+                } else {
+                    None
+                }
+            }
+            (_, IearMode::TlbMiss) => {
+                if matches!(self.generation, Generation::Itanium) && u & 0x2 != 0 {
+                    return Some(UmaskProblem::L2FillOnItanium);
+                }
+                if tlb_decode(self.generation, true, u).1 != 0 {
+                    Some(UmaskProblem::Undefined(u))
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One I-EAR capture in TLB mode: an instruction TLB miss, its address
+/// and the level that filled it (seed 002).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ItlbSample {
+    /// The instruction address the I-EAR captured (32-byte aligned).
+    pub address: u64,
+    /// Who filled the translation.
+    pub fill: TlbFill,
+}
+
+impl ItlbSample {
+    /// Decode the I-EAR's address PMD for an I-EAR configured as `config`
+    /// with [`IearSample::decode`] (reference section 5: Itanium PMD0 `v`
+    /// 0, `tlb` 1: 0 HPW, 1 software; Itanium 2 PMD0 / Montecito PMD34
+    /// `stat` 1:0: 1 L2 ITLB, 2 HPW, 3 software; address 63:5). `None`
+    /// unless it is a valid TLB-mode capture.
+    pub const fn decode(config: IearConfig, pmd0: u64) -> Option<ItlbSample> {
+        let s = IearSample::decode(config, pmd0, 0);
+        match s.event {
+            IearEvent::TlbMiss { fill: Some(fill) } if s.valid => Some(ItlbSample {
+                address: s.line,
+                fill,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The sample in one `u64`: the 32-byte-aligned address with the fill
+    /// in bits 1:0 (1 L2, 2 HPW, 3 software), for a lock-free ring of
+    /// `u64` slots such as [`crate::sampling::SampleBuffer`]'s.
+    pub const fn pack(self) -> u64 {
+        (self.address & !0x1F)
+            | match self.fill {
+                TlbFill::L2 => 1,
+                TlbFill::Hpw => 2,
+                TlbFill::Software => 3,
+            }
+    }
+
+    /// The inverse of [`ItlbSample::pack`].
+    pub const fn unpack(v: u64) -> Option<ItlbSample> {
+        let fill = match v & 3 {
+            1 => TlbFill::L2,
+            2 => TlbFill::Hpw,
+            3 => TlbFill::Software,
+            _ => return None,
+        };
+        Some(ItlbSample {
+            address: v & !0x1F,
+            fill,
+        })
+    }
+}
+
+/// What an I-EAR sample captured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum IearEvent {
+    /// An instruction cache miss.
+    CacheMiss {
+        /// Its latency in cycles (12 bits).
+        latency: u16,
+        /// The latency counter overflowed (Itanium 2 PMD1 bit 12; never on
+        /// Itanium).
+        latency_overflow: bool,
+    },
+    /// An instruction TLB miss.
+    TlbMiss {
+        /// The level that filled it (`None` if the sample is not valid).
+        fill: Option<TlbFill>,
+    },
+    /// The I-EAR was configured to capture nothing.
+    Off,
+}
+
+/// A decoded I-EAR sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct IearSample {
+    /// Whether the EAR holds a capture.
+    pub valid: bool,
+    /// The 32-byte-aligned address of the instruction cache line (bits
+    /// 63:5 of PMD0; libpfm calls it `icla`/`iaddr`).
+    pub line: u64,
+    /// What was captured.
+    pub event: IearEvent,
+}
+
+impl IearSample {
+    /// Decode PMD0 and PMD1 (Montecito PMD34/35) for an I-EAR configured as
+    /// `config`. Total: any register values decode.
+    pub const fn decode(config: IearConfig, pmd0: u64, pmd1: u64) -> IearSample {
+        let line = pmd0 & !0x1F;
+        match config.generation {
+            Generation::Itanium => {
+                let valid = pmd0 & 1 != 0;
+                let event = match config.mode() {
+                    IearMode::TlbMiss => IearEvent::TlbMiss {
+                        fill: if !valid {
+                            None
+                        } else if pmd0 & 2 != 0 {
+                            Some(TlbFill::Software)
+                        } else {
+                            Some(TlbFill::Hpw)
+                        },
+                    },
+                    _ => IearEvent::CacheMiss {
+                        latency: (pmd1 & 0xFFF) as u16,
+                        latency_overflow: false,
+                    },
+                };
+                IearSample { valid, line, event }
+            }
+            _ => {
+                let stat = pmd0 & 3;
+                let valid = stat != 0;
+                let event = match config.mode() {
+                    IearMode::TlbMiss => IearEvent::TlbMiss {
+                        fill: TlbFill::from_level(stat),
+                    },
+                    IearMode::CacheMiss => IearEvent::CacheMiss {
+                        latency: (pmd1 & 0xFFF) as u16,
+                        latency_overflow: pmd1 & (1 << 12) != 0,
+                    },
+                    IearMode::Off => IearEvent::Off,
+                };
+                IearSample {
+                    valid: valid && !matches!(event, IearEvent::Off),
+                    line,
+                    event,
+                }
+            }
+        }
+    }
+}
