@@ -2,7 +2,9 @@
 //! conflicts, saturation, minimal conflicts, occupied registers) and a
 //! randomised comparison against an independent brute-force checker.
 
+use super::flow::*;
 use super::*;
+use crate::arch::netburst::msrs::Block;
 use crate::arch::netburst::parse::Pmu;
 use Escr::*;
 use LogicalProcessor::{T0, T1};
