@@ -9,6 +9,21 @@
 //! unmasks it once the overflow is serviced, and only after the counter's OVF
 //! flag is clear, or the interrupt fires again at once (the ordering Linux's
 //! NetBurst driver follows; see `shared/reference/linux_p4_driver_notes.md`).
+//!
+//! # Examples
+//!
+//! The LVT performance-counter entry a PMI handler writes back (the APIC
+//! itself needs its MMIO page, so only the register image is shown):
+//!
+//! ```
+//! use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+//!
+//! let entry = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()));
+//! assert_eq!(entry.bits(), 0xF0);                 // fixed delivery, unmasked
+//! assert!(entry.masked().is_masked());            // what the APIC does on a PMI
+//! assert_eq!(LvtPerfCounter::new(PmiDelivery::Nmi).bits(), 0b100 << 8);
+//! assert!(Vector::new(15).is_none(), "vectors 0-15 are reserved");
+//! ```
 
 use core::ptr::NonNull;
 

@@ -11,6 +11,24 @@
 //! IA32_MISC_ENABLE\[7\] ("Performance Monitoring Available") is set; bit 12
 //! ("PEBS Unavailable") says whether precise event-based sampling is missing
 //! (SDM Vol. 3C Table 35-41, MSR 1A0H).
+//!
+//! # Examples
+//!
+//! The NetBurst model answers CPUID and RDMSR like a Pentium 4 with
+//! Hyper-Threading:
+//!
+//! ```
+//! use pmu::detect::{PmuKind, detect};
+//! use pmu::model::netburst::{Config, NetBurstModel};
+//!
+//! let model = NetBurstModel::new(Config::prescott_ht());
+//! let found = detect(&model, &mut model.clone())?;
+//! let PmuKind::NetBurst(nb) = found.pmu else { panic!("not a NetBurst") };
+//! assert_eq!(nb.model, 3);
+//! assert!(nb.perf_mon_available && nb.hyper_threading);
+//! assert_eq!(found.usable_netburst(), Some(nb));
+//! # Ok::<(), pmu::model::netburst::Fault>(())
+//! ```
 
 use core::fmt;
 

@@ -43,3 +43,8 @@ pub mod detect;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod sampling;
+
+/// The README's code blocks, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

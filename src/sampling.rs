@@ -41,6 +41,23 @@
 //! The sample buffer counts what it could not store, so samples are
 //! conserved too: `stored + dropped = periods serviced by the interrupt
 //! handler`.
+//!
+//! # Examples
+//!
+//! A 40-bit counter sampling every 1000 events, and the handler's re-arm:
+//!
+//! ```
+//! use pmu::sampling::{OverflowRule, SampleAfter, calibrate};
+//!
+//! let rule = OverflowRule { width: 40, pmi_delay: 1 };      // NetBurst
+//! let n = SampleAfter::new(1000, rule)?;
+//! assert_eq!(n.preset(), (1 << 40) - 1000);
+//! // Woken by its own PMI the counter holds the PMI event: 1 period, -(N-1).
+//! assert_eq!(n.rearm(1), (1, (1 << 40) - 999));
+//! // 2.5 million events in a calibration run, 500 samples wanted:
+//! assert_eq!(calibrate(2_500_000, 500, rule)?.get(), 5000);
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -89,6 +106,22 @@ pub enum SampleAfterError {
         max: u64,
     },
 }
+
+impl core::fmt::Display for SampleAfterError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SampleAfterError::Zero => f.write_str("a sample-after value of 0"),
+            SampleAfterError::TooLarge { max } => {
+                write!(
+                    f,
+                    "a sample-after value above {max} (half the counter range)"
+                )
+            }
+        }
+    }
+}
+
+impl core::error::Error for SampleAfterError {}
 
 /// Interrupt every `N` events ("sample after value", VTune's term).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -174,6 +207,20 @@ pub enum CalibrationError {
     /// The resulting value is refused by the counter.
     SampleAfter(SampleAfterError),
 }
+
+impl core::fmt::Display for CalibrationError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            CalibrationError::NoTarget => f.write_str("no samples wanted"),
+            CalibrationError::TooFewEvents { events, target } => {
+                write!(f, "{events} events cannot give {target} samples")
+            }
+            CalibrationError::SampleAfter(e) => e.fmt(f),
+        }
+    }
+}
+
+impl core::error::Error for CalibrationError {}
 
 /// Pick the sample-after value that makes a run like the measured one yield
 /// `target` samples (VTune's calibration: count the event over one run, then

@@ -30,6 +30,21 @@
 //! real hardware a faulting access never returns (the CPU raises #GP or
 //! #UD), so [`X86Msr`] uses [`core::convert::Infallible`] and every `Result`
 //! in the typed API compiles down to the bare instruction.
+//!
+//! # Examples
+//!
+//! Count the traffic of an access sequence on the NetBurst model:
+//!
+//! ```
+//! use pmu::access::{AccessCounts, MsrAccess, Recording};
+//! use pmu::model::netburst::{Config, NetBurstModel};
+//!
+//! let mut msr = Recording::<_, 8>::new(NetBurstModel::new(Config::prescott_ht()));
+//! msr.write_msr(0x300, 5)?;              // MSR_BPU_COUNTER0
+//! assert_eq!(msr.read_pmc(0)?, 5);       // RDPMC 0
+//! assert_eq!(msr.take_counts(), AccessCounts::msr(0, 1, 1));
+//! # Ok::<(), pmu::model::netburst::Fault>(())
+//! ```
 
 mod recording;
 mod x86;

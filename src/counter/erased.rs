@@ -100,6 +100,8 @@ impl<E: fmt::Debug> fmt::Display for ErasedError<E> {
     }
 }
 
+impl<E: fmt::Debug> core::error::Error for ErasedError<E> {}
+
 /// A counter handle whose number and state are run-time values. Same rules as
 /// [`super::Handle`], checked on every call; an operation that fails leaves
 /// the handle unchanged.

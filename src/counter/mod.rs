@@ -50,6 +50,34 @@
 //! transition and requires each to fail with its rule's message, for example
 //! `counter 14 cannot be cascaded from counter 16` or
 //! ``a counter in state `Enabled` cannot be enabled``.
+//!
+//! # Examples
+//!
+//! Every transition on the NetBurst model, with the register traffic the
+//! typed API promises:
+//!
+//! ```
+//! use pmu::access::{AccessCounts, Recording};
+//! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
+//! use pmu::arch::netburst::pmi::PmiState;
+//! use pmu::arch::netburst::Escr;
+//! use pmu::model::netburst::{Config, NetBurstModel};
+//!
+//! pmu::owner!(Package0);
+//! let pmi = PmiState::new();
+//! let model = NetBurstModel::new(Config::prescott_ht());
+//! let cpu = pmu::detect::detect(&model, &mut model.clone())?.usable_netburst().unwrap();
+//! let (mut d, c) = NetBurstDriver::<Package0, _>::take(Recording::<_, 8>::new(model), &cpu, &pmi)?;
+//! let config = CounterConfig::counting("instr_retired:NBOGUSNTAG:k".parse()?, Escr::CruEscr0);
+//! d.msr().clear();
+//! let c12 = c.c12.configure(&mut d, &config)?;
+//! assert_eq!(d.msr().take_counts(), AccessCounts::msr(0, 3, 0)); // ESCR, counter, CCCR
+//! let c12 = c12.enable(&mut d)?.halt(&mut d)?;
+//! assert_eq!(d.msr().take_counts(), AccessCounts::msr(0, 2, 0)); // CCCR twice
+//! let _ = c12.release(&mut d)?;
+//! assert!(d.claimed().is_empty());
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
 
 mod erased;
 pub mod owner;
@@ -211,6 +239,8 @@ impl<C: fmt::Display, E: fmt::Debug> fmt::Display for DriverError<C, E> {
     }
 }
 
+impl<C: fmt::Display + fmt::Debug, E: fmt::Debug> core::error::Error for DriverError<C, E> {}
+
 /// A transition that failed: the unchanged handle, and why.
 pub struct Failed<H, E> {
     /// The handle, in the state it had before the attempt.
@@ -226,6 +256,16 @@ impl<H, E: fmt::Debug> fmt::Debug for Failed<H, E> {
             .finish_non_exhaustive()
     }
 }
+
+/// The reason, so that a failed transition can be reported (or `?`-ed)
+/// like any error; the handle stays in `counter`.
+impl<H, E: fmt::Display> fmt::Display for Failed<H, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl<H, E: fmt::Display + fmt::Debug> core::error::Error for Failed<H, E> {}
 
 /// The transition bounds. Each is implemented for the states that allow the
 /// transition, and its message says why the others do not.

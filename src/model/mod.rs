@@ -10,6 +10,19 @@
 //!   its own `read_pmc`/`write_pmd`-style methods or, via
 //!   [`itanium::MsrAdapter`], through `MsrAccess` with a harness-only address
 //!   map (PMC n at n, PMD n at 100H + n).
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::access::MsrAccess;
+//! use pmu::model::netburst::{Config, Fault, GpReason, NetBurstModel};
+//!
+//! let mut m = NetBurstModel::new(Config::northwood());       // no Hyper-Threading
+//! // A reserved ESCR bit raises #GP, as the hardware would, and changes nothing.
+//! let e = m.write_msr(0x3A2, 1 << 31).unwrap_err();
+//! assert_eq!(e.reason(), GpReason::ReservedBits { bits: 1 << 31 });
+//! # let _: Fault = e;
+//! ```
 
 pub mod itanium;
 pub mod netburst;

@@ -400,6 +400,10 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
     }
 }
 
+impl<E: fmt::Debug> core::error::Error for InitError<E> {}
+
+impl core::error::Error for ConfigError {}
+
 /// The PMU of one Itanium processor, held for owner `O`, owning the
 /// register backend.
 pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {

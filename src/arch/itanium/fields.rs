@@ -381,3 +381,5 @@ mod tests {
         }
     }
 }
+
+impl core::error::Error for FieldError {}

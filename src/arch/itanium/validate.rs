@@ -665,3 +665,5 @@ const fn counter_event(g: Generation, pmc: u8, v: u64) -> Result<(), PmcError> {
 
 #[cfg(test)]
 mod tests;
+
+impl core::error::Error for PmcError {}

@@ -370,6 +370,10 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
     }
 }
 
+impl<E: fmt::Debug> core::error::Error for InitError<E> {}
+
+impl core::error::Error for ConfigError {}
+
 /// The NetBurst PMU of one package, held for owner `O`, owning the MSR
 /// backend.
 pub struct NetBurstDriver<'s, O: Owner, M: MsrAccess> {

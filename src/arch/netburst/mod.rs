@@ -75,11 +75,12 @@
 //!
 //! # Example
 //!
-//! ```ignore
+//! ```
 //! use pmu::arch::netburst::{EventSpec, Pmu};
 //! let spec = EventSpec::parse("netburst::global_power_events:RUNNING:u", Pmu::Netburst)?;
 //! assert_eq!(spec.escr_bits(), 0x2600_0205);
 //! assert_eq!(spec.cccr_bits(), 0x0003_D000);
+//! # Ok::<(), pmu::arch::netburst::ParseError>(())
 //! ```
 
 pub mod cccr;

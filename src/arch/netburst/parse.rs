@@ -973,3 +973,5 @@ mod tests {
         }
     }
 }
+
+impl core::error::Error for ParseError {}

@@ -17,20 +17,26 @@
 //!
 //! # How a test drives it
 //!
-//! ```ignore
+//! ```
+//! use pmu::access::MsrAccess;
+//! use pmu::model::itanium::*;
+//! # fn main() -> Result<(), Fault> {
 //! let mut m = ItaniumModel::new(Generation::Itanium2);
 //! m.write_pmc(0, 0)?;                                    // unfreeze (PMC0.fr)
 //! m.set_psr(Psr::MONITORING);                            // PSR.up and PSR.pp
-//! m.write_pmc(5, (0x12 << 8) | counter::OI | 0xF)?;      // CPU_CYCLES, all levels, oi
+//! m.write_pmc(5, (0x12 << 8) | 1 << 5 | 0xF)?;           // CPU_CYCLES, all levels, oi
 //! m.write_pmd(5, (1 << 47) - 100)?;                      // overflow after 100
 //! m.inject(Event::new(0x12, 0, 150));                    // counts 100, then freezes
 //! assert_eq!(m.read_pmc(0)?, (1 << 5) | 1);              // overflow bit 5, fr
-//! let irq = m.take_interrupt();                          // Some(..), once
+//! assert!(m.take_interrupt().is_some());                 // once
+//! assert!(m.take_interrupt().is_none());
 //! m.fetch_miss(FetchMiss::tlb(0x4000_0000, TlbFill::Hpw)); // I-EAR
 //! m.data_miss(DataMiss::cache(0x6000_0040, 0x4000_0010, 1, 40)); // D-EAR
 //! m.branch(Branch::taken(0x4000_0020, 2, 0x4000_0100));  // BTB
 //! // Or through the crate's backend trait (harness address map, see `access.rs`):
 //! m.msr().write_msr(0x105, 0)?;                          // PMD5 = 0
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! # What it models

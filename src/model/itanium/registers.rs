@@ -124,6 +124,28 @@ pub enum Fault {
     },
 }
 
+/// "Reserved Register/Field fault on write of PMC10: ReservedValue { .. }".
+impl core::fmt::Display for Fault {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Fault::ReservedRegisterField {
+                access,
+                index,
+                violation,
+            } => write!(
+                f,
+                "Reserved Register/Field fault on {access:?} {index}: {violation:?}"
+            ),
+            Fault::NotMapped { msr } => write!(f, "address {msr:#x} is not in the adapter's map"),
+            Fault::UnmodelledPsrBits { bits } => {
+                write!(f, "PSR bits {bits:#x} are not modelled")
+            }
+        }
+    }
+}
+
+impl core::error::Error for Fault {}
+
 impl Fault {
     /// The violation of a Reserved Register/Field fault.
     pub const fn violation(&self) -> Option<Violation> {

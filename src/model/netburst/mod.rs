@@ -11,16 +11,22 @@
 //!
 //! # How a test drives it
 //!
-//! ```ignore
+//! ```
+//! use pmu::access::MsrAccess;
+//! use pmu::model::netburst::*;
+//! # fn main() -> Result<(), Fault> {
 //! let mut m = NetBurstModel::new(Config::prescott_ht());
 //! // Program through the driver or directly (MsrAccess, as T0):
 //! m.write_msr(0x3B8, (0x02 << 25) | (1 << 9) | (1 << 3))?;          // CRU_ESCR0 instr_retired
 //! m.write_msr(0x36C, (1 << 12) | (4 << 13) | (3 << 16))?;           // IQ_CCCR0: enable, ESCR 4
 //! // Inject events (bulk: one per clock), or clock by clock:
-//! m.inject(EventKind::new(EscrGroup::Cru01, 0x02, 1).on(T0, Privilege::Os, 100));
-//! m.cycle(&[/* the events of one clock */]);
-//! assert_eq!(m.read_pmc(12)?, 100);
-//! let pmi = m.take_pmi(LogicalProcessor::T0);
+//! let instr = EventKind::new(EscrGroup::Cru01, 0x02, 1);
+//! m.inject(instr.on(LogicalProcessor::T0, Privilege::Os, 100));
+//! m.cycle(&[instr.on(LogicalProcessor::T0, Privilege::Os, 3)]); // 3 in one clock
+//! assert_eq!(m.read_pmc(12)?, 103);
+//! assert!(m.take_pmi(LogicalProcessor::T0).is_none(), "no OVF_PMI bit set");
+//! # Ok(())
+//! # }
 //! ```
 //! `m.thread(LogicalProcessor::T1)` gives the view from the second logical
 //! processor (its own IA32_DS_AREA, "my/other thread" PEBS bits, CPUID APIC

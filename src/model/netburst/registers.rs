@@ -185,6 +185,8 @@ impl core::fmt::Display for GpReason {
     }
 }
 
+impl core::error::Error for Fault {}
+
 /// "#GP(0) on WRMSR to MSR_FSB_ESCR0 (3A2H): reserved bits 0x1 set": the
 /// ESCR's SDM name from the model's own table (SDM Table 18-63).
 impl core::fmt::Display for Fault {

@@ -299,3 +299,5 @@ impl fmt::Display for ScheduleError {
         }
     }
 }
+
+impl core::error::Error for ScheduleError {}
