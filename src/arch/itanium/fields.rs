@@ -336,6 +336,8 @@ impl fmt::Display for FieldError {
     }
 }
 
+impl core::error::Error for FieldError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,5 +383,3 @@ mod tests {
         }
     }
 }
-
-impl core::error::Error for FieldError {}

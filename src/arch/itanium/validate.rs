@@ -339,6 +339,8 @@ impl fmt::Display for PmcError {
     }
 }
 
+impl core::error::Error for PmcError {}
+
 /// Which address-range restriction a write makes active. Perfmon clears
 /// the corresponding debug registers before such a write takes effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -665,5 +667,3 @@ const fn counter_event(g: Generation, pmc: u8, v: u64) -> Result<(), PmcError> {
 
 #[cfg(test)]
 mod tests;
-
-impl core::error::Error for PmcError {}

@@ -223,6 +223,8 @@ impl fmt::Display for ParseError {
     }
 }
 
+impl core::error::Error for ParseError {}
+
 /// A fully qualified NetBurst event: what libpfm4 calls an encoding.
 ///
 /// Invariants (kept by every constructor): the masks are indices into the
@@ -973,5 +975,3 @@ mod tests {
         }
     }
 }
-
-impl core::error::Error for ParseError {}
