@@ -24,6 +24,19 @@
 //! perfctr also 29:28 and (for users) 27 and 31, oprofile preserves
 //! 0x38030FFF. This crate follows the SDM figures: 10:0, 29:28 and 63:32
 //! always, bit 11 except where Table 18-65 defines it.
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::netburst::{CccrValue, EscrSelect, Threshold};
+//!
+//! let v = CccrValue::new(EscrSelect::new(4).unwrap())      // ESCR select 4 (CRU_ESCR0 for counter 12)
+//!     .with_enable(true)
+//!     .with_compare(true)
+//!     .with_threshold(Threshold::new(2).unwrap());
+//! assert_eq!(v.bits(), 1 << 12 | 4 << 13 | 3 << 16 | 1 << 18 | 2 << 20);
+//! assert!(CccrValue::from_bits(1 << 28).is_err(), "bit 28 is reserved");
+//! ```
 
 use super::escr::ReservedBits;
 use super::msrs::{Cccr, Counter, EscrSelect};

@@ -48,6 +48,36 @@
 //! CCCR has active thread 11b (as Linux does) and interrupts only that
 //! processor (`OVF_PMI_T0` or `OVF_PMI_T1`). Single ESCRs are never given to
 //! two counters.
+//!
+//! # Examples
+//!
+//! Take the PMU of a package (here the model's), count one event, release:
+//!
+//! ```
+//! use pmu::arch::netburst::driver::{CounterConfig, InitError, NetBurstDriver};
+//! use pmu::arch::netburst::pmi::PmiState;
+//! use pmu::arch::netburst::{Escr, EventSpec};
+//! use pmu::model::netburst::{Config, EventKind, LogicalProcessor, NetBurstModel, Privilege};
+//!
+//! pmu::owner!(Package0);
+//! static PMI: PmiState = PmiState::new();
+//! let model = NetBurstModel::new(Config::prescott_ht());
+//! let cpu = pmu::detect::detect(&model, &mut model.clone())?.usable_netburst().unwrap();
+//! let (mut pmu, c) = NetBurstDriver::<Package0, _>::take(model.clone(), &cpu, &PMI)?;
+//! // One owner, one driver:
+//! let again = NetBurstDriver::<Package0, _>::take(model, &cpu, &PMI);
+//! assert!(matches!(again, Err(InitError::AlreadyTaken)));
+//!
+//! let spec: EventSpec = "global_power_events:RUNNING:k".parse()?;
+//! let c0 = c.c0.configure(&mut pmu, &CounterConfig::counting(spec, Escr::FsbEscr0))?;
+//! let c0 = c0.enable(&mut pmu)?;
+//! let running = EventKind::for_spec(&spec, Escr::FsbEscr0).unwrap();
+//! pmu.msr().inject(running.on(LogicalProcessor::T0, Privilege::Os, 42));
+//! assert_eq!(c0.read(&mut pmu)?, 42);
+//! let _ = c0.release(&mut pmu)?;
+//! assert!(pmu.give_back().is_ok(), "nothing claimed: the owner is free again");
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
 
 use core::fmt;
 use core::marker::PhantomData;

@@ -18,6 +18,18 @@
 //! figures and the 18.15.1 text say bits 30:25 with bit 31 reserved, and so do
 //! Linux, libpfm4, oprofile and perfctr. This crate follows the figures: a
 //! 6-bit event select at 30:25.
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::netburst::{EscrValue, EventMask, EventSelect, ThreadCpl};
+//!
+//! // instr_retired (event select 02h), NBOGUSNTAG (mask bit 0), T0 at CPL 0:
+//! let v = EscrValue::new(EventSelect::new(0x02).unwrap(), EventMask::bit(0).unwrap())
+//!     .with_cpl(ThreadCpl { t0_os: true, ..ThreadCpl::NONE });
+//! assert_eq!(v.bits(), 0x02 << 25 | 1 << 9 | 1 << 3);
+//! assert_eq!(EscrValue::from_bits(v.bits()), Ok(v));
+//! ```
 
 use crate::arch::Field;
 

@@ -6,6 +6,18 @@
 //! can only be named through [`Assignment::new`], which refuses pairings the
 //! hardware does not wire (SDM Vol. 3B Table 18-63, "Performance Counter MSRs
 //! and Associated CCCR and ESCR MSRs").
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::netburst::{Assignment, Counter, Escr};
+//!
+//! // CRU_ESCR0 feeds counters 12, 13 and 16 (IQ_COUNTER0, 1, 4).
+//! let a = Assignment::new(Escr::CruEscr0, Counter::IqCounter0).unwrap();
+//! assert_eq!((a.escr().msr(), a.counter().msr(), a.cccr().msr()), (0x3B8, 0x30C, 0x36C));
+//! assert_eq!(Escr::CruEscr0.name(), "MSR_CRU_ESCR0");
+//! assert!(Assignment::new(Escr::CruEscr0, Counter::BpuCounter0).is_none(), "not wired");
+//! ```
 
 /// `IA32_MISC_ENABLE`: bit 7 "performance monitoring available", bit 12
 /// "PEBS unavailable" (SDM Vol. 3C Table 35-41).

@@ -23,6 +23,22 @@
 //! mask as `NBOGUS` (libpfm4 `BOGUS`, accepted as input). A string without a
 //! PMU prefix is parsed for the PMU given to [`EventSpec::parse`] (`FromStr`:
 //! `netburst`, the PMU without `instr_completed`).
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::netburst::EventSpec;
+//!
+//! let spec: EventSpec = "global_power_events:RUNNING:k".parse()?;
+//! assert_eq!(spec.escr_bits(), 0x2600_020A); // select 13h, mask bit 0, T0_OS and T1_OS
+//! // Displayed in libpfm4's canonical form, every modifier spelled out:
+//! assert_eq!(
+//!     spec.to_string(),
+//!     "netburst::global_power_events:RUNNING:k=1:u=0:e=0:cmpl=0:thr=0"
+//! );
+//! assert!("global_power_events:NOPE".parse::<EventSpec>().is_err());
+//! # Ok::<(), pmu::arch::netburst::ParseError>(())
+//! ```
 
 use core::fmt;
 use core::str::FromStr;

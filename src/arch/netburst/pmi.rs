@@ -44,6 +44,45 @@
 //! PMI came first) raises that PMI later, and it is spurious too. Events
 //! that arrive between the RDPMC and the counter write are not counted; on
 //! the model there are none.
+//!
+//! # Examples
+//!
+//! A sampling counter overflows the model into a PMI; the handler re-arms it
+//! and hands over the sample:
+//!
+//! ```
+//! use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+//! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
+//! use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
+//! use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
+//! use pmu::model::netburst::{self as model, Config, EventKind, NetBurstModel, Privilege};
+//! use pmu::sampling::SampleAfter;
+//!
+//! struct Lvt;
+//! impl LvtPerfCounterEntry for Lvt {
+//!     fn write_lvt_perf_counter(&mut self, _: LvtPerfCounter) {}
+//! }
+//!
+//! pmu::owner!(Package0);
+//! static PMI: PmiState = PmiState::new();
+//! let m = NetBurstModel::new(Config::prescott_ht());
+//! let cpu = pmu::detect::detect(&m, &mut m.clone())?.usable_netburst().unwrap();
+//! let (mut pmu, c) = NetBurstDriver::<Package0, _>::take(m, &cpu, &PMI)?;
+//! let spec: EventSpec = "global_power_events:RUNNING:k".parse()?;
+//! let every_100 = SampleAfter::new(100, OVERFLOW_RULE)?;
+//! let config = CounterConfig::counting(spec, Escr::FsbEscr0).sampling(every_100);
+//! let c0 = c.c0.configure(&mut pmu, &config)?.enable(&mut pmu)?;
+//!
+//! let running = EventKind::for_spec(&spec, Escr::FsbEscr0).unwrap();
+//! pmu.msr().inject(running.on(model::LogicalProcessor::T0, Privilege::Os, 101));
+//! assert!(pmu.msr().take_pmi(model::LogicalProcessor::T0).is_some());
+//! let entry = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()));
+//! let mut samples = 0;
+//! let out = handle_pmi(&PMI, LogicalProcessor::T0, pmu.msr(), &mut Lvt, entry, 0x1000, |_| samples += 1)?;
+//! assert_eq!((out.overflowed.len(), samples, PMI.periods(0)), (1, 1, 1));
+//! assert_eq!(c0.read(&mut pmu)?, every_100.at_residual(1)); // -(N-1): the PMI event counted
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 

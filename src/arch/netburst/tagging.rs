@@ -7,6 +7,27 @@
 //! in place. Upstream ESCRs are always paired with an enabled counter they
 //! can feed: SDM 18.15.5.9 warns that an ESCR whose counters are all disabled
 //! may be powered down, even when it is used only for tagging.
+//!
+//! # Examples
+//!
+//! Execution tagging (SDM 18.15.6.3): `x87_FP_uop` tags its µops with tag
+//! value 1, `execution_event` on counter 12 counts the tagged non-bogus ones.
+//!
+//! ```
+//! use pmu::arch::netburst::{Counter, Event, ExecUpstream, ExecutionTagging, TagValue, ThreadCpl};
+//!
+//! let tag = TagValue::new(1).unwrap();
+//! let writes = ExecutionTagging::new(
+//!     Counter::IqCounter0,
+//!     tag,
+//!     TagValue::new(0).unwrap(),
+//!     ThreadCpl::both_threads(true, false),
+//! )
+//! .with_upstream(ExecUpstream { event: Event::X87FpUop, counter: Counter::FlameCounter0, tag })?
+//! .build()?;
+//! assert!(!writes.as_slice().is_empty());                   // the MSR writes, in order
+//! # Ok::<(), pmu::arch::netburst::TaggingError>(())
+//! ```
 
 use super::cccr::CccrValue;
 use super::escr::{EscrValue, EventMask, TagValue, ThreadCpl};

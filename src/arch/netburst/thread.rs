@@ -21,6 +21,19 @@
 //! symmetric cells; this crate follows the rule: T0 in USR or T1 in OS.
 //! (The cell at row 11, column 10 is garbled in the same edition; its meaning,
 //! T0 at any CPL or T1 in OS, is unambiguous.)
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::netburst::thread::ts_counts;
+//! use pmu::arch::netburst::{LogicalProcessor, Privilege, ThreadCpl};
+//!
+//! // An ESCR with T1_USR only counts a TS event on T1 at CPL 3, nothing on T0.
+//! let cpl = ThreadCpl { t1_usr: true, ..ThreadCpl::NONE };
+//! assert!(ts_counts(cpl, LogicalProcessor::T1, Privilege::Usr));
+//! assert!(!ts_counts(cpl, LogicalProcessor::T0, Privilege::Usr));
+//! assert!(!ts_counts(cpl, LogicalProcessor::T1, Privilege::Os));
+//! ```
 
 use super::escr::ThreadCpl;
 use super::events::Specificity;

@@ -28,6 +28,17 @@
 //! | `BSQ_active_entries`, `b2b_cycles`, `bnr`, `snoop`, `response` TS/TI | not in SDM Table 19-34; FreeBSD calls them TI / inherited TS | [`Specificity::Unlisted`]; callers choose |
 //! | `b2b_cycles`, `bnr`, `snoop`, `response` CCCR select | SDM Table 19-28 and all code sources: 3; SDM Table 18-63: their `FSB_ESCR0/1` answer to select 6 (select 3 on counters 0-3 is `ITLB_ESCR0/1`) | SDM self-contradiction, unresolvable without hardware: the catalog keeps 3 (libpfm4-identical images) and marks the events with [`Constraint::DisputedEscrSelect`]; [`crate::arch::netburst::Assignment`] routes by Table 18-63 |
 //! | `replay_event` bits 2-10 | libpfm4 virtual metric selectors, dropped from the ESCR (`& 0x3`) | kept as [`MaskKind::ReplayMetric`]: not ESCR bits (so the ESCR image equals libpfm4's), used by the replay-tagging builder |
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::netburst::{Counting, Escr, Event};
+//!
+//! let e = Event::from_name("instr_retired").unwrap();
+//! assert_eq!(e.info().counting, Counting::AtRetirement);    // Table 19-29
+//! assert!(e.allows(Escr::CruEscr0) && !e.allows(Escr::FsbEscr0));
+//! assert_eq!(Event::ALL.len(), 46);
+//! ```
 
 use super::escr::{EventMask, EventSelect};
 use super::msrs::Escr;
