@@ -18,6 +18,25 @@
 //!   from the manuals, which the tests drive the real driver against (QEMU
 //!   has no PMU).
 //!
+//! ```
+//! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
+//! use pmu::arch::netburst::pmi::PmiState;
+//! use pmu::arch::netburst::Escr;
+//! use pmu::model::netburst::{Config, NetBurstModel};
+//!
+//! pmu::owner!(Package0);                     // one type per PMU
+//! static PMI: PmiState = PmiState::new();    // shared with the PMI handler
+//!
+//! let model = NetBurstModel::new(Config::prescott_ht()); // or X86Msr on hardware
+//! let cpu = pmu::detect::detect(&model, &mut model.clone())?.usable_netburst().unwrap();
+//! let (mut pmu, counters) = NetBurstDriver::<Package0, _>::take(model, &cpu, &PMI)?;
+//! let event = "instr_retired:NBOGUSNTAG:k".parse()?;
+//! let c12 = counters.c12.configure(&mut pmu, &CounterConfig::counting(event, Escr::CruEscr0))?;
+//! let c12 = c12.enable(&mut pmu)?;           // the handle's type is now Enabled
+//! assert_eq!(c12.read(&mut pmu)?, 0);
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
+//!
 //! # Layers
 //!
 //! | layer | module | what it does |

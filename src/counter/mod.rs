@@ -89,7 +89,14 @@ use core::fmt;
 use core::marker::PhantomData;
 
 /// The counter states. Uninhabited marker types: a state exists only in a
-/// handle's type.
+/// handle's type; [`StateTag`](super::StateTag) is the same at run time.
+///
+/// ```
+/// use pmu::counter::StateTag;
+/// use pmu::counter::state::{Halted, State};
+///
+/// assert_eq!(Halted::TAG, StateTag::Halted);
+/// ```
 pub mod state {
     mod sealed {
         pub trait Sealed {}
@@ -269,6 +276,17 @@ impl<H, E: fmt::Display + fmt::Debug> core::error::Error for Failed<H, E> {}
 
 /// The transition bounds. Each is implemented for the states that allow the
 /// transition, and its message says why the others do not.
+///
+/// ```
+/// use pmu::counter::rules::{CanHalt, Readable};
+/// use pmu::counter::state::{Cascaded, Enabled, Halted};
+///
+/// fn haltable<S: CanHalt>() {}
+/// fn readable<S: Readable>() {}
+/// haltable::<Enabled>();
+/// haltable::<Cascaded>();
+/// readable::<Halted>();
+/// ```
 pub mod rules {
     use super::state::{Cascaded, Configured, Enabled, Halted, State, Unclaimed};
 

@@ -44,6 +44,16 @@
 //! | `brt` values other than 0 ("all branches") are not described by the reference | kept as a raw 2-bit [`BranchTypeMask`] |
 //! | Itanium PMC12 bit 14 is `bpt` in the reference's field list, `tac` in libpfm3's parameter | named `tac` here, both names recorded |
 //! | whether `b1` applies to records in the `ds` = 1 format | the reference states the rule for the address format; this crate applies it to source records of both formats |
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::itanium::{BtbConfig, Generation};
+//!
+//! // Every branch, taken or not, predicted or not (PMC12, SDM Vol. 2 7.2).
+//! assert_eq!(BtbConfig::capture_all(Generation::Itanium).bits(), 0xFF80);
+//! assert_eq!(BtbConfig::capture_all(Generation::Itanium2).bits(), 0x3F00);
+//! ```
 
 use super::fields::{FieldError, Slot};
 use super::generation::{Generation, PmcInfo, PmcKind, RegSet};

@@ -89,6 +89,33 @@
 //! [`crate::counter::Cascade`] pair, so `cascade_from` does not compile
 //! (`tests/compile_fail.rs`), and [`crate::counter::AnyHandle`] refuses it
 //! at run time.
+//!
+//! # Examples
+//!
+//! Take an Itanium 2 PMU (the model's), count CPU cycles on PMC/PMD4:
+//!
+//! ```
+//! use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
+//! use pmu::arch::itanium::generation::Counter;
+//! use pmu::arch::itanium::pmi::PmiState;
+//! use pmu::arch::itanium::{CounterPmc, EventCode, Generation, Plm};
+//! use pmu::model::itanium::{Event, ItaniumModel, Psr};
+//!
+//! pmu::owner!(Cpu0);
+//! static PMI: PmiState = PmiState::new();
+//! let g = Generation::Itanium2;
+//! let mut model = ItaniumModel::new(pmu::model::itanium::Generation::Itanium2);
+//! model.set_psr(Psr::MONITORING);                        // the kernel's PSR.pp / PSR.up
+//! let (mut pmu, c) = ItaniumDriver::<Cpu0, _>::take(model, g, &PMI)?;
+//! let cycles = CounterPmc::new(Counter::new(g, 4).unwrap(), EventCode::new(g, 0x12).unwrap())?
+//!     .with_plm(Plm::ALL)
+//!     .with_privileged(true);
+//! let c4 = c.c4.configure(&mut pmu, &CounterConfig::counting(cycles))?.enable(&mut pmu)?;
+//! pmu.regs().inject(Event::new(0x12, 0, 500));
+//! assert_eq!(c4.read(&mut pmu)?, 500);
+//! let _ = c4.release(&mut pmu)?;
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
 
 use core::fmt;
 use core::marker::PhantomData;

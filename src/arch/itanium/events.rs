@@ -41,6 +41,18 @@
 //! | several entries share one code and unit mask (`IA64_INST_RETIRED`, `IA64_INST_RETIRED_THIS` and `IA64_TAGGED_INST_RETIRED_IBRP0_PMC8` on Itanium 2; each EAR counting event and its EAR variants) | aliases in libpfm | kept; lookups by code report the first non-EAR entry, and all aliases agree on counters and maximum increment |
 //! | one code, different counters or maximum increments per unit mask (Itanium 2 B0h, B8h, B9h, BAh) | the tables | [`rule`] matches code *and* unit mask; for a unit mask the catalog does not list it falls back to the union of the code's counters and its largest increment |
 //! | threshold semantics | HP Caliper: at or above; VTune and libpfm: above | VTune (see [`crate::arch::itanium::pmc`]) |
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::itanium::events::{find, rule};
+//! use pmu::arch::itanium::Generation;
+//!
+//! let e = find(Generation::Itanium2, "IA64_INST_RETIRED").unwrap();
+//! assert_eq!((e.code, e.max_increment), (0x08, 6));         // up to 6 per cycle
+//! assert_eq!(rule(Generation::Itanium2, 0x12, 0).unwrap().max_increment, 1); // CPU_CYCLES
+//! assert!(rule(Generation::Montecito, 0x12, 0).is_none(), "no Montecito catalog");
+//! ```
 
 mod itanium;
 mod itanium2;

@@ -5,6 +5,18 @@
 //!
 //! Every type here is a value that cannot hold an out-of-range field: the
 //! constructors return `None` (or a [`FieldError`]) instead of truncating.
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::itanium::{EventCode, Generation, Plm};
+//!
+//! assert_eq!(Plm::new(0b1001), Some(Plm::KERNEL.with_level(3).unwrap()));
+//! assert!(Plm::new(16).is_none());
+//! // The first Itanium's event select is 7 bits wide (PMC bits 14:8).
+//! assert!(EventCode::new(Generation::Itanium, 0x80).is_none());
+//! assert!(EventCode::new(Generation::Itanium2, 0x80).is_some());
+//! ```
 
 use core::fmt;
 

@@ -43,6 +43,17 @@
 //! * **Montecito**: perfmon's masks and power-up values throughout: the
 //!   counters' and D-EAR's ISM is fixed at 10b (IA-64 only), the
 //!   I-EAR (PMC37) has no ISM at all.
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::itanium::Generation;
+//!
+//! assert_eq!(Generation::Itanium.counter_width(), 32);
+//! assert_eq!(Generation::Itanium2.counter_width(), 47);
+//! assert_eq!(Generation::Montecito.counters().len(), 12);   // PMD4-15
+//! assert_eq!(Generation::Montecito.iear_pmc(), 37);
+//! ```
 
 /// A PMU generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -49,6 +49,21 @@
 //! misses a table could not take are counted ([`NotTabulated`]) and printed
 //! under the report, never a panic. Percentages are computed in integers
 //! (rounded half up), so the text is the same on every target.
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::itanium::ear::{ItlbSample, TlbFill};
+//! use pmu::arch::itanium::itlb_report::{Function, ItlbReport, L2Fills, LoadModule};
+//!
+//! let funcs = [Function { name: "main", start: 0x1000, end: 0x2000 }];
+//! let modules = [LoadModule { name: "a.out", start: 0x1000, end: 0x2000, functions: &funcs }];
+//! let mut r: ItlbReport<'_, 1, 1, 4> = ItlbReport::new(&modules, L2Fills::Reported);
+//! r.record(ItlbSample { address: 0x1040, fill: TlbFill::Hpw }).unwrap();
+//! r.record(ItlbSample { address: 0x1040, fill: TlbFill::L2 }).unwrap();
+//! assert_eq!(r.function("a.out", "main").unwrap().total(), 2);
+//! assert_eq!(r.total().of(TlbFill::Hpw), 1);
+//! ```
 
 use core::fmt;
 

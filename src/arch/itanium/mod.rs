@@ -97,6 +97,24 @@
 //! * [`opcode`]: perfmon's McKinley PMC14 test (0x2222) vs the field
 //!   positions (0x492), the sense of the PMC14 bits.
 //! * [`events`]: aliases and per-unit-mask rules.
+//!
+//! # Examples
+//!
+//! A counter's PMC image (SDM Vol. 2 Table 7-4: `plm` 3:0, `oi` 5, `pm` 6,
+//! `es` 15:8), built from typed fields and checked like perfmon checks it:
+//!
+//! ```
+//! use pmu::arch::itanium::generation::Counter;
+//! use pmu::arch::itanium::{CounterPmc, EventCode, Generation, Plm, Policy, Validator};
+//!
+//! let g = Generation::Itanium2;
+//! let pmc = CounterPmc::new(Counter::new(g, 4).unwrap(), EventCode::new(g, 0x12).unwrap())? // CPU_CYCLES
+//!     .with_plm(Plm::ALL)
+//!     .with_overflow_interrupt(true);
+//! assert_eq!(pmc.bits(), 0x12 << 8 | 1 << 5 | 0xF | 1 << 23); // PMC4 keeps its enable bit 23
+//! assert!(Validator::new(g, Policy::STRICT).check(4, pmc.bits()).is_ok());
+//! # Ok::<(), pmu::arch::itanium::FieldError>(())
+//! ```
 
 pub mod btb;
 pub mod driver;

@@ -28,6 +28,18 @@
 //! | meaning of a PMC14 bit | libpfm3's Itanium 2 header: "constrained by ibrN"; libpfm3's Montecito names: `ig_ibrpN` (ignore); power-up value: all set | set = the pair is ignored, clear = it constrains (the power-up value must be unconstrained) |
 //! | Itanium 2 PMC8/9 bit 32 | libpfm3: ignored; perfmon's mask: writable | perfmon's mask (writable, ignored by the hardware) |
 //! | Itanium PMC13 bits 49:32 | set in perfmon's power-up value, undescribed | kept at the power-up value |
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::itanium::opcode::OpcodeMatcher;
+//! use pmu::arch::itanium::Generation;
+//!
+//! // The match-everything opcode matcher of Itanium 2 PMC8.
+//! let m = OpcodeMatcher::match_all(Generation::Itanium2, 8).unwrap();
+//! assert_eq!(m.pmc(), 8);
+//! assert!(OpcodeMatcher::match_all(Generation::Itanium2, 7).is_none(), "not a matcher");
+//! ```
 
 use super::fields::ReservedBits;
 use super::generation::Generation;

@@ -28,6 +28,19 @@
 //! | threshold semantics | VTune and libpfm: the counter adds one when the event count *exceeds* the threshold; HP Caliper: *at or above* | VTune (Intel): exceeds, so a threshold at or above the event's maximum increment never counts ([`crate::arch::itanium::validate`] refuses it) |
 //! | what PMC0 bits mean overflow | architecture (SDM vol 2 §7.2): bits 63:4 are the overflow bits of PMD4-63; implemented: 4-7 (Itanium, Itanium 2), 4-15 (Montecito); Linux tests *any* bit but 0 | [`Pmc0::overflowed`] reports the implemented counters, [`Pmc0::stray_bits`] the rest, [`Pmc0::any_overflow_bit`] Linux's test |
 //! | PMC0 power-up value | perfmon: 1 (frozen) on Itanium and Itanium 2, 0 on Montecito | recorded per generation in [`crate::arch::itanium::PmcInfo::default`] |
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::itanium::generation::Counter;
+//! use pmu::arch::itanium::{Generation, Pmc0};
+//!
+//! // PMC0 bit 0 is the freeze bit, bit n the overflow bit of counter n.
+//! let c5 = Counter::new(Generation::Itanium2, 5).unwrap();
+//! let pmc0 = Pmc0::FROZEN.with_overflow(c5, true);
+//! assert_eq!(pmc0.bits(), 1 << 5 | 1);
+//! assert!(pmc0.frozen() && pmc0.overflowed(Generation::Itanium2).contains(5));
+//! ```
 
 use super::events::EventInfo;
 use super::fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Threshold, Umask};

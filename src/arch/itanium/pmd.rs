@@ -12,6 +12,18 @@
 //! An overflow is a carry out of bit W-1 (seed 000: "a carry out from bit
 //! 31" on Itanium). To sample every N events, preset the counter to
 //! 2^W - N ([`sampling_preset`]): the N-th event carries out.
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::itanium::pmd::sampling_preset;
+//! use pmu::arch::itanium::Generation;
+//!
+//! // A 47-bit counter that overflows on its 1000th event:
+//! assert_eq!(sampling_preset(Generation::Itanium2, 1000), Some((1 << 47) - 1000));
+//! // A 32-bit Itanium counter cannot wait for 2^32 + 1 events.
+//! assert_eq!(sampling_preset(Generation::Itanium, (1 << 32) + 1), None);
+//! ```
 
 use super::generation::{Counter, Generation};
 

@@ -29,6 +29,21 @@
 //!
 //! The handler takes no lock and allocates nothing: it touches the atomics
 //! of [`PmiState`] and the register backend the kernel hands it.
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::itanium::pmi::overflow_rule;
+//! use pmu::arch::itanium::Generation;
+//! use pmu::sampling::SampleAfter;
+//!
+//! // The PMU freezes at the overflow: no event between it and the handler,
+//! // but an event counting 6 in the wrapping cycle leaves the counter at 5.
+//! let n = SampleAfter::new(4, overflow_rule(Generation::Itanium2))?;
+//! assert_eq!(n.rearm(0), (1, (1 << 47) - 4));
+//! assert_eq!(n.rearm(5), (2, (1 << 47) - 3));              // 5 = 1 x 4 + 1 past
+//! # Ok::<(), pmu::sampling::SampleAfterError>(())
+//! ```
 
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 

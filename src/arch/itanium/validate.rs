@@ -78,6 +78,19 @@
 //! * Multi-register scheduling rules (Itanium 2 cache groups; libpfm's
 //!   refusal to combine the BTB with the D-EAR's TLB or ALAT modes, which
 //!   comes from pfmon's sources rather than the reference).
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::itanium::{Generation, PmcError, Policy, Validator};
+//!
+//! let v = Validator::new(Generation::Itanium2, Policy::STRICT);
+//! // PMC0 is a control register: the driver writes it itself.
+//! assert_eq!(v.check(0, 0), Err(PmcError::ControlRegister { pmc: 0 }));
+//! // An I-EAR cache-mode latency mask no source defines (55h) is refused.
+//! let iear = 1 << 13 | 0x55 << 5 | 0xF;
+//! assert!(matches!(v.check(10, iear), Err(PmcError::UndefinedEarUmask { .. })));
+//! ```
 
 use core::fmt;
 

@@ -67,6 +67,25 @@
 //! | libpfm writes "ct=11 => cache mode with umask bit 7 set" | [`IearConfig`] decodes bit 13 = 1 as cache mode with an 8-bit mask at 12:5, so this falls out |
 //! | Itanium PMC10 power-up value | not in the reference; zero assumed (cache mode, >= 4 cycles, plm 0) |
 //! | Montecito IP-EAR (PMC42) | the reference gives its fields (plm, pm, mode 10:8, delay 18:11) but not the mode values or the capture format: [`IpEarConfig`] keeps mode and delay raw; no decoder |
+//!
+//! # Examples
+//!
+//! Sample instruction TLB misses filled by the hardware page walker or by
+//! software, and decode a capture:
+//!
+//! ```
+//! use pmu::arch::itanium::ear::{IearConfig, IearMode, ItlbSample, TlbFill, TlbFills};
+//! use pmu::arch::itanium::{Generation, Plm};
+//!
+//! let g = Generation::Itanium2;
+//! let fills = TlbFills { l2: false, hpw: true, software: true };
+//! let iear = IearConfig::tlb_misses(g, fills)?.with_plm(Plm::ALL);
+//! assert_eq!(iear.mode(), IearMode::TlbMiss);
+//! // PMD0: address 63:5, stat 1:0 = 2 (filled by the HPW).
+//! let s = ItlbSample::decode(iear, 0x4000_0040 | 2).unwrap();
+//! assert_eq!((s.address, s.fill), (0x4000_0040, TlbFill::Hpw));
+//! # Ok::<(), pmu::arch::itanium::FieldError>(())
+//! ```
 
 use super::fields::FieldError;
 use super::generation::Generation;
