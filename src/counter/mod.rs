@@ -89,7 +89,7 @@ use core::fmt;
 use core::marker::PhantomData;
 
 /// The counter states. Uninhabited marker types: a state exists only in a
-/// handle's type; [`StateTag`](crate::counter::StateTag) is the same at run time.
+/// handle's type; [`StateTag`] is the same at run time.
 ///
 /// ```
 /// use pmu::counter::StateTag;
