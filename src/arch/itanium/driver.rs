@@ -123,9 +123,9 @@ use core::marker::PhantomData;
 use super::ear::IearConfig;
 use super::fields::Plm;
 use super::generation::{Counter as HwCounter, Generation, RegSet};
-use super::pmc;
 use super::pmi::{PmiState, overflow_rule};
 use super::validate::{PmcError, Policy, Validator};
+use super::{pmc, pmd};
 use crate::access::PmcPmdAccess;
 use crate::counter::state::Unclaimed;
 use crate::counter::{self, Arch, Owner, owner};
@@ -647,7 +647,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
     fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         Self::reg(self.regs.write_pmc(n, p.pmc_stopped()))?;
         if self.generation == Generation::Itanium {
-            let raw = Self::reg(self.regs.read_pmd(n))? & self.generation.counter_mask();
+            let raw = pmd::count(self.generation, Self::reg(self.regs.read_pmd(n))?);
             // An overflow whose interrupt is still pending left the counter
             // wrapped: account for it here and withdraw it (module docs),
             // and keep the same point of the next period.
@@ -675,7 +675,10 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
         if let Some(v) = self.saved[usize::from(n)] {
             return Ok(v);
         }
-        Ok(Self::reg(self.regs.read_pmd(n))? & self.generation.counter_mask())
+        Ok(pmd::count(
+            self.generation,
+            Self::reg(self.regs.read_pmd(n))?,
+        ))
     }
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {

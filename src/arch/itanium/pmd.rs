@@ -92,6 +92,13 @@ impl CounterValue {
     }
 }
 
+/// The count a read of a counter PMD of `generation` gives: bits W-1:0 of
+/// `raw` (bits 63:W read as 0 or as copies of bit W-1, SDM Vol. 2 Table 7-3;
+/// see [`CounterValue::upper_bits`]).
+pub const fn count(generation: Generation, raw: u64) -> u64 {
+    raw & generation.counter_mask()
+}
+
 /// The value to write to a counter PMD of `generation` so that it holds
 /// `count` (bits 63:W are ignored by the hardware; this writes them zero).
 pub const fn write_image(generation: Generation, count: u64) -> u64 {

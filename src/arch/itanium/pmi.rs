@@ -50,6 +50,7 @@ use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use super::ear::{IearConfig, ItlbSample};
 use super::generation::{Generation, RegSet};
 use super::pmc::Pmc0;
+use super::pmd;
 use crate::access::PmcPmdAccess;
 use crate::sampling::{OverflowRule, Sample, SampleAfter};
 
@@ -68,7 +69,6 @@ pub const fn overflow_rule(generation: Generation) -> OverflowRule {
         pmi_delay: 0,
     }
 }
-const EAR_SET: u64 = 1 << 63;
 
 /// State shared by the driver and the overflow handler: atomics only, so it
 /// can live in a `static`.
@@ -80,9 +80,8 @@ pub struct PmiState {
     one_per_cycle: [AtomicBool; SLOTS],
     periods: [AtomicU64; SLOTS],
     at_halt: [AtomicU64; SLOTS],
-    /// Per counter: its I-EAR configuration with bit 63 set (0: none).
-    /// Bit 63 is unused by every generation's I-EAR PMC (reference
-    /// section 5: the highest field ends at bit 25).
+    /// Per counter: whether it samples the I-EAR, and the I-EAR image.
+    has_ear: [AtomicBool; SLOTS],
     ear: [AtomicU64; SLOTS],
     interrupts: AtomicU64,
     spurious: AtomicU64,
@@ -153,6 +152,7 @@ impl PmiState {
             one_per_cycle: [FALSE; SLOTS],
             periods: [Z64; SLOTS],
             at_halt: [Z64; SLOTS],
+            has_ear: [FALSE; SLOTS],
             ear: [Z64; SLOTS],
             interrupts: AtomicU64::new(0),
             spurious: AtomicU64::new(0),
@@ -223,7 +223,8 @@ impl PmiState {
         self.one_per_cycle[i].store(one_per_cycle, Ordering::Release);
         self.periods[i].store(0, Ordering::Release);
         self.at_halt[i].store(0, Ordering::Release);
-        self.ear[i].store(ear.map_or(0, |e| e.bits() | EAR_SET), Ordering::Release);
+        self.ear[i].store(ear.map_or(0, IearConfig::bits), Ordering::Release);
+        self.has_ear[i].store(ear.is_some(), Ordering::Release);
     }
 }
 
@@ -256,9 +257,8 @@ pub fn handle_pmi<R: PmcPmdAccess>(
         if sample_after == 0 {
             continue;
         }
-        let ear = state.ear[n].load(Ordering::Acquire);
-        let itlb = if ear & EAR_SET != 0 {
-            let config = IearConfig::from_bits_truncate(g, ear & !EAR_SET);
+        let itlb = if state.has_ear[n].load(Ordering::Acquire) {
+            let config = IearConfig::from_bits_truncate(g, state.ear[n].load(Ordering::Acquire));
             let v = ItlbSample::decode(config, regs.read_pmd(g.iear_address_pmd())?);
             if v.is_none() {
                 state.ear_invalid.fetch_add(1, Ordering::Relaxed);
@@ -272,7 +272,7 @@ pub fn handle_pmi<R: PmcPmdAccess>(
         let (periods, reload) = if state.one_per_cycle[n].load(Ordering::Acquire) {
             (1, s.preset())
         } else {
-            s.rearm(regs.read_pmd(n as u8)? & g.counter_mask())
+            s.rearm(pmd::count(g, regs.read_pmd(n as u8)?))
         };
         regs.write_pmd(n as u8, reload)?;
         state.periods[n].fetch_add(periods, Ordering::AcqRel);
