@@ -7,6 +7,7 @@ use super::counting::{Event, InstructionSet};
 use super::ear::Capture;
 use super::registers::ItaniumModel;
 use super::tables::Generation;
+use bit_field::BitField;
 
 /// The kind of a branch, for the Itanium 2 / Montecito `brt` filter (PMC12
 /// bits 15:14).
@@ -135,10 +136,11 @@ impl ItaniumModel {
         }
         let l = self.generation.layout();
         let cfg = self.pmc[l.btb_pmc as usize];
-        let tm = (cfg >> 8) & 3;
-        let ptm = (cfg >> 10) & 3;
-        let ppm = (cfg >> 12) & 3;
-        let brt = (cfg >> 14) & 3;
+        // tm 9:8, ptm 11:10, ppm 13:12, brt 15:14 (reference section 6).
+        let tm = cfg.get_bits(8..10);
+        let ptm = cfg.get_bits(10..12);
+        let ppm = cfg.get_bits(12..14);
+        let brt = cfg.get_bits(14..16);
         let pick = |mask: u64, bad: bool| mask & if bad { 1 } else { 2 } != 0;
         let brt_ok = self.generation == Generation::Itanium || brt == 0 || brt == branch.kind.brt();
         let selected = self.monitor_enabled(cfg & 0xF, cfg & (1 << 6) != 0, branch.cpl)

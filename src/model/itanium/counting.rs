@@ -6,6 +6,7 @@
 
 use super::registers::ItaniumModel;
 use super::tables::{Generation, counter, pmc0};
+use bit_field::BitField;
 
 /// The instruction set executing when an event occurs (PSR.is).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,7 +48,7 @@ pub enum Mesi {
 impl Mesi {
     /// The counter PMC bit that admits this state on Montecito.
     pub const fn pmc_bit(self) -> u64 {
-        1 << (counter::MONTECITO_MESI_SHIFT
+        1 << (counter::MONTECITO_MESI.start
             + match self {
                 Self::Invalid => 0,
                 Self::Shared => 1,
@@ -226,8 +227,8 @@ impl ItaniumModel {
         if generation == Generation::Itanium2 && self.pmc[4] & counter::ITANIUM2_ENABLE == 0 {
             return false;
         }
-        let es = (v >> counter::ES_SHIFT) & generation.event_select_mask();
-        let umask = (v >> counter::UMASK_SHIFT) & 0xF;
+        let es = v.get_bits(counter::ES) & generation.event_select_mask();
+        let umask = v.get_bits(counter::UMASK);
         let line_ok = match (generation, e.line) {
             (Generation::Montecito, Some(line)) => v & line.pmc_bit() != 0,
             _ => true,
@@ -237,7 +238,7 @@ impl ItaniumModel {
             && umask == u64::from(e.umask)
             && line_ok
             && self.monitor_enabled(v & counter::PLM, v & counter::PM != 0, e.cpl)
-            && e.isa.admitted_by((v >> counter::ISM_SHIFT) & 3)
+            && e.isa.admitted_by(v.get_bits(counter::ISM))
     }
 
     pub(super) fn deliver(&mut self, e: &Event) -> Delivery {

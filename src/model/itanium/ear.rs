@@ -11,6 +11,8 @@ use super::tables::{
     self, Generation, IearCacheSelect, itanium_dear_threshold, itanium_iear_threshold,
     itanium2_dear_threshold, itanium2_iear_cache_select, tlb_umask,
 };
+use bit_field::BitField;
+use core::ops::Range;
 
 /// Which level of the translation hierarchy satisfied a TLB miss (seed 002:
 /// "L2 instruction TLB, HPW, or software").
@@ -185,7 +187,18 @@ pub enum Capture {
 }
 
 /// Itanium 2 / Montecito I-EAR `ct` field (PMC bits 13:12).
-const CT_SHIFT: u32 = 12;
+const CT: Range<usize> = 12..14;
+/// Itanium 2 / Montecito I-EAR unit mask: 12:5 in cache mode, 11:5 in TLB
+/// mode.
+const ITA2_IEAR_CACHE_UMASK: Range<usize> = 5..13;
+const ITA2_IEAR_TLB_UMASK: Range<usize> = 5..12;
+/// Itanium EAR and every D-EAR unit mask, bits 19:16.
+const EAR_UMASK: Range<usize> = 16..20;
+/// Itanium EAR and every D-EAR `ism`, bits 25:24; Itanium 2 I-EAR 15:14.
+const EAR_ISM: Range<usize> = 24..26;
+const ITA2_IEAR_ISM: Range<usize> = 14..16;
+/// Itanium 2 / Montecito D-EAR mode, bits 8:7.
+const ITA2_DEAR_MODE: Range<usize> = 7..9;
 
 impl ItaniumModel {
     /// The I-EAR sees an instruction fetch miss.
@@ -199,8 +212,8 @@ impl ItaniumModel {
         // The ism field: 25:24 on Itanium, 15:14 on Itanium 2; Montecito's
         // PMC37 has none (bits 15:14 reserved).
         let ism = match self.generation {
-            Generation::Itanium => (cfg >> 24) & 3,
-            Generation::Itanium2 => (cfg >> 14) & 3,
+            Generation::Itanium => cfg.get_bits(EAR_ISM),
+            Generation::Itanium2 => cfg.get_bits(ITA2_IEAR_ISM),
             Generation::Montecito => 0,
         };
         if !self.monitor_enabled(plm, pm, miss.cpl) || !miss.isa.admitted_by(ism) {
@@ -225,7 +238,7 @@ impl ItaniumModel {
     /// software) or cache mode (umask: latency code). PMD0: v 0, tlb 1
     /// (0 HPW, 1 software), address 63:5; PMD1: latency 11:0 (cache mode).
     fn itanium_iear(&self, cfg: u64, miss: &FetchMiss) -> Option<(u64, Option<u64>)> {
-        let umask = (cfg >> 16) & 0xF;
+        let umask = cfg.get_bits(EAR_UMASK);
         let line = miss.address & !0x1F;
         if cfg & (1 << 7) != 0 {
             let (bit, software) = match miss.tlb? {
@@ -248,9 +261,9 @@ impl ItaniumModel {
     /// address 63:5; PMD1 (35): latency 11:0, overflow 12.
     fn itanium2_iear(&self, cfg: u64, miss: &FetchMiss) -> Option<(u64, Option<u64>)> {
         let line = miss.address & !0x1F;
-        match (cfg >> CT_SHIFT) & 3 {
+        match cfg.get_bits(CT) {
             0b00 => {
-                let umask = (cfg >> 5) & 0x7F;
+                let umask = cfg.get_bits(ITA2_IEAR_TLB_UMASK);
                 let (bit, stat) = match miss.tlb? {
                     TlbFill::L2 => (tlb_umask::ITANIUM2_IEAR_L2, 1),
                     TlbFill::Hpw => (tlb_umask::ITANIUM2_IEAR_HPW, 2),
@@ -261,11 +274,12 @@ impl ItaniumModel {
             0b01 => None,
             _ => {
                 let latency = miss.latency?;
-                let selected = match itanium2_iear_cache_select(cfg >> 5)? {
-                    IearCacheSelect::RabHit => miss.rab_hit,
-                    IearCacheSelect::AllMisses => latency > 0,
-                    IearCacheSelect::AtLeast(t) => latency >= t,
-                };
+                let selected =
+                    match itanium2_iear_cache_select(cfg.get_bits(ITA2_IEAR_CACHE_UMASK))? {
+                        IearCacheSelect::RabHit => miss.rab_hit,
+                        IearCacheSelect::AllMisses => latency > 0,
+                        IearCacheSelect::AtLeast(t) => latency >= t,
+                    };
                 let recorded = u64::from(latency.min(0xFFF)) | (u64::from(latency > 0xFFF) << 12);
                 selected.then_some((line | 1, Some(recorded)))
             }
@@ -280,11 +294,11 @@ impl ItaniumModel {
         let l = self.generation.layout();
         let cfg = self.pmc[l.dear_pmc as usize];
         if !self.monitor_enabled(cfg & 0xF, cfg & (1 << 6) != 0, miss.cpl)
-            || !miss.isa.admitted_by((cfg >> 24) & 3)
+            || !miss.isa.admitted_by(cfg.get_bits(EAR_ISM))
         {
             return Capture::NotSelected;
         }
-        let umask = (cfg >> 16) & 0xF;
+        let umask = cfg.get_bits(EAR_UMASK);
         let ip = miss.ip & !0xF;
         let slot = u64::from(miss.slot & 3);
         let captured = match self.generation {
@@ -309,7 +323,7 @@ impl ItaniumModel {
     pub(super) fn iear_reserved_field(&self, cfg: u64) -> Option<ReservedField> {
         match self.generation {
             Generation::Itanium => {
-                let umask = (cfg >> 16) & 0xF;
+                let umask = cfg.get_bits(EAR_UMASK);
                 let tlb_mode = cfg & (1 << 7) != 0;
                 let defined = tlb_umask::ITANIUM_IEAR_HPW | tlb_umask::ITANIUM_IEAR_SOFTWARE;
                 if tlb_mode && umask & !defined != 0 {
@@ -320,10 +334,13 @@ impl ItaniumModel {
                     None
                 }
             }
-            Generation::Itanium2 | Generation::Montecito => match (cfg >> CT_SHIFT) & 3 {
+            Generation::Itanium2 | Generation::Montecito => match cfg.get_bits(CT) {
                 // TLB mode: umask bits 11:8 select nothing.
                 0b00 if cfg & 0xF00 != 0 => Some(ReservedField::IEarTlbUmask),
-                0b10 | 0b11 if itanium2_iear_cache_select(cfg >> 5).is_none() => {
+                0b10 | 0b11
+                    if itanium2_iear_cache_select(cfg.get_bits(ITA2_IEAR_CACHE_UMASK))
+                        .is_none() =>
+                {
                     Some(ReservedField::IEarLatency)
                 }
                 _ => None,
@@ -333,7 +350,7 @@ impl ItaniumModel {
 
     /// The reserved value, if any, in a write of `cfg` to the D-EAR PMC.
     pub(super) fn dear_reserved_field(&self, cfg: u64) -> Option<ReservedField> {
-        let umask = (cfg >> 16) & 0xF;
+        let umask = cfg.get_bits(EAR_UMASK);
         let tlb_defined = tlb_umask::DEAR_L2 | tlb_umask::DEAR_HPW | tlb_umask::DEAR_SOFTWARE;
         match self.generation {
             Generation::Itanium => {
@@ -346,7 +363,7 @@ impl ItaniumModel {
                     None
                 }
             }
-            Generation::Itanium2 | Generation::Montecito => match (cfg >> 7) & 3 {
+            Generation::Itanium2 | Generation::Montecito => match cfg.get_bits(ITA2_DEAR_MODE) {
                 0 if itanium2_dear_threshold(umask).is_none() => Some(ReservedField::DEarLatency),
                 1 if umask & !tlb_defined != 0 => Some(ReservedField::DEarTlbUmask),
                 3 => Some(ReservedField::DEarMode),
@@ -384,7 +401,7 @@ fn itanium_dear(cfg: u64, umask: u64, miss: &DataMiss) -> Option<u64> {
 /// (33) value: latency 12:0, overflow 13, stat 15:14 (TLB mode: 1 L2, 2
 /// HPW, 3 fault; 0 otherwise).
 fn itanium2_dear(cfg: u64, umask: u64, miss: &DataMiss) -> Option<u64> {
-    match (cfg >> 7) & 3 {
+    match cfg.get_bits(ITA2_DEAR_MODE) {
         0 => {
             let latency = miss.latency?;
             let threshold = itanium2_dear_threshold(umask)?;

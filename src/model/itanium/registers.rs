@@ -4,6 +4,7 @@
 
 use super::counting::InterruptLine;
 use super::tables::{self, Generation, PmdKind, RegSpec, counter};
+use bit_field::BitField;
 
 /// Number of PMC (and PMD) slots the model keeps: every implemented register
 /// number is below 64 (Montecito's highest is PMD63).
@@ -490,6 +491,6 @@ impl ItaniumModel {
     /// The threshold field of counter `c` (at most 3 on Itanium PMC6/7,
     /// whose bit 22 is not writable).
     pub(super) fn threshold(&self, c: u32) -> u64 {
-        (self.pmc[c as usize] >> counter::THRESHOLD_SHIFT) & 7
+        self.pmc[c as usize].get_bits(counter::THRESHOLD)
     }
 }

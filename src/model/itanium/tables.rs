@@ -217,6 +217,8 @@ pub mod pmc0 {
 /// Generic counter configuration register (PMC4..p) fields: SDM Table 7-4
 /// for 7:0 and es, reference section 3 and seed 000 for the rest.
 pub mod counter {
+    use core::ops::Range;
+
     /// `plm`, bits 3:0: bit n enables counting at privilege level n.
     pub const PLM: u64 = 0xF;
     /// `ev`, bit 4: strobe a BPM pin when the counter wraps.
@@ -226,20 +228,20 @@ pub mod counter {
     pub const OI: u64 = 1 << 5;
     /// `pm`, bit 6: privileged monitor (enabled by PSR.pp, not PSR.up).
     pub const PM: u64 = 1 << 6;
-    /// `es`, bits 15:8 (14:8 on Itanium).
-    pub const ES_SHIFT: u32 = 8;
+    /// `es`, bits 15:8 (14:8 on Itanium: see `event_select_mask`).
+    pub const ES: Range<usize> = 8..16;
     /// `umask`, bits 19:16.
-    pub const UMASK_SHIFT: u32 = 16;
+    pub const UMASK: Range<usize> = 16..20;
     /// `threshold`, bits 22:20 (21:20 on Itanium PMC6/7, per seed 000).
-    pub const THRESHOLD_SHIFT: u32 = 20;
+    pub const THRESHOLD: Range<usize> = 20..23;
     /// Itanium 2 PMC4 bit 23: enable for every counter.
     pub const ITANIUM2_ENABLE: u64 = 1 << 23;
     /// `ism`, bits 25:24: bit 24 clear admits IA-64, bit 25 clear IA-32.
-    pub const ISM_SHIFT: u32 = 24;
+    pub const ISM: Range<usize> = 24..26;
     /// Itanium 2 bits 27:26: "must be zero for proper operations".
     pub const ITANIUM2_MUST_BE_ZERO: u64 = 3 << 26;
     /// Montecito MESI filter, bits 30:27 (i, s, e, m).
-    pub const MONTECITO_MESI_SHIFT: u32 = 27;
+    pub const MONTECITO_MESI: Range<usize> = 27..31;
 }
 
 /// The writable bits and power-up value of one register.

@@ -230,7 +230,7 @@ fn montecito_has_twelve_counters_and_a_mesi_filter() {
         9,
         0x7D,
         0,
-        (0b1100) << counter::MONTECITO_MESI_SHIFT,
+        (0b1100) << counter::MONTECITO_MESI.start,
     );
     m.inject(Event::new(0x7D, 0, 1).line(Mesi::Modified));
     m.inject(Event::new(0x7D, 0, 10).line(Mesi::Exclusive));
