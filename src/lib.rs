@@ -62,6 +62,8 @@ pub mod detect;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod sampling;
+#[cfg(test)]
+mod testing;
 
 /// The README's code blocks, compiled and run as doc tests.
 #[cfg(doctest)]

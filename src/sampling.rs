@@ -399,13 +399,7 @@ mod tests {
     /// `split` after every step, for many N on both rules.
     #[test]
     fn conservation_with_random_handler_timing_and_increments() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = move |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut rnd = crate::testing::rng(0x9e37_79b9_7f4a_7c15u64);
         for rule in [NB, IA64] {
             for n in [1u64, 2, 3, 5, 17, 64] {
                 let s = SampleAfter::new(n, rule).unwrap();

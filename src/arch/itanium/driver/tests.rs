@@ -467,13 +467,7 @@ fn spurious_interrupt_is_one_read() {
 /// generations, with halts (Itanium: saved counts) in between.
 #[test]
 fn conservation_over_randomised_runs() {
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rnd = move |m: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % m
-    };
+    let mut rnd = crate::testing::rng(0x9e37_79b9_7f4a_7c15u64);
     for g in Generation::ALL {
         for n in [1u64, 2, 3, 7, 100, 4096] {
             let state = PmiState::new();
@@ -804,13 +798,7 @@ fn release_keeps_another_counters_pending_overflow() {
 /// sink add up to the periods.
 #[test]
 fn conservation_with_several_counters_multi_increments_and_releases() {
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut rnd = move |m: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % m
-    };
+    let mut rnd = crate::testing::rng(0x2545_f491_4f6c_dd1du64);
     const NS: [u64; 6] = [1, 2, 3, 7, 50, 300];
     for g in Generation::ALL {
         let state = PmiState::new();

@@ -350,13 +350,7 @@ fn thread_1_counter_counts_and_interrupts_thread_1_only() {
 /// with a PMI serviced whenever the model raises one.
 #[test]
 fn conservation_over_randomised_runs() {
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut rnd = move |m: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % m
-    };
+    let mut rnd = crate::testing::rng(0x2545_f491_4f6c_dd1du64);
     for n in [1u64, 2, 3, 7, 100, 4096] {
         let state = PmiState::new();
         let (mut d, c) = driver!(&state, Config::prescott_ht());
@@ -649,13 +643,7 @@ fn two_counters_on_one_stream_each_account_exactly() {
 /// halt found add up to the periods.
 #[test]
 fn conservation_with_several_counters_both_threads_and_releases() {
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rnd = move |m: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % m
-    };
+    let mut rnd = crate::testing::rng(0x9e37_79b9_7f4a_7c15u64);
     const NS: [u64; 6] = [1, 2, 3, 7, 50, 300];
     let instr = |escr| CounterConfig::counting(spec("instr_retired:NBOGUSNTAG:k"), escr);
     // (counter, event kind, configuration without sampling)
