@@ -14,7 +14,7 @@ use std::time::Instant;
 use pmu::access::{MsrAccess, Recording};
 use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
+use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 use pmu::counter::Owner;
 use pmu::detect;
@@ -96,7 +96,7 @@ fn bench<O: Owner>(name: &str, armed: usize, overflowed: u32) {
         overflowed: 0,
     });
     let (mut d, c) = NetBurstDriver::<O, _>::take(regs, &cpu, state).unwrap();
-    let n = SampleAfter::new(100_000, OVERFLOW_RULE).unwrap();
+    let n = SampleAfter::new(100_000, overflow_rule()).unwrap();
     let cfg = configs(n);
     // Counters 0, 12, 14 and 1 (their ESCRs feed them).
     let a =

@@ -30,7 +30,7 @@ use hobby::workload::{self, EXPECTED_SHARES, SYMBOLS};
 use hobby::{pmi, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
+use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
 use pmu::sampling::{self, SampleBuffer};
@@ -181,7 +181,8 @@ fn run() -> Result<bool, &'static str> {
     let c0 = c0.halt(&mut pmu).map_err(|_| "halt")?;
     let cycles = c0.read(&mut pmu).map_err(|_| "read")? + CARRY.load(Ordering::SeqCst);
     let c0 = c0.release(&mut pmu).map_err(|_| "release")?;
-    let n = sampling::calibrate(cycles, TARGET_SAMPLES, OVERFLOW_RULE).map_err(|_| "calibrate")?;
+    let n =
+        sampling::calibrate(cycles, TARGET_SAMPLES, overflow_rule()).map_err(|_| "calibrate")?;
     println!(
         "  calibration: {rounds} rounds = {cycles} cycles (model) -> sample after {} cycles for ~{TARGET_SAMPLES} samples",
         n.get()

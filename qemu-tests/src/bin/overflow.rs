@@ -19,7 +19,7 @@ use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NbCounter, NetBurstDriver};
-use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
+use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 use pmu::counter::Owner;
 use pmu::counter::state::{Enabled, Unclaimed};
@@ -144,7 +144,7 @@ fn start<O: Owner, const N: u8>(
 
 fn running(n: u64) -> CounterConfig {
     let spec: EventSpec = "global_power_events:RUNNING:k".parse().unwrap();
-    let s = SampleAfter::new(n, OVERFLOW_RULE).unwrap();
+    let s = SampleAfter::new(n, overflow_rule()).unwrap();
     CounterConfig::counting(spec, Escr::FsbEscr0).sampling(s)
 }
 
@@ -211,7 +211,7 @@ fn sampling_pmis_are_real_interrupts_with_the_interrupted_rip() -> Outcome {
 }
 
 fn conservation(n: u64, events: u64, raw: u64) -> Outcome {
-    let s = SampleAfter::new(n, OVERFLOW_RULE).unwrap();
+    let s = SampleAfter::new(n, overflow_rule()).unwrap();
     let (owed, residual) = s.split(raw);
     let periods = PMI.periods(0);
     check_eq!(
@@ -303,7 +303,7 @@ fn pmi_racing_a_halt_is_counted_once() -> Outcome {
 fn two_overflows_one_pmi() -> Outcome {
     let (mut d, c) = setup!(false);
     let instr: EventSpec = "instr_retired:NBOGUSNTAG:k".parse().unwrap();
-    let s = SampleAfter::new(5, OVERFLOW_RULE).unwrap();
+    let s = SampleAfter::new(5, overflow_rule()).unwrap();
     let cfg = CounterConfig::counting(instr, Escr::CruEscr0).sampling(s);
     let Ok(a) = start(&mut d, c.c0, &running(5)) else {
         fail!("configure/enable 0")

@@ -87,7 +87,7 @@ use super::escr::ThreadCpl;
 use super::msrs::EscrSet;
 use super::msrs::{Counter, CounterSet, Escr};
 use super::parse::EventSpec;
-use super::pmi::{OVERFLOW_RULE, PmiState};
+use super::pmi::{PmiState, overflow_rule};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
 use crate::counter::rules::Readable;
@@ -509,7 +509,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if t1 && !self.hyper_threading {
             return Err(ConfigError::NoSuchLogicalProcessor);
         }
-        if c.sampling.is_some_and(|s| s.rule() != OVERFLOW_RULE) {
+        if c.sampling.is_some_and(|s| s.rule() != overflow_rule()) {
             return Err(ConfigError::SampleAfterRule);
         }
         let interrupt = c.sampling.is_some();

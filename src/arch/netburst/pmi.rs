@@ -53,7 +53,7 @@
 //! ```
 //! use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 //! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-//! use pmu::arch::netburst::pmi::{OVERFLOW_RULE, PmiState, handle_pmi};
+//! use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
 //! use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 //! use pmu::model::netburst::{self as model, Config, EventKind, NetBurstModel, Privilege};
 //! use pmu::sampling::SampleAfter;
@@ -69,7 +69,7 @@
 //! let cpu = pmu::detect::detect(&m, &mut m.clone())?.usable_netburst().unwrap();
 //! let (mut pmu, c) = NetBurstDriver::<Package0, _>::take(m, &cpu, &PMI)?;
 //! let spec: EventSpec = "global_power_events:RUNNING:k".parse()?;
-//! let every_100 = SampleAfter::new(100, OVERFLOW_RULE)?;
+//! let every_100 = SampleAfter::new(100, overflow_rule())?;
 //! let config = CounterConfig::counting(spec, Escr::FsbEscr0).sampling(every_100);
 //! let c0 = c.c0.configure(&mut pmu, &config)?.enable(&mut pmu)?;
 //!
@@ -95,12 +95,15 @@ use crate::sampling::{OverflowRule, Sample, SampleAfter};
 
 const COUNTERS: usize = 18;
 
-/// NetBurst counters are 40 bits wide and raise the PMI with the event after
-/// the overflow (SDM 18.15.5.8).
-pub const OVERFLOW_RULE: OverflowRule = OverflowRule {
-    width: 40,
-    pmi_delay: 1,
-};
+/// How a NetBurst counter overflows: 40 bits wide, and the PMI comes with
+/// the event after the overflow (SDM 18.15.5.8). The Itanium counterpart,
+/// `arch::itanium::pmi::overflow_rule`, takes the generation.
+pub const fn overflow_rule() -> OverflowRule {
+    OverflowRule {
+        width: 40,
+        pmi_delay: 1,
+    }
+}
 
 /// State shared by the counter handles (through the driver) and the
 /// interrupt handler: atomics only, so it can live in a `static`.
@@ -242,7 +245,7 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
             continue;
         }
         // Checked when the counter was configured.
-        let s = SampleAfter::trusted(sample_after, OVERFLOW_RULE);
+        let s = SampleAfter::trusted(sample_after, overflow_rule());
         let (periods, value) = s.rearm(msr.read_pmc(u32::from(counter.index()))?);
         if periods == 0 {
             continue;

@@ -166,7 +166,7 @@ fn msr_traffic_per_operation_is_exact() {
     let _ = c2.release(&mut d).unwrap();
     assert_eq!(d.msr().take_counts(), counts(0, 3, 0), "release");
 
-    let n = SampleAfter::new(1000, OVERFLOW_RULE).unwrap();
+    let n = SampleAfter::new(1000, overflow_rule()).unwrap();
     let s = c.c12.configure(
         &mut d,
         &CounterConfig::counting(spec("instr_retired:NBOGUSNTAG:k"), Escr::CruEscr0).sampling(n),
@@ -186,7 +186,7 @@ fn msr_traffic_per_operation_is_exact() {
 fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
     let state = PmiState::new();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
-    let n = SampleAfter::new(50, OVERFLOW_RULE).unwrap();
+    let n = SampleAfter::new(50, overflow_rule()).unwrap();
     let a = c.c0.configure(&mut d, &running().sampling(n)).unwrap();
     let instr = CounterConfig::counting(spec("instr_retired:NBOGUSNTAG:k"), Escr::CruEscr0);
     let b = c.c12.configure(&mut d, &instr.sampling(n)).unwrap();
@@ -307,7 +307,7 @@ fn configuration_errors_leave_the_handle() {
 fn thread_1_counter_counts_and_interrupts_thread_1_only() {
     let state = PmiState::new();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
-    let n = SampleAfter::new(10, OVERFLOW_RULE).unwrap();
+    let n = SampleAfter::new(10, overflow_rule()).unwrap();
     let c2 = c.c2.configure(
         &mut d,
         &CounterConfig {
@@ -354,7 +354,7 @@ fn conservation_over_randomised_runs() {
     for n in [1u64, 2, 3, 7, 100, 4096] {
         let state = PmiState::new();
         let (mut d, c) = driver!(&state, Config::prescott_ht());
-        let sa = SampleAfter::new(n, OVERFLOW_RULE).unwrap();
+        let sa = SampleAfter::new(n, overflow_rule()).unwrap();
         let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
         let mut c0 = c0.enable(&mut d).unwrap().erase();
         let (mut lvt, mut samples, mut events) = (Lvt::default(), Vec::new(), 0u64);
@@ -399,7 +399,7 @@ fn pmi_racing_a_halt_is_counted_once() {
     for extra in [0u64, 1, 2] {
         let state = PmiState::new();
         let (mut d, c) = driver!(&state, Config::prescott_ht());
-        let sa = SampleAfter::new(10, OVERFLOW_RULE).unwrap();
+        let sa = SampleAfter::new(10, overflow_rule()).unwrap();
         let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
         let c0 = c0.enable(&mut d).unwrap();
         // 10 events overflow the counter; the 11th raises the PMI.
@@ -556,7 +556,7 @@ fn cascade_table_matches_the_arch_rule() {
 fn a_pmi_serviced_early_invents_no_event() {
     let state = PmiState::new();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
-    let sa = SampleAfter::new(3, OVERFLOW_RULE).unwrap();
+    let sa = SampleAfter::new(3, overflow_rule()).unwrap();
     let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
     let c0 = c0.enable(&mut d).unwrap();
     inject(&mut d, RUNNING, 3);
@@ -609,8 +609,8 @@ fn two_counters_on_one_stream_each_account_exactly() {
     let state = PmiState::new();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let (four, three) = (
-        SampleAfter::new(4, OVERFLOW_RULE).unwrap(),
-        SampleAfter::new(3, OVERFLOW_RULE).unwrap(),
+        SampleAfter::new(4, overflow_rule()).unwrap(),
+        SampleAfter::new(3, overflow_rule()).unwrap(),
     );
     let on_escr1 = CounterConfig {
         escr: Escr::FsbEscr1,
@@ -676,7 +676,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
         n[i] = NS[rnd(6) as usize];
         h[i].configure(
             &mut d,
-            &cfg.sampling(SampleAfter::new(n[i], OVERFLOW_RULE).unwrap()),
+            &cfg.sampling(SampleAfter::new(n[i], overflow_rule()).unwrap()),
         )
         .unwrap();
         h[i].enable(&mut d).unwrap();
@@ -741,7 +741,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
             }
             _ => {
                 let i = rnd(4) as usize;
-                let s = SampleAfter::new(n[i], OVERFLOW_RULE).unwrap();
+                let s = SampleAfter::new(n[i], overflow_rule()).unwrap();
                 let counter = Counter::from_index(setup[i].0).unwrap();
                 let (owed, residual) = s.split(h[i].read(&mut d).unwrap());
                 let periods = state.periods(counter.index());
@@ -756,7 +756,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
                 checked += 1;
                 h[i].release(&mut d).unwrap();
                 n[i] = NS[rnd(6) as usize];
-                let s = SampleAfter::new(n[i], OVERFLOW_RULE).unwrap();
+                let s = SampleAfter::new(n[i], overflow_rule()).unwrap();
                 h[i].configure(&mut d, &setup[i].2.sampling(s)).unwrap();
                 h[i].enable(&mut d).unwrap();
                 (events[i], sampled[i]) = (0, 0);
