@@ -71,7 +71,7 @@
 //! let config = CounterConfig::counting("instr_retired:NBOGUSNTAG:k".parse()?, Escr::CruEscr0);
 //! d.msr().clear();
 //! let c12 = c.c12.configure(&mut d, &config)?;
-//! assert_eq!(d.msr().take_counts(), AccessCounts::msr(0, 3, 0)); // ESCR, counter, CCCR
+//! assert_eq!(d.msr().take_counts(), AccessCounts::msr(0, 2, 0)); // ESCR, counter
 //! let c12 = c12.enable(&mut d)?.halt(&mut d)?;
 //! assert_eq!(d.msr().take_counts(), AccessCounts::msr(0, 2, 0)); // CCCR twice
 //! let _ = c12.release(&mut d)?;

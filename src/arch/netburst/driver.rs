@@ -10,7 +10,7 @@
 //!
 //! | operation | RDMSR | WRMSR | RDPMC | accesses |
 //! |---|---|---|---|---|
-//! | configure | 0 | 3 | 0 | ESCR image, counter preset, CCCR image (disabled) |
+//! | configure | 0 | 2 | 0 | ESCR image, counter preset (the CCCR of an Unclaimed counter is idle already: `take` and `release` leave it so) |
 //! | enable / resume | 0 | 1 | 0 | CCCR with `ENABLE` |
 //! | cascade_from | 0 | 1 | 0 | CCCR with `CASCADE` |
 //! | halt, counting counter | 0 | 1 | 0 | CCCR without `ENABLE` |
@@ -588,7 +588,9 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         let preset = p.sampling.map_or(0, SampleAfter::preset);
         self.pmi.set_sampling(n, p.sampling);
         self.write_counter(n, preset)?;
-        self.write_cccr(n, p.cccr.bits())?;
+        // The CCCR is idle already: an Unclaimed counter's CCCR is the idle
+        // image (written by `take` and by `release`), which counts nothing,
+        // so the first CCCR write is the one that enables or cascades.
         self.escrs_in_use = self.escrs_in_use.with(escr);
         self.claimed = self.claimed.with(counter_at(n)?);
         Ok(p)

@@ -137,7 +137,7 @@ fn msr_traffic_per_operation_is_exact() {
     let state = PmiState::new();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let c0 = c.c0.configure(&mut d, &running()).unwrap();
-    assert_eq!(d.msr().take_counts(), counts(0, 3, 0), "configure");
+    assert_eq!(d.msr().take_counts(), counts(0, 2, 0), "configure");
     let c0 = c0.enable(&mut d).unwrap();
     assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "enable");
     inject(&mut d, RUNNING, 10);
