@@ -1,6 +1,6 @@
 //! The Itanium driver and overflow handler against the Itanium model (a
 //! test instrument written from the manuals): behaviour, and exact register
-//! traffic per operation through [`Recorder`]. Every count here comes from
+//! traffic per operation through [`Recording`]. Every count here comes from
 //! the model.
 
 use std::vec::Vec;
