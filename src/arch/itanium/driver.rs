@@ -452,7 +452,8 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
     /// Itanium 2 PMC4 keeps its enable bit 23), zero every counter PMD,
     /// reset the I-EAR PMC, then unfreeze (PMC0 = 0: fr and every overflow
     /// bit clear, reference section 4). `pmi` is shared with the kernel's
-    /// [`super::pmi::handle_pmi`] call. A second take of `O` while its
+    /// [`super::pmi::handle_pmi`] call and belongs to this PMU alone (it is
+    /// reset here; declare one `static` per PMU beside its owner type). A second take of `O` while its
     /// driver is live fails with [`InitError::AlreadyTaken`] and touches
     /// nothing ([`crate::counter::owner`]).
     pub fn take(

@@ -421,7 +421,9 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     /// previous owner, for example the kernel before a kexec, may have left
     /// counters running with interrupts on) and hand out the 18 claim
     /// tokens. `pmi` is shared with the kernel's [`super::pmi::handle_pmi`]
-    /// call. A second take of `O` while its driver is live fails with
+    /// call, and belongs to this PMU alone: two drivers given one
+    /// `PmiState` would mix their counters' periods (the types do not
+    /// prevent it; declare one `static` per PMU beside its owner type). A second take of `O` while its driver is live fails with
     /// [`InitError::AlreadyTaken`] and touches nothing ([`crate::counter::owner`]).
     pub fn take(
         mut msr: M,

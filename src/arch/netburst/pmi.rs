@@ -41,7 +41,9 @@
 //! counter disarmed (the halt has accounted for the period itself, see
 //! [`super::driver`]), so it is counted as spurious and nothing is counted
 //! twice. A counter serviced before its own PMI arrives (another counter's
-//! PMI came first) raises that PMI later, and it is spurious too. Events
+//! PMI came first) has its `OVF` cleared with the service; the model then
+//! withdraws the PMI it owed (the SDM does not say whether hardware does),
+//! and a PMI that comes anyway finds nothing and counts as spurious. Events
 //! that arrive between the RDPMC and the counter write are not counted; on
 //! the model there are none.
 //!
