@@ -160,19 +160,21 @@ impl SampleAfter {
         self.rule.neg(self.n)
     }
 
-    /// A value checked once, used where re-checking would cost the
-    /// interrupt path (the handlers keep `N` from the configuration).
-    pub(crate) const fn trusted(n: u64, rule: OverflowRule) -> SampleAfter {
-        SampleAfter { n, rule }
-    }
-
     /// Re-arm a counter that holds `raw`: the periods it completed since the
     /// last (re)load, and the value that puts it as far into a fresh period
     /// as it is into the current one (`-N + residual`). See the module docs:
     /// this is exact whatever the counter counted after its overflow.
     pub const fn rearm(self, raw: u64) -> (u64, u64) {
-        let (periods, residual) = self.split(raw);
-        (periods, self.at_residual(residual))
+        self.rearm_constants().rearm(raw & self.rule.mask())
+    }
+
+    /// What an interrupt handler keeps to re-arm this counter: `N` and the
+    /// preset, computed once when the counter is configured.
+    pub const fn rearm_constants(self) -> Rearm {
+        Rearm {
+            n: self.n,
+            preset: self.preset(),
+        }
     }
 
     /// Split a raw counter value into periods completed since the last
@@ -187,6 +189,49 @@ impl SampleAfter {
     /// The raw value of a counter `residual` events into a period.
     pub const fn at_residual(self, residual: u64) -> u64 {
         self.preset().wrapping_add(residual % self.n) & self.rule.mask()
+    }
+}
+
+/// A sampling counter's re-arm constants, `N` and the preset `2^w - N`,
+/// computed when the counter is configured so that the interrupt handler
+/// checks and derives nothing ([`SampleAfter::rearm_constants`]).
+///
+/// Because `N <= 2^(w-1)` ([`OverflowRule::max_sample_after`]), a counter
+/// has passed its overflow exactly when its raw value is below the preset:
+/// counting up from `2^w - N` it holds `[2^w - N, 2^w)` before the wrap and
+/// `[0, 2^w - N)` after. So one comparison decides, and in the usual case
+/// (fewer than `N` events after the wrap) the re-arm needs no division.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Rearm {
+    /// `N`; 0 for a counter that does not sample.
+    pub n: u64,
+    /// `2^w - N`, the value the counter starts a period from.
+    pub preset: u64,
+}
+
+impl Rearm {
+    /// The same as [`SampleAfter::rearm`] for a raw value below `2^w`:
+    /// periods completed and the value to write. `(0, raw)` when the counter
+    /// has not passed its overflow (and for `Rearm::default()`, whose
+    /// preset is 0).
+    #[inline(always)]
+    pub const fn rearm(self, raw: u64) -> (u64, u64) {
+        // `n <= preset`, so `raw < n` (the usual overflow: fewer than N
+        // events past the wrap) is tested first and needs no division.
+        if raw < self.n {
+            (1, self.preset + raw)
+        } else if raw < self.preset {
+            // A whole period or more past the wrap: rare, and the only
+            // division.
+            core::hint::cold_path();
+            match (raw.checked_div(self.n), raw.checked_rem(self.n)) {
+                (Some(q), Some(r)) => (1 + q, self.preset + r),
+                _ => (0, raw),
+            }
+        } else {
+            (0, raw)
+        }
     }
 }
 
@@ -419,6 +464,55 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The handler's constants give what the definition by `split` gives,
+    /// on both sides of every boundary, for the smallest and largest N.
+    #[test]
+    fn rearm_constants_agree_with_split() {
+        for rule in [NB, IA64] {
+            for n in [
+                1,
+                2,
+                3,
+                1000,
+                rule.max_sample_after() - 1,
+                rule.max_sample_after(),
+            ] {
+                let s = SampleAfter::new(n, rule).unwrap();
+                let p = s.preset();
+                for raw in [
+                    0,
+                    1,
+                    n - 1,
+                    n,
+                    n + 1,
+                    2 * n,
+                    3 * n + 1,
+                    p - 1,
+                    p,
+                    p + 1,
+                    rule.mask(),
+                ] {
+                    let raw = raw & rule.mask();
+                    let (periods, residual) = s.split(raw);
+                    let by_split = (
+                        periods,
+                        if periods == 0 {
+                            raw
+                        } else {
+                            s.at_residual(residual)
+                        },
+                    );
+                    assert_eq!(
+                        s.rearm_constants().rearm(raw),
+                        by_split,
+                        "N={n} raw={raw:#x}"
+                    );
+                }
+            }
+        }
+        assert_eq!(Rearm::default().rearm(5), (0, 5), "not sampling: nothing");
     }
 
     #[test]

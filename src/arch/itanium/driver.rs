@@ -120,7 +120,7 @@
 use core::fmt;
 use core::marker::PhantomData;
 
-use super::ear::IearConfig;
+use super::ear::{IearConfig, IearMode};
 use super::fields::Plm;
 use super::generation::{Counter as HwCounter, Generation, RegSet};
 use super::pmi::{PmiState, overflow_rule};
@@ -328,6 +328,14 @@ impl Programmed {
     /// The sample-after value, for a sampling counter.
     pub const fn sampling(&self) -> Option<SampleAfter> {
         self.sampling
+    }
+
+    /// Whether the counter drives an I-EAR in TLB mode, whose capture the
+    /// overflow handler reads and hands on as an
+    /// [`ItlbSample`](super::ear::ItlbSample) (a cache-mode I-EAR captures
+    /// no TLB miss: its counter's samples carry none).
+    pub const fn captures_itlb(&self) -> bool {
+        matches!(self.iear, Some(e) if matches!(e.mode(), IearMode::TlbMiss))
     }
 
     /// Whether the counter gains at most one per cycle: a non-zero
@@ -632,7 +640,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
         Self::reg(self.regs.write_pmd(n, preset))?;
         self.saved[usize::from(n)] = None;
         self.pmi
-            .set_sampling(n, p.sampling, p.iear, p.one_per_cycle);
+            .set_sampling(n, p.sampling, p.captures_itlb(), p.one_per_cycle);
         self.claimed = self.claimed.with(n);
         Ok(p)
     }
@@ -698,7 +706,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
             self.clear_pending_overflow(n)?;
         }
         self.saved[usize::from(n)] = None;
-        self.pmi.set_sampling(n, None, None, false);
+        self.pmi.set_sampling(n, None, false, false);
         self.claimed = self.claimed.without(n);
         Ok(())
     }

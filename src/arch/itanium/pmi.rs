@@ -45,14 +45,13 @@
 //! # Ok::<(), pmu::sampling::SampleAfterError>(())
 //! ```
 
-use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use super::ear::{IearConfig, ItlbSample};
+use super::ear::ItlbSample;
 use super::generation::{Generation, RegSet};
 use super::pmc::Pmc0;
-use super::pmd;
 use crate::access::PmcPmdAccess;
-use crate::sampling::{OverflowRule, Sample, SampleAfter};
+use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter};
 
 const SLOTS: usize = 16;
 
@@ -70,22 +69,49 @@ pub const fn overflow_rule(generation: Generation) -> OverflowRule {
     }
 }
 
+/// [`Slots::flags`]: the counter can gain more than one per cycle, so the
+/// handler reads it.
+const READ_COUNT: u8 = 1;
+/// [`Slots::flags`]: the counter samples an I-EAR in TLB mode
+/// (`Programmed::captures_itlb`).
+const SAMPLES_IEAR: u8 = 2;
+
+/// What the handler needs of the sampling counters, one array per field
+/// indexed by counter number (so the handler indexes with the overflow
+/// bit's number, no multiplication): the re-arm constants and flags, set
+/// when a counter is configured, and the period counts, written only by
+/// the handler (and by a halt, which the handler cannot interrupt: see
+/// [`PmiState`]).
+struct Slots {
+    preset: [AtomicU64; SLOTS],
+    n: [AtomicU64; SLOTS],
+    periods: [AtomicU64; SLOTS],
+    flags: [AtomicU8; SLOTS],
+}
+
 /// State shared by the driver and the overflow handler: atomics only, so it
 /// can live in a `static`.
+///
+/// Every location the handler writes has one writer at a time, so it is
+/// updated with a plain load and store, no locked instruction: an Itanium
+/// PMU belongs to one CPU, whose handler runs to completion before a driver
+/// call it interrupted resumes, and the driver is called with the PMU
+/// interrupt masked (see `clear_pending_overflow` in [`super::driver`]).
+/// (Were the rule broken a count could be wrong, never memory: the
+/// locations are atomics.)
 pub struct PmiState {
     generation: AtomicU8,
-    sample_after: [AtomicU64; SLOTS],
-    /// Per counter: it gains at most one per cycle, so an overflow leaves
-    /// it at exactly 0 and the handler need not read it.
-    one_per_cycle: [AtomicBool; SLOTS],
-    periods: [AtomicU64; SLOTS],
-    at_halt: [AtomicU64; SLOTS],
-    /// Per counter: whether it samples the I-EAR, and the I-EAR image.
-    has_ear: [AtomicBool; SLOTS],
-    ear: [AtomicU64; SLOTS],
+    /// The counters configured to sample, as PMC0 overflow bits (bit n is
+    /// counter n's, SDM Vol. 2 7.2.1).
+    sampling: AtomicU64,
+    /// The counter-value mask of the generation (bits W-1:0), set when a
+    /// driver takes the PMU (no counter samples before).
+    count_mask: AtomicU64,
     interrupts: AtomicU64,
     spurious: AtomicU64,
     ear_invalid: AtomicU64,
+    slot: Slots,
+    at_halt: [AtomicU64; SLOTS],
 }
 
 impl Default for PmiState {
@@ -124,20 +150,31 @@ impl PmiOutcome {
     }
 }
 
+/// The generation's code in [`PmiState`]: Itanium 2 is 0, so that a new
+/// state is all zero bits and a `static` of it lives in `.bss`.
 const fn generation_from(v: u8) -> Generation {
     match v {
-        0 => Generation::Itanium,
-        1 => Generation::Itanium2,
+        0 => Generation::Itanium2,
+        1 => Generation::Itanium,
         _ => Generation::Montecito,
     }
 }
 
 const fn generation_code(g: Generation) -> u8 {
     match g {
-        Generation::Itanium => 0,
-        Generation::Itanium2 => 1,
+        Generation::Itanium2 => 0,
+        Generation::Itanium => 1,
         Generation::Montecito => 2,
     }
+}
+
+/// `cell += by` for a cell with one writer: a load and a store, no lock.
+#[inline(always)]
+fn bump(cell: &AtomicU64, by: u64) {
+    cell.store(
+        cell.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Relaxed,
+    );
 }
 
 impl PmiState {
@@ -145,22 +182,26 @@ impl PmiState {
     #[allow(clippy::declare_interior_mutable_const)]
     pub const fn new() -> Self {
         const Z64: AtomicU64 = AtomicU64::new(0);
-        const FALSE: AtomicBool = AtomicBool::new(false);
+        const Z8: AtomicU8 = AtomicU8::new(0);
         PmiState {
-            generation: AtomicU8::new(1),
-            sample_after: [Z64; SLOTS],
-            one_per_cycle: [FALSE; SLOTS],
-            periods: [Z64; SLOTS],
+            generation: AtomicU8::new(0),
+            sampling: Z64,
+            count_mask: Z64,
+            interrupts: Z64,
+            spurious: Z64,
+            ear_invalid: Z64,
+            slot: Slots {
+                preset: [Z64; SLOTS],
+                n: [Z64; SLOTS],
+                periods: [Z64; SLOTS],
+                flags: [Z8; SLOTS],
+            },
             at_halt: [Z64; SLOTS],
-            has_ear: [FALSE; SLOTS],
-            ear: [Z64; SLOTS],
-            interrupts: AtomicU64::new(0),
-            spurious: AtomicU64::new(0),
-            ear_invalid: AtomicU64::new(0),
         }
     }
 
     /// The generation the driver took.
+    #[inline]
     pub fn generation(&self) -> Generation {
         generation_from(self.generation.load(Ordering::Acquire))
     }
@@ -168,7 +209,7 @@ impl PmiState {
     /// Periods counter `n` completed since it was configured (one per
     /// serviced overflow).
     pub fn periods(&self, n: u8) -> u64 {
-        self.periods[usize::from(n) % SLOTS].load(Ordering::Acquire)
+        self.slot.periods[usize::from(n) % SLOTS].load(Ordering::Acquire)
     }
 
     /// Of [`PmiState::periods`], those a halt found on the first-generation
@@ -181,8 +222,8 @@ impl PmiState {
 
     pub(super) fn add_halt_periods(&self, n: u8, periods: u64) {
         let i = usize::from(n) % SLOTS;
-        self.periods[i].fetch_add(periods, Ordering::AcqRel);
-        self.at_halt[i].fetch_add(periods, Ordering::AcqRel);
+        bump(&self.slot.periods[i], periods);
+        bump(&self.at_halt[i], periods);
     }
 
     /// Interrupts handled.
@@ -203,28 +244,43 @@ impl PmiState {
 
     pub(super) fn reset(&self, g: Generation) {
         self.generation.store(generation_code(g), Ordering::Release);
+        self.count_mask.store(g.counter_mask(), Ordering::Release);
         for n in 0..SLOTS as u8 {
-            self.set_sampling(n, None, None, false);
+            self.set_sampling(n, None, false, false);
         }
         self.interrupts.store(0, Ordering::Relaxed);
         self.spurious.store(0, Ordering::Relaxed);
         self.ear_invalid.store(0, Ordering::Relaxed);
     }
 
+    /// Counter `n` is (re)configured: its re-arm constants, computed here
+    /// once, whether the handler must read it, its I-EAR image, and no
+    /// periods yet.
     pub(super) fn set_sampling(
         &self,
         n: u8,
         s: Option<SampleAfter>,
-        ear: Option<IearConfig>,
+        samples_iear: bool,
         one_per_cycle: bool,
     ) {
         let i = usize::from(n) % SLOTS;
-        self.sample_after[i].store(s.map_or(0, SampleAfter::get), Ordering::Release);
-        self.one_per_cycle[i].store(one_per_cycle, Ordering::Release);
-        self.periods[i].store(0, Ordering::Release);
+        let slot = &self.slot;
+        let r = s.map_or(Rearm::default(), SampleAfter::rearm_constants);
+        slot.preset[i].store(r.preset, Ordering::Release);
+        slot.n[i].store(r.n, Ordering::Release);
+        slot.periods[i].store(0, Ordering::Release);
         self.at_halt[i].store(0, Ordering::Release);
-        self.ear[i].store(ear.map_or(0, IearConfig::bits), Ordering::Release);
-        self.has_ear[i].store(ear.is_some(), Ordering::Release);
+        let flags = if one_per_cycle { 0 } else { READ_COUNT }
+            | if samples_iear { SAMPLES_IEAR } else { 0 };
+        slot.flags[i].store(flags, Ordering::Release);
+        let bit = 1u64 << i;
+        let sampling = self.sampling.load(Ordering::Relaxed);
+        let sampling = if s.is_some() {
+            sampling | bit
+        } else {
+            sampling & !bit
+        };
+        self.sampling.store(sampling, Ordering::Release);
     }
 }
 
@@ -234,63 +290,76 @@ impl PmiState {
 /// counter, and unfreeze (PMC0 = 0) last. See the [module documentation](self).
 ///
 /// An overflow bit of a counter that is not sampling (released, or never
-/// configured with `oi`) is not a sample: it is cleared with the rest.
+/// configured with `oi`) is not a sample: it is cleared with the rest. The
+/// handler executes no locked instruction ([`PmiState`]) and derives
+/// nothing it could have computed at configure time.
 ///
 /// If a register access fails (only a model can fail) the handler stops and
 /// returns the error with the PMU still frozen.
+#[inline]
 pub fn handle_pmi<R: PmcPmdAccess>(
     state: &PmiState,
     regs: &mut R,
     iip: u64,
     mut sink: impl FnMut(OverflowSample),
 ) -> Result<PmiOutcome, R::Error> {
-    let g = state.generation();
-    state.interrupts.fetch_add(1, Ordering::Relaxed);
+    bump(&state.interrupts, 1);
     let pmc0 = regs.read_pmc(0)?;
-    let mut overflowed = RegSet::EMPTY;
-    for counter in Pmc0::from_bits(pmc0).overflowed(g) {
-        let n = usize::from(counter);
-        let Some(sample_after) = state.sample_after.get(n).map(|s| s.load(Ordering::Acquire))
-        else {
-            continue;
-        };
-        if sample_after == 0 {
-            continue;
-        }
-        let itlb = if state.has_ear[n].load(Ordering::Acquire) {
-            let config = IearConfig::from_bits_truncate(g, state.ear[n].load(Ordering::Acquire));
-            let v = ItlbSample::decode(config, regs.read_pmd(g.iear_address_pmd())?);
+    let mut overflowed = 0u64;
+    let mut rest = pmc0 & state.sampling.load(Ordering::Acquire);
+    while rest != 0 {
+        let n = rest.trailing_zeros();
+        rest &= rest - 1;
+        let i = n as usize % SLOTS;
+        let slot = &state.slot;
+        let flags = slot.flags[i].load(Ordering::Relaxed);
+        let itlb = if flags & SAMPLES_IEAR != 0 {
+            let g = state.generation();
+            let v = ItlbSample::from_tlb_pmd(g, regs.read_pmd(g.iear_address_pmd())?);
             if v.is_none() {
-                state.ear_invalid.fetch_add(1, Ordering::Relaxed);
+                bump(&state.ear_invalid, 1);
             }
             v
         } else {
             None
         };
-        // Checked when the counter was configured.
-        let s = SampleAfter::trusted(sample_after, overflow_rule(g));
-        let (periods, reload) = if state.one_per_cycle[n].load(Ordering::Acquire) {
-            (1, s.preset())
-        } else {
-            s.rearm(pmd::count(g, regs.read_pmd(n as u8)?))
+        let rearm = Rearm {
+            preset: slot.preset[i].load(Ordering::Relaxed),
+            n: slot.n[i].load(Ordering::Relaxed),
         };
+        let (periods, reload) = if flags & READ_COUNT == 0 {
+            (1, rearm.preset)
+        } else {
+            let raw = regs.read_pmd(n as u8)? & state.count_mask.load(Ordering::Relaxed);
+            rearm.rearm(raw)
+        };
+        if periods == 0 {
+            continue;
+        }
         regs.write_pmd(n as u8, reload)?;
-        state.periods[n].fetch_add(periods, Ordering::AcqRel);
-        overflowed = overflowed.with(counter);
+        bump(&slot.periods[i], periods);
+        overflowed |= 1 << n;
         sink(OverflowSample {
             sample: Sample {
                 counter: n as u8,
-                periods: u32::try_from(periods).unwrap_or(u32::MAX),
+                periods: if periods <= u32::MAX as u64 {
+                    periods as u32
+                } else {
+                    u32::MAX
+                },
                 rip: iip,
             },
             itlb,
         });
     }
-    if overflowed.is_empty() {
-        state.spurious.fetch_add(1, Ordering::Relaxed);
+    if overflowed == 0 {
+        bump(&state.spurious, 1);
     }
     if pmc0 != 0 {
         regs.write_pmc(0, Pmc0::UNFROZEN.bits())?;
     }
-    Ok(PmiOutcome { pmc0, overflowed })
+    Ok(PmiOutcome {
+        pmc0,
+        overflowed: RegSet(overflowed),
+    })
 }

@@ -194,9 +194,13 @@ impl Counter {
         self as u8
     }
 
+    /// The MSR address of counter 0; counter n is at `MSR_BASE + n`
+    /// (the `MSR_*_COUNTER*` block `300H`-`311H`, SDM Vol. 3B Table 18-63).
+    pub const MSR_BASE: u32 = 0x300;
+
     /// The counter's MSR address (`0x300 + n`).
     pub const fn msr(self) -> u32 {
-        0x300 + self as u32
+        Self::MSR_BASE + self as u32
     }
 
     /// The RDPMC index (ECX) for a full 40-bit read of this counter.
@@ -308,9 +312,13 @@ impl Cccr {
         self.0
     }
 
+    /// The MSR address of counter 0's CCCR; counter n's is at
+    /// `MSR_BASE + n` (the `MSR_*_CCCR*` block `360H`-`371H`, Table 18-63).
+    pub const MSR_BASE: u32 = 0x360;
+
     /// The CCCR's MSR address (`0x360 + n`).
     pub const fn msr(self) -> u32 {
-        0x360 + self.0 as u32
+        Self::MSR_BASE + self.0 as u32
     }
 }
 

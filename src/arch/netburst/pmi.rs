@@ -89,11 +89,11 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::cccr::CccrValue;
-use super::msrs::{Counter, CounterSet};
+use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, Sample, SampleAfter};
+use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter};
 
 const COUNTERS: usize = 18;
 
@@ -107,17 +107,49 @@ pub const fn overflow_rule() -> OverflowRule {
     }
 }
 
+/// What the handler needs of the sampling counters, one array per field,
+/// each indexed by the counter's bit in the armed mask (so 32 entries, 18
+/// used: the handler indexes with the bit number, no bounds check, no
+/// multiplication): the re-arm constants and CCCR image, set when a counter
+/// is configured and armed, and the period counts, which only the handler
+/// of the counter's logical processor (and a halt, which disarms it first)
+/// writes.
+struct Slots {
+    preset: [AtomicU64; 32],
+    n: [AtomicU64; 32],
+    cccr: [AtomicU64; 32],
+    periods: [AtomicU64; 32],
+}
+
+/// What one logical processor's handler writes: its own line.
+#[repr(C, align(64))]
+struct PerThread {
+    armed: AtomicU32,
+    interrupts: AtomicU64,
+    spurious: AtomicU64,
+}
+
 /// State shared by the counter handles (through the driver) and the
 /// interrupt handler: atomics only, so it can live in a `static`.
+///
+/// # No locked instruction in the handler
+///
+/// Every location the handler writes has one writer at a time, so the
+/// handler updates it with a plain load and store (no `lock` prefix, which
+/// costs on the order of a hundred cycles on a Pentium 4): a logical
+/// processor's interrupt and spurious counts are written only by that
+/// processor's handler, and a counter's periods only by the handler of the
+/// logical processor the counter interrupts, or by the driver halting the
+/// counter after disarming it. The driver must not be interrupted by the
+/// handler in the middle of an operation on the same counter from another
+/// CPU; a kernel runs the driver and the handler for one logical processor
+/// on that processor's CPU, where the handler runs to completion before the
+/// interrupted driver resumes. (Were the rule broken, a count could be
+/// wrong, never memory: the locations are atomics.)
 pub struct PmiState {
-    armed: [AtomicU32; 2],
-    sample_after: [AtomicU64; COUNTERS],
-    /// The CCCR image each armed counter runs with (`OVF` clear).
-    cccr: [AtomicU64; COUNTERS],
-    periods: [AtomicU64; COUNTERS],
+    thread: [PerThread; 2],
+    slot: Slots,
     at_halt: [AtomicU64; COUNTERS],
-    interrupts: [AtomicU64; 2],
-    spurious: [AtomicU64; 2],
 }
 
 impl Default for PmiState {
@@ -141,26 +173,41 @@ impl PmiOutcome {
     }
 }
 
+/// `cell += by` for a cell with one writer: a load and a store, no lock.
+#[inline(always)]
+fn bump(cell: &AtomicU64, by: u64) {
+    cell.store(
+        cell.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Relaxed,
+    );
+}
+
 impl PmiState {
     /// Nothing armed.
     #[allow(clippy::declare_interior_mutable_const)]
     pub const fn new() -> Self {
-        const Z32: AtomicU32 = AtomicU32::new(0);
         const Z64: AtomicU64 = AtomicU64::new(0);
+
+        const THREAD: PerThread = PerThread {
+            armed: AtomicU32::new(0),
+            interrupts: Z64,
+            spurious: Z64,
+        };
         PmiState {
-            armed: [Z32; 2],
-            sample_after: [Z64; COUNTERS],
-            cccr: [Z64; COUNTERS],
-            periods: [Z64; COUNTERS],
+            thread: [THREAD; 2],
+            slot: Slots {
+                preset: [Z64; 32],
+                n: [Z64; 32],
+                cccr: [Z64; 32],
+                periods: [Z64; 32],
+            },
             at_halt: [Z64; COUNTERS],
-            interrupts: [Z64; 2],
-            spurious: [Z64; 2],
         }
     }
 
     /// Counters whose overflow interrupts `lp` and that are counting.
     pub fn armed(&self, lp: LogicalProcessor) -> CounterSet {
-        CounterSet::from_bits_truncate(self.armed[lp as usize].load(Ordering::Acquire))
+        CounterSet::from_bits_truncate(self.thread[lp as usize].armed.load(Ordering::Acquire))
     }
 
     /// Sample-after periods of counter `c` completed since it was configured:
@@ -169,9 +216,10 @@ impl PmiState {
     /// `n` is the counter number, as a handle's `INDEX` (`c12` is 12); the
     /// same form as the Itanium `PmiState`. 0 for a number with no counter.
     pub fn periods(&self, n: u8) -> u64 {
-        self.periods
-            .get(usize::from(n))
-            .map_or(0, |p| p.load(Ordering::Acquire))
+        match self.slot.periods.get(usize::from(n)) {
+            Some(p) if usize::from(n) < COUNTERS => p.load(Ordering::Acquire),
+            _ => 0,
+        }
     }
 
     /// Of [`PmiState::periods`], those a halt found (the counter overflowed
@@ -185,37 +233,46 @@ impl PmiState {
 
     /// PMIs handled on `lp`.
     pub fn interrupts(&self, lp: LogicalProcessor) -> u64 {
-        self.interrupts[lp as usize].load(Ordering::Relaxed)
+        self.thread[lp as usize].interrupts.load(Ordering::Relaxed)
     }
 
     /// PMIs on `lp` that found no overflowed counter.
     pub fn spurious(&self, lp: LogicalProcessor) -> u64 {
-        self.spurious[lp as usize].load(Ordering::Relaxed)
+        self.thread[lp as usize].spurious.load(Ordering::Relaxed)
     }
 
+    /// Counter `n` is (re)configured: its re-arm constants, computed here
+    /// once, and no periods yet.
     pub(super) fn set_sampling(&self, n: u8, s: Option<SampleAfter>) {
         let n = usize::from(n);
-        self.sample_after[n].store(s.map_or(0, SampleAfter::get), Ordering::Release);
-        self.periods[n].store(0, Ordering::Release);
+        let r = s.map_or(Rearm::default(), SampleAfter::rearm_constants);
+        self.slot.preset[n].store(r.preset, Ordering::Release);
+        self.slot.n[n].store(r.n, Ordering::Release);
+        self.slot.periods[n].store(0, Ordering::Release);
         self.at_halt[n].store(0, Ordering::Release);
     }
 
-    /// Arm counter `n` for `lp`'s handler; `cccr` is the image it runs with,
-    /// which the handler writes back to clear `OVF`.
+    /// Arm sampling counter `n` for `lp`'s handler; `cccr` is the image it
+    /// runs with, which the handler writes back to clear `OVF`.
     pub(super) fn arm(&self, lp: LogicalProcessor, c: Counter, cccr: CccrValue) {
-        self.cccr[usize::from(c.index())].store(cccr.bits(), Ordering::Release);
+        self.slot.cccr[usize::from(c.index())].store(cccr.bits(), Ordering::Release);
         let set = CounterSet::EMPTY.with(c);
-        self.armed[lp as usize].fetch_or(set.bits(), Ordering::AcqRel);
+        self.thread[lp as usize]
+            .armed
+            .fetch_or(set.bits(), Ordering::AcqRel);
     }
 
     pub(super) fn disarm(&self, lp: LogicalProcessor, c: Counter) {
         let set = CounterSet::EMPTY.with(c);
-        self.armed[lp as usize].fetch_and(!set.bits(), Ordering::AcqRel);
+        self.thread[lp as usize]
+            .armed
+            .fetch_and(!set.bits(), Ordering::AcqRel);
     }
 
+    /// A halt found `periods` owed by disarmed counter `n`.
     pub(super) fn add_halt_periods(&self, n: u8, periods: u64) {
-        self.periods[usize::from(n)].fetch_add(periods, Ordering::AcqRel);
-        self.at_halt[usize::from(n)].fetch_add(periods, Ordering::AcqRel);
+        bump(&self.slot.periods[usize::from(n)], periods);
+        bump(&self.at_halt[usize::from(n)], periods);
     }
 }
 
@@ -226,8 +283,14 @@ impl PmiState {
 /// found; a PMI without any overflow is counted as spurious. See the
 /// [module documentation](self) for the traffic and why it is exact.
 ///
+/// Per armed counter the handler does nothing beyond its RDPMC and one
+/// comparison with the preset computed at configure time; per overflowed
+/// counter, the two writes, its period count and the sample. It executes no
+/// locked instruction ([`PmiState`]).
+///
 /// If a register access fails (only a model can fail), the handler stops and
 /// returns the error with the LVT entry still masked.
+#[inline]
 pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
     state: &PmiState,
     lp: LogicalProcessor,
@@ -237,34 +300,45 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
     rip: u64,
     mut sink: impl FnMut(Sample),
 ) -> Result<PmiOutcome, M::Error> {
-    let t = lp as usize;
-    state.interrupts[t].fetch_add(1, Ordering::Relaxed);
-    let mut overflowed = CounterSet::EMPTY;
-    for counter in state.armed(lp).iter() {
-        let n = usize::from(counter.index());
-        let sample_after = state.sample_after[n].load(Ordering::Acquire);
-        if sample_after == 0 {
-            continue;
-        }
-        // Checked when the counter was configured.
-        let s = SampleAfter::trusted(sample_after, overflow_rule());
-        let (periods, value) = s.rearm(msr.read_pmc(u32::from(counter.index()))?);
+    let thread = &state.thread[lp as usize];
+    bump(&thread.interrupts, 1);
+    let armed = thread.armed.load(Ordering::Acquire);
+    let mut overflowed = 0u32;
+    let mut rest = armed;
+    while rest != 0 {
+        let n = rest.trailing_zeros();
+        rest &= rest - 1;
+        let i = n as usize % 32;
+        let rearm = Rearm {
+            preset: state.slot.preset[i].load(Ordering::Relaxed),
+            n: state.slot.n[i].load(Ordering::Relaxed),
+        };
+        let (periods, value) = rearm.rearm(msr.read_pmc(n)?);
         if periods == 0 {
             continue;
         }
-        msr.write_msr(counter.msr(), value)?;
-        msr.write_msr(counter.cccr().msr(), state.cccr[n].load(Ordering::Acquire))?;
-        state.periods[n].fetch_add(periods, Ordering::AcqRel);
-        overflowed = overflowed.with(counter);
+        msr.write_msr(Counter::MSR_BASE + n, value)?;
+        msr.write_msr(
+            Cccr::MSR_BASE + n,
+            state.slot.cccr[i].load(Ordering::Relaxed),
+        )?;
+        bump(&state.slot.periods[i], periods);
+        overflowed |= 1 << n;
         sink(Sample {
-            counter: counter.index(),
-            periods: u32::try_from(periods).unwrap_or(u32::MAX),
+            counter: n as u8,
+            periods: if periods <= u32::MAX as u64 {
+                periods as u32
+            } else {
+                u32::MAX
+            },
             rip,
         });
     }
-    if overflowed.is_empty() {
-        state.spurious[t].fetch_add(1, Ordering::Relaxed);
+    if overflowed == 0 {
+        bump(&thread.spurious, 1);
     }
     lvt.write_lvt_perf_counter(entry);
-    Ok(PmiOutcome { overflowed })
+    Ok(PmiOutcome {
+        overflowed: CounterSet::from_bits_truncate(overflowed),
+    })
 }

@@ -557,3 +557,33 @@ fn decoders_are_total() {
         }
     }
 }
+
+/// The handler's TLB-mode decoder agrees with the general decoder on every
+/// combination of the low bits, with address bits above, on every
+/// generation; in cache mode there is no ITLB sample.
+#[test]
+fn handler_itlb_decoder_agrees_with_the_general_decoder() {
+    for g in [ITA, ITA2, MONT] {
+        let fills = TlbFills {
+            hpw: true,
+            software: true,
+            l2: g != ITA,
+        };
+        let tlb = IearConfig::tlb_misses(g, fills).unwrap();
+        let cache = IearConfig::cache_misses(g, LatencyFilter::AtLeast8).unwrap();
+        for low in 0..32u64 {
+            let pmd0 = 0x4000_0000_1234_5600 | low;
+            let s = IearSample::decode(tlb, pmd0, 0);
+            let general = match s.event {
+                IearEvent::TlbMiss { fill: Some(fill) } if s.valid => Some(ItlbSample {
+                    address: s.line,
+                    fill,
+                }),
+                _ => None,
+            };
+            assert_eq!(ItlbSample::from_tlb_pmd(g, pmd0), general, "{g:?} {low:#x}");
+            assert_eq!(ItlbSample::decode(tlb, pmd0), general);
+            assert_eq!(ItlbSample::decode(cache, pmd0), None);
+        }
+    }
+}
