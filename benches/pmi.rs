@@ -121,8 +121,8 @@ mod netburst {
 
     /// The handler as measured: everything inside is counted by callgrind.
     #[inline(never)]
-    pub fn measured_netburst(state: &PmiState, regs: &mut Regs, rip: u64, sink: &mut u64) {
-        let r = handle_pmi(
+    pub fn measured_netburst(state: &PmiState, regs: &mut Regs, rip: u64, sink: &mut u64) -> u32 {
+        handle_pmi(
             state,
             LogicalProcessor::T0,
             regs,
@@ -130,8 +130,8 @@ mod netburst {
             entry(),
             rip,
             |s| *sink = sink.wrapping_add(s.rip),
-        );
-        std::hint::black_box(r.ok());
+        )
+        .map_or(0, |o| o.overflowed.bits())
     }
 
     /// Four sampling counters on four ESCRs: counters 0, 12, 14 and 1.
@@ -224,7 +224,7 @@ mod netburst {
         let mut regs = Regs {
             counter: d.msr().inner_mut().counter,
         };
-        std::mem::forget((d, keep));
+        let _ = (d, keep);
         Scenario {
             name,
             traffic,
@@ -337,7 +337,7 @@ mod itanium {
             pmd: regs.pmd,
         };
         regs.pmc[0] = overflowed;
-        std::mem::forget((d, a, b));
+        let _ = (d, a, b);
         Scenario {
             name,
             traffic,
@@ -450,4 +450,40 @@ fn main() {
     if !callgrind {
         println!("(valgrind not found: no instruction counts)");
     }
+    for f in ["measured_netburst", "measured_itanium"] {
+        match locked_instructions(f) {
+            Some(n) => {
+                println!("{f}: {n} locked instructions (lock prefix or xchg with memory; objdump)")
+            }
+            None => println!("{f}: objdump not found, locked instructions not counted"),
+        }
+    }
+}
+
+/// Locked instructions in the compiled function whose name contains
+/// `function`: what a locked read-modify-write compiles to on x86_64 (a
+/// `lock` prefix, or `xchg` with a memory operand, which locks implicitly).
+fn locked_instructions(function: &str) -> Option<usize> {
+    let exe = std::env::current_exe().ok()?;
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn", "-C"])
+        .arg(&exe)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut inside = false;
+    let mut found = false;
+    let mut locked = 0;
+    for line in text.lines() {
+        if line.ends_with(">:") {
+            inside = line.contains(function);
+            found |= inside;
+        } else if inside {
+            let l = line.to_ascii_lowercase();
+            if l.contains("lock ") || (l.contains("xchg") && l.contains('(')) {
+                locked += 1;
+            }
+        }
+    }
+    found.then_some(locked)
 }
