@@ -11,12 +11,15 @@ use hobby::shared_model::{ModelMsr, SharedModel};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::access::{AccessCounts, Recording};
+use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+use pmu::arch::netburst::LogicalProcessor as Lp;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
-use pmu::arch::netburst::pmi::PmiState;
+use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec};
 use pmu::counter::Owner;
 use pmu::counter::{ErasedError, Operation, StateTag};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
+use pmu::sampling::SampleAfter;
 
 hobby::entry_point!(main);
 
@@ -33,10 +36,11 @@ fn main(_: &'static BootInfo) -> ! {
         "counters",
         &[
             case!(every_transition_with_exact_msr_traffic),
-            case!(release_from_every_claimed_state_zeroes_the_registers),
+            case!(release_from_every_claimed_state_idles_the_counter),
             case!(cascade_and_both_ways_of_halting_it),
             case!(erased_handles_refuse_illegal_transitions),
             case!(a_scheduled_set_counts_each_event_on_its_placement),
+            case!(pmi_and_halt_traffic_in_every_case),
         ],
     )
 }
@@ -124,15 +128,23 @@ fn every_transition_with_exact_msr_traffic() -> Outcome {
     let Ok(_free) = c0.release(&mut d) else {
         fail!("release")
     };
-    check_eq!(traffic(&mut d), (0, 3, 0), "release: CCCR, ESCR, counter");
+    check_eq!(
+        traffic(&mut d),
+        (0, 2, 0),
+        "release: CCCR, counter (the ESCR is inert)"
+    );
     Ok(())
 }
 
-fn release_from_every_claimed_state_zeroes_the_registers() -> Outcome {
+fn release_from_every_claimed_state_idles_the_counter() -> Outcome {
     let (mut d, c) = setup!();
-    let zeroed = |n: usize, escr: Escr| {
-        MODEL.with(|m| m.counter(n) == 0 && m.cccr(n) & !(3 << 16) == 0)
-            && pmu::access::MsrAccess::read_msr(&mut MODEL.msr(), escr.msr()).ok() == Some(0)
+    // CCCR idle (active thread 11b only), counter zero; the ESCR is left
+    // as it was, inert: events after the release count nowhere.
+    let zeroed = |n: usize, _escr: Escr| {
+        let idle = || MODEL.with(|m| m.counter(n) == 0 && m.cccr(n) & !(3 << 16) == 0);
+        let before = idle();
+        clocks(5);
+        before && idle()
     };
     let Ok(a) = c.c0.configure(&mut d, &running(Escr::FsbEscr0)) else {
         fail!("configure")
@@ -354,5 +366,119 @@ fn a_scheduled_set_counts_each_event_on_its_placement() -> Outcome {
             fail!("release");
         }
     }
+    Ok(())
+}
+
+/// The handler is called directly here (the overflow kernel takes real
+/// interrupts): an LVT entry that only counts its writes.
+struct CountingLvt(u32);
+
+impl LvtPerfCounterEntry for CountingLvt {
+    fn write_lvt_perf_counter(&mut self, _: LvtPerfCounter) {
+        self.0 += 1;
+    }
+}
+
+/// One PMI on T0 through the recording backend: its traffic, and how many
+/// counters it serviced.
+fn pmi<O: Owner>(
+    d: &mut Driver<O>,
+    lvt: &mut CountingLvt,
+) -> Result<((u32, u32, u32), u32), &'static str> {
+    traffic(d);
+    let entry = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).ok_or("vector")?));
+    let out =
+        handle_pmi(&PMI, Lp::T0, d.msr(), lvt, entry, 0x1000, |_| {}).map_err(|_| "handler")?;
+    Ok((traffic(d), out.overflowed.len()))
+}
+
+/// The PMI and halt traffic of every case, asserted exactly as on the host:
+/// 4 armed with 1 or 4 overflowed, spurious, and a halt that finds an owed
+/// period (the one access that cannot go: the halt must read the counter
+/// to learn whether it passed its overflow).
+fn pmi_and_halt_traffic_in_every_case() -> Outcome {
+    let (mut d, c) = setup!();
+    let Ok(n) = SampleAfter::new(20, overflow_rule()) else {
+        fail!("N")
+    };
+    let events = [
+        ("global_power_events:RUNNING:k", Escr::FsbEscr0),
+        ("instr_retired:NBOGUSNTAG:k", Escr::CruEscr0),
+        ("branch_retired:MMNP:k", Escr::CruEscr3),
+        ("BSQ_cache_reference:RD_2ndL_HITS:k", Escr::BsuEscr0),
+    ];
+    let mut configs = [running(Escr::FsbEscr0); 4];
+    let mut kinds = [RUNNING; 4];
+    for (i, (s, escr)) in events.into_iter().enumerate() {
+        let Ok(spec) = s.parse::<EventSpec>() else {
+            fail!("event")
+        };
+        configs[i] = CounterConfig::counting(spec, escr).sampling(n);
+        let Some(k) = EventKind::for_spec(&spec, escr) else {
+            fail!("model event")
+        };
+        kinds[i] = k;
+    }
+    let (Some(a), Some(b), Some(e), Some(f)) = (
+        c.c0.configure(&mut d, &configs[0])
+            .ok()
+            .and_then(|h| h.enable(&mut d).ok()),
+        c.c12
+            .configure(&mut d, &configs[1])
+            .ok()
+            .and_then(|h| h.enable(&mut d).ok()),
+        c.c14
+            .configure(&mut d, &configs[2])
+            .ok()
+            .and_then(|h| h.enable(&mut d).ok()),
+        c.c1.configure(&mut d, &configs[3])
+            .ok()
+            .and_then(|h| h.enable(&mut d).ok()),
+    ) else {
+        fail!("configure and enable four sampling counters")
+    };
+    let inject =
+        |k: EventKind, n| MODEL.with(|m| m.inject(k.on(LogicalProcessor::T0, Privilege::Os, n)));
+    let mut lvt = CountingLvt(0);
+    inject(kinds[2], 21);
+    check!(
+        MODEL.take_pmi(LogicalProcessor::T0).is_some(),
+        "counter 14's PMI"
+    );
+    check_eq!(
+        pmi(&mut d, &mut lvt),
+        Ok(((0, 2, 4), 1)),
+        "4 armed, 1 overflowed"
+    );
+    for k in kinds {
+        inject(k, 20);
+    }
+    check!(
+        MODEL.take_pmi(LogicalProcessor::T0).is_some(),
+        "one PMI for four"
+    );
+    check_eq!(
+        pmi(&mut d, &mut lvt),
+        Ok(((0, 8, 4), 4)),
+        "4 armed, 4 overflowed"
+    );
+    check_eq!(
+        pmi(&mut d, &mut lvt),
+        Ok(((0, 0, 4), 0)),
+        "spurious: the reads only"
+    );
+    check_eq!(lvt.0, 3, "one LVT write per PMI");
+    inject(kinds[0], 25);
+    traffic(&mut d);
+    let Ok(a) = a.halt(&mut d).map_err(|e| e.error) else {
+        fail!("halt")
+    };
+    check_eq!(
+        traffic(&mut d),
+        (0, 2, 1),
+        "halt that finds a period: CCCR, RDPMC, counter"
+    );
+    check_eq!((PMI.periods(0), PMI.periods_at_halt(0)), (2, 1));
+    let _ = (a, b, e, f);
     Ok(())
 }

@@ -17,7 +17,7 @@
 //! | halt, sampling counter | 0 | 1 (+1) | 1 | CCCR; RDPMC to find an overflow whose PMI the halt cancelled; counter rewrite only if there was one |
 //! | read | 0 | 0 | 1 | RDPMC (all 40 bits) |
 //! | clear_overflow | 0 | 1 | 0 | CCCR image of the current state, `OVF` clear |
-//! | release | 0 | 3 | 0 | CCCR idle (active thread 11b, all else 0), ESCR 0, counter 0 |
+//! | release | 0 | 2 (+1) | 0 | CCCR idle (active thread 11b, all else 0), counter 0; the ESCR only if it tags µops (below) |
 //! | PMI handler | 0 | 2 per overflowed counter | 1 per armed counter | plus one LVT write ([`super::pmi`]) |
 //!
 //! Linux's NetBurst driver, for comparison (`../shared/reference/linux_p4_driver_notes.md`):
@@ -28,6 +28,19 @@
 //! Erratum N15 (a counter write may not take) is not worked around: the
 //! model does not exhibit it and the doubled write Linux uses is known not to
 //! follow the erratum's own workaround.
+//!
+//! # Releasing leaves the ESCR
+//!
+//! An ESCR counts only through a counter whose CCCR selects it and is
+//! enabled (SDM 18.15.3, 18.15.5.9: writing an ESCR starts nothing),
+//! so once the CCCR is idle the ESCR's image is inert: its `T0_*`/`T1_*`
+//! bits count nothing, and the next `configure` that books the ESCR writes
+//! the whole register. Release therefore writes 2 registers: the CCCR idle
+//! and the counter zeroed (so the next owner cannot read this owner's
+//! count). The exception is an ESCR with `Tag_Enable` set: it tags µops
+//! for other counters (SDM 18.15.6.3), and keeps doing so while any counter
+//! its logic feeds is enabled (18.15.5.9), so release clears it too (3
+//! WRMSR).
 //!
 //! # Halting a sampling counter
 //!
@@ -118,6 +131,8 @@ pub type NbCounter<O, const N: u8, S> = counter::Handle<NetBurst, O, N, S>;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Programmed {
     escr: Option<Escr>,
+    /// The ESCR image has `Tag_Enable` set ([`Programmed::escr_tags`]).
+    escr_tags: bool,
     cccr: CccrValue,
     lp: LogicalProcessor,
     sampling: Option<SampleAfter>,
@@ -127,6 +142,13 @@ impl Programmed {
     /// The ESCR feeding the counter (`None` when unclaimed).
     pub const fn escr(&self) -> Option<Escr> {
         self.escr
+    }
+
+    /// Whether the ESCR image tags µops (`Tag_Enable`, ESCR bit 4): such an
+    /// ESCR acts whether or not its counter counts, so `release` clears it
+    /// (SDM 18.15.6.3, execution tagging).
+    pub const fn escr_tags(&self) -> bool {
+        self.escr_tags
     }
 
     /// The CCCR image with `ENABLE`, `CASCADE` and `OVF` clear.
@@ -158,6 +180,7 @@ impl Arch for NetBurst {
     const COUNTERS: u8 = 18;
     type Programmed = Programmed;
     const UNPROGRAMMED: Programmed = Programmed {
+        escr_tags: false,
         escr: None,
         cccr: CccrValue::from_bits_truncate(0),
         lp: LogicalProcessor::T0,
@@ -525,6 +548,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
             .with_ovf_pmi_t1(interrupt && t1);
         Ok(Programmed {
             escr: Some(c.escr),
+            escr_tags: c.event.escr_value().tag_enable(),
             cccr,
             lp: c.lp,
             sampling: c.sampling,
@@ -637,7 +661,12 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         self.pmi.disarm(p.lp, counter_at(n)?);
         self.write_cccr(n, IDLE_CCCR)?;
         if let Some(escr) = p.escr {
-            self.msr.write_msr(escr.msr(), 0).map_err(Error::Access)?;
+            // An ESCR counts nothing unless an enabled CCCR selects it, and
+            // the next `configure` that books it writes all of it; only a
+            // tagging ESCR acts on its own (`Programmed::escr_tags`).
+            if p.escr_tags {
+                self.msr.write_msr(escr.msr(), 0).map_err(Error::Access)?;
+            }
             self.escrs_in_use = self.escrs_in_use.difference(EscrSet::EMPTY.with(escr));
         }
         self.write_counter(n, 0)?;

@@ -447,6 +447,49 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
     );
 }
 
+/// Four counters overflowing on one event: one interrupt, PMC0 read once
+/// and written once, one reload per counter and no PMD read (CPU_CYCLES
+/// gains at most one per cycle on Itanium 2).
+#[test]
+fn four_overflowed_counters_cost_one_pmc0_read_and_write() {
+    let g = Generation::Itanium2;
+    let state = PmiState::new();
+    let (mut d, c) = driver!(&state, g);
+    let n = sa(g, 10);
+    let h = [
+        c.c4.configure(&mut d, &cycles_on(g, 4).sampling(n))
+            .unwrap()
+            .enable(&mut d)
+            .unwrap()
+            .erase(),
+        c.c5.configure(&mut d, &cycles_on(g, 5).sampling(n))
+            .unwrap()
+            .enable(&mut d)
+            .unwrap()
+            .erase(),
+        c.c6.configure(&mut d, &cycles_on(g, 6).sampling(n))
+            .unwrap()
+            .enable(&mut d)
+            .unwrap()
+            .erase(),
+        c.c7.configure(&mut d, &cycles_on(g, 7).sampling(n))
+            .unwrap()
+            .enable(&mut d)
+            .unwrap()
+            .erase(),
+    ];
+    model(&mut d).inject(Event::new(CYCLES, 0, 10));
+    assert!(model(&mut d).take_interrupt().is_some());
+    d.regs().clear();
+    let mut samples = 0;
+    let o = handle_pmi(&state, d.regs(), 1, |_| samples += 1).unwrap();
+    assert_eq!(o.overflowed, RegSet::range(4, 7));
+    assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 4));
+    assert_eq!(samples, 4);
+    assert!((4..8).all(|i| state.periods(i) == 1));
+    let _ = h;
+}
+
 #[test]
 fn spurious_interrupt_is_one_read() {
     let state = PmiState::new();
