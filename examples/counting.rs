@@ -92,8 +92,11 @@ fn run() -> Result<(), &'static str> {
     pmu.msr().clear();
     let _free = c12.release(&mut pmu).map_err(|_| "release")?;
     report(&mut pmu, "release");
-    let zeroed = MODEL.with(|m| m.counter(12) == 0 && m.read_msr(0x3B8).ok() == Some(0));
-    println!("  released: counter and CRU_ESCR0 zeroed: {zeroed}");
+    // The CCCR is idle and the counter zero; CRU_ESCR0 keeps its image,
+    // inert without an enabled CCCR selecting it: nothing counts after.
+    retire(100);
+    let zeroed = MODEL.with(|m| m.counter(12) == 0 && m.cccr(12) & !(3 << 16) == 0);
+    println!("  released: CCCR idle, counter zeroed and counting nothing: {zeroed}");
     if v != 1234 || halted != 1000 || !zeroed {
         return Err("the model counted something else");
     }
