@@ -146,7 +146,12 @@ impl Workspace {
         thread::scope(|s| {
             for _ in 0..workers {
                 s.spawn(|| {
-                    while let Some(run) = next.lock().unwrap().next() {
+                    loop {
+                        // Take the next run and let go of the queue before
+                        // booting it (a guard in a `while let` scrutinee
+                        // would live for the whole boot).
+                        let run = next.lock().unwrap().next();
+                        let Some(run) = run else { break };
                         let cases = boot(&self.runner, &self.kernel(run), run);
                         let mut out = String::new();
                         for case in &cases {
