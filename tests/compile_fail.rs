@@ -1,5 +1,5 @@
-//! Illegal counter transitions must not compile, and the compiler must say
-//! why. Each case is a small program using `pmu` as a dependency; it is
+//! Illegal counter transitions (and event strings `pmu::netburst_event!`
+//! refuses) must not compile, and the compiler must say why. Each case is a small program using `pmu` as a dependency; it is
 //! type-checked with `cargo check` in a scratch crate and must fail with the
 //! expected message. A control program doing every legal transition must
 //! compile, so a broken scratch crate cannot make the failures pass.
@@ -30,6 +30,7 @@ fn main() {}
 /// the manual allows.
 const CONTROL: &str = r#"
 fn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, A, M>, c: Counters<A>, cfg: CounterConfig) {
+    let _spec = pmu::netburst_event!("global_power_events:RUNNING:k");
     let c0 = c.c0.configure(d, &cfg).unwrap();
     let _ = c0.read(d);
     let c0 = c0.enable(d).unwrap();
@@ -160,6 +161,23 @@ const CASES: &[Case] = &[
         name: "forge_a_token",
         body: "let _t = NbCounter::<A, 0, Unclaimed>::token();",
         expect: &["private"],
+    },
+    // `pmu::netburst_event!` runs the event-string parser at compile time:
+    // a string `parse()` refuses stops the build with the same error.
+    Case {
+        name: "event_unknown_mask",
+        body: "let _ = pmu::netburst_event!(\"global_power_events:NOPE:k\");",
+        expect: &["unknown mask or modifier for this event"],
+    },
+    Case {
+        name: "event_threshold_out_of_range",
+        body: "let _ = pmu::netburst_event!(\"global_power_events:RUNNING:thr=16\");",
+        expect: &["value out of range for the modifier"],
+    },
+    Case {
+        name: "event_not_on_this_pmu",
+        body: "let _ = pmu::netburst_event!(\"netburst::instr_completed:NBOGUS\");",
+        expect: &["the event is not available on this PMU"],
     },
     Case {
         name: "handle_is_not_send",

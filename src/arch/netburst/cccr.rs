@@ -48,6 +48,9 @@ use crate::arch::Field;
 pub struct Threshold(u8);
 
 impl Threshold {
+    /// No threshold (0).
+    pub const ZERO: Threshold = Threshold(0);
+
     /// `Some` if `v` is 0-15.
     pub const fn new(v: u8) -> Option<Threshold> {
         if v < 16 { Some(Threshold(v)) } else { None }

@@ -521,7 +521,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if !c.escr.available_on(self.model) {
             return Err(ConfigError::EscrMissing { escr: c.escr });
         }
-        if !c.event.event().allows(c.escr) {
+        if !c.event.allows(c.escr) {
             return Err(ConfigError::EscrNotAllowed { escr: c.escr });
         }
         if self.claimed.contains(counter) {

@@ -46,6 +46,7 @@ use core::str::FromStr;
 use super::cccr::{CccrValue, Threshold};
 use super::escr::{EscrValue, EventMask, TagValue, ThreadCpl};
 use super::events::{Event, EventInfo, MaskInfo, MaskKind, ReplayMetric};
+use super::msrs::{Escr, EscrSelect, EscrSet};
 
 /// libpfm4's two NetBurst PMU models.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,10 +85,14 @@ impl Pmu {
         }
     }
 
-    fn from_name(s: &str) -> Option<Pmu> {
-        [Pmu::Netburst, Pmu::NetburstP]
-            .into_iter()
-            .find(|p| p.name().eq_ignore_ascii_case(s))
+    const fn from_name(s: &[u8]) -> Option<Pmu> {
+        if s.eq_ignore_ascii_case(Pmu::Netburst.name().as_bytes()) {
+            Some(Pmu::Netburst)
+        } else if s.eq_ignore_ascii_case(Pmu::NetburstP.name().as_bytes()) {
+            Some(Pmu::NetburstP)
+        } else {
+            None
+        }
     }
 }
 
@@ -127,10 +132,15 @@ impl Modifier {
         }
     }
 
-    fn from_name(s: &str) -> Option<Modifier> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.name().eq_ignore_ascii_case(s))
+    const fn from_name(s: &[u8]) -> Option<Modifier> {
+        let mut i = 0;
+        while i < Self::ALL.len() {
+            if Self::ALL[i].name().as_bytes().eq_ignore_ascii_case(s) {
+                return Some(Self::ALL[i]);
+            }
+            i += 1;
+        }
+        None
     }
 }
 
@@ -245,6 +255,12 @@ impl core::error::Error for ParseError {}
 ///
 /// Invariants (kept by every constructor): the masks are indices into the
 /// event's catalog entry and at least one is selected.
+///
+/// What the register images need from the catalog (the ESCR image without
+/// its CPL bits, the CCCR's ESCR select, the ESCRs the event may use) is
+/// computed once by the constructors, which are `const`: a spec built at
+/// compile time ([`netburst_event!`](crate::netburst_event)) takes neither
+/// the parser nor the catalog into the kernel that uses it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct EventSpec {
@@ -256,41 +272,36 @@ pub struct EventSpec {
     edge: bool,
     complement: bool,
     threshold: Threshold,
+    escr: EscrValue,
+    escr_select: EscrSelect,
+    escrs: EscrSet,
 }
 
 impl EventSpec {
-    /// The event with its default mask, counting at every CPL on both
-    /// logical processors. Fails if the PMU lacks the event or the event has
-    /// no default mask.
-    pub fn new(pmu: Pmu, event: Event) -> Result<EventSpec, ParseErrorKind> {
-        if !pmu.has(event) {
-            return Err(ParseErrorKind::WrongPmu { event, pmu });
+    /// `event` with the masks `masks` (catalog indices, checked by the
+    /// caller), counting at every CPL, and what the images need from the
+    /// catalog.
+    const fn build(pmu: Pmu, event: Event, masks: u32) -> EventSpec {
+        let info = event.info();
+        let mut mask = EventMask::EMPTY;
+        let mut tag = 0u8;
+        let mut i = 0;
+        while i < info.masks.len() && i < 32 {
+            if masks & (1 << i) != 0 {
+                match info.masks[i].kind {
+                    MaskKind::Bit(b) => mask = mask.union(EventMask(1 << b)),
+                    MaskKind::Tag(n) => tag |= 1 << n,
+                    _ => {}
+                }
+            }
+            i += 1;
         }
-        let dfl = event
-            .info()
-            .default_mask()
-            .ok_or(ParseErrorKind::NoDefaultMask { event })?;
-        Ok(EventSpec {
-            pmu,
-            event,
-            masks: 1 << dfl,
-            os: true,
-            usr: true,
-            edge: false,
-            complement: false,
-            threshold: Threshold::default(),
-        })
-    }
-
-    /// The event with the masks at catalog indices `masks` (bit i = mask i).
-    /// `None` if the set is empty, names a mask the event lacks, or the PMU
-    /// lacks the event.
-    pub fn with_masks(pmu: Pmu, event: Event, masks: u32) -> Option<EventSpec> {
-        let n = event.info().masks.len();
-        if masks == 0 || (n < 32 && masks >> n != 0) || !pmu.has(event) {
-            return None;
-        }
-        Some(EventSpec {
+        let escr = EscrValue::new(info.event_select, mask);
+        let escr = match TagValue::new(tag) {
+            Some(t) if tag != 0 => escr.with_tag_value(t).with_tag_enable(true),
+            _ => escr,
+        };
+        EventSpec {
             pmu,
             event,
             masks,
@@ -298,8 +309,35 @@ impl EventSpec {
             usr: true,
             edge: false,
             complement: false,
-            threshold: Threshold::default(),
-        })
+            threshold: Threshold::ZERO,
+            escr,
+            escr_select: info.escr_select,
+            escrs: EscrSet::from_slice(info.escrs),
+        }
+    }
+
+    /// The event with its default mask, counting at every CPL on both
+    /// logical processors. Fails if the PMU lacks the event or the event has
+    /// no default mask.
+    pub const fn new(pmu: Pmu, event: Event) -> Result<EventSpec, ParseErrorKind> {
+        if !pmu.has(event) {
+            return Err(ParseErrorKind::WrongPmu { event, pmu });
+        }
+        match event.info().default_mask() {
+            Some(dfl) => Ok(EventSpec::build(pmu, event, 1 << dfl)),
+            None => Err(ParseErrorKind::NoDefaultMask { event }),
+        }
+    }
+
+    /// The event with the masks at catalog indices `masks` (bit i = mask i).
+    /// `None` if the set is empty, names a mask the event lacks, or the PMU
+    /// lacks the event.
+    pub const fn with_masks(pmu: Pmu, event: Event, masks: u32) -> Option<EventSpec> {
+        let n = event.info().masks.len();
+        if masks == 0 || (n < 32 && masks >> n != 0) || !pmu.has(event) {
+            return None;
+        }
+        Some(EventSpec::build(pmu, event, masks))
     }
 
     /// With `k` (CPL 0) and `u` (CPL 1-3) set as given.
@@ -328,115 +366,138 @@ impl EventSpec {
     }
 
     /// Parse `s`; a string without a PMU prefix is taken for `default_pmu`.
-    /// Never panics.
-    pub fn parse(s: &str, default_pmu: Pmu) -> Result<EventSpec, ParseError> {
-        let err = |kind, offset| Err(ParseError { kind, offset });
+    /// Never panics. A `const fn`: [`netburst_event!`](crate::netburst_event)
+    /// runs it at compile time.
+    pub const fn parse(s: &str, default_pmu: Pmu) -> Result<EventSpec, ParseError> {
+        const fn err(kind: ParseErrorKind, offset: usize) -> Result<EventSpec, ParseError> {
+            Err(ParseError { kind, offset })
+        }
+        let s = s.as_bytes();
         if s.is_empty() {
             return err(ParseErrorKind::Empty, 0);
         }
-        let (pmu, rest, base) = match s.find("::") {
-            Some(pos) => match Pmu::from_name(&s[..pos]) {
-                Some(p) => (p, &s[pos + 2..], pos + 2),
-                None => return err(ParseErrorKind::UnknownPmu, 0),
-            },
+        let (pmu, rest, base) = match find(s, b"::") {
+            Some(pos) => {
+                let (head, tail) = s.split_at(pos);
+                match Pmu::from_name(head) {
+                    Some(p) => (p, tail.split_at(2).1, pos + 2),
+                    None => return err(ParseErrorKind::UnknownPmu, 0),
+                }
+            }
             None => (default_pmu, s, 0),
         };
-        let mut fields = rest.split(':');
-        let name = fields.next().unwrap_or("");
+        let (name, mut fields) = rest.split_at(match find(rest, b":") {
+            Some(p) => p,
+            None => rest.len(),
+        });
         if name.is_empty() {
             return err(ParseErrorKind::MissingEvent, base);
         }
-        let Some(event) = Event::from_name(name) else {
+        let Some(event) = Event::from_name_bytes(name) else {
             return err(ParseErrorKind::UnknownEvent, base);
         };
         if !pmu.has(event) {
             return err(ParseErrorKind::WrongPmu { event, pmu }, base);
         }
         let info: &EventInfo = event.info();
-        let mut spec = EventSpec {
-            pmu,
-            event,
-            masks: 0,
-            os: false,
-            usr: false,
-            edge: false,
-            complement: false,
-            threshold: Threshold::default(),
-        };
+        let mut masks = 0u32;
+        let (mut os, mut usr, mut edge, mut complement) = (false, false, false, false);
+        let mut threshold = Threshold::ZERO;
         let mut seen = [false; 5];
         let mut offset = base + name.len();
-        for field in fields {
+        // `fields` is empty or starts with the ':' before the next field.
+        while !fields.is_empty() {
+            fields = fields.split_at(1).1;
             offset += 1; // the ':'
+            let (field, tail) = fields.split_at(match find(fields, b":") {
+                Some(p) => p,
+                None => fields.len(),
+            });
+            fields = tail;
             let at = offset;
             offset += field.len();
             if field.is_empty() {
                 return err(ParseErrorKind::EmptyField, at);
             }
-            let (key, value) = match field.find('=') {
-                Some(p) => (&field[..p], Some(&field[p + 1..])),
+            let (key, value) = match find(field, b"=") {
+                Some(p) => {
+                    let (k, v) = field.split_at(p);
+                    (k, Some(v.split_at(1).1))
+                }
                 None => (field, None),
             };
-            if value.is_none()
-                && let Some(i) = info.mask_index(key)
-            {
-                spec.masks |= 1 << i;
+            let mask = info.mask_index_bytes(key);
+            if let (None, Some(i)) = (value, mask) {
+                masks |= 1 << i;
                 continue;
             }
             let Some(modifier) = Modifier::from_name(key) else {
-                let kind = match value {
-                    Some(_) if info.mask_index(key).is_some() => ParseErrorKind::MaskTakesNoValue,
-                    Some(_) => ParseErrorKind::UnknownModifier,
-                    None => ParseErrorKind::UnknownMask { event },
+                let kind = match (value, mask) {
+                    (Some(_), Some(_)) => ParseErrorKind::MaskTakesNoValue,
+                    (Some(_), None) => ParseErrorKind::UnknownModifier,
+                    (None, _) => ParseErrorKind::UnknownMask { event },
                 };
                 return err(kind, at);
             };
-            let slot = &mut seen[modifier as usize];
-            if *slot {
+            if seen[modifier as usize] {
                 return err(ParseErrorKind::ModifierRepeated { modifier }, at);
             }
-            *slot = true;
-            let v = match (value, modifier) {
-                (None, Modifier::Thr) => return err(ParseErrorKind::MissingValue { modifier }, at),
-                (None, _) => 1,
-                (Some(v), _) => match parse_number(v) {
+            seen[modifier as usize] = true;
+            let v = match value {
+                None if matches!(modifier, Modifier::Thr) => {
+                    return err(ParseErrorKind::MissingValue { modifier }, at);
+                }
+                None => 1,
+                Some(v) => match parse_number(v) {
                     Ok(n) => n,
-                    Err(kind) => {
-                        let kind = if kind {
-                            ParseErrorKind::ValueOutOfRange { modifier }
-                        } else {
-                            ParseErrorKind::InvalidValue { modifier }
-                        };
-                        return err(kind, at);
-                    }
+                    Err(true) => return err(ParseErrorKind::ValueOutOfRange { modifier }, at),
+                    Err(false) => return err(ParseErrorKind::InvalidValue { modifier }, at),
                 },
             };
-            let limit = if modifier == Modifier::Thr { 15 } else { 1 };
+            let limit = if matches!(modifier, Modifier::Thr) {
+                15
+            } else {
+                1
+            };
             if v > limit {
                 return err(ParseErrorKind::ValueOutOfRange { modifier }, at);
             }
             let on = v != 0;
             match modifier {
-                Modifier::U => spec.usr = on,
-                Modifier::K => spec.os = on,
-                Modifier::Cmpl => spec.complement = on,
-                Modifier::E => spec.edge = on,
+                Modifier::U => usr = on,
+                Modifier::K => os = on,
+                Modifier::Cmpl => complement = on,
+                Modifier::E => edge = on,
                 Modifier::Thr => {
                     // v <= 15 was checked above.
-                    spec.threshold = Threshold::new(v as u8).unwrap_or_default();
+                    threshold = match Threshold::new(v as u8) {
+                        Some(t) => t,
+                        None => Threshold::ZERO,
+                    };
                 }
             }
         }
         if !seen[Modifier::U as usize] && !seen[Modifier::K as usize] {
-            spec.os = true;
-            spec.usr = true;
+            os = true;
+            usr = true;
         }
-        if spec.masks == 0 {
+        if masks == 0 {
             match info.default_mask() {
-                Some(i) => spec.masks = 1 << i,
+                Some(i) => masks = 1 << i,
                 None => return err(ParseErrorKind::NoDefaultMask { event }, base),
             }
         }
-        Ok(spec)
+        Ok(EventSpec::build(pmu, event, masks)
+            .with_privilege(os, usr)
+            .with_edge(edge)
+            .with_complement(complement)
+            .with_threshold(threshold))
+    }
+
+    /// Whether the event may be programmed on `escr` (its catalog entry's
+    /// ESCRs, Table 19-28/19-29), without a catalog lookup.
+    pub const fn allows(&self, escr: Escr) -> bool {
+        self.escrs.contains(escr)
     }
 
     /// The PMU.
@@ -497,20 +558,17 @@ impl EventSpec {
     }
 
     /// The real ESCR event-mask bits.
-    pub fn event_mask(&self) -> EventMask {
-        self.masks().fold(EventMask::EMPTY, |acc, m| match m.kind {
-            MaskKind::Bit(b) => acc.union(EventMask(1 << b)),
-            _ => acc,
-        })
+    pub const fn event_mask(&self) -> EventMask {
+        self.escr.event_mask()
     }
 
     /// The tag value set by `TAGn` pseudo-masks, if any.
-    pub fn tag(&self) -> Option<TagValue> {
-        let v = self.masks().fold(0u8, |acc, m| match m.kind {
-            MaskKind::Tag(n) => acc | 1 << n,
-            _ => acc,
-        });
-        if v == 0 { None } else { TagValue::new(v) }
+    pub const fn tag(&self) -> Option<TagValue> {
+        if self.escr.tag_enable() {
+            Some(self.escr.tag_value())
+        } else {
+            None
+        }
     }
 
     /// The replay metrics selected (replay_event only).
@@ -522,19 +580,14 @@ impl EventSpec {
     }
 
     /// The typed ESCR image.
-    pub fn escr_value(&self) -> EscrValue {
-        let info = self.event.info();
-        let v = EscrValue::new(info.event_select, self.event_mask())
-            .with_cpl(ThreadCpl::both_threads(self.os, self.usr));
-        match self.tag() {
-            Some(t) => v.with_tag_value(t).with_tag_enable(true),
-            None => v,
-        }
+    pub const fn escr_value(&self) -> EscrValue {
+        self.escr
+            .with_cpl(ThreadCpl::both_threads(self.os, self.usr))
     }
 
     /// The typed CCCR image.
-    pub fn cccr_value(&self) -> CccrValue {
-        CccrValue::new(self.event.info().escr_select)
+    pub const fn cccr_value(&self) -> CccrValue {
+        CccrValue::new(self.escr_select)
             .with_enable(true)
             .with_compare(self.compare())
             .with_complement(self.complement)
@@ -543,35 +596,123 @@ impl EventSpec {
     }
 
     /// The ESCR image, as libpfm4's `codes[0]`.
-    pub fn escr_bits(&self) -> u64 {
+    pub const fn escr_bits(&self) -> u64 {
         self.escr_value().bits()
     }
 
     /// The CCCR image, as libpfm4's `codes[1]`.
-    pub fn cccr_bits(&self) -> u64 {
+    pub const fn cccr_bits(&self) -> u64 {
         self.cccr_value().bits()
     }
 }
 
+/// Where `needle` first occurs in `hay`.
+const fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        let mut j = 0;
+        while j < needle.len() && hay[i + j] == needle[j] {
+            j += 1;
+        }
+        if j == needle.len() {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Decimal or `0x` hexadecimal; `Err(true)` on overflow, `Err(false)` if not
 /// a number.
-fn parse_number(s: &str) -> Result<u64, bool> {
-    let (digits, radix) = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => (h, 16),
-        None => (s, 10),
+const fn parse_number(s: &[u8]) -> Result<u64, bool> {
+    let (digits, radix) = if s.len() >= 2 && s[0] == b'0' && (s[1] == b'x' || s[1] == b'X') {
+        (s.split_at(2).1, 16)
+    } else {
+        (s, 10)
     };
     if digits.is_empty() {
         return Err(false);
     }
     let mut v: u64 = 0;
-    for c in digits.chars() {
-        let d = c.to_digit(radix).ok_or(false)?;
-        v = v
-            .checked_mul(radix as u64)
-            .and_then(|v| v.checked_add(d as u64))
-            .ok_or(true)?;
+    let mut i = 0;
+    while i < digits.len() {
+        let Some(d) = (digits[i] as char).to_digit(radix) else {
+            return Err(false);
+        };
+        v = match v.checked_mul(radix as u64) {
+            Some(m) => match m.checked_add(d as u64) {
+                Some(a) => a,
+                None => return Err(true),
+            },
+            None => return Err(true),
+        };
+        i += 1;
     }
     Ok(v)
+}
+
+impl ParseErrorKind {
+    /// What went wrong, without the names [`ParseError`]'s `Display` adds:
+    /// the message [`netburst_event!`](crate::netburst_event) stops the
+    /// build with.
+    pub const fn message(self) -> &'static str {
+        use ParseErrorKind::*;
+        match self {
+            Empty => "empty event string",
+            UnknownPmu => "unknown PMU (expected netburst or netburst_p)",
+            MissingEvent => "missing event name",
+            UnknownEvent => "unknown event",
+            WrongPmu { .. } => "the event is not available on this PMU",
+            EmptyField => "empty field",
+            UnknownMask { .. } => "unknown mask or modifier for this event",
+            UnknownModifier => "unknown modifier",
+            MaskTakesNoValue => "a mask takes no value",
+            MissingValue { .. } => "the modifier needs a value",
+            InvalidValue { .. } => "invalid value for the modifier",
+            ValueOutOfRange { .. } => "value out of range for the modifier",
+            ModifierRepeated { .. } => "modifier repeated",
+            NoDefaultMask { .. } => "the event has no default mask; name one",
+        }
+    }
+}
+
+/// A NetBurst [`EventSpec`](crate::arch::netburst::EventSpec) parsed at
+/// compile time: `netburst_event!("global_power_events:RUNNING:k")` is the
+/// spec `"global_power_events:RUNNING:k".parse()` returns, built as a
+/// `const` item, so the kernel carries neither the parser nor the event
+/// catalog. The argument must be a constant expression (a literal). A string the run-time parser refuses stops the build with the
+/// same error (its [`ParseErrorKind::message`]). Strings without a PMU
+/// prefix are for `netburst`, as with `parse()`; write `netburst_p::...`
+/// for the Prescott-only `instr_completed`.
+///
+/// ```
+/// use pmu::arch::netburst::EventSpec;
+///
+/// const RUNNING: EventSpec = pmu::netburst_event!("global_power_events:RUNNING:k");
+/// assert_eq!(RUNNING, "global_power_events:RUNNING:k".parse()?);
+/// assert_eq!(RUNNING.escr_bits(), 0x2600_020A);
+/// # Ok::<(), pmu::arch::netburst::ParseError>(())
+/// ```
+///
+/// ```compile_fail
+/// // error: evaluation panicked: unknown mask or modifier for this event
+/// let _ = pmu::netburst_event!("global_power_events:NOPE");
+/// ```
+#[macro_export]
+macro_rules! netburst_event {
+    ($event:expr) => {{
+        // A `const` item, not a `const` block: items are evaluated by
+        // `cargo check` too, so a bad string fails every build.
+        const SPEC: $crate::arch::netburst::EventSpec =
+            match $crate::arch::netburst::EventSpec::parse(
+                $event,
+                $crate::arch::netburst::Pmu::Netburst,
+            ) {
+                ::core::result::Result::Ok(spec) => spec,
+                ::core::result::Result::Err(e) => ::core::panic!("{}", e.kind.message()),
+            };
+        SPEC
+    }};
 }
 
 impl FromStr for EventSpec {
@@ -668,6 +809,60 @@ mod tests {
             )),
         ),
     ];
+
+    /// The compile-time form is the run-time parser run by the compiler:
+    /// the same spec, images included, for strings exercising every part.
+    #[test]
+    fn compile_time_specs_equal_run_time_ones() {
+        const SPECS: [(EventSpec, &str); 5] = [
+            (
+                crate::netburst_event!("global_power_events:RUNNING:k"),
+                "global_power_events:RUNNING:k",
+            ),
+            (
+                crate::netburst_event!("netburst_p::instr_completed:NBOGUS:u"),
+                "netburst_p::instr_completed:NBOGUS:u",
+            ),
+            (
+                crate::netburst_event!("packed_SP_uop:TAG0:TAG2"),
+                "packed_SP_uop:TAG0:TAG2",
+            ),
+            (
+                crate::netburst_event!("global_power_events:cmpl:thr=0x8:e=1:k=1:u=0"),
+                "global_power_events:cmpl:thr=0x8:e=1:k=1:u=0",
+            ),
+            (
+                crate::netburst_event!("REPLAY_EVENT:NBOGUS:L1_LD_MISS"),
+                "REPLAY_EVENT:NBOGUS:L1_LD_MISS",
+            ),
+        ];
+        for (spec, s) in SPECS {
+            let parsed: EventSpec = s.parse().unwrap();
+            assert_eq!(spec, parsed, "{s}");
+            assert_eq!(
+                (spec.escr_bits(), spec.cccr_bits()),
+                (parsed.escr_bits(), parsed.cccr_bits())
+            );
+        }
+        // The precomputed images agree with the catalog, for every event's
+        // default spec.
+        for e in Event::ALL {
+            let Ok(spec) = EventSpec::new(Pmu::NetburstP, e) else {
+                continue;
+            };
+            let info = e.info();
+            assert_eq!(spec.cccr_value().escr_select(), info.escr_select, "{e:?}");
+            assert_eq!(spec.escr_value().event_select(), info.event_select, "{e:?}");
+            for &escr in info.escrs {
+                assert!(spec.allows(escr), "{e:?} on {escr:?}");
+            }
+            assert_eq!(
+                Escr::ALL.iter().filter(|&&x| spec.allows(x)).count(),
+                info.escrs.len(),
+                "{e:?}"
+            );
+        }
+    }
 
     #[test]
     fn libpfm4_vectors_bit_for_bit() {

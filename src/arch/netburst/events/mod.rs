@@ -355,24 +355,42 @@ mod catalog;
 
 use catalog::EVENTS;
 
+/// Whether `name` is `sdm` or `alias`, ignoring ASCII case.
+const fn names_match(sdm: &str, alias: Option<&str>, name: &[u8]) -> bool {
+    sdm.as_bytes().eq_ignore_ascii_case(name)
+        || match alias {
+            Some(a) => a.as_bytes().eq_ignore_ascii_case(name),
+            None => false,
+        }
+}
+
 impl Event {
     /// The catalog entry.
-    pub fn info(self) -> &'static EventInfo {
+    pub const fn info(self) -> &'static EventInfo {
         &EVENTS[self as usize]
     }
 
     /// The SDM name.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         self.info().name
     }
 
     /// Look up an event by SDM or libpfm4 name, ignoring ASCII case.
-    pub fn from_name(name: &str) -> Option<Event> {
-        Event::ALL.into_iter().find(|e| {
-            let i = e.info();
-            i.name.eq_ignore_ascii_case(name)
-                || i.alias.is_some_and(|a| a.eq_ignore_ascii_case(name))
-        })
+    pub const fn from_name(name: &str) -> Option<Event> {
+        Self::from_name_bytes(name.as_bytes())
+    }
+
+    /// [`Event::from_name`] on the bytes of a name (the const parser's form).
+    pub(crate) const fn from_name_bytes(name: &[u8]) -> Option<Event> {
+        let mut i = 0;
+        while i < Event::ALL.len() {
+            let e = Event::ALL[i];
+            if names_match(e.info().name, e.info().alias, name) {
+                return Some(e);
+            }
+            i += 1;
+        }
+        None
     }
 
     /// Whether the event exists on family 0Fh model `model`:
@@ -393,16 +411,32 @@ impl Event {
 impl EventInfo {
     /// The index of the mask called `name` (SDM or libpfm4 spelling,
     /// ignoring ASCII case).
-    pub fn mask_index(&self, name: &str) -> Option<usize> {
-        self.masks.iter().position(|mi| {
-            mi.name.eq_ignore_ascii_case(name)
-                || mi.alias.is_some_and(|a| a.eq_ignore_ascii_case(name))
-        })
+    pub const fn mask_index(&self, name: &str) -> Option<usize> {
+        self.mask_index_bytes(name.as_bytes())
+    }
+
+    /// [`EventInfo::mask_index`] on the bytes of a name.
+    pub(crate) const fn mask_index_bytes(&self, name: &[u8]) -> Option<usize> {
+        let mut i = 0;
+        while i < self.masks.len() {
+            if names_match(self.masks[i].name, self.masks[i].alias, name) {
+                return Some(i);
+            }
+            i += 1;
+        }
+        None
     }
 
     /// The index of the default mask, if the event has one.
-    pub fn default_mask(&self) -> Option<usize> {
-        self.masks.iter().position(|mi| mi.default)
+    pub const fn default_mask(&self) -> Option<usize> {
+        let mut i = 0;
+        while i < self.masks.len() {
+            if self.masks[i].default {
+                return Some(i);
+            }
+            i += 1;
+        }
+        None
     }
 
     /// The union of all real (ESCR) mask bits the event defines.
