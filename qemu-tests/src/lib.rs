@@ -12,6 +12,7 @@
 //! | [`gdt`] | the kernel GDT and TSS (a separate stack for double faults) |
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
+//! | [`footprint`] | the footprint kernels' body: count one event on the hardware backend |
 //! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC |
 //! | [`shared_itanium`] | an Itanium PMU model shared with interrupt handlers: lock with interrupts off, a `pmu::access::PmcPmdAccess` handle |
 //! | [`shared_model`] | a NetBurst model shared with interrupt handlers: lock with interrupts off, `MsrAccess` handle, inject until the PMI |
@@ -31,6 +32,8 @@ pub mod boot;
 pub mod exit;
 #[cfg(target_os = "none")]
 pub mod fault;
+#[cfg(target_os = "none")]
+pub mod footprint;
 #[cfg(target_os = "none")]
 pub mod gdt;
 #[cfg(target_os = "none")]

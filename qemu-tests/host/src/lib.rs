@@ -104,6 +104,28 @@ impl Workspace {
         }
     }
 
+    /// Builds `kernels` (of `qemu-tests/src/bin`) in release; returns the
+    /// directory that holds them.
+    pub fn build_release(&self, kernels: &[&str]) -> Result<PathBuf, String> {
+        ensure_target(&self.root)?;
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(&cargo);
+        build
+            .current_dir(&self.root)
+            .args(["build", "--quiet", "--release", "--target", TARGET])
+            .args(["-p", "pmu-qemu-tests", "--target-dir"])
+            .arg(&self.target_dir);
+        for k in kernels {
+            build.args(["--bin", k]);
+        }
+        match build.status() {
+            Ok(s) if s.success() => Ok(self.target_dir.join(TARGET).join("release")),
+            other => Err(format!(
+                "building {kernels:?} in release failed ({other:?})"
+            )),
+        }
+    }
+
     /// Every boot of every kernel, in name order.
     pub fn runs(&self) -> Result<Vec<Run>, String> {
         discover(&self.root)

@@ -438,6 +438,15 @@ pub enum Escr {
 /// Static facts about one ESCR: one row of SDM Table 18-63.
 struct EscrRow {
     name: &'static str,
+    wiring: EscrWiring,
+}
+
+/// An [`EscrRow`] without its name: what the driver looks up at run time,
+/// in a table of its own ([`ESCR_WIRING`]) that holds no pointer, so it is
+/// read-only data under any linker script and a kernel that never prints
+/// an ESCR's name does not carry the names.
+#[derive(Clone, Copy)]
+struct EscrWiring {
     msr: u32,
     select: u8,
     block: Block,
@@ -447,10 +456,12 @@ struct EscrRow {
 const fn row(name: &'static str, msr: u32, select: u8, block: Block, side: u8) -> EscrRow {
     EscrRow {
         name,
-        msr,
-        select,
-        block,
-        side,
+        wiring: EscrWiring {
+            msr,
+            select,
+            block,
+            side,
+        },
     }
 }
 
@@ -507,6 +518,17 @@ const ESCR_TABLE: [EscrRow; 45] = {
     ]
 };
 
+/// [`ESCR_TABLE`] without the names, computed at compile time.
+static ESCR_WIRING: [EscrWiring; 45] = {
+    let mut out = [ESCR_TABLE[0].wiring; 45];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = ESCR_TABLE[i].wiring;
+        i += 1;
+    }
+    out
+};
+
 impl Escr {
     /// All 45 ESCRs in MSR-address order.
     pub const ALL: [Escr; 45] = {
@@ -532,15 +554,15 @@ impl Escr {
         ORDER[i as usize]
     }
 
-    const fn row(self) -> &'static EscrRow {
-        &ESCR_TABLE[self as usize]
+    const fn row(self) -> &'static EscrWiring {
+        &ESCR_WIRING[self as usize]
     }
 
     /// The ESCR at MSR address `msr`, if there is one.
     pub const fn from_msr(msr: u32) -> Option<Escr> {
         let mut i = 0;
         while i < Self::ALL.len() {
-            if ESCR_TABLE[i].msr == msr {
+            if ESCR_WIRING[i].msr == msr {
                 return Some(Self::ALL[i]);
             }
             i += 1;
@@ -550,7 +572,7 @@ impl Escr {
 
     /// The SDM name, e.g. `"MSR_CRU_ESCR2"`.
     pub const fn name(self) -> &'static str {
-        self.row().name
+        ESCR_TABLE[self as usize].name
     }
 
     /// The MSR address.
