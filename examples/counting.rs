@@ -13,7 +13,7 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
 use hobby::shared_model::SharedModel;
-use pmu::access::{MsrAccess, Recording};
+use pmu::access::Recording;
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};

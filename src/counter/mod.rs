@@ -98,6 +98,8 @@ use core::marker::PhantomData;
 /// assert_eq!(Halted::TAG, StateTag::Halted);
 /// ```
 pub mod state {
+    use core::fmt::Debug;
+
     mod sealed {
         pub trait Sealed {}
     }
@@ -106,9 +108,27 @@ pub mod state {
     pub trait State: sealed::Sealed {
         /// The run-time tag of this state.
         const TAG: super::StateTag;
+        /// What a handle in this state holds, given the architecture's
+        /// register images `P`: nothing when Unclaimed (a token is only the
+        /// right to claim), `P` when claimed.
+        type Payload<P: Copy + Debug>: Copy + Debug;
+        /// The payload as the run-time form holds it (`unprogrammed` for an
+        /// Unclaimed handle).
+        #[doc(hidden)]
+        fn into_images<P: Copy + Debug>(payload: Self::Payload<P>, unprogrammed: P) -> P;
+        /// The payload from the run-time form's images.
+        #[doc(hidden)]
+        fn from_images<P: Copy + Debug>(images: P) -> Self::Payload<P>;
     }
 
-    macro_rules! states {
+    /// A claimed state: the handle holds its register images.
+    pub trait Claimed: State {
+        /// The images in a payload.
+        #[doc(hidden)]
+        fn images<P: Copy + Debug>(payload: &Self::Payload<P>) -> &P;
+    }
+
+    macro_rules! claimed_states {
         ($($(#[$doc:meta])* $name:ident,)*) => {$(
             $(#[$doc])*
             #[derive(Debug)]
@@ -116,13 +136,37 @@ pub mod state {
             impl sealed::Sealed for $name {}
             impl State for $name {
                 const TAG: super::StateTag = super::StateTag::$name;
+                type Payload<P: Copy + Debug> = P;
+                fn into_images<P: Copy + Debug>(payload: P, _: P) -> P {
+                    payload
+                }
+                fn from_images<P: Copy + Debug>(images: P) -> P {
+                    images
+                }
+            }
+            impl Claimed for $name {
+                fn images<P: Copy + Debug>(payload: &P) -> &P {
+                    payload
+                }
             }
         )*};
     }
 
-    states! {
-        /// Not claimed: the handle is only the right to claim the counter.
-        Unclaimed,
+    /// Not claimed: the handle is only the right to claim the counter, and
+    /// holds nothing (a zero-sized token).
+    #[derive(Debug)]
+    pub enum Unclaimed {}
+    impl sealed::Sealed for Unclaimed {}
+    impl State for Unclaimed {
+        const TAG: super::StateTag = super::StateTag::Unclaimed;
+        type Payload<P: Copy + Debug> = ();
+        fn into_images<P: Copy + Debug>((): (), unprogrammed: P) -> P {
+            unprogrammed
+        }
+        fn from_images<P: Copy + Debug>(_: P) {}
+    }
+
+    claimed_states! {
         /// Registers programmed, counter preset, not counting.
         Configured,
         /// Counting.
@@ -135,7 +179,7 @@ pub mod state {
     }
 }
 
-use state::{Cascaded, Configured, Enabled, Halted, State, Unclaimed};
+use state::{Cascaded, Claimed, Configured, Enabled, Halted, State, Unclaimed};
 
 /// A counter state at run time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -288,7 +332,7 @@ impl<H, E: fmt::Display + fmt::Debug> core::error::Error for Failed<H, E> {}
 /// readable::<Halted>();
 /// ```
 pub mod rules {
-    use super::state::{Cascaded, Configured, Enabled, Halted, State, Unclaimed};
+    use super::state::{Cascaded, Claimed, Configured, Enabled, Halted, State, Unclaimed};
 
     /// States that may be programmed.
     #[diagnostic::on_unimplemented(
@@ -305,7 +349,7 @@ pub mod rules {
         label = "not Configured",
         note = "only a Configured counter can be enabled: an Enabled or Cascaded counter already counts, a Halted one is resumed, an Unclaimed one must be configured first"
     )]
-    pub trait CanEnable: State {}
+    pub trait CanEnable: Claimed {}
     impl CanEnable for Configured {}
 
     /// States that may be halted.
@@ -314,7 +358,7 @@ pub mod rules {
         label = "not counting",
         note = "only an Enabled or Cascaded counter counts, so only those can be halted"
     )]
-    pub trait CanHalt: State {}
+    pub trait CanHalt: Claimed {}
     impl CanHalt for Enabled {}
     impl CanHalt for Cascaded {}
 
@@ -324,7 +368,7 @@ pub mod rules {
         label = "not Halted",
         note = "only a Halted counter can be resumed; a Configured counter is enabled"
     )]
-    pub trait CanResume: State {}
+    pub trait CanResume: Claimed {}
     impl CanResume for Halted {}
 
     /// States that may be cascaded from another counter.
@@ -333,7 +377,7 @@ pub mod rules {
         label = "must be Configured or Halted",
         note = "a counter is cascaded instead of being enabled: configure it (or halt it) first"
     )]
-    pub trait CanCascade: State {}
+    pub trait CanCascade: Claimed {}
     impl CanCascade for Configured {}
     impl CanCascade for Halted {}
 
@@ -343,7 +387,7 @@ pub mod rules {
         label = "unclaimed",
         note = "an Unclaimed counter belongs to nobody and counts nothing of yours: configure it first"
     )]
-    pub trait Readable: State {}
+    pub trait Readable: Claimed {}
     impl Readable for Configured {}
     impl Readable for Enabled {}
     impl Readable for Halted {}
@@ -355,7 +399,7 @@ pub mod rules {
         label = "not claimed",
         note = "an Unclaimed counter has nothing to release"
     )]
-    pub trait CanRelease: State {}
+    pub trait CanRelease: Claimed {}
     impl CanRelease for Configured {}
     impl CanRelease for Enabled {}
     impl CanRelease for Halted {}
@@ -367,11 +411,12 @@ use rules::{CanCascade, CanConfigure, CanEnable, CanHalt, CanRelease, CanResume,
 /// The exclusive right to counter `N` of architecture `A`, issued by the
 /// driver of owner `O`, in state `S`.
 ///
-/// The handle is the size of the register images it caches and is neither
-/// `Send` nor `Sync` (see the module docs).
+/// A claimed handle is the size of the register images it caches; an
+/// Unclaimed one is zero-sized, a token with no payload. Neither is `Send`
+/// nor `Sync` (see the module docs).
 #[must_use = "dropping a claimed counter leaves it programmed; release it"]
 pub struct Handle<A: Arch, O: Owner, const N: u8, S: State> {
-    programmed: A::Programmed,
+    programmed: S::Payload<A::Programmed>,
     _state: PhantomData<(O, S, *const ())>,
 }
 
@@ -399,7 +444,7 @@ impl<A: Arch, O: Owner, const N: u8> Handle<A, O, N, Unclaimed> {
     pub(crate) const fn token() -> Self {
         const { assert!(N < A::COUNTERS, "no such counter") };
         Handle {
-            programmed: A::UNPROGRAMMED,
+            programmed: (),
             _state: PhantomData,
         }
     }
@@ -408,31 +453,6 @@ impl<A: Arch, O: Owner, const N: u8> Handle<A, O, N, Unclaimed> {
 impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     /// The hardware counter number.
     pub const INDEX: u8 = N;
-
-    const fn into<T: State>(self) -> Handle<A, O, N, T> {
-        Handle {
-            programmed: self.programmed,
-            _state: PhantomData,
-        }
-    }
-
-    fn step<T: State, D: Driver<A>>(
-        self,
-        r: Result<(), D::Error>,
-    ) -> Transition<A, O, N, S, T, D::Error> {
-        match r {
-            Ok(()) => Ok(self.into()),
-            Err(error) => Err(Failed {
-                counter: self,
-                error,
-            }),
-        }
-    }
-
-    /// The register images this handle holds.
-    pub const fn programmed(&self) -> &A::Programmed {
-        &self.programmed
-    }
 
     /// Program the counter: Unclaimed → Configured.
     pub fn configure<D: DriverOf<A, O>>(
@@ -455,12 +475,58 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
         }
     }
 
+    /// The same handle with its number and state checked at run time.
+    pub fn erase(self) -> AnyHandle<A> {
+        let images = S::into_images(self.programmed, A::UNPROGRAMMED);
+        AnyHandle::from_parts(OwnerId::of::<O>(), N, S::TAG, images)
+    }
+
+    /// Back from the erased form; `Err` (with `any` unchanged) if `any` is
+    /// not counter `N` of owner `O` in state `S`.
+    pub fn from_erased(any: AnyHandle<A>) -> Result<Self, AnyHandle<A>> {
+        if any.owner() == OwnerId::of::<O>() && any.index() == N && any.state() == S::TAG {
+            Ok(Handle {
+                programmed: S::from_images(any.into_programmed()),
+                _state: PhantomData,
+            })
+        } else {
+            Err(any)
+        }
+    }
+
+    fn step<T: Claimed, D: Driver<A>>(
+        self,
+        r: Result<(), D::Error>,
+    ) -> Transition<A, O, N, S, T, D::Error>
+    where
+        S: Claimed,
+    {
+        match r {
+            Ok(()) => Ok(Handle {
+                programmed: T::from_images(*self.programmed()),
+                _state: PhantomData,
+            }),
+            Err(error) => Err(Failed {
+                counter: self,
+                error,
+            }),
+        }
+    }
+
+    /// The register images this handle holds (a claimed handle's).
+    pub fn programmed(&self) -> &A::Programmed
+    where
+        S: Claimed,
+    {
+        S::images(&self.programmed)
+    }
+
     /// Start counting: Configured → Enabled.
     pub fn enable<D: DriverOf<A, O>>(self, pmu: &mut D) -> Transition<A, O, N, S, Enabled, D::Error>
     where
         S: CanEnable,
     {
-        let r = pmu.start(N, &self.programmed);
+        let r = pmu.start(N, self.programmed());
         self.step::<Enabled, D>(r)
     }
 
@@ -469,7 +535,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     where
         S: CanHalt,
     {
-        let r = pmu.stop(N, &self.programmed);
+        let r = pmu.stop(N, self.programmed());
         self.step::<Halted, D>(r)
     }
 
@@ -478,7 +544,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     where
         S: CanResume,
     {
-        let r = pmu.start(N, &self.programmed);
+        let r = pmu.start(N, self.programmed());
         self.step::<Enabled, D>(r)
     }
 
@@ -495,7 +561,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
         A: Cascade<FROM, N>,
     {
         let _ = source;
-        let r = pmu.cascade(N, FROM, &self.programmed);
+        let r = pmu.cascade(N, FROM, self.programmed());
         self.step::<Cascaded, D>(r)
     }
 
@@ -504,7 +570,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     where
         S: Readable,
     {
-        pmu.read(N, &self.programmed)
+        pmu.read(N, self.programmed())
     }
 
     /// Disable the counter, zero its registers and give it back: any claimed
@@ -516,33 +582,15 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     where
         S: CanRelease,
     {
-        match pmu.release(N, &self.programmed) {
+        match pmu.release(N, self.programmed()) {
             Ok(()) => Ok(Handle {
-                programmed: A::UNPROGRAMMED,
+                programmed: (),
                 _state: PhantomData,
             }),
             Err(error) => Err(Failed {
                 counter: self,
                 error,
             }),
-        }
-    }
-
-    /// The same handle with its number and state checked at run time.
-    pub fn erase(self) -> AnyHandle<A> {
-        AnyHandle::from_parts(OwnerId::of::<O>(), N, S::TAG, self.programmed)
-    }
-
-    /// Back from the erased form; `Err` (with `any` unchanged) if `any` is
-    /// not counter `N` of owner `O` in state `S`.
-    pub fn from_erased(any: AnyHandle<A>) -> Result<Self, AnyHandle<A>> {
-        if any.owner() == OwnerId::of::<O>() && any.index() == N && any.state() == S::TAG {
-            Ok(Handle {
-                programmed: any.into_programmed(),
-                _state: PhantomData,
-            })
-        } else {
-            Err(any)
         }
     }
 }

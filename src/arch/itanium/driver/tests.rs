@@ -954,3 +954,17 @@ fn undefined_iear_latency_masks_are_refused() {
         d.retire();
     }
 }
+
+/// Unclaimed tokens carry no payload (Montecito's eight are behind one
+/// `Option` tag).
+#[test]
+fn unclaimed_tokens_are_zero_sized() {
+    crate::owner!(Sized);
+    use core::mem::size_of;
+    assert_eq!(
+        size_of::<IaCounter<Sized, 4, crate::counter::state::Unclaimed>>(),
+        0
+    );
+    assert_eq!(size_of::<MontecitoCounters<Sized>>(), 0);
+    assert_eq!(size_of::<Counters<Sized>>(), 1);
+}

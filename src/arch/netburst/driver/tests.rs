@@ -1053,3 +1053,20 @@ fn driver_errors_display_their_reason() {
         "configuration refused: counter 5 owns the I-EAR"
     );
 }
+
+/// Unclaimed tokens carry no payload: the 18 tokens `take` hands out are
+/// zero-sized, and a claimed handle is the size of its images.
+#[test]
+fn unclaimed_tokens_are_zero_sized() {
+    crate::owner!(Sized);
+    use core::mem::size_of;
+    assert_eq!(
+        size_of::<NbCounter<Sized, 0, crate::counter::state::Unclaimed>>(),
+        0
+    );
+    assert_eq!(size_of::<Counters<Sized>>(), 0);
+    assert_eq!(
+        size_of::<NbCounter<Sized, 0, Enabled>>(),
+        size_of::<Programmed>()
+    );
+}
