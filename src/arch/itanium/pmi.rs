@@ -13,7 +13,7 @@
 //! | access | count | why |
 //! |---|---|---|
 //! | read PMC0 | 1 | the overflow bits say which counters overflowed (reference section 4) |
-//! | read I-EAR PMD0 (PMD34 on Montecito) | 1 per overflowed I-EAR sampling counter | the captured address and fill level (reference section 5; seed 002). PMD1 holds a latency in cache mode only, so it is not read in TLB mode |
+//! | read I-EAR PMD0 (PMD34 on Montecito) | 1 per overflowed counter sampling an I-EAR in TLB mode | the captured address and fill level (reference section 5; seed 002). PMD1 holds a latency in cache mode only, so it is not read in TLB mode |
 //! | read PMD n | 1 per overflowed counter that can gain more than 1 per cycle | an event counting k > 1 in the cycle that wrapped the counter leaves it at `r > 0` although the PMU froze at once; the reload must keep `r` ([`crate::sampling::SampleAfter::rearm`]). A counter that gains at most 1 per cycle ([`super::driver::Programmed::one_per_cycle`]: threshold set, or a catalog event with maximum increment 1) holds exactly 0, so it is not read |
 //! | write PMD n | 1 per overflowed counter | re-arm: `2^W - N + (r mod N)`, completing `1 + r div N` periods ([`crate::sampling`]) |
 //! | write PMC0 = 0 | 1, last | clears fr and every overflow bit in one write, as Linux's `pfm_unfreeze_pmu` does (reference section 4); "It is software's responsibility to reset the overflow and freeze bits" (SDM 7.2.1). Unfreezing re-arms the I-EAR: it captures again once fr is clear |
@@ -27,8 +27,11 @@
 //! overflow bit is spurious: counted, 1 read, and PMC0 written back to 0
 //! only if it was not already 0.
 //!
-//! The handler takes no lock and allocates nothing: it touches the atomics
-//! of [`PmiState`] and the register backend the kernel hands it.
+//! The handler takes no lock, executes no locked instruction and allocates
+//! nothing: it touches the atomics of [`PmiState`], each with one writer,
+//! and the register backend the kernel hands it. What it needs per counter
+//! (the re-arm constants, whether to read the count, whether to read the
+//! I-EAR) was computed when the counter was configured.
 //!
 //! # Examples
 //!

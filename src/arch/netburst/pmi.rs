@@ -3,9 +3,11 @@
 //!
 //! A kernel calls [`handle_pmi`] from its interrupt entry for the LVT
 //! performance-counter vector (or its NMI handler) with the interrupted RIP.
-//! The routine takes no lock and allocates nothing, so it is safe in an NMI;
-//! it touches only atomics in [`PmiState`], the MSR backend the kernel hands
-//! it, and the APIC's LVT entry.
+//! The routine takes no lock, executes no locked instruction and allocates
+//! nothing, so it is safe in an NMI; it touches only atomics in [`PmiState`]
+//! (each with one writer), the MSR backend the kernel hands it, and the
+//! APIC's LVT entry. The re-arm constants were computed when the counter was
+//! configured.
 //!
 //! Per interrupt it issues exactly (asserted in the tests):
 //!
