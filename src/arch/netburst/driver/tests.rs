@@ -111,6 +111,21 @@ fn service<O: Owner>(
     true
 }
 
+/// Run the T0 handler without a PMI from the model: whether it found
+/// nothing to service (a spurious PMI).
+fn handler_finds_nothing<O: Owner>(d: &mut Nb<'_, O>, state: &PmiState, lvt: &mut Lvt) -> bool {
+    let out = handle_pmi(
+        state,
+        LogicalProcessor::T0,
+        d.msr(),
+        lvt,
+        entry(),
+        0,
+        |_| {},
+    );
+    out.unwrap().is_spurious()
+}
+
 #[test]
 fn init_clears_every_cccr() {
     let state = PmiState::new();
@@ -261,16 +276,7 @@ fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
     assert_eq!(b.read(&mut d).unwrap(), n.preset() + 10);
     // A spurious PMI: same reads, no writes but the LVT.
     d.msr().clear();
-    let out = handle_pmi(
-        &state,
-        LogicalProcessor::T0,
-        d.msr(),
-        &mut lvt,
-        entry(),
-        0,
-        |_| {},
-    );
-    assert!(out.unwrap().is_spurious());
+    assert!(handler_finds_nothing(&mut d, &state, &mut lvt));
     assert_eq!(
         d.msr().take_counts(),
         counts(0, 0, 2),
@@ -347,16 +353,7 @@ fn pmi_and_halt_traffic_in_every_case() {
         "no PMI owed"
     );
     // Spurious.
-    let out = handle_pmi(
-        &state,
-        LogicalProcessor::T0,
-        d.msr(),
-        &mut lvt,
-        entry(),
-        4,
-        |_| {},
-    );
-    assert!(out.unwrap().is_spurious());
+    assert!(handler_finds_nothing(&mut d, &state, &mut lvt));
     assert_eq!(d.msr().take_counts(), counts(0, 0, 4), "spurious");
     assert_eq!(lvt.0.len(), 3, "one LVT write per PMI");
     // A halt that finds an owed period: CCCR, RDPMC, counter rewrite.
