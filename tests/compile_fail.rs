@@ -209,8 +209,11 @@ fn scratch() -> &'static Path {
         )
         .unwrap();
         // The workspace's lock file pins the same dependency versions, so
-        // nothing is resolved anew.
-        std::fs::copy(Path::new(root).join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+        // nothing is resolved anew (a packaged crate may have none).
+        let lock = Path::new(root).join("Cargo.lock");
+        if lock.exists() {
+            std::fs::copy(lock, dir.join("Cargo.lock")).unwrap();
+        }
         std::fs::write(bin.join("control.rs"), format!("{PRELUDE}{CONTROL}")).unwrap();
         for case in CASES {
             std::fs::write(bin.join(format!("{}.rs", case.name)), program(case.body)).unwrap();
