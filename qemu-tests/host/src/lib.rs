@@ -19,9 +19,11 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::sync::Mutex;
 use std::thread;
+
+pub mod qemu;
 
 /// The target the kernels are built for.
 pub const TARGET: &str = "x86_64-unknown-none";
@@ -49,18 +51,33 @@ impl Run {
     }
 }
 
-/// The verdict on one case, as printed.
-struct CaseResult {
-    name: String,
-    passed: bool,
-    note: String,
+impl Run {
+    /// A plain boot of `kernel` with `qemu_args`, nothing expected to fail
+    /// (what `pmu-qemu-run` judges).
+    pub fn plain(kernel: &str, qemu_args: Vec<String>) -> Run {
+        Run {
+            kernel: kernel.into(),
+            config: String::new(),
+            qemu_args,
+            expect_fail: Vec::new(),
+        }
+    }
+}
+
+/// The verdict on one case.
+pub struct CaseResult {
+    /// The case's name (`run` for a kernel that is not a test suite).
+    pub name: String,
+    /// Whether it passed (an expected failure that failed as it must passes).
+    pub passed: bool,
+    /// What to print after the verdict.
+    pub note: String,
 }
 
 /// The repository and the tools the kernels are built and booted with.
 #[derive(Debug)]
 pub struct Workspace {
     root: PathBuf,
-    runner: PathBuf,
     target_dir: PathBuf,
 }
 
@@ -76,7 +93,6 @@ impl Workspace {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let root = root.canonicalize().unwrap_or(root);
         Self {
-            runner: root.join("qemu-tests/qemu-run"),
             target_dir: root.join("target/qemu"),
             root,
         }
@@ -98,10 +114,7 @@ impl Workspace {
             return Err(format!("building the kernels failed ({built:?})"));
         }
         // Install QEMU once, before runs start in parallel.
-        match Command::new(&self.runner).arg("--install-only").status() {
-            Ok(s) if s.success() => Ok(()),
-            _ => Err("QEMU is not available".into()),
-        }
+        qemu::ensure_qemu()
     }
 
     /// Builds `kernels` (of `qemu-tests/src/bin`) in release; returns the
@@ -138,17 +151,18 @@ impl Workspace {
     /// Boots `run` with the console on this terminal; returns its verdict.
     pub fn boot_attached(&self, run: &Run) -> ExitCode {
         println!(
-            "qemu: booting {} (QEMU {})",
+            "qemu: booting {} with QEMU arguments {:?}",
             run.label(),
-            run.qemu_args.join(" ")
+            run.qemu_args
         );
-        match Command::new(&self.runner)
-            .arg(self.kernel(run))
-            .args(&run.qemu_args)
-            .status()
-        {
-            Ok(s) if s.success() => ExitCode::SUCCESS,
-            _ => ExitCode::FAILURE,
+        let boot = qemu::boot(&self.kernel(run), &run.qemu_args, true);
+        if !boot.success {
+            eprintln!("qemu: {}", boot.said);
+        }
+        if boot.success {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
         }
     }
 
@@ -174,7 +188,7 @@ impl Workspace {
                         // would live for the whole boot).
                         let run = next.lock().unwrap().next();
                         let Some(run) = run else { break };
-                        let cases = boot(&self.runner, &self.kernel(run), run);
+                        let cases = boot(&self.kernel(run), run);
                         let mut out = String::new();
                         for case in &cases {
                             let verdict = if case.passed { "ok" } else { "FAILED" };
@@ -274,31 +288,14 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
 }
 
 /// Boots one kernel and judges what it printed.
-fn boot(runner: &Path, kernel: &Path, run: &Run) -> Vec<CaseResult> {
-    let output = Command::new(runner)
-        .arg(kernel)
-        .args(&run.qemu_args)
-        .stdin(Stdio::null())
-        .output();
-    let output = match output {
-        Ok(output) => output,
-        Err(e) => {
-            return vec![CaseResult {
-                name: "boot".into(),
-                passed: false,
-                note: format!("\n    cannot run {}: {e}", runner.display()),
-            }];
-        }
-    };
-    let console = String::from_utf8_lossy(&output.stdout).replace('\r', "");
-    let runner_said = String::from_utf8_lossy(&output.stderr).trim().to_string();
-    let exit_success = output.status.success();
-    let mut results = judge(&console, exit_success, &runner_said, run);
+fn boot(kernel: &Path, run: &Run) -> Vec<CaseResult> {
+    let boot = qemu::boot(kernel, &run.qemu_args, false);
+    let mut results = judge(&boot.console, boot.success, &boot.said, run);
     if results.iter().any(|r| !r.passed)
         && let Some(last) = results.last_mut()
     {
         last.note += "\n    --- kernel console ---\n";
-        for line in console.lines() {
+        for line in boot.console.lines() {
             last.note += &format!("    | {line}\n");
         }
         last.note += "    ----------------------";
@@ -306,8 +303,10 @@ fn boot(runner: &Path, kernel: &Path, run: &Run) -> Vec<CaseResult> {
     results
 }
 
-/// Turns a kernel's console output and exit status into case results.
-fn judge(console: &str, exit_success: bool, runner_said: &str, run: &Run) -> Vec<CaseResult> {
+/// Turns a kernel's console output and exit status into case results: one
+/// per case of a `hobby::test` suite (all planned cases must report, and the
+/// exit status must agree with them), or one `run` case for any other kernel.
+pub fn judge(console: &str, exit_success: bool, runner_said: &str, run: &Run) -> Vec<CaseResult> {
     let planned = console.lines().find_map(|l| {
         let rest = l.strip_prefix("suite ")?;
         let (_, count) = rest.split_once(": ")?;
