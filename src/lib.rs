@@ -43,7 +43,7 @@
 //! |---|---|---|
 //! | register access | [`access`] | the only code that reaches PMU registers: [`access::MsrAccess`] (RDMSR, WRMSR, RDPMC) and [`access::PmcPmdAccess`] (Itanium PMC/PMD), the hardware backend, a recording wrapper for exact access counts |
 //! | detection | [`detect`] | identifies the PMU from CPUID and IA32_MISC_ENABLE without executing anything the CPU may lack |
-//! | interrupt delivery | [`apic`] | the local APIC's LVT performance-counter entry, EOI and self-IPI |
+//! | interrupt delivery | [`apic`], [`entry`] | the local APIC's LVT performance-counter entry, EOI and self-IPI; the PMI's interrupt entry stub ([`pmi_entry!`]) |
 //! | typestate counters | [`counter`] | architecture-independent handles whose type is their owner and state; owners ([`counter::owner`]); the run-time form [`counter::AnyHandle`] |
 //! | sampling | [`sampling`] | sample-after values, presets and re-arming, calibration, the interrupt-to-kernel sample buffer |
 //! | architectures | [`arch`] | per architecture: register layouts and data tables, the driver behind the handles, its overflow handler |
@@ -59,6 +59,8 @@ pub mod apic;
 pub mod arch;
 pub mod counter;
 pub mod detect;
+#[cfg(target_arch = "x86_64")]
+pub mod entry;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod sampling;

@@ -189,14 +189,64 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
     crate::exit::exit_qemu(crate::exit::ExitCode::Failure);
 }
 
-static IDT: spin::Once<InterruptDescriptorTable> = spin::Once::new();
+/// The loaded IDT. It is written after loading only by [`set_raw_gate`]
+/// and [`restore_gate`], under their contract.
+struct Idt(core::cell::UnsafeCell<InterruptDescriptorTable>);
+
+// SAFETY: the table is written only through `set_raw_gate`/`restore_gate`,
+// whose callers promise that no interrupt can use the gate meanwhile; this
+// kernel has one CPU.
+unsafe impl Sync for Idt {}
+
+static IDT: spin::Once<Idt> = spin::Once::new();
+
+fn stub_slot(vector: u64) -> VirtAddr {
+    VirtAddr::new(vector_stubs as *const () as u64 + 16 * vector)
+}
+
+/// Points the gate of `vector` (the NMI, 2, or 32-255) at `entry` instead of
+/// this kernel's stub, for an entry stub of another origin (such as the one
+/// `pmu::pmi_entry!` makes). Returns `false` for other vectors.
+///
+/// # Safety
+///
+/// `entry` must be an interrupt entry that returns with `IRETQ` and handles
+/// the vector's frame (no error code for these vectors), and no interrupt
+/// may be delivered through this gate while it is written (mask it, or keep
+/// interrupts off; an NMI gate must not be written while an NMI can come).
+pub unsafe fn set_raw_gate(vector: u8, entry: VirtAddr) -> bool {
+    let Some(idt) = IDT.get() else { return false };
+    // SAFETY: the caller promises the gate is not in use; the table lives
+    // for the whole run, so the CPU keeps reading the written entry.
+    let idt = unsafe { &mut *idt.0.get() };
+    let gate = match vector {
+        2 => &mut idt.non_maskable_interrupt,
+        32..=255 => &mut idt[vector],
+        _ => return false,
+    };
+    // SAFETY: the caller's contract above.
+    unsafe {
+        gate.set_handler_addr(entry);
+    }
+    true
+}
+
+/// Points the gate of `vector` back at this kernel's stub.
+///
+/// # Safety
+///
+/// As for [`set_raw_gate`]: no interrupt through this gate meanwhile.
+pub unsafe fn restore_gate(vector: u8) -> bool {
+    // SAFETY: the stub slot handles every vector; the rest is the caller's.
+    unsafe { set_raw_gate(vector, stub_slot(u64::from(vector))) }
+}
 
 /// Builds and loads the IDT: every vector's gate points at its stub slot.
 pub(crate) fn init() {
     crate::gdt::init();
     let idt = IDT.call_once(|| {
         let mut idt = InterruptDescriptorTable::new();
-        let slot = |vector: u64| VirtAddr::new(vector_stubs as *const () as u64 + 16 * vector);
+        let slot = stub_slot;
         // SAFETY: each address is the stub slot for that very vector, which
         // handles the error code the CPU pushes for it (or pushes a zero) and
         // returns with IRETQ; the double-fault IST slot holds a stack that
@@ -231,9 +281,11 @@ pub(crate) fn init() {
                 idt[vector].set_handler_addr(slot(u64::from(vector)));
             }
         }
-        idt
+        Idt(core::cell::UnsafeCell::new(idt))
     });
-    idt.load();
+    // SAFETY: the table is in a static, so it outlives its use; it is only
+    // written by `set_raw_gate`, under that function's contract.
+    unsafe { (*idt.0.get()).load_unsafe() };
     mask_legacy_pic();
     println!("hobby: IDT loaded, legacy PIC masked");
 }

@@ -1,6 +1,8 @@
 //! The local APIC path a PMI takes: the crate's LVT performance-counter
 //! code programs the vector, a self-IPI stands in for the overflow (QEMU has
 //! no PMU), and the handler sees the interrupted RIP; EOI gates the next one.
+//! The crate's own entry stub (`pmu::pmi_entry!`) takes the PMI as a vector
+//! and as an NMI, in place of this kernel's stubs.
 //!
 #![no_std]
 #![no_main]
@@ -45,6 +47,8 @@ fn main(_: &'static BootInfo) -> ! {
             case!(eoi_lets_the_second_pmi_through),
             case!(model_pmi_masks_the_entry_and_interrupts),
             case!(model_pmi_as_nmi),
+            case!(crate_entry_stub_takes_a_vector_pmi),
+            case!(crate_entry_stub_takes_an_nmi),
         ],
     )
 }
@@ -240,4 +244,132 @@ fn model_pmi_as_nmi() -> Outcome {
     check!(with_apic(|apic| apic.perf_counter_entry()).is_masked());
     idt::clear_handler(2);
     Ok(())
+}
+
+static STUB_PMIS: AtomicU32 = AtomicU32::new(0);
+static STUB_RIP: AtomicU64 = AtomicU64::new(0);
+static STUB_CS: AtomicU64 = AtomicU64::new(0);
+
+/// The handler behind the crate's stub: records the frame, and for a fixed
+/// vector (not an NMI) sends the EOI, as a kernel's PMI handler does.
+extern "C" fn on_stub(frame: &pmu::entry::PmiFrame) {
+    STUB_RIP.store(frame.rip, Ordering::SeqCst);
+    STUB_CS.store(frame.cs, Ordering::SeqCst);
+    STUB_PMIS.fetch_add(1, Ordering::SeqCst);
+    if !STUB_IS_NMI.load(Ordering::SeqCst) {
+        APIC.get().expect("set in main").lock().0.eoi();
+    }
+}
+
+static STUB_IS_NMI: AtomicBool = AtomicBool::new(false);
+
+pmu::pmi_entry!(crate_stub => on_stub);
+
+fn stub_address() -> x86_64::VirtAddr {
+    x86_64::VirtAddr::new(crate_stub as *const () as u64)
+}
+
+/// `pmu::pmi_entry!` as the PMI vector's gate: the handler gets the
+/// interrupted RIP and CS, every register survives (the window is asm that
+/// would notice nothing else, so the registers are checked around it), and
+/// the stub returns where the interrupt came.
+fn crate_entry_stub_takes_a_vector_pmi() -> Outcome {
+    let vector = programmed_vector()?;
+    STUB_IS_NMI.store(false, Ordering::SeqCst);
+    STUB_PMIS.store(0, Ordering::SeqCst);
+    // SAFETY: the crate's stub handles a no-error-code vector and returns
+    // with IRETQ; interrupts are off here, so the gate is not in use.
+    check!(unsafe { idt::set_raw_gate(vector.get(), stub_address()) });
+    let (window, kept) = window_keeping_registers(vector);
+    // SAFETY: as above.
+    unsafe { idt::restore_gate(vector.get()) };
+    check_eq!(STUB_PMIS.load(Ordering::SeqCst), 1);
+    check_eq!(STUB_RIP.load(Ordering::SeqCst), window);
+    check_eq!(STUB_CS.load(Ordering::SeqCst) & 3, 0, "taken at CPL 0");
+    check!(kept, "a caller-saved register changed across the interrupt");
+    check!(!with_apic(|apic| apic.in_service(vector.get())), "EOI done");
+    Ok(())
+}
+
+/// The same stub as the NMI gate, with the PMI delivered as an NMI.
+fn crate_entry_stub_takes_an_nmi() -> Outcome {
+    STUB_IS_NMI.store(true, Ordering::SeqCst);
+    STUB_PMIS.store(0, Ordering::SeqCst);
+    // SAFETY: no NMI is pending or can come before the LVT entry below asks
+    // for one; the stub handles the NMI frame and returns with IRETQ.
+    check!(unsafe { idt::set_raw_gate(2, stub_address()) });
+    let delivered = with_apic(|apic| {
+        apic.set_perf_counter_entry(LvtPerfCounter::new(PmiDelivery::Nmi));
+        pmi::deliver(apic)
+    });
+    for _ in 0..1000 {
+        if STUB_PMIS.load(Ordering::SeqCst) != 0 {
+            break;
+        }
+        core::hint::spin_loop();
+    }
+    // SAFETY: the one NMI has been taken (or the check below fails) and no
+    // other source of NMIs is armed.
+    unsafe { idt::restore_gate(2) };
+    check_eq!(delivered, Delivery::Nmi);
+    check_eq!(
+        STUB_PMIS.load(Ordering::SeqCst),
+        1,
+        "taken with interrupts off"
+    );
+    check_eq!(STUB_CS.load(Ordering::SeqCst) & 3, 0);
+    Ok(())
+}
+
+/// A self-IPI and a one-instruction interrupt window, with known values in
+/// the caller-saved registers the stub must preserve; returns the address
+/// the interrupt must arrive at and whether every register kept its value.
+fn window_keeping_registers(vector: Vector) -> (u64, bool) {
+    with_apic(|apic| apic.self_ipi(vector));
+    let window: u64;
+    let same: u64;
+    // SAFETY: interrupts are enabled for one instruction and disabled again;
+    // the registers named are declared clobbered or as outputs.
+    unsafe {
+        core::arch::asm!(
+            "mov rax, 0x1111",
+            "mov rcx, 0x2222",
+            "mov rdx, 0x3333",
+            "mov rsi, 0x4444",
+            "mov r8, 0x5555",
+            "mov r9, 0x6666",
+            "mov r10, 0x7777",
+            "mov r11, 0x8888",
+            "lea rdi, [rip + 2f]",
+            "sti",
+            "nop",
+            "2:",
+            "cli",
+            "xor rax, 0x1111",
+            "xor rcx, 0x2222",
+            "xor rdx, 0x3333",
+            "xor rsi, 0x4444",
+            "xor r8, 0x5555",
+            "xor r9, 0x6666",
+            "xor r10, 0x7777",
+            "xor r11, 0x8888",
+            "or rax, rcx",
+            "or rax, rdx",
+            "or rax, rsi",
+            "or rax, r8",
+            "or rax, r9",
+            "or rax, r10",
+            "or rax, r11",
+            out("rax") same,
+            out("rdi") window,
+            out("rcx") _,
+            out("rdx") _,
+            out("rsi") _,
+            out("r8") _,
+            out("r9") _,
+            out("r10") _,
+            out("r11") _,
+        );
+    }
+    (window, same == 0)
 }

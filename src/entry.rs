@@ -1,0 +1,109 @@
+//! The PMI's interrupt entry, on stable Rust: [`pmi_entry!`](crate::pmi_entry)
+//! defines the stub an IDT gate points at, so a kernel needs no assembly of
+//! its own to take PMIs, delivered as a fixed vector or as an NMI.
+//!
+//! The stub saves the registers the x86-64 System V ABI lets a called
+//! function clobber (RAX, RCX, RDX, RSI, RDI, R8-R11), calls the kernel's
+//! handler with a reference to the [`PmiFrame`] the CPU pushed (the
+//! interrupted RIP is `frame.rip`, the sample's address), restores the
+//! registers and returns with `IRETQ`. On 64-bit entry the CPU aligns RSP to
+//! 16 bytes before pushing its 5-word frame (SDM Vol. 3A 6.14.2), so after
+//! the 9 saved registers the stack is 16-byte aligned at the call, as the
+//! ABI wants. Neither a PMI vector nor an NMI pushes an error code, so one
+//! stub serves both.
+//!
+//! What the stub does not do, because it belongs to the handler: send the
+//! APIC its end-of-interrupt for a fixed vector (an NMI has none), and
+//! unmask the LVT performance-counter entry (NetBurst masks it on delivery;
+//! [`crate::arch::netburst::pmi::handle_pmi`] writes it back). It saves no
+//! SSE/x87 state: `x86_64-unknown-none` code is soft-float; a kernel that
+//! enables SSE in its handlers must save that state itself.
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::entry::PmiFrame;
+//!
+//! extern "C" fn on_pmi(frame: &PmiFrame) {
+//!     // handle_pmi(..., frame.rip, ...), then EOI for a fixed vector
+//!     let _ = frame.rip;
+//! }
+//!
+//! pmu::pmi_entry!(pub pmi_stub => on_pmi);
+//! // In the kernel: point the IDT gate of the PMI vector (or vector 2, NMI)
+//! // at `pmi_stub`, e.g. with the x86_64 crate's
+//! // `idt[vector].set_handler_addr(VirtAddr::new(pmi_stub as usize as u64))`.
+//! let _stub: unsafe extern "C" fn() = pmi_stub;
+//! ```
+
+/// The frame the CPU pushes when it delivers an interrupt in 64-bit mode
+/// without an error code (SDM Vol. 3A 6.14.2, "64-Bit Mode Stack Frame"),
+/// lowest address first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PmiFrame {
+    /// The interrupted instruction pointer: where the sample was taken.
+    pub rip: u64,
+    /// The interrupted code segment (its low 2 bits are the CPL).
+    pub cs: u64,
+    /// The interrupted RFLAGS.
+    pub rflags: u64,
+    /// The interrupted stack pointer.
+    pub rsp: u64,
+    /// The interrupted stack segment.
+    pub ss: u64,
+}
+
+impl PmiFrame {
+    /// The privilege level the interrupted code ran at (CS bits 1:0).
+    pub const fn cpl(&self) -> u8 {
+        (self.cs & 3) as u8
+    }
+}
+
+/// Defines an interrupt entry stub, `unsafe extern "C" fn $name()`, for a
+/// PMI delivered by vector or as an NMI: it saves the caller-saved
+/// registers, calls `$handler(&PmiFrame)` (an
+/// `extern "C" fn(&pmu::entry::PmiFrame)`), restores them and returns with
+/// `IRETQ`. See [`crate::entry`] for what the stub does and does not do.
+///
+/// The stub is only for an IDT gate: calling it as a function is undefined
+/// behaviour (it ends with `IRETQ`), which is why it is `unsafe`.
+#[macro_export]
+macro_rules! pmi_entry {
+    ($vis:vis $name:ident => $handler:path) => {
+        const _: extern "C" fn(&$crate::entry::PmiFrame) = $handler;
+
+        /// PMI entry stub (from `pmu::pmi_entry!`): for an IDT gate only.
+        #[unsafe(naked)]
+        $vis unsafe extern "C" fn $name() {
+            ::core::arch::naked_asm!(
+                "push rax",
+                "push rcx",
+                "push rdx",
+                "push rsi",
+                "push rdi",
+                "push r8",
+                "push r9",
+                "push r10",
+                "push r11",
+                // The CPU's frame starts above the 9 saved registers.
+                "lea rdi, [rsp + 72]",
+                "cld",
+                "call {handler}",
+                "pop r11",
+                "pop r10",
+                "pop r9",
+                "pop r8",
+                "pop rdi",
+                "pop rsi",
+                "pop rdx",
+                "pop rcx",
+                "pop rax",
+                "iretq",
+                handler = sym $handler,
+            )
+        }
+    };
+}
