@@ -16,13 +16,13 @@
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
-use hobby::shared_model::{ModelMsr, SharedModel};
 use pmu::arch::netburst::driver::{CounterConfig, NbCounter, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};
 use pmu::counter::rules::Readable;
 use pmu::counter::state::State;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
+use pmu::model::netburst::{ModelMsr, SharedModel};
 
 hobby::entry_point!(main);
 

@@ -12,11 +12,11 @@
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
-use hobby::shared_model::SharedModel;
 use pmu::access::Recording;
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};
+use pmu::model::netburst::SharedModel;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
 
 hobby::entry_point!(main);

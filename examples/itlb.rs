@@ -34,7 +34,6 @@ use hobby::exit::{ExitCode, exit_qemu};
 use hobby::idt::{self, InterruptFrame};
 use hobby::pmi::{self, Delivery};
 use hobby::println;
-use hobby::shared_itanium::SharedItanium;
 use pmu::access::Recording;
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
@@ -44,6 +43,7 @@ use pmu::arch::itanium::generation::{Counter as HwCounter, Generation};
 use pmu::arch::itanium::itlb_report::{Function, ItlbReport, L2Fills, LoadModule};
 use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::counter::Owner;
+use pmu::model::itanium::SharedItanium;
 use pmu::model::itanium::{
     Capture, FetchMiss, Generation as ModelGeneration, TlbFill as ModelFill,
 };

@@ -24,7 +24,6 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::idt::{self, InterruptFrame};
-use hobby::shared_model::{ModelMsr, SharedModel};
 use hobby::timer::{self, ApicTimer, Divide, TickClock};
 use hobby::workload::{self, EXPECTED_SHARES, SYMBOLS};
 use hobby::{pmi, println};
@@ -33,6 +32,7 @@ use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
+use pmu::model::netburst::{ModelMsr, SharedModel};
 use pmu::sampling::{self, SampleBuffer};
 use x86_64::instructions::interrupts;
 

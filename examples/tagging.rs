@@ -43,12 +43,12 @@
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
-use hobby::shared_model::SharedModel;
 use pmu::access::MsrAccess;
 use pmu::arch::netburst::{
     Counter, Escr, Event, ExecUpstream, ExecutionTagging, MsrWrites, TagValue, TaggingError,
     ThreadCpl,
 };
+use pmu::model::netburst::SharedModel;
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor, Privilege, UopKind, Uops,
 };

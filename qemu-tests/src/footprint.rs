@@ -1,4 +1,4 @@
-//! The body of the footprint kernels (`footprint_const`, `footprint_parse`):
+//! The body of the footprint kernels (a module of each, by `#[path]`) (`footprint_const`, `footprint_parse`):
 //! the smallest real use of the NetBurst driver on the hardware backend,
 //! which `cargo size-report` builds in release and compares section by
 //! section with `footprint_none`, the same kernel without the driver. Under
@@ -11,8 +11,8 @@ use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};
 use pmu::detect::{self, HardwareCpuid, NetBurst};
 
-use crate::exit::{ExitCode, exit_qemu};
-use crate::println;
+use hobby::exit::{ExitCode, exit_qemu};
+use hobby::println;
 
 pmu::owner!(
     /// The package the footprint kernels drive.

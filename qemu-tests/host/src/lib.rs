@@ -1,7 +1,7 @@
 //! The host side of the QEMU tests: builds every test kernel
 //! (`qemu-tests/src/bin`) and example kernel (`examples/`) for
-//! `x86_64-unknown-none`, boots each under QEMU through `qemu-tests/qemu-run`,
-//! and judges what it printed. `tests/qemu.rs` runs them all for `cargo test`;
+//! `x86_64-unknown-none`, boots each under QEMU ([`qemu::boot`], what
+//! `pmu-qemu-run` does too) and judges what it printed. `tests/qemu.rs` runs them all for `cargo test`;
 //! the `qemu` binary (`cargo qemu <kernel>`) boots one.
 //!
 //! A kernel's source says how to boot it, in its leading doc comment:

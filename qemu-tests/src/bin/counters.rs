@@ -7,7 +7,6 @@
 #![no_main]
 
 use hobby::boot::BootInfo;
-use hobby::shared_model::{ModelMsr, SharedModel};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::access::{AccessCounts, Recording};
@@ -19,6 +18,7 @@ use pmu::arch::netburst::{Escr, EventSpec};
 use pmu::counter::Owner;
 use pmu::counter::{ErasedError, Operation, StateTag};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
+use pmu::model::netburst::{ModelMsr, SharedModel};
 use pmu::sampling::SampleAfter;
 
 hobby::entry_point!(main);

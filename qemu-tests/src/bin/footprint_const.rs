@@ -6,10 +6,13 @@
 
 use hobby::boot::BootInfo;
 
+#[path = "../footprint.rs"]
+mod footprint;
+
 hobby::entry_point!(main);
 
 fn main(_: &'static BootInfo) -> ! {
-    hobby::footprint::count("footprint_const", || {
+    footprint::count("footprint_const", || {
         Some(pmu::netburst_event!("instr_retired:NBOGUSNTAG:k"))
     })
 }

@@ -1,5 +1,5 @@
 //! The footprint baseline: the hobby kernel without the driver, for
-//! `cargo size-report` to subtract (see `hobby::footprint`).
+//! `cargo size-report` to subtract (see `qemu-tests/src/footprint.rs`).
 #![no_std]
 #![no_main]
 

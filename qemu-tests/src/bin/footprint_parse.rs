@@ -7,10 +7,13 @@
 
 use hobby::boot::BootInfo;
 
+#[path = "../footprint.rs"]
+mod footprint;
+
 hobby::entry_point!(main);
 
 fn main(_: &'static BootInfo) -> ! {
-    hobby::footprint::count("footprint_parse", || {
+    footprint::count("footprint_parse", || {
         core::hint::black_box("instr_retired:NBOGUSNTAG:k")
             .parse()
             .ok()

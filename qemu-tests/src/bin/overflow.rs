@@ -14,7 +14,6 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
 use hobby::pmi::{self, Delivery};
-use hobby::shared_model::{ModelMsr, SharedModel};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
@@ -24,6 +23,7 @@ use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 use pmu::counter::Owner;
 use pmu::counter::state::{Enabled, Unclaimed};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
+use pmu::model::netburst::{ModelMsr, SharedModel};
 use pmu::sampling::{SampleAfter, SampleBuffer};
 
 hobby::entry_point!(main);

@@ -1,6 +1,6 @@
 //! A real time source for driving a PMU model: the local APIC timer in
 //! periodic mode, TSC deltas between its ticks, the NetBurst model shared
-//! with interrupt handlers (`hobby::shared_model`), injection that stops at
+//! with interrupt handlers (`pmu::model::netburst::SharedModel`), injection that stops at
 //! the model's PMI, and a timer-sampling profile of a workload whose three
 //! functions cost exactly 1:2:4 (`hobby::workload`). Everything the model
 //! counts here comes from the model; the times come from QEMU's clocks (TCG).
@@ -13,7 +13,6 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
 use hobby::pmi::{self, Delivery};
-use hobby::shared_model::{Injected, SharedModel, inject_until_pmi};
 use hobby::test::{Failure, Outcome};
 use hobby::timer::{self, ApicTimer, Calibration, Divide, TickClock};
 use hobby::workload::{self, EXPECTED_SHARES, SYMBOLS};
@@ -24,6 +23,7 @@ use pmu::arch::netburst::EventSpec;
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor, NetBurstModel, Privilege,
 };
+use pmu::model::netburst::{Injected, SharedModel, inject_until_pmi};
 use x86_64::instructions::interrupts;
 
 hobby::entry_point!(main);

@@ -190,6 +190,8 @@ mod btb;
 mod counting;
 mod ear;
 mod registers;
+#[cfg(target_arch = "x86_64")]
+mod shared;
 mod tables;
 
 #[cfg(test)]
@@ -202,4 +204,6 @@ pub use ear::{Capture, DataMiss, FetchMiss, TlbFill};
 pub use registers::{
     Access, Checking, Fault, ItaniumModel, Psr, REGISTER_SLOTS, ReservedField, Violation,
 };
+#[cfg(target_arch = "x86_64")]
+pub use shared::{ItaniumRegs, SharedItanium};
 pub use tables::{Generation, Layout};

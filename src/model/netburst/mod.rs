@@ -165,6 +165,8 @@
 mod counting;
 mod overflow;
 mod registers;
+#[cfg(target_arch = "x86_64")]
+mod shared;
 mod tables;
 mod tagging;
 
@@ -176,6 +178,8 @@ pub use overflow::{PmiLine, can_cascade, cascade_alternate};
 pub use registers::{
     Config, Fault, GpReason, Instruction, LogicalProcessor, NetBurstModel, ThreadView,
 };
+#[cfg(target_arch = "x86_64")]
+pub use shared::{Injected, ModelMsr, SharedModel, any_pmi_pending, inject_until_pmi};
 pub use tables::{EscrGroup, Specificity};
 pub use tagging::{
     DsManagement, EventList, MAX_UPSTREAM, PEBS_RECORD_SIZE, PEBS_RECORD_SLOTS, PebsRecord,

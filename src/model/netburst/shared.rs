@@ -1,5 +1,6 @@
 //! A NetBurst PMU model shared by a kernel's main code and its interrupt
-//! handlers on one CPU.
+//! handlers on one CPU (x86-64 kernels: the lock disables interrupts with
+//! `CLI`, so this is for ring 0, not for host programs).
 //!
 //! [`SharedModel`] is a `static`-friendly lock around
 //! [`NetBurstModel`]. Every access ([`SharedModel::with`], and each MSR
@@ -13,18 +14,19 @@
 //! delivered as NMI should only record and defer).
 //!
 //! [`ModelMsr`] is a `Copy` reference handle implementing
-//! [`pmu::access::MsrAccess`]: each access locks, forwards to the model (as
+//! [`crate::access::MsrAccess`]: each access locks, forwards to the model (as
 //! logical processor T0 or T1) and unlocks, so the same driver can be given
 //! one as its MSR backend both in main code and in its PMI handler.
 //!
 //! [`inject_until_pmi`] (and [`SharedModel::inject_until_pmi`]) is the tick
 //! helper: it injects up to `n` occurrences of an event but stops right after
 //! the one that raises a PMI, so that the caller can deliver that PMI (via
-//! [`crate::pmi::deliver`]) before any further event counts, and carry the
+//! the kernel's PMI delivery, such as `hobby::pmi::deliver`) before any
+//! further event counts, and carry the
 //! rest over to its next tick.
 
-use pmu::access::MsrAccess;
-use pmu::model::netburst::{Config, Event, Fault, LogicalProcessor, NetBurstModel, PmiLine};
+use super::{Config, Event, Fault, LogicalProcessor, NetBurstModel, PmiLine};
+use crate::access::MsrAccess;
 use x86_64::instructions::interrupts;
 
 /// A [`NetBurstModel`] behind a spin lock that is only ever held with
@@ -90,13 +92,13 @@ impl SharedModel {
         Some(ModelMsr { shared: self, lp })
     }
 
-    /// The model as the driver sees it: `pmu::detect::detect` run against
+    /// The model as the driver sees it: `crate::detect::detect` run against
     /// the model's CPUID and IA32_MISC_ENABLE. `None` if detection does not
     /// find a usable NetBurst PMU (which would be a model or detection bug).
-    pub fn detect(&self) -> Option<pmu::detect::NetBurst> {
+    pub fn detect(&self) -> Option<crate::detect::NetBurst> {
         self.with(|model| {
             let cpuid = model.clone();
-            pmu::detect::detect(&cpuid, model).ok()?.usable_netburst()
+            crate::detect::detect(&cpuid, model).ok()?.usable_netburst()
         })
     }
 
@@ -116,7 +118,7 @@ impl SharedModel {
     }
 }
 
-/// A [`pmu::access::MsrAccess`] backend onto a [`SharedModel`], as one logical
+/// A [`crate::access::MsrAccess`] backend onto a [`SharedModel`], as one logical
 /// processor: every access locks the model (interrupts disabled), forwards
 /// and unlocks. `Copy`, so main code and a handler can each hold one.
 ///
@@ -136,7 +138,7 @@ impl ModelMsr<'_> {
 
     fn on_thread<R>(
         &self,
-        f: impl FnOnce(&mut pmu::model::netburst::ThreadView<'_>) -> Result<R, Fault>,
+        f: impl FnOnce(&mut super::ThreadView<'_>) -> Result<R, Fault>,
     ) -> Result<R, Fault> {
         let lp = self.lp;
         self.shared.with(|model| {

@@ -12,10 +12,7 @@
 //! | [`gdt`] | the kernel GDT and TSS (a separate stack for double faults) |
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
-//! | [`footprint`] | the footprint kernels' body: count one event on the hardware backend |
 //! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC |
-//! | [`shared_itanium`] | an Itanium PMU model shared with interrupt handlers: lock with interrupts off, a `pmu::access::PmcPmdAccess` handle |
-//! | [`shared_model`] | a NetBurst model shared with interrupt handlers: lock with interrupts off, `MsrAccess` handle, inject until the PMI |
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
 //! | [`symbols`] | address ranges with names, for attributing sampled RIPs |
 //! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table |
@@ -33,8 +30,6 @@ pub mod exit;
 #[cfg(target_os = "none")]
 pub mod fault;
 #[cfg(target_os = "none")]
-pub mod footprint;
-#[cfg(target_os = "none")]
 pub mod gdt;
 #[cfg(target_os = "none")]
 pub mod idt;
@@ -42,10 +37,6 @@ pub mod idt;
 pub mod pmi;
 #[cfg(target_os = "none")]
 pub mod serial;
-#[cfg(target_os = "none")]
-pub mod shared_itanium;
-#[cfg(target_os = "none")]
-pub mod shared_model;
 #[cfg(target_os = "none")]
 pub mod symbols;
 #[cfg(target_os = "none")]

@@ -1,10 +1,10 @@
 //! An Itanium PMU model shared by a kernel's main code and its interrupt
-//! handlers on one CPU: the Itanium counterpart of [`crate::shared_model`].
+//! handlers on one CPU: the Itanium counterpart of [`crate::model::netburst::SharedModel`].
 //!
 //! **A model, not hardware**: no IA-64 machine is at hand and Rust has no
 //! IA-64 target, so this x86_64 kernel runs the crate's register-level
-//! Itanium PMU model ([`pmu::model::itanium`]); its interrupt line is
-//! delivered through the real local APIC ([`crate::pmi::deliver`]).
+//! Itanium PMU model ([`crate::model::itanium`]); its interrupt line is
+//! delivered through the real local APIC (by the kernel, such as `hobby::pmi::deliver`).
 //!
 //! [`SharedItanium`] is a `static`-friendly lock around
 //! [`ItaniumModel`]; every access disables interrupts while it holds the
@@ -14,8 +14,8 @@
 //! [`PmcPmdAccess`] (`mov pmc[]` / `mov pmd[]` on the model), usable both
 //! by main code and by the overflow handler.
 
-use pmu::access::PmcPmdAccess;
-use pmu::model::itanium::{Capture, Fault, FetchMiss, Generation, Interrupt, ItaniumModel, Psr};
+use super::{Capture, Fault, FetchMiss, Generation, Interrupt, ItaniumModel, Psr};
+use crate::access::PmcPmdAccess;
 use x86_64::instructions::interrupts;
 
 /// An [`ItaniumModel`] behind a spin lock only ever held with interrupts
