@@ -191,7 +191,7 @@ mod counting;
 mod ear;
 mod registers;
 #[cfg(target_arch = "x86_64")]
-mod shared;
+pub mod shared;
 mod tables;
 
 #[cfg(test)]

@@ -166,7 +166,7 @@ mod counting;
 mod overflow;
 mod registers;
 #[cfg(target_arch = "x86_64")]
-mod shared;
+pub mod shared;
 mod tables;
 mod tagging;
 
