@@ -1,14 +1,14 @@
 //! Puts the kernel's linker script, `hobby.ld`, on the linker's search path
-//! of every crate that depends on this one, so that a kernel links with
+//! of every crate that depends on this one, so that a kernel's own build
+//! script needs two lines and copies no file:
 //!
-//! ```toml
-//! # .cargo/config.toml of the kernel crate
-//! [target.x86_64-unknown-none]
-//! rustflags = ["-C", "link-arg=-Thobby.ld", "-C", "link-arg=--no-pie"]
+//! ```no_run
+//! println!("cargo:rustc-link-arg-bins=-Thobby.ld");
+//! println!("cargo:rustc-link-arg-bins=--no-pie");
 //! ```
 //!
-//! and copies no file (the linker looks for a `-T` script in the `-L`
-//! directories, which cargo passes on from here).
+//! (The linker looks for a `-T` script in the `-L` directories, which cargo
+//! passes on from here.)
 
 fn main() {
     println!("cargo:rerun-if-changed=hobby.ld");

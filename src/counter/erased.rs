@@ -105,7 +105,7 @@ impl<E: fmt::Debug> core::error::Error for ErasedError<E> {}
 /// A counter handle whose number and state are run-time values. Same rules as
 /// [`super::Handle`], checked on every call; an operation that fails leaves
 /// the handle unchanged.
-#[must_use = "dropping a claimed counter leaves it programmed; release it"]
+#[must_use = "a dropped claimed counter stays programmed (release it); a dropped unclaimed one cannot be claimed again"]
 pub struct AnyHandle<A: Arch> {
     owner: OwnerId,
     index: u8,

@@ -414,7 +414,7 @@ use rules::{CanCascade, CanConfigure, CanEnable, CanHalt, CanRelease, CanResume,
 /// A claimed handle is the size of the register images it caches; an
 /// Unclaimed one is zero-sized, a token with no payload. Neither is `Send`
 /// nor `Sync` (see the module docs).
-#[must_use = "dropping a claimed counter leaves it programmed; release it"]
+#[must_use = "a dropped claimed counter stays programmed (release it); a dropped unclaimed one cannot be claimed again"]
 pub struct Handle<A: Arch, O: Owner, const N: u8, S: State> {
     programmed: S::Payload<A::Programmed>,
     _state: PhantomData<(O, S, *const ())>,

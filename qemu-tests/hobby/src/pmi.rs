@@ -9,6 +9,7 @@
 //! real interrupt and must unmask the entry itself.
 
 use pmu::apic::{LocalApic, PmiDelivery};
+use pmu::model::netburst::{Event, LogicalProcessor, SharedModel};
 
 /// The boot CPU's local APIC. Safe here because a hobby kernel runs on one
 /// CPU with the xAPIC page identity-mapped uncacheable by the boot code;
@@ -53,4 +54,66 @@ pub fn deliver(apic: &mut LocalApic) -> Delivery {
             Delivery::Nmi
         }
     }
+}
+
+/// Opens a one-instruction interrupt window (STI; NOP; CLI) and returns the
+/// address a pending interrupt is taken at: the instruction after the STI
+/// shadow, which is the RIP the handler sees.
+pub fn interrupt_window() -> u64 {
+    let rip: u64;
+    // SAFETY: interrupts are enabled for one instruction and disabled again;
+    // the interrupt entry stubs preserve every register.
+    unsafe { core::arch::asm!("lea {w}, [rip + 2f]", "sti", "nop", "2:", "cli", w = out(reg) rip) };
+    rip
+}
+
+/// Why [`inject`] stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectError {
+    /// The model raised its PMI but the LVT entry was masked: the previous
+    /// PMI's handler did not unmask it.
+    Masked,
+    /// The LVT entry holds a delivery mode a PMI cannot use.
+    Invalid,
+}
+
+impl core::fmt::Display for InjectError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            InjectError::Masked => {
+                "a PMI came with the LVT entry masked: the handler did not unmask it"
+            }
+            InjectError::Invalid => "the LVT entry holds a delivery mode a PMI cannot use",
+        })
+    }
+}
+
+/// Feeds `event` to `model` and delivers every PMI the model raises (for
+/// either logical processor: this kernel has one CPU) through the local APIC
+/// as soon as it is raised, before any further event counts
+/// (with a one-instruction interrupt window for a fixed vector, so the
+/// kernel's handler runs at once). Returns how many PMIs were delivered.
+/// Call it with interrupts disabled; the kernel's handler must run
+/// `handle_pmi` (which unmasks the entry) and, for a vector, send the EOI.
+pub fn inject(model: &SharedModel, mut event: Event) -> Result<u64, InjectError> {
+    let mut pmis = 0;
+    while event.count > 0 {
+        let got = model.inject_until_pmi(event);
+        event.count -= got.injected;
+        let line = model
+            .take_pmi(LogicalProcessor::T0)
+            .or_else(|| model.take_pmi(LogicalProcessor::T1));
+        if got.pmi_pending && line.is_some() {
+            match deliver(&mut local_apic()) {
+                Delivery::Vector(_) => {
+                    interrupt_window();
+                }
+                Delivery::Nmi => {}
+                Delivery::Masked => return Err(InjectError::Masked),
+                Delivery::Invalid => return Err(InjectError::Invalid),
+            }
+            pmis += 1;
+        }
+    }
+    Ok(pmis)
 }

@@ -48,6 +48,16 @@ impl Failure {
     }
 }
 
+/// Any error that can be displayed fails a case through `?`: its message
+/// is recorded, so a case returning [`Outcome`] can use `?` on the driver's
+/// results (every `pmu` error implements `Display`). `Failure` itself is
+/// not `Display`, which is what lets this impl exist beside `From<T> for T`.
+impl<E: fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::new(format_args!("{e}"))
+    }
+}
+
 impl Message {
     fn as_str(&self) -> &str {
         match core::str::from_utf8(&self.text[..self.len]) {

@@ -1,5 +1,6 @@
 //! The host side of the QEMU tests: builds every test kernel
-//! (`qemu-tests/src/bin`) and example kernel (`examples/`) for
+//! (`qemu-tests/src/bin`), example kernel (`examples/`) and the external
+//! client (`examples/client`, a crate outside the workspace) for
 //! `x86_64-unknown-none`, boots each under QEMU ([`qemu::boot`], what
 //! `pmu-qemu-run` does too) and judges what it printed. `tests/qemu.rs` runs them all for `cargo test`;
 //! the `qemu` binary (`cargo qemu <kernel>`) boots one.
@@ -27,6 +28,10 @@ pub mod qemu;
 
 /// The target the kernels are built for.
 pub const TARGET: &str = "x86_64-unknown-none";
+
+/// The kernel crate outside the workspace that uses `pmu` as a user's
+/// would (its binary is `client`).
+const CLIENT: &str = "examples/client";
 
 /// One boot of one kernel, as its source header describes it.
 #[derive(Debug)]
@@ -112,6 +117,16 @@ impl Workspace {
             .status();
         if !matches!(built, Ok(s) if s.success()) {
             return Err(format!("building the kernels failed ({built:?})"));
+        }
+        // The external client, a workspace of its own: built from its own
+        // directory, with its own cargo configuration, as a user would.
+        let client = Command::new(&cargo)
+            .current_dir(self.root.join(CLIENT))
+            .args(["build", "--quiet", "--target", TARGET, "--target-dir"])
+            .arg(&self.target_dir)
+            .status();
+        if !matches!(client, Ok(s) if s.success()) {
+            return Err(format!("building the external client failed ({client:?})"));
         }
         // Install QEMU once, before runs start in parallel.
         qemu::ensure_qemu()
@@ -251,10 +266,15 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
             }
         }
     }
+    sources.push(root.join(CLIENT).join("src/main.rs"));
     sources.sort();
     let mut runs = Vec::new();
     for path in sources {
-        let kernel = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let kernel = if path.starts_with(root.join(CLIENT)) {
+            "client".to_string()
+        } else {
+            path.file_stem().unwrap().to_string_lossy().into_owned()
+        };
         let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let header = text.lines().take_while(|l| l.starts_with("//!"));
         let mut configs = Vec::new();
