@@ -97,8 +97,13 @@ impl Workspace {
     pub fn new() -> Self {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let root = root.canonicalize().unwrap_or(root);
+        // Beside the other build products, under the target directory the
+        // caller chose; in a directory of its own, because `cargo test`
+        // holds the lock of its own build directory while tests run.
+        let target =
+            std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from);
         Self {
-            target_dir: root.join("target/qemu"),
+            target_dir: target.join("qemu"),
             root,
         }
     }
@@ -165,11 +170,15 @@ impl Workspace {
 
     /// Boots `run` with the console on this terminal; returns its verdict.
     pub fn boot_attached(&self, run: &Run) -> ExitCode {
-        println!(
-            "qemu: booting {} with QEMU arguments {:?}",
-            run.label(),
-            run.qemu_args
-        );
+        if run.qemu_args.is_empty() {
+            println!("qemu: booting {}", run.label());
+        } else {
+            println!(
+                "qemu: booting {} (QEMU {})",
+                run.label(),
+                run.qemu_args.join(" ")
+            );
+        }
         let boot = qemu::boot(&self.kernel(run), &run.qemu_args, true);
         if !boot.success {
             eprintln!("qemu: {}", boot.said);
