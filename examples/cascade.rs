@@ -16,6 +16,7 @@
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
+use hobby::test::Failure;
 use pmu::arch::netburst::driver::{CounterConfig, NbCounter, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{Escr, EventSpec};
@@ -49,7 +50,7 @@ fn main(_: &'static BootInfo) -> ! {
     match run() {
         Ok(()) => exit_qemu(ExitCode::Success),
         Err(e) => {
-            println!("cascade failed: {e}");
+            println!("cascade failed: {}", e.message());
             exit_qemu(ExitCode::Failure)
         }
     }
@@ -61,29 +62,24 @@ fn virtual_count<const L: u8, const H: u8, S1: State + Readable, S2: State + Rea
     pmu: &mut Driver,
     low: &NbCounter<Package0, L, S1>,
     high: &NbCounter<Package0, H, S2>,
-) -> Result<u64, &'static str> {
+) -> Result<u64, Failure> {
     let ovf = MODEL.with(|m| m.cccr(usize::from(L)) & 1 << 31 != 0);
-    let lo = low.read(pmu).map_err(|_| "read low")?;
-    let hi = high.read(pmu).map_err(|_| "read high")?;
+    let lo = low.read(pmu)?;
+    let hi = high.read(pmu)?;
     Ok(if ovf { WRAP + hi } else { lo })
 }
 
-fn run() -> Result<(), &'static str> {
+fn run() -> Result<(), Failure> {
     let cpu = MODEL.detect().ok_or("detection on the model")?;
-    let (mut pmu, c) = Driver::take(MODEL.msr(), &cpu, &PMI).map_err(|_| "init")?;
-    let event: EventSpec = "global_power_events:RUNNING:k"
-        .parse()
-        .map_err(|_| "event")?;
+    let (mut pmu, c) = Driver::take(MODEL.msr(), &cpu, &PMI)?;
+    let event: EventSpec = "global_power_events:RUNNING:k".parse()?;
     let low =
         c.c0.configure(&mut pmu, &CounterConfig::counting(event, Escr::FsbEscr0));
-    let low = low
-        .map_err(|_| "configure 0")?
-        .enable(&mut pmu)
-        .map_err(|_| "enable 0")?;
+    let low = low?.enable(&mut pmu)?;
     let high =
         c.c2.configure(&mut pmu, &CounterConfig::counting(event, Escr::FsbEscr1));
-    let high = high.map_err(|_| "configure 2")?;
-    let high = high.cascade_from(&low, &mut pmu).map_err(|_| "cascade")?;
+    let high = high?;
+    let high = high.cascade_from(&low, &mut pmu)?;
     println!("counter 0 (FSB_ESCR0) counts clocks; counter 2 (FSB_ESCR1) is cascaded from it");
 
     let total = WRAP + 123_456_789;
@@ -101,24 +97,24 @@ fn run() -> Result<(), &'static str> {
     );
 
     println!("halt 1: clear counter 0's OVF (SDM 18.15.5.6) -> counter 2 stops, stays cascaded");
-    pmu.clear_overflow(&low).map_err(|_| "clear OVF")?;
-    let before = high.read(&mut pmu).map_err(|_| "read")?;
+    pmu.clear_overflow(&low)?;
+    let before = high.read(&mut pmu)?;
     clocks(1000);
-    let after = high.read(&mut pmu).map_err(|_| "read")?;
+    let after = high.read(&mut pmu)?;
     println!("  1000 more clocks: counter 2 {before} -> {after}");
-    let lo = low.read(&mut pmu).map_err(|_| "read")?;
+    let lo = low.read(&mut pmu)?;
     clocks(WRAP - lo + 10);
-    let restarted = high.read(&mut pmu).map_err(|_| "read")?;
+    let restarted = high.read(&mut pmu)?;
     println!("  counter 0 overflows again, 10 clocks later: counter 2 = {restarted} (restarted)");
 
     println!("halt 2: halt counter 2 (clear its CASCADE)");
-    let high = high.halt(&mut pmu).map_err(|_| "halt")?;
+    let high = high.halt(&mut pmu)?;
     clocks(WRAP);
-    let halted = high.read(&mut pmu).map_err(|_| "read")?;
+    let halted = high.read(&mut pmu)?;
     println!("  another 2^40 clocks, counter 0 overflows again: counter 2 = {halted} (halted)");
     let _ = (low.release(&mut pmu), high.release(&mut pmu));
     if v != total || after != before || restarted != before + 10 || halted != restarted {
-        return Err("the model counted something else");
+        return Err("the model counted something else".into());
     }
     Ok(())
 }

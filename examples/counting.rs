@@ -12,6 +12,7 @@
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
+use hobby::test::Failure;
 use pmu::access::Recording;
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
@@ -37,7 +38,7 @@ fn main(_: &'static BootInfo) -> ! {
     match run() {
         Ok(()) => exit_qemu(ExitCode::Success),
         Err(e) => {
-            println!("counting failed: {e}");
+            println!("counting failed: {}", e.message());
             exit_qemu(ExitCode::Failure)
         }
     }
@@ -48,49 +49,43 @@ pmu::owner!(
     Package0
 );
 
-fn run() -> Result<(), &'static str> {
+fn run() -> Result<(), Failure> {
     let cpu = MODEL.detect().ok_or("detection on the model")?;
     let msr = Recording::<_, 8>::new(MODEL.msr());
-    let (mut pmu, counters) =
-        NetBurstDriver::<Package0, _>::take(msr, &cpu, &PMI).map_err(|_| "init")?;
+    let (mut pmu, counters) = NetBurstDriver::<Package0, _>::take(msr, &cpu, &PMI)?;
     pmu.msr().clear();
-    let event: EventSpec = "instr_retired:NBOGUSNTAG:k"
-        .parse()
-        .map_err(|_| "event string")?;
+    let event: EventSpec = "instr_retired:NBOGUSNTAG:k".parse()?;
     let config = CounterConfig::counting(event, Escr::CruEscr0);
     println!(
         "event {event}: ESCR {:#010x} on CRU_ESCR0, counter 12 (IQ_COUNTER0)",
         event.escr_bits()
     );
 
-    let c12 = counters
-        .c12
-        .configure(&mut pmu, &config)
-        .map_err(|_| "configure")?;
+    let c12 = counters.c12.configure(&mut pmu, &config)?;
     report(&mut pmu, "configure");
-    let c12 = c12.enable(&mut pmu).map_err(|_| "enable")?;
+    let c12 = c12.enable(&mut pmu)?;
     report(&mut pmu, "enable");
     retire(1000);
-    let v = c12.read(&mut pmu).map_err(|_| "read")?;
+    let v = c12.read(&mut pmu)?;
     report(&mut pmu, "read");
     println!("  1000 instructions retired at CPL 0 -> counter = {v}");
     MODEL.with(|m| m.inject(INSTR_RETIRED.on(LogicalProcessor::T0, Privilege::Usr, 500)));
-    let v = c12.read(&mut pmu).map_err(|_| "read")?;
+    let v = c12.read(&mut pmu)?;
     println!("  500 more at CPL 3 (the event counts :k only) -> counter = {v}");
     pmu.msr().clear();
-    let c12 = c12.halt(&mut pmu).map_err(|_| "halt")?;
+    let c12 = c12.halt(&mut pmu)?;
     report(&mut pmu, "halt");
     retire(700);
-    let halted = c12.read(&mut pmu).map_err(|_| "read")?;
+    let halted = c12.read(&mut pmu)?;
     println!("  700 while halted -> counter = {halted}");
     pmu.msr().clear();
-    let c12 = c12.resume(&mut pmu).map_err(|_| "resume")?;
+    let c12 = c12.resume(&mut pmu)?;
     report(&mut pmu, "resume");
     retire(234);
-    let v = c12.read(&mut pmu).map_err(|_| "read")?;
+    let v = c12.read(&mut pmu)?;
     println!("  234 after resuming -> counter = {v}");
     pmu.msr().clear();
-    let _free = c12.release(&mut pmu).map_err(|_| "release")?;
+    let _free = c12.release(&mut pmu)?;
     report(&mut pmu, "release");
     // The CCCR is idle and the counter zero; CRU_ESCR0 keeps its image,
     // inert without an enabled CCCR selecting it: nothing counts after.
@@ -98,7 +93,7 @@ fn run() -> Result<(), &'static str> {
     let zeroed = MODEL.with(|m| m.counter(12) == 0 && m.cccr(12) & !(3 << 16) == 0);
     println!("  released: CCCR idle, counter zeroed and counting nothing: {zeroed}");
     if v != 1234 || halted != 1000 || !zeroed {
-        return Err("the model counted something else");
+        return Err("the model counted something else".into());
     }
     Ok(())
 }

@@ -34,6 +34,7 @@ use hobby::exit::{ExitCode, exit_qemu};
 use hobby::idt::{self, InterruptFrame};
 use hobby::pmi::{self, Delivery};
 use hobby::println;
+use hobby::test::Failure;
 use pmu::access::Recording;
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
@@ -147,8 +148,8 @@ fn fill(g: Generation, i: usize, j: u64) -> TlbFill {
 /// spread over the function's four lines.
 fn for_each_miss(
     g: Generation,
-    mut each: impl FnMut(ItlbSample) -> Result<(), &'static str>,
-) -> Result<(), &'static str> {
+    mut each: impl FnMut(ItlbSample) -> Result<(), Failure>,
+) -> Result<(), Failure> {
     for round in 0..ROUNDS {
         for i in 0..MIX.len() {
             let func = function(i);
@@ -237,22 +238,22 @@ fn model_fill(f: TlbFill) -> ModelFill {
 /// Feed the stream to the model's I-EAR; deliver each PMU interrupt through
 /// the APIC before the next miss (the PMU is frozen until the handler
 /// unfreezes it). Returns the misses injected.
-fn replay(g: Generation) -> Result<u64, &'static str> {
+fn replay(g: Generation) -> Result<u64, Failure> {
     let mut misses = 0;
     for_each_miss(g, |s| {
         let miss = FetchMiss::tlb(s.address, model_fill(s.fill));
         if MODEL.fetch_miss(miss) != Capture::Captured {
-            return Err("the I-EAR did not capture a miss (frozen or not selected)");
+            return Err("the I-EAR did not capture a miss (frozen or not selected)".into());
         }
         misses += 1;
         if MODEL.take_interrupt().is_some() {
             let before = HANDLED.load(Ordering::SeqCst);
             match pmi::deliver(&mut apic()) {
                 Delivery::Vector(_) => window(),
-                _ => return Err("LVT entry masked or invalid"),
+                _ => return Err("LVT entry masked or invalid".into()),
             }
             if HANDLED.load(Ordering::SeqCst) != before + 1 {
-                return Err("the PMU interrupt did not reach the handler");
+                return Err("the PMU interrupt did not reach the handler".into());
             }
         }
         Ok(())
@@ -282,56 +283,49 @@ fn digest(r: &impl fmt::Display) -> (u64, usize) {
 
 type Report = ItlbReport<'static, 4, 8, 32>;
 
-fn run<O: Owner>(g: Generation) -> Result<bool, &'static str> {
+fn run<O: Owner>(g: Generation) -> Result<bool, Failure> {
     println!("\n=== {} (Itanium PMU model) ===", g.name());
     MODEL.reset(model_generation(g));
     SAMPLES.drain(|_| {});
     apic().set_perf_counter_entry(entry());
-    let (mut pmu, c) =
-        ItaniumDriver::<O, _>::take(MODEL.regs(), g, &PMI).map_err(|_| "driver init")?;
+    let (mut pmu, c) = ItaniumDriver::<O, _>::take(MODEL.regs(), g, &PMI)?;
     let fills = TlbFills {
         l2: g != Generation::Itanium,
         ..TlbFills::ALL
     };
-    let ear = IearConfig::tlb_misses(g, fills)
-        .map_err(|_| "I-EAR configuration")?
+    let ear = IearConfig::tlb_misses(g, fills)?
         .with_plm(Plm::ALL)
         .with_privileged(true);
     let hw = HwCounter::new(g, 4).ok_or("counter 4")?;
-    let counting = CounterConfig::itlb(hw, ear).map_err(|_| "I-EAR event")?;
+    let counting = CounterConfig::itlb(hw, ear)?;
 
     // Calibration: count the run's I-EAR captures without interrupts.
-    let c4 =
-        c.c4.configure(&mut pmu, &counting)
-            .map_err(|_| "configure")?;
-    let c4 = c4.enable(&mut pmu).map_err(|_| "enable")?;
+    let c4 = c.c4.configure(&mut pmu, &counting)?;
+    let c4 = c4.enable(&mut pmu)?;
     let misses = replay(g)?;
-    let c4 = c4.halt(&mut pmu).map_err(|_| "halt")?;
-    let measured = c4.read(&mut pmu).map_err(|_| "read")?;
-    let c4 = c4.release(&mut pmu).map_err(|_| "release")?;
-    let n =
-        sampling::calibrate(measured, TARGET_SAMPLES, overflow_rule(g)).map_err(|_| "calibrate")?;
+    let c4 = c4.halt(&mut pmu)?;
+    let measured = c4.read(&mut pmu)?;
+    let c4 = c4.release(&mut pmu)?;
+    let n = sampling::calibrate(measured, TARGET_SAMPLES, overflow_rule(g))?;
     println!(
         "  calibration: {measured} ITLB misses captured (of {misses} injected) -> sample after N = {} for ~{TARGET_SAMPLES} samples",
         n.get()
     );
     let mut ok = measured == misses;
     if !GRANULE.is_multiple_of(n.get()) {
-        return Err("N does not divide the granule: the check below needs it");
+        return Err("N does not divide the granule: the check below needs it".into());
     }
 
     // The measurement.
-    let c4 = c4
-        .configure(&mut pmu, &counting.sampling(n))
-        .map_err(|_| "configure (sampling)")?;
-    let c4 = c4.enable(&mut pmu).map_err(|_| "enable (sampling)")?;
+    let c4 = c4.configure(&mut pmu, &counting.sampling(n))?;
+    let c4 = c4.enable(&mut pmu)?;
     let handled_before = HANDLED.load(Ordering::SeqCst);
     for t in &TRAFFIC {
         t.store(0, Ordering::SeqCst);
     }
     replay(g)?;
-    let c4 = c4.halt(&mut pmu).map_err(|_| "halt")?;
-    let (owed, residual) = n.split(c4.read(&mut pmu).map_err(|_| "read")?);
+    let c4 = c4.halt(&mut pmu)?;
+    let (owed, residual) = n.split(c4.read(&mut pmu)?);
     let periods = PMI.periods(4);
     let interrupts = HANDLED.load(Ordering::SeqCst) - handled_before;
 
@@ -358,9 +352,7 @@ fn run<O: Owner>(g: Generation) -> Result<bool, &'static str> {
                 address: s.address & !0x1F,
                 ..s
             };
-            expected
-                .record(s)
-                .map_err(|_| "expected report refused a sample")?;
+            expected.record(s)?;
         }
         Ok(())
     })?;
@@ -449,7 +441,7 @@ impl Write for Line {
 }
 
 /// One pass of the example on one generation.
-type Run = fn(Generation) -> Result<bool, &'static str>;
+type Run = fn(Generation) -> Result<bool, Failure>;
 
 fn main(_: &'static BootInfo) -> ! {
     println!("pmu example: itlb (HP Caliper's itlb measurement, seed 002)");
@@ -470,7 +462,7 @@ fn main(_: &'static BootInfo) -> ! {
         match run(g) {
             Ok(good) => ok &= good,
             Err(e) => {
-                println!("itlb failed on {}: {e}", g.name());
+                println!("itlb failed on {}: {}", g.name(), e.message());
                 ok = false;
             }
         }

@@ -43,6 +43,7 @@
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
+use hobby::test::Failure;
 use pmu::access::MsrAccess;
 use pmu::arch::netburst::{
     Counter, Escr, Event, ExecUpstream, ExecutionTagging, MsrWrites, TagValue, TaggingError,
@@ -123,17 +124,17 @@ fn main(_: &'static BootInfo) -> ! {
             exit_qemu(ExitCode::Success)
         }
         Err(e) => {
-            println!("tagging failed: {e}");
+            println!("tagging failed: {}", e.message());
             exit_qemu(ExitCode::Failure)
         }
     }
 }
 
-fn tag(v: u8) -> Result<TagValue, &'static str> {
-    TagValue::new(v).ok_or("tag value")
+fn tag(v: u8) -> Result<TagValue, Failure> {
+    Ok(TagValue::new(v).ok_or("tag value out of range")?)
 }
 
-fn upstream((event, counter, value): (Event, Counter, u8)) -> Result<ExecUpstream, &'static str> {
+fn upstream((event, counter, value): (Event, Counter, u8)) -> Result<ExecUpstream, Failure> {
     Ok(ExecUpstream {
         event,
         counter,
@@ -148,13 +149,12 @@ fn build(
     nbogus: u8,
     bogus: u8,
     ups: &[(Event, Counter, u8)],
-) -> Result<MsrWrites, &'static str> {
+) -> Result<MsrWrites, Failure> {
     let mut t = ExecutionTagging::new(counter, tag(nbogus)?, tag(bogus)?, CPL);
     for &u in ups {
-        t = t.with_upstream(upstream(u)?).map_err(|_| "with_upstream")?;
+        t = t.with_upstream(upstream(u)?)?;
     }
-    t.build()
-        .map_err(|_| "ExecutionTagging::build rejected the set-up")
+    Ok(t.build()?)
 }
 
 /// `packed_SP_uop` and `x87_FP_uop` with mask bit 15 `ALL` as the model
@@ -164,7 +164,7 @@ fn build(
 const PACKED_SP_KIND: EventKind = EventKind::new(EscrGroup::Firm, 0x08, 1 << 15);
 const X87_FP_KIND: EventKind = EventKind::new(EscrGroup::Firm, 0x04, 1 << 15);
 
-fn run() -> Result<(), &'static str> {
+fn run() -> Result<(), Failure> {
     let cpu = MODEL.detect().ok_or("detection on the model")?;
     println!(
         "detected on the model: NetBurst model {}, {} logical processor(s)",
@@ -177,8 +177,7 @@ fn run() -> Result<(), &'static str> {
     let x87_up = upstream(X87_FP)?;
     let one = ExecutionTagging::new(DOWN_A, tag(1)?, tag(0)?, CPL)
         .with_upstream(upstream(PACKED_SP)?)
-        .and_then(|t| t.with_upstream(x87_up))
-        .map_err(|_| "with_upstream")?
+        .and_then(|t| t.with_upstream(x87_up))?
         .build();
     println!(
         "one build, both upstream events, NBOGUS0 only on counter 12: {}",
@@ -189,7 +188,7 @@ fn run() -> Result<(), &'static str> {
         }
     );
     if one != Err(TaggingError::TagNotCounted { bit: 1 }) {
-        return Err("the builder should reject an uncounted tag bit");
+        return Err("the builder should reject an uncounted tag bit".into());
     }
 
     print_mix();
@@ -289,7 +288,7 @@ fn run() -> Result<(), &'static str> {
     if ok {
         Ok(())
     } else {
-        Err("the model counted something else")
+        Err("the model counted something else".into())
     }
 }
 
@@ -317,7 +316,7 @@ fn phase<M: MsrAccess>(
     checks: &[Check],
     upstream: &[Check],
     (packed, x87): (EventKind, EventKind),
-) -> Result<bool, &'static str> {
+) -> Result<bool, Failure> {
     println!("{title}");
     for (i, w) in builds.iter().enumerate() {
         for (j, other) in builds.iter().enumerate().skip(i + 1) {
@@ -327,14 +326,14 @@ fn phase<M: MsrAccess>(
                 .any(|x| other.as_slice().iter().any(|y| y.msr == x.msr));
             if shared {
                 println!("  builds {i} and {j} write the same MSR");
-                return Err("overlapping builds");
+                return Err("overlapping builds".into());
             }
         }
     }
     for w in builds {
         for x in w.as_slice() {
             describe(x.msr, x.value);
-            msr.write_msr(x.msr, x.value).map_err(|_| "WRMSR #GP")?;
+            msr.write_msr(x.msr, x.value)?;
         }
     }
 
@@ -358,9 +357,7 @@ fn phase<M: MsrAccess>(
     println!("  counter  event                                  expected  counted");
     let mut ok = true;
     for c in checks.iter().chain(upstream) {
-        let v = msr
-            .read_pmc(c.counter.rdpmc_index())
-            .map_err(|_| "RDPMC #GP")?;
+        let v = msr.read_pmc(c.counter.rdpmc_index())?;
         let mark = if v == c.expected { "" } else { "  MISMATCH" };
         ok &= v == c.expected;
         println!(
@@ -375,7 +372,7 @@ fn phase<M: MsrAccess>(
     // Tear down: CCCRs first, then counters, then ESCRs.
     for w in builds.iter().rev() {
         for x in w.as_slice().iter().rev() {
-            msr.write_msr(x.msr, 0).map_err(|_| "WRMSR #GP")?;
+            msr.write_msr(x.msr, 0)?;
         }
     }
     Ok(ok)

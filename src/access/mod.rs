@@ -59,8 +59,10 @@ pub use x86::X86Msr;
 /// example `0x360` for NetBurst's `MSR_BPU_CCCR0`); the architecture modules
 /// wrap them in types so that registers of different kinds cannot be mixed up.
 pub trait MsrAccess {
-    /// How the backend reports an access the hardware would fault on.
-    type Error: core::fmt::Debug;
+    /// How the backend reports an access the hardware would fault on (the
+    /// hardware backend's is `Infallible`; a model's says which rule the
+    /// access broke).
+    type Error: core::fmt::Debug + core::fmt::Display;
 
     /// RDMSR: read the model-specific register at `msr`.
     fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error>;
@@ -101,7 +103,7 @@ pub trait PmcPmdAccess {
     /// How a backend reports a refused access (only a model refuses: the
     /// architecture does not fault on PMC/PMD accesses at CPL 0, SDM Vol. 3
     /// `mov` indirect).
-    type Error: core::fmt::Debug;
+    type Error: core::fmt::Debug + core::fmt::Display;
     /// `mov r = pmc[n]`.
     fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error>;
     /// `mov pmc[n] = value` (and `srlz.d`).

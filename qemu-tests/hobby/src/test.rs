@@ -48,6 +48,23 @@ impl Failure {
     }
 }
 
+/// The message a [`Failure`] recorded, for printing (a `Failure` itself is
+/// not `Display`: see the `From` impl below).
+pub struct FailureMessage(());
+
+impl fmt::Display for FailureMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(MESSAGE.lock().as_str())
+    }
+}
+
+impl Failure {
+    /// What the failure says.
+    pub fn message(&self) -> FailureMessage {
+        FailureMessage(())
+    }
+}
+
 /// Any error that can be displayed fails a case through `?`: its message
 /// is recorded, so a case returning [`Outcome`] can use `?` on the driver's
 /// results (every `pmu` error implements `Display`). `Failure` itself is

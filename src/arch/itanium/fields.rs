@@ -28,6 +28,18 @@ use super::generation::{Counter, Generation};
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ReservedBits(pub u64);
 
+impl fmt::Display for ReservedBits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "reserved bits {:#x} differ from their power-up value",
+            self.0
+        )
+    }
+}
+
+impl core::error::Error for ReservedBits {}
+
 /// The privilege level mask, bits 3:0 of every monitor configuration
 /// register (reference §3; seed 000 "PLM"): bit n enables monitoring at
 /// privilege level n. All zero disables the monitor, and then the processor

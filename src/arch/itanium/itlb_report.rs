@@ -191,6 +191,18 @@ pub enum Refused {
     L2NotApplicable,
 }
 
+impl core::fmt::Display for Refused {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Refused::L2NotApplicable => {
+                f.write_str("an L2 ITLB fill in a report for a processor without L2 fills")
+            }
+        }
+    }
+}
+
+impl core::error::Error for Refused {}
+
 /// `None` in a key: outside every load module / function.
 const UNKNOWN: u16 = u16::MAX;
 

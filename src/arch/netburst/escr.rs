@@ -317,6 +317,14 @@ impl EscrValue {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ReservedBits(pub u64);
 
+impl core::fmt::Display for ReservedBits {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "reserved bits {:#x} are set", self.0)
+    }
+}
+
+impl core::error::Error for ReservedBits {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

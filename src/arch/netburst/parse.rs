@@ -213,26 +213,19 @@ pub struct ParseError {
     pub offset: usize,
 }
 
-impl fmt::Display for ParseError {
+impl fmt::Display for ParseErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use ParseErrorKind::*;
-        match self.kind {
-            Empty => write!(f, "empty event string"),
-            UnknownPmu => write!(f, "unknown PMU (expected netburst or netburst_p)"),
-            MissingEvent => write!(f, "missing event name"),
-            UnknownEvent => write!(f, "unknown event"),
+        match *self {
             WrongPmu { event, pmu } => write!(
                 f,
                 "event {} is not available on PMU {}",
                 event.name(),
                 pmu.name()
             ),
-            EmptyField => write!(f, "empty field"),
             UnknownMask { event } => {
                 write!(f, "unknown mask or modifier for event {}", event.name())
             }
-            UnknownModifier => write!(f, "unknown modifier"),
-            MaskTakesNoValue => write!(f, "a mask takes no value"),
             MissingValue { modifier } => write!(f, "modifier {} needs a value", modifier.name()),
             InvalidValue { modifier } => {
                 write!(f, "invalid value for modifier {}", modifier.name())
@@ -244,8 +237,16 @@ impl fmt::Display for ParseError {
             NoDefaultMask { event } => {
                 write!(f, "event {} has no default mask; name one", event.name())
             }
-        }?;
-        write!(f, " at byte {}", self.offset)
+            other => f.write_str(other.message()),
+        }
+    }
+}
+
+impl core::error::Error for ParseErrorKind {}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at byte {}", self.kind, self.offset)
     }
 }
 

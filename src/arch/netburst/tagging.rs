@@ -144,6 +144,54 @@ pub enum TaggingError {
     TooManyWrites,
 }
 
+impl core::fmt::Display for TaggingError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            TaggingError::CounterNotFed(c) => write!(
+                f,
+                "the downstream event cannot be counted on counter {} (it needs an IQ counter fed by CRU_ESCR2/3)",
+                c.index()
+            ),
+            TaggingError::NothingTagged => {
+                f.write_str("front-end tagging with neither TAGLOADS nor TAGSTORES")
+            }
+            TaggingError::NothingCounted => f.write_str("no NBOGUS/BOGUS bit selected downstream"),
+            TaggingError::TagNotCounted { bit } => write!(
+                f,
+                "upstream tag bit {bit} is set but neither NBOGUS{bit} nor BOGUS{bit} is counted downstream"
+            ),
+            TaggingError::MaskBitNotTagged { bit } => write!(
+                f,
+                "NBOGUS{bit}/BOGUS{bit} is counted downstream but no upstream sets tag bit {bit}"
+            ),
+            TaggingError::EmptyTag => f.write_str("an upstream event with a zero tag value"),
+            TaggingError::NotAnUpstreamEvent(e) => {
+                write!(f, "{} is not an execution-tagging upstream event", e.name())
+            }
+            TaggingError::UpstreamCounterNotFed(e, c) => write!(
+                f,
+                "the upstream event {} cannot be counted on counter {}",
+                e.name(),
+                c.index()
+            ),
+            TaggingError::EscrConflict(e) => write!(f, "two events need {}", e.name()),
+            TaggingError::CounterConflict(c) => write!(f, "two events need counter {}", c.index()),
+            TaggingError::TooManyUpstreams => f.write_str("more than four upstream events"),
+            TaggingError::UpstreamCounter => f.write_str(
+                "the replay metric's upstream counter is missing, or given for a metric without one",
+            ),
+            TaggingError::NotPebsCapable(c) => write!(
+                f,
+                "PEBS on counter {}: only counters 16 and 17 can (SDM 18.15.7)",
+                c.index()
+            ),
+            TaggingError::TooManyWrites => f.write_str("too many MSR writes for one set-up"),
+        }
+    }
+}
+
+impl core::error::Error for TaggingError {}
+
 /// The downstream `CRU_ESCR2/3` feeding `counter`.
 fn downstream_escr(counter: Counter) -> Result<Escr, TaggingError> {
     [Escr::CruEscr2, Escr::CruEscr3]
