@@ -8,7 +8,8 @@
 //! bit of the performance-counter entry when it delivers a PMI, so the handler
 //! unmasks it once the overflow is serviced, and only after the counter's OVF
 //! flag is clear, or the interrupt fires again at once (the ordering Linux's
-//! NetBurst driver follows; see `shared/reference/linux_p4_driver_notes.md`).
+//! NetBurst driver follows in `p4_pmu_handle_irq`,
+//! `arch/x86/events/intel/p4.c`).
 //!
 //! # Examples
 //!

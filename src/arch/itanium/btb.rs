@@ -1,7 +1,8 @@
 //! The branch trace buffer: configuration PMC12 (Montecito's execution
 //! trace buffer: PMC39), the records PMD8-15 (Montecito PMD48-63), the
 //! index PMD16 (Montecito PMD38) and, on Montecito, the extension register
-//! PMD39 (reference §6; seed 000 names PMC12 the branch trace register).
+//! PMD39 (libpfm3's BTB and ETB layouts; Intel VTune's Itanium event help
+//! names PMC12 the branch trace register).
 //!
 //! The buffer is a ring of 8 records (16 on Montecito). A taken branch
 //! writes a source record (the branch's bundle and slot) and a target
@@ -9,7 +10,7 @@
 //! target prediction (`ptm`) and path prediction (`ppm`). The index
 //! register holds the next slot to write and a sticky "full" bit: the
 //! oldest record is at the next index when full, at 0 otherwise
-//! ([`BtbIndex::walk`]). The ISM does not apply to PMC12 (seed 000).
+//! ([`BtbIndex::walk`]). The ISM does not apply to PMC12 (VTune).
 //!
 //! # Layouts
 //!
@@ -20,7 +21,7 @@
 //! | 9:8 | `tm`: 0 none, 1 not taken, 2 taken, 3 all | same |
 //! | 11:10 | `ptm`: 1 target mispredicted, 2 target predicted, 3 all | same |
 //! | 13:12 | `ppm`: the same for the predicted path | same |
-//! | 14 | `tac` (libpfm's name; the reference's field table says `bpt`): target address cache | `brt` 15:14: branch type, 0 all |
+//! | 14 | `tac` (libpfm's parameter name; libpfm3's `pmc12_ita_reg` says `bpt`): target address cache | `brt` 15:14: branch type, 0 all |
 //! | 15 | `bac`: branch address calculator | |
 //!
 //! | record (PMD8-15, PMD48-63) | meaning |
@@ -40,10 +41,10 @@
 //!
 //! | topic | resolution |
 //! |---|---|
-//! | record validity: the reference gives "valid if `b` or `mp` is set", so a target record (`b` = 0) is valid only with `mp` = 1 | followed: `b` = 0, `mp` = 0 is [`BtbRecord::Empty`]; `mp` on a target record marks it valid and is not reported as a misprediction |
-//! | `brt` values other than 0 ("all branches") are not described by the reference | kept as a raw 2-bit [`BranchTypeMask`] |
-//! | Itanium PMC12 bit 14 is `bpt` in the reference's field list, `tac` in libpfm3's parameter | named `tac` here, both names recorded |
-//! | whether `b1` applies to records in the `ds` = 1 format | the reference states the rule for the address format; this crate applies it to source records of both formats |
+//! | record validity: the sources give "valid if `b` or `mp` is set", so a target record (`b` = 0) is valid only with `mp` = 1 | followed: `b` = 0, `mp` = 0 is [`BtbRecord::Empty`]; `mp` on a target record marks it valid and is not reported as a misprediction |
+//! | `brt` values other than 0 ("all branches") are not described by the sources | kept as a raw 2-bit [`BranchTypeMask`] |
+//! | Itanium PMC12 bit 14 is `bpt` in libpfm3's `pmc12_ita_reg`, `tac` in libpfm3's parameter | named `tac` here, both names recorded |
+//! | whether `b1` applies to records in the `ds` = 1 format | pfmon's decoder states the rule for the address format; this crate applies it to source records of both formats |
 //!
 //! # Examples
 //!
@@ -113,8 +114,8 @@ impl PredictionMask {
     }
 }
 
-/// Itanium 2 `brt` (15:14): 0 captures all branch types; the reference does
-/// not describe 1-3.
+/// Itanium 2 `brt` (15:14): 0 captures all branch types; the sources do not
+/// describe 1-3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BranchTypeMask(u8);
@@ -191,7 +192,7 @@ impl BtbConfig {
 
     /// Capture every branch: `tm`, `ptm`, `ppm` all 3; on Itanium `tar`,
     /// `tac`, `bac` set; on Itanium 2 targets (`ds` 0) of all branch types
-    /// (libpfm3's setting for `BRANCH_EVENT`, reference §6). PLM zero.
+    /// (libpfm3's setting for `BRANCH_EVENT`). PLM zero.
     pub const fn capture_all(generation: Generation) -> BtbConfig {
         let mut bits = Self::info(generation).default;
         bits = TM.set(bits, 3);
@@ -246,7 +247,7 @@ impl BtbConfig {
         with_tac,
         TAC,
         "tac",
-        "Itanium `tac` (bit 14, `bpt` in the reference's field list): capture branches predicted by the target address cache."
+        "Itanium `tac` (bit 14, `bpt` in libpfm3's `pmc12_ita_reg`): capture branches predicted by the target address cache."
     );
     itanium_flag!(
         bac,

@@ -1,6 +1,6 @@
 //! The Itanium driver: typestate counters ([`crate::counter`]) over the
 //! generic PMC/PMD pairs (PMC/PMD4-7 on Itanium and Itanium 2, 4-15 on
-//! Montecito; reference `itanium_registers.md` section 2), with exact
+//! Montecito; Linux perfmon's per-model PMU tables), with exact
 //! register traffic, and event-address sampling through the I-EAR.
 //!
 //! # Register access
@@ -16,24 +16,25 @@
 //!
 //! # Starting and stopping one counter
 //!
-//! The architecture has four ways to stop counting (reference section 1,
-//! seed 000): PMC0.fr freezes *every* counter; PSR.up / PSR.pp stop every
-//! user / privileged monitor; Itanium 2's PMC4 bit 23 powers *all four*
-//! counters (reference section 3, libpfm3: "pmc4 only: power enable bit");
-//! only the counter's own `plm` field is per counter: "Writing zeroes to all
-//! plm bits effectively disables the monitor" (seed 000, PLM). So:
+//! The architecture has four ways to stop counting (SDM Vol. 2 7.2; Intel
+//! VTune's Itanium event help): PMC0.fr freezes *every* counter; PSR.up /
+//! PSR.pp stop every user / privileged monitor; Itanium 2's PMC4 bit 23
+//! powers *all four* counters (libpfm3 `pmc_ita2_counter_reg`: "pmc4 only:
+//! power enable bit"); only the counter's own `plm` field is per counter:
+//! "Writing zeroes to all plm bits effectively disables the monitor"
+//! (VTune, PLM). So:
 //!
 //! * **enable / resume** write the counter's PMC with its privilege level
 //!   mask; **halt** writes it with `plm` = 0 (Linux perfmon masks monitoring
-//!   the same way, `pmc & ~0xf`, reference section 9);
+//!   the same way, `pmc & ~0xf`, in `pfm_mask_monitoring`);
 //! * PMC0.fr is cleared once by [`ItaniumDriver::take`] and afterwards only
 //!   by the overflow handler; the Itanium 2 enable bit keeps its power-up
 //!   value 1 (PMC4's image always carries it, [`pmc::CounterPmc::new`]);
 //! * PSR.pp (privileged monitors, `pm` = 1) or PSR.up (`pm` = 0) is the
-//!   kernel's to set once (`ssm psr.pp; srlz.d`, as the perf_events port
-//!   does, reference section 9); this trait has no PSR access.
+//!   kernel's to set once (`ssm psr.pp; srlz.d`, as the perf_events port's
+//!   `arch/ia64/kernel/perf_event.c` does); this trait has no PSR access.
 //!
-//! Seed 000 adds that with `plm` zero "the Itanium processor will not
+//! VTune's help adds that with `plm` zero "the Itanium processor will not
 //! preserve the value of the corresponding PMD register(s)". On the
 //! first-generation Itanium (the processor that dialog describes: 7-bit
 //! `es`, 2-bit threshold on PMC6/7) a halt therefore reads the PMD and the
@@ -72,12 +73,12 @@
 //! driver's own rules ([`ConfigError`]). A refused configuration writes
 //! nothing and hands the unchanged handle back.
 //!
-//! # Sampling every Nth ITLB miss (seed 002)
+//! # Sampling every Nth ITLB miss (HP Caliper's itlb measurement)
 //!
 //! [`CounterConfig::itlb_sampling`] programs the I-EAR in TLB mode
 //! ([`IearConfig::tlb_misses`]) and a counter counting the I-EAR's own
 //! event (INSTRUCTION_EAR_EVENTS 23h on Itanium, L1I_EAR_EVENTS 43h after,
-//! unit mask 0: `itanium_events.md`), preset to `2^W - N` with `oi`. The
+//! unit mask 0: libpfm3's event tables), preset to `2^W - N` with `oi`. The
 //! I-EAR counts one event per capture, so the Nth capture overflows the
 //! counter, which freezes the PMU with that capture still in PMD0 (PMD34
 //! on Montecito); the overflow handler reads it, reloads `2^W - N` and
@@ -132,8 +133,9 @@ use crate::counter::{self, Arch, Owner, owner};
 use crate::sampling::SampleAfter;
 
 /// The event a counter counts to sample the I-EAR: one occurrence per
-/// capture, unit mask 0 (`itanium_events.md`: Itanium INSTRUCTION_EAR_EVENTS
-/// 23h, Itanium 2 and Montecito L1I_EAR_EVENTS 43h).
+/// capture, unit mask 0 (libpfm3 `itanium_events.h`: Itanium
+/// INSTRUCTION_EAR_EVENTS 23h; `itanium2_events.h`, `montecito_events.h`:
+/// Itanium 2 and Montecito L1I_EAR_EVENTS 43h).
 pub const fn iear_event_code(generation: Generation) -> u8 {
     match generation {
         Generation::Itanium => 0x23,
@@ -187,7 +189,8 @@ impl CounterConfig {
     /// I-EAR's privilege levels and `pm`, and the I-EAR is programmed with
     /// `iear` (for example `IearConfig::tlb_misses(g, TlbFills::ALL)`
     /// with a `plm`).
-    /// Add [`CounterConfig::sampling`] to sample every Nth miss (seed 002);
+    /// Add [`CounterConfig::sampling`] to sample every Nth miss (as HP
+    /// Caliper's itlb measurement does);
     /// each overflow then hands the Nth miss's capture to the handler.
     pub fn itlb(counter: HwCounter, iear: IearConfig) -> Result<CounterConfig, ConfigError> {
         let g = counter.generation();
@@ -232,18 +235,19 @@ pub enum ConfigError {
         /// The image's counter.
         image: u8,
     },
-    /// The arch layer's [`Validator`] (perfmon's checks, reference section
-    /// 8, under [`Policy::STRICT`]) refused a PMC value.
+    /// The arch layer's [`Validator`] (Linux perfmon's `pfm_write_pmcs`
+    /// checks, under [`Policy::STRICT`]) refused a PMC value.
     Pmc(PmcError),
     /// The I-EAR configuration is for another generation.
     IearGeneration,
-    /// `plm` is zero: the counter would never count (seed 000, PLM).
+    /// `plm` is zero: the counter would never count (VTune's Itanium event
+    /// help, PLM).
     NoPrivilegeLevel,
     /// The sample-after value was checked against another counter width
     /// (use [`overflow_rule`]).
     SampleAfterRule,
     /// A counter programming the I-EAR must count the I-EAR event with unit
-    /// mask 0 (`itanium_events.md`, "How to read the columns").
+    /// mask 0 (libpfm3 programs an EAR event's counter with unit mask 0).
     NotTheIearEvent,
     /// Another claimed counter owns the I-EAR.
     IearBusy {
@@ -315,7 +319,8 @@ impl Programmed {
         self.pmc
     }
 
-    /// The PMC image while not counting: `plm` 0 (seed 000).
+    /// The PMC image while not counting: `plm` 0 (VTune's Itanium event
+    /// help, PLM).
     pub const fn pmc_stopped(&self) -> u64 {
         self.stopped
     }
@@ -339,9 +344,9 @@ impl Programmed {
     }
 
     /// Whether the counter gains at most one per cycle: a non-zero
-    /// threshold (one per cycle whose count exceeds it, seed 000) or a
-    /// catalog event whose maximum increment is 1, or the I-EAR event
-    /// (`itanium_events.md`).
+    /// threshold (one per cycle whose count exceeds it, VTune's Itanium
+    /// event help) or a catalog event whose maximum increment is 1, or the
+    /// I-EAR event (libpfm3's event tables: maximum increment 1).
     /// Then an overflow leaves the frozen counter at exactly 0 and the
     /// overflow handler reloads without reading it ([`super::pmi`]).
     pub const fn one_per_cycle(&self) -> bool {
@@ -362,7 +367,7 @@ impl Arch for Itanium {
     };
 
     /// Never: no Itanium generation cascades counters (SDM Vol. 2 7.2 has
-    /// no such mechanism; reference sections 1-3).
+    /// no such mechanism, nor have libpfm3's counter layouts).
     fn can_cascade(_from: u8, _to: u8) -> bool {
         false
     }
@@ -381,7 +386,8 @@ pub struct Counters<O: Owner> {
     pub montecito: Option<MontecitoCounters<O>>,
 }
 
-/// Montecito's counters 8-15 (reference section 2: PMC/PMD4-15).
+/// Montecito's counters 8-15 (Linux perfmon's Montecito table,
+/// `perfmon_montecito.h`: PMC/PMD4-15).
 #[derive(Debug)]
 #[allow(missing_docs)]
 pub struct MontecitoCounters<O: Owner> {
@@ -448,22 +454,23 @@ pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {
     iear_owner: Option<u8>,
     validator: Validator,
     /// Itanium only: the count of a halted counter (its PMD is not
-    /// preserved while `plm` is zero, seed 000).
+    /// preserved while `plm` is zero, VTune's Itanium event help).
     saved: [Option<u64>; 16],
     claimed: RegSet,
     _owner: PhantomData<O>,
 }
 
 impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
-    /// Take the PMU of owner `O`, of `generation`: freeze it (PMC0 = fr),
-    /// put every counter PMC at its power-up value (`plm` 0: stopped;
-    /// Itanium 2 PMC4 keeps its enable bit 23), zero every counter PMD,
-    /// reset the I-EAR PMC, then unfreeze (PMC0 = 0: fr and every overflow
-    /// bit clear, reference section 4). `pmi` is shared with the kernel's
-    /// [`super::pmi::handle_pmi`] call and belongs to this PMU alone (it is
-    /// reset here; declare one `static` per PMU beside its owner type). A second take of `O` while its
-    /// driver is live fails with [`InitError::AlreadyTaken`] and touches
-    /// nothing ([`crate::counter::owner`]).
+    /// Take the PMU of owner `O`, of `generation`: freeze it (PMC0 = fr), put
+    /// every counter PMC at its power-up value (`plm` 0: stopped; Itanium 2
+    /// PMC4 keeps its enable bit 23), zero every counter PMD, reset the I-EAR
+    /// PMC, then unfreeze (PMC0 = 0: fr and every overflow bit clear, as
+    /// Linux perfmon's `pfm_unfreeze_pmu` does). `pmi` is shared with the
+    /// kernel's [`super::pmi::handle_pmi`] call and belongs to this PMU alone
+    /// (it is reset here; declare one `static` per PMU beside its owner
+    /// type). A second take of `O` while its driver is live fails with
+    /// [`InitError::AlreadyTaken`] and touches nothing
+    /// ([`crate::counter::owner`]).
     pub fn take(
         mut regs: R,
         generation: Generation,
@@ -597,8 +604,8 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
                 .map_err(ConfigError::Pmc)?;
         }
         // The I-EAR event counts one per capture on every generation
-        // (`itanium_events.md`, maxinc 1, Montecito too, which has no
-        // catalog here).
+        // (libpfm3's event tables: maximum increment 1, Montecito too, in
+        // `montecito_events.h`, which has no catalog here).
         let one_per_cycle = image.threshold().get() != 0
             || c.iear.is_some()
             || matches!(

@@ -1,10 +1,9 @@
-//! The Itanium (230 entries) and Itanium 2 (497 entries) event catalogs,
-//! from the reference `itanium_events.md` (itself libpfm3's
-//! `itanium_events.h` and `itanium2_events.h`): name, event code, unit
-//! mask, maximum increment per cycle, the counters that may count it, the
-//! address-range and opcode qualifiers it honours, and whether it is an EAR
-//! or BTB event. One entry per event and unit mask, named libpfm's way
-//! (`EVENT_UMASKNAME`).
+//! The Itanium (230 entries) and Itanium 2 (497 entries) event catalogs, from
+//! libpfm3's `itanium_events.h` and `itanium2_events.h` (the same tables as
+//! libpfm4's `lib/events/`): name, event code, unit mask, maximum increment
+//! per cycle, the counters that may count it, the address-range and opcode
+//! qualifiers it honours, and whether it is an EAR or BTB event. One entry
+//! per event and unit mask, named libpfm's way (`EVENT_UMASKNAME`).
 //!
 //! Montecito's 637-entry table is not part of this catalog;
 //! [`catalog`] returns an empty slice for it.
@@ -21,7 +20,8 @@
 //!   trace buffer captures and programs [`crate::arch::itanium::btb`].
 //! * [`EventInfo::max_increment`] is the most the event can count in one
 //!   cycle: the exclusive upper bound of a useful threshold (the counter adds
-//!   one in cycles where the count *exceeds* the threshold, seed 000).
+//!   one in cycles where the count *exceeds* the threshold, VTune's Itanium
+//!   event help).
 //! * Itanium: seven events count on PMC4/5 only, the six whose maximum
 //!   increment is 6 and `BUS_SNOOPQ_REQ` (3): consistent with the 2-bit
 //!   thresholds of PMC6/7. Itanium 2: `L2_FORCE_RECIRC_*` and most
@@ -29,7 +29,8 @@
 //! * Itanium 2 cache-group events ([`CacheGroup`]): events of different
 //!   sets of one group cannot be measured together, at least one L1D-group
 //!   event must be on PMC5 and one L2-group event on PMC4 (libpfm3's rules,
-//!   reference). These are scheduling rules over several counters; the
+//!   `valid_assign()` in `pfmlib_itanium2.c`). These are scheduling rules
+//!   over several counters; the
 //!   catalog records the data, and single-register validation does not
 //!   apply them.
 //!
@@ -37,7 +38,7 @@
 //!
 //! | topic | sources | resolution |
 //! |---|---|---|
-//! | event names, codes, masks | the reference has libpfm3's tables only; the names are libpfm's (event plus unit-mask name) | transcribed as they are |
+//! | event names, codes, masks | the only source at hand is libpfm3's tables; the names are libpfm's (event plus unit-mask name) | transcribed as they are |
 //! | several entries share one code and unit mask (`IA64_INST_RETIRED`, `IA64_INST_RETIRED_THIS` and `IA64_TAGGED_INST_RETIRED_IBRP0_PMC8` on Itanium 2; each EAR counting event and its EAR variants) | aliases in libpfm | kept; lookups by code report the first non-EAR entry, and all aliases agree on counters and maximum increment |
 //! | one code, different counters or maximum increments per unit mask (Itanium 2 B0h, B8h, B9h, BAh) | the tables | [`rule`] matches code *and* unit mask; for a unit mask the catalog does not list it falls back to the union of the code's counters and its largest increment |
 //! | threshold semantics | HP Caliper: at or above; VTune and libpfm: above | VTune (see [`crate::arch::itanium::pmc`]) |
@@ -59,7 +60,7 @@ mod itanium2;
 
 use super::generation::{Generation, RegSet};
 
-/// The qualifiers an event honours (reference: `qual` column).
+/// The qualifiers an event honours (libpfm3's per-event qualifier bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Qualifiers {
@@ -71,7 +72,7 @@ pub struct Qualifiers {
     pub data_range: bool,
 }
 
-/// EAR and BTB events, and plain ones (reference: `type` column).
+/// EAR and BTB events, and plain ones (libpfm3's EAR and BTB event types).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum EventKind {
@@ -116,7 +117,7 @@ impl EventKind {
     }
 }
 
-/// Itanium 2 cache event group and set (reference: `grp`/`set` columns).
+/// Itanium 2 cache event group and set (libpfm3's Itanium 2 event table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CacheGroup {
@@ -414,7 +415,7 @@ mod tests {
     use super::*;
 
     /// (name, code, umask, max increment, counters, qualifiers "IOD", kind,
-    /// group/set), typed from the reference tables by hand.
+    /// group/set), typed from libpfm3's tables by hand.
     type Row = (
         &'static str,
         u8,
@@ -551,7 +552,7 @@ mod tests {
         }
         // Itanium: 7-bit codes; the events whose increment exceeds the
         // 2-bit threshold range of PMC6/7 count on PMC4/5 only, and the
-        // seven PMC4/5-only events are exactly the reference's list.
+        // seven PMC4/5-only events are exactly libpfm3's list.
         let mut only45 = Vec::new();
         for e in ITANIUM {
             assert!(e.code <= 0x7F, "{}", e.name);
@@ -577,7 +578,7 @@ mod tests {
                 "PREDICATE_SQUASHED_RETIRED",
             ]
         );
-        // Itanium 2: PMC4-only events are the L2 ones of the reference.
+        // Itanium 2: PMC4-only events are the L2 ones of libpfm3's table.
         for e in ITANIUM2 {
             if e.counters != C4567 {
                 assert_eq!(e.counters, C4, "{}", e.name);
@@ -589,7 +590,7 @@ mod tests {
                 );
             }
         }
-        // Kind counts from the reference (Itanium: 12 I-EAR cache, 2 I-EAR
+        // Kind counts from libpfm3's tables (Itanium: 12 I-EAR cache, 2 I-EAR
         // TLB, 11 D-EAR cache, 3 D-EAR TLB, 1 BTB; Itanium 2: 10, 7, 11, 7,
         // 1 ALAT, 1 BTB).
         let count = |t: &[EventInfo], k| t.iter().filter(|e| e.kind == k).count();

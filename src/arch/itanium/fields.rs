@@ -41,9 +41,9 @@ impl fmt::Display for ReservedBits {
 impl core::error::Error for ReservedBits {}
 
 /// The privilege level mask, bits 3:0 of every monitor configuration
-/// register (reference §3; seed 000 "PLM"): bit n enables monitoring at
-/// privilege level n. All zero disables the monitor, and then the processor
-/// need not preserve the monitor's PMD (seed 000).
+/// register (libpfm3; VTune's Itanium event help, "PLM"): bit n enables
+/// monitoring at privilege level n. All zero disables the monitor, and then
+/// the processor need not preserve the monitor's PMD (VTune, "PLM").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Plm(u8);
@@ -88,10 +88,11 @@ impl Plm {
     }
 }
 
-/// The instruction set mask (seed 000 "ISM", bits 25:24 of PMC4-7, 10, 11 on
-/// Itanium; reference §3 and §5 for Itanium 2, where the I-EAR's ISM moved to
-/// PMC10 bits 15:14). The discriminant is the 2-bit field value: bit 24 low
-/// enables IA-64 monitoring, bit 25 low enables IA-32 monitoring.
+/// The instruction set mask (VTune's Itanium event help, "ISM": bits 25:24
+/// of PMC4-7, 10, 11 on Itanium; libpfm3's counter and I-EAR layouts for
+/// Itanium 2, where the I-EAR's ISM moved to PMC10 bits 15:14). The
+/// discriminant is the 2-bit field value: bit 24 low enables IA-64
+/// monitoring, bit 25 low enables IA-32 monitoring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[repr(u8)]
@@ -102,7 +103,7 @@ pub enum Ism {
     /// 01: IA-32 only (PSR.is = 1).
     Ia32Only = 1,
     /// 10: IA-64 only (PSR.is = 0). The only value Montecito allows
-    /// (reference §3: "ism -- must be 2").
+    /// (libpfm3's Montecito counter layout: ism "must be 2").
     Ia64Only = 2,
     /// 11: monitoring disabled.
     Disabled = 3,
@@ -159,8 +160,8 @@ impl Umask {
 }
 
 /// An event code for the `es` field: 7 bits on Itanium (bits 14:8), 8 bits
-/// on Itanium 2 and Montecito (bits 15:8) (reference §3; seed 000 "ES, bit
-/// 14:8").
+/// on Itanium 2 and Montecito (bits 15:8) (libpfm3; VTune's Itanium event
+/// help, "ES, bit 14:8").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct EventCode(u8);
@@ -183,11 +184,12 @@ impl EventCode {
 
 /// A counter threshold (counter PMC bits 22:20), bounded by the width of the
 /// field on the counter it was made for: 2 bits on Itanium PMC6/7 (bits
-/// 21:20), 3 bits everywhere else (seed 000 "Threshold"; reference §3).
+/// 21:20), 3 bits everywhere else (VTune's Itanium event help, "Threshold";
+/// libpfm3).
 ///
 /// With a threshold of zero the counter adds the event's per-cycle count;
 /// with a threshold n > 0 it adds one in every cycle in which the event's
-/// count exceeds n (seed 000).
+/// count exceeds n (VTune, "Threshold").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Threshold {
@@ -240,7 +242,7 @@ pub enum Slot {
 
 impl Slot {
     /// From a 2-bit slot field: `None` for 3, which is not a slot (the
-    /// branch trace buffer uses it for "not taken", reference §6).
+    /// branch trace buffer uses it for "not taken", libpfm3's BTB layout).
     pub const fn from_bits(v: u64) -> Option<Slot> {
         match v & 3 {
             0 => Some(Slot::S0),
@@ -302,8 +304,8 @@ pub enum FieldError {
         pmc: u8,
     },
     /// An L2 TLB fill was asked of the Itanium I-EAR: Itanium has no L2
-    /// instruction TLB fill to capture (seed 002: "L2 fills are not reported
-    /// for, and do not apply to, Itanium systems").
+    /// instruction TLB fill to capture (HP Caliper's itlb measurement: "L2
+    /// fills are not reported for, and do not apply to, Itanium systems").
     L2FillNotOnItanium,
     /// The EAR has no encoding for this latency threshold on this generation.
     LatencyNotAvailable {

@@ -2,9 +2,11 @@
 //! width, the PMC and PMD register maps, each PMC's power-up value and
 //! writable bits, and which PMDs each PMC controls.
 //!
-//! Sources (reference = `itanium_registers.md`): §2 (per-generation
-//! summary), §3-§7 (layouts), §8 (the Linux perfmon register descriptors:
-//! defaults and writable masks).
+//! Sources: Linux perfmon's per-model PMU tables (`perfmon_itanium.h`,
+//! `perfmon_mckinley.h`, `perfmon_montecito.h`: the implemented registers,
+//! and the register descriptors' defaults and writable masks), libpfm3's
+//! register layouts (`pfmlib_itanium.h`, `pfmlib_itanium2.h`,
+//! `pfmlib_montecito.h`) and the Itanium SDM Vol. 2 7.2.
 //!
 //! | | Itanium (Merced) | Itanium 2 (McKinley, Madison) | Montecito |
 //! |---|---|---|---|
@@ -21,17 +23,18 @@
 //!
 //! Linux perfmon keeps, per PMC, a power-up value and a mask of the bits a
 //! write may change; every other bit is replaced by its power-up value
-//! (reference §8, `pfm_mck_reserved`). This crate uses the same pair for
-//! every register of every generation ([`PmcInfo`]), with these choices:
+//! (`pfm_mck_reserved` in `perfmon_mckinley.h`). This crate uses the same
+//! pair for every register of every generation ([`PmcInfo`]), with these
+//! choices:
 //!
 //! * **Itanium**: perfmon's Itanium table enforces nothing (mask -1). This
-//!   crate derives the writable bits from the register layouts of
-//!   reference §3-§7 instead, so that the ignored and reserved fields
+//!   crate derives the writable bits from libpfm3's register layouts
+//!   instead, so that the ignored and reserved fields
 //!   (counter bits 7, 15, 23, 63:26, bit 22 on PMC6/7) are caught. Power-up
-//!   values are perfmon's where the reference gives one (PMC0, PMC8/9,
+//!   values are perfmon's where the sources give one (PMC0, PMC8/9,
 //!   PMC11, PMC13) and zero elsewhere (PMC4-7, PMC10, PMC12: assumed).
 //! * **Itanium 2**: perfmon's masks and power-up values (zero assumed for
-//!   PMC5-7 and PMC10-12, which the reference does not list), except on the
+//!   PMC5-7 and PMC10-12, which the sources do not list), except on the
 //!   counters: perfmon's
 //!   mask 0x0FFF_FF7F lets bits 27:26 through and treats bit 23 alike on all
 //!   four counters. libpfm3 says bits 26-27 "must be zero for proper
@@ -84,7 +87,7 @@ impl Generation {
         }
     }
 
-    /// The generation of a CPUID family number (reference §2, perfmon's
+    /// The generation of a CPUID family number (Linux perfmon's
     /// `pmu_family`).
     pub const fn from_cpuid_family(family: u8) -> Option<Generation> {
         match family {
@@ -104,8 +107,9 @@ impl Generation {
         }
     }
 
-    /// The width W of the generic counters (reference §2: 32 on Itanium,
-    /// 47 after; overflow is the carry out of bit W-1).
+    /// The width W of the generic counters (Linux perfmon's `ovfl_val`,
+    /// libpfm3: 32 on Itanium, 47 after; overflow is the carry out of bit
+    /// W-1).
     pub const fn counter_width(self) -> u8 {
         match self {
             Generation::Itanium => 32,
@@ -134,7 +138,7 @@ impl Generation {
         }
     }
 
-    /// The implemented PMCs (reference §2, perfmon's tables).
+    /// The implemented PMCs (Linux perfmon's tables).
     pub const fn implemented_pmcs(self) -> RegSet {
         match self {
             Generation::Itanium => RegSet::range(0, 13),
@@ -143,7 +147,7 @@ impl Generation {
         }
     }
 
-    /// The implemented PMDs (reference §2).
+    /// The implemented PMDs (Linux perfmon's tables).
     pub const fn implemented_pmds(self) -> RegSet {
         match self {
             Generation::Itanium | Generation::Itanium2 => RegSet::range(0, 17),
@@ -164,7 +168,7 @@ impl Generation {
     }
 
     /// The I-EAR's address PMD: PMD0 (Itanium, Itanium 2), PMD34 (Montecito)
-    /// (reference section 5).
+    /// (libpfm3's EAR layouts).
     pub const fn iear_address_pmd(self) -> u8 {
         match self {
             Generation::Montecito => 34,
@@ -360,10 +364,11 @@ impl Counter {
         self.index
     }
 
-    /// The width of its threshold field: 2 on Itanium PMC6/7, else 3
-    /// (seed 000: "PMC\[4,5\] define 3 threshold bits 22:20, while PMC\[6,7\]
-    /// define 2 threshold bits 21:20"; see [`crate::arch::itanium::pmc`]
-    /// for the disagreement with perfmon and libpfm).
+    /// The width of its threshold field: 2 on Itanium PMC6/7, else 3 (VTune's
+    /// Itanium event help: "PMC\[4,5\] define 3 threshold bits 22:20, while
+    /// PMC\[6,7\] define 2 threshold bits 21:20"; see
+    /// [`crate::arch::itanium::pmc`] for the disagreement with perfmon and
+    /// libpfm).
     pub const fn threshold_bits(self) -> u8 {
         match (self.generation, self.index) {
             (Generation::Itanium, 6 | 7) => 2,
@@ -385,13 +390,13 @@ impl Counter {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum PmcKind {
-    /// PMC0-3: the freeze bit and the overflow bits (SDM vol 2 §7.2;
-    /// reference §1, §4). Control registers: perfmon refuses writes to them.
+    /// PMC0-3: the freeze bit and the overflow bits (SDM vol 2 §7.2; Linux
+    /// `perfmon.c`). Control registers: perfmon refuses writes to them.
     Overflow,
     /// The configuration of the generic counter with the same number.
     Counter,
     /// An opcode matcher: PMC8/9 on Itanium and Itanium 2; the mask half
-    /// PMC32/34 on Montecito (reference §7).
+    /// PMC32/34 on Montecito (libpfm3's opcode matcher layouts).
     OpcodeMatcher,
     /// Montecito PMC33/35: the match half of an opcode matcher.
     OpcodeMatchValue,
@@ -497,7 +502,7 @@ const fn info(kind: PmcKind, default: u64, writable: u64, pmds: RegSet) -> Optio
 
 /// Counter configuration fields on Itanium: plm 3:0, ev 4, oi 5, pm 6,
 /// es 14:8, umask 19:16, threshold 22:20 (21:20 on PMC6/7), ism 25:24
-/// (reference §3).
+/// (libpfm3 `pmc_ita_count_reg`; VTune for PMC6/7).
 pub(crate) const ITA_COUNTER_WRITABLE_45: u64 = 0x037F_7F7F;
 pub(crate) const ITA_COUNTER_WRITABLE_67: u64 = 0x033F_7F7F;
 
@@ -518,14 +523,15 @@ const fn itanium_pmc(index: u8) -> Option<PmcInfo> {
             ITA_COUNTER_WRITABLE_67,
             RegSet::single(index),
         ),
-        // mask 29:3, match 59:33, b/f/i/m 63:60 (reference §7).
+        // mask 29:3, match 59:33, b/f/i/m 63:60 (libpfm3's layout).
         8 | 9 => info(
             PmcKind::OpcodeMatcher,
             0xF000_0000_3FFF_FFF8,
             0xFFFF_FFFE_3FFF_FFF8,
             RegSet::EMPTY,
         ),
-        // plm 3:0, pm 6, tlb 7, umask 19:16, ism 25:24 (reference §5).
+        // plm 3:0, pm 6, tlb 7, umask 19:16, ism 25:24 (libpfm3
+        // `pmc10_ita_reg`).
         10 => info(PmcKind::IEar, 0, 0x030F_00CF, RegSet::range(0, 1)),
         // ... and pt 28; perfmon default 0x1000_0000.
         11 => info(
@@ -535,16 +541,17 @@ const fn itanium_pmc(index: u8) -> Option<PmcInfo> {
             RegSet::range(2, 3).with(17),
         ),
         // plm 3:0, pm 6, tar 7, tm 9:8, ptm 11:10, ppm 13:12, bpt 14, bac 15
-        // (reference §6).
+        // (libpfm3 `pmc12_ita_reg`).
         12 => info(PmcKind::Btb, 0, 0xFFCF, RegSet::range(8, 16)),
-        // ta 0 (reference §7); perfmon default 0x0003_FFFF_0000_0001.
+        // ta 0 (libpfm3's layout); perfmon default 0x0003_FFFF_0000_0001.
         13 => info(PmcKind::RangeTag, 0x0003_FFFF_0000_0001, 0x1, RegSet::EMPTY),
         _ => None,
     }
 }
 
 /// Itanium 2 counter fields: plm 3:0, ev 4, oi 5, pm 6, es 15:8, umask 19:16,
-/// threshold 22:20, ism 25:24, and on PMC4 the enable bit 23 (reference §3).
+/// threshold 22:20, ism 25:24, and on PMC4 the enable bit 23 (libpfm3
+/// `pmc_ita2_counter_reg`).
 pub(crate) const ITA2_COUNTER_WRITABLE_4: u64 = 0x03FF_FF7F;
 pub(crate) const ITA2_COUNTER_WRITABLE_567: u64 = 0x037F_FF7F;
 
@@ -564,7 +571,8 @@ const fn itanium2_pmc(index: u8) -> Option<PmcInfo> {
             ITA2_COUNTER_WRITABLE_567,
             RegSet::single(index),
         ),
-        // Bit 2 "must be 1" and bits 31:30 are forced (reference §7).
+        // Bit 2 "must be 1" (libpfm3) and bits 31:30 are forced (perfmon's
+        // mask).
         8 => info(
             PmcKind::OpcodeMatcher,
             0xFFFF_FFFF_3FFF_FFFF,
@@ -603,7 +611,7 @@ const fn itanium2_pmc(index: u8) -> Option<PmcInfo> {
 }
 
 /// Montecito counters: writable 6:0, 22:8, 30:26; power-up ISM 10b
-/// (reference §3).
+/// (Linux perfmon's Montecito table, `perfmon_montecito.h`).
 pub(crate) const MONT_COUNTER_WRITABLE: u64 = 0x7C7F_FF7F;
 
 const fn montecito_pmc(index: u8) -> Option<PmcInfo> {
@@ -745,7 +753,7 @@ mod tests {
 
     #[test]
     fn perfmon_masks_and_defaults() {
-        // reference §3, §5, §6, §7 (Linux perfmon descriptor values).
+        // Linux perfmon descriptor values (`perfmon_*.h`).
         let m = |g: Generation, i| g.pmc(i).unwrap();
         let ita2 = Generation::Itanium2;
         assert_eq!(m(ita2, 4).default, 0x80_0000);
@@ -771,7 +779,7 @@ mod tests {
         assert_eq!(m(Generation::Itanium, 0).default, 1);
         assert_eq!(m(Generation::Itanium, 11).default, 0x1000_0000);
         assert_eq!(m(Generation::Itanium, 8).default, 0xF000_0000_3FFF_FFF8);
-        // PMD dependencies (reference §8).
+        // PMD dependencies (perfmon's `dep_pmd`).
         assert_eq!(m(Generation::Itanium, 10).pmds, RegSet(0b11));
         assert_eq!(m(Generation::Itanium, 11).pmds, RegSet(0b1100 | 1 << 17));
         assert_eq!(m(Generation::Itanium, 12).pmds, RegSet(0x1_FF00));

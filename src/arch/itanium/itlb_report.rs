@@ -1,45 +1,47 @@
-//! The HP Caliper `itlb` measurement report (seed 002), from I-EAR samples.
+//! The HP Caliper `itlb` measurement report (HP Caliper User Guide, "itlb
+//! Measurement Report Description"), from I-EAR samples.
 //!
 //! Caliper "takes samples every Nth instruction TLB miss ... At each sample
 //! point, HP Caliper records both the cache line that resulted in an
 //! instruction TLB miss and the level of the TLB hierarchy that satisfied
-//! the miss (L2 instruction TLB, HPW, or software)" (seed 002, "How
+//! the miss (L2 instruction TLB, HPW, or software)" (Caliper, "How
 //! Instruction TLB Metrics Are Obtained"). This module turns such samples
 //! ([`ItlbSample`]: an instruction address and an [`TlbFill`]) and a symbol
 //! table ([`LoadModule`]s with [`Function`]s) into the report's three
 //! levels: per load module, per function, and per 64-byte cache line
 //! ("Function Details"), each row with the number of sampled misses and the
 //! percentages of L2 ITLB, HPW and software fills, one decimal
-//! (seed 002, Table 28).
+//! (Caliper, Table 28).
 //!
 //! # Rules, and where they come from
 //!
 //! * **Cache lines are 64 bytes** ("On Itanium 2 systems, cache lines are 64
 //!   bytes (12 instructions). Cache lines are the finest level of
-//!   granularity available in itlb measurement reports", seed 002). A
+//!   granularity available in itlb measurement reports", Caliper). A
 //!   sample's line is its address with bits 5:0 clear. The I-EAR itself
 //!   records the address to 32 bytes (PMD0 bits 63:5 on every generation,
-//!   reference `itanium_registers.md` section 5).
+//!   libpfm3's I-EAR PMD layouts).
 //! * **A line belongs to the function at its start address** ("HP Caliper
 //!   attributes samples for a given cache line to the function associated
-//!   with the start address of the cache line", seed 002). When no function
+//!   with the start address of the cache line", Caliper). When no function
 //!   contains the line's start (a function beginning in the middle of the
 //!   line, after a gap), the sample goes to the function containing the
 //!   sampled address; otherwise to `(unknown)`. The load module is the one
 //!   containing the sampled address, or `(unknown)`.
 //! * **L2 fills per generation.** "L2 fills are not reported for, and do not
-//!   apply to, Itanium systems" (seed 002, Table 28). The first-generation
+//!   apply to, Itanium systems" (Caliper, Table 28). The first-generation
 //!   Itanium's I-EAR has no L2 ITLB option: its TLB-mode umask selects HPW
 //!   (4) or software (8) fills and PMD0.tlb says which (0 HPW, 1 software);
 //!   Itanium 2 and Montecito report `stat` = 1 L2 ITLB, 2 HPW, 3 software
-//!   (reference section 5, `itanium_events.md` INSTRUCTION_EAR_TLB_* and
-//!   L1I_EAR_TLB_*). A report built with [`L2Fills::NotApplicable`] shows
-//!   `n/a` in the L2 column and refuses L2 samples.
+//!   (libpfm3's I-EAR layouts, pfmon's decoders, and the libpfm3 events
+//!   INSTRUCTION_EAR_TLB_* and L1I_EAR_TLB_*). A report built with
+//!   [`L2Fills::NotApplicable`] shows `n/a` in the L2 column and refuses L2
+//!   samples.
 //! * **Ordering** (Table 28: "% Total", "Cumulat % of Total"): rows by
 //!   sampled misses, most first, ties in symbol-table order; the cache lines
 //!   of a function in address order, "preceded and followed by a row of
 //!   dashes", "non-contiguous cache lines are separated by a row of tildes"
-//!   (seed 002, "Function Details").
+//!   (Caliper, "Function Details").
 //!
 //! # Fixed-size tables
 //!
@@ -67,7 +69,7 @@
 
 use core::fmt;
 
-/// The cache-line size of the report (seed 002).
+/// The cache-line size of the report (HP Caliper's itlb measurement).
 pub const LINE_BYTES: u64 = 64;
 
 use super::ear::{ItlbSample, TlbFill};
@@ -83,7 +85,7 @@ pub struct Function<'a> {
     pub end: u64,
 }
 
-/// A load module ("shared library or the main executable", seed 002):
+/// A load module ("shared library or the main executable", HP Caliper):
 /// `start..end` and the functions in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoadModule<'a> {
@@ -103,7 +105,8 @@ pub struct LoadModule<'a> {
 pub enum L2Fills {
     /// Itanium 2 and Montecito: L2 ITLB, HPW and software fills.
     Reported,
-    /// The first-generation Itanium: HPW and software only (seed 002).
+    /// The first-generation Itanium: HPW and software only (HP Caliper's
+    /// itlb measurement).
     NotApplicable,
 }
 
@@ -186,7 +189,7 @@ pub struct Tabulated {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Refused {
-    /// An L2 ITLB fill in a report for a processor without them (seed 002:
+    /// An L2 ITLB fill in a report for a processor without them (Caliper:
     /// "L2 fills ... do not apply to Itanium systems").
     L2NotApplicable,
 }

@@ -14,8 +14,7 @@
 //!
 //! # The Itanium PMU for someone who has never seen one
 //!
-//! The architecture (Itanium SDM vol 2 §7.2; reference
-//! `itanium_registers.md` §1) has two register files:
+//! The architecture (Itanium SDM vol 2 §7.2) has two register files:
 //!
 //! * **PMCs** (configuration). PMC0-3 are control registers: PMC0 bit 0 is
 //!   the *freeze* bit `fr`, and bit n of PMC0-3 is the overflow bit of
@@ -43,7 +42,8 @@
 //! hold the last captured instruction or data miss: its address, latency,
 //! or which TLB level filled it ([`ear::IearSample`], [`ear::DearSample`]).
 //! This is how HP Caliper's ITLB report attributes sampled misses to L2
-//! ITLB, hardware page walker and software fills (seed 002).
+//! ITLB, hardware page walker and software fills (HP Caliper's itlb
+//! measurement).
 //!
 //! # The generations
 //!
@@ -78,10 +78,11 @@
 //!
 //! # Source disagreements
 //!
-//! The sources are the Itanium SDM, Intel's VTune documentation (seed 000),
-//! HP Caliper's (seed 002), and the reference compiled from Linux perfmon,
-//! libpfm3 and others. Intel documents win; each disagreement is recorded
-//! where its rule lives:
+//! The sources are the Itanium SDM, Intel's VTune documentation (the
+//! "Edit Events" help for Itanium processors), HP Caliper's (the itlb
+//! measurement report), Linux perfmon (`arch/ia64/kernel/perfmon.c` and its
+//! per-model tables), libpfm3 and others. Intel documents win; each
+//! disagreement is recorded where its rule lives:
 //!
 //! * [`pmc`]: Itanium PMC6/7 threshold width (VTune 2 bits vs perfmon and
 //!   libpfm 3), Itanium 2 bit 23 (PMC4 only vs all counters) and bits 27:26,

@@ -1,6 +1,7 @@
 //! Opcode matchers and the address-range restriction configuration:
 //! Itanium and Itanium 2 PMC8/9, Itanium PMC13, Itanium 2 PMC13/14/15, and
-//! Montecito's PMC32-36, PMC38 and PMC41 (reference §7, §8).
+//! Montecito's PMC32-36, PMC38 and PMC41 (libpfm3's layouts; Linux
+//! perfmon's defaults and its `pfm_mck_pmc_check` / `pfm_mont_pmc_check`).
 //!
 //! An opcode matcher tags the instructions whose encoding matches: events
 //! with the `O` qualifier ([`crate::arch::itanium::events::Qualifiers`])
@@ -547,7 +548,7 @@ impl InstructionRangeConfig {
 
 fixed_pmc_image! {
     /// The opcode matcher configuration (Itanium 2 PMC15, Montecito PMC36):
-    /// four bits whose meaning the reference gives only as names.
+    /// four bits whose meaning libpfm3 gives only as names.
     OpcodeMatcherConfig,
     info: info_or_empty(Generation::Itanium2, 15),
     from_bits_doc: "Decode a raw value, refusing non-writable bits that differ from the\npower-up value."

@@ -1,7 +1,7 @@
 //! PMC0-3 (freeze and overflow bits) and the generic counter configuration
 //! registers PMC4-7 (PMC4-15 on Montecito), one layout table per generation.
 //!
-//! # Counter configuration (reference §3; seed 000)
+//! # Counter configuration (libpfm3, Linux perfmon; VTune's Itanium help)
 //!
 //! | bits | Itanium | Itanium 2 | Montecito |
 //! |---|---|---|---|
@@ -22,7 +22,7 @@
 //!
 //! | topic | sources | resolution |
 //! |---|---|---|
-//! | Itanium threshold width on PMC6/7 | VTune (seed 000): 2 bits, 21:20; libpfm3, perfmon and the perf port: 3 bits on all counters | VTune, the Intel document: 2 bits. Consistent with the catalog, which puts every Itanium event whose maximum increment exceeds 3 on PMC4/5 only |
+//! | Itanium threshold width on PMC6/7 | VTune (Itanium "Edit Events" help): 2 bits, 21:20; libpfm3, perfmon and the perf port: 3 bits on all counters | VTune, the Intel document: 2 bits. Consistent with the catalog, which puts every Itanium event whose maximum increment exceeds 3 on PMC4/5 only |
 //! | Itanium 2 bit 23 | libpfm3: PMC4-only power enable; perfmon: writable on all four, forced to 1 on PMC4; oprofile (2.4) and the perf port set it on every counter | libpfm3's layout: PMC4 only, and the power-up value has it set, so a builder starting from it enables the counters |
 //! | Itanium 2 bits 27:26 | perfmon's mask lets them through; libpfm3: must be zero | libpfm3: reserved |
 //! | threshold semantics | VTune and libpfm: the counter adds one when the event count *exceeds* the threshold; HP Caliper: *at or above* | VTune (Intel): exceeds, so a threshold at or above the event's maximum increment never counts ([`crate::arch::itanium::validate`] refuses it) |
@@ -48,12 +48,12 @@ use super::generation::{Counter, Generation, RegSet};
 use crate::arch::Field;
 
 /// PMC0: bit 0 `fr` (freeze), bits 3:1 ignored, bit n (n >= 4) the overflow
-/// bit of counter n (SDM vol 2 §7.2; reference §1, §4).
+/// bit of counter n (SDM vol 2 §7.2; Linux `perfmon.c`).
 ///
 /// Overflow and freeze bits are sticky: software clears them. Writing 0
 /// unfreezes the PMU and clears every overflow bit in one write (what Linux
-/// does, reference §4); an interrupt is raised only for a carry out of bit
-/// W-1 of a counter whose `oi` bit is set.
+/// perfmon's `pfm_unfreeze_pmu` does); an interrupt is raised only for a
+/// carry out of bit W-1 of a counter whose `oi` bit is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Pmc0(u64);
@@ -100,7 +100,7 @@ impl Pmc0 {
     }
 
     /// Linux's test for "an overflow is pending": any bit but `fr`
-    /// (`PMC0_HAS_OVFL`, reference §4).
+    /// (`PMC0_HAS_OVFL` in Linux `perfmon.c`).
     pub const fn any_overflow_bit(self) -> bool {
         self.0 & !1 != 0
     }
@@ -112,8 +112,8 @@ impl Pmc0 {
 }
 
 /// Where the architected overflow bit of counter pair `pair` (4-255) lives:
-/// `(pmc, bit)` = `(pair / 64, pair % 64)`, in PMC0-3 (SDM vol 2 §7.2;
-/// reference §1). `None` for pairs 0-3, which are not counters. No
+/// `(pmc, bit)` = `(pair / 64, pair % 64)`, in PMC0-3 (SDM vol 2 §7.2).
+/// `None` for pairs 0-3, which are not counters. No
 /// generation implements a counter above 15, so PMC1-3 hold no overflow bit
 /// on any of them.
 pub const fn overflow_bit_location(pair: u8) -> Option<(u8, u8)> {
@@ -156,7 +156,7 @@ pub struct CounterLayout {
     pub ism_fixed: bool,
 }
 
-/// Itanium (reference §3, libpfm3 `pmc_ita_count_reg`, seed 000).
+/// Itanium (libpfm3 `pmc_ita_count_reg`; VTune's Itanium event help).
 pub const ITANIUM_COUNTER: CounterLayout = CounterLayout {
     plm: Field::new(0, 4),
     ev: Field::new(4, 1),
@@ -173,7 +173,7 @@ pub const ITANIUM_COUNTER: CounterLayout = CounterLayout {
     ism_fixed: false,
 };
 
-/// Itanium 2 (reference §3, libpfm3 `pmc_ita2_counter_reg`).
+/// Itanium 2 (libpfm3 `pmc_ita2_counter_reg`).
 pub const ITANIUM2_COUNTER: CounterLayout = CounterLayout {
     es: Field::new(8, 8),
     narrow_threshold: RegSet::EMPTY,
@@ -181,7 +181,7 @@ pub const ITANIUM2_COUNTER: CounterLayout = CounterLayout {
     ..ITANIUM_COUNTER
 };
 
-/// Montecito (reference §3, libpfm3 `pmc_mont_counter_reg`).
+/// Montecito (libpfm3 `pmc_mont_counter_reg`).
 pub const MONTECITO_COUNTER: CounterLayout = CounterLayout {
     es: Field::new(8, 8),
     narrow_threshold: RegSet::EMPTY,
@@ -211,8 +211,9 @@ impl CounterLayout {
     }
 }
 
-/// The MESI filter of a Montecito counter (bits 30:27, reference §3): count
-/// only cache events on lines in the selected states.
+/// The MESI filter of a Montecito counter (bits 30:27, libpfm3
+/// `pmc_mont_counter_reg`): count only cache events on lines in the selected
+/// states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Mesi {
@@ -296,8 +297,7 @@ impl CounterPmc {
     /// Counting catalog event `event` on `counter`: its code and unit mask.
     /// For an EAR or BTB event the counter counts the EAR's (or BTB's)
     /// captures and the unit mask stays zero: the event's unit mask belongs
-    /// in the EAR configuration (reference, events file: "How to read the
-    /// columns").
+    /// in the EAR configuration (as libpfm3 programs EAR and BTB events).
     pub const fn for_event(counter: Counter, event: &EventInfo) -> Result<CounterPmc, FieldError> {
         if !matches!(
             (event.generation, counter.generation()),

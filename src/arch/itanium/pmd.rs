@@ -2,16 +2,18 @@
 //! count, what the upper bits read as, and the presets for sampling.
 //!
 //! A counter is W bits wide: 32 on Itanium, 47 on Itanium 2 and Montecito
-//! (reference §2). Bits 63:W ignore writes; on reads the architecture allows
-//! either zeros or copies of bit W-1 ("so count values appear sign
-//! extended", SDM vol 2 §7.2, reference §1); libpfm3 describes both
-//! generations' PMDs as sign-extended (`pmd_sxt32`, `pmd_sxt47`).
+//! (Linux perfmon's `ovfl_val`, libpfm3's counter widths). Bits 63:W ignore
+//! writes; on reads the architecture allows either zeros or copies of bit
+//! W-1 ("so count values appear sign extended", SDM vol 2 §7.2); libpfm3
+//! describes both generations' PMDs as sign-extended (`pmd_sxt32`,
+//! `pmd_sxt47`).
 //! [`CounterValue::count`] therefore ignores bits 63:W, and
 //! [`CounterValue::upper_bits`] says which of the two forms a read had.
 //!
-//! An overflow is a carry out of bit W-1 (seed 000: "a carry out from bit
-//! 31" on Itanium). To sample every N events, preset the counter to
-//! 2^W - N ([`sampling_preset`]): the N-th event carries out.
+//! An overflow is a carry out of bit W-1 (VTune's Itanium event help, `oi`:
+//! "a carry out from bit 31" on Itanium). To sample every N events, preset
+//! the counter to 2^W - N ([`sampling_preset`]): the N-th event carries
+//! out.
 //!
 //! # Examples
 //!

@@ -3,20 +3,20 @@
 //!
 //! A counter whose `oi` bit is set and that carries out of bit W-1 sets its
 //! overflow bit in PMC0 and PMC0.fr, which freezes every counter (and the
-//! EARs) at once, and raises one PMU interrupt (seed 000, `oi`: "a
-//! Performance Monitor interrupt is raised and the performance monitor
-//! freeze bit (PMC\[0\].fr) is set when the monitor overflows"; SDM Vol. 2
-//! 7.2.1-7.2.2; reference section 1). The kernel's handler for the PMV
-//! vector (Linux: 0xEE, reference section 9) calls [`handle_pmi`] with
-//! the interrupted IIP. Per interrupt it issues exactly:
+//! EARs) at once, and raises one PMU interrupt (VTune's Itanium event help,
+//! `oi`: "a Performance Monitor interrupt is raised and the performance
+//! monitor freeze bit (PMC\[0\].fr) is set when the monitor overflows";
+//! SDM Vol. 2 7.2.1-7.2.2). The kernel's handler for the PMV vector (Linux:
+//! `IA64_PERFMON_VECTOR`, 0xEE) calls [`handle_pmi`] with the interrupted
+//! IIP. Per interrupt it issues exactly:
 //!
 //! | access | count | why |
 //! |---|---|---|
-//! | read PMC0 | 1 | the overflow bits say which counters overflowed (reference section 4) |
-//! | read I-EAR PMD0 (PMD34 on Montecito) | 1 per overflowed counter sampling an I-EAR in TLB mode | the captured address and fill level (reference section 5; seed 002). PMD1 holds a latency in cache mode only, so it is not read in TLB mode |
+//! | read PMC0 | 1 | the overflow bits say which counters overflowed (SDM Vol. 2 7.2.2; Linux perfmon's `PMC0_HAS_OVFL`) |
+//! | read I-EAR PMD0 (PMD34 on Montecito) | 1 per overflowed counter sampling an I-EAR in TLB mode | the captured address and fill level (libpfm3's and pfmon's I-EAR PMD layouts; HP Caliper's itlb measurement). PMD1 holds a latency in cache mode only, so it is not read in TLB mode |
 //! | read PMD n | 1 per overflowed counter that can gain more than 1 per cycle | an event counting k > 1 in the cycle that wrapped the counter leaves it at `r > 0` although the PMU froze at once; the reload must keep `r` ([`crate::sampling::SampleAfter::rearm`]). A counter that gains at most 1 per cycle ([`super::driver::Programmed::one_per_cycle`]: threshold set, or a catalog event with maximum increment 1) holds exactly 0, so it is not read |
 //! | write PMD n | 1 per overflowed counter | re-arm: `2^W - N + (r mod N)`, completing `1 + r div N` periods ([`crate::sampling`]) |
-//! | write PMC0 = 0 | 1, last | clears fr and every overflow bit in one write, as Linux's `pfm_unfreeze_pmu` does (reference section 4); "It is software's responsibility to reset the overflow and freeze bits" (SDM 7.2.1). Unfreezing re-arms the I-EAR: it captures again once fr is clear |
+//! | write PMC0 = 0 | 1, last | clears fr and every overflow bit in one write, as Linux's `pfm_unfreeze_pmu` does (`perfmon.c`); "It is software's responsibility to reset the overflow and freeze bits" (SDM 7.2.1). Unfreezing re-arms the I-EAR: it captures again once fr is clear |
 //!
 //! Because the PMU stays frozen from the overflow to the final write, and
 //! the reload keeps what the counter counted past its overflow, no event is
@@ -59,12 +59,12 @@ use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter};
 const SLOTS: usize = 16;
 
 /// How a counter of `generation` overflows: W = 32 on Itanium, 47 on
-/// Itanium 2 and Montecito (reference section 2, "counter width W"), and no
+/// Itanium 2 and Montecito (Linux perfmon's `ovfl_val`, libpfm3), and no
 /// event counts between the overflow and the handler, because an overflow
-/// with `oi` sets PMC0.fr, which freezes every counter at once (seed 000,
-/// `oi`; SDM Vol. 2 7.2.1). A counter can still hold more than 0 when the
-/// handler reads it, if its event counted several in the wrapping cycle
-/// ([`crate::sampling::SampleAfter::rearm`]).
+/// with `oi` sets PMC0.fr, which freezes every counter at once (VTune's
+/// Itanium event help, `oi`; SDM Vol. 2 7.2.1). A counter can still hold
+/// more than 0 when the handler reads it, if its event counted several in
+/// the wrapping cycle ([`crate::sampling::SampleAfter::rearm`]).
 pub const fn overflow_rule(generation: Generation) -> OverflowRule {
     OverflowRule {
         width: generation.counter_width() as u32,

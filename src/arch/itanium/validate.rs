@@ -1,5 +1,5 @@
 //! Checking a PMC value before it is written, the way the Linux perfmon
-//! driver checked writes (reference §8: `pfm_write_pmcs` and the model
+//! driver checked writes (`perfmon.c`: `pfm_write_pmcs` and the model
 //! checkers `pfm_ita_pmc_check`, `pfm_mck_pmc_check`,
 //! `pfm_mont_pmc_check`), plus the field and catalog checks the typed
 //! layouts make possible. Every illegal case has its own [`PmcError`]
@@ -15,10 +15,10 @@
 //! 2. Field values the register cannot hold, refused under every policy
 //!    because dropping them would change what is counted: an Itanium event
 //!    code above 7Fh in bit 15 ([`PmcError::EventCodeTooWide`]), an Itanium
-//!    PMC6/7 threshold in bit 22 ([`PmcError::ThresholdTooWide`]; seed 000),
-//!    an instruction set mask on the branch trace buffer
-//!    ([`PmcError::IsmNotApplicable`]; seed 000: "The instruction set mask
-//!    applies to PMC\[4, 5, 6, 7, 10, 11\] but not to PMC\[12\]").
+//!    PMC6/7 threshold in bit 22 ([`PmcError::ThresholdTooWide`]; VTune's
+//!    Itanium event help), an instruction set mask on the branch trace
+//!    buffer ([`PmcError::IsmNotApplicable`]; VTune: "The instruction set
+//!    mask applies to PMC\[4, 5, 6, 7, 10, 11\] but not to PMC\[12\]").
 //! 3. Reserved bits, per [`ReservedPolicy`]: bits outside the register's
 //!    writable fields ([`crate::arch::itanium::PmcInfo`]) are either
 //!    replaced by their power-up values (perfmon's behaviour,
@@ -34,12 +34,13 @@
 //!    counter must be one the event allows ([`PmcError::EventNotOnCounter`]),
 //!    and a non-zero threshold must be below the event's maximum increment
 //!    ([`PmcError::ThresholdNotBelowMaxIncrement`]): the counter adds one in
-//!    cycles where the count exceeds the threshold (seed 000), so a
+//!    cycles where the count exceeds the threshold (VTune), so a
 //!    threshold at or above the maximum never counts.
 //! 6. EARs: the D-EAR mode 3 of Itanium 2 is undefined
 //!    ([`PmcError::UndefinedEarMode`]); unit masks that encode nothing are
 //!    refused ([`PmcError::UndefinedEarUmask`]), and so is an L2 fill asked
-//!    of the Itanium I-EAR ([`PmcError::L2FillNotOnItanium`]; seed 002).
+//!    of the Itanium I-EAR ([`PmcError::L2FillNotOnItanium`]; HP Caliper's
+//!    itlb measurement).
 //! 7. Itanium 2 PMC8/13/14 (Montecito PMC32/41/38): perfmon refuses the
 //!    combination that "can produce inconsistencies in tagging i-side events
 //!    in L1D and L2 caches": no DBR pair enabled in PMC13 (bits 48:45 zero),
@@ -77,7 +78,7 @@
 //!   mask is not listed, see [`crate::arch::itanium::events::rule`]).
 //! * Multi-register scheduling rules (Itanium 2 cache groups; libpfm's
 //!   refusal to combine the BTB with the D-EAR's TLB or ALAT modes, which
-//!   comes from pfmon's sources rather than the reference).
+//!   comes from pfmon's sources rather than the register layouts).
 //!
 //! # Examples
 //!
@@ -262,7 +263,7 @@ pub enum PmcError {
         umask: u8,
     },
     /// The Itanium I-EAR in TLB mode asked for L2 fills (unit mask bit 1),
-    /// which do not apply to Itanium (seed 002).
+    /// which do not apply to Itanium (HP Caliper's itlb measurement).
     L2FillNotOnItanium {
         /// The register.
         pmc: u8,

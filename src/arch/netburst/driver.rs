@@ -20,7 +20,7 @@
 //! | release | 0 | 2 (+1) | 0 | CCCR idle (active thread 11b, all else 0), counter 0; the ESCR only if it tags µops (below) |
 //! | PMI handler | 0 | 2 per overflowed counter | 1 per armed counter | plus one LVT write ([`super::pmi`]) |
 //!
-//! Linux's NetBurst driver, for comparison (`../shared/reference/linux_p4_driver_notes.md`):
+//! Linux's NetBurst driver (`arch/x86/events/intel/p4.c`), for comparison:
 //! start = 4 WRMSR (counter twice for erratum N15, ESCR, CCCR), disable = 1
 //! WRMSR, read = 1 RDPMC, and per PMI 3 reads for every active counter plus
 //! 3 writes for each overflowed one.

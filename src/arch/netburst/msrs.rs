@@ -41,7 +41,7 @@ pub const COUNTER_WIDTH: u32 = 40;
 /// Mask of the implemented counter bits.
 pub const COUNTER_MASK: u64 = (1 << COUNTER_WIDTH) - 1;
 
-/// The four counter blocks (SDM 18.15.5.6 / seed 004, Table 18-26).
+/// The four counter blocks (SDM 18.15.5.6, Table 18-26).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Block {
@@ -237,10 +237,10 @@ impl Counter {
     /// The counter whose overflow can start this one through the CCCR
     /// cascade flag (bit 30).
     ///
-    /// SDM 18.15.5.6 (seed 004): counters cascade with the same-position
-    /// counter of the other pair in the block, in either order (0<->2, 1<->3,
-    /// 4<->6, ..., 12<->14, 13<->15). Counter 16 can only be cascaded from 14
-    /// and counter 17 only from 15; 14 and 15 cannot be cascaded from 16/17.
+    /// SDM 18.15.5.6: counters cascade with the same-position counter of
+    /// the other pair in the block, in either order (0<->2, 1<->3, 4<->6,
+    /// ..., 12<->14, 13<->15). Counter 16 can only be cascaded from 14 and
+    /// counter 17 only from 15; 14 and 15 cannot be cascaded from 16/17.
     /// Every counter therefore has exactly one cascade source.
     pub const fn cascade_source(self) -> Counter {
         let n = self as u8;

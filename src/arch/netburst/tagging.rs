@@ -1,6 +1,6 @@
 //! Builders for the three at-retirement tagging mechanisms of SDM Vol. 3B
-//! 18.15.6.2-18.15.6.4 (seed 001). Each returns the complete, validated list
-//! of MSR writes, in order; nothing here touches the hardware.
+//! 18.15.6.2-18.15.6.4. Each returns the complete, validated list of MSR
+//! writes, in order; nothing here touches the hardware.
 //!
 //! Every builder programs, per event: the ESCR, then the counter (cleared),
 //! then the CCCR with `ENABLE` set, so counting starts only once the ESCR is

@@ -1,5 +1,5 @@
 //! Logical-processor and CPL qualification on Hyper-Threading parts (SDM
-//! Vol. 3B 18.16.4 / seed 003).
+//! Vol. 3B 18.16.4, Tables 18-29 and 18-30).
 //!
 //! An ESCR has four flags, `T0_OS`, `T0_USR`, `T1_OS`, `T1_USR`
 //! ([`ThreadCpl`]). What they mean depends on whether the event is

@@ -1,7 +1,7 @@
 //! The branch trace buffer (Itanium, Itanium 2: PMC12, PMD8-15, PMD16) and
 //! Montecito's execution trace buffer (PMC39, PMD48-63, PMD38, PMD39)
-//! (reference section 6). Each captured branch writes two entries, its
-//! source and its target, then counts one BRANCH_EVENT.
+//! (libpfm3's BTB and ETB layouts). Each captured branch writes two entries,
+//! its source and its target, then counts one BRANCH_EVENT.
 
 use super::counting::{Event, InstructionSet};
 use super::ear::Capture;
@@ -55,7 +55,7 @@ pub struct Branch {
     /// Privilege level 0-3.
     pub cpl: u8,
     /// Instruction set (the buffer records either; `ism` does not apply to
-    /// PMC12, seed 000).
+    /// PMC12, VTune's Itanium event help).
     pub isa: InstructionSet,
 }
 
@@ -136,7 +136,7 @@ impl ItaniumModel {
         }
         let l = self.generation.layout();
         let cfg = self.pmc[l.btb_pmc as usize];
-        // tm 9:8, ptm 11:10, ppm 13:12, brt 15:14 (reference section 6).
+        // tm 9:8, ptm 11:10, ppm 13:12, brt 15:14 (libpfm3's layouts).
         let tm = cfg.get_bits(8..10);
         let ptm = cfg.get_bits(10..12);
         let ppm = cfg.get_bits(12..14);

@@ -2,7 +2,8 @@
 //! Itanium 2 enable bit, PSR.up/pp and `pm`, `plm`, `ism`, `es`, `umask`,
 //! the Montecito MESI filter), thresholds, wrap at W bits, the overflow bits
 //! and freeze of PMC0, the one interrupt line, and the `ev` BPM strobes
-//! (SDM Vol. 2 7.2.1-7.2.2, seed 000, reference sections 1-4).
+//! (SDM Vol. 2 7.2.1-7.2.2; Intel VTune's Itanium event help; libpfm3's
+//! counter layouts; Linux perfmon).
 
 use super::registers::ItaniumModel;
 use super::tables::{Generation, counter, pmc0};
@@ -20,7 +21,7 @@ pub enum InstructionSet {
 }
 
 impl InstructionSet {
-    /// Whether a two-bit `ism` field admits this instruction set (seed 000:
+    /// Whether a two-bit `ism` field admits this instruction set (VTune:
     /// 00 both, 10b IA-64 only, 01b IA-32 only, 11b none).
     pub const fn admitted_by(self, ism: u64) -> bool {
         match self {
@@ -58,9 +59,8 @@ impl Mesi {
     }
 }
 
-/// The largest per-cycle increment any event has in the reference's tables
-/// (`itanium_events.md`, maxinc column: 1-7). Larger per-cycle values are
-/// clipped to it.
+/// The largest per-cycle increment any event has in libpfm3's event tables
+/// (`pme_maxincr`: 1-7). Larger per-cycle values are clipped to it.
 pub const MAX_PER_CYCLE: u8 = 7;
 
 /// Occurrences of one event to inject: `count` occurrences, delivered
@@ -89,7 +89,7 @@ pub struct Event {
     /// Cache-line state, for Montecito's MESI filter; `None`: not filtered.
     pub line: Option<Mesi>,
     /// Counters allowed to count it (bit n: counter n), for events
-    /// restricted to some counters (`itanium_events.md`, ctrs column).
+    /// restricted to some counters (libpfm3's `pme_counters`).
     /// Default: every counter.
     pub counters: u16,
 }
@@ -264,8 +264,8 @@ impl ItaniumModel {
             if !self.selects(c, e) {
                 continue;
             }
-            // Threshold t > 0: +1 in each cycle whose input exceeds t (seed
-            // 000: "exceeds the threshold"); t = 0: the input itself.
+            // Threshold t > 0: +1 in each cycle whose input exceeds t (VTune:
+            // "exceeds the threshold"); t = 0: the input itself.
             let t = self.threshold(c);
             let filter = |input: u64| if t == 0 { input } else { u64::from(input > t) };
             let inc = (filter(k), if rem > 0 { filter(rem) } else { 0 });

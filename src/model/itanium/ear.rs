@@ -1,9 +1,10 @@
 //! The event address registers: the I-EAR (instruction cache and ITLB
 //! misses) and the D-EAR (data cache misses, DTLB misses, ALAT misses), per
-//! generation (reference section 5, seed 000 for PMC10, seed 002 for the
-//! fill levels). A capture writes the EAR's PMDs and then counts one
-//! occurrence of the EAR's counting event, so a counter set to overflow every
-//! N captures freezes the PMU with the Nth capture in the PMDs.
+//! generation (libpfm3's EAR layouts, Intel VTune's Itanium event help for
+//! PMC10, HP Caliper's itlb measurement for the fill levels). A capture
+//! writes the EAR's PMDs and then counts one occurrence of the EAR's
+//! counting event, so a counter set to overflow every N captures freezes the
+//! PMU with the Nth capture in the PMDs.
 
 use super::counting::{Event, InstructionSet};
 use super::registers::{ItaniumModel, ReservedField};
@@ -14,8 +15,8 @@ use super::tables::{
 use bit_field::BitField;
 use core::ops::Range;
 
-/// Which level of the translation hierarchy satisfied a TLB miss (seed 002:
-/// "L2 instruction TLB, HPW, or software").
+/// Which level of the translation hierarchy satisfied a TLB miss (HP
+/// Caliper: "L2 instruction TLB, HPW, or software").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum TlbFill {
@@ -244,7 +245,7 @@ impl ItaniumModel {
             let (bit, software) = match miss.tlb? {
                 TlbFill::Hpw => (tlb_umask::ITANIUM_IEAR_HPW, false),
                 TlbFill::Software => (tlb_umask::ITANIUM_IEAR_SOFTWARE, true),
-                // No L2 ITLB fill on Itanium (seed 002).
+                // No L2 ITLB fill on Itanium (HP Caliper's itlb measurement).
                 TlbFill::L2 => return None,
             };
             (umask & bit != 0).then_some((line | (u64::from(software) << 1) | 1, None))

@@ -5,13 +5,14 @@
 //! the host and inside the x86_64 QEMU test kernels. Anything it counts is
 //! what the test injected.
 //!
-//! It is written from the manuals and the project's reference (Itanium SDM
-//! rev 2.3 Vol. 2 Part 1 section 7.2 and Vol. 3 `mov` indirect;
-//! `../shared/reference/itanium_registers.md` and `itanium_events.md`; seeds
-//! 000 (Intel VTune, Itanium PMC fields) and 002 (HP Caliper, I-EAR fill
-//! levels)), with its own constants (`tables.rs`), independently of the
-//! driver's layouts in `crate::arch::itanium`, so that each can catch the
-//! other's mistakes. `no_std`, allocation-free, no `unsafe`;
+//! It is written from the manuals and public PMU code (Itanium SDM rev 2.3
+//! Vol. 2 Part 1 section 7.2 and Vol. 3 `mov` indirect; Linux perfmon's
+//! per-model tables, libpfm3's register layouts and its event tables
+//! `itanium_events.h` and `itanium2_events.h`; Intel VTune's "Edit Events"
+//! help for Itanium (PMC fields) and HP Caliper's itlb measurement report
+//! (I-EAR fill levels)), with its own constants (`tables.rs`), independently
+//! of the driver's layouts in `crate::arch::itanium`, so that each can catch
+//! the other's mistakes. `no_std`, allocation-free, no `unsafe`;
 //! [`ItaniumModel::new`] is a `const fn`, so a model can live in a `static`
 //! behind a lock.
 //!
@@ -42,13 +43,14 @@
 //! # What it models
 //!
 //! * **Register file** (`registers.rs`, `tables.rs`): the PMCs and PMDs each
-//!   generation implements (reference section 2: Itanium PMC0-13 / PMD0-17,
-//!   Itanium 2 PMC0-15 / PMD0-17, Montecito PMC0-15, 32-42 / PMD4-15, 32-36,
-//!   38-39, 48-63), their writable bits and power-up values (reference
-//!   sections 3-8), counters of W = 32 / 47 / 47 bits whose reads copy bit
-//!   W-1 into 63:W (reference section 2), PSR.up/pp (monitor enables by
-//!   `pm`) and PSR.sp, user-level PMD reads (zero when PSR.sp or the
-//!   monitor's `pm` is set: SDM 7.2, seed 000).
+//!   generation implements (Linux perfmon's tables: Itanium PMC0-13 /
+//!   PMD0-17, Itanium 2 PMC0-15 / PMD0-17, Montecito PMC0-15, 32-42 /
+//!   PMD4-15, 32-36, 38-39, 48-63), their writable bits and power-up values
+//!   (perfmon's register descriptors, libpfm3's layouts), counters of
+//!   W = 32 / 47 / 47 bits whose reads copy bit W-1 into 63:W (perfmon's
+//!   `ovfl_val`, libpfm3's `pmd_sxt32`/`pmd_sxt47`), PSR.up/pp (monitor
+//!   enables by `pm`) and PSR.sp, user-level PMD reads (zero when PSR.sp or
+//!   the monitor's `pm` is set: SDM 7.2; VTune, "Privilege Monitor").
 //! * **Faults** ([`Checking`]): the architecture does *not* fault on PMU
 //!   register accesses (SDM Vol. 2 7.2: unimplemented PMCs/PMDs read zero and
 //!   drop writes; Vol. 3 `mov` indirect: PMC/PMD accesses "do not fault";
@@ -57,11 +59,11 @@
 //!   [`Fault::ReservedRegisterField`] (the fault the architecture raises for
 //!   reserved registers and fields outside the PMU, SDM Vol. 1 3.1): an index
 //!   above 255, an unimplemented register, a write that changes a bit the
-//!   hardware ignores or holds at its power-up value, a bit the reference
-//!   says must be zero, an undefined EAR umask or mode, and counter-PMD upper
+//!   hardware ignores or holds at its power-up value, a bit libpfm3 says
+//!   must be zero, an undefined EAR umask or mode, and counter-PMD upper
 //!   bits that are neither zero nor a sign extension. A refused access
 //!   changes nothing. [`Checking::Hardware`] does what the hardware does.
-//! * **Counting** (`counting.rs`, SDM 7.2.1, seed 000): a counter counts an
+//! * **Counting** (`counting.rs`, SDM 7.2.1, VTune): a counter counts an
 //!   injected [`Event`] when PMC0.fr is clear, (Itanium 2) PMC4 bit 23 is
 //!   set, PSR.up (`pm` = 0) or PSR.pp (`pm` = 1) is set, `plm` has the
 //!   event's privilege level, `ism` admits its instruction set (bit 24 clear
@@ -72,14 +74,14 @@
 //!   is not filtered). Per cycle the event occurs up to 7 times; with
 //!   threshold t > 0 the counter adds 1 in each cycle in which more than t
 //!   occur, else it adds the occurrences.
-//! * **Overflow** (SDM 7.2.1-7.2.2, seed 000): a carry out of bit W-1 wraps
+//! * **Overflow** (SDM 7.2.1-7.2.2, VTune): a carry out of bit W-1 wraps
 //!   the counter; with `oi` it sets the counter's overflow bit in PMC0
 //!   (bit n for counter n: 7:4, or 15:4 on Montecito) and PMC0.fr, and
 //!   raises the PMU interrupt once ([`ItaniumModel::take_interrupt`]); while
 //!   fr is set nothing counts or captures; software unfreezes by writing
 //!   PMC0. With `ev` every wrap strobes the counter's BPM pin
 //!   ([`ItaniumModel::bpm_strobes`]), whatever `oi`.
-//! * **EARs** (`ear.rs`, reference section 5, seeds 000 and 002): the I-EAR
+//! * **EARs** (`ear.rs`; libpfm3's EAR layouts, VTune, HP Caliper): the I-EAR
 //!   in TLB mode (fill level: L2 ITLB, HPW, software; Itanium has no L2
 //!   option) or cache mode (latency threshold); the D-EAR in cache, TLB and
 //!   (Itanium 2, Montecito) ALAT modes, with data address, instruction
@@ -88,9 +90,9 @@
 //!   the rest of the PMU when PMC0.fr is set. A capture counts one EAR
 //!   event (INSTRUCTION_EAR_EVENTS 23h / L1I_EAR_EVENTS 43h, DATA_EAR_EVENTS
 //!   67h / C8h, umask 0), so a counter preset to overflow after N captures
-//!   freezes the PMU with the Nth in the PMDs (seed 002: "samples every Nth
+//!   freezes the PMU with the Nth in the PMDs (HP Caliper: "samples every Nth
 //!   instruction TLB miss").
-//! * **Branch trace** (`btb.rs`, reference section 6): `tm`/`ptm`/`ppm` (and
+//! * **Branch trace** (`btb.rs`, libpfm3's layouts): `tm`/`ptm`/`ppm` (and
 //!   `brt`) selection, a source and a target entry per branch, the index
 //!   with its sticky `full` bit, one BRANCH_EVENT (11h) per branch.
 //! * **Backend** (`access.rs`): the model implements [`crate::access::PmcPmdAccess`], and [`MsrAdapter`] drives it through
@@ -124,18 +126,18 @@
 //!    the PMC/PMD files. The hardware behaviour is [`Checking::Hardware`];
 //!    [`Checking::Strict`], the default, reports the same accesses as
 //!    Reserved Register/Field faults so that a driver bug shows.
-//! 2. **Threshold width on Itanium PMC6/7.** Seed 000 (VTune): 2 bits,
+//! 2. **Threshold width on Itanium PMC6/7.** VTune's Itanium help: 2 bits,
 //!    21:20; libpfm 3, Linux perfmon and the perf_events port: 3 bits on all
-//!    counters. The model follows Intel (seed 000): bit 22 of PMC6/7 is not
+//!    counters. The model follows Intel (VTune): bit 22 of PMC6/7 is not
 //!    writable (consistent with the maxinc-6 events being PMC4/5-only).
-//! 3. **Threshold comparison.** Seed 000 and libpfm: the counter adds 1 in a
+//! 3. **Threshold comparison.** VTune and libpfm: the counter adds 1 in a
 //!    cycle whose value *exceeds* the threshold; HP Caliper documents
-//!    ">= threshold". The model follows seed 000 (strictly greater).
+//!    ">= threshold". The model follows VTune (strictly greater).
 //! 4. **Overflow bit without `oi`.** SDM 7.2.2 sets the overflow bit only
-//!    when an interrupt criterion is met (overflow with `oi`); seed 000 is
+//!    when an interrupt criterion is met (overflow with `oi`); VTune is
 //!    silent. The model leaves PMC0 untouched on a wrap without `oi` (the
 //!    counter wraps, `ev` still strobes).
-//! 5. **EAR latency comparison.** Seed 000 says misses whose latency
+//! 5. **EAR latency comparison.** VTune says misses whose latency
 //!    *exceeds* the threshold are captured; the event tables name every code
 //!    ">= N" (LAT4 ">= 4" ...). The model captures latency >= N.
 //! 6. **Power-up values.** Not in the manuals at hand; the model takes Linux
@@ -159,24 +161,25 @@
 //!    gates all counters (not the EARs or the BTB), and bit 23 of PMC5-7 is
 //!    writable with no effect.
 //! 9. **Counter PMD upper bits.** SDM Table 7-3 says bits 63:W read 0, but
-//!    its text allows implementations that copy bit W-1, and the reference
-//!    (libpfm's `pmd_sxt32`/`pmd_sxt47`) gives that for all three
-//!    generations: the model sign-extends on read.
+//!    its text allows implementations that copy bit W-1, and libpfm
+//!    (`pmd_sxt32`/`pmd_sxt47`) gives that for all three generations: the
+//!    model sign-extends on read.
 //! 10. **Latency code 0Fh ("LAT_NONE")** in Itanium EAR cache mode: read as
 //!     "no miss qualifies". Itanium 2 I-EAR cache umasks other than the ten
-//!     the reference lists are undefined (the model generalises the 1...10...0
+//!     libpfm lists are undefined (the model generalises the 1...10...0
 //!     pattern and "01xxxxxx = all misses"; see
 //!     `tables::itanium2_iear_cache_select`).
-//! 11. **BTB target entries.** The reference gives `b` (1 = source) and
-//!     "valid if b|mp != 0"; a target entry must then carry mp = 1. The
-//!     model writes source entries b = 1, mp = mispredicted, slot (3 for not
-//!     taken), and target entries b = 0, mp = 1 (as libpfm's Itanium 2 BTB
-//!     example decodes them: two entries per branch event, full after four).
+//! 11. **BTB target entries.** libpfm3's layout gives `b` (1 = source), and
+//!     the sources take an entry as valid if b|mp != 0; a target entry must
+//!     then carry mp = 1. The model writes source entries b = 1,
+//!     mp = mispredicted, slot (3 for not taken), and target entries b = 0,
+//!     mp = 1 (as libpfm's Itanium 2 BTB example decodes them: two entries
+//!     per branch event, full after four).
 //! 12. **Unfreezing with an overflow bit still set.** SDM 7.2.1 guarantees no
 //!     further interrupt only if software clears the overflow bit with or
 //!     before fr; otherwise it is unspecified. The model raises none (the
 //!     interrupt is edge-triggered); a later overflow raises a new one.
-//! 13. **Fields the reference gives a position but no encoding**: Itanium 2
+//! 13. **Fields the sources give a position but no encoding**: Itanium 2
 //!     I-EAR `ism` (15:14) is read like the counters' `ism`; Montecito's
 //!     I-EAR has no `ism` and admits both; the EARs' `stat` in cache mode is
 //!     01b for the I-EAR and 00b for the D-EAR (whose valid bit is PMD17.vl);

@@ -47,12 +47,12 @@ pub enum Access {
     WritePmd,
 }
 
-/// A field whose value the reference leaves undefined.
+/// A field whose value the sources leave undefined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ReservedField {
     /// I-EAR cache-mode latency umask (Itanium: 0Bh-0Eh; Itanium 2 and
-    /// Montecito: an 8-bit pattern not in the reference's list).
+    /// Montecito: an 8-bit pattern not in libpfm3's list).
     IEarLatency,
     /// I-EAR TLB-mode umask with a bit that selects no fill source.
     IEarTlbUmask,
@@ -83,13 +83,13 @@ pub enum Violation {
         /// The offending bits.
         bits: u64,
     },
-    /// The write sets bits the reference says must be zero (Itanium 2
+    /// The write sets bits libpfm3 says must be zero (Itanium 2
     /// counter bits 27:26).
     MustBeZero {
         /// The offending bits.
         bits: u64,
     },
-    /// A field holds a value the reference leaves undefined.
+    /// A field holds a value the sources leave undefined.
     ReservedValue {
         /// Which field.
         field: ReservedField,
@@ -402,7 +402,8 @@ impl ItaniumModel {
 
     /// `mov r = pmd[n]` at CPL > 0: zero when PSR.sp is set or when the
     /// register's monitor is privileged (its PMC's `pm` bit), as SDM 7.2 and
-    /// seed 000 say; otherwise as [`read_pmd`](Self::read_pmd).
+    /// VTune's Itanium event help say; otherwise as
+    /// [`read_pmd`](Self::read_pmd).
     pub fn read_pmd_user(&self, n: u32) -> Result<u64, Fault> {
         let Some(r) = self.locate(Access::ReadPmd, n)? else {
             return Ok(0);

@@ -1,7 +1,8 @@
-//! The model's own constant tables, transcribed from the reference
-//! (`../shared/reference/itanium_registers.md`, `itanium_events.md`), the
-//! Itanium SDM rev 2.3 Vol. 2 Part 1 section 7.2 and seed 000 (Intel VTune,
-//! "Edit Events" for Itanium): which PMC/PMD numbers each generation
+//! The model's own constant tables, transcribed from public PMU code (Linux
+//! perfmon's per-model tables; libpfm3's register layouts and its event
+//! tables `itanium_events.h`, `itanium2_events.h`), the Itanium SDM rev 2.3
+//! Vol. 2 Part 1 section 7.2 and Intel VTune's "Edit Events" help for
+//! Itanium: which PMC/PMD numbers each generation
 //! implements, which bits of each register are writable, the power-up values,
 //! the EAR/BTB register numbers and field positions, and the event codes the
 //! EARs and the branch trace buffer feed.
@@ -30,7 +31,8 @@ impl Generation {
     /// Every generation, oldest first.
     pub const ALL: [Self; 3] = [Self::Itanium, Self::Itanium2, Self::Montecito];
 
-    /// Counter width W in bits (reference section 2: 32 on Itanium, 47 after).
+    /// Counter width W in bits (Linux perfmon's `ovfl_val`, libpfm3: 32 on
+    /// Itanium, 47 after).
     pub const fn counter_width(self) -> u32 {
         match self {
             Self::Itanium => 32,
@@ -137,9 +139,9 @@ impl Generation {
 }
 
 /// Where a generation keeps its event address registers and its branch trace
-/// buffer (reference sections 5 and 6), and the event codes of the counting
-/// events they feed (reference `itanium_events.md`, "How to read the
-/// columns", type).
+/// buffer (libpfm3's EAR and BTB layouts), and the event codes of the
+/// counting events they feed (libpfm3's event tables: the `*_EAR_EVENTS`
+/// and `BRANCH_EVENT` codes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// I-EAR configuration PMC (10, or 37 on Montecito).
@@ -177,8 +179,8 @@ pub struct Layout {
     pub branch_event: u8,
 }
 
-/// The event codes the model itself generates (reference
-/// `itanium_events.md`), plus a few common ones for tests.
+/// The event codes the model itself generates (libpfm3's event tables),
+/// plus a few common ones for tests.
 pub mod events {
     /// BRANCH_EVENT (Itanium, Itanium 2) / ETB_EVENT (Montecito), umask 0.
     pub const BRANCH_EVENT: u8 = 0x11;
@@ -206,8 +208,8 @@ pub mod events {
     }
 }
 
-/// PMC0, the overflow status and freeze register (SDM 7.2.2; reference
-/// section 4).
+/// PMC0, the overflow status and freeze register (SDM 7.2.2; Linux
+/// `perfmon.c`).
 pub mod pmc0 {
     /// `fr`: freeze. Set by the hardware on an interrupting overflow; while
     /// set, nothing counts or captures.
@@ -215,7 +217,8 @@ pub mod pmc0 {
 }
 
 /// Generic counter configuration register (PMC4..p) fields: SDM Table 7-4
-/// for 7:0 and es, reference section 3 and seed 000 for the rest.
+/// for 7:0 and es, libpfm3's counter layouts and VTune's Itanium event help
+/// for the rest.
 pub mod counter {
     use core::ops::Range;
 
@@ -232,7 +235,7 @@ pub mod counter {
     pub const ES: Range<usize> = 8..16;
     /// `umask`, bits 19:16.
     pub const UMASK: Range<usize> = 16..20;
-    /// `threshold`, bits 22:20 (21:20 on Itanium PMC6/7, per seed 000).
+    /// `threshold`, bits 22:20 (21:20 on Itanium PMC6/7, per VTune).
     pub const THRESHOLD: Range<usize> = 20..23;
     /// Itanium 2 PMC4 bit 23: enable for every counter.
     pub const ITANIUM2_ENABLE: u64 = 1 << 23;
@@ -248,10 +251,10 @@ pub mod counter {
 ///
 /// The hardware stores `writable` bits from the value written and keeps the
 /// others at their `reset` value (zero for ignored fields: "reads return
-/// 0"). Where Linux perfmon has a writable-bits mask (`reserved_mask`,
-/// reference section 8), it is used; where it has none (Itanium: -1
-/// everywhere), the reference's layout is: defined fields writable, `ig`
-/// fields not.
+/// 0"). Where Linux perfmon has a writable-bits mask (`reserved_mask` in
+/// its register descriptors), it is used; where it has none (Itanium: -1
+/// everywhere), libpfm3's layout is: defined fields writable, `ig` fields
+/// not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegSpec {
     /// Bits software can change.
@@ -259,7 +262,7 @@ pub struct RegSpec {
     /// Power-up value (Linux perfmon's "default value"; bits outside
     /// `writable` always read as these).
     pub reset: u64,
-    /// Writable bits the reference says must be written as zero.
+    /// Writable bits libpfm3 says must be written as zero.
     pub must_be_zero: u64,
 }
 
@@ -287,7 +290,7 @@ impl RegSpec {
 
 /// Itanium PMC4/5: plm, ev, oi, pm, es 14:8, umask, threshold 22:20, ism.
 const ITA_COUNTER_45: u64 = 0x037F_7F7F;
-/// Itanium PMC6/7: threshold only 21:20 (seed 000).
+/// Itanium PMC6/7: threshold only 21:20 (VTune's Itanium event help).
 const ITA_COUNTER_67: u64 = 0x033F_7F7F;
 /// Itanium PMC8/9: mask 29:3, match 59:33, b/f/i/m 63:60 (ig 2:0, 32:30).
 const ITA_OPCODE: u64 = 0xFFFF_FFFE_3FFF_FFF8;
@@ -304,8 +307,8 @@ const MONT_COUNTER: u64 = 0x7C7F_FF7F;
 /// Montecito counter power-up value: ism = 10b (IA-64 only).
 const MONT_ISM_IA64: u64 = 0x0200_0000;
 
-/// The PMC `n` of `generation`, or `None` if it is not implemented (reference
-/// section 2, "implemented PMCs"; layouts sections 3-7).
+/// The PMC `n` of `generation`, or `None` if it is not implemented (Linux
+/// perfmon's tables; layouts from libpfm3).
 pub const fn pmc_spec(generation: Generation, n: u32) -> Option<RegSpec> {
     use Generation::*;
     Some(match (generation, n) {
@@ -367,7 +370,7 @@ pub const fn pmc_spec(generation: Generation, n: u32) -> Option<RegSpec> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PmdKind {
     /// A generic counter: W count bits; bits 63:W ignored on writes and read
-    /// as a copy of bit W-1 (reference section 2, "PMD upper bits on read").
+    /// as a copy of bit W-1 (libpfm3's `pmd_sxt32`/`pmd_sxt47`).
     Counter,
     /// Any other PMD: the `writable` bits hold what was written (or
     /// captured); the others read as zero.
@@ -384,7 +387,7 @@ const IEAR_ADDRESS: u64 = !0x1C;
 const ITA2_BTB_INDEX: u64 = 0xF | (0x3333_3333 << 4);
 
 /// The PMD `n` of `generation`, or `None` if it is not implemented
-/// (reference section 2, "implemented PMDs"; layouts sections 5-6).
+/// (Linux perfmon's tables; layouts from libpfm3's EAR and BTB registers).
 pub const fn pmd_kind(generation: Generation, n: u32) -> Option<PmdKind> {
     use Generation::*;
     if generation.is_counter(n) {
@@ -420,8 +423,8 @@ pub const fn pmd_kind(generation: Generation, n: u32) -> Option<PmdKind> {
 
 /// Itanium I-EAR cache mode: PMC10.umask is a latency-threshold code, code
 /// 0 for at least 4 cycles up to 0xA for at least 4096 (each code doubles),
-/// 0xF "none"
-/// (reference section 5 and `itanium_events.md`, INSTRUCTION_EAR_CACHE_LAT*).
+/// 0xF "none" (libpfm3's I-EAR layout and its INSTRUCTION_EAR_CACHE_LAT*
+/// events).
 /// `None` for 0xF and for the undefined codes 0xB-0xE: nothing qualifies.
 pub const fn itanium_iear_threshold(umask: u64) -> Option<u32> {
     match umask {
@@ -430,14 +433,14 @@ pub const fn itanium_iear_threshold(umask: u64) -> Option<u32> {
     }
 }
 
-/// Whether an Itanium I-EAR cache-mode umask is one the reference defines
+/// Whether an Itanium I-EAR cache-mode umask is one libpfm3 defines
 /// (0-0xA, 0xF).
 pub const fn itanium_iear_umask_defined(umask: u64) -> bool {
     matches!(umask, 0..=0xA | 0xF)
 }
 
 /// Itanium D-EAR cache mode: codes 0-6 for >= 4..256, 8-0xA for >= 512..2048
-/// (7 unused), 0xF "none" (`itanium_events.md`, notes on Itanium).
+/// (7 unused), 0xF "none" (libpfm3 `itanium_events.h`, DATA_EAR_CACHE_LAT*).
 pub const fn itanium_dear_threshold(umask: u64) -> Option<u32> {
     match umask {
         0..=6 => Some(4 << umask),
@@ -471,7 +474,7 @@ pub enum IearCacheSelect {
 }
 
 /// Decodes the 8-bit cache-mode umask (PMC10 bits 12:5) of the Itanium 2 /
-/// Montecito I-EAR. The reference lists FFh >= 4, FEh >= 8, FCh >= 16,
+/// Montecito I-EAR. libpfm3 lists FFh >= 4, FEh >= 8, FCh >= 16,
 /// F8h >= 32, F0h >= 128, E0h >= 256, C0h >= 1024, 80h >= 4096, 40h "> 0
 /// cycles" and 00h "RAB hit"; the model reads bit 7 set as a run of ones
 /// from the top whose length selects the threshold, bits 7:6 = 01b as "all
@@ -495,7 +498,7 @@ pub const fn itanium2_iear_cache_select(umask: u64) -> Option<IearCacheSelect> {
     ))
 }
 
-/// Fill-source bits of the TLB-mode umasks (reference section 5).
+/// Fill-source bits of the TLB-mode umasks (libpfm3's EAR TLB events).
 pub mod tlb_umask {
     /// Itanium I-EAR (PMC10 bits 19:16): VHPT (hardware page walker) fill.
     pub const ITANIUM_IEAR_HPW: u64 = 0x4;

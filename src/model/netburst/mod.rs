@@ -2,10 +2,11 @@
 //! 0Fh) PMU: a test instrument the real driver runs against, on the host and
 //! inside the QEMU test kernels (QEMU emulates no PMU).
 //!
-//! It is written from the manuals (SDM Vol. 3B 18.15-18.16, Vol. 3C Table
-//! 35-41, Vol. 2B RDPMC) and the project's seeds 001, 003 and 004, with its
-//! own constants (`tables.rs`), independently of the driver's layouts in
-//! `crate::arch::netburst`, so that each can catch the other's mistakes.
+//! It is written from the manuals (SDM Vol. 3B 18.15-18.16, in particular
+//! 18.15.5.5-18.15.5.6, 18.15.6.2-18.15.6.4 and 18.16.4; Vol. 3C Table
+//! 35-41, Vol. 2B RDPMC), with its own constants (`tables.rs`),
+//! independently of the driver's layouts in `crate::arch::netburst`, so
+//! that each can catch the other's mistakes.
 //! `no_std`, allocation-free, no `unsafe`; [`NetBurstModel::new`] is a
 //! `const fn`, so a model can live in a `static` (behind a lock).
 //!
@@ -60,10 +61,11 @@
 //!   makes every increment an overflow; with OVF_PMI_T0/T1 the PMI line of
 //!   T0/T1 is raised on the next increment after the overflow (18.15.5.8);
 //!   the line stays pending until [`NetBurstModel::take_pmi`]. Cascading:
-//!   a counter with CASCADE runs while its alternate's OVF is set (pairs of
-//!   seed 004: 0<->2, 1<->3, ..., 12<->14, 13<->15, 14->16, 15->17) and
-//!   halts when CASCADE or that OVF is cleared; extended cascading
-//!   (CASCNTxINTOy, CCCR bit 11 of IQ_CCCR0/3/4/5, models 2, 3, 4, 6).
+//!   a counter with CASCADE runs while its alternate's OVF is set (the
+//!   pairs of SDM 18.15.5.6: 0<->2, 1<->3, ..., 12<->14, 13<->15, 14->16,
+//!   15->17) and halts when CASCADE or that OVF is cleared (18.15.5.5);
+//!   extended cascading (CASCNTxINTOy, CCCR bit 11 of IQ_CCCR0/3/4/5,
+//!   models 2, 3, 4, 6).
 //! * **Tagging and PEBS** (`tagging.rs`): execution, front-end and replay
 //!   tagging of [`Uops`] batches and the at-retirement events; PEBS records
 //!   for counter 16 (T0) / 17 (T1) into a model-owned buffer mirroring the DS
@@ -96,11 +98,12 @@
 //!    only) and the rest of the row (01 = T0 in USR). The model follows the
 //!    rule: "T0 in USR or T1 in OS".
 //! 2. **Table 18-30** (TI events; 18-67 in later SDMs) is not reproduced in
-//!    the seeds or the reference files; the model implements the SDM table
-//!    as: the OS bits of both threads together admit "a logical processor at
-//!    CPL 0", the USR bits "at CPL > 0", OS and USR bits together admit
-//!    every occurrence ("counts irrespective of CPL, T0, T1"). A halted
-//!    sibling is in no privilege state. The test transcribes the 16 cells.
+//!    the sources at hand (18.16.4 only names it); the model implements the
+//!    SDM table as: the OS bits of both threads together admit "a logical
+//!    processor at CPL 0", the USR bits "at CPL > 0", OS and USR bits
+//!    together admit every occurrence ("counts irrespective of CPL, T0,
+//!    T1"). A halted sibling is in no privilege state. The test transcribes
+//!    the 16 cells.
 //! 3. **b2b_cycles, bnr, snoop, response, BSQ_active_entries** are not in
 //!    Table 19-34: the model treats the four FSB bus events as TI (as
 //!    FreeBSD does) and BSQ_active_entries as TS (like BSQ_allocation).
@@ -144,8 +147,8 @@
 //!     other ESCR of the pair does not see those events. The split-store
 //!     replay metric's upstream ESCR is SAAT_ESCR0 in Table 19-33 but
 //!     "ESCR1" in Table 19-28: the model accepts either SAAT ESCR.
-//! 12. **uop_type** needs no tag-enable bit in the model (seed 001 only asks
-//!     for the uop_type ESCR's mask bits TAGLOADS/TAGSTORES).
+//! 12. **uop_type** needs no tag-enable bit in the model (SDM 18.15.6.2 only
+//!     asks for the uop_type ESCR's mask bits TAGLOADS/TAGSTORES).
 //! 13. **Clock counting in bulk**: [`NetBurstModel::inject`] spends one clock
 //!     per occurrence, so a "non-sleep clockticks" counter (COMPARE,
 //!     COMPLEMENT, THRESHOLD 15, SDM 18.17.2) advances by the same count.
@@ -159,7 +162,7 @@
 //!     a bulk injection grows with the number of PEBS records it writes.
 //!
 //! The CCCR active-thread encoding (00 none, 01 single, 10 both, 11 any
-//! logical processor active) follows SDM 18.16.2; the reference files give
+//! logical processor active) follows SDM 18.16.2; the other sources give
 //! only the field's position.
 
 mod counting;

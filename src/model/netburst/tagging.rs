@@ -1,5 +1,5 @@
-//! µop tagging for at-retirement counting (SDM 18.15.6.2-18.15.6.4, seed
-//! 001) and PEBS (SDM 18.15.7, 18.16.3).
+//! µop tagging for at-retirement counting (SDM 18.15.6.2-18.15.6.4) and
+//! PEBS (SDM 18.15.7, 18.16.3).
 //!
 //! A test describes a batch of µops ([`Uops`]): the non-retirement events
 //! they cause upstream, what replays they suffer, their type, and whether

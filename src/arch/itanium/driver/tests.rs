@@ -262,7 +262,8 @@ fn configurations_are_validated() {
     let e = e.counter.configure(&mut d, &cfg).unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::NoPrivilegeLevel));
     // The arch layer's validator: a threshold at CPU_CYCLES' maximum
-    // increment (1) never counts (seed 000: "exceeds the threshold").
+    // increment (1) never counts (VTune's Itanium event help: "exceeds the
+    // threshold").
     let mut cfg = cycles_on(g, 4);
     let hw = HwCounter::new(g, 4).unwrap();
     cfg.pmc = cfg
@@ -321,7 +322,7 @@ fn configurations_are_validated() {
             )
             .is_ok()
     );
-    // No L2 ITLB fills on the first Itanium (seed 002): the arch layer
+    // No L2 ITLB fills on the first Itanium (HP Caliper): the arch layer
     // cannot even build such a configuration, and the validator refuses
     // the raw value (umask 1 in ITLB mode).
     assert!(IearConfig::tlb_misses(Generation::Itanium, TlbFills::ALL).is_err());
@@ -565,8 +566,9 @@ fn halt_with_a_pending_overflow_counts_it_once() {
     }
 }
 
-/// Seed 002: sample every Nth ITLB miss through the I-EAR; each overflow
-/// hands over the Nth miss's address and fill level, on every generation.
+/// HP Caliper's itlb measurement: sample every Nth ITLB miss through the
+/// I-EAR; each overflow hands over the Nth miss's address and fill level,
+/// on every generation.
 #[test]
 fn iear_samples_every_nth_itlb_miss() {
     for g in Generation::ALL {
@@ -667,8 +669,9 @@ fn erased_handles_refuse_cascading() {
     assert!(!Itanium::can_cascade(4, 6));
 }
 
-/// The whole seed-002 path on the host: I-EAR samples from the overflow
-/// handler feed the itlb report, whose percentages are the injected mix.
+/// The whole HP Caliper itlb path on the host: I-EAR samples from the
+/// overflow handler feed the itlb report, whose percentages are the
+/// injected mix.
 #[test]
 fn handler_samples_make_the_itlb_report() {
     use crate::arch::itanium::itlb_report::{Function, ItlbReport, L2Fills, LoadModule};
@@ -716,7 +719,7 @@ fn handler_samples_make_the_itlb_report() {
 }
 
 /// IA64_INST_RETIRED: code 08h, unit mask 0, up to 6 per cycle, counters
-/// 4 and 5 on every generation (`itanium_events.md`).
+/// 4 and 5 on every generation (libpfm3's event tables).
 const RETIRED: u8 = 0x08;
 
 fn retired_on(g: Generation, n: u8) -> CounterConfig {

@@ -201,10 +201,10 @@ impl IearConfig {
     /// (Bh-Eh undefined); Itanium 2 and Montecito the mask patterns 00h
     /// (RAB hit), 40h (any latency) and 80h, C0h, E0h, F0h, F8h, FCh, FEh,
     /// FFh (at least 4096 ... 4 cycles), every other 8-bit pattern undefined
-    /// (reference section 5, libpfm's `INSTRUCTION_EAR_CACHE_LAT*` /
-    /// `L1I_EAR_CACHE_LAT*` codes). In TLB mode bits that name no fill are
-    /// undefined, and on Itanium bit 1 (the D-EAR's L2 bit) asks for L2
-    /// fills, which the Itanium I-EAR does not have.
+    /// (libpfm's `INSTRUCTION_EAR_CACHE_LAT*` / `L1I_EAR_CACHE_LAT*` codes).
+    /// In TLB mode bits that name no fill are undefined, and on Itanium bit 1
+    /// (the D-EAR's L2 bit) asks for L2 fills, which the Itanium I-EAR does
+    /// not have.
     pub const fn umask_problem(self) -> Option<UmaskProblem> {
         let u = self.umask();
         match (self.generation, self.mode()) {
@@ -231,7 +231,8 @@ impl IearConfig {
 }
 
 /// One I-EAR capture in TLB mode: an instruction TLB miss, its address
-/// and the level that filled it (seed 002).
+/// and the level that filled it (as HP Caliper's itlb measurement records
+/// them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ItlbSample {
@@ -243,10 +244,10 @@ pub struct ItlbSample {
 
 impl ItlbSample {
     /// Decode the I-EAR's address PMD for an I-EAR configured as `config`
-    /// with [`IearSample::decode`] (reference section 5: Itanium PMD0 `v`
-    /// 0, `tlb` 1: 0 HPW, 1 software; Itanium 2 PMD0 / Montecito PMD34
-    /// `stat` 1:0: 1 L2 ITLB, 2 HPW, 3 software; address 63:5). `None`
-    /// unless it is a valid TLB-mode capture.
+    /// with [`IearSample::decode`] (libpfm3's PMD layouts, pfmon's
+    /// decoders: Itanium PMD0 `v` 0, `tlb` 1: 0 HPW, 1 software; Itanium 2
+    /// PMD0 / Montecito PMD34 `stat` 1:0: 1 L2 ITLB, 2 HPW, 3 software;
+    /// address 63:5). `None` unless it is a valid TLB-mode capture.
     pub const fn decode(config: IearConfig, pmd0: u64) -> Option<ItlbSample> {
         match config.mode() {
             IearMode::TlbMiss => Self::from_tlb_pmd(config.generation, pmd0),

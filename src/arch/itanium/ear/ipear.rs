@@ -7,11 +7,12 @@ use crate::arch::itanium::generation::Generation;
 use crate::arch::itanium::image::{fixed_pmc_image, info_or_empty};
 
 fixed_pmc_image! {
-    /// Montecito's IP-EAR configuration, PMC42 (reference §5: plm 3:0, pm 6,
-    /// mode 10:8, delay 18:11). The IP-EAR writes its captures into the
-    /// execution trace buffer registers (PMD38, PMD39, PMD48-63); the reference
-    /// gives neither the meaning of the mode values nor that capture format,
-    /// so both fields stay raw and no sample decoder exists for it.
+    /// Montecito's IP-EAR configuration, PMC42 (libpfm3 `pmc42_mont_reg`:
+    /// plm 3:0, pm 6, mode 10:8, delay 18:11). The IP-EAR writes its
+    /// captures into the execution trace buffer registers (PMD38, PMD39,
+    /// PMD48-63); the sources at hand give neither the meaning of the mode
+    /// values nor that capture format, so both fields stay raw and no
+    /// sample decoder exists for it.
     IpEarConfig,
     info: info_or_empty(Generation::Montecito, IpEarConfig::PMC),
     from_bits_doc: "Decode a raw value, refusing bits outside the fields (perfmon's\nwritable mask 7_FF4Fh)."

@@ -2,7 +2,8 @@
 //! Montecito PMC37; data PMD0/1, Montecito PMD34/35) and the data EAR
 //! (configuration PMC11, Montecito PMC40; data PMD2/3/17, Montecito
 //! PMD32/33/36), with typed configurations and total decoders of the
-//! captured samples (reference §5; seeds 000 and 002).
+//! captured samples (libpfm3's EAR layouts and pfmon's decoders; Intel
+//! VTune's Itanium event help; HP Caliper's itlb measurement).
 //!
 //! Files: this one has what both EARs share (latency filters, TLB fill
 //! sets, unit-mask problems); `iear.rs` the instruction EAR, `dear.rs` the
@@ -11,13 +12,14 @@
 //!
 //! An EAR captures one miss at a time: the instruction EAR either
 //! instruction cache misses whose latency is above a threshold (cache mode)
-//! or instruction TLB misses (TLB mode, seed 000: "When PMC\[10\].tlb is one,
+//! or instruction TLB misses (TLB mode, VTune: "When PMC\[10\].tlb is one,
 //! the instruction event address register captures addresses of
 //! instruction TLB misses"); the data EAR likewise for data, and from
 //! Itanium 2 on ALAT misses. A counter counting the EAR's event
 //! ([`crate::arch::itanium::events`]) overflows every N captures, and the
 //! handler reads the sample: that is how HP Caliper samples "every Nth
-//! instruction TLB miss" and reports which level filled it (seed 002).
+//! instruction TLB miss" and reports which level filled it (HP Caliper's
+//! itlb measurement).
 //!
 //! # Configuration layouts
 //!
@@ -41,7 +43,7 @@
 //!
 //! | | cache mode | TLB mode |
 //! |---|---|---|
-//! | Itanium I-EAR | a latency code: 0 >= 4 cycles, 1 >= 8, ..., A >= 4096, F none | 4h HPW fill, 8h software fill; **no L2 fill** (seed 002: "L2 fills are not reported for, and do not apply to, Itanium systems") |
+//! | Itanium I-EAR | a latency code: 0 >= 4 cycles, 1 >= 8, ..., A >= 4096, F none | 4h HPW fill, 8h software fill; **no L2 fill** (HP Caliper's itlb measurement: "L2 fills are not reported for, and do not apply to, Itanium systems") |
 //! | Itanium D-EAR | 0-6 >= 4 ... >= 256, 8 >= 512, 9 >= 1024, A >= 2048, F none (7 unused) | 2h L2 DTLB, 4h HPW, 8h software |
 //! | Itanium 2 I-EAR | an 8-bit mask pattern: FFh >= 4, FEh >= 8, FCh >= 16, F8h >= 32, F0h >= 128, E0h >= 256, C0h >= 1024, 80h >= 4096, 40h any latency, 00h RAB hit | 1h L2 ITLB, 2h HPW, 4h software (fault) |
 //! | Itanium 2 D-EAR | 0-A: >= 4 ... >= 4096 | 2h L2 DTLB, 4h HPW, 8h software (fault) |
@@ -55,7 +57,7 @@
 //! | D-EAR | PMD2 data address; PMD3 latency 11:0, level 63:62 (TLB mode: N/A, L2, HPW, software); PMD17 `vl` 0, slot 3:2, bundle 63:4 | PMD2 data address; PMD3 latency 12:0, overflow 13, `stat` 15:14; PMD17 slot 1:0, `bn` 2, `vl` 3, bundle 63:4 (+16 if `bn`) |
 //!
 //! `stat` (Itanium 2, TLB mode): 0 invalid, 1 L2 TLB, 2 HPW (VHPT walker),
-//! 3 software (fault). In cache mode the reference says `stat != 0` means
+//! 3 software (fault). In cache mode the sources say `stat != 0` means
 //! valid for the I-EAR; the D-EAR's cache and ALAT modes are given no rule
 //! there, and this crate applies the same one (recorded resolution).
 //!
@@ -65,8 +67,8 @@
 //! |---|---|
 //! | The Itanium 2 I-EAR cache patterns listed (no >= 64, >= 512, >= 2048; 40h "> 0 cycles" although C0h is >= 1024) do not read as one obvious bit-per-range encoding | this crate names the listed patterns ([`LatencyFilter`]); any other 8-bit value is kept as a raw mask, undecoded, and refused as undefined by [`IearConfig::umask_problem`] (so by the validator and the driver), as the strict model refuses it (until issue 10 it was not refused, and the driver wrote PMC10 images the model faulted on) |
 //! | libpfm writes "ct=11 => cache mode with umask bit 7 set" | [`IearConfig`] decodes bit 13 = 1 as cache mode with an 8-bit mask at 12:5, so this falls out |
-//! | Itanium PMC10 power-up value | not in the reference; zero assumed (cache mode, >= 4 cycles, plm 0) |
-//! | Montecito IP-EAR (PMC42) | the reference gives its fields (plm, pm, mode 10:8, delay 18:11) but not the mode values or the capture format: [`IpEarConfig`] keeps mode and delay raw; no decoder |
+//! | Itanium PMC10 power-up value | not in the sources; zero assumed (cache mode, >= 4 cycles, plm 0) |
+//! | Montecito IP-EAR (PMC42) | libpfm3 gives its fields (plm, pm, mode 10:8, delay 18:11) but not the mode values or the capture format: [`IpEarConfig`] keeps mode and delay raw; no decoder |
 //!
 //! # Examples
 //!
@@ -125,7 +127,7 @@ pub enum LatencyFilter {
     AtLeast2048,
     /// >= 4096 cycles.
     AtLeast4096,
-    /// Itanium unit mask Fh, libpfm's `LAT_NONE` (the reference gives it no
+    /// Itanium unit mask Fh, libpfm's `LAT_NONE` (the sources give it no
     /// latency).
     LatNone,
     /// Itanium 2 I-EAR unit mask 40h: every L1 instruction cache miss
@@ -295,7 +297,8 @@ impl TlbFills {
 }
 
 /// The unit mask bits of a TLB fill kind: (L2, HPW, software), per
-/// generation and EAR (reference §5). `l2` is `None` on the Itanium I-EAR.
+/// generation and EAR (libpfm3's EAR unit masks). `l2` is `None` on the
+/// Itanium I-EAR.
 pub(super) const fn tlb_bits(generation: Generation, instruction: bool) -> (Option<u8>, u8, u8) {
     match (generation, instruction) {
         (Generation::Itanium, true) => (None, 0x4, 0x8),
@@ -353,7 +356,7 @@ pub(super) const fn tlb_decode(
 pub enum TlbFill {
     /// The second-level TLB (Itanium 2 I-EAR; the D-EAR of both). Never
     /// reported by the Itanium I-EAR: "L2 fills are not reported for, and do
-    /// not apply to, Itanium systems" (seed 002).
+    /// not apply to, Itanium systems" (HP Caliper's itlb measurement).
     L2,
     /// The hardware page walker (VHPT walker).
     Hpw,

@@ -41,7 +41,7 @@ fn itanium_iear_layout() {
             software: true
         })
     );
-    // Seed 002: L2 fills do not apply to Itanium.
+    // HP Caliper's itlb measurement: L2 fills do not apply to Itanium.
     assert_eq!(
         IearConfig::tlb_misses(ITA, TlbFills::ALL),
         Err(FieldError::L2FillNotOnItanium)

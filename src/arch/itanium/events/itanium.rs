@@ -1,13 +1,12 @@
-//! The Itanium (Merced) event table: reference `itanium_events.md`,
-//! "Full table: Itanium (Merced), 230 entries" (libpfm3 `itanium_events.h`),
-//! one row per event and unit mask. Generated mechanically from the
-//! reference table; checked against independently typed rows in
-//! `events::tests`.
+//! The Itanium (Merced) event table: libpfm3's `itanium_events.h` (also
+//! libpfm4's `lib/events/itanium_events.h`), 230 entries, one row per event
+//! and unit mask. Generated mechanically from that table; checked against
+//! independently typed rows in `events::tests`.
 
 use super::itanium_row as e;
 use super::*;
 
-/// The 230 entries, in the reference's order.
+/// The 230 entries, in libpfm3's order.
 #[rustfmt::skip]
 pub(super) static TABLE: [EventInfo; 230] = [
     // name, es, umask, max increment, counters, qualifiers, kind

@@ -1,13 +1,13 @@
-//! The Itanium 2 (McKinley, Madison) event table: reference
-//! `itanium_events.md`, "Full table: Itanium 2 (McKinley/Madison), 497
-//! entries" (libpfm3 `itanium2_events.h`), one row per event and unit mask.
-//! Generated mechanically from the reference table (descriptions left out);
-//! checked against independently typed rows in `events::tests`.
+//! The Itanium 2 (McKinley, Madison) event table: libpfm3's
+//! `itanium2_events.h` (also libpfm4's `lib/events/itanium2_events.h`), 497
+//! entries, one row per event and unit mask. Generated mechanically from
+//! that table (descriptions left out); checked against independently typed
+//! rows in `events::tests`.
 
 use super::itanium2_row as e;
 use super::*;
 
-/// The 497 entries, in the reference's order.
+/// The 497 entries, in libpfm3's order.
 #[rustfmt::skip]
 pub(super) static TABLE: [EventInfo; 497] = [
     // name, es, umask, max increment, counters, qualifiers, kind, cache group/set

@@ -4,14 +4,14 @@
 //!
 //! This file has the types and lookups; the table itself, in libpfm4/Linux
 //! order (index = Linux `enum P4_EVENTS`), is `catalog.rs`, and `tests.rs`
-//! checks it against the reference tables transcribed separately.
+//! checks it against the SDM and libpfm4 tables, transcribed separately.
 //! Names are the SDM's; where libpfm4 spells a name differently the other
 //! spelling is kept as an alias so that libpfm4 event strings still parse.
 //!
 //! # Source disagreements and the resolution chosen
 //!
-//! The Intel manual is followed throughout; the reference tables list the
-//! disagreements, resolved as follows:
+//! The Intel manual is followed throughout; the disagreements between the
+//! sources are resolved as follows:
 //!
 //! | topic | sources | resolution |
 //! |---|---|---|

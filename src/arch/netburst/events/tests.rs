@@ -1,9 +1,10 @@
-//! The catalog against the reference tables, transcribed separately.
+//! The catalog against the SDM and libpfm4 tables, transcribed separately.
 
 use super::*;
 use Escr::*;
 
-/// Reference: netburst_events.md, one row per event, transcribed
+/// The SDM event tables (Vol. 3B Tables 19-28, 19-29, 19-34) and libpfm4's
+/// `lib/events/intel_netburst_events.h`, one row per event, transcribed
 /// independently: (name, EvSel, CCCRsel, ESCR MSRs, masks as
 /// (name, bit, default), TS/TI: 'S', 'I' or '-').
 type Row = (
@@ -537,8 +538,8 @@ fn disagreement_resolutions() {
 
 #[test]
 fn replay_metrics_match_table_19_33() {
-    // (metric, PEBS_ENABLE incl. bit 24, MATRIX_VERT) from the reference
-    // (Linux p4_pebs_bind_map == SDM Table 19-33 bits without bit 25).
+    // (metric, PEBS_ENABLE incl. bit 24, MATRIX_VERT) from Linux's
+    // p4_pebs_bind_map (== SDM Table 19-33 bits without bit 25).
     let expect = [
         (ReplayMetric::L1LoadMiss, 0x0100_0001u64, 0x1u64),
         (ReplayMetric::L2LoadMiss, 0x0100_0002, 0x1),

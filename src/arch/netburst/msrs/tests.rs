@@ -2,8 +2,8 @@
 
 use super::*;
 
-/// Reference: netburst_msrs.md section 2 (SDM Table 18-63), transcribed
-/// independently of `ESCR_TABLE`: (MSR, name, select, counters).
+/// SDM Table 18-63 (the ESCR MSRs, their select values and counters),
+/// transcribed independently of `ESCR_TABLE`: (MSR, name, select, counters).
 const REF_ESCRS: &[(u32, &str, u8, &[u8])] = &[
     (0x3A0, "MSR_BSU_ESCR0", 7, &[0, 1]),
     (0x3A1, "MSR_BSU_ESCR1", 7, &[2, 3]),
@@ -52,7 +52,7 @@ const REF_ESCRS: &[(u32, &str, u8, &[u8])] = &[
     (0x3E1, "MSR_CRU_ESCR5", 6, &[14, 15, 17]),
 ];
 
-/// Reference: netburst_msrs.md section 1 (SDM Table 18-63), per counter,
+/// SDM Table 18-63 (the ESCRs each counter's CCCR can select), per counter,
 /// the ESCR (by MSR) behind each CCCR select value 0-7 on a model-2 part.
 const REF_SELECT_MAP: [[Option<u32>; 8]; 18] = {
     const A_BPU: [Option<u32>; 8] = [

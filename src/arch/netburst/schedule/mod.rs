@@ -102,7 +102,7 @@
 //!
 //! # How this differs from Linux's `p4_pmu_schedule_events`
 //!
-//! (arch/x86/events/intel/p4.c; see `linux_p4_driver_notes.md`)
+//! (arch/x86/events/intel/p4.c)
 //!
 //! * Linux is greedy first-fit in event-list order with no backtracking: an
 //!   early event can take the only ESCR or counter a later one could use
@@ -119,8 +119,8 @@
 //!   the single-ESCR events (`IOQ_active_entries` on `FSB_ESCR1`,
 //!   `BSQ_allocation` on `BSU_ESCR0`, `BSQ_active_entries` on `BSU_ESCR1`)
 //!   can be given the same physical ESCR -- and counter -- by both
-//!   siblings (apparent bug 3 in the notes). Here one set spans both
-//!   processors, and [`Occupied`] carries the sibling's claims.
+//!   siblings (an apparent bug, found by reading `p4.c`). Here one set
+//!   spans both processors, and [`Occupied`] carries the sibling's claims.
 //! * Linux's failure is `-EINVAL` for the whole set; here the error names
 //!   the events and registers.
 //!
@@ -142,9 +142,9 @@
 //! Not modelled, and left to the caller through [`Occupied`]: a request
 //! that needs one particular counter (PEBS on `IQ_COUNTER4`/`5`, the two
 //! counters of a cascade) -- place it by hand and pass its registers as
-//! occupied; and Linux's "broken CCCR1" (it avoids counter 1; no Intel
-//! erratum for it was found, see `netburst_msrs.md`), which this scheduler
-//! uses like any counter, only after counter 0 -- pass
+//! occupied; and Linux's "broken CCCR1" (it avoids counter 1 after a comment
+//! in `asm/perf_event_p4.h`; no Intel erratum for it was found), which this
+//! scheduler uses like any counter, only after counter 0 -- pass
 //! `Occupied::NONE.with_counter(Counter::BpuCounter1)` to follow Linux.
 //!
 //! # CCCR select: routed by Table 18-63

@@ -170,13 +170,13 @@ fn assert_conflict_minimal(part: Part, requests: &[Request], occupied: Occupied,
     }
 }
 
-/// Linux's p4_pmu_schedule_events as the notes describe it, for the events
-/// of one logical CPU, on this crate's catalog: in list order, the
-/// thread's ESCR (`escr_msr[thread]`: the ESCR0 side for thread 0, ESCR1
-/// for thread 1; single-ESCR events use their one ESCR), the first free
-/// counter of `cntr[thread]` (BPU block: counter 0 / 2, or 0 / 1 and 2 / 3
-/// for single-ESCR events; other blocks: the ESCR's counters), with
-/// counter and ESCR masks local to that CPU. `Err(i)`: request i failed.
+/// Linux's p4_pmu_schedule_events as `arch/x86/events/intel/p4.c` has it, for
+/// the events of one logical CPU, on this crate's catalog: in list order, the
+/// thread's ESCR (`escr_msr[thread]`: the ESCR0 side for thread 0, ESCR1 for
+/// thread 1; single-ESCR events use their one ESCR), the first free counter
+/// of `cntr[thread]` (BPU block: counter 0 / 2, or 0 / 1 and 2 / 3 for
+/// single-ESCR events; other blocks: the ESCR's counters), with counter and
+/// ESCR masks local to that CPU. `Err(i)`: request i failed.
 fn linux_greedy(requests: &[Request]) -> Result<Vec<(Escr, Counter)>, usize> {
     let (mut used_e, mut used_c) = (EscrSet::EMPTY, CounterSet::EMPTY);
     let mut out = Vec::new();
@@ -419,8 +419,8 @@ fn sibling_single_escr_conflicts_are_detected() {
          of these 2"
     );
 
-    // The notes' example: thread 0 IOQ_active_entries and thread 1 cycles,
-    // both on FSB_ESCR1 and counter 2 under Linux.
+    // The sibling conflict Linux misses: thread 0 IOQ_active_entries and
+    // thread 1 cycles, both on FSB_ESCR1 and counter 2 under Linux.
     let t0 = linux_greedy(&[
         req("IOQ_allocation:TYPE_BIT0", T0),
         req("IOQ_active_entries:TYPE_BIT0", T0),

@@ -193,7 +193,8 @@ fn btb_gating_and_isa() {
         });
         assert_eq!(m.branch(nth(0)), Capture::NotSelected, "{g:?}");
         m.set_psr(Psr::MONITORING);
-        // ism does not apply to the branch trace buffer (seed 000).
+        // ism does not apply to the branch trace buffer (VTune's Itanium
+        // event help).
         assert_eq!(
             m.branch(nth(0).isa(InstructionSet::Ia32)),
             Capture::Captured

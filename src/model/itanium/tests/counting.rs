@@ -39,11 +39,11 @@ fn plm_selects_privilege_levels() {
     }
 }
 
-/// Seed 000: "00: monitoring enabled during Itanium processor and IA-32
-/// architecture instruction execution; 10: bit 24 low enables monitoring
-/// during Itanium processor instruction execution; 01: bit 25 low enables
-/// monitoring during IA-32 architecture instruction execution; 11: disables
-/// monitoring". (ism, counts IA-64, counts IA-32)
+/// VTune's Itanium event help, ISM: "00: monitoring enabled during Itanium
+/// processor and IA-32 architecture instruction execution; 10: bit 24 low
+/// enables monitoring during Itanium processor instruction execution; 01:
+/// bit 25 low enables monitoring during IA-32 architecture instruction
+/// execution; 11: disables monitoring". (ism, counts IA-64, counts IA-32)
 const ISM_TABLE: [(u64, bool, bool); 4] = [
     (0b00, true, true),
     (0b10, true, false),
@@ -210,7 +210,8 @@ fn threshold_counts_cycles_whose_value_exceeds_it() {
 
 #[test]
 fn counter_restrictions_come_from_the_injected_event() {
-    // IA64_INST_RETIRED counts on PMC4/5 only on Itanium (itanium_events.md).
+    // IA64_INST_RETIRED counts on PMC4/5 only on Itanium (libpfm3's
+    // `itanium_events.h`).
     let mut m = ready(Itanium);
     program(&mut m, 4, events::IA64_INST_RETIRED, 0, 0);
     program(&mut m, 6, events::IA64_INST_RETIRED, 0, 0);

@@ -43,7 +43,7 @@ fn itanium_iear_tlb_mode_records_the_fill_and_has_no_l2_option() {
     );
     assert_eq!(m.read_pmd(0), Ok(LINE | 0b11));
     assert_eq!(m.read_pmd(1), Ok(0), "PMD1 is cache mode only");
-    // Seed 002: "L2 fills ... do not apply to Itanium systems".
+    // HP Caliper: "L2 fills ... do not apply to Itanium systems".
     m.write_pmd(0, 0).unwrap();
     assert_eq!(
         m.fetch_miss(FetchMiss::tlb(ADDR, TlbFill::L2)),
@@ -240,7 +240,7 @@ fn iear_gating_by_plm_pm_psr_ism_and_freeze() {
 
 #[test]
 fn sampling_every_nth_itlb_miss_freezes_with_the_nth_in_the_iear() {
-    // Seed 002: samples every Nth ITLB miss through the I-EAR. The counter
+    // HP Caliper samples every Nth ITLB miss through the I-EAR. The counter
     // counts I-EAR events with oi, preset to overflow on the Nth.
     const N: u64 = 3;
     for g in GENERATIONS {

@@ -4,7 +4,7 @@
 
 use super::helpers::*;
 
-/// Reference section 2, "implemented PMCs" (Linux perfmon's tables),
+/// The implemented PMCs of Linux perfmon's tables (`perfmon_*.h`),
 /// transcribed here independently of `tables::pmc_spec`.
 fn implemented_pmcs(g: Generation) -> Vec<u32> {
     match g {
@@ -14,7 +14,7 @@ fn implemented_pmcs(g: Generation) -> Vec<u32> {
     }
 }
 
-/// Reference section 2, "implemented PMDs".
+/// The implemented PMDs of Linux perfmon's tables.
 fn implemented_pmds(g: Generation) -> Vec<u32> {
     match g {
         Itanium | Itanium2 => (0..=17).collect(),
@@ -90,7 +90,7 @@ fn index_bits_above_seven_are_ignored_by_hardware_refused_by_strict() {
     assert_eq!(m.read_pmd(0xF04), Ok(5));
 }
 
-/// Linux perfmon's "default values" (reference sections 3-8), taken as the
+/// Linux perfmon's "default values" (its register descriptors), taken as the
 /// power-up values; every other PMC and every PMD is zero.
 fn power_up_pmcs(g: Generation) -> Vec<(u32, u64)> {
     match g {
@@ -147,7 +147,7 @@ fn power_up_values() {
 #[test]
 fn itanium_counter_pmc_fields() {
     // Itanium: es is 14:8 (bit 15 ig), threshold 22:20 on PMC4/5 but only
-    // 21:20 on PMC6/7 (seed 000), bits 7, 23 and 63:26 ignored.
+    // 21:20 on PMC6/7 (VTune), bits 7, 23 and 63:26 ignored.
     let mut m = ItaniumModel::new(Itanium);
     let full_45 = 0xF | counter::EV | counter::OI | counter::PM | (0x7F << 8) | (0xF << 16);
     assert_eq!(m.write_pmc(4, full_45 | (7 << 20) | (3 << 24)), Ok(()));
@@ -380,7 +380,7 @@ fn undefined_ear_encodings_are_reserved_values() {
     for (g, iear, dear) in [(Itanium2, 10, 11), (Montecito, 37, 40)] {
         let mut m = ItaniumModel::new(g);
         let ism = if g == Montecito { 2 << 24 } else { 0 };
-        // I-EAR cache mode (ct = 1x): the reference's list is defined.
+        // I-EAR cache mode (ct = 1x): libpfm3's list is defined.
         for pattern in [
             0xFF, 0xFE, 0xFC, 0xF8, 0xF0, 0xE0, 0xC0, 0x80, 0x40, 0x7F, 0x00,
         ] {
@@ -493,7 +493,7 @@ fn strict_refuses_exactly_the_writes_the_hardware_would_not_keep() {
     // For every implemented register and every single-bit change from its
     // current value: strict checking accepts the write iff the hardware
     // keeps the value as written, except for values the hardware keeps but
-    // the reference forbids (must-be-zero bits, undefined EAR encodings).
+    // the sources forbid (must-be-zero bits, undefined EAR encodings).
     for g in GENERATIONS {
         let strict = ItaniumModel::new(g);
         for n in implemented_pmcs(g) {

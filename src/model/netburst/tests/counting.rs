@@ -66,10 +66,10 @@ fn escr_side_restrictions() {
     assert_eq!((m.read_pmc(0), m.read_pmc(2)), (Ok(9), Ok(0)));
 }
 
-/// SDM Table 18-29 (seed 003), transcribed: for each T0_OS/T0_USR (rows) and
-/// T1_OS/T1_USR (columns) setting, the situations that count: a = T0 in OS,
-/// b = T0 in USR, c = T1 in OS, d = T1 in USR. Row/column order as printed:
-/// 00, 01, 11, 10 (OS bit first).
+/// SDM Table 18-29 (Vol. 3B 18.16.4), transcribed: for each T0_OS/T0_USR
+/// (rows) and T1_OS/T1_USR (columns) setting, the situations that count:
+/// a = T0 in OS, b = T0 in USR, c = T1 in OS, d = T1 in USR. Row/column
+/// order as printed: 00, 01, 11, 10 (OS bit first).
 const TABLE_18_29: [[&str; 4]; 4] = [
     ["", "d", "cd", "c"],
     // The printed cell for 01/10 is "T0 in OS or T1 in OS"; see the module

@@ -1,4 +1,4 @@
-//! Overflow, OVF, FORCE_OVF, PMI, cascading (seed 004).
+//! Overflow, OVF, FORCE_OVF, PMI, cascading (SDM 18.15.5.5-18.15.5.6).
 
 use super::helpers::*;
 

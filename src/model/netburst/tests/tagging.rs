@@ -1,4 +1,4 @@
-//! µop tagging (seed 001) and PEBS.
+//! µop tagging (SDM 18.15.6.2-18.15.6.4) and PEBS.
 
 use super::helpers::*;
 
