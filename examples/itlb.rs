@@ -1,4 +1,5 @@
-//! HP Caliper's `itlb` measurement (seed 002) on the Itanium PMU **model**:
+//! HP Caliper's `itlb` measurement (HP Caliper User Guide, "itlb
+//! Measurement Report Description") on the Itanium PMU **model**:
 //! sample every Nth instruction TLB miss through the I-EAR and print the
 //! report per load module, function and 64-byte cache line with the
 //! percentages of L2 ITLB, HPW and software fills.
@@ -127,7 +128,7 @@ fn function(i: usize) -> &'static Function<'static> {
 
 /// The fill of slot `j` (0..10) of function `i` on `g`: the mix's first
 /// `l2` slots L2, then HPW, then software. The first Itanium has no L2
-/// fills (seed 002): its L2 slots are HPW fills.
+/// fills (HP Caliper's itlb report): its L2 slots are HPW fills.
 fn fill(g: Generation, i: usize, j: u64) -> TlbFill {
     let [l2, hpw, _] = MIX[i].1;
     if j < l2 {
@@ -444,7 +445,7 @@ impl Write for Line {
 type Run = fn(Generation) -> Result<bool, Failure>;
 
 fn main(_: &'static BootInfo) -> ! {
-    println!("pmu example: itlb (HP Caliper's itlb measurement, seed 002)");
+    println!("pmu example: itlb (HP Caliper's itlb measurement)");
     println!("  runs on the Itanium PMU model: no IA-64 hardware, no IA-64 Rust target;");
     println!("  the ITLB misses are a synthetic stream injected into the model's I-EAR;");
     println!("  the interrupts, the APIC and the driver's overflow handler are real");

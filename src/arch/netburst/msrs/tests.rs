@@ -239,7 +239,7 @@ fn blocks_and_pairs() {
 }
 
 #[test]
-fn cascade_partners_follow_seed_004() {
+fn cascade_partners_follow_the_sdm() {
     // (counter, the only counter it can be cascaded from)
     let expect = [
         (0, 2),

@@ -106,7 +106,7 @@ fn same_block_pairs() -> impl Iterator<Item = (usize, usize)> {
 }
 
 #[test]
-fn the_legal_cascade_pairs_are_exactly_seed_004s() {
+fn the_legal_cascade_pairs_are_exactly_the_sdms() {
     let legal: Vec<_> = same_block_pairs()
         .filter(|&(a, b)| can_cascade(a, b))
         .collect();
