@@ -6,5 +6,8 @@ fn main() {
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("none") {
         println!("cargo:rustc-link-arg-bins=-Thobby.ld");
         println!("cargo:rustc-link-arg-bins=--no-pie");
+        // The kernel that logs with defmt also needs defmt's linker script
+        // (the defmt crate puts it on the search path).
+        println!("cargo:rustc-link-arg-bin=defmt_log=-Tdefmt.x");
     }
 }

@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`boot`] | PVH note, trampoline, hand-off to the kernel's `main` |
 //! | [`serial`] | COM1 console, `print!` and `println!` |
+//! | `defmt_serial` (feature `defmt`) | defmt frames on COM2, and the global logger macro |
 //! | [`gdt`] | the kernel GDT and TSS (a separate stack for double faults) |
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
@@ -25,6 +26,8 @@
 
 #[cfg(target_os = "none")]
 pub mod boot;
+#[cfg(all(target_os = "none", feature = "defmt"))]
+pub mod defmt_serial;
 #[cfg(target_os = "none")]
 pub mod exit;
 #[cfg(target_os = "none")]

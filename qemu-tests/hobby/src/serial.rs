@@ -1,5 +1,6 @@
 //! The COM1 serial console (a 16550 UART at I/O port 3F8H), where QEMU's
-//! `-serial stdio` picks up everything the kernel prints.
+//! `-serial stdio` picks up everything the kernel prints; the same UART
+//! code drives COM2 (2F8H) for binary output such as defmt frames.
 
 use core::fmt::{self, Write};
 
@@ -8,25 +9,38 @@ use x86_64::instructions::port::Port;
 
 const COM1: u16 = 0x3F8;
 
-struct Uart;
+/// A 16550 UART at I/O base `.0` (COM1 3F8H, COM2 2F8H).
+pub(crate) struct Uart(pub(crate) u16);
 
 impl Uart {
-    fn out(offset: u16, value: u8) {
-        // SAFETY: COM1's registers are I/O ports 3F8H-3FFH; writing them only
-        // configures or feeds the UART.
-        unsafe { Port::new(COM1 + offset).write(value) }
+    fn out(&self, offset: u16, value: u8) {
+        // SAFETY: a UART's registers are the 8 I/O ports from its base;
+        // writing them only configures or feeds the UART.
+        unsafe { Port::new(self.0 + offset).write(value) }
     }
 
-    fn line_status() -> u8 {
+    fn line_status(&self) -> u8 {
         // SAFETY: reading the line-status register has no side effect.
-        unsafe { Port::new(COM1 + 5).read() }
+        unsafe { Port::new(self.0 + 5).read() }
     }
 
-    fn put(byte: u8) {
-        while Self::line_status() & 0x20 == 0 {
+    /// Sends one byte, waiting for room in the transmitter.
+    pub(crate) fn put(&self, byte: u8) {
+        while self.line_status() & 0x20 == 0 {
             core::hint::spin_loop();
         }
-        Self::out(0, byte);
+        self.out(0, byte);
+    }
+
+    /// Programs the UART for 115200 baud, 8N1, FIFOs on, no interrupts.
+    pub(crate) fn init(&self) {
+        self.out(1, 0x00); // no UART interrupts
+        self.out(3, 0x80); // DLAB: divisor follows
+        self.out(0, 0x01); // divisor 1 = 115200 baud
+        self.out(1, 0x00);
+        self.out(3, 0x03); // 8 data bits, no parity, 1 stop bit
+        self.out(2, 0xC7); // FIFOs on and cleared
+        self.out(4, 0x0B); // DTR, RTS, OUT2
     }
 }
 
@@ -34,25 +48,19 @@ impl Write for Uart {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         for byte in s.bytes() {
             if byte == b'\n' {
-                Uart::put(b'\r');
+                self.put(b'\r');
             }
-            Uart::put(byte);
+            self.put(byte);
         }
         Ok(())
     }
 }
 
-static CONSOLE: spin::Mutex<Uart> = spin::Mutex::new(Uart);
+static CONSOLE: spin::Mutex<Uart> = spin::Mutex::new(Uart(COM1));
 
 /// Programs COM1 for 115200 baud, 8N1, FIFOs on, no interrupts.
 pub fn init() {
-    Uart::out(1, 0x00); // no UART interrupts
-    Uart::out(3, 0x80); // DLAB: divisor follows
-    Uart::out(0, 0x01); // divisor 1 = 115200 baud
-    Uart::out(1, 0x00);
-    Uart::out(3, 0x03); // 8 data bits, no parity, 1 stop bit
-    Uart::out(2, 0xC7); // FIFOs on and cleared
-    Uart::out(4, 0x0B); // DTR, RTS, OUT2
+    Uart(COM1).init();
 }
 
 /// Prints to the serial console with interrupts disabled, so an interrupt
@@ -74,7 +82,7 @@ pub(crate) fn emergency_print(args: fmt::Arguments<'_>) {
             let _ = uart.write_fmt(args);
         }
         None => {
-            let _ = Uart.write_fmt(args);
+            let _ = Uart(COM1).write_fmt(args);
         }
     }
 }

@@ -43,6 +43,8 @@ pub struct Run {
     /// Extra QEMU arguments.
     pub qemu_args: Vec<String>,
     expect_fail: Vec<(String, String)>,
+    /// The kernel logs with defmt on COM2 (header line `defmt: com2`).
+    defmt: bool,
 }
 
 impl Run {
@@ -65,6 +67,7 @@ impl Run {
             config: String::new(),
             qemu_args,
             expect_fail: Vec::new(),
+            defmt: false,
         }
     }
 }
@@ -159,6 +162,26 @@ impl Workspace {
         }
     }
 
+    /// Starts building `pmu-defmt-decode` (in a target directory of its own,
+    /// so that it runs beside the kernel build); the handle yields the
+    /// program's path.
+    fn build_decoder_in_background(&self) -> thread::JoinHandle<Result<PathBuf, String>> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let root = self.root.clone();
+        let dir = self.target_dir.join("host");
+        thread::spawn(move || {
+            let status = Command::new(&cargo)
+                .current_dir(&root)
+                .args(["build", "--quiet", "-p", "pmu-defmt-decode", "--target-dir"])
+                .arg(&dir)
+                .status();
+            match status {
+                Ok(s) if s.success() => Ok(dir.join("debug").join("pmu-defmt-decode")),
+                other => Err(format!("building pmu-defmt-decode failed ({other:?})")),
+            }
+        })
+    }
+
     /// Every boot of every kernel, in name order.
     pub fn runs(&self) -> Result<Vec<Run>, String> {
         discover(&self.root)
@@ -193,12 +216,28 @@ impl Workspace {
     /// Boots every run (two or more at a time), prints every case, and ends
     /// with `N passed, N failed`. Succeeds when nothing failed.
     pub fn test_all(&self) -> ExitCode {
+        // The defmt decoder (a host program on a large library) builds in
+        // the background while the kernels build and boot.
+        let decoder = self.build_decoder_in_background();
         let runs = match self.prepare().and_then(|()| self.runs()) {
             Ok(runs) => runs,
             Err(e) => {
                 eprintln!("qemu: {e}");
                 return ExitCode::FAILURE;
             }
+        };
+        // Joined by the first defmt run that needs it.
+        let decoder_build = Mutex::new(Some(decoder));
+        let decoder = std::sync::OnceLock::new();
+        let decoder_path = || {
+            decoder
+                .get_or_init(|| match decoder_build.lock().unwrap().take() {
+                    Some(h) => h
+                        .join()
+                        .unwrap_or_else(|_| Err("the decoder build panicked".into())),
+                    None => Err("the decoder build is gone".into()),
+                })
+                .clone()
         };
         let next = Mutex::new(runs.iter());
         let results = Mutex::new(Vec::new());
@@ -212,7 +251,14 @@ impl Workspace {
                         // would live for the whole boot).
                         let run = next.lock().unwrap().next();
                         let Some(run) = run else { break };
-                        let cases = boot(&self.kernel(run), run);
+                        let mut cases = boot(&self.kernel(run), run, &self.target_dir);
+                        if run.defmt {
+                            cases.push(check_defmt(
+                                &self.kernel(run),
+                                &self.target_dir,
+                                &decoder_path,
+                            ));
+                        }
                         let mut out = String::new();
                         for case in &cases {
                             let verdict = if case.passed { "ok" } else { "FAILED" };
@@ -288,6 +334,7 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
         let header = text.lines().take_while(|l| l.starts_with("//!"));
         let mut configs = Vec::new();
         let mut expect_fail = Vec::new();
+        let mut defmt = false;
         for line in header {
             let line = line.trim_start_matches("//!").trim();
             if let Some(rest) = line.strip_prefix("qemu-run:") {
@@ -299,6 +346,8 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
                     format!("{}: expect-fail needs `case: reason`", path.display())
                 })?;
                 expect_fail.push((case.trim().to_string(), reason.trim().to_string()));
+            } else if line == "defmt: com2" {
+                defmt = true;
             }
         }
         if configs.is_empty() {
@@ -310,15 +359,40 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
                 config,
                 qemu_args,
                 expect_fail: expect_fail.clone(),
+                defmt,
             });
         }
     }
     Ok(runs)
 }
 
+/// Where a defmt kernel's COM2 bytes go.
+fn defmt_frames(kernel: &Path, target_dir: &Path) -> PathBuf {
+    let name = kernel
+        .file_name()
+        .map_or("kernel".into(), |n| n.to_string_lossy().into_owned());
+    target_dir.join(format!("{name}.defmt"))
+}
+
 /// Boots one kernel and judges what it printed.
-fn boot(kernel: &Path, run: &Run) -> Vec<CaseResult> {
-    let boot = qemu::boot(kernel, &run.qemu_args, false);
+fn boot(kernel: &Path, run: &Run, target_dir: &Path) -> Vec<CaseResult> {
+    let mut args = run.qemu_args.clone();
+    if run.defmt {
+        // COM1 is the console (`-serial stdio`); the second `-serial` is COM2.
+        args.push("-serial".into());
+        args.push(format!(
+            "file:{}",
+            defmt_frames(kernel, target_dir).display()
+        ));
+    }
+    let boot = qemu::boot(kernel, &args, false);
+    if run.defmt {
+        // Kept for `check_defmt`, which compares with the decoded frames.
+        let _ = fs::write(
+            defmt_frames(kernel, target_dir).with_extension("console"),
+            &boot.console,
+        );
+    }
     let mut results = judge(&boot.console, boot.success, &boot.said, run);
     if results.iter().any(|r| !r.passed)
         && let Some(last) = results.last_mut()
@@ -330,6 +404,64 @@ fn boot(kernel: &Path, run: &Run) -> Vec<CaseResult> {
         last.note += "    ----------------------";
     }
     results
+}
+
+/// The host half of a defmt kernel's check, as one more case,
+/// `defmt_decoded`: the frames the kernel wrote on COM2, decoded with its
+/// ELF by `pmu-defmt-decode`, must be exactly the lines the kernel printed
+/// after `defmt-expect: ` on its console, in order.
+fn check_defmt(
+    kernel: &Path,
+    target_dir: &Path,
+    decoder: &dyn Fn() -> Result<PathBuf, String>,
+) -> CaseResult {
+    let case = |passed, note: String| CaseResult {
+        name: "defmt_decoded".into(),
+        passed,
+        note,
+    };
+    let decoder = match decoder() {
+        Ok(d) => d,
+        Err(e) => return case(false, format!("\n    {e}")),
+    };
+    let frames = defmt_frames(kernel, target_dir);
+    let out = match Command::new(&decoder).arg(kernel).arg(&frames).output() {
+        Ok(out) if out.status.success() => out,
+        Ok(out) => {
+            return case(
+                false,
+                format!("\n    {}", String::from_utf8_lossy(&out.stderr).trim()),
+            );
+        }
+        Err(e) => {
+            return case(
+                false,
+                format!("\n    cannot run {}: {e}", decoder.display()),
+            );
+        }
+    };
+    let decoded = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The console of that run is not kept, so the expectations are read
+    // back from the same boot's COM1 record: the kernel prints them there.
+    let console = fs::read_to_string(frames.with_extension("console")).unwrap_or_default();
+    let expected: Vec<&str> = console
+        .lines()
+        .filter_map(|l| l.strip_prefix("defmt-expect: "))
+        .collect();
+    let got: Vec<&str> = decoded.lines().collect();
+    if !expected.is_empty() && got == expected {
+        case(true, format!(" ({} messages decoded)", got.len()))
+    } else {
+        let mut note = String::from("\n    decoded:");
+        for l in &got {
+            note += &format!("\n    | {l}");
+        }
+        note += "\n    expected:";
+        for l in &expected {
+            note += &format!("\n    | {l}");
+        }
+        case(false, note)
+    }
 }
 
 /// Turns a kernel's console output and exit status into case results: one
