@@ -2,8 +2,7 @@
 //! 2F8H), beside the text console on COM1, for kernels that log with
 //! `defmt` (feature `defmt`). QEMU writes COM2 to a file with a second
 //! `-serial` option; a host tool decodes the frames with the kernel's ELF
-//! (the repository's test harness does it with the `defmt-decoder`
-//! library).
+//! (`pmu-defmt-decode`, on the `defmt-decoder` library).
 //!
 //! [`defmt_global_logger!`](crate::defmt_global_logger) makes this the
 //! kernel's defmt logger. The kernel links with defmt's linker script too

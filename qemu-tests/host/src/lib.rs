@@ -162,6 +162,26 @@ impl Workspace {
         }
     }
 
+    /// Starts building `pmu-defmt-decode` (in a target directory of its own,
+    /// so that it runs beside the kernel build); the handle yields the
+    /// program's path.
+    fn build_decoder_in_background(&self) -> thread::JoinHandle<Result<PathBuf, String>> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let root = self.root.clone();
+        let dir = self.target_dir.join("host");
+        thread::spawn(move || {
+            let status = Command::new(&cargo)
+                .current_dir(&root)
+                .args(["build", "--quiet", "-p", "pmu-defmt-decode", "--target-dir"])
+                .arg(&dir)
+                .status();
+            match status {
+                Ok(s) if s.success() => Ok(dir.join("debug").join("pmu-defmt-decode")),
+                other => Err(format!("building pmu-defmt-decode failed ({other:?})")),
+            }
+        })
+    }
+
     /// Every boot of every kernel, in name order.
     pub fn runs(&self) -> Result<Vec<Run>, String> {
         discover(&self.root)
@@ -196,12 +216,28 @@ impl Workspace {
     /// Boots every run (two or more at a time), prints every case, and ends
     /// with `N passed, N failed`. Succeeds when nothing failed.
     pub fn test_all(&self) -> ExitCode {
+        // The defmt decoder (a host program on a large library) builds in
+        // the background while the kernels build and boot.
+        let decoder = self.build_decoder_in_background();
         let runs = match self.prepare().and_then(|()| self.runs()) {
             Ok(runs) => runs,
             Err(e) => {
                 eprintln!("qemu: {e}");
                 return ExitCode::FAILURE;
             }
+        };
+        // Joined by the first defmt run that needs it.
+        let decoder_build = Mutex::new(Some(decoder));
+        let decoder = std::sync::OnceLock::new();
+        let decoder_path = || {
+            decoder
+                .get_or_init(|| match decoder_build.lock().unwrap().take() {
+                    Some(h) => h
+                        .join()
+                        .unwrap_or_else(|_| Err("the decoder build panicked".into())),
+                    None => Err("the decoder build is gone".into()),
+                })
+                .clone()
         };
         let next = Mutex::new(runs.iter());
         let results = Mutex::new(Vec::new());
@@ -217,7 +253,11 @@ impl Workspace {
                         let Some(run) = run else { break };
                         let mut cases = boot(&self.kernel(run), run, &self.target_dir);
                         if run.defmt {
-                            cases.push(check_defmt(&self.kernel(run), &self.target_dir));
+                            cases.push(check_defmt(
+                                &self.kernel(run),
+                                &self.target_dir,
+                                &decoder_path,
+                            ));
                         }
                         let mut out = String::new();
                         for case in &cases {
@@ -367,58 +407,60 @@ fn boot(kernel: &Path, run: &Run, target_dir: &Path) -> Vec<CaseResult> {
 }
 
 /// The host half of a defmt kernel's check, as one more case,
-/// `defmt_decoded`: the frames the kernel wrote on COM2, decoded with the
-/// format table in its ELF by the `defmt-decoder` library, must be exactly
-/// the lines the kernel printed after `defmt-expect: ` on its console, in
-/// order.
-fn check_defmt(kernel: &Path, target_dir: &Path) -> CaseResult {
+/// `defmt_decoded`: the frames the kernel wrote on COM2, decoded with its
+/// ELF by `pmu-defmt-decode`, must be exactly the lines the kernel printed
+/// after `defmt-expect: ` on its console, in order.
+fn check_defmt(
+    kernel: &Path,
+    target_dir: &Path,
+    decoder: &dyn Fn() -> Result<PathBuf, String>,
+) -> CaseResult {
+    let case = |passed, note: String| CaseResult {
+        name: "defmt_decoded".into(),
+        passed,
+        note,
+    };
+    let decoder = match decoder() {
+        Ok(d) => d,
+        Err(e) => return case(false, format!("\n    {e}")),
+    };
     let frames = defmt_frames(kernel, target_dir);
+    let out = match Command::new(&decoder).arg(kernel).arg(&frames).output() {
+        Ok(out) if out.status.success() => out,
+        Ok(out) => {
+            return case(
+                false,
+                format!("\n    {}", String::from_utf8_lossy(&out.stderr).trim()),
+            );
+        }
+        Err(e) => {
+            return case(
+                false,
+                format!("\n    cannot run {}: {e}", decoder.display()),
+            );
+        }
+    };
+    let decoded = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The console of that run is not kept, so the expectations are read
+    // back from the same boot's COM1 record: the kernel prints them there.
     let console = fs::read_to_string(frames.with_extension("console")).unwrap_or_default();
     let expected: Vec<&str> = console
         .lines()
         .filter_map(|l| l.strip_prefix("defmt-expect: "))
         .collect();
-    let (passed, note) = match decode_defmt(kernel, &frames) {
-        Ok(got) if !expected.is_empty() && got == expected => {
-            (true, format!(" ({} messages decoded)", got.len()))
+    let got: Vec<&str> = decoded.lines().collect();
+    if !expected.is_empty() && got == expected {
+        case(true, format!(" ({} messages decoded)", got.len()))
+    } else {
+        let mut note = String::from("\n    decoded:");
+        for l in &got {
+            note += &format!("\n    | {l}");
         }
-        Ok(got) => {
-            let mut note = String::from("\n    decoded:");
-            for l in &got {
-                note += &format!("\n    | {l}");
-            }
-            note += "\n    expected:";
-            for l in &expected {
-                note += &format!("\n    | {l}");
-            }
-            (false, note)
+        note += "\n    expected:";
+        for l in &expected {
+            note += &format!("\n    | {l}");
         }
-        Err(e) => (false, format!("\n    {e}")),
-    };
-    CaseResult {
-        name: "defmt_decoded".into(),
-        passed,
-        note,
-    }
-}
-
-/// The messages in the defmt `frames` a `kernel` wrote, one per frame.
-pub fn decode_defmt(kernel: &Path, frames: &Path) -> Result<Vec<String>, String> {
-    use defmt_decoder::{DecodeError, Table};
-    let elf = fs::read(kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
-    let table = Table::parse(&elf)
-        .map_err(|e| format!("reading the defmt table: {e}"))?
-        .ok_or("the kernel has no .defmt section: it does not log with defmt")?;
-    let bytes = fs::read(frames).map_err(|e| format!("{}: {e}", frames.display()))?;
-    let mut stream = table.new_stream_decoder();
-    stream.received(&bytes);
-    let mut messages = Vec::new();
-    loop {
-        match stream.decode() {
-            Ok(frame) => messages.push(frame.display_message().to_string()),
-            Err(DecodeError::UnexpectedEof) => return Ok(messages),
-            Err(DecodeError::Malformed) => return Err("a malformed defmt frame".into()),
-        }
+        case(false, note)
     }
 }
 
