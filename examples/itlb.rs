@@ -213,13 +213,6 @@ fn on_pmi(frame: &InterruptFrame) {
     apic.eoi();
 }
 
-/// Open a one-instruction interrupt window.
-fn window() {
-    // SAFETY: interrupts are enabled for one instruction; every handler
-    // preserves all registers.
-    unsafe { core::arch::asm!("sti", "nop", "cli") };
-}
-
 const fn model_generation(g: Generation) -> ModelGeneration {
     match g {
         Generation::Itanium => ModelGeneration::Itanium,
@@ -250,7 +243,9 @@ fn replay(g: Generation) -> Result<u64, Failure> {
         if MODEL.take_interrupt().is_some() {
             let before = HANDLED.load(Ordering::SeqCst);
             match pmi::deliver(&mut apic()) {
-                Delivery::Vector(_) => window(),
+                Delivery::Vector(_) => {
+                    pmi::interrupt_window();
+                }
                 _ => return Err("LVT entry masked or invalid".into()),
             }
             if HANDLED.load(Ordering::SeqCst) != before + 1 {

@@ -12,7 +12,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
-use hobby::pmi::{self, Delivery};
+use hobby::pmi::{self, Delivery, interrupt_window};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
@@ -122,25 +122,6 @@ fn programmed_vector() -> Result<Vector, hobby::test::Failure> {
             entry.bits()
         ),
     }
-}
-
-/// Opens a one-instruction interrupt window and returns the address where a
-/// pending interrupt must arrive: the label after the STI shadow.
-fn interrupt_window() -> u64 {
-    let window: u64;
-    // SAFETY: enables interrupts for one instruction and disables them again;
-    // the handlers preserve every register.
-    unsafe {
-        core::arch::asm!(
-            "lea {w}, [rip + 2f]",
-            "sti",
-            "nop",
-            "2:",
-            "cli",
-            w = out(reg) window,
-        );
-    }
-    window
 }
 
 /// Sends the IPI with interrupts off, then opens the window.

@@ -13,7 +13,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
-use hobby::pmi::{self, Delivery};
+use hobby::pmi::{self, Delivery, interrupt_window};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
@@ -97,16 +97,6 @@ fn on_pmi(frame: &InterruptFrame) {
     }
 }
 
-/// Open a one-instruction interrupt window; returns the RIP a pending
-/// interrupt sees (the instruction after the STI shadow).
-fn window() -> u64 {
-    let rip: u64;
-    // SAFETY: interrupts are enabled for one instruction; every handler
-    // preserves all registers.
-    unsafe { core::arch::asm!("lea {w}, [rip + 2f]", "sti", "nop", "2:", "cli", w = out(reg) rip) };
-    rip
-}
-
 /// A fresh model and driver, the LVT entry programmed, for the calling
 /// case's own owner type: every case resets the model and drives it as a
 /// PMU of its own.
@@ -161,7 +151,7 @@ fn run(kind: EventKind, mut n: u64) -> Result<u64, &'static str> {
             let before = HANDLED.load(Ordering::SeqCst);
             match pmi::deliver(&mut apic()) {
                 Delivery::Vector(_) => {
-                    window();
+                    interrupt_window();
                 }
                 Delivery::Nmi => {}
                 _ => return Err("LVT entry masked: the handler did not unmask it"),
@@ -183,7 +173,7 @@ fn sampling_pmis_are_real_interrupts_with_the_interrupted_rip() -> Outcome {
     let Ok(c0) = c0.enable(&mut d) else {
         fail!("enable")
     };
-    let label = window(); // the same instruction every delivery interrupts
+    let label = interrupt_window(); // the same instruction every delivery interrupts
     let pmis = run(RUNNING, 1000).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
     check_eq!(pmis, 9, "first PMI on event 101, then every 100");
     let mut n = 0;
@@ -258,7 +248,7 @@ fn spurious_pmi_is_counted_and_unmasks() -> Outcome {
     };
     let spurious = PMI.spurious(LogicalProcessor::T0);
     check_eq!(pmi::deliver(&mut apic()), Delivery::Vector(PMI_VECTOR));
-    window();
+    interrupt_window();
     check_eq!(PMI.spurious(LogicalProcessor::T0), spurious + 1);
     check!(SAMPLES.is_empty());
     check!(!apic().perf_counter_entry().is_masked());
@@ -282,7 +272,7 @@ fn pmi_racing_a_halt_is_counted_once() -> Outcome {
     };
     check_eq!(PMI.periods_at_halt(0), 1, "the halt found the period");
     let spurious = PMI.spurious(LogicalProcessor::T0);
-    window(); // the late PMI arrives now
+    interrupt_window(); // the late PMI arrives now
     check_eq!(
         PMI.spurious(LogicalProcessor::T0),
         spurious + 1,
@@ -319,7 +309,7 @@ fn two_overflows_one_pmi() -> Outcome {
     check!(MODEL.take_pmi(ModelLp::T0).is_some());
     check_eq!(pmi::deliver(&mut apic()), Delivery::Vector(PMI_VECTOR));
     let handled = HANDLED.load(Ordering::SeqCst);
-    window();
+    interrupt_window();
     check_eq!(HANDLED.load(Ordering::SeqCst), handled + 1, "one PMI");
     let mut counters = 0u32;
     SAMPLES.drain(|s| counters |= 1 << s.counter);
