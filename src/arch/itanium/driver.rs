@@ -604,8 +604,7 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
                 .map_err(ConfigError::Pmc)?;
         }
         // The I-EAR event counts one per capture on every generation
-        // (libpfm3's event tables: maximum increment 1, Montecito too, in
-        // `montecito_events.h`, which has no catalog here).
+        // (libpfm3's event tables: maximum increment 1).
         let one_per_cycle = image.threshold().get() != 0
             || c.iear.is_some()
             || matches!(

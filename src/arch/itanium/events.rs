@@ -1,12 +1,11 @@
-//! The Itanium (230 entries) and Itanium 2 (497 entries) event catalogs, from
-//! libpfm3's `itanium_events.h` and `itanium2_events.h` (the same tables as
+//! The Itanium (230 entries), Itanium 2 (497 entries) and Montecito (637
+//! entries) event catalogs, from libpfm3's `itanium_events.h`,
+//! `itanium2_events.h` and `montecito_events.h` (the same tables as
 //! libpfm4's `lib/events/`): name, event code, unit mask, maximum increment
-//! per cycle, the counters that may count it, the address-range and opcode
-//! qualifiers it honours, and whether it is an EAR or BTB event. One entry
+//! per cycle, the counters that may count it, the address-range, opcode and
+//! (Montecito) MESI qualifiers it honours, whether it is an EAR or branch
+//! trace event, and on Montecito its thread attribution class. One entry
 //! per event and unit mask, named libpfm's way (`EVENT_UMASKNAME`).
-//!
-//! Montecito's 637-entry table is not part of this catalog;
-//! [`catalog`] returns an empty slice for it.
 //!
 //! # Reading an entry
 //!
@@ -26,7 +25,12 @@
 //!   increment is 6 and `BUS_SNOOPQ_REQ` (3): consistent with the 2-bit
 //!   thresholds of PMC6/7. Itanium 2: `L2_FORCE_RECIRC_*` and most
 //!   `L2_L3ACCESS_CANCEL_*` count on PMC4 only.
-//! * Itanium 2 cache-group events ([`CacheGroup`]): events of different
+//! * Montecito: most events count on PMC/PMD4-15, 98 on PMC4-9 only, and
+//!   `CPU_OP_CYCLES_HALTED` on PMC10 only; its branch trace buffer is the
+//!   execution trace buffer (`ETB_EVENT`, with `BRANCH_EVENT` as libpfm's
+//!   alias), recorded as [`EventKind::Btb`]. Each event has a thread
+//!   attribution class ([`ThreadAttribution`]).
+//! * Itanium 2 and Montecito cache-group events ([`CacheGroup`]): events of different
 //!   sets of one group cannot be measured together, at least one L1D-group
 //!   event must be on PMC5 and one L2-group event on PMC4 (libpfm3's rules,
 //!   `valid_assign()` in `pfmlib_itanium2.c`). These are scheduling rules
@@ -41,6 +45,7 @@
 //! | event names, codes, masks | the only source at hand is libpfm3's tables; the names are libpfm's (event plus unit-mask name) | transcribed as they are |
 //! | several entries share one code and unit mask (`IA64_INST_RETIRED`, `IA64_INST_RETIRED_THIS` and `IA64_TAGGED_INST_RETIRED_IBRP0_PMC8` on Itanium 2; each EAR counting event and its EAR variants) | aliases in libpfm | kept; lookups by code report the first non-EAR entry, and all aliases agree on counters and maximum increment |
 //! | one code, different counters or maximum increments per unit mask (Itanium 2 B0h, B8h, B9h, BAh) | the tables | [`rule`] matches code *and* unit mask; for a unit mask the catalog does not list it falls back to the union of the code's counters and its largest increment |
+//! | two different Montecito events with one code and unit mask (BCh/0: `ER_REJECT_ALL_L1_REQ` on PMC4-9, `L2D_OZQ_FULL_THIS` on PMC4-15) | libpfm3's Montecito table | [`rule`] takes the union of their counters and the larger increment, so neither event is refused a counter it may use; `entry` is the first |
 //! | threshold semantics | HP Caliper: at or above; VTune and libpfm: above | VTune (see [`crate::arch::itanium::pmc`]) |
 //!
 //! # Examples
@@ -52,11 +57,14 @@
 //! let e = find(Generation::Itanium2, "IA64_INST_RETIRED").unwrap();
 //! assert_eq!((e.code, e.max_increment), (0x08, 6));         // up to 6 per cycle
 //! assert_eq!(rule(Generation::Itanium2, 0x12, 0).unwrap().max_increment, 1); // CPU_CYCLES
-//! assert!(rule(Generation::Montecito, 0x12, 0).is_none(), "no Montecito catalog");
+//! // Montecito's cycles, and its PMC10-only halted cycles (up to 7 per cycle):
+//! assert_eq!(find(Generation::Montecito, "CPU_OP_CYCLES_ALL").unwrap().code, 0x12);
+//! assert_eq!(rule(Generation::Montecito, 0x18, 0).unwrap().max_increment, 7);
 //! ```
 
 mod itanium;
 mod itanium2;
+mod montecito;
 
 use super::generation::{Generation, RegSet};
 
@@ -70,6 +78,8 @@ pub struct Qualifiers {
     pub opcode: bool,
     /// Data address range restriction (DBRs).
     pub data_range: bool,
+    /// Montecito: the MESI filter bits of the counter's PMC apply.
+    pub mesi: bool,
 }
 
 /// EAR and BTB events, and plain ones (libpfm3's EAR and BTB event types).
@@ -127,6 +137,21 @@ pub struct CacheGroup {
     pub set: u8,
 }
 
+/// Montecito's thread attribution class of an event (libpfm3's `caf`):
+/// how a count is attributed to the two threads of a core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ThreadAttribution {
+    /// Counted for the thread that is active (libpfm `caf` 0).
+    Active,
+    /// Not tied to a thread: counted for whichever is being monitored (1).
+    Floating,
+    /// Counted for the thread that caused it (2).
+    Causal,
+    /// Floating, but counted for the thread it concerns when known (3).
+    SelfFloating,
+}
+
 /// One catalog entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -147,8 +172,10 @@ pub struct EventInfo {
     pub qualifiers: Qualifiers,
     /// EAR, BTB or plain.
     pub kind: EventKind,
-    /// The Itanium 2 cache group, if any.
+    /// The Itanium 2 or Montecito cache group, if any.
     pub group: Option<CacheGroup>,
+    /// Montecito's thread attribution class (`None` before Montecito).
+    pub thread_attribution: Option<ThreadAttribution>,
 }
 
 impl EventInfo {
@@ -161,18 +188,33 @@ impl EventInfo {
 const C4567: RegSet = RegSet(0xF0);
 const C45: RegSet = RegSet(0x30);
 const C4: RegSet = RegSet(0x10);
+const C4_15: RegSet = RegSet(0xFFF0);
+const C4_9: RegSet = RegSet(0x3F0);
+const C10: RegSet = RegSet(0x400);
 
 const fn q(instruction_range: bool, opcode: bool, data_range: bool) -> Qualifiers {
     Qualifiers {
         instruction_range,
         opcode,
         data_range,
+        mesi: false,
     }
+}
+const fn with_mesi(q: Qualifiers) -> Qualifiers {
+    Qualifiers { mesi: true, ..q }
 }
 const Q_: Qualifiers = q(false, false, false);
 const QI: Qualifiers = q(true, false, false);
+const QID: Qualifiers = q(true, false, true);
 const QIO: Qualifiers = q(true, true, false);
 const QIOD: Qualifiers = q(true, true, true);
+const QIODM: Qualifiers = with_mesi(QIOD);
+const QM: Qualifiers = with_mesi(Q_);
+
+const ACTIVE: ThreadAttribution = ThreadAttribution::Active;
+const FLOATING: ThreadAttribution = ThreadAttribution::Floating;
+const CAUSAL: ThreadAttribution = ThreadAttribution::Causal;
+const SELF_FLOATING: ThreadAttribution = ThreadAttribution::SelfFloating;
 
 const PLAIN: EventKind = EventKind::Plain;
 const BTB: EventKind = EventKind::Btb;
@@ -233,6 +275,35 @@ const fn itanium2_row(
         qualifiers,
         kind,
         group,
+        thread_attribution: None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one table row
+const fn montecito_row(
+    name: &'static str,
+    code: u8,
+    umask: u8,
+    max_increment: u8,
+    counters: RegSet,
+    qualifiers: Qualifiers,
+    kind: EventKind,
+    thread_attribution: ThreadAttribution,
+    group: Option<CacheGroup>,
+) -> EventInfo {
+    EventInfo {
+        generation: Generation::Montecito,
+        thread_attribution: Some(thread_attribution),
+        ..itanium2_row(
+            name,
+            code,
+            umask,
+            max_increment,
+            counters,
+            qualifiers,
+            kind,
+            group,
+        )
     }
 }
 
@@ -240,13 +311,15 @@ const fn itanium2_row(
 pub const ITANIUM: &[EventInfo] = &itanium::TABLE;
 /// The Itanium 2 catalog (497 entries).
 pub const ITANIUM2: &[EventInfo] = &itanium2::TABLE;
+/// The Montecito catalog (637 entries).
+pub const MONTECITO: &[EventInfo] = &montecito::TABLE;
 
-/// The catalog of `generation` (empty for Montecito).
+/// The catalog of `generation`.
 pub const fn catalog(generation: Generation) -> &'static [EventInfo] {
     match generation {
         Generation::Itanium => ITANIUM,
         Generation::Itanium2 => ITANIUM2,
-        Generation::Montecito => &[],
+        Generation::Montecito => MONTECITO,
     }
 }
 
@@ -310,10 +383,11 @@ pub struct EventRule {
 }
 
 /// The rule for a counter counting `code` with counter unit mask `umask`:
-/// the first plain (non-EAR) entry with that code and unit mask, or failing
-/// that the union of the counters and the largest maximum increment of all
-/// entries with that code. `None` if the catalog has no event with that
-/// code, and always `None` for Montecito (no catalog).
+/// the plain (non-EAR) entries with that code and unit mask (the union of
+/// their counters, their largest increment, the first as `entry`), or
+/// failing that the union of the counters and the largest maximum increment
+/// of all entries with that code. `None` if the catalog has no event with that
+/// code.
 pub const fn rule(generation: Generation, code: u8, umask: u8) -> Option<EventRule> {
     let ix = match code_index(generation) {
         Some(ix) => ix,
@@ -325,17 +399,22 @@ pub const fn rule(generation: Generation, code: u8, umask: u8) -> Option<EventRu
     if start == end {
         return None;
     }
-    let mut counters = RegSet::EMPTY;
-    let mut max_increment = 0;
+    // The union over the code's entries, and over its plain entries with
+    // this unit mask (Montecito has two different events at BCh/0).
+    let (mut counters, mut max_increment) = (RegSet::EMPTY, 0);
+    let (mut exact_counters, mut exact_increment) = (RegSet::EMPTY, 0);
+    let mut entry: Option<&'static EventInfo> = None;
     let mut k = start;
     while k < end {
         let e = &table[ix.order[k] as usize];
         if !e.kind.is_ear() && e.umask == umask {
-            return Some(EventRule {
-                max_increment: e.max_increment,
-                counters: e.counters,
-                entry: Some(e),
-            });
+            if entry.is_none() {
+                entry = Some(e);
+            }
+            exact_counters = exact_counters.union(e.counters);
+            if e.max_increment > exact_increment {
+                exact_increment = e.max_increment;
+            }
         }
         counters = counters.union(e.counters);
         if e.max_increment > max_increment {
@@ -343,10 +422,17 @@ pub const fn rule(generation: Generation, code: u8, umask: u8) -> Option<EventRu
         }
         k += 1;
     }
-    Some(EventRule {
-        max_increment,
-        counters,
-        entry: None,
+    Some(match entry {
+        Some(_) => EventRule {
+            max_increment: exact_increment,
+            counters: exact_counters,
+            entry,
+        },
+        None => EventRule {
+            max_increment,
+            counters,
+            entry: None,
+        },
     })
 }
 
@@ -388,8 +474,9 @@ const fn build_index<const N: usize>(table: &[EventInfo; N]) -> CodeIndex<N> {
 
 static ITANIUM_INDEX: CodeIndex<230> = build_index(&itanium::TABLE);
 static ITANIUM2_INDEX: CodeIndex<497> = build_index(&itanium2::TABLE);
+static MONTECITO_INDEX: CodeIndex<637> = build_index(&montecito::TABLE);
 
-/// The code index, as slices so both sizes fit one type.
+/// The code index, as slices so every size fits one type.
 #[derive(Clone, Copy)]
 struct IndexRef {
     start: &'static [u16; 257],
@@ -406,7 +493,10 @@ const fn code_index(generation: Generation) -> Option<IndexRef> {
             start: &ITANIUM2_INDEX.start,
             order: &ITANIUM2_INDEX.order,
         }),
-        Generation::Montecito => None,
+        Generation::Montecito => Some(IndexRef {
+            start: &MONTECITO_INDEX.start,
+            order: &MONTECITO_INDEX.order,
+        }),
     }
 }
 
@@ -414,7 +504,7 @@ const fn code_index(generation: Generation) -> Option<IndexRef> {
 mod tests {
     use super::*;
 
-    /// (name, code, umask, max increment, counters, qualifiers "IOD", kind,
+    /// (name, code, umask, max increment, counters, qualifiers "IODM", kind,
     /// group/set), typed from libpfm3's tables by hand.
     type Row = (
         &'static str,
@@ -426,6 +516,39 @@ mod tests {
         EventKind,
         Option<(u8, u8)>,
     );
+
+    const ALL12: &[u8] = &[4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+    const FIRST6: &[u8] = &[4, 5, 6, 7, 8, 9];
+
+    /// Montecito rows typed by hand, with their thread attribution class
+    /// (libpfm's `caf`: 0 active, 1 floating, 2 causal, 3 self-floating).
+    #[rustfmt::skip]
+    const MONTECITO_SAMPLE: &[(Row, u8)] = &[
+        (("CPU_OP_CYCLES_ALL", 0x12, 0x0, 1, ALL12, "", EventKind::Plain, None), 2),
+        (("CPU_OP_CYCLES_QUAL", 0x12, 0x1, 1, ALL12, "IO", EventKind::Plain, None), 2),
+        (("CPU_OP_CYCLES_HALTED", 0x18, 0x0, 7, &[10], "", EventKind::Plain, None), 2),
+        (("IA64_INST_RETIRED", 0x08, 0x0, 6, ALL12, "IO", EventKind::Plain, None), 0),
+        (("NOPS_RETIRED", 0x50, 0x0, 6, ALL12, "IO", EventKind::Plain, None), 0),
+        (("BUS_ALL_SELF", 0x87, 0x2, 1, FIRST6, "", EventKind::Plain, None), 3),
+        (("ER_MEM_READ_OUT_LO", 0xB5, 0x0, 7, FIRST6, "", EventKind::Plain, None), 1),
+        (("L1D_READ_MISSES_ALL", 0xC7, 0x0, 2, ALL12, "IOD", EventKind::Plain, Some((1, 2))), 0),
+        (("BE_L1D_FPU_BUBBLE_L1D_STBUFRECIR", 0xCA, 0xE, 1, ALL12, "", EventKind::Plain, Some((1, 4))), 0),
+        (("UC_STORES_RETIRED", 0xD0, 0x0, 2, ALL12, "IOD", EventKind::Plain, Some((1, 8))), 0),
+        (("L2D_INSERT_HITS", 0xB1, 0x0, 4, ALL12, "IOD", EventKind::Plain, None), 1),
+        (("L2I_READS_ALL_ALL", 0x78, 0xF, 1, ALL12, "I", EventKind::Plain, None), 1),
+        (("L3_READS_ALL_ALL", 0xDD, 0xF, 1, ALL12, "IODM", EventKind::Plain, None), 1),
+        (("L3_LINES_REPLACED", 0xDF, 0x0, 1, ALL12, "M", EventKind::Plain, None), 1),
+        (("SI_CYCLES", 0x8E, 0x0, 1, ALL12, "", EventKind::Plain, None), 2),
+        (("THREAD_SWITCH_EVENTS_ALL", 0x0C, 0x7, 1, ALL12, "", EventKind::Plain, None), 0),
+        (("ETB_EVENT", 0x11, 0x0, 1, ALL12, "IO", EventKind::Btb, None), 0),
+        (("BRANCH_EVENT", 0x11, 0x0, 1, ALL12, "IO", EventKind::Btb, None), 0),
+        (("DATA_EAR_ALAT", 0xC8, 0x0, 1, ALL12, "IOD", EventKind::DearAlat, None), 1),
+        (("DATA_EAR_CACHE_LAT1024", 0xC8, 0x8, 1, ALL12, "IOD", EventKind::DearCache, None), 1),
+        (("DATA_EAR_TLB_VHPT_OR_FAULT", 0xC8, 0xC, 1, ALL12, "IOD", EventKind::DearTlb, None), 1),
+        (("L1I_EAR_CACHE_LAT4", 0x43, 0xFF, 1, ALL12, "I", EventKind::IearCache, None), 1),
+        (("L1I_EAR_CACHE_RAB", 0x43, 0x00, 1, ALL12, "I", EventKind::IearCache, None), 1),
+        (("L1I_EAR_TLB_L2TLB", 0x43, 0x1, 1, ALL12, "I", EventKind::IearTlb, None), 1),
+    ];
 
     #[rustfmt::skip]
     const ITANIUM_SAMPLE: &[Row] = &[
@@ -500,6 +623,7 @@ mod tests {
                 instruction_range: qual.contains('I'),
                 opcode: qual.contains('O'),
                 data_range: qual.contains('D'),
+                mesi: qual.contains('M'),
             };
             assert_eq!(e.qualifiers, want, "{name}");
             assert_eq!(e.kind, kind, "{name}");
@@ -518,11 +642,43 @@ mod tests {
     }
 
     #[test]
+    fn montecito_sample_matches_the_reference() {
+        let g = Generation::Montecito;
+        let rows: Vec<Row> = MONTECITO_SAMPLE.iter().map(|&(r, _)| r).collect();
+        check(g, &rows);
+        let classes = [
+            ThreadAttribution::Active,
+            ThreadAttribution::Floating,
+            ThreadAttribution::Causal,
+            ThreadAttribution::SelfFloating,
+        ];
+        for &((name, ..), caf) in MONTECITO_SAMPLE {
+            let e = find(g, name).unwrap();
+            assert_eq!(
+                e.thread_attribution,
+                Some(classes[usize::from(caf)]),
+                "{name}"
+            );
+        }
+        for g in [Generation::Itanium, Generation::Itanium2] {
+            assert!(
+                catalog(g)
+                    .iter()
+                    .all(|e| e.thread_attribution.is_none() && !e.qualifiers.mesi)
+            );
+        }
+    }
+
+    #[test]
     fn table_invariants() {
         assert_eq!(ITANIUM.len(), 230);
         assert_eq!(ITANIUM2.len(), 497);
-        assert!(catalog(Generation::Montecito).is_empty());
-        for g in [Generation::Itanium, Generation::Itanium2] {
+        assert_eq!(MONTECITO.len(), 637);
+        for g in [
+            Generation::Itanium,
+            Generation::Itanium2,
+            Generation::Montecito,
+        ] {
             let t = catalog(g);
             for (i, e) in t.iter().enumerate() {
                 assert_eq!(e.generation, g);
@@ -546,7 +702,8 @@ mod tests {
                     assert_eq!(e.counter_umask(), e.umask);
                 }
                 if e.kind.is_btb() {
-                    assert_eq!((e.name, e.code), ("BRANCH_EVENT", 0x11));
+                    assert!(matches!(e.name, "BRANCH_EVENT" | "ETB_EVENT"), "{}", e.name);
+                    assert_eq!(e.code, 0x11);
                 }
             }
         }
@@ -590,9 +747,24 @@ mod tests {
                 );
             }
         }
+        // Montecito: PMC4-15, or PMC4-9 only (98 entries), or PMC10 only
+        // (CPU_OP_CYCLES_HALTED), and 8-bit codes up to F3h.
+        let mut first6 = 0;
+        for e in MONTECITO {
+            assert!(e.code <= 0xF3, "{}", e.name);
+            match e.counters {
+                C4_15 => {}
+                C4_9 => first6 += 1,
+                C10 => assert_eq!(e.name, "CPU_OP_CYCLES_HALTED"),
+                other => panic!("{}: counters {other:?}", e.name),
+            }
+            assert!(e.thread_attribution.is_some(), "{}", e.name);
+        }
+        assert_eq!(first6, 98);
         // Kind counts from libpfm3's tables (Itanium: 12 I-EAR cache, 2 I-EAR
         // TLB, 11 D-EAR cache, 3 D-EAR TLB, 1 BTB; Itanium 2: 10, 7, 11, 7,
-        // 1 ALAT, 1 BTB).
+        // 1 ALAT, 1 BTB; Montecito: 10, 7, 11, 7, 1 ALAT, and the ETB as
+        // ETB_EVENT and BRANCH_EVENT).
         let count = |t: &[EventInfo], k| t.iter().filter(|e| e.kind == k).count();
         assert_eq!(
             [
@@ -603,8 +775,15 @@ mod tests {
                 EventKind::DearAlat,
                 EventKind::Btb
             ]
-            .map(|k| (count(ITANIUM, k), count(ITANIUM2, k))),
-            [(12, 10), (2, 7), (11, 11), (3, 7), (0, 1), (1, 1)]
+            .map(|k| (count(ITANIUM, k), count(ITANIUM2, k), count(MONTECITO, k))),
+            [
+                (12, 10, 10),
+                (2, 7, 7),
+                (11, 11, 11),
+                (3, 7, 7),
+                (0, 1, 1),
+                (1, 1, 2)
+            ]
         );
     }
 
@@ -614,12 +793,21 @@ mod tests {
         assert_eq!(find(Generation::Itanium2, "Cpu_Cycles").unwrap().code, 0x12);
         assert_eq!(find(Generation::Itanium, "CPU_CYCLE"), None);
         assert_eq!(find(Generation::Itanium, ""), None);
-        assert_eq!(find(Generation::Montecito, "CPU_CYCLES"), None);
+        assert_eq!(
+            find(Generation::Montecito, "CPU_CYCLES"),
+            None,
+            "CPU_OP_CYCLES_ALL there"
+        );
+        assert!(find(Generation::Montecito, "cpu_op_cycles_all").is_some());
         // Itanium-only and Itanium 2-only names.
         assert!(find(Generation::Itanium, "INSTRUCTION_EAR_EVENTS").is_some());
         assert!(find(Generation::Itanium2, "INSTRUCTION_EAR_EVENTS").is_none());
         assert!(find(Generation::Itanium2, "L1I_EAR_EVENTS").is_some());
-        for g in [Generation::Itanium, Generation::Itanium2] {
+        for g in [
+            Generation::Itanium,
+            Generation::Itanium2,
+            Generation::Montecito,
+        ] {
             for e in catalog(g) {
                 assert!(core::ptr::eq(find(g, e.name).unwrap(), e));
             }
@@ -643,8 +831,11 @@ mod tests {
                 with_code(Generation::Itanium, c).count(),
                 ITANIUM.iter().filter(|e| e.code == c).count()
             );
+            assert_eq!(
+                with_code(Generation::Montecito, c).count(),
+                MONTECITO.iter().filter(|e| e.code == c).count()
+            );
         }
-        assert_eq!(with_code(Generation::Montecito, 0x12).count(), 0);
     }
 
     #[test]
@@ -670,16 +861,35 @@ mod tests {
         assert!(rule(Generation::Itanium2, 0x0A, 0).is_none());
         assert!(rule(Generation::Itanium, 0x7F, 0).is_some());
         assert!(rule(Generation::Itanium, 0x80, 0).is_none());
-        assert!(rule(Generation::Montecito, 0x12, 0).is_none());
+        let r = rule(Generation::Montecito, 0x12, 0).unwrap();
+        assert_eq!((r.max_increment, r.counters), (1, C4_15));
+        assert_eq!(rule(Generation::Montecito, 0x18, 0).unwrap().counters, C10);
         // Every entry's own rule agrees with it (aliases agree).
-        for g in [Generation::Itanium, Generation::Itanium2] {
+        for g in [
+            Generation::Itanium,
+            Generation::Itanium2,
+            Generation::Montecito,
+        ] {
             for e in catalog(g) {
                 let r = rule(g, e.code, e.counter_umask()).unwrap();
                 if !e.kind.is_ear() {
-                    assert_eq!(r.counters, e.counters, "{}", e.name);
-                    assert_eq!(r.max_increment, e.max_increment, "{}", e.name);
+                    assert_eq!(
+                        r.counters.intersection(e.counters),
+                        e.counters,
+                        "{}",
+                        e.name
+                    );
+                    assert!(r.max_increment >= e.max_increment, "{}", e.name);
+                    if (g, e.code, e.umask) != (Generation::Montecito, 0xBC, 0) {
+                        assert_eq!(r.counters, e.counters, "{}", e.name);
+                        assert_eq!(r.max_increment, e.max_increment, "{}", e.name);
+                    }
                 }
             }
+            // The one shared code and unit mask: both events' counters.
+            let r = rule(Generation::Montecito, 0xBC, 0).unwrap();
+            assert_eq!(r.counters, C4_15);
+            assert_eq!(r.entry.unwrap().name, "ER_REJECT_ALL_L1_REQ");
         }
     }
 }

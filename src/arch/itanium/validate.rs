@@ -29,7 +29,7 @@
 //!    `pm` = 1 in system-wide and 0 in per-task sessions for any value other
 //!    than the power-up one ([`PmcError::PrivilegeMismatch`]). Each is an
 //!    option of [`Policy`].
-//! 5. Counters (Itanium and Itanium 2; Montecito has no catalog here): the
+//! 5. Counters (every generation, against its catalog): the
 //!    event code must be in the catalog ([`PmcError::UnknownEvent`]), the
 //!    counter must be one the event allows ([`PmcError::EventNotOnCounter`]),
 //!    and a non-zero threshold must be below the event's maximum increment
@@ -653,9 +653,6 @@ const fn counter_event(g: Generation, pmc: u8, v: u64) -> Result<(), PmcError> {
     let code = (ES.get(v) & ((1 << es_bits) - 1)) as u8;
     let umask = UMASK.get(v) as u8;
     let threshold = THRESHOLD.get(v) as u8;
-    if matches!(g, Generation::Montecito) {
-        return Ok(());
-    }
     let rule = match events::rule(g, code, umask) {
         Some(r) => r,
         None => return Err(PmcError::UnknownEvent { pmc, code }),

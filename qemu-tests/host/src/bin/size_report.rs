@@ -44,7 +44,9 @@ fn report() -> Result<(), String> {
         .iter()
         .map(|e| SECTIONS.map(|s| e.section_size(s)))
         .collect();
-    println!("size report: release kernels for {TARGET}, linked with qemu-tests/hobby/hobby.ld (bytes)");
+    println!(
+        "size report: release kernels for {TARGET}, linked with qemu-tests/hobby/hobby.ld (bytes)"
+    );
     println!(
         "{:<16} {:>7} {:>7} {:>7} {:>7}",
         "kernel", ".text", ".rodata", ".data", ".bss"

@@ -422,9 +422,9 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
     d.regs().clear();
     let o = handle_pmi(&state, d.regs(), 1, |_| {}).unwrap();
     assert_eq!(o.overflowed, RegSet::single(4).with(9));
-    // Montecito has no event catalog, so the driver cannot know that
-    // CPU_CYCLES gains at most 1 per cycle: each counter is read before its
-    // reload (both hold exactly 0 here).
+    // Montecito's catalog says CPU_OP_CYCLES (12h) gains at most 1 per
+    // cycle, so the frozen counters hold exactly 0 and are reloaded without
+    // being read: PMC0 read, one PMD write each, PMC0 written last.
     let reload = n.preset();
     assert_eq!(
         d.regs().log(),
@@ -433,12 +433,10 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
                 pmc: 0,
                 value: 1 << 9 | 1 << 4 | 1
             },
-            Access::ReadPmd { pmd: 4, value: 0 },
             Access::WritePmd {
                 pmd: 4,
                 value: reload
             },
-            Access::ReadPmd { pmd: 9, value: 0 },
             Access::WritePmd {
                 pmd: 9,
                 value: reload

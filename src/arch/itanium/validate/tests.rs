@@ -523,17 +523,44 @@ fn every_typed_value_is_accepted() {
             .is_ok()
         );
     }
-    // Montecito counters: no catalog, any code.
+    // Montecito counters, against Montecito's catalog: IA64_INST_RETIRED
+    // (08h, up to 6 per cycle) on PMC15 with threshold 5 is accepted;
+    // threshold 7 never counts, L2D_VICTIMB_FULL_THIS (F3h) has no unit
+    // mask Fh entry but its code counts on PMC4-15, and ER_MEM_READ_OUT_LO
+    // (B5h) counts on PMC4-9 only.
     let c = Counter::new(MONT, 15).unwrap();
-    let v = CounterPmc::new(
-        c,
-        crate::arch::itanium::fields::EventCode::new(MONT, 0xF3).unwrap(),
-    )
-    .unwrap()
-    .with_umask(Umask::new(0xF).unwrap())
-    .with_threshold(Threshold::new(c, 7).unwrap())
-    .unwrap();
-    assert!(strict(MONT, 15, v.bits()).is_ok());
+    let pmc = |code: u8, umask: u8, threshold: u8| {
+        CounterPmc::new(
+            c,
+            crate::arch::itanium::fields::EventCode::new(MONT, code).unwrap(),
+        )
+        .unwrap()
+        .with_umask(Umask::new(umask).unwrap())
+        .with_threshold(Threshold::new(c, threshold).unwrap())
+        .unwrap()
+        .bits()
+    };
+    assert!(strict(MONT, 15, pmc(0x08, 0, 5)).is_ok());
+    assert!(matches!(
+        strict(MONT, 15, pmc(0x08, 0, 7)),
+        Err(PmcError::ThresholdNotBelowMaxIncrement {
+            max_increment: 6,
+            ..
+        })
+    ));
+    assert!(strict(MONT, 15, pmc(0xF3, 0xF, 0)).is_ok());
+    assert!(matches!(
+        strict(MONT, 15, pmc(0xB5, 0, 0)),
+        Err(PmcError::EventNotOnCounter {
+            pmc: 15,
+            code: 0xB5,
+            ..
+        })
+    ));
+    assert!(matches!(
+        strict(MONT, 15, pmc(0xF4, 0, 0)),
+        Err(PmcError::UnknownEvent { code: 0xF4, .. })
+    ));
 }
 
 struct XorShift(u64);
