@@ -450,7 +450,8 @@ fn main() {
     if !callgrind {
         println!("(valgrind not found: no instruction counts)");
     }
-    for f in ["measured_netburst", "measured_itanium"] {
+    // The handlers as measured, and NetBurst's out-of-line FORCE_OVF path.
+    for f in ["measured_netburst", "measured_itanium", "service_forced"] {
         match locked_instructions(f) {
             Some(n) => {
                 println!("{f}: {n} locked instructions (lock prefix or xchg with memory; objdump)")

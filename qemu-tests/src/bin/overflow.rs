@@ -4,7 +4,8 @@
 //! and `pmu::arch::netburst::pmi::handle_pmi` runs from the IDT with the
 //! interrupted RIP, reloads, clears OVF, unmasks the LVT entry and fills a
 //! sample buffer. Covers N = 1 and 2, spurious PMIs, a PMI racing a halt,
-//! two overflows in one PMI, and conservation over long randomised runs.
+//! two overflows in one PMI, conservation over long randomised runs, and
+//! `FORCE_OVF` (an interrupt on every increment, the counter counting on).
 //! All counts come from the model, not hardware.
 #![no_std]
 #![no_main]
@@ -58,6 +59,7 @@ fn main(_: &'static BootInfo) -> ! {
             case!(two_overflows_one_pmi),
             case!(pmi_as_nmi),
             case!(conservation_over_long_randomised_runs),
+            case!(force_ovf),
         ],
     )
 }
@@ -386,5 +388,37 @@ fn conservation_over_long_randomised_runs() -> Outcome {
     }
     println!("overflow: conservation held over {total} events in 7 randomised runs (model)");
     check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
+    Ok(())
+}
+
+/// `FORCE_OVF` through the driver with real interrupts: each increment
+/// overflows the counter and the increment after raises the PMI; the
+/// handler accounts the increments since its last service and the counter
+/// counts on from 0. Every increment is accounted exactly once, by a PMI
+/// or by the halt.
+fn force_ovf() -> Outcome {
+    let (mut d, c) = setup!(false);
+    let spec: EventSpec = pmu::netburst_event!("global_power_events:RUNNING:k");
+    let config = CounterConfig::counting(spec, Escr::FsbEscr0).every_increment();
+    let c0 = c.c0.configure(&mut d, &config)?.enable(&mut d)?;
+    let pmis = run(RUNNING, 301).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
+    let mut samples = 0u64;
+    let mut increments = 0u64;
+    SAMPLES.drain(|s| {
+        samples += 1;
+        increments += u64::from(s.periods);
+    });
+    check_eq!(c0.read(&mut d)?, 301, "the counter counts on");
+    check_eq!(samples, pmis, "a sample per PMI");
+    check_eq!(increments, PMI.periods(0));
+    let c0 = c0.halt(&mut d)?;
+    check_eq!(PMI.periods(0), 301, "every increment accounted once");
+    println!(
+        "overflow: FORCE_OVF, 301 events: {pmis} PMIs serviced {increments} increments, the halt {} (model)",
+        PMI.periods_at_halt(0)
+    );
+    check!(pmis >= 150, "a PMI at least every second increment: {pmis}");
+    check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
+    let _ = c0.release(&mut d)?;
     Ok(())
 }

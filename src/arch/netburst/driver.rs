@@ -15,10 +15,11 @@
 //! | cascade_from | 0 | 1 | 0 | CCCR with `CASCADE` |
 //! | halt, counting counter | 0 | 1 | 0 | CCCR without `ENABLE` |
 //! | halt, sampling counter | 0 | 1 (+1) | 1 | CCCR; RDPMC to find an overflow whose PMI the halt cancelled; counter rewrite only if there was one |
+//! | halt, `FORCE_OVF` counter | 0 | 1 | 1 | CCCR; RDPMC to account the increments since the last PMI service |
 //! | read | 0 | 0 | 1 | RDPMC (all 40 bits) |
 //! | clear_overflow | 0 | 1 | 0 | CCCR image of the current state, `OVF` clear |
 //! | release | 0 | 2 (+1) | 0 | CCCR idle (active thread 11b, all else 0), counter 0; the ESCR only if it tags µops (below) |
-//! | PMI handler | 0 | 2 per overflowed counter | 1 per armed counter | plus one LVT write ([`super::pmi`]) |
+//! | PMI handler | 0 | 2 per overflowed counter (1 for a `FORCE_OVF` one) | 1 per armed counter | plus one LVT write ([`super::pmi`]) |
 //!
 //! Linux's NetBurst driver (`arch/x86/events/intel/p4.c`), for comparison:
 //! start = 4 WRMSR (counter twice for erratum N15, ESCR, CCCR), disable = 1
@@ -131,6 +132,8 @@ pub type NbCounter<O, const N: u8, S> = counter::Handle<NetBurst, O, N, S>;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Programmed {
     escr: Option<Escr>,
+    /// The CCCR has `FORCE_OVF` (and the PMI bit).
+    force_ovf: bool,
     /// The ESCR image has `Tag_Enable` set ([`Programmed::escr_tags`]).
     escr_tags: bool,
     cccr: CccrValue,
@@ -181,6 +184,7 @@ impl Arch for NetBurst {
     type Programmed = Programmed;
     const UNPROGRAMMED: Programmed = Programmed {
         escr_tags: false,
+        force_ovf: false,
         escr: None,
         cccr: CccrValue::from_bits_truncate(0),
         lp: LogicalProcessor::T0,
@@ -297,6 +301,12 @@ pub struct CounterConfig {
     pub lp: LogicalProcessor,
     /// Interrupt every N events (`None`: count only).
     pub sampling: Option<SampleAfter>,
+    /// `FORCE_OVF` (CCCR bit 25): the counter overflows on every increment
+    /// (SDM 18.15.5.5), so with its PMI it interrupts on every increment
+    /// while it goes on counting from 0; the handler accounts each
+    /// increment as one period of [`crate::arch::netburst::pmi::PmiState`]
+    /// and does not reload the counter. Exclusive with `sampling`.
+    pub force_ovf: bool,
 }
 
 impl CounterConfig {
@@ -307,6 +317,7 @@ impl CounterConfig {
             escr,
             lp: LogicalProcessor::T0,
             sampling: None,
+            force_ovf: false,
         }
     }
 
@@ -319,6 +330,15 @@ impl CounterConfig {
     /// Interrupt every `n` events.
     pub const fn sampling(mut self, n: SampleAfter) -> CounterConfig {
         self.sampling = Some(n);
+        self.force_ovf = false;
+        self
+    }
+
+    /// Interrupt on every increment with `FORCE_OVF` (see
+    /// [`CounterConfig::force_ovf`]), counting on meanwhile.
+    pub const fn every_increment(mut self) -> CounterConfig {
+        self.force_ovf = true;
+        self.sampling = None;
         self
     }
 }
@@ -356,6 +376,9 @@ pub enum ConfigError {
     NoSuchLogicalProcessor,
     /// The sample-after value was checked against another counter width.
     SampleAfterRule,
+    /// Both `sampling` and `force_ovf`: a `FORCE_OVF` counter already
+    /// interrupts on every increment.
+    ForceOvfWithSampling,
     /// No counter has this number (only an [`crate::counter::AnyHandle`]
     /// built by hand can name one).
     NoSuchCounter(u8),
@@ -394,6 +417,9 @@ impl fmt::Display for ConfigError {
             ConfigError::SampleAfterRule => {
                 f.write_str("the sample-after value was checked against another counter rule")
             }
+            ConfigError::ForceOvfWithSampling => f.write_str(
+                "FORCE_OVF interrupts on every increment: it takes no sample-after value",
+            ),
             ConfigError::NoSuchCounter(n) => write!(f, "no counter {n}"),
         }
     }
@@ -537,7 +563,10 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if c.sampling.is_some_and(|s| s.rule() != overflow_rule()) {
             return Err(ConfigError::SampleAfterRule);
         }
-        let interrupt = c.sampling.is_some();
+        if c.force_ovf && c.sampling.is_some() {
+            return Err(ConfigError::ForceOvfWithSampling);
+        }
+        let interrupt = c.sampling.is_some() || c.force_ovf;
         let cccr = c
             .event
             .cccr_value()
@@ -545,9 +574,11 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
             .with_escr_select(c.escr.select())
             .with_active_thread(ActiveThread::Any)
             .with_ovf_pmi_t0(interrupt && !t1)
-            .with_ovf_pmi_t1(interrupt && t1);
+            .with_ovf_pmi_t1(interrupt && t1)
+            .with_force_ovf(c.force_ovf);
         Ok(Programmed {
             escr: Some(c.escr),
+            force_ovf: c.force_ovf,
             escr_tags: c.event.escr_value().tag_enable(),
             cccr,
             lp: c.lp,
@@ -624,8 +655,8 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
 
     fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let image = p.cccr_for(StateTag::Enabled);
-        if p.sampling.is_some() {
-            self.pmi.arm(p.lp, counter_at(n)?, image);
+        if p.sampling.is_some() || p.force_ovf {
+            self.pmi.arm(p.lp, counter_at(n)?, image, p.force_ovf);
         }
         self.write_cccr(n, image.bits())
     }
@@ -633,6 +664,16 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
     fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         self.pmi.disarm(p.lp, counter_at(n)?);
         self.write_cccr(n, p.cccr.bits())?;
+        if p.force_ovf {
+            // The increments since the last service are owed: the halt
+            // accounts for them (its CCCR write cleared `OVF`).
+            let raw = self.msr.read_pmc(u32::from(n)).map_err(Error::Access)?;
+            let owed = self.pmi.forced_increments(n, raw);
+            if owed > 0 {
+                self.pmi.add_halt_periods(n, owed);
+            }
+            return Ok(());
+        }
         let Some(s) = p.sampling else {
             return Ok(());
         };
@@ -647,8 +688,8 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
 
     fn cascade(&mut self, n: u8, _from: u8, p: &Programmed) -> Result<(), Self::Error> {
         let image = p.cccr_for(StateTag::Cascaded);
-        if p.sampling.is_some() {
-            self.pmi.arm(p.lp, counter_at(n)?, image);
+        if p.sampling.is_some() || p.force_ovf {
+            self.pmi.arm(p.lp, counter_at(n)?, image, p.force_ovf);
         }
         self.write_cccr(n, image.bits())
     }

@@ -14,7 +14,7 @@
 //! | access | count | why |
 //! |---|---|---|
 //! | RDPMC counter | one per armed counter of this logical processor | the count says whether the counter passed its overflow and how far (see below) |
-//! | WRMSR counter | one per overflowed counter | re-arm relative to what it holds: `-N + residual` ([`crate::sampling::SampleAfter::rearm`]) |
+//! | WRMSR counter | one per overflowed sampling counter | re-arm relative to what it holds: `-N + residual` ([`crate::sampling::SampleAfter::rearm`]); a `FORCE_OVF` counter is not reloaded: the handler accounts its increments since the last service |
 //! | WRMSR CCCR | one per overflowed counter | clear the sticky `OVF`: the CCCR image the counter was armed with, which has `OVF` clear |
 //! | LVT write | one | NetBurst's APIC masks the entry when it delivers a PMI; it is unmasked only after every `OVF` is clear, or the PMI is raised again (SDM 18.15.5.8, Linux `p4_pmu_handle_irq`) |
 //!
@@ -121,12 +121,19 @@ struct Slots {
     n: [AtomicU64; 32],
     cccr: [AtomicU64; 32],
     periods: [AtomicU64; 32],
+    /// `FORCE_OVF` counters: the count at the last service.
+    last: [AtomicU64; 32],
 }
 
 /// What one logical processor's handler writes: its own line.
 #[repr(C, align(64))]
 struct PerThread {
+    /// Armed sampling counters.
     armed: AtomicU32,
+    /// Armed `FORCE_OVF` counters (an overflow on every increment, SDM
+    /// 18.15.5.5): serviced by accounting the increments since the last
+    /// service, without a reload, after the sampling counters.
+    forced: AtomicU32,
     interrupts: AtomicU64,
     spurious: AtomicU64,
 }
@@ -192,6 +199,7 @@ impl PmiState {
 
         const THREAD: PerThread = PerThread {
             armed: AtomicU32::new(0),
+            forced: AtomicU32::new(0),
             interrupts: Z64,
             spurious: Z64,
         };
@@ -202,6 +210,7 @@ impl PmiState {
                 n: [Z64; 32],
                 cccr: [Z64; 32],
                 periods: [Z64; 32],
+                last: [Z64; 32],
             },
             at_halt: [Z64; COUNTERS],
         }
@@ -209,7 +218,10 @@ impl PmiState {
 
     /// Counters whose overflow interrupts `lp` and that are counting.
     pub fn armed(&self, lp: LogicalProcessor) -> CounterSet {
-        CounterSet::from_bits_truncate(self.thread[lp as usize].armed.load(Ordering::Acquire))
+        let t = &self.thread[lp as usize];
+        CounterSet::from_bits_truncate(
+            t.armed.load(Ordering::Acquire) | t.forced.load(Ordering::Acquire),
+        )
     }
 
     /// Sample-after periods of counter `c` completed since it was configured:
@@ -251,24 +263,40 @@ impl PmiState {
         self.slot.preset[n].store(r.preset, Ordering::Release);
         self.slot.n[n].store(r.n, Ordering::Release);
         self.slot.periods[n].store(0, Ordering::Release);
+        self.slot.last[n].store(0, Ordering::Release);
         self.at_halt[n].store(0, Ordering::Release);
     }
 
-    /// Arm sampling counter `n` for `lp`'s handler; `cccr` is the image it
-    /// runs with, which the handler writes back to clear `OVF`.
-    pub(super) fn arm(&self, lp: LogicalProcessor, c: Counter, cccr: CccrValue) {
+    /// Arm counter `n` for `lp`'s handler: a sampling counter, or with
+    /// `forced` a `FORCE_OVF` one; `cccr` is the image it runs with, which
+    /// the handler writes back to clear `OVF`.
+    pub(super) fn arm(&self, lp: LogicalProcessor, c: Counter, cccr: CccrValue, forced: bool) {
         self.slot.cccr[usize::from(c.index())].store(cccr.bits(), Ordering::Release);
-        let set = CounterSet::EMPTY.with(c);
-        self.thread[lp as usize]
-            .armed
-            .fetch_or(set.bits(), Ordering::AcqRel);
+        let set = CounterSet::EMPTY.with(c).bits();
+        let thread = &self.thread[lp as usize];
+        let (mask, other) = if forced {
+            (&thread.forced, &thread.armed)
+        } else {
+            (&thread.armed, &thread.forced)
+        };
+        other.fetch_and(!set, Ordering::AcqRel);
+        mask.fetch_or(set, Ordering::AcqRel);
+    }
+
+    /// A `FORCE_OVF` counter `n` (disarmed) holds `raw`: the increments
+    /// since it was last serviced, now accounted as serviced.
+    pub(super) fn forced_increments(&self, n: u8, raw: u64) -> u64 {
+        let last = &self.slot.last[usize::from(n) % 32];
+        let owed = raw.wrapping_sub(last.load(Ordering::Relaxed)) & overflow_rule().mask();
+        last.store(raw, Ordering::Relaxed);
+        owed
     }
 
     pub(super) fn disarm(&self, lp: LogicalProcessor, c: Counter) {
-        let set = CounterSet::EMPTY.with(c);
-        self.thread[lp as usize]
-            .armed
-            .fetch_and(!set.bits(), Ordering::AcqRel);
+        let set = CounterSet::EMPTY.with(c).bits();
+        let thread = &self.thread[lp as usize];
+        thread.armed.fetch_and(!set, Ordering::AcqRel);
+        thread.forced.fetch_and(!set, Ordering::AcqRel);
     }
 
     /// A halt found `periods` owed by disarmed counter `n`.
@@ -304,37 +332,47 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
 ) -> Result<PmiOutcome, M::Error> {
     let thread = &state.thread[lp as usize];
     bump(&thread.interrupts, 1);
-    let armed = thread.armed.load(Ordering::Acquire);
     let mut overflowed = 0u32;
-    let mut rest = armed;
-    while rest != 0 {
-        let n = rest.trailing_zeros();
-        rest &= rest - 1;
-        let i = n as usize % 32;
-        let rearm = Rearm {
-            preset: state.slot.preset[i].load(Ordering::Relaxed),
-            n: state.slot.n[i].load(Ordering::Relaxed),
-        };
-        let (periods, value) = rearm.rearm(msr.read_pmc(n)?);
-        if periods == 0 {
-            continue;
+    let mut rest = thread.armed.load(Ordering::Acquire);
+    // A loop tested at its end: one branch per counter.
+    if rest != 0 {
+        loop {
+            let n = rest.trailing_zeros();
+            rest &= rest - 1;
+            let i = n as usize % 32;
+            let rearm = Rearm {
+                preset: state.slot.preset[i].load(Ordering::Relaxed),
+                n: state.slot.n[i].load(Ordering::Relaxed),
+            };
+            let (periods, value) = rearm.rearm(msr.read_pmc(n)?);
+            if periods != 0 {
+                msr.write_msr(Counter::MSR_BASE + n, value)?;
+                msr.write_msr(
+                    Cccr::MSR_BASE + n,
+                    state.slot.cccr[i].load(Ordering::Relaxed),
+                )?;
+                bump(&state.slot.periods[i], periods);
+                overflowed |= 1 << n;
+                sink(Sample {
+                    counter: n as u8,
+                    periods: if periods <= u32::MAX as u64 {
+                        periods as u32
+                    } else {
+                        u32::MAX
+                    },
+                    rip,
+                });
+            }
+            if rest == 0 {
+                break;
+            }
         }
-        msr.write_msr(Counter::MSR_BASE + n, value)?;
-        msr.write_msr(
-            Cccr::MSR_BASE + n,
-            state.slot.cccr[i].load(Ordering::Relaxed),
-        )?;
-        bump(&state.slot.periods[i], periods);
-        overflowed |= 1 << n;
-        sink(Sample {
-            counter: n as u8,
-            periods: if periods <= u32::MAX as u64 {
-                periods as u32
-            } else {
-                u32::MAX
-            },
-            rip,
-        });
+    }
+    // FORCE_OVF counters last, out of line (usually there are none); the
+    // sink moves into the call, so the loop above keeps it in registers.
+    let forced = thread.forced.load(Ordering::Acquire);
+    if forced != 0 {
+        overflowed |= service_forced(state, forced, msr, rip, sink)?;
     }
     if overflowed == 0 {
         bump(&thread.spurious, 1);
@@ -343,4 +381,47 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
     Ok(PmiOutcome {
         overflowed: CounterSet::from_bits_truncate(overflowed),
     })
+}
+
+/// The `FORCE_OVF` counters in `set` (SDM 18.15.5.5: every increment is an
+/// overflow): account the increments since each one's last service and
+/// clear its `OVF` with the CCCR image, without reloading it (1 RDPMC, and
+/// 1 WRMSR when it incremented). Out of line and cold, so that the usual
+/// handler keeps its registers. Returns the counters serviced.
+#[cold]
+#[inline(never)]
+fn service_forced<M: MsrAccess>(
+    state: &PmiState,
+    set: u32,
+    msr: &mut M,
+    rip: u64,
+    mut sink: impl FnMut(Sample),
+) -> Result<u32, M::Error> {
+    let mut serviced = 0;
+    let mut rest = set;
+    while rest != 0 {
+        let n = rest.trailing_zeros();
+        rest &= rest - 1;
+        let i = n as usize % 32;
+        let raw = msr.read_pmc(n)?;
+        let last = state.slot.last[i].load(Ordering::Relaxed);
+        let increments = raw.wrapping_sub(last) & overflow_rule().mask();
+        if increments == 0 {
+            continue;
+        }
+        state.slot.last[i].store(raw, Ordering::Relaxed);
+        msr.write_msr(Cccr::MSR_BASE + n, state.slot.cccr[i].load(Ordering::Relaxed))?;
+        bump(&state.slot.periods[i], increments);
+        serviced |= 1 << n;
+        sink(Sample {
+            counter: n as u8,
+            periods: if increments <= u32::MAX as u64 {
+                increments as u32
+            } else {
+                u32::MAX
+            },
+            rip,
+        });
+    }
+    Ok(serviced)
 }

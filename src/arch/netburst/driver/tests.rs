@@ -1067,3 +1067,61 @@ fn unclaimed_tokens_are_zero_sized() {
         size_of::<Programmed>()
     );
 }
+
+/// `FORCE_OVF` through the driver (SDM 18.15.5.5): every increment is an
+/// overflow and raises a PMI on the increment after it (18.15.5.8). The
+/// handler accounts the increments since its last service and clears
+/// `OVF` without reloading (1 RDPMC, 1 WRMSR), the counter counts on, and
+/// a halt accounts what no PMI serviced: increments = periods, exactly.
+#[test]
+fn force_ovf_interrupts_on_every_increment_and_counts_on() {
+    let state = PmiState::new();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    let refused = c.c0.configure(
+        &mut d,
+        &running()
+            .every_increment()
+            .sampling(SampleAfter::new(5, overflow_rule()).unwrap()),
+    );
+    // `sampling` after `every_increment` replaces it: accepted.
+    let c0 = refused.unwrap();
+    assert!(!c0.programmed().cccr().force_ovf());
+    let c0 = c0.release(&mut d).unwrap();
+    let both = CounterConfig {
+        force_ovf: true,
+        ..running().sampling(SampleAfter::new(5, overflow_rule()).unwrap())
+    };
+    let e = c0.configure(&mut d, &both).unwrap_err();
+    assert_eq!(e.error, Error::Config(ConfigError::ForceOvfWithSampling));
+    let c0 = e
+        .counter
+        .configure(&mut d, &running().every_increment())
+        .unwrap();
+    assert!(c0.programmed().cccr().force_ovf());
+    let c0 = c0.enable(&mut d).unwrap();
+    let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
+    let mut pmis = 0;
+    for _ in 0..20 {
+        inject(&mut d, RUNNING, 1);
+        d.msr().clear();
+        if service(&mut d, &state, &mut lvt, 0x40, &mut samples) {
+            assert_eq!(d.msr().take_counts(), counts(0, 1, 1), "RDPMC, CCCR");
+            pmis += 1;
+        }
+    }
+    assert_eq!(c0.read(&mut d).unwrap(), 20, "counting on from 0");
+    // An increment sets OVF and the next one raises the PMI: with the
+    // handler clearing OVF at once, every second increment interrupts.
+    assert_eq!(pmis, 10);
+    let serviced: u64 = samples.iter().map(|s| u64::from(s.periods)).sum();
+    assert_eq!(serviced, state.periods(0));
+    // The last increment's overflow has no PMI yet: the halt accounts it.
+    let c0 = c0.halt(&mut d).unwrap();
+    assert_eq!(state.periods(0), 20, "every increment accounted once");
+    assert_eq!(state.periods_at_halt(0), 20 - serviced);
+    assert!(
+        !service(&mut d, &state, &mut lvt, 0x40, &mut samples),
+        "withdrawn"
+    );
+    let _ = c0.release(&mut d).unwrap();
+}
