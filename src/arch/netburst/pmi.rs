@@ -410,7 +410,10 @@ fn service_forced<M: MsrAccess>(
             continue;
         }
         state.slot.last[i].store(raw, Ordering::Relaxed);
-        msr.write_msr(Cccr::MSR_BASE + n, state.slot.cccr[i].load(Ordering::Relaxed))?;
+        msr.write_msr(
+            Cccr::MSR_BASE + n,
+            state.slot.cccr[i].load(Ordering::Relaxed),
+        )?;
         bump(&state.slot.periods[i], increments);
         serviced |= 1 << n;
         sink(Sample {
