@@ -13,9 +13,11 @@ use pmu::access::{AccessCounts, Recording};
 use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use pmu::arch::netburst::LogicalProcessor as Lp;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
+use pmu::arch::netburst::driver::{NbCounter, NetBurst};
 use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec};
-use pmu::counter::Owner;
+use pmu::counter::state::Unclaimed;
+use pmu::counter::{Cascade, Owner};
 use pmu::counter::{ErasedError, Operation, StateTag};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
 use pmu::model::netburst::{ModelMsr, SharedModel};
@@ -41,6 +43,8 @@ fn main(_: &'static BootInfo) -> ! {
             case!(erased_handles_refuse_illegal_transitions),
             case!(a_scheduled_set_counts_each_event_on_its_placement),
             case!(pmi_and_halt_traffic_in_every_case),
+            case!(cascade_14_16),
+            case!(cascade_15_17),
         ],
     )
 }
@@ -481,4 +485,100 @@ fn pmi_and_halt_traffic_in_every_case() -> Outcome {
     check_eq!((PMI.periods(0), PMI.periods_at_halt(0)), (2, 1));
     let _ = (a, b, e, f);
     Ok(())
+}
+
+/// One configured counter of a cascade pair: its token, its event on its
+/// ESCR, and the model's event that it counts.
+struct Side<O: Owner, const N: u8> {
+    token: NbCounter<O, N, Unclaimed>,
+    spec: &'static str,
+    escr: Escr,
+}
+
+impl<O: Owner, const N: u8> Side<O, N> {
+    fn kind(&self) -> Result<(CounterConfig, EventKind), hobby::test::Failure> {
+        let spec: EventSpec = self.spec.parse()?;
+        let kind = EventKind::for_spec(&spec, self.escr).ok_or("no model event")?;
+        Ok((CounterConfig::counting(spec, self.escr), kind))
+    }
+}
+
+/// The IQ block's cascades into counters 16 and 17 (only from 14 and 15,
+/// SDM 18.15.5.6), with both ways of halting a cascaded counter (SDM
+/// 18.15.5.5): clear the alternate's `OVF`, or clear the counter's own
+/// `CASCADE` (a halt); each transition one CCCR write.
+fn cascade_pair<O: Owner, const L: u8, const H: u8>(
+    d: &mut Driver<O>,
+    low: Side<O, L>,
+    high: Side<O, H>,
+) -> Outcome
+where
+    NetBurst: Cascade<L, H>,
+{
+    let (low_cfg, low_kind) = low.kind()?;
+    let (high_cfg, high_kind) = high.kind()?;
+    let feed = |k: EventKind, n: u64| {
+        MODEL.with(|m| m.inject(k.on(LogicalProcessor::T0, Privilege::Os, n)))
+    };
+    let lo = low.token.configure(d, &low_cfg)?.enable(d)?;
+    let hi = high.token.configure(d, &high_cfg)?;
+    traffic(d);
+    let hi = hi.cascade_from(&lo, d)?;
+    check_eq!(traffic(d), (0, 1, 0), "cascade_from: one CCCR write");
+    feed(high_kind, 5);
+    check_eq!(hi.read(d)?, 0, "nothing before the low counter overflows");
+    // The low counter wraps: from now on the high counter counts.
+    feed(low_kind, 1 << 40);
+    feed(high_kind, 7);
+    check_eq!(hi.read(d)?, 7, "counting once the low counter overflowed");
+    // First way: clear the low counter's OVF.
+    d.clear_overflow(&lo)?;
+    feed(high_kind, 3);
+    check_eq!(hi.read(d)?, 7, "stopped by clearing the low OVF");
+    // Second way: the low counter overflows again, and the halt clears
+    // the high counter's CASCADE.
+    feed(low_kind, 1 << 40);
+    feed(high_kind, 2);
+    check_eq!(hi.read(d)?, 9);
+    traffic(d);
+    let hi = hi.halt(d)?;
+    check_eq!(traffic(d), (0, 1, 0), "halt (cascaded): one CCCR write");
+    feed(high_kind, 4);
+    check_eq!(hi.read(d)?, 9, "halted while the low OVF is still set");
+    // Cascaded again from Halted: the low OVF is still set, so it counts.
+    let hi = hi.cascade_from(&lo, d)?;
+    feed(high_kind, 1);
+    check_eq!(hi.read(d)?, 10, "cascaded again from Halted");
+    let _ = (hi.release(d)?, lo.release(d)?);
+    Ok(())
+}
+
+fn cascade_14_16() -> Outcome {
+    let (mut d, c) = setup!();
+    let low = Side {
+        token: c.c14,
+        spec: "instr_retired:NBOGUSNTAG:k",
+        escr: Escr::CruEscr1,
+    };
+    let high = Side {
+        token: c.c16,
+        spec: "instr_retired:NBOGUSTAG:k",
+        escr: Escr::CruEscr0,
+    };
+    cascade_pair(&mut d, low, high)
+}
+
+fn cascade_15_17() -> Outcome {
+    let (mut d, c) = setup!();
+    let low = Side {
+        token: c.c15,
+        spec: "instr_retired:NBOGUSNTAG:k",
+        escr: Escr::CruEscr1,
+    };
+    let high = Side {
+        token: c.c17,
+        spec: "branch_retired:MMNP:k",
+        escr: Escr::CruEscr3,
+    };
+    cascade_pair(&mut d, low, high)
 }

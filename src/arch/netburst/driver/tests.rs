@@ -1125,3 +1125,68 @@ fn force_ovf_interrupts_on_every_increment_and_counts_on() {
     );
     let _ = c0.release(&mut d).unwrap();
 }
+
+/// Counters 16 and 17 cascade only from 14 and 15 (SDM 18.15.5.6), and a
+/// cascaded counter halts either way (18.15.5.5): clearing the alternate's
+/// `OVF`, or clearing its own `CASCADE`.
+#[test]
+fn cascades_into_16_and_17_halt_both_ways() {
+    let state = PmiState::new();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    let cfg = |s: &str, e: Escr| {
+        let spec = spec(s);
+        (
+            CounterConfig::counting(spec, e),
+            EventKind::for_spec(&spec, e).unwrap(),
+        )
+    };
+    let (low_cfg, low) = cfg("instr_retired:NBOGUSNTAG:k", Escr::CruEscr1);
+    let (high_cfg, high) = cfg("instr_retired:NBOGUSTAG:k", Escr::CruEscr0);
+    let c14 = c
+        .c14
+        .configure(&mut d, &low_cfg)
+        .unwrap()
+        .enable(&mut d)
+        .unwrap();
+    let c16 = c
+        .c16
+        .configure(&mut d, &high_cfg)
+        .unwrap()
+        .cascade_from(&c14, &mut d)
+        .unwrap();
+    inject(&mut d, high, 5);
+    assert_eq!(c16.read(&mut d).unwrap(), 0, "gated until 14 overflows");
+    inject(&mut d, low, 1 << 40);
+    inject(&mut d, high, 7);
+    assert_eq!(c16.read(&mut d).unwrap(), 7);
+    d.clear_overflow(&c14).unwrap();
+    inject(&mut d, high, 3);
+    assert_eq!(c16.read(&mut d).unwrap(), 7, "stopped: 14's OVF cleared");
+    inject(&mut d, low, 1 << 40);
+    let c16 = c16.halt(&mut d).unwrap();
+    inject(&mut d, high, 4);
+    assert_eq!(c16.read(&mut d).unwrap(), 7, "stopped: CASCADE cleared");
+    let _ = (c16.release(&mut d).unwrap(), c14.release(&mut d).unwrap());
+    // 15 -> 17, on two side-1 ESCRs.
+    let (low_cfg, low) = cfg("instr_retired:NBOGUSNTAG:k", Escr::CruEscr1);
+    let (high_cfg, high) = cfg("branch_retired:MMNP:k", Escr::CruEscr3);
+    let c15 = c
+        .c15
+        .configure(&mut d, &low_cfg)
+        .unwrap()
+        .enable(&mut d)
+        .unwrap();
+    let c17 = c
+        .c17
+        .configure(&mut d, &high_cfg)
+        .unwrap()
+        .cascade_from(&c15, &mut d)
+        .unwrap();
+    inject(&mut d, low, (1 << 40) + 2);
+    inject(&mut d, high, 6);
+    assert_eq!(
+        (c15.read(&mut d).unwrap(), c17.read(&mut d).unwrap()),
+        (2, 6)
+    );
+    let _ = (c17, c15);
+}
