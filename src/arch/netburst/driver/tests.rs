@@ -1190,3 +1190,57 @@ fn cascades_into_16_and_17_halt_both_ways() {
     );
     let _ = (c17, c15);
 }
+
+/// The CCCR's filter through the driver, with exact counts on the model
+/// (SDM 18.15.3): the event's per-clock count goes through COMPARE
+/// (`count > THRESHOLD`), COMPLEMENT (`count <= THRESHOLD`) and EDGE (a
+/// rising edge of the comparison's output), set by the event string's
+/// `thr=`, `cmpl` and `e` modifiers.
+#[test]
+fn compare_complement_threshold_and_edge_count_exactly() {
+    let state = PmiState::new();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    // Instructions retired per clock.
+    let clocks = [0u64, 1, 2, 3, 4, 3, 0, 5, 1];
+    let cases = [
+        ("instr_retired:NBOGUSNTAG:k", 19, "every instruction"),
+        (
+            "instr_retired:NBOGUSNTAG:k:thr=2",
+            4,
+            "clocks with more than 2",
+        ),
+        (
+            "instr_retired:NBOGUSNTAG:k:cmpl:thr=2",
+            5,
+            "clocks with at most 2",
+        ),
+        (
+            "instr_retired:NBOGUSNTAG:k:e:thr=2",
+            2,
+            "rising edges of more than 2",
+        ),
+        (
+            "instr_retired:NBOGUSNTAG:k:cmpl:thr=0",
+            2,
+            "clocks with none",
+        ),
+    ];
+    let mut token = Some(c.c12);
+    for (s, expected, what) in cases {
+        let cfg = CounterConfig::counting(spec(s), Escr::CruEscr0);
+        let kind = EventKind::for_spec(&cfg.event, Escr::CruEscr0).unwrap();
+        let h = token.take().unwrap().configure(&mut d, &cfg).unwrap();
+        assert_eq!(
+            h.programmed().cccr().compare(),
+            s.contains("thr=") || s.contains(":e"),
+            "{s}"
+        );
+        let h = h.enable(&mut d).unwrap();
+        for &n in &clocks {
+            let events = [kind.on(ModelLp::T0, Privilege::Os, n)];
+            model(&mut d).cycle(if n == 0 { &[] } else { &events });
+        }
+        assert_eq!(h.read(&mut d).unwrap(), expected, "{s}: {what}");
+        token = Some(h.release(&mut d).unwrap());
+    }
+}
