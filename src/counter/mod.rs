@@ -513,6 +513,19 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
         }
     }
 
+    /// The same counter in claimed state `T`, for an architecture's own
+    /// transitions beyond the generic ones (NetBurst's extended cascade),
+    /// once its driver has programmed the registers.
+    pub(crate) fn into_claimed<T: Claimed>(self) -> Handle<A, O, N, T>
+    where
+        S: Claimed,
+    {
+        Handle {
+            programmed: T::from_images(*self.programmed()),
+            _state: PhantomData,
+        }
+    }
+
     /// The register images this handle holds (a claimed handle's).
     pub fn programmed(&self) -> &A::Programmed
     where

@@ -45,6 +45,7 @@ fn main(_: &'static BootInfo) -> ! {
             case!(pmi_and_halt_traffic_in_every_case),
             case!(cascade_14_16),
             case!(cascade_15_17),
+            case!(extended_cascade),
         ],
     )
 }
@@ -581,4 +582,46 @@ fn cascade_15_17() -> Outcome {
         escr: Escr::CruEscr3,
     };
     cascade_pair(&mut d, low, high)
+}
+
+/// The extended cascade (CCCR bit 11, SDM Table 18-65): counter 12 counts
+/// only while counter 16 has overflowed, on this model (0F_03); one CCCR
+/// write; stopped by clearing 16's `OVF`, and by the halt.
+fn extended_cascade() -> Outcome {
+    let (mut d, c) = setup!();
+    let low = Side {
+        token: c.c16,
+        spec: "instr_retired:NBOGUSNTAG:k",
+        escr: Escr::CruEscr0,
+    };
+    let high = Side {
+        token: c.c12,
+        spec: "branch_retired:MMNP:k",
+        escr: Escr::CruEscr2,
+    };
+    let (low_cfg, low_kind) = low.kind()?;
+    let (high_cfg, high_kind) = high.kind()?;
+    let feed = |k: EventKind, n: u64| {
+        MODEL.with(|m| m.inject(k.on(LogicalProcessor::T0, Privilege::Os, n)))
+    };
+    let c16 = low.token.configure(&mut d, &low_cfg)?.enable(&mut d)?;
+    let c12 = high.token.configure(&mut d, &high_cfg)?;
+    traffic(&mut d);
+    let c12 = d.cascade_extended(c12, &c16)?;
+    check_eq!(traffic(&mut d), (0, 1, 0), "one CCCR write");
+    check!(MODEL.with(|m| m.cccr(12) & 1 << 11 != 0), "bit 11 set");
+    feed(high_kind, 5);
+    check_eq!(c12.read(&mut d)?, 0, "gated until counter 16 overflows");
+    feed(low_kind, 1 << 40);
+    feed(high_kind, 7);
+    check_eq!(c12.read(&mut d)?, 7, "counting once 16 overflowed");
+    d.clear_overflow(&c16)?;
+    feed(high_kind, 3);
+    check_eq!(c12.read(&mut d)?, 7, "stopped by clearing 16's OVF");
+    feed(low_kind, 1 << 40);
+    let c12 = c12.halt(&mut d)?;
+    feed(high_kind, 4);
+    check_eq!(c12.read(&mut d)?, 7, "stopped by the halt");
+    let _ = (c12.release(&mut d)?, c16.release(&mut d)?);
+    Ok(())
 }

@@ -96,7 +96,7 @@
 use core::fmt;
 use core::marker::PhantomData;
 
-use super::cccr::{ActiveThread, CccrValue};
+use super::cccr::{ActiveThread, CccrValue, ExtendedCascade};
 use super::escr::ThreadCpl;
 use super::msrs::EscrSet;
 use super::msrs::{Counter, CounterSet, Escr};
@@ -104,9 +104,9 @@ use super::parse::EventSpec;
 use super::pmi::{PmiState, overflow_rule};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
-use crate::counter::rules::Readable;
-use crate::counter::state::{State, Unclaimed};
-use crate::counter::{self, Arch, Cascade, Owner, StateTag, owner};
+use crate::counter::rules::{CanCascade, Readable};
+use crate::counter::state::{Cascaded, State, Unclaimed};
+use crate::counter::{self, Arch, Cascade, Failed, Owner, StateTag, Transition, owner};
 use crate::detect;
 use crate::sampling::SampleAfter;
 
@@ -379,6 +379,15 @@ pub enum ConfigError {
     /// Both `sampling` and `force_ovf`: a `FORCE_OVF` counter already
     /// interrupts on every increment.
     ForceOvfWithSampling,
+    /// Counter `to` has no extended cascade from counter `from` on this
+    /// model (SDM Table 18-65: 16 into 12, 17 into 15, 16 and 17 into each
+    /// other, on models 2, 3, 4 and 6).
+    NoExtendedCascade {
+        /// The source counter asked for.
+        from: u8,
+        /// The cascaded counter.
+        to: u8,
+    },
     /// No counter has this number (only an [`crate::counter::AnyHandle`]
     /// built by hand can name one).
     NoSuchCounter(u8),
@@ -417,6 +426,10 @@ impl fmt::Display for ConfigError {
             ConfigError::SampleAfterRule => {
                 f.write_str("the sample-after value was checked against another counter rule")
             }
+            ConfigError::NoExtendedCascade { from, to } => write!(
+                f,
+                "counter {to} has no extended cascade from counter {from} on this model (SDM Table 18-65)"
+            ),
             ConfigError::ForceOvfWithSampling => f.write_str(
                 "FORCE_OVF interrupts on every increment: it takes no sample-after value",
             ),
@@ -462,6 +475,8 @@ pub struct NetBurstDriver<'s, O: Owner, M: MsrAccess> {
     pmi: &'s PmiState,
     claimed: CounterSet,
     escrs_in_use: EscrSet,
+    /// Counters cascaded by the extended cascade bit (CCCR bit 11).
+    extended: CounterSet,
     _owner: PhantomData<O>,
 }
 
@@ -498,6 +513,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
             pmi,
             claimed: CounterSet::EMPTY,
             escrs_in_use: EscrSet::EMPTY,
+            extended: CounterSet::EMPTY,
             _owner: PhantomData,
         };
         Ok((driver, Counters::issue()))
@@ -611,8 +627,73 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         &mut self,
         counter: &NbCounter<O, N, S>,
     ) -> Result<(), Error<M::Error>> {
-        let image = counter.programmed().cccr_for(S::TAG);
+        let p = counter.programmed();
+        let extended = S::TAG == StateTag::Cascaded && self.extended.contains(counter_at(N)?);
+        let image = match self.extended_image(N, p) {
+            Some(image) if extended => image,
+            _ => p.cccr_for(S::TAG),
+        };
         self.write_cccr(N, image.bits())
+    }
+
+    /// The extended cascade (CCCR bit 11, SDM 18.15.5.7 and Table 18-65):
+    /// on family 0Fh models 2, 3, 4 and 6, counter 12 (`IQ_COUNTER0`) can
+    /// count only while counter 16 has overflowed, 15 while 17 has, and 16
+    /// and 17 each while the other has: a Configured or Halted `counter`
+    /// becomes Cascaded from `source` (which proves counter `FROM` is
+    /// claimed). One CCCR write; halting it (or clearing `source`'s `OVF`)
+    /// stops it, as for the ordinary cascade. Refused, with the handle
+    /// given back, on other models and for other pairs
+    /// ([`ConfigError::NoExtendedCascade`]).
+    pub fn cascade_extended<const N: u8, const FROM: u8, S: CanCascade, S2: Readable>(
+        &mut self,
+        counter: NbCounter<O, N, S>,
+        source: &NbCounter<O, FROM, S2>,
+    ) -> Transition<NetBurst, O, N, S, Cascaded, Error<M::Error>> {
+        let _ = source;
+        let p = *counter.programmed();
+        let Some(image) = self
+            .extended_source(N, FROM)
+            .and_then(|_| self.extended_image(N, &p))
+        else {
+            return Err(Failed {
+                counter,
+                error: Error::Config(ConfigError::NoExtendedCascade { from: FROM, to: N }),
+            });
+        };
+        let armed = p.sampling.is_some() || p.force_ovf;
+        let done = match counter_at(N) {
+            Ok(c) => {
+                if armed {
+                    self.pmi.arm(p.lp, c, image, p.force_ovf);
+                }
+                self.write_cccr(N, image.bits())
+            }
+            Err(e) => Err(e),
+        };
+        match done {
+            Ok(()) => {
+                if let Ok(c) = counter_at::<M::Error>(N) {
+                    self.extended = self.extended.with(c);
+                }
+                Ok(counter.into_claimed())
+            }
+            Err(error) => Err(Failed { counter, error }),
+        }
+    }
+
+    /// Counter `from` is counter `n`'s extended cascade source on this model.
+    fn extended_source(&self, n: u8, from: u8) -> Option<Counter> {
+        Counter::from_index(n)?
+            .extended_cascade_source(self.model)
+            .filter(|s| s.index() == from)
+    }
+
+    /// The CCCR image of counter `n` extended-cascaded: `None` where this
+    /// model has no extended cascade into it.
+    fn extended_image(&self, n: u8, p: &Programmed) -> Option<CccrValue> {
+        let proof = ExtendedCascade::new(Counter::from_index(n)?.cccr(), self.model)?;
+        Some(p.cccr.with_extended_cascade(proof, true))
     }
 
     fn write_cccr(&mut self, n: u8, value: u64) -> Result<(), Error<M::Error>> {
@@ -663,6 +744,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
 
     fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         self.pmi.disarm(p.lp, counter_at(n)?);
+        self.extended = self.extended.without(counter_at(n)?);
         self.write_cccr(n, p.cccr.bits())?;
         if p.force_ovf {
             // The increments since the last service are owed: the halt
@@ -687,6 +769,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
     }
 
     fn cascade(&mut self, n: u8, _from: u8, p: &Programmed) -> Result<(), Self::Error> {
+        self.extended = self.extended.without(counter_at(n)?);
         let image = p.cccr_for(StateTag::Cascaded);
         if p.sampling.is_some() || p.force_ovf {
             self.pmi.arm(p.lp, counter_at(n)?, image, p.force_ovf);
@@ -700,6 +783,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         self.pmi.disarm(p.lp, counter_at(n)?);
+        self.extended = self.extended.without(counter_at(n)?);
         self.write_cccr(n, IDLE_CCCR)?;
         if let Some(escr) = p.escr {
             // An ESCR counts nothing unless an enabled CCCR selects it, and

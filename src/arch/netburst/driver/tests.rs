@@ -1244,3 +1244,84 @@ fn compare_complement_threshold_and_edge_count_exactly() {
         token = Some(h.release(&mut d).unwrap());
     }
 }
+
+/// The extended cascade through the driver (CCCR bit 11, SDM Table 18-65):
+/// counter 12 counts only while counter 16 has overflowed, on models 2, 3,
+/// 4 and 6; refused, handle given back, on a model without it and for a
+/// pair it does not define. Halting works both ways, one CCCR write each.
+#[test]
+fn extended_cascade_16_into_12() {
+    let state = PmiState::new();
+    let cfg = |s: &str, e: Escr| {
+        let spec = spec(s);
+        (
+            CounterConfig::counting(spec, e),
+            EventKind::for_spec(&spec, e).unwrap(),
+        )
+    };
+    let (low_cfg, low) = cfg("instr_retired:NBOGUSNTAG:k", Escr::CruEscr0);
+    let (high_cfg, high) = cfg("branch_retired:MMNP:k", Escr::CruEscr2);
+    // Northwood (model 2) has it too; a model 1 part does not.
+    let (mut old, c) = driver!(&state, Config::new(1, false));
+    let c16 = c
+        .c16
+        .configure(&mut old, &low_cfg)
+        .unwrap()
+        .enable(&mut old)
+        .unwrap();
+    let c12 = c.c12.configure(&mut old, &high_cfg).unwrap();
+    let e = old.cascade_extended(c12, &c16).unwrap_err();
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::NoExtendedCascade { from: 16, to: 12 })
+    );
+    let _ = (
+        e.counter.release(&mut old).unwrap(),
+        c16.release(&mut old).unwrap(),
+    );
+
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    let c16 = c
+        .c16
+        .configure(&mut d, &low_cfg)
+        .unwrap()
+        .enable(&mut d)
+        .unwrap();
+    let c13 = c.c13.configure(&mut d, &high_cfg).unwrap();
+    let e = d.cascade_extended(c13, &c16).unwrap_err();
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::NoExtendedCascade { from: 16, to: 13 }),
+        "13 has no extended cascade"
+    );
+    let _ = e.counter.release(&mut d).unwrap();
+    let c12 = c.c12.configure(&mut d, &high_cfg).unwrap();
+    d.msr().clear();
+    let c12 = d.cascade_extended(c12, &c16).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "one CCCR write");
+    assert_ne!(model(&mut d).cccr(12) & 1 << 11, 0, "bit 11 set");
+    assert_eq!(model(&mut d).cccr(12) & 1 << 30, 0, "not CASCADE");
+    inject(&mut d, high, 5);
+    assert_eq!(c12.read(&mut d).unwrap(), 0, "gated until 16 overflows");
+    inject(&mut d, low, 1 << 40);
+    inject(&mut d, high, 7);
+    assert_eq!(c12.read(&mut d).unwrap(), 7);
+    d.msr().clear();
+    d.clear_overflow(&c16).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0));
+    inject(&mut d, high, 3);
+    assert_eq!(c12.read(&mut d).unwrap(), 7, "stopped: 16's OVF cleared");
+    // clear_overflow on the extended-cascaded counter keeps bit 11.
+    d.clear_overflow(&c12).unwrap();
+    assert_ne!(model(&mut d).cccr(12) & 1 << 11, 0);
+    inject(&mut d, low, 1 << 40);
+    let c12 = c12.halt(&mut d).unwrap();
+    assert_eq!(
+        model(&mut d).cccr(12) & (1 << 11 | 1 << 12 | 1 << 30),
+        0,
+        "halted"
+    );
+    inject(&mut d, high, 4);
+    assert_eq!(c12.read(&mut d).unwrap(), 7, "stopped by the halt");
+    let _ = (c12.release(&mut d).unwrap(), c16.release(&mut d).unwrap());
+}
