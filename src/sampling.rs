@@ -305,6 +305,24 @@ pub struct Sample {
     pub rip: u64,
 }
 
+impl Sample {
+    /// Counter `counter` completed `periods` periods, interrupted at `rip`;
+    /// `periods` saturates at `u32::MAX` (a counter cannot run that far
+    /// past its overflow unnoticed in practice).
+    #[inline(always)]
+    pub const fn new(counter: u8, periods: u64, rip: u64) -> Sample {
+        Sample {
+            counter,
+            periods: if periods <= u32::MAX as u64 {
+                periods as u32
+            } else {
+                u32::MAX
+            },
+            rip,
+        }
+    }
+}
+
 /// A fixed-size sample ring between one producer, the overflow interrupt (it
 /// may be an NMI: pushing takes no lock and never waits), and the kernel,
 /// whose readers serialise on a `spin` lock. Full means dropped, and

@@ -343,15 +343,7 @@ pub fn handle_pmi<R: PmcPmdAccess>(
         bump(&slot.periods[i], periods);
         overflowed |= 1 << n;
         sink(OverflowSample {
-            sample: Sample {
-                counter: n as u8,
-                periods: if periods <= u32::MAX as u64 {
-                    periods as u32
-                } else {
-                    u32::MAX
-                },
-                rip: iip,
-            },
+            sample: Sample::new(n as u8, periods, iip),
             itlb,
         });
     }

@@ -353,15 +353,7 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
                 )?;
                 bump(&state.slot.periods[i], periods);
                 overflowed |= 1 << n;
-                sink(Sample {
-                    counter: n as u8,
-                    periods: if periods <= u32::MAX as u64 {
-                        periods as u32
-                    } else {
-                        u32::MAX
-                    },
-                    rip,
-                });
+                sink(Sample::new(n as u8, periods, rip));
             }
             if rest == 0 {
                 break;
@@ -416,15 +408,7 @@ fn service_forced<M: MsrAccess>(
         )?;
         bump(&state.slot.periods[i], increments);
         serviced |= 1 << n;
-        sink(Sample {
-            counter: n as u8,
-            periods: if increments <= u32::MAX as u64 {
-                increments as u32
-            } else {
-                u32::MAX
-            },
-            rip,
-        });
+        sink(Sample::new(n as u8, increments, rip));
     }
     Ok(serviced)
 }
