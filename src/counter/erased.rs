@@ -224,14 +224,15 @@ impl<A: Arch> AnyHandle<A> {
     }
 
     /// Configured or Halted → Cascaded from `source`, which must be claimed
-    /// and be this counter's cascade partner.
+    /// and be this counter's cascade partner on this PMU
+    /// ([`Driver::can_cascade`]: NetBurst's extended cascade included).
     pub fn cascade_from<D: Driver<A>>(
         &mut self,
         source: &AnyHandle<A>,
         pmu: &mut D,
     ) -> Checked<(), D, A> {
         self.check::<_, D>(Operation::Cascade)?;
-        if !A::can_cascade(source.index, self.index) {
+        if !pmu.can_cascade(source.index, self.index) {
             return Err(ErasedError::NotCascadePair {
                 from: source.index,
                 to: self.index,

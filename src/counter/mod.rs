@@ -244,6 +244,13 @@ pub trait Driver<A: Arch> {
     fn stop(&mut self, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
     /// Count only while counter `from` has overflowed (→ Cascaded).
     fn cascade(&mut self, n: u8, from: u8, p: &A::Programmed) -> Result<(), Self::Error>;
+    /// Whether counter `to` can be cascaded from counter `from` on this
+    /// PMU: the architecture's pairs ([`Arch::can_cascade`]), and any this
+    /// particular part adds (NetBurst's extended cascade on some models).
+    /// The erased handles check it; the typed ones check [`Cascade`].
+    fn can_cascade(&self, from: u8, to: u8) -> bool {
+        A::can_cascade(from, to)
+    }
     /// The counter's current value.
     fn read(&mut self, n: u8, p: &A::Programmed) -> Result<u64, Self::Error>;
     /// Disable, zero the registers, give the counter back (→ Unclaimed).

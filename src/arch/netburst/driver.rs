@@ -652,32 +652,16 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     ) -> Transition<NetBurst, O, N, S, Cascaded, Error<M::Error>> {
         let _ = source;
         let p = *counter.programmed();
-        let Some(image) = self
-            .extended_source(N, FROM)
-            .and_then(|_| self.extended_image(N, &p))
-        else {
-            return Err(Failed {
-                counter,
-                error: Error::Config(ConfigError::NoExtendedCascade { from: FROM, to: N }),
-            });
-        };
-        let armed = p.sampling.is_some() || p.force_ovf;
-        let done = match counter_at(N) {
-            Ok(c) => {
-                if armed {
-                    self.pmi.arm(p.lp, c, image, p.force_ovf);
-                }
-                self.write_cccr(N, image.bits())
-            }
-            Err(e) => Err(e),
+        let done = if self.extended_source(N, FROM).is_some() {
+            counter::Driver::cascade(self, N, FROM, &p)
+        } else {
+            Err(Error::Config(ConfigError::NoExtendedCascade {
+                from: FROM,
+                to: N,
+            }))
         };
         match done {
-            Ok(()) => {
-                if let Ok(c) = counter_at::<M::Error>(N) {
-                    self.extended = self.extended.with(c);
-                }
-                Ok(counter.into_claimed())
-            }
+            Ok(()) => Ok(counter.into_claimed()),
             Err(error) => Err(Failed { counter, error }),
         }
     }
@@ -768,13 +752,40 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         Ok(())
     }
 
-    fn cascade(&mut self, n: u8, _from: u8, p: &Programmed) -> Result<(), Self::Error> {
-        self.extended = self.extended.without(counter_at(n)?);
-        let image = p.cccr_for(StateTag::Cascaded);
+    fn cascade(&mut self, n: u8, from: u8, p: &Programmed) -> Result<(), Self::Error> {
+        let c = counter_at(n)?;
+        // The ordinary pair (CASCADE), or this model's extended cascade
+        // (bit 11; only `cascade_extended` and erased handles ask for it).
+        let (image, extended) = if NetBurst::can_cascade(from, n) {
+            (p.cccr_for(StateTag::Cascaded), false)
+        } else {
+            match self
+                .extended_source(n, from)
+                .and_then(|_| self.extended_image(n, p))
+            {
+                Some(image) => (image, true),
+                None => {
+                    return Err(Error::Config(ConfigError::NoExtendedCascade {
+                        from,
+                        to: n,
+                    }));
+                }
+            }
+        };
         if p.sampling.is_some() || p.force_ovf {
-            self.pmi.arm(p.lp, counter_at(n)?, image, p.force_ovf);
+            self.pmi.arm(p.lp, c, image, p.force_ovf);
         }
-        self.write_cccr(n, image.bits())
+        self.write_cccr(n, image.bits())?;
+        self.extended = if extended {
+            self.extended.with(c)
+        } else {
+            self.extended.without(c)
+        };
+        Ok(())
+    }
+
+    fn can_cascade(&self, from: u8, to: u8) -> bool {
+        NetBurst::can_cascade(from, to) || self.extended_source(to, from).is_some()
     }
 
     fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {

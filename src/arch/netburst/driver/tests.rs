@@ -1275,10 +1275,16 @@ fn extended_cascade_16_into_12() {
         e.error,
         Error::Config(ConfigError::NoExtendedCascade { from: 16, to: 12 })
     );
-    let _ = (
-        e.counter.release(&mut old).unwrap(),
-        c16.release(&mut old).unwrap(),
+    // Erased, the pair is checked against the model at run time.
+    let mut any12 = e.counter.erase();
+    let any16 = c16.erase();
+    assert_eq!(
+        any12.cascade_from(&any16, &mut old),
+        Err(ErasedError::NotCascadePair { from: 16, to: 12 })
     );
+    any12.release(&mut old).unwrap();
+    let mut any16 = any16;
+    any16.release(&mut old).unwrap();
 
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let c16 = c
@@ -1323,5 +1329,16 @@ fn extended_cascade_16_into_12() {
     );
     inject(&mut d, high, 4);
     assert_eq!(c12.read(&mut d).unwrap(), 7, "stopped by the halt");
-    let _ = (c12.release(&mut d).unwrap(), c16.release(&mut d).unwrap());
+    // The erased form: the same pair, checked at run time against the model.
+    let mut any12 = c12.release(&mut d).unwrap().erase();
+    let any16 = c16.erase();
+    any12.configure(&mut d, &high_cfg).unwrap();
+    d.msr().clear();
+    any12.cascade_from(&any16, &mut d).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0));
+    assert_eq!(any12.state(), StateTag::Cascaded);
+    assert_ne!(model(&mut d).cccr(12) & 1 << 11, 0, "bit 11 set");
+    any12.release(&mut d).unwrap();
+    let mut any16 = any16;
+    any16.release(&mut d).unwrap();
 }
