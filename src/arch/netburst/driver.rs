@@ -38,10 +38,12 @@
 //! bits count nothing, and the next `configure` that books the ESCR writes
 //! the whole register. Release therefore writes 2 registers: the CCCR idle
 //! and the counter zeroed (so the next owner cannot read this owner's
-//! count). The exception is an ESCR with `Tag_Enable` set: it tags µops
-//! for other counters (SDM 18.15.6.3), and keeps doing so while any counter
-//! its logic feeds is enabled (18.15.5.9), so release clears it too (3
-//! WRMSR).
+//! count). The exception is an ESCR that tags µops for other counters: one
+//! with `Tag_Enable` set (execution tagging, SDM 18.15.6.3) or programmed
+//! with a front-end or replay tagging event (`uop_type`, 18.15.6.2; the
+//! upstream events of Table 19-33). It keeps tagging while any counter of
+//! its block is enabled (18.15.5.9), whoever owns that counter, so release
+//! clears it too (3 WRMSR).
 //!
 //! # Halting a sampling counter
 //!
@@ -134,7 +136,7 @@ pub struct Programmed {
     escr: Option<Escr>,
     /// The CCCR has `FORCE_OVF` (and the PMI bit).
     force_ovf: bool,
-    /// The ESCR image has `Tag_Enable` set ([`Programmed::escr_tags`]).
+    /// The ESCR tags µops for other counters ([`Programmed::escr_tags`]).
     escr_tags: bool,
     cccr: CccrValue,
     lp: LogicalProcessor,
@@ -147,9 +149,11 @@ impl Programmed {
         self.escr
     }
 
-    /// Whether the ESCR image tags µops (`Tag_Enable`, ESCR bit 4): such an
-    /// ESCR acts whether or not its counter counts, so `release` clears it
-    /// (SDM 18.15.6.3, execution tagging).
+    /// Whether the ESCR tags µops for other counters: its image has
+    /// `Tag_Enable` (ESCR bit 4, execution tagging, SDM 18.15.6.3) or its
+    /// event is a front-end or replay tagging one
+    /// ([`Event::tags_uops`](super::Event::tags_uops)). Such an ESCR acts
+    /// whether or not its own counter counts, so `release` clears it.
     pub const fn escr_tags(&self) -> bool {
         self.escr_tags
     }
@@ -595,7 +599,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         Ok(Programmed {
             escr: Some(c.escr),
             force_ovf: c.force_ovf,
-            escr_tags: c.event.escr_value().tag_enable(),
+            escr_tags: c.event.escr_value().tag_enable() || c.event.event().tags_uops(),
             cccr,
             lp: c.lp,
             sampling: c.sampling,

@@ -13,7 +13,8 @@ use crate::counter::Owner;
 use crate::counter::state::{Configured, Enabled};
 use crate::counter::{AnyHandle, ErasedError, Operation};
 use crate::model::netburst::{
-    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
+    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege, UopKind,
+    Uops,
 };
 use crate::sampling::Sample;
 
@@ -192,6 +193,37 @@ fn release_clears_only_a_tagging_escr() {
         "CCCR, ESCR, counter"
     );
     assert_eq!(model(&mut d).read_msr(Escr::FirmEscr0.msr()).unwrap(), 0);
+}
+
+/// A front-end tagging ESCR (`uop_type`, SDM 18.15.6.2) tags loads while any
+/// counter of its block runs, so release clears it: the next owner of a
+/// `front_end_event` counter counts only what its own request tags.
+#[test]
+fn release_clears_a_front_end_tagging_escr() {
+    let state = PmiState::new();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    let tagger = CounterConfig::counting(spec("uop_type:TAGLOADS:k"), Escr::RatEscr0);
+    let c12 = c.c12.configure(&mut d, &tagger).unwrap();
+    assert!(c12.programmed().escr_tags());
+    let c12 = c12.enable(&mut d).unwrap();
+    d.msr().clear();
+    let c12 = c12.release(&mut d).unwrap();
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 3, 0),
+        "CCCR, ESCR, counter"
+    );
+    assert_eq!(model(&mut d).read_msr(Escr::RatEscr0.msr()).unwrap(), 0);
+    let front_end = CounterConfig::counting(spec("front_end_event:NBOGUS:k"), Escr::CruEscr2);
+    let c13 = c
+        .c13
+        .configure(&mut d, &front_end)
+        .unwrap()
+        .enable(&mut d)
+        .unwrap();
+    model(&mut d).retire(&Uops::new(ModelLp::T0, Privilege::Os, UopKind::Load, 9));
+    assert_eq!(c13.read(&mut d).unwrap(), 0, "no ESCR tags loads any more");
+    let _ = (c12, c13);
 }
 
 /// The README's MSR-traffic table, operation by operation.

@@ -402,6 +402,20 @@ impl Event {
         }
     }
 
+    /// Whether an ESCR programmed with this event marks µops for another
+    /// counter's event: the front-end tagging event `uop_type` (SDM
+    /// 18.15.6.2) and the upstream events replay tagging needs (Table
+    /// 19-33: `MOB_load_replay`, `load_port_replay`, `store_port_replay`).
+    /// Such an ESCR acts while any counter of its block runs (18.15.5.9),
+    /// not only through its own counter. Execution tagging is an ESCR
+    /// image's `Tag_Enable` bit, whatever the event.
+    pub const fn tags_uops(self) -> bool {
+        matches!(
+            self,
+            Event::UopType | Event::MobLoadReplay | Event::LoadPortReplay | Event::StorePortReplay
+        )
+    }
+
     /// Whether the event may be programmed on `escr`.
     pub fn allows(self, escr: Escr) -> bool {
         self.info().escrs.contains(&escr)

@@ -573,3 +573,20 @@ fn replay_metrics_match_table_19_33() {
         );
     }
 }
+
+/// `Event::tags_uops` is exactly the front-end tagging events (constraint
+/// `TagsFor`) and the replay metrics' upstream events.
+#[test]
+fn tagging_events_are_the_catalogs() {
+    for e in Event::ALL {
+        let front_end = e
+            .info()
+            .constraints
+            .iter()
+            .any(|c| matches!(c, Constraint::TagsFor(_)));
+        let replay = ReplayMetric::ALL
+            .iter()
+            .any(|m| m.upstream().is_some_and(|u| u.event == e));
+        assert_eq!(e.tags_uops(), front_end || replay, "{}", e.name());
+    }
+}
