@@ -68,6 +68,12 @@ impl PmiFrame {
 /// `extern "C" fn(&pmu::entry::PmiFrame)`), restores them and returns with
 /// `IRETQ`. See [`crate::entry`] for what the stub does and does not do.
 ///
+/// It saves no XMM or x87 register: a handler (and everything it calls) must
+/// not use SSE, as on `x86_64-unknown-none`, whose code is soft-float. On a
+/// target with SSE code generation, save that state around the handler
+/// yourself (FXSAVE/XSAVE), or the interrupted code's XMM registers may
+/// change under it.
+///
 /// The stub is only for an IDT gate: calling it as a function is undefined
 /// behaviour (it ends with `IRETQ`), which is why it is `unsafe`.
 #[macro_export]

@@ -10,9 +10,10 @@
 //! crate puts the script on the linker's search path).
 //!
 //! A frame is written with interrupts disabled, from `acquire` to
-//! `release`, so a handler cannot interleave its own frame; logging from an
-//! NMI handler, or from a handler that interrupted a frame, is refused with
-//! a panic rather than corrupting the stream.
+//! `release`, so a maskable interrupt cannot interleave its own frame. An
+//! NMI (or an exception handler) that logs while it interrupted a frame is
+//! refused with a panic rather than corrupting the stream; one that logs
+//! while no frame is being written succeeds.
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -32,9 +33,10 @@ struct Frame {
 
 struct FrameCell(UnsafeCell<Frame>);
 
-// SAFETY: the frame is only touched between `acquire` (which sets `TAKEN`,
-// failing if it was set) and `release` (which clears it), with interrupts
-// disabled on this one-CPU kernel: one user at a time.
+// SAFETY: the frame is only touched between `acquire` and `release`, and
+// `acquire` gets it only by swapping `TAKEN` from clear to set (an atomic
+// swap, so of two contenders, on this CPU or another, one gets it and the
+// other is refused); `release` clears it last. One user at a time.
 unsafe impl Sync for FrameCell {}
 
 static FRAME: FrameCell = FrameCell(UnsafeCell::new(Frame {

@@ -206,7 +206,8 @@ fn stub_slot(vector: u64) -> VirtAddr {
 
 /// Points the gate of `vector` (the NMI, 2, or 32-255) at `entry` instead of
 /// this kernel's stub, for an entry stub of another origin (such as the one
-/// `pmu::pmi_entry!` makes). Returns `false` for other vectors.
+/// `pmu::pmi_entry!` makes). Returns `false` for other vectors, and before
+/// the kernel has built its IDT.
 ///
 /// # Safety
 ///
@@ -214,6 +215,9 @@ fn stub_slot(vector: u64) -> VirtAddr {
 /// the vector's frame (no error code for these vectors), and no interrupt
 /// may be delivered through this gate while it is written (mask it, or keep
 /// interrupts off; an NMI gate must not be written while an NMI can come).
+/// The table is written in place without a lock: no two calls (of this or
+/// [`restore_gate`]) may overlap, so do not call it from an interrupt or
+/// exception handler that could interrupt another call.
 pub unsafe fn set_raw_gate(vector: u8, entry: VirtAddr) -> bool {
     let Some(idt) = IDT.get() else { return false };
     // SAFETY: the caller promises the gate is not in use; the table lives

@@ -65,6 +65,14 @@
 //! processor (`OVF_PMI_T0` or `OVF_PMI_T1`). Single ESCRs are never given to
 //! two counters.
 //!
+//! The driver itself is used from one CPU at a time (`&mut self`), while
+//! each logical processor's PMI is serviced on that processor through the
+//! shared [`PmiState`]. Its counts are exact without a lock because every
+//! slot of it has one writer at a time ([`PmiState`]): halt a sampling
+//! counter of logical processor k on k itself (or with k's LVT entry
+//! masked); halting it from the other processor while k's handler services
+//! the same overflow may miscount that one period, never more.
+//!
 //! # Examples
 //!
 //! Take the PMU of a package (here the model's), count one event, release:

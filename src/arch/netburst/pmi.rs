@@ -313,8 +313,9 @@ impl PmiState {
 /// found; a PMI without any overflow is counted as spurious. See the
 /// [module documentation](self) for the traffic and why it is exact.
 ///
-/// Per armed counter the handler does nothing beyond its RDPMC and one
-/// comparison with the preset computed at configure time; per overflowed
+/// Per armed counter the handler does nothing beyond its RDPMC and at most
+/// two comparisons with the constants computed at configure time
+/// ([`Rearm`](crate::sampling::Rearm)); per overflowed
 /// counter, the two writes, its period count and the sample. It executes no
 /// locked instruction ([`PmiState`]).
 ///

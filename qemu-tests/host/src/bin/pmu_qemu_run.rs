@@ -5,7 +5,7 @@
 //! reported and passed. Installs Debian's QEMU when it is missing and this
 //! runs as root with apt.
 //!
-//! Install it with `cargo install --path qemu-tests/host` (or from the
+//! Install it with `cargo install --path qemu-tests/host --bin pmu-qemu-run` (or from the
 //! repository with `cargo install --git`), then name it as the cargo runner
 //! of your kernel crate:
 //!
