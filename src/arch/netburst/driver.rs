@@ -107,9 +107,11 @@ use core::fmt;
 use core::marker::PhantomData;
 
 use super::cccr::{ActiveThread, CccrValue, ExtendedCascade};
+use super::ds::{DsArea, PebsArea, PebsRecord};
 use super::escr::ThreadCpl;
+use super::events::{Event, Tagging};
 use super::msrs::EscrSet;
-use super::msrs::{Counter, CounterSet, Escr};
+use super::msrs::{Counter, CounterSet, Escr, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use super::parse::EventSpec;
 use super::pmi::{PmiState, overflow_rule};
 use super::thread::LogicalProcessor;
@@ -146,6 +148,8 @@ pub struct Programmed {
     force_ovf: bool,
     /// The ESCR tags µops for other counters ([`Programmed::escr_tags`]).
     escr_tags: bool,
+    /// The counter runs PEBS ([`CounterConfig::pebs`]).
+    pebs: bool,
     cccr: CccrValue,
     lp: LogicalProcessor,
     sampling: Option<SampleAfter>,
@@ -181,6 +185,11 @@ impl Programmed {
         self.sampling
     }
 
+    /// Whether the counter runs PEBS (its period is [`Programmed::sampling`]).
+    pub const fn pebs(&self) -> bool {
+        self.pebs
+    }
+
     const fn cccr_for(&self, state: StateTag) -> CccrValue {
         match state {
             StateTag::Enabled => self.cccr.with_enable(true),
@@ -196,6 +205,7 @@ impl Arch for NetBurst {
     type Programmed = Programmed;
     const UNPROGRAMMED: Programmed = Programmed {
         escr_tags: false,
+        pebs: false,
         force_ovf: false,
         escr: None,
         cccr: CccrValue::from_bits_truncate(0),
@@ -319,6 +329,12 @@ pub struct CounterConfig {
     /// increment as one period of [`crate::arch::netburst::pmi::PmiState`]
     /// and does not reload the counter. Exclusive with `sampling`.
     pub force_ovf: bool,
+    /// PEBS (SDM 18.15.7): every `sampling` period the next at-retirement
+    /// event takes the PEBS assist, which writes a record of the precise
+    /// RIP and registers into the DS buffer of [`NetBurstDriver::set_pebs_area`]
+    /// and reloads the counter; the PMI comes once the buffer holds this
+    /// many records (at most its capacity). Set with [`CounterConfig::pebs`].
+    pub pebs: Option<u32>,
 }
 
 impl CounterConfig {
@@ -330,6 +346,7 @@ impl CounterConfig {
             lp: LogicalProcessor::T0,
             sampling: None,
             force_ovf: false,
+            pebs: None,
         }
     }
 
@@ -351,6 +368,20 @@ impl CounterConfig {
     pub const fn every_increment(mut self) -> CounterConfig {
         self.force_ovf = true;
         self.sampling = None;
+        self.pebs = None;
+        self
+    }
+
+    /// PEBS: a record every `n` events (`n` >= 2: the assist takes the
+    /// event after the overflow, so the counter is preset to `-(n - 1)`),
+    /// the PMI after `records_per_pmi` records. The counter must be the
+    /// logical processor's PEBS counter (16 for T0, 17 for T1, SDM
+    /// 18.16.3) and the event an at-retirement one (`front_end_event`,
+    /// `execution_event`, `replay_event`), tagged as those need.
+    pub const fn pebs(mut self, n: SampleAfter, records_per_pmi: u32) -> CounterConfig {
+        self.sampling = Some(n);
+        self.force_ovf = false;
+        self.pebs = Some(records_per_pmi);
         self
     }
 }
@@ -403,6 +434,57 @@ pub enum ConfigError {
     /// No counter has this number (only an [`crate::counter::AnyHandle`]
     /// built by hand can name one).
     NoSuchCounter(u8),
+    /// The event counts tagged µops, and no claimed counter of the same
+    /// logical processor tags them: configure the upstream first
+    /// (`uop_type` for `front_end_event`, an ESCR with tag bit `bit` for
+    /// `execution_event`, SDM 18.15.6.2-18.15.6.3), or select a replay
+    /// metric for `replay_event` (Table 19-33).
+    Untagged {
+        /// The mechanism.
+        tagging: Tagging,
+        /// Execution tagging: the first tag bit counted and not set.
+        bit: Option<u8>,
+    },
+    /// The replay metric needs its upstream event counted on a claimed
+    /// counter of the same logical processor first (Table 19-33).
+    MissingUpstream {
+        /// The event.
+        event: Event,
+    },
+    /// Replay tagging is set up with other metrics by a claimed counter:
+    /// `MSR_PEBS_ENABLE` and `MSR_PEBS_MATRIX_VERT` are one per package.
+    ReplayTaggingBusy,
+    /// PEBS is unavailable (IA32_MISC_ENABLE\[12\]).
+    PebsUnavailable,
+    /// PEBS for `lp` runs only on its counter: 16 for T0, 17 for T1 (SDM
+    /// 18.16.3).
+    NotPebsCounter {
+        /// The logical processor.
+        lp: LogicalProcessor,
+    },
+    /// PEBS needs an at-retirement event (SDM 18.15.7).
+    NotAtRetirement,
+    /// PEBS for `lp` needs its DS save area first
+    /// ([`NetBurstDriver::set_pebs_area`]).
+    NoPebsArea {
+        /// The logical processor.
+        lp: LogicalProcessor,
+    },
+    /// PEBS for `lp` must be set up by the driver running on `lp`:
+    /// `IA32_DS_AREA` and `ENABLE_PEBS_MY_THR` are the writer's own (SDM
+    /// Table 35-41, 18.16.3).
+    PebsElsewhere {
+        /// The logical processor.
+        lp: LogicalProcessor,
+    },
+    /// A PEBS period must be at least 2 (the assist takes the event after
+    /// the overflow).
+    PebsPeriod,
+    /// The DS save area of `lp` is in use by its PEBS counter.
+    PebsBusy {
+        /// The logical processor.
+        lp: LogicalProcessor,
+    },
 }
 
 fn counter_at<E>(n: u8) -> Result<Counter, Error<E>> {
@@ -446,6 +528,54 @@ impl fmt::Display for ConfigError {
                 "FORCE_OVF interrupts on every increment: it takes no sample-after value",
             ),
             ConfigError::NoSuchCounter(n) => write!(f, "no counter {n}"),
+            ConfigError::Untagged {
+                tagging: Tagging::FrontEnd,
+                ..
+            } => f.write_str(
+                "front_end_event counts µops uop_type tagged: claim a uop_type counter (TAGLOADS or TAGSTORES) for the same logical processor first (SDM 18.15.6.2)",
+            ),
+            ConfigError::Untagged {
+                tagging: Tagging::Execution,
+                bit,
+            } => write!(
+                f,
+                "execution_event counts tag bit {} but no claimed ESCR of the same logical processor sets it: claim the upstream event with that tag first (SDM 18.15.6.3)",
+                bit.unwrap_or(0)
+            ),
+            ConfigError::Untagged {
+                tagging: Tagging::Replay,
+                ..
+            } => f.write_str("replay_event needs a replay metric (SDM Table 19-33)"),
+            ConfigError::MissingUpstream { event } => write!(
+                f,
+                "the replay metric needs {} counted on a claimed counter of the same logical processor first (SDM Table 19-33)",
+                event.name()
+            ),
+            ConfigError::ReplayTaggingBusy => f.write_str(
+                "replay tagging is set up with other metrics by a claimed counter (MSR_PEBS_ENABLE is one per package)",
+            ),
+            ConfigError::PebsUnavailable => {
+                f.write_str("PEBS is unavailable (IA32_MISC_ENABLE[12] set)")
+            }
+            ConfigError::NotPebsCounter { lp } => write!(
+                f,
+                "PEBS for {lp:?} runs only on counter {} (SDM 18.16.3)",
+                Counter::pebs_for(*lp).index()
+            ),
+            ConfigError::NotAtRetirement => {
+                f.write_str("PEBS needs an at-retirement event (SDM 18.15.7)")
+            }
+            ConfigError::NoPebsArea { lp } => {
+                write!(f, "PEBS for {lp:?} needs its DS save area first")
+            }
+            ConfigError::PebsElsewhere { lp } => write!(
+                f,
+                "PEBS for {lp:?} must be set up by the driver running on {lp:?} (IA32_DS_AREA and ENABLE_PEBS_MY_THR are per logical processor)"
+            ),
+            ConfigError::PebsPeriod => f.write_str("a PEBS period must be at least 2"),
+            ConfigError::PebsBusy { lp } => {
+                write!(f, "the DS save area of {lp:?} is in use by its PEBS counter")
+            }
         }
     }
 }
@@ -489,6 +619,9 @@ pub struct NetBurstDriver<'s, O: Owner, M: MsrAccess> {
     escrs_in_use: EscrSet,
     /// Counters cascaded by the extended cascade bit (CCCR bit 11).
     extended: CounterSet,
+    pebs_available: bool,
+    /// The PEBS MSRs and what tagging checks need ([`package`]).
+    package: Package,
     _owner: PhantomData<O>,
 }
 
@@ -518,14 +651,17 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
                 return Err(InitError::Access(e));
             }
         }
+        let hyper_threading = cpu.hyper_threading && cpu.logical_processors >= 2;
         let driver = NetBurstDriver {
             msr,
             model: cpu.model,
-            hyper_threading: cpu.hyper_threading && cpu.logical_processors >= 2,
+            hyper_threading,
             pmi,
             claimed: CounterSet::EMPTY,
             escrs_in_use: EscrSet::EMPTY,
             extended: CounterSet::EMPTY,
+            pebs_available: cpu.pebs_available,
+            package: Package::new(hyper_threading),
             _owner: PhantomData,
         };
         Ok((driver, Counters::issue()))
@@ -594,7 +730,20 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if c.force_ovf && c.sampling.is_some() {
             return Err(ConfigError::ForceOvfWithSampling);
         }
-        let interrupt = c.sampling.is_some() || c.force_ovf;
+        if c.pebs.is_some() {
+            if !self.pebs_available {
+                return Err(ConfigError::PebsUnavailable);
+            }
+            if c.sampling.is_none_or(|s| s.get() < 2) {
+                return Err(ConfigError::PebsPeriod);
+            }
+            if self.pmi.ds_area(c.lp).is_none() {
+                return Err(ConfigError::NoPebsArea { lp: c.lp });
+            }
+        }
+        // A PEBS counter's overflow takes the assist, not a PMI: the PMI
+        // comes from the DS buffer's threshold (SDM 18.15.7).
+        let interrupt = (c.sampling.is_some() && c.pebs.is_none()) || c.force_ovf;
         let cccr = c
             .event
             .cccr_value()
@@ -608,6 +757,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
             escr: Some(c.escr),
             force_ovf: c.force_ovf,
             escr_tags: c.event.escr_value().tag_enable() || c.event.event().tags_uops(),
+            pebs: c.pebs.is_some(),
             cccr,
             lp: c.lp,
             sampling: c.sampling,
@@ -703,6 +853,77 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         let c = counter_at(n)?;
         self.msr.write_msr(c.msr(), value).map_err(Error::Access)
     }
+
+    /// Arms counter `n`, about to run with CCCR `image`, for the handler:
+    /// a sampling or `FORCE_OVF` counter, or the PEBS counter's buffer.
+    fn arm(&self, n: u8, p: &Programmed, image: CccrValue) -> Result<(), Error<M::Error>> {
+        if p.pebs {
+            self.pmi.arm_pebs(p.lp, true);
+        } else if p.sampling.is_some() || p.force_ovf {
+            self.pmi.arm(p.lp, counter_at(n)?, image, p.force_ovf);
+        }
+        Ok(())
+    }
+
+    fn write_pebs_msrs(&mut self, w: PebsWrites) -> Result<(), Error<M::Error>> {
+        if let Some(v) = w.enable {
+            self.msr
+                .write_msr(MSR_PEBS_ENABLE, v)
+                .map_err(Error::Access)?;
+        }
+        if let Some(v) = w.matrix_vert {
+            self.msr
+                .write_msr(MSR_PEBS_MATRIX_VERT, v)
+                .map_err(Error::Access)?;
+        }
+        Ok(())
+    }
+
+    /// Hands logical processor `lp` its DS save area for PEBS (SDM
+    /// 18.15.7): `area` is the processor's from now on (it writes records
+    /// and the PEBS index there behind the program's back), so it is taken
+    /// for good; the driver writes its management area and `IA32_DS_AREA`
+    /// (1 WRMSR), and the PMI handler drains it.
+    ///
+    /// Call it on logical processor `lp`: `IA32_DS_AREA` is each logical
+    /// processor's own, and `MSR_PEBS_ENABLE`'s `ENABLE_PEBS_MY_THR` is the
+    /// writer's (SDM Table 35-41, 18.16.3), so the driver writes
+    /// `MSR_PEBS_ENABLE` as seen from `lp` from then on, and a PEBS counter
+    /// is configured only for `lp` ([`ConfigError::PebsElsewhere`]).
+    /// Refused while `lp`'s PEBS counter is claimed for PEBS.
+    pub fn set_pebs_area<const K: usize>(
+        &mut self,
+        lp: LogicalProcessor,
+        area: &'static mut PebsArea<K>,
+    ) -> Result<(), Error<M::Error>> {
+        if !self.pebs_available {
+            return Err(Error::Config(ConfigError::PebsUnavailable));
+        }
+        if lp == LogicalProcessor::T1 && !self.hyper_threading {
+            return Err(Error::Config(ConfigError::NoSuchLogicalProcessor));
+        }
+        if self.package.pebs_on(lp) {
+            return Err(Error::Config(ConfigError::PebsBusy { lp }));
+        }
+        let area = DsArea::new(area);
+        area.reset(0, 0);
+        self.msr
+            .write_msr(IA32_DS_AREA, area.address())
+            .map_err(Error::Access)?;
+        self.pmi.set_ds_area(lp, area);
+        self.package.set_home(lp);
+        Ok(())
+    }
+
+    /// Hands the PEBS records in `lp`'s DS buffer to `f` and empties it,
+    /// accounting one period of the PEBS counter for each (the PMI handler
+    /// does the same at the buffer's threshold): for the records left
+    /// below the threshold when the counter was halted. Call it with the
+    /// PEBS counter halted (or `lp`'s PMI masked), so that the handler is
+    /// not draining at the same time. Returns how many records there were.
+    pub fn drain_pebs(&mut self, lp: LogicalProcessor, f: impl FnMut(&PebsRecord)) -> u32 {
+        self.pmi.drain_pebs(lp, f)
+    }
 }
 
 impl<O: Owner, M: MsrAccess> counter::DriverOf<NetBurst, O> for NetBurstDriver<'_, O, M> {}
@@ -714,14 +935,29 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
 
     fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
         let p = self.images(n, config)?;
+        let counter = counter_at(n)?;
+        let replay = self.package.check(counter, config)?;
         let escr = config.escr;
         let escr_image = self.escr_image(config);
         self.msr
             .write_msr(escr.msr(), escr_image)
             .map_err(Error::Access)?;
-        let preset = p.sampling.map_or(0, SampleAfter::preset);
+        // PEBS: the assist takes the event after the overflow, so a period
+        // of N starts at -(N-1), and the assist reloads that (SDM 18.15.7).
+        let preset = match (p.sampling, config.pebs) {
+            (Some(s), Some(records)) => {
+                let reset = s.at_residual(1);
+                if let Some(area) = self.pmi.ds_area(config.lp) {
+                    area.reset(records, reset);
+                }
+                reset
+            }
+            (s, _) => s.map_or(0, SampleAfter::preset),
+        };
         self.pmi.set_sampling(n, p.sampling);
         self.write_counter(n, preset)?;
+        let writes = self.package.book(counter, config, replay);
+        self.write_pebs_msrs(writes)?;
         // The CCCR is idle already: an Unclaimed counter's CCCR is the idle
         // image (written by `take` and by `release`), which counts nothing,
         // so the first CCCR write is the one that enables or cascades.
@@ -732,9 +968,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
 
     fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let image = p.cccr_for(StateTag::Enabled);
-        if p.sampling.is_some() || p.force_ovf {
-            self.pmi.arm(p.lp, counter_at(n)?, image, p.force_ovf);
-        }
+        self.arm(n, p, image)?;
         self.write_cccr(n, image.bits())
     }
 
@@ -742,6 +976,11 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         self.pmi.disarm(p.lp, counter_at(n)?);
         self.extended = self.extended.without(counter_at(n)?);
         self.write_cccr(n, p.cccr.bits())?;
+        if p.pebs {
+            // Records already written stay for `drain_pebs`.
+            self.pmi.arm_pebs(p.lp, false);
+            return Ok(());
+        }
         if p.force_ovf {
             // The increments since the last service are owed: the halt
             // accounts for them (its CCCR write cleared `OVF`).
@@ -784,9 +1023,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
                 }
             }
         };
-        if p.sampling.is_some() || p.force_ovf {
-            self.pmi.arm(p.lp, c, image, p.force_ovf);
-        }
+        self.arm(n, p, image)?;
         self.write_cccr(n, image.bits())?;
         self.extended = if extended {
             self.extended.with(c)
@@ -806,6 +1043,9 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         self.pmi.disarm(p.lp, counter_at(n)?);
+        if p.pebs {
+            self.pmi.arm_pebs(p.lp, false);
+        }
         self.extended = self.extended.without(counter_at(n)?);
         self.write_cccr(n, IDLE_CCCR)?;
         if let Some(escr) = p.escr {
@@ -818,11 +1058,16 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
             self.escrs_in_use = self.escrs_in_use.difference(EscrSet::EMPTY.with(escr));
         }
         self.write_counter(n, 0)?;
+        let writes = self.package.unbook(counter_at(n)?);
+        self.write_pebs_msrs(writes)?;
         self.claimed = self.claimed.without(counter_at(n)?);
         self.pmi.set_sampling(n, None);
         Ok(())
     }
 }
+
+mod package;
+use package::{Package, PebsWrites};
 
 #[cfg(test)]
 mod tests;

@@ -87,6 +87,18 @@ impl EventMask {
     pub const fn contains_bit(self, bit: u8) -> bool {
         bit < 16 && self.0 & (1 << bit) != 0
     }
+
+    /// Whether every bit of `other` is set here.
+    pub const fn contains(self, other: EventMask) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// For `execution_event`: the tag bits n whose µops the mask counts,
+    /// `NBOGUSn` (mask bit n) or `BOGUSn` (mask bit 4 + n) (SDM Table
+    /// 19-32).
+    pub const fn execution_tag_bits(self) -> u8 {
+        ((self.0 | self.0 >> 4) & 0xF) as u8
+    }
 }
 
 /// A 4-bit tag value (ESCR bits 8:5), used by execution tagging (SDM

@@ -85,6 +85,7 @@
 
 pub mod cccr;
 pub mod driver;
+pub mod ds;
 pub mod escr;
 pub mod events;
 pub mod msrs;

@@ -283,6 +283,15 @@ impl Counter {
         matches!(self, Counter::IqCounter4 | Counter::IqCounter5)
     }
 
+    /// The PEBS counter of logical processor `lp`: `IQ_COUNTER4` (16) for
+    /// T0, `IQ_COUNTER5` (17) for T1 (SDM 18.16.3).
+    pub const fn pebs_for(lp: super::thread::LogicalProcessor) -> Counter {
+        match lp {
+            super::thread::LogicalProcessor::T0 => Counter::IqCounter4,
+            super::thread::LogicalProcessor::T1 => Counter::IqCounter5,
+        }
+    }
+
     /// The ESCR that CCCR ESCR-select value `select` routes to this counter,
     /// on family 0Fh model `model` (SDM Table 18-63). `None` if nothing is
     /// wired there (e.g. select 3 on counters 14, 15, 17).

@@ -276,6 +276,8 @@ pub struct EventSpec {
     escr: EscrValue,
     escr_select: EscrSelect,
     escrs: EscrSet,
+    /// The replay metrics selected (bit `m as u16` for metric `m`).
+    replay: u16,
 }
 
 impl EventSpec {
@@ -286,13 +288,14 @@ impl EventSpec {
         let info = event.info();
         let mut mask = EventMask::EMPTY;
         let mut tag = 0u8;
+        let mut replay = 0u16;
         let mut i = 0;
         while i < info.masks.len() && i < 32 {
             if masks & (1 << i) != 0 {
                 match info.masks[i].kind {
                     MaskKind::Bit(b) => mask = mask.union(EventMask(1 << b)),
                     MaskKind::Tag(n) => tag |= 1 << n,
-                    _ => {}
+                    MaskKind::ReplayMetric(m) => replay |= 1 << m as u16,
                 }
             }
             i += 1;
@@ -314,6 +317,7 @@ impl EventSpec {
             escr,
             escr_select: info.escr_select,
             escrs: EscrSet::from_slice(info.escrs),
+            replay,
         }
     }
 
@@ -509,6 +513,12 @@ impl EventSpec {
     /// The event.
     pub const fn event(&self) -> Event {
         self.event
+    }
+
+    /// Whether replay metric `m` is selected (a `replay_event` virtual
+    /// mask). Unlike [`EventSpec::replay_metrics`] this needs no catalog.
+    pub const fn selects_replay_metric(&self, m: ReplayMetric) -> bool {
+        self.replay & (1 << m as u16) != 0
     }
 
     /// The selected masks.

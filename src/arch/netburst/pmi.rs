@@ -91,6 +91,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::cccr::CccrValue;
+use super::ds::{DsArea, PebsRecord};
 use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
@@ -130,13 +131,24 @@ struct Slots {
 struct PerThread {
     /// Armed sampling counters.
     armed: AtomicU32,
-    /// Armed `FORCE_OVF` counters (an overflow on every increment, SDM
-    /// 18.15.5.5): serviced by accounting the increments since the last
-    /// service, without a reload, after the sampling counters.
-    forced: AtomicU32,
+    /// What the handler services out of line, after the sampling counters:
+    /// armed `FORCE_OVF` counters (an overflow on every increment, SDM
+    /// 18.15.5.5, serviced by accounting the increments since the last
+    /// service, without a reload) as counter bits, and [`PEBS_ARMED`]. One
+    /// word, so that the usual handler pays one load and one branch for
+    /// both.
+    rare: AtomicU32,
     interrupts: AtomicU64,
     spurious: AtomicU64,
+    /// The DS save area of this logical processor ([`DsArea::address`]), 0
+    /// before one is set, and its capacity in records.
+    ds_address: AtomicU64,
+    ds_capacity: AtomicU32,
 }
+
+/// The bit of `PerThread::rare` that says the logical processor's PEBS
+/// counter runs: the handler drains its DS buffer.
+const PEBS_ARMED: u32 = 1 << 31;
 
 /// State shared by the counter handles (through the driver) and the
 /// interrupt handler: atomics only, so it can live in a `static`.
@@ -199,9 +211,11 @@ impl PmiState {
 
         const THREAD: PerThread = PerThread {
             armed: AtomicU32::new(0),
-            forced: AtomicU32::new(0),
+            rare: AtomicU32::new(0),
             interrupts: Z64,
             spurious: Z64,
+            ds_address: Z64,
+            ds_capacity: AtomicU32::new(0),
         };
         PmiState {
             thread: [THREAD; 2],
@@ -220,7 +234,7 @@ impl PmiState {
     pub fn armed(&self, lp: LogicalProcessor) -> CounterSet {
         let t = &self.thread[lp as usize];
         CounterSet::from_bits_truncate(
-            t.armed.load(Ordering::Acquire) | t.forced.load(Ordering::Acquire),
+            t.armed.load(Ordering::Acquire) | t.rare.load(Ordering::Acquire),
         )
     }
 
@@ -275,9 +289,9 @@ impl PmiState {
         let set = CounterSet::EMPTY.with(c).bits();
         let thread = &self.thread[lp as usize];
         let (mask, other) = if forced {
-            (&thread.forced, &thread.armed)
+            (&thread.rare, &thread.armed)
         } else {
-            (&thread.armed, &thread.forced)
+            (&thread.armed, &thread.rare)
         };
         other.fetch_and(!set, Ordering::AcqRel);
         mask.fetch_or(set, Ordering::AcqRel);
@@ -296,7 +310,47 @@ impl PmiState {
         let set = CounterSet::EMPTY.with(c).bits();
         let thread = &self.thread[lp as usize];
         thread.armed.fetch_and(!set, Ordering::AcqRel);
-        thread.forced.fetch_and(!set, Ordering::AcqRel);
+        thread.rare.fetch_and(!set, Ordering::AcqRel);
+    }
+
+    /// The DS save area of `lp`, for the handler to drain.
+    pub(super) fn set_ds_area(&self, lp: LogicalProcessor, area: DsArea) {
+        let thread = &self.thread[lp as usize];
+        thread.ds_capacity.store(area.capacity(), Ordering::Release);
+        thread.ds_address.store(area.address(), Ordering::Release);
+    }
+
+    /// The DS save area of `lp`, if one was set.
+    pub fn ds_area(&self, lp: LogicalProcessor) -> Option<DsArea> {
+        let thread = &self.thread[lp as usize];
+        let address = thread.ds_address.load(Ordering::Acquire);
+        let capacity = thread.ds_capacity.load(Ordering::Acquire);
+        // SAFETY: only `set_ds_area` stores them, from a `DsArea`.
+        unsafe { DsArea::from_address(address, capacity) }
+    }
+
+    /// Drains `lp`'s DS buffer into `f`, one period of its PEBS counter per
+    /// record (see [`service_rare`] for the handler's own drain).
+    pub(super) fn drain_pebs(&self, lp: LogicalProcessor, f: impl FnMut(&PebsRecord)) -> u32 {
+        let Some(area) = self.ds_area(lp) else {
+            return 0;
+        };
+        let records = area.drain(f);
+        bump(
+            &self.slot.periods[usize::from(Counter::pebs_for(lp).index())],
+            u64::from(records),
+        );
+        records
+    }
+
+    /// `lp`'s PEBS counter runs (or not): the handler drains the DS buffer.
+    pub(super) fn arm_pebs(&self, lp: LogicalProcessor, on: bool) {
+        let rare = &self.thread[lp as usize].rare;
+        if on {
+            rare.fetch_or(PEBS_ARMED, Ordering::AcqRel);
+        } else {
+            rare.fetch_and(!PEBS_ARMED, Ordering::AcqRel);
+        }
     }
 
     /// A halt found `periods` owed by disarmed counter `n`.
@@ -329,7 +383,48 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
     lvt: &mut L,
     entry: LvtPerfCounter,
     rip: u64,
-    mut sink: impl FnMut(Sample),
+    sink: impl FnMut(Sample),
+) -> Result<PmiOutcome, M::Error> {
+    handle_pmi_into(state, lp, msr, lvt, entry, rip, Samples(sink))
+}
+
+/// What the handler hands its findings to: every [`Sample`], and each PEBS
+/// record it drains from the DS buffer. [`handle_pmi`] takes a closure,
+/// which gets each PEBS record as a sample at the record's precise RIP;
+/// implement this trait and call [`handle_pmi_into`] to get the records
+/// themselves (RFLAGS and the general registers too).
+pub trait Sink {
+    /// A counter completed periods ([`Sample::periods`]), interrupted at
+    /// [`Sample::rip`].
+    fn sample(&mut self, sample: Sample);
+    /// The PEBS counter `counter` (16 or 17) took the assist that wrote
+    /// `record` (one period each). By default: a [`Sample`] of one period
+    /// at the record's RIP.
+    fn pebs(&mut self, counter: u8, record: &PebsRecord) {
+        self.sample(Sample::new(counter, 1, record.rip));
+    }
+}
+
+/// A closure as a [`Sink`] (the default PEBS delivery).
+struct Samples<F>(F);
+
+impl<F: FnMut(Sample)> Sink for Samples<F> {
+    #[inline(always)]
+    fn sample(&mut self, sample: Sample) {
+        (self.0)(sample)
+    }
+}
+
+/// [`handle_pmi`] with a [`Sink`], for the full PEBS records.
+#[inline]
+pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
+    state: &PmiState,
+    lp: LogicalProcessor,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    rip: u64,
+    mut sink: S,
 ) -> Result<PmiOutcome, M::Error> {
     let thread = &state.thread[lp as usize];
     bump(&thread.interrupts, 1);
@@ -354,18 +449,19 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
                 )?;
                 bump(&state.slot.periods[i], periods);
                 overflowed |= 1 << n;
-                sink(Sample::new(n as u8, periods, rip));
+                sink.sample(Sample::new(n as u8, periods, rip));
             }
             if rest == 0 {
                 break;
             }
         }
     }
-    // FORCE_OVF counters last, out of line (usually there are none); the
-    // sink moves into the call, so the loop above keeps it in registers.
-    let forced = thread.forced.load(Ordering::Acquire);
-    if forced != 0 {
-        overflowed |= service_forced(state, forced, msr, rip, sink)?;
+    // FORCE_OVF counters and PEBS last, out of line (usually there are
+    // none); the sink moves into the call, so the loop above keeps it in
+    // registers.
+    let rare = thread.rare.load(Ordering::Acquire);
+    if rare != 0 {
+        overflowed |= service_rare(state, lp, rare, msr, rip, sink)?;
     }
     if overflowed == 0 {
         bump(&thread.spurious, 1);
@@ -376,22 +472,33 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
     })
 }
 
-/// The `FORCE_OVF` counters in `set` (SDM 18.15.5.5: every increment is an
+/// The out-of-line part of the handler, for what `rare` holds: the
+/// `FORCE_OVF` counters in it (SDM 18.15.5.5: every increment is an
 /// overflow): account the increments since each one's last service and
 /// clear its `OVF` with the CCCR image, without reloading it (1 RDPMC, and
-/// 1 WRMSR when it incremented). Out of line and cold, so that the usual
-/// handler keeps its registers. Returns the counters serviced.
+/// 1 WRMSR when it incremented); and with [`PEBS_ARMED`], the DS buffer of
+/// `lp`: every record in it to the sink, one period of the PEBS counter
+/// each, and the PEBS index rewound (memory only, no register access; the
+/// assist reloaded the counter itself, SDM 18.15.7). Cold, so that the
+/// usual handler keeps its registers. Returns the counters serviced.
 #[cold]
 #[inline(never)]
-fn service_forced<M: MsrAccess>(
+fn service_rare<M: MsrAccess>(
     state: &PmiState,
-    set: u32,
+    lp: LogicalProcessor,
+    rare: u32,
     msr: &mut M,
     rip: u64,
-    mut sink: impl FnMut(Sample),
+    mut sink: impl Sink,
 ) -> Result<u32, M::Error> {
     let mut serviced = 0;
-    let mut rest = set;
+    if rare & PEBS_ARMED != 0 {
+        let n = Counter::pebs_for(lp).index();
+        if state.drain_pebs(lp, |r| sink.pebs(n, r)) > 0 {
+            serviced |= 1 << n;
+        }
+    }
+    let mut rest = rare & !PEBS_ARMED;
     while rest != 0 {
         let n = rest.trailing_zeros();
         rest &= rest - 1;
@@ -409,7 +516,7 @@ fn service_forced<M: MsrAccess>(
         )?;
         bump(&state.slot.periods[i], increments);
         serviced |= 1 << n;
-        sink(Sample::new(n as u8, increments, rip));
+        sink.sample(Sample::new(n as u8, increments, rip));
     }
     Ok(serviced)
 }

@@ -40,6 +40,28 @@ pub const PEBS_ENABLE_UOP_TAG: u64 = 1 << 24;
 /// parts). SDM 18.15.7.1 calls bit 24 "Enable PEBS"; Table 35-41 and 18.16.3
 /// put PEBS at bit 25, which this crate follows.
 pub const PEBS_ENABLE_PEBS: u64 = 1 << 25;
+/// `MSR_PEBS_ENABLE` bit 26, `ENABLE_PEBS_OTH_THR`: PEBS for the other
+/// logical processor of a Hyper-Threading package (SDM 18.16.3; reserved
+/// without Hyper-Threading).
+pub const PEBS_ENABLE_OTHER_THREAD: u64 = 1 << 26;
+
+/// The `MSR_PEBS_ENABLE` image, as written by one logical processor: the
+/// replay metrics' bits (Table 19-33) with `UOP_Tag` when there are any,
+/// and PEBS for the writer (`my_thread`) and for the other logical
+/// processor (`other_thread`).
+pub const fn pebs_enable_image(metric_bits: u64, my_thread: bool, other_thread: bool) -> u64 {
+    let mut v = metric_bits;
+    if metric_bits != 0 {
+        v |= PEBS_ENABLE_UOP_TAG;
+    }
+    if my_thread {
+        v |= PEBS_ENABLE_PEBS;
+    }
+    if other_thread {
+        v |= PEBS_ENABLE_OTHER_THREAD;
+    }
+    v
+}
 
 /// One WRMSR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

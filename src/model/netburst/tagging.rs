@@ -476,6 +476,64 @@ impl NetBurstModel {
         &state.records[..n]
     }
 
+    /// Runs `f` on the model with the DS save area of `lp` in memory, doing
+    /// the memory traffic the processor does for PEBS around it: before,
+    /// the PEBS fields of the DS management area at `IA32_DS_AREA` are read
+    /// from memory (as the driver or its PMI handler left them); after, the
+    /// records the PEBS assists wrote during `f` and the advanced PEBS index
+    /// are written back to memory. Without an `IA32_DS_AREA` it just runs
+    /// `f`. At most [`PEBS_RECORD_SLOTS`] records per call reach memory.
+    ///
+    /// # Safety
+    ///
+    /// `IA32_DS_AREA` of `lp` must hold the address of a live, writable
+    /// 64-bit DS management area (72 bytes), and the PEBS buffer it
+    /// describes (base to absolute maximum) must be live and writable too;
+    /// nothing may hold a Rust reference to either during the call (the
+    /// driver keeps only their address).
+    pub unsafe fn with_ds_memory<R>(
+        &mut self,
+        lp: LogicalProcessor,
+        f: impl FnOnce(&mut Self) -> R,
+    ) -> R {
+        let address = self.ds_area[lp.index()];
+        if address == 0 {
+            return f(self);
+        }
+        let mut area = [0u8; 0x48];
+        let src = core::ptr::with_exposed_provenance::<u8>(address as usize);
+        // SAFETY: the caller promises 72 live bytes at `address`, which no
+        // reference covers.
+        unsafe { core::ptr::copy_nonoverlapping(src, area.as_mut_ptr(), area.len()) };
+        let Some(ds) = DsManagement::from_bytes(&area) else {
+            return f(self);
+        };
+        self.set_ds_management(lp, ds);
+        let out = f(self);
+        let after = self.ds_management(lp);
+        let first = ds.pebs_index.saturating_sub(ds.pebs_buffer_base) / PEBS_RECORD_SIZE;
+        let state = &self.pebs[lp.index()];
+        for (k, record) in state.records.iter().enumerate() {
+            let k = k as u64;
+            let at = ds.pebs_buffer_base + k * PEBS_RECORD_SIZE;
+            if k < first || at >= after.pebs_index {
+                continue;
+            }
+            let bytes = record.to_bytes();
+            let dst = core::ptr::with_exposed_provenance_mut::<u8>(at as usize);
+            // SAFETY: `at` is inside the PEBS buffer (below the index, which
+            // never passes the absolute maximum), live by the caller's
+            // promise.
+            unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
+        }
+        let index_at = address as usize + DsManagement::PEBS_OFFSET + 8;
+        let dst = core::ptr::with_exposed_provenance_mut::<u8>(index_at);
+        let index = after.pebs_index.to_le_bytes();
+        // SAFETY: the PEBS index field of the management area read above.
+        unsafe { core::ptr::copy_nonoverlapping(index.as_ptr(), dst, index.len()) };
+        out
+    }
+
     /// Records the hardware would have written for `lp` that did not fit in
     /// the model's [`PEBS_RECORD_SLOTS`] slots.
     pub fn pebs_lost(&self, lp: LogicalProcessor) -> u64 {

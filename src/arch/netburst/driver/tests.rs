@@ -195,15 +195,17 @@ fn release_clears_only_a_tagging_escr() {
     assert_eq!(model(&mut d).read_msr(Escr::FirmEscr0.msr()).unwrap(), 0);
 }
 
-/// A front-end tagging ESCR (`uop_type`, SDM 18.15.6.2) tags loads while any
-/// counter of its block runs, so release clears it: the next owner of a
-/// `front_end_event` counter counts only what its own request tags.
+/// A front-end tagging ESCR (`uop_type`, SDM 18.15.6.2) tags µops while
+/// any counter of its block runs, so release clears it: after a `uop_type`
+/// TAGLOADS counter is released and another owner tags only stores (on the
+/// other RAT ESCR), `front_end_event` counts the stores and no loads. And
+/// with no `uop_type` counter claimed, `front_end_event` is refused.
 #[test]
 fn release_clears_a_front_end_tagging_escr() {
     let state = PmiState::new();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
-    let tagger = CounterConfig::counting(spec("uop_type:TAGLOADS:k"), Escr::RatEscr0);
-    let c12 = c.c12.configure(&mut d, &tagger).unwrap();
+    let loads = CounterConfig::counting(spec("uop_type:TAGLOADS:k"), Escr::RatEscr0);
+    let c12 = c.c12.configure(&mut d, &loads).unwrap();
     assert!(c12.programmed().escr_tags());
     let c12 = c12.enable(&mut d).unwrap();
     d.msr().clear();
@@ -215,15 +217,39 @@ fn release_clears_a_front_end_tagging_escr() {
     );
     assert_eq!(model(&mut d).read_msr(Escr::RatEscr0.msr()).unwrap(), 0);
     let front_end = CounterConfig::counting(spec("front_end_event:NBOGUS:k"), Escr::CruEscr2);
-    let c13 = c
-        .c13
+    let refused = c.c13.configure(&mut d, &front_end).unwrap_err();
+    assert_eq!(
+        refused.error,
+        Error::Config(ConfigError::Untagged {
+            tagging: Tagging::FrontEnd,
+            bit: None
+        })
+    );
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 0, 0),
+        "refused: nothing written"
+    );
+    let stores = CounterConfig::counting(spec("uop_type:TAGSTORES:k"), Escr::RatEscr1);
+    let c14 = c.c14.configure(&mut d, &stores).unwrap();
+    let c14 = c14.enable(&mut d).unwrap();
+    let c13 = refused
+        .counter
         .configure(&mut d, &front_end)
         .unwrap()
         .enable(&mut d)
         .unwrap();
-    model(&mut d).retire(&Uops::new(ModelLp::T0, Privilege::Os, UopKind::Load, 9));
-    assert_eq!(c13.read(&mut d).unwrap(), 0, "no ESCR tags loads any more");
-    let _ = (c12, c13);
+    let retire = |d: &mut Nb<'_, _>, kind, n| {
+        model(d).retire(&Uops::new(ModelLp::T0, Privilege::Os, kind, n));
+    };
+    retire(&mut d, UopKind::Load, 9);
+    retire(&mut d, UopKind::Store, 4);
+    assert_eq!(
+        c13.read(&mut d).unwrap(),
+        4,
+        "stores only: no ESCR tags loads any more"
+    );
+    let _ = (c12, c13, c14);
 }
 
 /// The README's MSR-traffic table, operation by operation.

@@ -416,6 +416,19 @@ impl Event {
         )
     }
 
+    /// The tagging mechanism whose tagged µops the event counts at
+    /// retirement (`front_end_event`, `execution_event`, `replay_event`:
+    /// SDM 18.15.6, Tables 19-31 to 19-33), the same as the catalog's
+    /// [`Constraint::NeedsTagging`] but without the catalog.
+    pub const fn needs_tagging(self) -> Option<Tagging> {
+        match self {
+            Event::FrontEndEvent => Some(Tagging::FrontEnd),
+            Event::ExecutionEvent => Some(Tagging::Execution),
+            Event::ReplayEvent => Some(Tagging::Replay),
+            _ => None,
+        }
+    }
+
     /// Whether the event may be programmed on `escr`.
     pub fn allows(self, escr: Escr) -> bool {
         self.info().escrs.contains(&escr)

@@ -591,3 +591,15 @@ fn tagging_events_are_the_catalogs() {
         assert_eq!(e.tags_uops(), front_end || replay, "{}", e.name());
     }
 }
+
+/// `Event::needs_tagging` is the catalog's `NeedsTagging` constraint.
+#[test]
+fn needs_tagging_is_the_catalogs() {
+    for e in Event::ALL {
+        let catalog = e.info().constraints.iter().find_map(|c| match c {
+            Constraint::NeedsTagging(t) => Some(*t),
+            _ => None,
+        });
+        assert_eq!(e.needs_tagging(), catalog, "{}", e.name());
+    }
+}
