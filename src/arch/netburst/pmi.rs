@@ -405,6 +405,17 @@ pub trait Sink {
     }
 }
 
+/// A sink borrowed for one call.
+impl<S: Sink + ?Sized> Sink for &mut S {
+    #[inline(always)]
+    fn sample(&mut self, sample: Sample) {
+        (**self).sample(sample)
+    }
+    fn pebs(&mut self, counter: u8, record: &PebsRecord) {
+        (**self).pebs(counter, record)
+    }
+}
+
 /// A closure as a [`Sink`] (the default PEBS delivery).
 struct Samples<F>(F);
 

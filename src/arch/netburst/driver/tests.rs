@@ -1400,3 +1400,5 @@ fn extended_cascade_16_into_12() {
     let mut any16 = any16;
     any16.release(&mut d).unwrap();
 }
+
+mod tagging;
