@@ -5,8 +5,10 @@
 //! interrupted RIP, reloads, clears OVF, unmasks the LVT entry and fills a
 //! sample buffer. Covers N = 1 and 2, spurious PMIs, a PMI racing a halt,
 //! two overflows in one PMI, conservation over long randomised runs, and
-//! `FORCE_OVF` (an interrupt on every increment, the counter counting on).
-//! All counts come from the model, not hardware.
+//! `FORCE_OVF` (an interrupt on every increment, the counter counting on),
+//! and PEBS (records in a DS buffer in this kernel's memory, the PMI at the
+//! buffer's threshold, each record a sample at its precise RIP).
+//! All counts and records come from the model, not hardware.
 #![no_std]
 #![no_main]
 
@@ -19,12 +21,14 @@ use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NbCounter, NetBurstDriver};
+use pmu::arch::netburst::ds::PebsArea;
 use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
 use pmu::counter::Owner;
 use pmu::counter::state::{Enabled, Unclaimed};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
 use pmu::model::netburst::{ModelMsr, SharedModel};
+use pmu::model::netburst::{PebsRecord, UopKind, Uops, replay};
 use pmu::sampling::{SampleAfter, SampleBuffer};
 
 hobby::entry_point!(main);
@@ -60,6 +64,7 @@ fn main(_: &'static BootInfo) -> ! {
             case!(pmi_as_nmi),
             case!(conservation_over_long_randomised_runs),
             case!(force_ovf),
+            case!(pebs),
         ],
     )
 }
@@ -420,5 +425,88 @@ fn force_ovf() -> Outcome {
     check!(pmis >= 150, "a PMI at least every second increment: {pmis}");
     check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
     let _ = c0.release(&mut d)?;
+    Ok(())
+}
+
+/// The DS save area the PEBS case hands the driver (for good).
+static mut PEBS_AREA: PebsArea<4> = PebsArea::new();
+static PEBS_AREA_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// PEBS on counter 16 for T0: `replay_event` counting loads that missed
+/// the first-level cache (replay tagging, SDM Table 19-33), a record every
+/// 10th, a PMI every 2 records. The model retires the loads, takes the
+/// assists and writes the records into this kernel's memory (the DS buffer
+/// above); each PMI goes through the APIC to the handler, which drains the
+/// buffer into the sample buffer: one sample per record, at the record's
+/// precise RIP, not the interrupted one.
+fn pebs() -> Outcome {
+    let (mut d, c) = setup!(false);
+    if PEBS_AREA_TAKEN.swap(true, Ordering::SeqCst) {
+        fail!("the PEBS area is handed over once");
+    }
+    // SAFETY: the flag above makes this the only reference ever made.
+    let area = unsafe { &mut *(&raw mut PEBS_AREA) };
+    d.set_pebs_area(LogicalProcessor::T0, area)?;
+    let spec: EventSpec = pmu::netburst_event!("replay_event:NBOGUS:L1_LD_MISS:k");
+    let every = SampleAfter::new(10, overflow_rule())?;
+    let config = CounterConfig::counting(spec, Escr::CruEscr2).pebs(every, 2);
+    let c16 = c.c16.configure(&mut d, &config)?.enable(&mut d)?;
+    let mut pmis = 0;
+    for k in 0..10u64 {
+        let rip = 0xFFFF_8000_0010_0000 + 0x40 * k;
+        let raised = MODEL.with(|m| {
+            m.set_pebs_registers(
+                ModelLp::T0,
+                PebsRecord {
+                    rflags: 0x202,
+                    rip,
+                    gprs: [k; 16],
+                },
+            );
+            let loads = Uops {
+                replays: replay::L1_LOAD_MISS,
+                ..Uops::new(ModelLp::T0, Privilege::Os, UopKind::Load, 10)
+            };
+            // SAFETY: T0's IA32_DS_AREA is `PEBS_AREA`, handed to the
+            // driver, which keeps only its address.
+            unsafe { m.with_ds_memory(ModelLp::T0, |m| m.retire(&loads)) };
+            m.take_pmi(ModelLp::T0)
+        });
+        if let Some(line) = raised {
+            check!(line.pebs_threshold, "the DS buffer's threshold raised it");
+            let before = HANDLED.load(Ordering::SeqCst);
+            check_eq!(pmi::deliver(&mut apic()), Delivery::Vector(PMI_VECTOR));
+            interrupt_window();
+            check_eq!(HANDLED.load(Ordering::SeqCst), before + 1);
+            pmis += 1;
+        }
+    }
+    let mut rips = [0u64; 10];
+    let mut n = 0;
+    SAMPLES.drain(|s| {
+        if let Some(r) = rips.get_mut(n)
+            && s.counter == 16
+            && s.periods == 1
+        {
+            *r = s.rip;
+        }
+        n += 1;
+    });
+    check_eq!(pmis, 5, "a PMI every 2 records");
+    check_eq!(n, 10, "a sample per record");
+    for (k, rip) in rips.iter().enumerate() {
+        check_eq!(*rip, 0xFFFF_8000_0010_0000 + 0x40 * k as u64, "precise RIP");
+    }
+    check_eq!(PMI.periods(16), 10);
+    check_eq!(
+        c16.read(&mut d)?,
+        every.at_residual(1),
+        "100 loads, 10 whole periods"
+    );
+    check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
+    println!(
+        "overflow: PEBS, 100 L1-missing loads, every 10th: {n} records in {pmis} PMIs, each at its precise RIP (model)"
+    );
+    let _ = c16.release(&mut d)?;
     Ok(())
 }
