@@ -444,8 +444,9 @@ fn pebs() -> Outcome {
     if PEBS_AREA_TAKEN.swap(true, Ordering::SeqCst) {
         fail!("the PEBS area is handed over once");
     }
+    let area = &raw mut PEBS_AREA;
     // SAFETY: the flag above makes this the only reference ever made.
-    let area = unsafe { &mut *(&raw mut PEBS_AREA) };
+    let area = unsafe { &mut *area };
     d.set_pebs_area(LogicalProcessor::T0, area)?;
     let spec: EventSpec = pmu::netburst_event!("replay_event:NBOGUS:L1_LD_MISS:k");
     let every = SampleAfter::new(10, overflow_rule())?;
