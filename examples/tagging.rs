@@ -7,27 +7,30 @@
 //! Pentium 4 PMU: the µops are retired on the model, and every count printed
 //! comes from it.
 //!
-//! Two downstream counters take two builds. [`ExecutionTagging`] has one
-//! downstream counter per build, and it insists that the upstream tag bits
+//! Each set-up is an [`ExecutionTagging`] request, checked whole and turned
+//! into a plan: the event and ESCR for each counter's handle. A plan has
+//! one downstream counter, and the request insists that the upstream tag bits
 //! and the downstream `NBOGUSn`/`BOGUSn` bits coincide (SDM 18.15.6.3: "The
 //! value selected for the tag value should coincide with the event mask
-//! selected in the downstream ESCR"), so one build with both upstream events
-//! and only `NBOGUS0` downstream is rejected (`TagNotCounted { bit: 1 }`).
+//! selected in the downstream ESCR"), so one request with both upstream
+//! events and only `NBOGUS0` downstream is rejected (`TagNotCounted { bit: 1 }`).
 //! The hardware does allow both at once: there are two `execution_event`
 //! ESCRs, `CRU_ESCR2` (counters 12, 13, 16) and `CRU_ESCR3` (14, 15, 17),
-//! and the tag bits are per µop, not per ESCR. So the example builds
+//! and the tag bits are per µop, not per ESCR. So the example plans
 //!
 //! * A: `packed_SP_uop` tag 1 (`FIRM_ESCR0`, counter 8) -> `execution_event`
 //!   `NBOGUS0` on counter 12 (`CRU_ESCR2`);
 //! * B: `x87_FP_uop` tag 2 (`FIRM_ESCR1`, counter 10) -> `execution_event`
 //!   `NBOGUS1` on counter 14 (`CRU_ESCR3`);
 //!
-//! checks that the two lists of writes touch disjoint MSRs, and writes both,
-//! so the two set-ups run side by side. Phase 2 does the same with `BOGUS0`
+//! and configures both plans' counters through the driver's handles, so
+//! the two set-ups run side by side. Phase 2 does the same with `BOGUS0`
 //! and `BOGUS1` (the µops squashed on a mispredicted path); phase 3 is a
-//! single build with both upstream events and `NBOGUS0|NBOGUS1` on counter
-//! 12, which counts a µop carrying both tags once. Between phases every MSR
-//! the previous builds wrote is zeroed again (CCCRs first).
+//! single plan with both upstream events and `NBOGUS0|NBOGUS1` on counter
+//! 12, which counts a µop carrying both tags once. Each phase releases
+//! every counter it claimed (the driver clears the tagging ESCRs). The
+//! driver refuses a downstream counter whose tags no claimed counter sets,
+//! which the example shows first.
 //!
 //! In each phase the same µops are retired on logical processor 0 at CPL 0:
 //! some carry `packed_SP_uop`, some `x87_FP_uop`, some both, some neither,
@@ -44,19 +47,24 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
 use hobby::test::Failure;
-use pmu::access::MsrAccess;
+use pmu::arch::netburst::driver::{ConfigError, CounterConfig, NetBurst, NetBurstDriver};
+use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::{
-    Counter, Escr, Event, ExecUpstream, ExecutionTagging, MsrWrites, TagValue, TaggingError,
-    ThreadCpl,
+    Counter, Event, ExecUpstream, ExecutionTagging, TagValue, Tagging, TaggingError, TaggingPlan,
 };
-use pmu::model::netburst::SharedModel;
+use pmu::counter::{AnyHandle, DriverError};
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor, Privilege, UopKind, Uops,
 };
+use pmu::model::netburst::{ModelMsr, SharedModel};
 
 hobby::entry_point!(main);
 
 static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static PMI: PmiState = PmiState::new();
+pmu::owner!(Package);
+
+type Driver = NetBurstDriver<'static, Package, ModelMsr<'static>>;
 
 /// The two upstream events, their tag values and the counters that count
 /// them (and keep their FIRM ESCRs powered, SDM 18.15.5.9).
@@ -66,8 +74,10 @@ const X87_FP: (Event, Counter, u8) = (Event::X87FpUop, Counter::FlameCounter2, 2
 /// by `CRU_ESCR3`.
 const DOWN_A: Counter = Counter::IqCounter0;
 const DOWN_B: Counter = Counter::IqCounter2;
-/// `:k` on both logical processors, for every ESCR the builder writes.
-const CPL: ThreadCpl = ThreadCpl::both_threads(true, false);
+/// `:k`: CPL 0 only, for every counter of a plan (on T0, the driver's
+/// default logical processor).
+const OS: bool = true;
+const USR: bool = false;
 
 /// Which upstream events a batch of µops causes.
 #[derive(Clone, Copy)]
@@ -144,23 +154,23 @@ fn upstream((event, counter, value): (Event, Counter, u8)) -> Result<ExecUpstrea
 
 /// One downstream counter fed by `ups`, counting `NBOGUSn` for the bits of
 /// `nbogus` and `BOGUSn` for those of `bogus`.
-fn build(
+fn plan(
     counter: Counter,
     nbogus: u8,
     bogus: u8,
     ups: &[(Event, Counter, u8)],
-) -> Result<MsrWrites, Failure> {
-    let mut t = ExecutionTagging::new(counter, tag(nbogus)?, tag(bogus)?, CPL);
+) -> Result<TaggingPlan, Failure> {
+    let mut t = ExecutionTagging::new(counter, tag(nbogus)?, tag(bogus)?, OS, USR);
     for &u in ups {
         t = t.with_upstream(upstream(u)?)?;
     }
-    Ok(t.build()?)
+    Ok(t.plan()?)
 }
 
 /// `packed_SP_uop` and `x87_FP_uop` with mask bit 15 `ALL` as the model
 /// sees them (FIRM ESCRs, event selects 08H and 04H of SDM Table 19-29),
 /// written out here rather than taken from the driver's catalog, so that a
-/// wrong select or mask in the builder would show as a wrong count.
+/// wrong select or mask in a plan would show as a wrong count.
 const PACKED_SP_KIND: EventKind = EventKind::new(EscrGroup::Firm, 0x08, 1 << 15);
 const X87_FP_KIND: EventKind = EventKind::new(EscrGroup::Firm, 0x04, 1 << 15);
 
@@ -170,17 +180,19 @@ fn run() -> Result<(), Failure> {
         "detected on the model: NetBurst model {}, {} logical processor(s)",
         cpu.model, cpu.logical_processors
     );
-    let mut msr = MODEL.msr();
+    let (mut d, c) = NetBurstDriver::take(MODEL.msr(), &cpu, &PMI)?;
+    let mut handles = c.erase_all();
 
-    // Why two builds: one build has one downstream counter, and all of its
+    // Why two plans: a plan has one downstream counter, and all of its
     // upstream tag bits must be counted there.
     let x87_up = upstream(X87_FP)?;
-    let one = ExecutionTagging::new(DOWN_A, tag(1)?, tag(0)?, CPL)
+    let one = ExecutionTagging::new(DOWN_A, tag(1)?, tag(0)?, OS, USR)
         .with_upstream(upstream(PACKED_SP)?)
         .and_then(|t| t.with_upstream(x87_up))?
-        .build();
+        .plan()
+        .map(|_| ());
     println!(
-        "one build, both upstream events, NBOGUS0 only on counter 12: {}",
+        "one plan, both upstream events, NBOGUS0 only on counter 12: {}",
         match one {
             Err(TaggingError::TagNotCounted { bit: 1 }) => "rejected (tag bit 1 not counted)",
             Err(_) => "rejected (other reason)",
@@ -188,7 +200,21 @@ fn run() -> Result<(), Failure> {
         }
     );
     if one != Err(TaggingError::TagNotCounted { bit: 1 }) {
-        return Err("the builder should reject an uncounted tag bit".into());
+        return Err("the request should reject an uncounted tag bit".into());
+    }
+    // And the driver: execution_event NBOGUS0 before anything sets tag bit 0.
+    let down = plan(DOWN_A, 1, 0, &[PACKED_SP])?.downstream();
+    let refused = handles[usize::from(DOWN_A.index())]
+        .configure(&mut d, &CounterConfig::counting(down.event, down.escr));
+    let expected = ConfigError::Untagged {
+        tagging: Tagging::Execution,
+        bit: Some(0),
+    };
+    match refused {
+        Err(pmu::counter::ErasedError::Driver(DriverError::Config(e))) if e == expected => {
+            println!("the driver, the downstream counter alone: refused ({e})")
+        }
+        _ => return Err("the driver should refuse an untagged execution_event".into()),
     }
 
     print_mix();
@@ -210,8 +236,8 @@ fn run() -> Result<(), Failure> {
     ];
 
     // Phase 1: two builds, NBOGUS0 on 12 and NBOGUS1 on 14.
-    let a = build(DOWN_A, 1, 0, &[PACKED_SP])?;
-    let b = build(DOWN_B, 2, 0, &[X87_FP])?;
+    let a = plan(DOWN_A, 1, 0, &[PACKED_SP])?;
+    let b = plan(DOWN_B, 2, 0, &[X87_FP])?;
     let checks = [
         Check {
             counter: DOWN_A,
@@ -227,8 +253,9 @@ fn run() -> Result<(), Failure> {
         },
     ];
     let mut ok = phase(
-        &mut msr,
-        "phase 1: two builds, NBOGUS0 on counter 12 (CRU_ESCR2), NBOGUS1 on counter 14 (CRU_ESCR3)",
+        &mut d,
+        &mut handles,
+        "phase 1: two plans, NBOGUS0 on counter 12 (CRU_ESCR2), NBOGUS1 on counter 14 (CRU_ESCR3)",
         &[a, b],
         &checks,
         &upstream_checks,
@@ -236,8 +263,8 @@ fn run() -> Result<(), Failure> {
     )?;
 
     // Phase 2: the same with BOGUS0 and BOGUS1.
-    let a = build(DOWN_A, 0, 1, &[PACKED_SP])?;
-    let b = build(DOWN_B, 0, 2, &[X87_FP])?;
+    let a = plan(DOWN_A, 0, 1, &[PACKED_SP])?;
+    let b = plan(DOWN_B, 0, 2, &[X87_FP])?;
     let checks = [
         Check {
             counter: DOWN_A,
@@ -253,8 +280,9 @@ fn run() -> Result<(), Failure> {
         },
     ];
     ok &= phase(
-        &mut msr,
-        "phase 2: two builds, BOGUS0 on counter 12, BOGUS1 on counter 14",
+        &mut d,
+        &mut handles,
+        "phase 2: two plans, BOGUS0 on counter 12, BOGUS1 on counter 14",
         &[a, b],
         &checks,
         &upstream_checks,
@@ -262,7 +290,7 @@ fn run() -> Result<(), Failure> {
     )?;
 
     // Phase 3: one build, both upstream events, NBOGUS0|NBOGUS1 on 12.
-    let both = build(DOWN_A, 3, 0, &[PACKED_SP, X87_FP])?;
+    let both = plan(DOWN_A, 3, 0, &[PACKED_SP, X87_FP])?;
     let checks = [
         Check {
             counter: DOWN_A,
@@ -277,14 +305,18 @@ fn run() -> Result<(), Failure> {
         },
     ];
     ok &= phase(
-        &mut msr,
-        "phase 3: one build, both upstream events, NBOGUS0|NBOGUS1 on counter 12",
+        &mut d,
+        &mut handles,
+        "phase 3: one plan, both upstream events, NBOGUS0|NBOGUS1 on counter 12",
         &[both],
         &checks,
         &upstream_checks,
         (packed, x87),
     )?;
 
+    if d.give_back().is_err() {
+        return Err("a counter is still claimed".into());
+    }
     if ok {
         Ok(())
     } else {
@@ -306,35 +338,31 @@ fn print_mix() {
     }
 }
 
-/// Writes `builds` (after checking they touch disjoint MSRs), retires
-/// [`MIX`], compares the counters with `checks` and `upstream`, and zeroes
-/// every MSR written again. Returns whether every count matched.
-fn phase<M: MsrAccess>(
-    msr: &mut M,
+/// Configures and enables every counter of `plans` through its handle
+/// (upstream first), retires [`MIX`], compares the counters with `checks`
+/// and `upstream`, and releases every counter again. Returns whether every
+/// count matched.
+fn phase(
+    d: &mut Driver,
+    handles: &mut [AnyHandle<NetBurst>; 18],
     title: &str,
-    builds: &[MsrWrites],
+    plans: &[TaggingPlan],
     checks: &[Check],
     upstream: &[Check],
     (packed, x87): (EventKind, EventKind),
 ) -> Result<bool, Failure> {
     println!("{title}");
-    for (i, w) in builds.iter().enumerate() {
-        for (j, other) in builds.iter().enumerate().skip(i + 1) {
-            let shared = w
-                .as_slice()
-                .iter()
-                .any(|x| other.as_slice().iter().any(|y| y.msr == x.msr));
-            if shared {
-                println!("  builds {i} and {j} write the same MSR");
-                return Err("overlapping builds".into());
-            }
-        }
-    }
-    for w in builds {
-        for x in w.as_slice() {
-            describe(x.msr, x.value);
-            msr.write_msr(x.msr, x.value)?;
-        }
+    for t in plans.iter().flat_map(TaggingPlan::iter) {
+        let h = &mut handles[usize::from(t.counter.index())];
+        h.configure(d, &CounterConfig::counting(t.event, t.escr))?;
+        h.enable(d)?;
+        println!(
+            "  counter {:>2} on {:<10} {:<18} event image {:#010x}",
+            t.counter.index(),
+            t.escr.name(),
+            t.event.event().name(),
+            t.event.escr_value().bits()
+        );
     }
 
     for b in &MIX {
@@ -357,7 +385,12 @@ fn phase<M: MsrAccess>(
     println!("  counter  event                                  expected  counted");
     let mut ok = true;
     for c in checks.iter().chain(upstream) {
-        let v = msr.read_pmc(c.counter.rdpmc_index())?;
+        let h = &handles[usize::from(c.counter.index())];
+        let v = if h.state() == pmu::counter::StateTag::Unclaimed {
+            0
+        } else {
+            h.read(d)?
+        };
         let mark = if v == c.expected { "" } else { "  MISMATCH" };
         ok &= v == c.expected;
         println!(
@@ -368,27 +401,8 @@ fn phase<M: MsrAccess>(
             v
         );
     }
-
-    // Tear down: CCCRs first, then counters, then ESCRs.
-    for w in builds.iter().rev() {
-        for x in w.as_slice().iter().rev() {
-            msr.write_msr(x.msr, 0)?;
-        }
+    for t in plans.iter().flat_map(TaggingPlan::iter) {
+        handles[usize::from(t.counter.index())].release(d)?;
     }
     Ok(ok)
-}
-
-/// Prints one WRMSR of a build with the register's name.
-fn describe(msr: u32, value: u64) {
-    match (Escr::from_msr(msr), msr) {
-        (Some(e), _) => println!("  WRMSR {msr:#05x} {:<16} <- {value:#010x}", e.name()),
-        (None, 0x300..=0x311) => println!(
-            "  WRMSR {msr:#05x} counter {:<8} <- {value:#x}",
-            msr - 0x300
-        ),
-        (None, 0x360..=0x371) => {
-            println!("  WRMSR {msr:#05x} CCCR {:<11} <- {value:#x}", msr - 0x360)
-        }
-        (None, _) => println!("  WRMSR {msr:#05x} {:<16} <- {value:#x}", "?"),
-    }
 }

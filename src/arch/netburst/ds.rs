@@ -179,7 +179,7 @@ impl DsArea {
     }
 
     /// The linear address for `IA32_DS_AREA` (the address is exposed, so
-    /// that [`DsArea::from_address`] can rebuild it).
+    /// that the PMI handler can rebuild the area from it).
     pub fn address(self) -> u64 {
         self.management.as_ptr().expose_provenance() as u64
     }

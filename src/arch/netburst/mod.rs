@@ -104,7 +104,7 @@ pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, EscrSelect, E
 pub use parse::{EventSpec, Modifier, ParseError, ParseErrorKind, Pmu};
 pub use schedule::{Conflict, Occupied, Part, Request, Schedule, ScheduleError};
 pub use tagging::{
-    ExecUpstream, ExecutionTagging, FrontEndTagging, MsrWrite, MsrWrites, ReplayTagging,
-    TaggingError,
+    ExecUpstream, ExecutionTagging, FrontEndTagging, ReplayTagging, TaggedCounter, TaggingError,
+    TaggingPlan,
 };
 pub use thread::{CplState, LogicalProcessor, Privilege};

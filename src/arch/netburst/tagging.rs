@@ -1,12 +1,16 @@
-//! Builders for the three at-retirement tagging mechanisms of SDM Vol. 3B
-//! 18.15.6.2-18.15.6.4. Each returns the complete, validated list of MSR
-//! writes, in order; nothing here touches the hardware.
+//! The three at-retirement tagging mechanisms of SDM Vol. 3B
+//! 18.15.6.2-18.15.6.4 as requests: each builder checks a whole set-up
+//! (upstream events, tag bits, downstream masks, which ESCR feeds which
+//! counter) and returns a [`TaggingPlan`], the event and ESCR to configure
+//! on each counter's handle, upstream first. Nothing here touches the
+//! hardware: the driver configures the counters, and checks again, against
+//! what is claimed, that a downstream counter's tags are set
+//! ([`crate::arch::netburst::driver::ConfigError::Untagged`]).
 //!
-//! Every builder programs, per event: the ESCR, then the counter (cleared),
-//! then the CCCR with `ENABLE` set, so counting starts only once the ESCR is
-//! in place. Upstream ESCRs are always paired with an enabled counter they
-//! can feed: SDM 18.15.5.9 warns that an ESCR whose counters are all disabled
-//! may be powered down, even when it is used only for tagging.
+//! Every upstream ESCR is given a counter of its own to claim: an ESCR is
+//! programmed only through a claimed counter, and SDM 18.15.5.9 warns that
+//! an ESCR whose counters are all disabled may be powered down, even when
+//! it is used only for tagging.
 //!
 //! # Examples
 //!
@@ -14,25 +18,24 @@
 //! value 1, `execution_event` on counter 12 counts the tagged non-bogus ones.
 //!
 //! ```
-//! use pmu::arch::netburst::{Counter, Event, ExecUpstream, ExecutionTagging, TagValue, ThreadCpl};
+//! use pmu::arch::netburst::{Counter, Escr, Event, ExecUpstream, ExecutionTagging, TagValue};
 //!
 //! let tag = TagValue::new(1).unwrap();
-//! let writes = ExecutionTagging::new(
-//!     Counter::IqCounter0,
-//!     tag,
-//!     TagValue::new(0).unwrap(),
-//!     ThreadCpl::both_threads(true, false),
-//! )
-//! .with_upstream(ExecUpstream { event: Event::X87FpUop, counter: Counter::FlameCounter0, tag })?
-//! .build()?;
-//! assert!(!writes.as_slice().is_empty());                   // the MSR writes, in order
+//! let plan = ExecutionTagging::new(Counter::IqCounter0, tag, TagValue::new(0).unwrap(), true, false)
+//!     .with_upstream(ExecUpstream { event: Event::X87FpUop, counter: Counter::FlameCounter0, tag })?
+//!     .plan()?;
+//! let (up, down) = (plan.iter().next().unwrap(), plan.downstream());
+//! assert_eq!((up.counter, up.escr), (Counter::FlameCounter0, Escr::FirmEscr0));
+//! assert_eq!(up.event.tag(), Some(tag));                   // x87_FP_uop:ALL:TAG0
+//! assert_eq!((down.counter, down.escr), (Counter::IqCounter0, Escr::CruEscr2));
+//! // Each goes to its counter's handle: CounterConfig::counting(up.event, up.escr).
 //! # Ok::<(), pmu::arch::netburst::TaggingError>(())
 //! ```
 
-use super::cccr::CccrValue;
-use super::escr::{EscrValue, EventMask, TagValue, ThreadCpl};
-use super::events::{Constraint, Event, ReplayMetric};
-use super::msrs::{Counter, CounterSet, Escr, EscrSet, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
+use super::escr::{EventMask, TagValue};
+use super::events::{Constraint, Event, MaskInfo, MaskKind, ReplayMetric};
+use super::msrs::{Counter, CounterSet, Escr, EscrSet};
+use super::parse::{EventSpec, Pmu};
 
 /// `MSR_PEBS_ENABLE` bit 24, `UOP_Tag`: enable replay tagging.
 pub const PEBS_ENABLE_UOP_TAG: u64 = 1 << 24;
@@ -63,61 +66,71 @@ pub const fn pebs_enable_image(metric_bits: u64, my_thread: bool, other_thread: 
     v
 }
 
-/// One WRMSR.
+/// One counter of a tagging set-up: the event to configure on `counter`'s
+/// handle, on `escr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct MsrWrite {
-    /// MSR address.
-    pub msr: u32,
-    /// Value.
-    pub value: u64,
+pub struct TaggedCounter {
+    /// The counter.
+    pub counter: Counter,
+    /// The ESCR feeding it.
+    pub escr: Escr,
+    /// The event, with its masks, tag and CPL.
+    pub event: EventSpec,
 }
 
-/// Capacity of [`MsrWrites`].
-pub const MAX_WRITES: usize = 16;
+/// Most counters one set-up uses: four upstream events and the downstream
+/// one.
+pub const MAX_TAGGED_COUNTERS: usize = 5;
 
-/// A fixed-capacity, ordered list of MSR writes.
+/// A checked tagging set-up: the counters to configure, upstream first, the
+/// downstream counter last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct MsrWrites {
-    buf: [MsrWrite; MAX_WRITES],
+pub struct TaggingPlan {
+    counters: [Option<TaggedCounter>; MAX_TAGGED_COUNTERS],
     len: usize,
+    downstream: TaggedCounter,
 }
 
-impl MsrWrites {
-    const fn new() -> MsrWrites {
-        MsrWrites {
-            buf: [MsrWrite { msr: 0, value: 0 }; MAX_WRITES],
+impl TaggingPlan {
+    fn new(downstream: TaggedCounter) -> TaggingPlan {
+        TaggingPlan {
+            counters: [None; MAX_TAGGED_COUNTERS],
             len: 0,
+            downstream,
         }
     }
 
-    fn push(&mut self, msr: u32, value: u64) -> Result<(), TaggingError> {
+    fn push(&mut self, t: TaggedCounter) -> Result<(), TaggingError> {
         let slot = self
-            .buf
+            .counters
             .get_mut(self.len)
-            .ok_or(TaggingError::TooManyWrites)?;
-        *slot = MsrWrite { msr, value };
+            .ok_or(TaggingError::TooManyUpstreams)?;
+        *slot = Some(t);
         self.len += 1;
         Ok(())
     }
 
-    /// Program `escr` with `value` and start `counter` on it.
-    fn event(
-        &mut self,
-        escr: Escr,
-        value: EscrValue,
-        counter: Counter,
-    ) -> Result<(), TaggingError> {
-        self.push(escr.msr(), value.bits())?;
-        self.push(counter.msr(), 0)?;
-        let cccr = CccrValue::new(escr.select()).with_enable(true);
-        self.push(counter.cccr().msr(), cccr.bits())
+    /// The counters in the order to configure them: upstream first, the
+    /// downstream counter last.
+    pub fn iter(&self) -> impl Iterator<Item = TaggedCounter> + '_ {
+        self.counters
+            .iter()
+            .flatten()
+            .copied()
+            .chain([self.downstream])
     }
 
-    /// The writes, in order.
-    pub fn as_slice(&self) -> &[MsrWrite] {
-        &self.buf[..self.len]
+    /// The downstream counter, which counts the tagged µops.
+    pub const fn downstream(&self) -> TaggedCounter {
+        self.downstream
+    }
+
+    /// The counters the plan uses.
+    pub fn counters(&self) -> CounterSet {
+        self.iter()
+            .fold(CounterSet::EMPTY, |s, t| s.with(t.counter))
     }
 }
 
@@ -160,10 +173,8 @@ pub enum TaggingError {
     /// The replay metric needs an upstream counter and none was given, or
     /// one was given for a metric without an upstream event.
     UpstreamCounter,
-    /// PEBS requested on a counter other than 16/17 (SDM 18.15.7, 18.16.3).
-    NotPebsCapable(Counter),
-    /// Internal capacity exceeded (cannot happen with valid input).
-    TooManyWrites,
+    /// Two counters given for one upstream and downstream.
+    SameCounter(Counter),
 }
 
 impl core::fmt::Display for TaggingError {
@@ -202,12 +213,11 @@ impl core::fmt::Display for TaggingError {
             TaggingError::UpstreamCounter => f.write_str(
                 "the replay metric's upstream counter is missing, or given for a metric without one",
             ),
-            TaggingError::NotPebsCapable(c) => write!(
+            TaggingError::SameCounter(c) => write!(
                 f,
-                "PEBS on counter {}: only counters 16 and 17 can (SDM 18.15.7)",
+                "counter {} is given for two events of the set-up",
                 c.index()
             ),
-            TaggingError::TooManyWrites => f.write_str("too many MSR writes for one set-up"),
         }
     }
 }
@@ -233,8 +243,24 @@ fn escr_for(event: Event, counter: Counter) -> Result<Escr, TaggingError> {
         .ok_or(TaggingError::UpstreamCounterNotFed(event, counter))
 }
 
-fn event_escr(event: Event, mask: EventMask, cpl: ThreadCpl) -> EscrValue {
-    EscrValue::new(event.info().event_select, mask).with_cpl(cpl)
+/// `event` with the catalog masks `pick` selects, counting at the CPLs
+/// given.
+fn spec(
+    event: Event,
+    pick: impl Fn(&MaskInfo) -> bool,
+    os: bool,
+    usr: bool,
+) -> Result<EventSpec, TaggingError> {
+    let masks = event
+        .info()
+        .masks
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| pick(m))
+        .fold(0u32, |set, (i, _)| set | 1 << i);
+    EventSpec::with_masks(Pmu::Netburst, event, masks)
+        .map(|s| s.with_privilege(os, usr))
+        .ok_or(TaggingError::NothingCounted)
 }
 
 /// Front-end tagging (SDM 18.15.6.2, Table 19-31): `uop_type` tags loads
@@ -251,38 +277,50 @@ pub struct FrontEndTagging {
     pub nbogus: bool,
     /// Count bogus (squashed) tagged µops.
     pub bogus: bool,
+    /// The counter for `uop_type` (fed by a `RAT_ESCR`).
+    pub upstream: Counter,
     /// The IQ counter for `front_end_event`.
     pub counter: Counter,
-    /// CPL/thread flags for both ESCRs.
-    pub cpl: ThreadCpl,
+    /// Count at CPL 0.
+    pub os: bool,
+    /// Count at CPL 1-3.
+    pub usr: bool,
 }
 
 impl FrontEndTagging {
-    /// The MSR writes: `RAT_ESCRx` (`uop_type`), `CRU_ESCR2/3`
-    /// (`front_end_event`), counter, CCCR. The RAT ESCR is the one on the
-    /// counter's side, so the enabled counter keeps it powered.
-    pub fn build(&self) -> Result<MsrWrites, TaggingError> {
+    /// The plan: `uop_type` on its `RAT_ESCR`, then `front_end_event` on
+    /// `CRU_ESCR2/3`.
+    pub fn plan(&self) -> Result<TaggingPlan, TaggingError> {
         if !self.tag_loads && !self.tag_stores {
             return Err(TaggingError::NothingTagged);
         }
         if !self.nbogus && !self.bogus {
             return Err(TaggingError::NothingCounted);
         }
+        if self.upstream == self.counter {
+            return Err(TaggingError::SameCounter(self.counter));
+        }
         let down = downstream_escr(self.counter)?;
-        let up = escr_for(Event::UopType, self.counter)?;
-        let up_mask = EventMask((self.tag_loads as u16) << 1 | (self.tag_stores as u16) << 2);
-        let down_mask = EventMask(self.nbogus as u16 | (self.bogus as u16) << 1);
-        let mut w = MsrWrites::new();
-        w.push(
-            up.msr(),
-            event_escr(Event::UopType, up_mask, self.cpl).bits(),
-        )?;
-        w.event(
-            down,
-            event_escr(Event::FrontEndEvent, down_mask, self.cpl),
-            self.counter,
-        )?;
-        Ok(w)
+        let up = escr_for(Event::UopType, self.upstream)?;
+        let (loads, stores) = (self.tag_loads, self.tag_stores);
+        let tags = move |m: &MaskInfo| {
+            (loads && m.kind == MaskKind::Bit(1)) || (stores && m.kind == MaskKind::Bit(2))
+        };
+        let (nbogus, bogus) = (self.nbogus, self.bogus);
+        let counted = move |m: &MaskInfo| {
+            (nbogus && m.kind == MaskKind::Bit(0)) || (bogus && m.kind == MaskKind::Bit(1))
+        };
+        let mut plan = TaggingPlan::new(TaggedCounter {
+            counter: self.counter,
+            escr: down,
+            event: spec(Event::FrontEndEvent, counted, self.os, self.usr)?,
+        });
+        plan.push(TaggedCounter {
+            counter: self.upstream,
+            escr: up,
+            event: spec(Event::UopType, tags, self.os, self.usr)?,
+        })?;
+        Ok(plan)
     }
 }
 
@@ -308,24 +346,27 @@ pub struct ExecutionTagging {
     nbogus: TagValue,
     bogus: TagValue,
     counter: Counter,
-    cpl: ThreadCpl,
+    os: bool,
+    usr: bool,
 }
 
 impl ExecutionTagging {
     /// Count on `counter`: `NBOGUSn` for the bits of `nbogus`, `BOGUSn` for
-    /// those of `bogus`.
+    /// those of `bogus`, at CPL 0 (`os`) and CPL 1-3 (`usr`).
     pub const fn new(
         counter: Counter,
         nbogus: TagValue,
         bogus: TagValue,
-        cpl: ThreadCpl,
+        os: bool,
+        usr: bool,
     ) -> ExecutionTagging {
         ExecutionTagging {
             upstreams: [None; 4],
             nbogus,
             bogus,
             counter,
-            cpl,
+            os,
+            usr,
         }
     }
 
@@ -340,16 +381,29 @@ impl ExecutionTagging {
         Ok(self)
     }
 
-    /// The MSR writes: per upstream its `FIRM_ESCRx` (mask `ALL`, tag value,
-    /// tag enable), counter and CCCR; then `CRU_ESCR2/3`
-    /// (`execution_event`), counter and CCCR.
-    pub fn build(&self) -> Result<MsrWrites, TaggingError> {
+    /// The plan: per upstream its `FIRM_ESCRx` event with mask `ALL` and
+    /// its tag (`TAGn`, which sets tag value and `Tag_Enable`), then
+    /// `execution_event` on `CRU_ESCR2/3`. The tag bits set upstream and
+    /// those counted downstream must coincide (SDM 18.15.6.3: the tag value
+    /// "should coincide with the event mask selected in the downstream
+    /// ESCR").
+    pub fn plan(&self) -> Result<TaggingPlan, TaggingError> {
         let down = downstream_escr(self.counter)?;
         let counted = self.nbogus.get() | self.bogus.get();
         if counted == 0 {
             return Err(TaggingError::NothingCounted);
         }
-        let mut w = MsrWrites::new();
+        let (nbogus, bogus) = (self.nbogus.get(), self.bogus.get());
+        let counts = move |m: &MaskInfo| match m.kind {
+            MaskKind::Bit(b) if b < 4 => nbogus & 1 << b != 0,
+            MaskKind::Bit(b) if b < 8 => bogus & 1 << (b - 4) != 0,
+            _ => false,
+        };
+        let mut plan = TaggingPlan::new(TaggedCounter {
+            counter: self.counter,
+            escr: down,
+            event: spec(Event::ExecutionEvent, counts, self.os, self.usr)?,
+        });
         let mut tags = 0u8;
         let mut escrs_used = EscrSet::EMPTY;
         let mut counters_used = CounterSet::EMPTY.with(self.counter);
@@ -375,11 +429,18 @@ impl ExecutionTagging {
             }
             counters_used = counters_used.with(u.counter);
             tags |= u.tag.get();
-            // Mask bit 15 `ALL` (Table 19-32) plus the tag.
-            let v = event_escr(u.event, EventMask(1 << 15), self.cpl)
-                .with_tag_value(u.tag)
-                .with_tag_enable(true);
-            w.event(escr, v, u.counter)?;
+            // Mask bit 15 `ALL` (Table 19-32) plus the tag bits.
+            let tag = u.tag.get();
+            let pick = move |m: &MaskInfo| match m.kind {
+                MaskKind::Bit(15) => true,
+                MaskKind::Tag(n) => tag & 1 << n != 0,
+                _ => false,
+            };
+            plan.push(TaggedCounter {
+                counter: u.counter,
+                escr,
+                event: spec(u.event, pick, self.os, self.usr)?,
+            })?;
         }
         for bit in 0..4u8 {
             let tagged = tags & (1 << bit) != 0;
@@ -391,17 +452,20 @@ impl ExecutionTagging {
                 return Err(TaggingError::MaskBitNotTagged { bit });
             }
         }
-        let mask = EventMask(self.nbogus.get() as u16 | (self.bogus.get() as u16) << 4);
-        w.event(
-            down,
-            event_escr(Event::ExecutionEvent, mask, self.cpl),
-            self.counter,
-        )?;
-        Ok(w)
+        Ok(plan)
     }
 }
 
-/// Replay tagging (SDM 18.15.6.4, Table 19-33).
+/// Replay tagging (SDM 18.15.6.4, Table 19-33). `MSR_PEBS_ENABLE` and
+/// `MSR_PEBS_MATRIX_VERT` are the driver's: the metric is a mask of the
+/// downstream `replay_event`, and the driver writes the two registers
+/// (with PEBS, when the counter is configured with
+/// [`CounterConfig::pebs`](crate::arch::netburst::driver::CounterConfig::pebs)).
+///
+/// Source disagreement: SDM 18.15.6.4 says the tags can serve ordinary
+/// sampling "by not setting bit 24 nor bit 25", yet also that replay
+/// tagging "must be enabled with the UOP_Tag flag (bit 24)". Linux and
+/// libpfm3 set bit 24; so does the driver, always.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ReplayTagging {
@@ -417,36 +481,32 @@ pub struct ReplayTagging {
     pub nbogus: bool,
     /// Count bogus tagged µops.
     pub bogus: bool,
-    /// Also set `ENABLE_PEBS` (bit 25); the counter must be 16 or 17 and the
-    /// DS area must be set up separately (`IA32_DS_AREA`).
-    pub pebs: bool,
-    /// CPL/thread flags.
-    pub cpl: ThreadCpl,
+    /// Count at CPL 0.
+    pub os: bool,
+    /// Count at CPL 1-3.
+    pub usr: bool,
 }
 
 impl ReplayTagging {
-    /// The MSR writes: `MSR_PEBS_ENABLE` (metric bits | `UOP_Tag` [|
-    /// `ENABLE_PEBS`]), `MSR_PEBS_MATRIX_VERT`, the upstream event if any,
-    /// then `CRU_ESCR2/3` (`replay_event`), counter and CCCR.
-    ///
-    /// Source disagreement: SDM 18.15.6.4 says the tags can serve ordinary
-    /// sampling "by not setting bit 24 nor bit 25", yet also that replay
-    /// tagging "must be enabled with the UOP_Tag flag (bit 24)". Linux and
-    /// libpfm3 set bit 24; so does this builder, always.
-    pub fn build(&self) -> Result<MsrWrites, TaggingError> {
+    /// The plan: the metric's upstream event if it has one, then
+    /// `replay_event` with the metric on `CRU_ESCR2/3`.
+    pub fn plan(&self) -> Result<TaggingPlan, TaggingError> {
         if !self.nbogus && !self.bogus {
             return Err(TaggingError::NothingCounted);
         }
-        if self.pebs && !self.counter.pebs_capable() {
-            return Err(TaggingError::NotPebsCapable(self.counter));
-        }
         let down = downstream_escr(self.counter)?;
-        let mut w = MsrWrites::new();
-        let enable = self.metric.pebs_enable_bits()
-            | PEBS_ENABLE_UOP_TAG
-            | if self.pebs { PEBS_ENABLE_PEBS } else { 0 };
-        w.push(MSR_PEBS_ENABLE, enable)?;
-        w.push(MSR_PEBS_MATRIX_VERT, self.metric.matrix_vert_bits())?;
+        let (nbogus, bogus, metric) = (self.nbogus, self.bogus, self.metric);
+        let counts = move |m: &MaskInfo| match m.kind {
+            MaskKind::Bit(0) => nbogus,
+            MaskKind::Bit(1) => bogus,
+            MaskKind::ReplayMetric(r) => r == metric,
+            _ => false,
+        };
+        let mut plan = TaggingPlan::new(TaggedCounter {
+            counter: self.counter,
+            escr: down,
+            event: spec(Event::ReplayEvent, counts, self.os, self.usr)?,
+        });
         match (self.metric.upstream(), self.upstream_counter) {
             (Some(up), Some(c)) => {
                 if c == self.counter {
@@ -457,31 +517,40 @@ impl ReplayTagging {
                     Some(_) => return Err(TaggingError::UpstreamCounterNotFed(up.event, c)),
                     None => escr_for(up.event, c)?,
                 };
-                w.event(escr, event_escr(up.event, up.mask, self.cpl), c)?;
+                let mask = up.mask;
+                let pick = move |m: &MaskInfo| matches!(m.kind, MaskKind::Bit(b) if mask.contains(EventMask(1 << b)));
+                plan.push(TaggedCounter {
+                    counter: c,
+                    escr,
+                    event: spec(up.event, pick, self.os, self.usr)?,
+                })?;
             }
             (None, None) => {}
             _ => return Err(TaggingError::UpstreamCounter),
         }
-        let mask = EventMask(self.nbogus as u16 | (self.bogus as u16) << 1);
-        w.event(
-            down,
-            event_escr(Event::ReplayEvent, mask, self.cpl),
-            self.counter,
-        )?;
-        Ok(w)
+        Ok(plan)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::netburst::ThreadCpl;
     use Counter::*;
 
-    fn pairs(w: &MsrWrites) -> std::vec::Vec<(u32, u64)> {
-        w.as_slice().iter().map(|x| (x.msr, x.value)).collect()
+    /// (counter, ESCR, ESCR image without its CPL bits) of each counter.
+    fn images(p: &TaggingPlan) -> std::vec::Vec<(Counter, Escr, u64)> {
+        p.iter()
+            .map(|t| {
+                let image = t.event.escr_value().with_cpl(ThreadCpl::NONE);
+                (t.counter, t.escr, image.bits())
+            })
+            .collect()
     }
 
-    const ALL: ThreadCpl = ThreadCpl::ALL;
+    fn tag(v: u8) -> TagValue {
+        TagValue::new(v).unwrap()
+    }
 
     #[test]
     fn front_end_tagging() {
@@ -490,58 +559,72 @@ mod tests {
             tag_stores: false,
             nbogus: true,
             bogus: false,
+            upstream: IqCounter1,
             counter: IqCounter0,
-            cpl: ALL,
+            os: true,
+            usr: false,
         };
-        let w = fe.build().unwrap();
+        let p = fe.plan().unwrap();
         assert_eq!(
-            pairs(&w),
+            images(&p),
             [
-                (0x3BC, 0x02 << 25 | 1 << 10 | 0xF), // RAT_ESCR0: uop_type TAGLOADS
-                (0x3CC, 0x08 << 25 | 1 << 9 | 0xF),  // CRU_ESCR2: front_end_event NBOGUS
-                (0x30C, 0),
-                (0x36C, 0x3_B000), // select 5, enable, active thread 11b
+                (IqCounter1, Escr::RatEscr0, 0x02 << 25 | 1 << 10), // uop_type TAGLOADS
+                (IqCounter0, Escr::CruEscr2, 0x08 << 25 | 1 << 9),  // front_end_event NBOGUS
             ]
         );
-        // Thread-1 side uses RAT_ESCR1 / CRU_ESCR3.
-        let w = FrontEndTagging {
-            counter: IqCounter5,
+        assert!(p.iter().all(|t| t.event.os() && !t.event.usr()));
+        // Thread-1 side counters use RAT_ESCR1 / CRU_ESCR3.
+        let p = FrontEndTagging {
+            upstream: IqCounter3,
+            counter: IqCounter2,
             tag_stores: true,
             ..fe
         }
-        .build()
+        .plan()
         .unwrap();
-        assert_eq!(w.as_slice()[0].msr, 0x3BD);
-        assert_eq!(w.as_slice()[0].value >> 9 & 0xFFFF, 0b110);
-        assert_eq!(w.as_slice()[1].msr, 0x3CD);
         assert_eq!(
-            FrontEndTagging {
+            images(&p),
+            [
+                (IqCounter3, Escr::RatEscr1, 0x02 << 25 | 0b110 << 9),
+                (IqCounter2, Escr::CruEscr3, 0x08 << 25 | 1 << 9),
+            ]
+        );
+        let refused = |f: FrontEndTagging| f.plan().unwrap_err();
+        assert_eq!(
+            refused(FrontEndTagging {
                 counter: BpuCounter0,
                 ..fe
-            }
-            .build(),
-            Err(TaggingError::CounterNotFed(BpuCounter0))
+            }),
+            TaggingError::CounterNotFed(BpuCounter0)
         );
         assert_eq!(
-            FrontEndTagging {
+            refused(FrontEndTagging {
+                upstream: BpuCounter0,
+                ..fe
+            }),
+            TaggingError::UpstreamCounterNotFed(Event::UopType, BpuCounter0)
+        );
+        assert_eq!(
+            refused(FrontEndTagging {
                 tag_loads: false,
                 ..fe
-            }
-            .build(),
-            Err(TaggingError::NothingTagged)
+            }),
+            TaggingError::NothingTagged
         );
         assert_eq!(
-            FrontEndTagging {
+            refused(FrontEndTagging {
                 nbogus: false,
                 ..fe
-            }
-            .build(),
-            Err(TaggingError::NothingCounted)
+            }),
+            TaggingError::NothingCounted
         );
-    }
-
-    fn tag(v: u8) -> TagValue {
-        TagValue::new(v).unwrap()
+        assert_eq!(
+            refused(FrontEndTagging {
+                upstream: IqCounter0,
+                ..fe
+            }),
+            TaggingError::SameCounter(IqCounter0)
+        );
     }
 
     #[test]
@@ -556,91 +639,106 @@ mod tests {
             counter: FlameCounter2,
             tag: tag(2),
         };
-        let t = ExecutionTagging::new(IqCounter1, tag(0b11), tag(0), ALL)
+        let t = ExecutionTagging::new(IqCounter1, tag(0b11), tag(0), true, true)
             .with_upstream(up0)
             .unwrap()
             .with_upstream(up1)
             .unwrap();
-        let w = t.build().unwrap();
+        let p = t.plan().unwrap();
         assert_eq!(
-            pairs(&w),
+            images(&p),
             [
-                (0x3A4, 0x08 << 25 | 1 << 24 | 1 << 5 | 1 << 4 | 0xF), // FIRM_ESCR0 packed_SP_uop ALL, tag 1
-                (0x308, 0),
-                (0x368, 0x3_3000),                                     // select 1
-                (0x3A5, 0x04 << 25 | 1 << 24 | 2 << 5 | 1 << 4 | 0xF), // FIRM_ESCR1 x87_FP_uop, tag 2
-                (0x30A, 0),
-                (0x36A, 0x3_3000),
-                (0x3CC, 0x0C << 25 | 0b11 << 9 | 0xF), // execution_event NBOGUS0|1
-                (0x30D, 0),
-                (0x36D, 0x3_B000),
+                // FIRM_ESCR0 packed_SP_uop ALL, tag 1 and Tag_Enable.
+                (
+                    FlameCounter0,
+                    Escr::FirmEscr0,
+                    0x08 << 25 | 1 << 24 | 1 << 5 | 1 << 4
+                ),
+                // FIRM_ESCR1 x87_FP_uop ALL, tag 2.
+                (
+                    FlameCounter2,
+                    Escr::FirmEscr1,
+                    0x04 << 25 | 1 << 24 | 2 << 5 | 1 << 4
+                ),
+                // execution_event NBOGUS0|1.
+                (IqCounter1, Escr::CruEscr2, 0x0C << 25 | 0b11 << 9),
             ]
         );
+        assert_eq!(
+            p.counters(),
+            CounterSet::EMPTY
+                .with(FlameCounter0)
+                .with(FlameCounter2)
+                .with(IqCounter1)
+        );
         // Mismatches are errors.
-        let only0 = ExecutionTagging::new(IqCounter1, tag(1), tag(0), ALL)
+        let only0 = ExecutionTagging::new(IqCounter1, tag(1), tag(0), true, true)
             .with_upstream(up0)
             .unwrap();
-        assert!(only0.build().is_ok());
+        assert!(only0.plan().is_ok());
         let both = ExecUpstream { tag: tag(3), ..up0 };
-        let e = ExecutionTagging::new(IqCounter1, tag(1), tag(0), ALL)
+        let e = ExecutionTagging::new(IqCounter1, tag(1), tag(0), true, true)
             .with_upstream(both)
             .unwrap();
-        assert_eq!(e.build(), Err(TaggingError::TagNotCounted { bit: 1 }));
-        let e = ExecutionTagging::new(IqCounter1, tag(0b101), tag(0), ALL)
+        assert_eq!(e.plan(), Err(TaggingError::TagNotCounted { bit: 1 }));
+        let e = ExecutionTagging::new(IqCounter1, tag(0b101), tag(0), true, true)
             .with_upstream(up0)
             .unwrap();
-        assert_eq!(e.build(), Err(TaggingError::MaskBitNotTagged { bit: 2 }));
-        let e = ExecutionTagging::new(IqCounter1, tag(0), tag(0), ALL)
+        assert_eq!(e.plan(), Err(TaggingError::MaskBitNotTagged { bit: 2 }));
+        let e = ExecutionTagging::new(IqCounter1, tag(0), tag(0), true, true)
             .with_upstream(up0)
             .unwrap();
-        assert_eq!(e.build(), Err(TaggingError::NothingCounted));
+        assert_eq!(e.plan(), Err(TaggingError::NothingCounted));
         // BOGUSn bits count the same tags (mask bits 4-7).
-        let b = ExecutionTagging::new(IqCounter1, tag(0), tag(1), ALL)
+        let b = ExecutionTagging::new(IqCounter1, tag(0), tag(1), true, true)
             .with_upstream(up0)
             .unwrap();
-        assert_eq!(b.build().unwrap().as_slice()[3].value >> 9 & 0xFF, 0x10);
+        assert_eq!(
+            b.plan().unwrap().downstream().event.event_mask().get(),
+            0x10
+        );
         // Structural errors.
         let same_escr = ExecUpstream {
             counter: FlameCounter1,
             ..up1
         };
-        let e = ExecutionTagging::new(IqCounter1, tag(3), tag(0), ALL)
+        let e = ExecutionTagging::new(IqCounter1, tag(3), tag(0), true, true)
             .with_upstream(up0)
             .unwrap()
             .with_upstream(same_escr)
             .unwrap();
-        assert_eq!(e.build(), Err(TaggingError::EscrConflict(Escr::FirmEscr0)));
+        assert_eq!(e.plan(), Err(TaggingError::EscrConflict(Escr::FirmEscr0)));
         let bad = ExecUpstream {
             event: Event::GlobalPowerEvents,
             ..up0
         };
-        let e = ExecutionTagging::new(IqCounter1, tag(1), tag(0), ALL)
+        let e = ExecutionTagging::new(IqCounter1, tag(1), tag(0), true, true)
             .with_upstream(bad)
             .unwrap();
         assert_eq!(
-            e.build(),
+            e.plan(),
             Err(TaggingError::NotAnUpstreamEvent(Event::GlobalPowerEvents))
         );
         let unfed = ExecUpstream {
             counter: IqCounter0,
             ..up0
         };
-        let e = ExecutionTagging::new(IqCounter1, tag(1), tag(0), ALL)
+        let e = ExecutionTagging::new(IqCounter1, tag(1), tag(0), true, true)
             .with_upstream(unfed)
             .unwrap();
         assert_eq!(
-            e.build(),
+            e.plan(),
             Err(TaggingError::UpstreamCounterNotFed(
                 Event::PackedSpUop,
                 IqCounter0
             ))
         );
         let zero = ExecUpstream { tag: tag(0), ..up0 };
-        let e = ExecutionTagging::new(IqCounter1, tag(1), tag(0), ALL)
+        let e = ExecutionTagging::new(IqCounter1, tag(1), tag(0), true, true)
             .with_upstream(zero)
             .unwrap();
-        assert_eq!(e.build(), Err(TaggingError::EmptyTag));
-        let mut full = ExecutionTagging::new(IqCounter1, tag(1), tag(0), ALL);
+        assert_eq!(e.plan(), Err(TaggingError::EmptyTag));
+        let mut full = ExecutionTagging::new(IqCounter1, tag(1), tag(0), true, true);
         for _ in 0..4 {
             full = full.with_upstream(up0).unwrap();
         }
@@ -660,45 +758,32 @@ mod tests {
                 upstream_counter,
                 nbogus: true,
                 bogus: false,
-                pebs: true,
-                cpl: ALL,
+                os: true,
+                usr: true,
             };
-            let w = r.build().unwrap();
-            let s = w.as_slice();
+            let p = r.plan().unwrap();
+            let down = p.downstream();
+            assert_eq!((down.counter, down.escr), (IqCounter4, Escr::CruEscr2));
             assert_eq!(
-                s[0],
-                MsrWrite {
-                    msr: 0x3F1,
-                    value: metric.pebs_enable_bits() | 3 << 24
-                }
+                down.event.escr_value().with_cpl(ThreadCpl::NONE).bits(),
+                0x09 << 25 | 1 << 9
             );
+            assert!(down.event.selects_replay_metric(metric));
             assert_eq!(
-                s[1],
-                MsrWrite {
-                    msr: 0x3F2,
-                    value: metric.matrix_vert_bits()
-                }
+                ReplayMetric::ALL
+                    .iter()
+                    .filter(|m| down.event.selects_replay_metric(**m))
+                    .count(),
+                1
             );
-            let n = s.len();
-            assert_eq!(n, if upstream_counter.is_some() { 8 } else { 5 });
-            assert_eq!(
-                s[n - 3],
-                MsrWrite {
-                    msr: 0x3CC,
-                    value: 0x09 << 25 | 1 << 9 | 0xF
+            match (metric.upstream(), upstream_counter) {
+                (Some(u), Some(c)) => {
+                    let up = p.iter().next().unwrap();
+                    assert_eq!((up.counter, up.event.event()), (c, u.event));
+                    assert_eq!(up.event.event_mask(), u.mask);
+                    assert!(u.escr.is_none_or(|e| e == up.escr));
                 }
-            );
-            assert_eq!(
-                s[n - 1],
-                MsrWrite {
-                    msr: 0x370,
-                    value: 0x3_B000
-                }
-            );
-            if let (Some(u), Some(c)) = (metric.upstream(), upstream_counter) {
-                assert_eq!(s[2].value >> 25, u.event.info().event_select.get() as u64);
-                assert_eq!(s[2].value >> 9 & 0xFFFF, u.mask.get() as u64);
-                assert_eq!(s[4].msr, c.cccr().msr());
+                _ => assert_eq!(p.iter().count(), 1),
             }
             // Without an upstream counter where one is needed (and vice versa).
             let swapped = ReplayTagging {
@@ -709,43 +794,27 @@ mod tests {
                 },
                 ..r
             };
-            assert_eq!(swapped.build(), Err(TaggingError::UpstreamCounter));
+            assert_eq!(swapped.plan(), Err(TaggingError::UpstreamCounter));
         }
         let r = ReplayTagging {
-            metric: ReplayMetric::L1LoadMiss,
+            metric: ReplayMetric::SplitLoad,
             counter: IqCounter0,
-            upstream_counter: None,
+            upstream_counter: Some(FlameCounter0),
             nbogus: true,
             bogus: false,
-            pebs: true,
-            cpl: ALL,
+            os: true,
+            usr: true,
         };
-        assert_eq!(r.build(), Err(TaggingError::NotPebsCapable(IqCounter0)));
-        // Without PEBS only UOP_Tag is set, as Linux does.
-        assert_eq!(
-            ReplayTagging { pebs: false, ..r }
-                .build()
-                .unwrap()
-                .as_slice()[0]
-                .value,
-            0x0100_0001
-        );
         // split_load must use SAAT_ESCR1 (counters 10, 11).
-        let sl = ReplayTagging {
-            metric: ReplayMetric::SplitLoad,
-            upstream_counter: Some(FlameCounter0),
-            pebs: false,
-            ..r
-        };
         assert_eq!(
-            sl.build(),
+            r.plan(),
             Err(TaggingError::UpstreamCounterNotFed(
                 Event::LoadPortReplay,
                 FlameCounter0
             ))
         );
         assert_eq!(
-            ReplayTagging { nbogus: false, ..r }.build(),
+            ReplayTagging { nbogus: false, ..r }.plan(),
             Err(TaggingError::NothingCounted)
         );
     }
