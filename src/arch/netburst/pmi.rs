@@ -369,7 +369,7 @@ impl PmiState {
 ///
 /// Per armed counter the handler does nothing beyond its RDPMC and at most
 /// two comparisons with the constants computed at configure time
-/// ([`Rearm`](crate::sampling::Rearm)); per overflowed
+/// ([`Rearm`]); per overflowed
 /// counter, the two writes, its period count and the sample. It executes no
 /// locked instruction ([`PmiState`]).
 ///
