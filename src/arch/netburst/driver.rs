@@ -150,6 +150,9 @@ pub struct Programmed {
     escr_tags: bool,
     /// The counter runs PEBS ([`CounterConfig::pebs`]).
     pebs: bool,
+    /// It is in the driver's tagging books ([`EventSpec::touches_tagging`]
+    /// or PEBS).
+    tagged: bool,
     cccr: CccrValue,
     lp: LogicalProcessor,
     sampling: Option<SampleAfter>,
@@ -206,6 +209,7 @@ impl Arch for NetBurst {
     const UNPROGRAMMED: Programmed = Programmed {
         escr_tags: false,
         pebs: false,
+        tagged: false,
         force_ovf: false,
         escr: None,
         cccr: CccrValue::from_bits_truncate(0),
@@ -758,6 +762,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
             force_ovf: c.force_ovf,
             escr_tags: c.event.escr_value().tag_enable() || c.event.event().tags_uops(),
             pebs: c.pebs.is_some(),
+            tagged: c.pebs.is_some() || c.event.touches_tagging(),
             cccr,
             lp: c.lp,
             sampling: c.sampling,
@@ -936,7 +941,11 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
     fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
         let p = self.images(n, config)?;
         let counter = counter_at(n)?;
-        let replay = self.package.check(counter, config)?;
+        let replay = if p.tagged {
+            self.package.check(counter, config)?
+        } else {
+            (0, 0)
+        };
         let escr = config.escr;
         let escr_image = self.escr_image(config);
         self.msr
@@ -956,8 +965,10 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         };
         self.pmi.set_sampling(n, p.sampling);
         self.write_counter(n, preset)?;
-        let writes = self.package.book(counter, config, replay);
-        self.write_pebs_msrs(writes)?;
+        if p.tagged {
+            let writes = self.package.book(counter, config, replay);
+            self.write_pebs_msrs(writes)?;
+        }
         // The CCCR is idle already: an Unclaimed counter's CCCR is the idle
         // image (written by `take` and by `release`), which counts nothing,
         // so the first CCCR write is the one that enables or cascades.
@@ -1058,8 +1069,10 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
             self.escrs_in_use = self.escrs_in_use.difference(EscrSet::EMPTY.with(escr));
         }
         self.write_counter(n, 0)?;
-        let writes = self.package.unbook(counter_at(n)?);
-        self.write_pebs_msrs(writes)?;
+        if p.tagged {
+            let writes = self.package.unbook(counter_at(n)?, p.lp, p.pebs);
+            self.write_pebs_msrs(writes)?;
+        }
         self.claimed = self.claimed.without(counter_at(n)?);
         self.pmi.set_sampling(n, None);
         Ok(())

@@ -47,6 +47,7 @@ use super::cccr::{CccrValue, Threshold};
 use super::escr::{EscrValue, EventMask, TagValue, ThreadCpl};
 use super::events::{Event, EventInfo, MaskInfo, MaskKind, ReplayMetric};
 use super::msrs::{Escr, EscrSelect, EscrSet};
+use super::tagging::{TagBits, replay_registers};
 
 /// libpfm4's two NetBurst PMU models.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -278,6 +279,11 @@ pub struct EventSpec {
     escrs: EscrSet,
     /// The replay metrics selected (bit `m as u16` for metric `m`).
     replay: u16,
+    /// What the event provides for tagging and what it needs.
+    provides: TagBits,
+    needs: TagBits,
+    /// The replay registers its metrics select.
+    replay_registers: (u32, u8),
 }
 
 impl EventSpec {
@@ -305,6 +311,7 @@ impl EventSpec {
             Some(t) if tag != 0 => escr.with_tag_value(t).with_tag_enable(true),
             _ => escr,
         };
+        let (enable, vert) = replay_registers(replay);
         EventSpec {
             pmu,
             event,
@@ -318,6 +325,9 @@ impl EventSpec {
             escr_select: info.escr_select,
             escrs: EscrSet::from_slice(info.escrs),
             replay,
+            provides: TagBits::provided(event, mask, tag),
+            needs: TagBits::needed(event, mask, replay),
+            replay_registers: (enable as u32, vert as u8),
         }
     }
 
@@ -513,6 +523,42 @@ impl EventSpec {
     /// The event.
     pub const fn event(&self) -> Event {
         self.event
+    }
+
+    /// Whether the event takes part in tagging at all: it tags µops, counts
+    /// tagged ones, or selects a replay metric. The driver keeps its
+    /// tagging books only for such events (for a spec built at compile time
+    /// this is a constant, so a kernel without them carries none of that
+    /// code).
+    pub const fn touches_tagging(&self) -> bool {
+        self.provides.0 != 0 || self.event.needs_tagging().is_some()
+    }
+
+    /// What an ESCR programmed with this event on `escr` provides for
+    /// tagging (computed when the spec was built).
+    pub const fn tags_provided(&self, escr: Escr) -> TagBits {
+        self.provides.on(escr)
+    }
+
+    /// What this event needs other claimed ESCRs to provide for tagging:
+    /// nothing for an `execution_event` with `COMPARE` (a threshold on its
+    /// per-cycle count, as in Linux's cycles alias, not a count of tagged
+    /// µops).
+    pub const fn tags_needed(&self) -> TagBits {
+        if self.compare() && matches!(self.event, Event::ExecutionEvent) {
+            TagBits(0)
+        } else {
+            self.needs
+        }
+    }
+
+    /// The metric bits of `MSR_PEBS_ENABLE` and the `MSR_PEBS_MATRIX_VERT`
+    /// image its replay metrics select (Table 19-33; `(0, 0)` for none).
+    pub const fn replay_registers(&self) -> (u64, u64) {
+        (
+            self.replay_registers.0 as u64,
+            self.replay_registers.1 as u64,
+        )
     }
 
     /// Whether replay metric `m` is selected (a `replay_event` virtual

@@ -37,6 +37,105 @@ use super::events::{Constraint, Event, MaskInfo, MaskKind, ReplayMetric};
 use super::msrs::{Counter, CounterSet, Escr, EscrSet};
 use super::parse::{EventSpec, Pmu};
 
+/// What an event does for tagging, or needs, as the bits of one byte
+/// (precomputed in every [`EventSpec`], so that the driver's check costs a
+/// counting-only kernel almost no code): bits 0-3 the execution-tagging tag
+/// bits (SDM 18.15.6.3), then front-end tagging (18.15.6.2), then the
+/// upstream events of the three replay metrics that have one (Table 19-33).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TagBits(pub u8);
+
+impl TagBits {
+    /// `uop_type` with `TAGLOADS` or `TAGSTORES`.
+    pub const FRONT_END: u8 = 1 << 4;
+    /// The replay metrics with an upstream event, and their bits.
+    pub const UPSTREAM: [(ReplayMetric, u8); 3] = [
+        (ReplayMetric::MobLoadReplay, 1 << 5),
+        (ReplayMetric::SplitLoad, 1 << 6),
+        (ReplayMetric::SplitStore, 1 << 7),
+    ];
+
+    /// What an ESCR programmed with `event`, `mask` and (for execution
+    /// tagging) tag bits `tag` provides, on any ESCR the event allows
+    /// (see [`TagBits::on`]).
+    pub const fn provided(event: Event, mask: EventMask, tag: u8) -> TagBits {
+        let mut t = tag & 0xF;
+        if matches!(event, Event::UopType) && mask.0 & 0b110 != 0 {
+            t |= Self::FRONT_END;
+        }
+        let mut i = 0;
+        while i < Self::UPSTREAM.len() {
+            let (m, bit) = Self::UPSTREAM[i];
+            if let Some(up) = m.upstream()
+                && up.event as u8 == event as u8
+                && mask.contains(up.mask)
+            {
+                t |= bit;
+            }
+            i += 1;
+        }
+        TagBits(t)
+    }
+
+    /// The bits left when the ESCR is `escr`: a replay metric's upstream
+    /// event restricted to one ESCR provides nothing elsewhere.
+    pub const fn on(self, escr: Escr) -> TagBits {
+        let mut t = self.0;
+        let mut i = 0;
+        while i < Self::UPSTREAM.len() {
+            let (m, bit) = Self::UPSTREAM[i];
+            if let Some(up) = m.upstream()
+                && let Some(only) = up.escr
+                && only as u8 != escr as u8
+            {
+                t &= !bit;
+            }
+            i += 1;
+        }
+        TagBits(t)
+    }
+
+    /// What a downstream `event` with `mask` and replay metrics `metrics`
+    /// (bit `m as u16` per metric) needs other claimed ESCRs to provide.
+    pub const fn needed(event: Event, mask: EventMask, metrics: u16) -> TagBits {
+        match event {
+            Event::FrontEndEvent => TagBits(Self::FRONT_END),
+            Event::ExecutionEvent => TagBits(mask.execution_tag_bits()),
+            Event::ReplayEvent => {
+                let mut t = 0;
+                let mut i = 0;
+                while i < Self::UPSTREAM.len() {
+                    let (m, bit) = Self::UPSTREAM[i];
+                    if metrics & (1 << m as u16) != 0 {
+                        t |= bit;
+                    }
+                    i += 1;
+                }
+                TagBits(t)
+            }
+            _ => TagBits(0),
+        }
+    }
+}
+
+/// The replay registers metrics `metrics` (bit `m as u16` per metric)
+/// select: the metric bits of `MSR_PEBS_ENABLE` and the
+/// `MSR_PEBS_MATRIX_VERT` image (Table 19-33).
+pub const fn replay_registers(metrics: u16) -> (u64, u64) {
+    let (mut enable, mut vert) = (0, 0);
+    let mut i = 0;
+    while i < ReplayMetric::ALL.len() {
+        let m = ReplayMetric::ALL[i];
+        if metrics & (1 << m as u16) != 0 {
+            enable |= m.pebs_enable_bits();
+            vert |= m.matrix_vert_bits();
+        }
+        i += 1;
+    }
+    (enable, vert)
+}
+
 /// `MSR_PEBS_ENABLE` bit 24, `UOP_Tag`: enable replay tagging.
 pub const PEBS_ENABLE_UOP_TAG: u64 = 1 << 24;
 /// `MSR_PEBS_ENABLE` bit 25, `ENABLE_PEBS_MY_THR` (`ENABLE_PEBS` on non-HT
