@@ -19,7 +19,25 @@
 //! | read | 0 | 0 | 1 | RDPMC (all 40 bits) |
 //! | clear_overflow | 0 | 1 | 0 | CCCR image of the current state, `OVF` clear |
 //! | release | 0 | 2 (+1) | 0 | CCCR idle (active thread 11b, all else 0), counter 0; the ESCR only if it tags µops (below) |
-//! | PMI handler | 0 | 2 per overflowed counter (1 for a `FORCE_OVF` one) | 1 per armed counter | plus one LVT write ([`super::pmi`]) |
+//! | PMI handler | 0 | 2 per overflowed counter (1 for a `FORCE_OVF` one) | 1 per armed counter | plus one LVT write ([`super::pmi`]); PEBS records are memory, no access |
+//! | [`NetBurstDriver::set_pebs_area`] | 0 | 1 | 0 | `IA32_DS_AREA` (and the DS management area, in memory) |
+//! | configure, release: a PEBS or replay-tagging counter | 0 | +1 or +2 | 0 | `MSR_PEBS_ENABLE`, `MSR_PEBS_MATRIX_VERT`, each only when its image changes |
+//!
+//! # Tagging and PEBS
+//!
+//! At-retirement events count µops an upstream ESCR (or the PEBS MSRs)
+//! tagged (SDM 18.15.6). The driver keeps what each claimed counter's ESCR
+//! tags, per logical processor, and refuses a downstream counter whose tags
+//! nothing claimed sets ([`ConfigError::Untagged`],
+//! [`ConfigError::MissingUpstream`]): configure the upstream counters
+//! first ([`super::tagging`] plans a whole set-up). It owns the
+//! package-wide `MSR_PEBS_ENABLE` and `MSR_PEBS_MATRIX_VERT` (Table 35-41):
+//! the replay metrics of the claimed `replay_event` counters (one metric
+//! set at a time, [`ConfigError::ReplayTaggingBusy`]) and PEBS per logical
+//! processor ([`CounterConfig::pebs`], [`NetBurstDriver::set_pebs_area`]).
+//! The PEBS counter's overflow takes the PEBS assist instead of a PMI
+//! (its CCCR has no `OVF_PMI`); the PMI comes from the DS buffer's
+//! threshold and the handler drains the records ([`super::pmi::Sink`]).
 //!
 //! Linux's NetBurst driver (`arch/x86/events/intel/p4.c`), for comparison:
 //! start = 4 WRMSR (counter twice for erratum N15, ESCR, CCCR), disable = 1
