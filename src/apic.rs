@@ -1,4 +1,5 @@
-//! The local APIC (xAPIC, memory-mapped) as far as a PMU driver needs it: the
+//! The local APIC as far as a PMU driver needs it, memory-mapped (xAPIC,
+//! [`LocalApic`]) or through MSRs (x2APIC, [`X2Apic`]): the
 //! LVT performance-counter entry that turns a counter overflow into an
 //! interrupt, end-of-interrupt, and a self-IPI for testing the handler.
 //!
@@ -29,6 +30,9 @@
 use core::ptr::NonNull;
 
 use volatile::VolatilePtr;
+
+pub mod x2apic;
+pub use x2apic::X2Apic;
 
 /// Register offsets in the xAPIC page.
 mod reg {
@@ -141,6 +145,12 @@ impl LvtPerfCounter {
     /// The raw register value.
     pub const fn bits(self) -> u32 {
         self.0
+    }
+
+    /// The bits software may write: vector, delivery mode and mask (the
+    /// delivery status is read-only, the rest reserved).
+    pub const fn writable_bits(self) -> u32 {
+        self.0 & Self::WRITABLE
     }
 
     /// Decodes a raw register value; reserved bits are dropped.

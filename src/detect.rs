@@ -293,6 +293,12 @@ impl fmt::Display for Detection {
     }
 }
 
+/// Whether the processor has x2APIC mode (CPUID.01H:ECX bit 21, SDM Vol.
+/// 3A 11.12.1), which [`crate::apic::X2Apic`] drives.
+pub fn x2apic_supported(cpuid: &impl Cpuid) -> bool {
+    cpuid.cpuid(0, 0).eax >= 1 && cpuid.cpuid(1, 0).ecx & 1 << 21 != 0
+}
+
 /// Identifies the PMU of the CPU behind `cpuid` and `msr`.
 ///
 /// Reads IA32_MISC_ENABLE through `msr` only for a NetBurst signature whose
