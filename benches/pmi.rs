@@ -451,7 +451,7 @@ fn main() {
         println!("(valgrind not found: no instruction counts)");
     }
     // The handlers as measured, and NetBurst's out-of-line FORCE_OVF path.
-    for f in ["measured_netburst", "measured_itanium", "service_forced"] {
+    for f in ["measured_netburst", "measured_itanium", "service_rare"] {
         match locked_instructions(f) {
             Some(n) => {
                 println!("{f}: {n} locked instructions (lock prefix or xchg with memory; objdump)")

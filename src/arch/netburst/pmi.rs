@@ -470,9 +470,8 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
     // FORCE_OVF counters and PEBS last, out of line (usually there are
     // none); the sink moves into the call, so the loop above keeps it in
     // registers.
-    let rare = thread.rare.load(Ordering::Acquire);
-    if rare != 0 {
-        overflowed |= service_rare(state, lp, rare, msr, rip, sink)?;
+    if thread.rare.load(Ordering::Acquire) != 0 {
+        overflowed |= service_rare(state, lp, msr, rip, sink)?;
     }
     if overflowed == 0 {
         bump(&thread.spurious, 1);
@@ -483,7 +482,7 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
     })
 }
 
-/// The out-of-line part of the handler, for what `rare` holds: the
+/// The out-of-line part of the handler, for what `lp`'s `rare` holds: the
 /// `FORCE_OVF` counters in it (SDM 18.15.5.5: every increment is an
 /// overflow): account the increments since each one's last service and
 /// clear its `OVF` with the CCCR image, without reloading it (1 RDPMC, and
@@ -497,11 +496,11 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
 fn service_rare<M: MsrAccess>(
     state: &PmiState,
     lp: LogicalProcessor,
-    rare: u32,
     msr: &mut M,
     rip: u64,
     mut sink: impl Sink,
 ) -> Result<u32, M::Error> {
+    let rare = state.thread[lp as usize].rare.load(Ordering::Acquire);
     let mut serviced = 0;
     if rare & PEBS_ARMED != 0 {
         let n = Counter::pebs_for(lp).index();
