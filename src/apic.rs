@@ -159,6 +159,45 @@ impl LvtPerfCounter {
     }
 }
 
+/// What an inter-processor interrupt delivers (the ICR delivery mode, SDM
+/// Vol. 3A 11.6.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum IpiDelivery {
+    /// A fixed interrupt through `vector` (000b).
+    Fixed(Vector),
+    /// An NMI (100b).
+    Nmi,
+    /// INIT (101b, level assert): the start of INIT-SIPI-SIPI (SDM Vol. 3A
+    /// 9.4.4.1).
+    Init,
+    /// Start-up (110b): the target starts in real mode at `page * 4096`.
+    Startup(u8),
+}
+
+/// Whom an IPI goes to (the ICR destination shorthand).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum IpiDestination {
+    /// The APIC with this ID (physical destination mode, no shorthand).
+    Apic(u32),
+    /// Every APIC but the sender's (shorthand 11b).
+    AllButSelf,
+}
+
+impl IpiDelivery {
+    /// The ICR low bits: vector, delivery mode and level assert.
+    const fn icr_low(self) -> u32 {
+        const ASSERT: u32 = 1 << 14;
+        match self {
+            IpiDelivery::Fixed(v) => ASSERT | v.0 as u32,
+            IpiDelivery::Nmi => ASSERT | 0b100 << 8,
+            IpiDelivery::Init => ASSERT | 0b101 << 8,
+            IpiDelivery::Startup(page) => ASSERT | 0b110 << 8 | page as u32,
+        }
+    }
+}
+
 /// Where a PMI handler writes the LVT performance-counter entry to unmask
 /// it: the [`LocalApic`] in a kernel, a recorder in tests.
 pub trait LvtPerfCounterEntry {
@@ -252,11 +291,26 @@ impl LocalApic {
     /// delivery only; SDM Vol. 3A 11.6.1). Test kernels use it to raise a
     /// PMI configured for NMI delivery.
     pub fn self_nmi(&mut self) {
-        const MODE_NMI: u32 = 0b100 << 8;
-        const LEVEL_ASSERT: u32 = 1 << 14;
         let id = self.id();
-        self.register(reg::ICR_HIGH).write(id << 24);
-        self.register(reg::ICR_LOW).write(MODE_NMI | LEVEL_ASSERT);
+        self.send_ipi(IpiDestination::Apic(id), IpiDelivery::Nmi);
+    }
+
+    /// Sends an inter-processor interrupt (SDM Vol. 3A 11.6.1): the ICR's
+    /// high word (the destination), then its low word, which sends it; then
+    /// waits until the APIC reports it sent (delivery status clear).
+    pub fn send_ipi(&mut self, to: IpiDestination, what: IpiDelivery) {
+        const SHORTHAND_ALL_BUT_SELF: u32 = 0b11 << 18;
+        const DELIVERY_STATUS: u32 = 1 << 12;
+        let (high, shorthand) = match to {
+            IpiDestination::Apic(id) => (id << 24, 0),
+            IpiDestination::AllButSelf => (0, SHORTHAND_ALL_BUT_SELF),
+        };
+        self.register(reg::ICR_HIGH).write(high);
+        self.register(reg::ICR_LOW)
+            .write(shorthand | what.icr_low());
+        while self.register(reg::ICR_LOW).read() & DELIVERY_STATUS != 0 {
+            core::hint::spin_loop();
+        }
     }
 
     /// Whether `vector` is in service (ISR bit set): delivered, not yet EOI'd.

@@ -35,12 +35,14 @@ hobby_gdt:
     .quad 0x00AF9A000000FFFF        /* 0x08: 64-bit code, DPL 0 */
     .quad 0x00CF92000000FFFF        /* 0x10: data, DPL 0 */
 hobby_gdt_end:
+    .global hobby_gdt_ptr
 hobby_gdt_ptr:
     .word hobby_gdt_end - hobby_gdt - 1
     .quad hobby_gdt
 
     .section .bss.boot, "aw", @nobits
     .balign 4096
+    .global hobby_pml4
 hobby_pml4:
     .skip 4096
 hobby_pdpt:
@@ -162,6 +164,11 @@ unsafe extern "Rust" {
 
 static BOOT_INFO: spin::Once<BootInfo> = spin::Once::new();
 
+/// The physical ranges the boot loader's data occupies (start-info
+/// structure, command line) and the kernel keeps using: [`crate::smp`]
+/// must not copy its trampoline over them.
+pub(crate) static LOADER_DATA: spin::Once<[core::ops::Range<usize>; 2]> = spin::Once::new();
+
 /// Reads the command line out of the PVH start-info structure.
 ///
 /// # Safety
@@ -182,6 +189,9 @@ unsafe fn read_cmdline(start_info: u32) -> &'static str {
     // SAFETY: QEMU places a NUL-terminated command line at `cmdline`, in
     // identity-mapped memory that nothing else writes.
     let text = unsafe { CStr::from_ptr(cmdline as usize as *const core::ffi::c_char) };
+    let start = start_info as usize;
+    let line = cmdline as usize;
+    LOADER_DATA.call_once(|| [start..start + 64, line..line + text.count_bytes() + 1]);
     text.to_str().unwrap_or("")
 }
 

@@ -1,12 +1,15 @@
-//! The kernel's own GDT and TSS, so that a double fault runs on a stack of
-//! its own (IST 1) and can be reported even when the kernel stack is broken.
-//! The boot code's GDT only gets the CPU into 64-bit mode.
+//! Each CPU's GDT and TSS, so that a double fault runs on a stack of its
+//! own (IST 1) and can be reported even when the kernel stack is broken.
+//! The boot code's GDT only gets a CPU into 64-bit mode. A TSS is marked
+//! busy when its CPU loads it, so every CPU has its own TSS and GDT.
 
 use x86_64::VirtAddr;
 use x86_64::instructions::segmentation::{CS, DS, ES, SS, Segment};
 use x86_64::instructions::tables::load_tss;
 use x86_64::structures::gdt::{Descriptor, GlobalDescriptorTable};
 use x86_64::structures::tss::TaskStateSegment;
+
+use crate::smp::MAX_CPUS;
 
 /// The IST slot (0-based, as `EntryOptions::set_stack_index` counts) of the
 /// double-fault stack.
@@ -17,23 +20,36 @@ const DOUBLE_FAULT_STACK_SIZE: usize = 16 * 1024;
 #[repr(C, align(16))]
 struct Stack([u8; DOUBLE_FAULT_STACK_SIZE]);
 
-/// Written only by the CPU, when it delivers a double fault.
-static mut DOUBLE_FAULT_STACK: Stack = Stack([0; DOUBLE_FAULT_STACK_SIZE]);
+/// Written only by the CPUs, when they deliver a double fault: CPU `i`
+/// uses stack `i`.
+static mut DOUBLE_FAULT_STACKS: [Stack; MAX_CPUS] =
+    [const { Stack([0; DOUBLE_FAULT_STACK_SIZE]) }; MAX_CPUS];
 
-static TSS: spin::Once<TaskStateSegment> = spin::Once::new();
-static GDT: spin::Once<GlobalDescriptorTable> = spin::Once::new();
+static TSS: [spin::Once<TaskStateSegment>; MAX_CPUS] = [const { spin::Once::new() }; MAX_CPUS];
+static GDT: [spin::Once<GlobalDescriptorTable>; MAX_CPUS] = [const { spin::Once::new() }; MAX_CPUS];
 
-/// Loads the GDT (kernel code, kernel data, TSS) and the task register.
+/// Loads the boot CPU's GDT (kernel code, kernel data, TSS) and task
+/// register.
 pub(crate) fn init() {
-    let tss = TSS.call_once(|| {
+    init_cpu(0);
+}
+
+/// Loads CPU `cpu`'s GDT and task register (once per CPU; `cpu` <
+/// [`MAX_CPUS`], others are ignored).
+pub(crate) fn init_cpu(cpu: usize) {
+    let (Some(tss), Some(gdt)) = (TSS.get(cpu), GDT.get(cpu)) else {
+        return;
+    };
+    let tss = tss.call_once(|| {
         let mut tss = TaskStateSegment::new();
-        let stack = (&raw mut DOUBLE_FAULT_STACK).cast::<u8>();
+        let stacks = (&raw mut DOUBLE_FAULT_STACKS).cast::<Stack>();
+        let stack = stacks.wrapping_add(cpu).cast::<u8>();
         let top = VirtAddr::from_ptr(stack) + DOUBLE_FAULT_STACK_SIZE as u64;
         tss.interrupt_stack_table[usize::from(DOUBLE_FAULT_IST_INDEX)] = top;
         tss
     });
     let mut selectors = None;
-    let gdt = GDT.call_once(|| {
+    let gdt = gdt.call_once(|| {
         let mut gdt = GlobalDescriptorTable::new();
         let code = gdt.append(Descriptor::kernel_code_segment());
         let data = gdt.append(Descriptor::kernel_data_segment());
@@ -46,7 +62,7 @@ pub(crate) fn init() {
         return; // already loaded once
     };
     // SAFETY: the selectors index the GDT just loaded: a 64-bit ring-0 code
-    // segment, a ring-0 data segment and an available TSS.
+    // segment, a ring-0 data segment and this CPU's available TSS.
     unsafe {
         CS::set_reg(code);
         DS::set_reg(data);

@@ -294,6 +294,16 @@ pub(crate) fn init() {
     println!("hobby: IDT loaded, legacy PIC masked");
 }
 
+/// Loads the boot CPU's IDT on an application processor (every CPU shares
+/// the table and the handlers). Does nothing before [`init`].
+pub(crate) fn load_on_ap() {
+    if let Some(idt) = IDT.get() {
+        // SAFETY: as in `init`: the table is a static that only
+        // `set_raw_gate` writes, under its contract.
+        unsafe { (*idt.0.get()).load_unsafe() };
+    }
+}
+
 /// Masks every line of both 8259 PICs, so only the local APIC interrupts.
 fn mask_legacy_pic() {
     use x86_64::instructions::port::Port;

@@ -14,6 +14,7 @@
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
 //! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC |
+//! | [`smp`] | the application processors: INIT-SIPI-SIPI, per-CPU stacks, GDT/TSS and APIC, work posted to a CPU, IPIs |
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
 //! | [`symbols`] | address ranges with names, for attributing sampled RIPs |
 //! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table |
@@ -40,6 +41,8 @@ pub mod idt;
 pub mod pmi;
 #[cfg(target_os = "none")]
 pub mod serial;
+#[cfg(target_os = "none")]
+pub mod smp;
 #[cfg(target_os = "none")]
 pub mod symbols;
 #[cfg(target_os = "none")]

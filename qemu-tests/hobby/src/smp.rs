@@ -1,0 +1,370 @@
+//! The application processors (APs): bring-up, per-CPU state, and work
+//! posted to a CPU.
+//!
+//! [`start_aps`] wakes every other CPU with INIT-SIPI-SIPI (SDM Vol. 3A
+//! 9.4.4.1, "Typical BSP Initialization Sequence"; 11.6.1 for the ICR). An
+//! AP starts in real mode at the start-up page ([`TRAMPOLINE`], 8000H, where
+//! the boot CPU copied the trampoline below): it loads a flat 32-bit GDT,
+//! enters protected mode, turns on PAE with the boot CPU's page tables,
+//! long mode and paging, jumps to 64-bit code, takes the next AP number and
+//! its stack with a locked add, and calls Rust, which loads the CPU's own
+//! GDT and TSS ([`crate::gdt`]), the shared IDT, software-enables its local
+//! APIC and reports for work.
+//!
+//! An idle AP waits in `hlt` with interrupts on; [`run_on`] posts a
+//! function to its mailbox and wakes it with an IPI ([`WAKE_VECTOR`]), and
+//! [`wait`] collects the result. Interrupt handlers ([`crate::idt`]) are
+//! shared by all CPUs; [`cpu`] says which one runs.
+//!
+//! Under QEMU, boot with `-smp N -accel tcg,thread=multi` so that the
+//! virtual CPUs run in parallel on host threads.
+
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use pmu::apic::{IpiDelivery, IpiDestination, Vector};
+
+use crate::idt::{self, InterruptFrame};
+use crate::pmi::local_apic;
+use crate::timer::rdtsc;
+
+/// The most CPUs this kernel brings up (the boot CPU included).
+pub const MAX_CPUS: usize = 4;
+/// The physical page the trampoline is copied to and the APs start at
+/// (its number, 08H, is the SIPI vector).
+pub const TRAMPOLINE: usize = 0x8000;
+/// The vector that wakes an idle AP.
+pub const WAKE_VECTOR: u8 = 0xE0;
+/// Each AP's stack.
+const AP_STACK_SIZE: usize = 64 * 1024;
+
+core::arch::global_asm!(
+    r#"
+    .set HOBBY_AP_BASE, {base}
+
+    .section .text.boot, "ax"
+    .code16
+    .global hobby_ap_trampoline
+hobby_ap_trampoline:
+    cli
+    cld
+    mov ax, cs
+    mov ds, ax
+    /* o32 lgdt [disp16]: the trampoline GDT, with a 32-bit base. */
+    .byte 0x66, 0x0F, 0x01, 0x16
+    .word hobby_ap_gdtr - hobby_ap_trampoline
+    mov eax, cr0
+    or eax, 1
+    mov cr0, eax
+    /* ljmpl 0x08:hobby_ap32, at its copy. */
+    .byte 0x66, 0xEA
+    .long HOBBY_AP_BASE + (hobby_ap32 - hobby_ap_trampoline)
+    .word 0x08
+
+    .code32
+hobby_ap32:
+    mov ax, 0x10
+    mov ds, ax
+    mov es, ax
+    mov ss, ax
+    mov eax, cr4
+    or eax, 1 << 5
+    mov cr4, eax
+    mov eax, offset hobby_pml4
+    mov cr3, eax
+    mov ecx, 0xC0000080
+    rdmsr
+    or eax, 1 << 8
+    wrmsr
+    mov eax, cr0
+    or eax, (1 << 31) | 1
+    mov cr0, eax
+    lgdt [hobby_gdt_ptr]
+    /* ljmp 0x08:hobby_ap64 (the boot GDT's 64-bit code segment). */
+    .byte 0xEA
+    .long hobby_ap64
+    .word 0x08
+
+    .balign 8
+hobby_ap_gdt:
+    .quad 0
+    .quad 0x00CF9A000000FFFF        /* 0x08: 32-bit code */
+    .quad 0x00CF92000000FFFF        /* 0x10: data */
+hobby_ap_gdt_end:
+hobby_ap_gdtr:
+    .word hobby_ap_gdt_end - hobby_ap_gdt - 1
+    .long HOBBY_AP_BASE + (hobby_ap_gdt - hobby_ap_trampoline)
+    .global hobby_ap_trampoline_end
+hobby_ap_trampoline_end:
+
+    .code64
+hobby_ap64:
+    mov ax, 0x10
+    mov ds, ax
+    mov es, ax
+    mov ss, ax
+    xor eax, eax
+    mov fs, ax
+    mov gs, ax
+    mov eax, 1
+    lock xadd dword ptr [rip + {next}], eax
+    cmp eax, {max_aps}
+    jae 2f
+    mov edi, eax
+    inc eax
+    imul rax, rax, {stack_size}
+    lea rsp, [rip + {stacks}]
+    add rsp, rax
+    xor ebp, ebp
+    call {ap_main}
+2:
+    cli
+    hlt
+    jmp 2b
+"#,
+    base = const TRAMPOLINE,
+    next = sym AP_NEXT,
+    max_aps = const MAX_CPUS - 1,
+    stack_size = const AP_STACK_SIZE,
+    stacks = sym AP_STACKS,
+    ap_main = sym ap_main,
+);
+
+unsafe extern "C" {
+    static hobby_ap_trampoline: u8;
+    static hobby_ap_trampoline_end: u8;
+}
+
+#[repr(C, align(16))]
+struct Stacks([[u8; AP_STACK_SIZE]; MAX_CPUS - 1]);
+
+/// The APs' stacks: AP `i` (CPU `i + 1`) runs on the `i`th, top down. Only
+/// the APs touch them, each its own.
+static mut AP_STACKS: Stacks = Stacks([[0; AP_STACK_SIZE]; MAX_CPUS - 1]);
+/// The next AP number (the trampoline adds 1).
+static mut AP_NEXT: u32 = 0;
+
+/// What a CPU's mailbox holds.
+const IDLE: u8 = 0;
+const POSTED: u8 = 1;
+const DONE: u8 = 2;
+
+/// One CPU's mailbox: the function posted to it and its result.
+struct Mailbox {
+    state: AtomicU8,
+    work: AtomicUsize,
+    result: AtomicU64,
+}
+
+static MAILBOX: [Mailbox; MAX_CPUS] = [const {
+    Mailbox {
+        state: AtomicU8::new(IDLE),
+        work: AtomicUsize::new(0),
+        result: AtomicU64::new(0),
+    }
+}; MAX_CPUS];
+
+/// The local APIC ID of CPU `i` (`u32::MAX`: not online).
+static APIC_ID: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(u32::MAX) }; MAX_CPUS];
+static ONLINE: AtomicUsize = AtomicUsize::new(1);
+/// Wake IPIs each CPU took.
+static WAKES: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+/// Why the APs did not all come up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SmpError {
+    /// Fewer than asked reported within the wait.
+    Missing {
+        /// CPUs online (the boot CPU included).
+        online: usize,
+        /// CPUs asked for.
+        wanted: usize,
+    },
+    /// More CPUs asked for than [`MAX_CPUS`].
+    TooMany,
+    /// No such CPU, or it is not online.
+    NoSuchCpu(usize),
+    /// The CPU's mailbox holds work not yet collected.
+    Busy(usize),
+    /// The boot loader's data lies where the trampoline goes.
+    TrampolineInUse,
+}
+
+impl core::fmt::Display for SmpError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SmpError::Missing { online, wanted } => {
+                write!(f, "{online} of {wanted} CPUs came up")
+            }
+            SmpError::TooMany => write!(f, "at most {MAX_CPUS} CPUs"),
+            SmpError::NoSuchCpu(c) => write!(f, "CPU {c} is not online"),
+            SmpError::Busy(c) => write!(f, "CPU {c} has work not yet collected"),
+            SmpError::TrampolineInUse => {
+                write!(f, "the boot loader's data lies at {TRAMPOLINE:#x}")
+            }
+        }
+    }
+}
+
+/// Starts the application processors and waits until `cpus` CPUs (the
+/// boot CPU included) are online; call it once, from the boot CPU, with
+/// interrupts off. Returns how many are online.
+pub fn start_aps(cpus: usize) -> Result<usize, SmpError> {
+    if cpus > MAX_CPUS {
+        return Err(SmpError::TooMany);
+    }
+    let mut apic = local_apic();
+    APIC_ID[0].store(apic.id(), Ordering::Release);
+    idt::set_handler(WAKE_VECTOR, on_wake);
+    if cpus <= 1 {
+        return Ok(1);
+    }
+    let start = &raw const hobby_ap_trampoline;
+    let end = &raw const hobby_ap_trampoline_end;
+    let len = end as usize - start as usize;
+    let page = TRAMPOLINE..TRAMPOLINE + len;
+    let mut loader = crate::boot::LOADER_DATA.get().into_iter().flatten();
+    if loader.any(|r| r.start < page.end && page.start < r.end) {
+        return Err(SmpError::TrampolineInUse);
+    }
+    // SAFETY: both symbols delimit the trampoline's bytes in this kernel's
+    // text; 8000H is identity-mapped conventional memory that nothing in
+    // this kernel uses (checked against the boot loader's data above).
+    unsafe { core::ptr::copy_nonoverlapping(start, TRAMPOLINE as *mut u8, len) };
+    let page = (TRAMPOLINE >> 12) as u8;
+    // SDM 9.4.4.1: INIT, 10 ms, SIPI, 200 µs, SIPI. The waits are TSC
+    // cycles at an assumed 1 GHz or more (so at least as long on any
+    // TSC rate up to that; QEMU takes the IPIs at once anyway).
+    apic.send_ipi(IpiDestination::AllButSelf, IpiDelivery::Init);
+    spin_cycles(10_000_000);
+    for _ in 0..2 {
+        apic.send_ipi(IpiDestination::AllButSelf, IpiDelivery::Startup(page));
+        spin_cycles(200_000);
+    }
+    // Wait for the APs to report: about a second at 3 GHz.
+    let start = rdtsc();
+    while ONLINE.load(Ordering::Acquire) < cpus && rdtsc().wrapping_sub(start) < 3_000_000_000 {
+        core::hint::spin_loop();
+    }
+    let online = ONLINE.load(Ordering::Acquire);
+    if online < cpus {
+        return Err(SmpError::Missing {
+            online,
+            wanted: cpus,
+        });
+    }
+    Ok(online)
+}
+
+/// Spins for `cycles` TSC cycles.
+fn spin_cycles(cycles: u64) {
+    let start = rdtsc();
+    while rdtsc().wrapping_sub(start) < cycles {
+        core::hint::spin_loop();
+    }
+}
+
+/// CPUs online, the boot CPU included.
+pub fn online() -> usize {
+    ONLINE.load(Ordering::Acquire)
+}
+
+/// The number of the CPU this runs on (0: the boot CPU), found by its
+/// local APIC ID.
+pub fn cpu() -> usize {
+    let id = local_apic().id();
+    APIC_ID
+        .iter()
+        .position(|a| a.load(Ordering::Acquire) == id)
+        .unwrap_or(0)
+}
+
+/// The local APIC ID of CPU `cpu`, if it is online.
+pub fn apic_id(cpu: usize) -> Option<u32> {
+    let id = APIC_ID.get(cpu)?.load(Ordering::Acquire);
+    (id != u32::MAX).then_some(id)
+}
+
+/// Wake IPIs CPU `cpu` has taken.
+pub fn wakes(cpu: usize) -> u64 {
+    WAKES.get(cpu).map_or(0, |w| w.load(Ordering::Acquire))
+}
+
+/// Posts `work` to CPU `cpu` (an AP), which runs `work(cpu)` as soon as it
+/// is idle; collect the result with [`wait`].
+pub fn run_on(cpu: usize, work: fn(usize) -> u64) -> Result<(), SmpError> {
+    let id = match apic_id(cpu) {
+        Some(id) if cpu != 0 => id,
+        _ => return Err(SmpError::NoSuchCpu(cpu)),
+    };
+    let mailbox = &MAILBOX[cpu];
+    if mailbox.state.load(Ordering::Acquire) != IDLE {
+        return Err(SmpError::Busy(cpu));
+    }
+    mailbox.work.store(work as usize, Ordering::Relaxed);
+    mailbox.state.store(POSTED, Ordering::Release);
+    let wake = Vector::new(WAKE_VECTOR).ok_or(SmpError::NoSuchCpu(cpu))?;
+    local_apic().send_ipi(IpiDestination::Apic(id), IpiDelivery::Fixed(wake));
+    Ok(())
+}
+
+/// Waits until CPU `cpu` has run the work posted with [`run_on`] and
+/// returns its result.
+pub fn wait(cpu: usize) -> Result<u64, SmpError> {
+    let mailbox = MAILBOX.get(cpu).ok_or(SmpError::NoSuchCpu(cpu))?;
+    loop {
+        match mailbox.state.load(Ordering::Acquire) {
+            DONE => break,
+            IDLE => return Err(SmpError::NoSuchCpu(cpu)),
+            _ => core::hint::spin_loop(),
+        }
+    }
+    let result = mailbox.result.load(Ordering::Relaxed);
+    mailbox.state.store(IDLE, Ordering::Release);
+    Ok(result)
+}
+
+/// Sends a fixed IPI with `vector` to CPU `cpu`.
+pub fn send_ipi(cpu: usize, vector: Vector) -> Result<(), SmpError> {
+    let id = apic_id(cpu).ok_or(SmpError::NoSuchCpu(cpu))?;
+    local_apic().send_ipi(IpiDestination::Apic(id), IpiDelivery::Fixed(vector));
+    Ok(())
+}
+
+/// The wake IPI: counted; the idle loop does the rest.
+fn on_wake(_: &InterruptFrame) {
+    if let Some(w) = WAKES.get(cpu()) {
+        w.fetch_add(1, Ordering::Relaxed);
+    }
+    local_apic().eoi();
+}
+
+/// An AP's first Rust code: `index` is its AP number (CPU `index + 1`), on
+/// its own stack, interrupts off.
+extern "C" fn ap_main(index: u32) -> ! {
+    let cpu = index as usize + 1;
+    crate::gdt::init_cpu(cpu);
+    idt::load_on_ap();
+    let mut apic = local_apic();
+    if let Some(spurious) = Vector::new(0xFF) {
+        apic.enable(spurious);
+    }
+    if let Some(slot) = APIC_ID.get(cpu) {
+        slot.store(apic.id(), Ordering::Release);
+    }
+    ONLINE.fetch_add(1, Ordering::AcqRel);
+    let mailbox = &MAILBOX[cpu.min(MAX_CPUS - 1)];
+    loop {
+        if mailbox.state.load(Ordering::Acquire) == POSTED {
+            let work = mailbox.work.load(Ordering::Relaxed);
+            // SAFETY: `run_on` stored a `fn(usize) -> u64` there.
+            let work: fn(usize) -> u64 = unsafe { core::mem::transmute(work) };
+            mailbox.result.store(work(cpu), Ordering::Relaxed);
+            mailbox.state.store(DONE, Ordering::Release);
+            continue;
+        }
+        // `sti; hlt`: an IPI that comes after the check above still ends the
+        // `hlt` (STI delays interrupts by one instruction).
+        x86_64::instructions::interrupts::enable_and_hlt();
+        x86_64::instructions::interrupts::disable();
+    }
+}
