@@ -26,7 +26,6 @@ use pmu::sampling::SampleAfter;
 hobby::entry_point!(main);
 
 static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
-static PMI: PmiState = PmiState::new();
 
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 
@@ -50,19 +49,21 @@ fn main(_: &'static BootInfo) -> ! {
     )
 }
 
-/// A driver for the calling case's own owner type: every case resets the
-/// model and drives it as a PMU of its own.
+/// A driver for the calling case's own owner type and package state: every
+/// case resets the model and drives it as a PMU of its own (so a case that
+/// fails with counters claimed leaves the next one a clean package).
 macro_rules! setup {
     () => {{
         pmu::owner!(Case);
-        take::<Case>()
+        static PMI: PmiState = PmiState::new();
+        take::<Case>(&PMI)
     }};
 }
 
-fn take<O: Owner>() -> (Driver<O>, Counters<O>) {
+fn take<O: Owner>(pmi: &'static PmiState) -> (Driver<O>, Counters<O>) {
     MODEL.reset();
     let cpu = MODEL.detect().expect("the model is a usable NetBurst");
-    match NetBurstDriver::take(Recording::new(MODEL.msr()), &cpu, &PMI) {
+    match NetBurstDriver::take(Recording::new(MODEL.msr()), &cpu, pmi) {
         Ok((mut d, c)) => {
             d.msr().clear();
             (d, c)
@@ -392,8 +393,9 @@ fn pmi<O: Owner>(
 ) -> Result<((u32, u32, u32), u32), &'static str> {
     traffic(d);
     let entry = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).ok_or("vector")?));
+    let state = d.pmi_state();
     let out =
-        handle_pmi(&PMI, Lp::T0, d.msr(), lvt, entry, 0x1000, |_| {}).map_err(|_| "handler")?;
+        handle_pmi(state, Lp::T0, d.msr(), lvt, entry, 0x1000, |_| {}).map_err(|_| "handler")?;
     Ok((traffic(d), out.overflowed.len()))
 }
 
@@ -483,7 +485,8 @@ fn pmi_and_halt_traffic_in_every_case() -> Outcome {
         (0, 2, 1),
         "halt that finds a period: CCCR, RDPMC, counter"
     );
-    check_eq!((PMI.periods(0), PMI.periods_at_halt(0)), (2, 1));
+    let state = d.pmi_state();
+    check_eq!((state.periods(0), state.periods_at_halt(0)), (2, 1));
     let _ = (a, b, e, f);
     Ok(())
 }

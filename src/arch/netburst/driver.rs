@@ -73,23 +73,41 @@
 //! pending for that overflow then finds the counter disarmed and counts as
 //! spurious, so the period is neither lost nor counted twice.
 //!
-//! # Hyper-Threading
+//! # Two CPUs, one package (Hyper-Threading)
 //!
 //! The 18 counters, 18 CCCRs and 45 ESCRs are shared by the two logical
-//! processors of a package (SDM 18.16). A [`NetBurstDriver`] owns them for
-//! the whole package; each counter is configured for one logical processor:
-//! its ESCR counts only that processor's `T*_OS`/`T*_USR` (Table 18-29), its
-//! CCCR has active thread 11b (as Linux does) and interrupts only that
-//! processor (`OVF_PMI_T0` or `OVF_PMI_T1`). Single ESCRs are never given to
-//! two counters.
+//! processors of a package (SDM 18.16). Each counter is configured for one
+//! logical processor: its ESCR counts only that processor's
+//! `T*_OS`/`T*_USR` (Table 18-29), its CCCR has active thread 11b (as Linux
+//! does) and interrupts only that processor (`OVF_PMI_T0` or
+//! `OVF_PMI_T1`). What is per package and what per CPU:
 //!
-//! The driver itself is used from one CPU at a time (`&mut self`), while
-//! each logical processor's PMI is serviced on that processor through the
-//! shared [`PmiState`]. Its counts are exact without a lock because every
-//! slot of it has one writer at a time ([`PmiState`]): halt a sampling
-//! counter of logical processor k on k itself (or with k's LVT entry
-//! masked); halting it from the other processor while k's handler services
-//! the same overflow may miscount that one period, never more.
+//! | what | whose | how it is shared |
+//! |---|---|---|
+//! | counters, CCCRs, ESCRs | the package | claimed one at a time, package-wide: an atomic claim in the package's [`PmiState`], so the two CPUs' drivers never hold one register at once; each written only by its claimer |
+//! | `MSR_PEBS_ENABLE`, `MSR_PEBS_MATRIX_VERT` | the package | a spin lock in the [`PmiState`], taken by a driver's configure or release of a PEBS or replay-tagging counter, never by a PMI handler |
+//! | `IA32_DS_AREA`, the DS save area | each logical processor | its own driver's ([`NetBurstDriver::set_pebs_area`]) |
+//! | a driver ([`NetBurstDriver::take_for`]), its MSR backend, its handles | one CPU | not `Send`: created and used on that CPU; one owner type per CPU |
+//! | the PMI handler's state for a logical processor | that CPU | written by that CPU's handler and driver only ([`PmiState`]) |
+//! | the [`PmiState`] itself | the package | one `static`, given to both drivers and both handlers |
+//!
+//! A kernel that runs the package's PMU from one CPU takes one driver for
+//! both logical processors ([`NetBurstDriver::take`]); an SMP kernel takes
+//! one per CPU ([`NetBurstDriver::take_for`], each configuring counters for
+//! its own logical processor, [`ConfigError::OtherLogicalProcessor`]), and
+//! both use the PMU at once. The first driver of a package idles the 18
+//! CCCRs; the others join without touching a register (they wait until
+//! the first has done so). A claim lost to the other CPU is refused
+//! ([`ConfigError::CounterClaimed`], [`ConfigError::EscrBusy`]), with the
+//! handle given back.
+//!
+//! The PMI state's counts are exact without a lock because every slot of
+//! it has one writer at a time ([`PmiState`]): with one driver per CPU the
+//! driver and the handler of a logical processor run on the same CPU; with
+//! one driver for both ([`NetBurstDriver::take`]), halt a sampling counter
+//! of logical processor k on k's CPU (or with k's LVT entry masked):
+//! halting it from the other processor while k's handler services the same
+//! overflow may miscount that one period, never more.
 //!
 //! # Examples
 //!
@@ -128,7 +146,6 @@ use super::cccr::{ActiveThread, CccrValue, ExtendedCascade};
 use super::ds::{DsArea, PebsArea, PebsRecord};
 use super::escr::ThreadCpl;
 use super::events::{Event, Tagging};
-use super::msrs::EscrSet;
 use super::msrs::{Counter, CounterSet, Escr, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use super::parse::EventSpec;
 use super::pmi::{PmiState, overflow_rule};
@@ -486,6 +503,13 @@ pub enum ConfigError {
     },
     /// PEBS needs an at-retirement event (SDM 18.15.7).
     NotAtRetirement,
+    /// This driver serves one logical processor
+    /// ([`NetBurstDriver::take_for`]): a counter for `lp` is configured by
+    /// the driver on `lp`'s CPU.
+    OtherLogicalProcessor {
+        /// The logical processor asked for.
+        lp: LogicalProcessor,
+    },
     /// PEBS for `lp` needs its DS save area first
     /// ([`NetBurstDriver::set_pebs_area`]).
     NoPebsArea {
@@ -595,6 +619,10 @@ impl fmt::Display for ConfigError {
                 "PEBS for {lp:?} must be set up by the driver running on {lp:?} (IA32_DS_AREA and ENABLE_PEBS_MY_THR are per logical processor)"
             ),
             ConfigError::PebsPeriod => f.write_str("a PEBS period must be at least 2"),
+            ConfigError::OtherLogicalProcessor { lp } => write!(
+                f,
+                "this driver serves the other logical processor: configure counters for {lp:?} with the driver on its CPU"
+            ),
             ConfigError::PebsBusy { lp } => {
                 write!(f, "the DS save area of {lp:?} is in use by its PEBS counter")
             }
@@ -610,6 +638,9 @@ pub enum InitError<E> {
     AlreadyTaken,
     /// IA32_MISC_ENABLE\[7\] is clear: the PMU MSRs must not be used.
     PerfMonUnavailable,
+    /// A driver for logical processor T1 on a part without
+    /// Hyper-Threading.
+    NoSuchLogicalProcessor,
     /// Clearing the CCCRs faulted.
     Access(E),
 }
@@ -620,6 +651,9 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
             InitError::AlreadyTaken => f.write_str("the PMU's owner is taken by a live driver"),
             InitError::PerfMonUnavailable => {
                 f.write_str("performance monitoring is unavailable (IA32_MISC_ENABLE[7] clear)")
+            }
+            InitError::NoSuchLogicalProcessor => {
+                f.write_str("logical processor T1 on a part without Hyper-Threading")
             }
             InitError::Access(e) => write!(f, "clearing the CCCRs faulted: {e:?}"),
         }
@@ -637,8 +671,12 @@ pub struct NetBurstDriver<'s, O: Owner, M: MsrAccess> {
     model: u8,
     hyper_threading: bool,
     pmi: &'s PmiState,
+    /// The logical processor this driver serves ([`NetBurstDriver::take_for`]);
+    /// `None`: both, from one CPU ([`NetBurstDriver::take`]).
+    only: Option<LogicalProcessor>,
+    /// The counters claimed through this driver (the package's claims,
+    /// shared with the other drivers of the package, are in `pmi`).
     claimed: CounterSet,
-    escrs_in_use: EscrSet,
     /// Counters cascaded by the extended cascade bit (CCCR bit 11).
     extended: CounterSet,
     pebs_available: bool,
@@ -648,18 +686,54 @@ pub struct NetBurstDriver<'s, O: Owner, M: MsrAccess> {
 }
 
 impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
-    /// Take the PMU of owner `O` described by `cpu`: disable all 18 CCCRs (a
-    /// previous owner, for example the kernel before a kexec, may have left
-    /// counters running with interrupts on) and hand out the 18 claim
-    /// tokens. `pmi` is shared with the kernel's [`super::pmi::handle_pmi`]
-    /// call, and belongs to this PMU alone: two drivers given one
-    /// `PmiState` would mix their counters' periods (the types do not
-    /// prevent it; declare one `static` per PMU beside its owner type). A second take of `O` while its driver is live fails with
-    /// [`InitError::AlreadyTaken`] and touches nothing ([`crate::counter::owner`]).
+    /// Take the PMU of the package described by `cpu` for owner `O`, from
+    /// one CPU, for both logical processors (counters are configured for
+    /// either, [`CounterConfig::on`]): the driver of a kernel that runs the
+    /// package's PMU from one CPU. The first driver of a package disables
+    /// all 18 CCCRs (a previous owner, for example the kernel before a
+    /// kexec, may have left counters running with interrupts on); every
+    /// driver hands out the 18 claim tokens. `pmi` is the package's shared
+    /// state: its PMI handlers' and its drivers' claims; declare one
+    /// `static` per package. A second take of `O` while its driver is live
+    /// fails with [`InitError::AlreadyTaken`] and touches nothing
+    /// ([`crate::counter::owner`]).
     pub fn take(
+        msr: M,
+        cpu: &detect::NetBurst,
+        pmi: &'s PmiState,
+    ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
+        Self::take_with(msr, cpu, pmi, None)
+    }
+
+    /// Take the PMU of the package for logical processor `lp` alone, on
+    /// `lp`'s CPU, for owner `O` (one owner type per CPU): each CPU of a
+    /// Hyper-Threading package takes its own driver with its own MSR
+    /// backend and the package's one `pmi`, and both use the shared PMU at
+    /// once. Each driver configures counters for its own logical processor
+    /// only ([`ConfigError::OtherLogicalProcessor`]); a counter or ESCR is
+    /// claimed for the whole package, by one driver at a time (an atomic
+    /// claim: the loser is refused with [`ConfigError::CounterClaimed`] or
+    /// [`ConfigError::EscrBusy`]); each CPU's PMI handler services the
+    /// counters of its logical processor. See the module documentation
+    /// ("Two CPUs, one package").
+    pub fn take_for(
+        lp: LogicalProcessor,
+        msr: M,
+        cpu: &detect::NetBurst,
+        pmi: &'s PmiState,
+    ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
+        let hyper_threading = cpu.hyper_threading && cpu.logical_processors >= 2;
+        if lp == LogicalProcessor::T1 && !hyper_threading {
+            return Err(InitError::NoSuchLogicalProcessor);
+        }
+        Self::take_with(msr, cpu, pmi, Some(lp))
+    }
+
+    fn take_with(
         mut msr: M,
         cpu: &detect::NetBurst,
         pmi: &'s PmiState,
+        only: Option<LogicalProcessor>,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
         if !cpu.perf_mon_available {
             return Err(InitError::PerfMonUnavailable);
@@ -667,11 +741,16 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if !owner::take::<O>() {
             return Err(InitError::AlreadyTaken);
         }
-        for c in Counter::ALL {
-            if let Err(e) = msr.write_msr(c.cccr().msr(), IDLE_CCCR) {
-                owner::give_back::<O>();
-                return Err(InitError::Access(e));
+        let claims = pmi.claims();
+        if claims.join() == Joined::First {
+            for c in Counter::ALL {
+                if let Err(e) = msr.write_msr(c.cccr().msr(), IDLE_CCCR) {
+                    claims.leave();
+                    owner::give_back::<O>();
+                    return Err(InitError::Access(e));
+                }
             }
+            claims.ready();
         }
         let hyper_threading = cpu.hyper_threading && cpu.logical_processors >= 2;
         let driver = NetBurstDriver {
@@ -679,11 +758,11 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
             model: cpu.model,
             hyper_threading,
             pmi,
+            only,
             claimed: CounterSet::EMPTY,
-            escrs_in_use: EscrSet::EMPTY,
             extended: CounterSet::EMPTY,
             pebs_available: cpu.pebs_available,
-            package: Package::new(hyper_threading),
+            package: Package::new(only.unwrap_or(LogicalProcessor::T0)),
             _owner: PhantomData,
         };
         Ok((driver, Counters::issue()))
@@ -703,6 +782,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if !self.claimed.is_empty() {
             return Err(self);
         }
+        self.pmi.claims().leave();
         owner::give_back::<O>();
         Ok(self.msr)
     }
@@ -736,15 +816,20 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if !c.event.allows(c.escr) {
             return Err(ConfigError::EscrNotAllowed { escr: c.escr });
         }
-        if self.claimed.contains(counter) {
+        // Checked again, atomically, when the counter is claimed.
+        let claims = self.pmi.claims();
+        if claims.counters().contains(counter) {
             return Err(ConfigError::CounterClaimed(counter));
         }
-        if self.escrs_in_use.contains(c.escr) {
+        if claims.escr_claimed(c.escr) {
             return Err(ConfigError::EscrBusy { escr: c.escr });
         }
         let t1 = c.lp == LogicalProcessor::T1;
         if t1 && !self.hyper_threading {
             return Err(ConfigError::NoSuchLogicalProcessor);
+        }
+        if self.only.is_some_and(|lp| lp != c.lp) {
+            return Err(ConfigError::OtherLogicalProcessor { lp: c.lp });
         }
         if c.sampling.is_some_and(|s| s.rule() != overflow_rule()) {
             return Err(ConfigError::SampleAfterRule);
@@ -877,6 +962,60 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         self.msr.write_msr(c.msr(), value).map_err(Error::Access)
     }
 
+    /// Claims `counter` and its ESCR for the package (atomically: another
+    /// driver's claim of either refuses this one) and writes the ESCR and
+    /// the counter preset; a refused write gives the claim back.
+    fn claim_and_write(
+        &mut self,
+        counter: Counter,
+        config: &CounterConfig,
+        p: &Programmed,
+    ) -> Result<(), Error<M::Error>> {
+        self.pmi.claims().claim(counter, config.escr)?;
+        match self.write_images(counter, config, p) {
+            Ok(()) => {
+                self.claimed = self.claimed.with(counter);
+                Ok(())
+            }
+            Err(e) => {
+                self.pmi.claims().release(counter, Some(config.escr));
+                Err(e)
+            }
+        }
+    }
+
+    /// The ESCR image and the counter preset of a claimed counter (the
+    /// CCCR is idle already: an Unclaimed counter's CCCR is the idle image,
+    /// written by the package's first `take` and by `release`, which counts
+    /// nothing, so the first CCCR write is the one that enables or
+    /// cascades).
+    fn write_images(
+        &mut self,
+        counter: Counter,
+        config: &CounterConfig,
+        p: &Programmed,
+    ) -> Result<(), Error<M::Error>> {
+        let escr_image = self.escr_image(config);
+        self.msr
+            .write_msr(config.escr.msr(), escr_image)
+            .map_err(Error::Access)?;
+        // PEBS: the assist takes the event after the overflow, so a period
+        // of N starts at -(N-1), and the assist reloads that (SDM 18.15.7).
+        let preset = match (p.sampling, config.pebs) {
+            (Some(s), Some(records)) => {
+                let reset = s.at_residual(1);
+                if let Some(area) = self.pmi.ds_area(config.lp) {
+                    area.reset(records, reset);
+                }
+                reset
+            }
+            (s, _) => s.map_or(0, SampleAfter::preset),
+        };
+        let n = counter.index();
+        self.pmi.set_sampling(n, p.sampling);
+        self.write_counter(n, preset)
+    }
+
     /// Arms counter `n`, about to run with CCCR `image`, for the handler:
     /// a sampling or `FORCE_OVF` counter, or the PEBS counter's buffer.
     fn arm(&self, n: u8, p: &Programmed, image: CccrValue) -> Result<(), Error<M::Error>> {
@@ -925,7 +1064,10 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if lp == LogicalProcessor::T1 && !self.hyper_threading {
             return Err(Error::Config(ConfigError::NoSuchLogicalProcessor));
         }
-        if self.package.pebs_on(lp) {
+        if self.only.is_some_and(|only| only != lp) {
+            return Err(Error::Config(ConfigError::OtherLogicalProcessor { lp }));
+        }
+        if self.pmi.claims().pebs().pebs_on(lp) {
             return Err(Error::Config(ConfigError::PebsBusy { lp }));
         }
         let area = DsArea::new(area);
@@ -959,39 +1101,20 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
     fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
         let p = self.images(n, config)?;
         let counter = counter_at(n)?;
-        let replay = if p.tagged {
-            self.package.check(counter, config)?
-        } else {
-            (0, 0)
-        };
-        let escr = config.escr;
-        let escr_image = self.escr_image(config);
-        self.msr
-            .write_msr(escr.msr(), escr_image)
-            .map_err(Error::Access)?;
-        // PEBS: the assist takes the event after the overflow, so a period
-        // of N starts at -(N-1), and the assist reloads that (SDM 18.15.7).
-        let preset = match (p.sampling, config.pebs) {
-            (Some(s), Some(records)) => {
-                let reset = s.at_residual(1);
-                if let Some(area) = self.pmi.ds_area(config.lp) {
-                    area.reset(records, reset);
-                }
-                reset
-            }
-            (s, _) => s.map_or(0, SampleAfter::preset),
-        };
-        self.pmi.set_sampling(n, p.sampling);
-        self.write_counter(n, preset)?;
-        if p.tagged {
-            let writes = self.package.book(counter, config, replay);
-            self.write_pebs_msrs(writes)?;
+        if !p.tagged {
+            self.claim_and_write(counter, config, &p)?;
+            return Ok(p);
         }
-        // The CCCR is idle already: an Unclaimed counter's CCCR is the idle
-        // image (written by `take` and by `release`), which counts nothing,
-        // so the first CCCR write is the one that enables or cascades.
-        self.escrs_in_use = self.escrs_in_use.with(escr);
-        self.claimed = self.claimed.with(counter_at(n)?);
+        // The package's PEBS MSRs: checked, booked and written under their
+        // lock, so that the other CPU's driver sees all of it or none.
+        let pmi = self.pmi;
+        let mut regs = pmi.claims().pebs();
+        let replay = self.package.check(counter, config, &regs)?;
+        self.claim_and_write(counter, config, &p)?;
+        let writes = self
+            .package
+            .book(counter, config, replay, &mut regs, self.hyper_threading);
+        self.write_pebs_msrs(writes)?;
         Ok(p)
     }
 
@@ -1077,27 +1200,38 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         }
         self.extended = self.extended.without(counter_at(n)?);
         self.write_cccr(n, IDLE_CCCR)?;
-        if let Some(escr) = p.escr {
+        if let Some(escr) = p.escr
+            && p.escr_tags
+        {
             // An ESCR counts nothing unless an enabled CCCR selects it, and
             // the next `configure` that books it writes all of it; only a
             // tagging ESCR acts on its own (`Programmed::escr_tags`).
-            if p.escr_tags {
-                self.msr.write_msr(escr.msr(), 0).map_err(Error::Access)?;
-            }
-            self.escrs_in_use = self.escrs_in_use.difference(EscrSet::EMPTY.with(escr));
+            self.msr.write_msr(escr.msr(), 0).map_err(Error::Access)?;
         }
         self.write_counter(n, 0)?;
         if p.tagged {
-            let writes = self.package.unbook(counter_at(n)?, p.lp, p.pebs);
+            let pmi = self.pmi;
+            let mut regs = pmi.claims().pebs();
+            let writes = self.package.unbook(
+                counter_at(n)?,
+                p.lp,
+                p.pebs,
+                &mut regs,
+                self.hyper_threading,
+            );
             self.write_pebs_msrs(writes)?;
         }
-        self.claimed = self.claimed.without(counter_at(n)?);
         self.pmi.set_sampling(n, None);
+        self.claimed = self.claimed.without(counter_at(n)?);
+        // Last: from here the other drivers of the package may claim it.
+        self.pmi.claims().release(counter_at(n)?, p.escr);
         Ok(())
     }
 }
 
+pub(crate) mod claims;
 mod package;
+use claims::Joined;
 use package::{Package, PebsWrites};
 
 #[cfg(test)]

@@ -91,6 +91,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::cccr::CccrValue;
+use super::driver::claims::Claims;
 use super::ds::{DsArea, PebsRecord};
 use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
@@ -171,6 +172,9 @@ pub struct PmiState {
     thread: [PerThread; 2],
     slot: Slots,
     at_halt: [AtomicU64; COUNTERS],
+    /// The package's counter and ESCR claims and PEBS MSRs, shared by its
+    /// drivers (never touched by the handler).
+    claims: Claims,
 }
 
 impl Default for PmiState {
@@ -227,7 +231,13 @@ impl PmiState {
                 last: [Z64; 32],
             },
             at_halt: [Z64; COUNTERS],
+            claims: Claims::new(),
         }
+    }
+
+    /// The package's claims, for its drivers.
+    pub(super) fn claims(&self) -> &Claims {
+        &self.claims
     }
 
     /// Counters whose overflow interrupts `lp` and that are counting.

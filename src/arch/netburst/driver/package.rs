@@ -48,11 +48,22 @@ pub(super) struct PebsWrites {
     pub matrix_vert: Option<u64>,
 }
 
-/// The package-wide tagging and PEBS state.
+/// What one driver knows for tagging: what each counter it claimed
+/// provides, per logical processor (tags are per logical processor), and
+/// the logical processor it writes `MSR_PEBS_ENABLE` from.
 #[derive(Debug)]
 pub(super) struct Package {
-    /// What each claimed counter provides, per logical processor.
     provides: [[u8; 18]; 2],
+    /// The logical processor whose view `MSR_PEBS_ENABLE` is written in
+    /// (`ENABLE_PEBS_MY_THR` is its own, `_OTH_THR` the other's): the one
+    /// the driver runs on.
+    home: LogicalProcessor,
+}
+
+/// The package-wide PEBS MSR state, shared by the package's drivers under
+/// a lock ([`super::claims::Claims::pebs`]).
+#[derive(Debug)]
+pub(crate) struct PebsRegisters {
     /// Replay tagging: the metric bits of `MSR_PEBS_ENABLE` and the
     /// `MSR_PEBS_MATRIX_VERT` image the claimed `replay_event` counters
     /// share, and those counters.
@@ -60,36 +71,30 @@ pub(super) struct Package {
     replay_users: CounterSet,
     /// PEBS runs for each logical processor.
     pebs_on: [bool; 2],
-    /// The logical processor whose view `MSR_PEBS_ENABLE` is written in
-    /// (`ENABLE_PEBS_MY_THR` is its own, `_OTH_THR` the other's): the one
-    /// the driver runs on, as [`super::NetBurstDriver::set_pebs_area`] said.
-    home: LogicalProcessor,
-    hyper_threading: bool,
-    /// The values last written (both are 0 after reset).
-    written: (u64, u64),
+    /// The state last written: replay metric bits and PEBS per logical
+    /// processor (`MSR_PEBS_ENABLE`), and `MSR_PEBS_MATRIX_VERT`; all clear
+    /// after reset. (The image depends on who writes it, the state not.)
+    written: (u64, [bool; 2], u64),
 }
 
 impl Package {
-    pub(super) const fn new(hyper_threading: bool) -> Package {
+    pub(super) const fn new(home: LogicalProcessor) -> Package {
         Package {
             provides: [[0; 18]; 2],
-            replay: (0, 0),
-            replay_users: CounterSet::EMPTY,
-            pebs_on: [false; 2],
-            home: LogicalProcessor::T0,
-            hyper_threading,
-            written: (0, 0),
+            home,
         }
     }
 
     /// Checks `c` for counter `counter` against what is claimed: the
     /// upstream half of its tagging (SDM 18.15.6.2-18.15.6.4), the shared
-    /// replay-tagging registers, and PEBS (18.15.7, 18.16.3). Returns the
-    /// replay registers `c` needs (`(0, 0)` without replay tagging).
+    /// replay-tagging registers `regs`, and PEBS (18.15.7, 18.16.3).
+    /// Returns the replay registers `c` needs (`(0, 0)` without replay
+    /// tagging).
     pub(super) fn check(
         &self,
         counter: Counter,
         c: &CounterConfig,
+        regs: &PebsRegisters,
     ) -> Result<(u64, u64), ConfigError> {
         let have = self.provides[c.lp as usize].iter().fold(0, |t, p| t | p);
         let lacking = c.event.tags_needed().0 & !have;
@@ -103,7 +108,7 @@ impl Package {
                 bit: None,
             });
         }
-        if replay.0 != 0 && !self.replay_users.is_empty() && replay != self.replay {
+        if replay.0 != 0 && !regs.replay_users.is_empty() && replay != regs.replay {
             return Err(ConfigError::ReplayTaggingBusy);
         }
         if c.pebs.is_some() {
@@ -120,25 +125,27 @@ impl Package {
         Ok(replay)
     }
 
-    /// Counter `counter` is claimed with `c` (checked); returns the PEBS
-    /// MSR writes it needs.
+    /// Counter `counter` is claimed with `c` (checked): books what it
+    /// provides, and in `regs` what it needs; returns the PEBS MSR writes.
     pub(super) fn book(
         &mut self,
         counter: Counter,
         c: &CounterConfig,
         replay: (u64, u64),
+        regs: &mut PebsRegisters,
+        hyper_threading: bool,
     ) -> PebsWrites {
         if let Some(slot) = self.provides[c.lp as usize].get_mut(usize::from(counter.index())) {
             *slot = c.event.tags_provided(c.escr).0;
         }
         if replay.0 != 0 {
-            self.replay = replay;
-            self.replay_users = self.replay_users.with(counter);
+            regs.replay = replay;
+            regs.replay_users = regs.replay_users.with(counter);
         }
         if c.pebs.is_some() {
-            self.pebs_on[c.lp as usize] = true;
+            regs.pebs_on[c.lp as usize] = true;
         }
-        self.writes()
+        regs.writes(self.home, hyper_threading)
     }
 
     /// Counter `counter`, which counted for `lp` (with PEBS, if `pebs`), is
@@ -148,18 +155,36 @@ impl Package {
         counter: Counter,
         lp: LogicalProcessor,
         pebs: bool,
+        regs: &mut PebsRegisters,
+        hyper_threading: bool,
     ) -> PebsWrites {
         if let Some(slot) = self.provides[lp as usize].get_mut(usize::from(counter.index())) {
             *slot = 0;
         }
         if pebs {
-            self.pebs_on[lp as usize] = false;
+            regs.pebs_on[lp as usize] = false;
         }
-        self.replay_users = self.replay_users.without(counter);
-        if self.replay_users.is_empty() {
-            self.replay = (0, 0);
+        regs.replay_users = regs.replay_users.without(counter);
+        if regs.replay_users.is_empty() {
+            regs.replay = (0, 0);
         }
-        self.writes()
+        regs.writes(self.home, hyper_threading)
+    }
+
+    /// The driver runs on `lp` from now on, for PEBS.
+    pub(super) fn set_home(&mut self, lp: LogicalProcessor) {
+        self.home = lp;
+    }
+}
+
+impl PebsRegisters {
+    pub(crate) const fn new() -> PebsRegisters {
+        PebsRegisters {
+            replay: (0, 0),
+            replay_users: CounterSet::EMPTY,
+            pebs_on: [false; 2],
+            written: (0, [false; 2], 0),
+        }
     }
 
     /// Whether PEBS runs for `lp` (its counter is claimed for PEBS).
@@ -167,29 +192,26 @@ impl Package {
         self.pebs_on[lp as usize]
     }
 
-    /// The driver runs on `lp` from now on, for PEBS.
-    pub(super) fn set_home(&mut self, lp: LogicalProcessor) {
-        self.home = lp;
-    }
-
-    /// The PEBS MSR images now, and which of them differ from what was
-    /// written last (those are then taken as written).
-    fn writes(&mut self) -> PebsWrites {
-        let other = match self.home {
+    /// The PEBS MSR images now, as logical processor `writer` writes them,
+    /// and which of them differ from what was written last (those are then
+    /// taken as written).
+    fn writes(&mut self, writer: LogicalProcessor, hyper_threading: bool) -> PebsWrites {
+        let other = match writer {
             LogicalProcessor::T0 => LogicalProcessor::T1,
             LogicalProcessor::T1 => LogicalProcessor::T0,
         };
         let enable = pebs_enable_image(
             self.replay.0,
-            self.pebs_on[self.home as usize],
-            self.hyper_threading && self.pebs_on[other as usize],
+            self.pebs_on[writer as usize],
+            hyper_threading && self.pebs_on[other as usize],
         );
         let vert = self.replay.1;
+        let (metrics, pebs, written_vert) = self.written;
         let out = PebsWrites {
-            enable: (enable != self.written.0).then_some(enable),
-            matrix_vert: (vert != self.written.1).then_some(vert),
+            enable: (metrics != self.replay.0 || pebs != self.pebs_on).then_some(enable),
+            matrix_vert: (vert != written_vert).then_some(vert),
         };
-        self.written = (enable, vert);
+        self.written = (self.replay.0, self.pebs_on, vert);
         out
     }
 }

@@ -1401,4 +1401,5 @@ fn extended_cascade_16_into_12() {
     any16.release(&mut d).unwrap();
 }
 
+mod package;
 mod tagging;
