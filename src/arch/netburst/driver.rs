@@ -157,6 +157,13 @@ use crate::counter::{self, Arch, Cascade, Failed, Owner, StateTag, Transition, o
 use crate::detect;
 use crate::sampling::SampleAfter;
 
+/// A PEBS counter's preset and reload for a record every `s` events: the
+/// assist takes the event after the overflow, so a period of N starts at
+/// `-(N-1)` (SDM 18.15.7).
+const fn pebs_reset(s: SampleAfter) -> u64 {
+    s.at_residual(1)
+}
+
 /// The value a free CCCR is given: disabled, every field clear except the
 /// active-thread field, which is 11b. Parts without Hyper-Threading require
 /// 11b there (SDM Figure 18-45, "must be set to 11B"; the model raises #GP
@@ -816,14 +823,8 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if !c.event.allows(c.escr) {
             return Err(ConfigError::EscrNotAllowed { escr: c.escr });
         }
-        // Checked again, atomically, when the counter is claimed.
-        let claims = self.pmi.claims();
-        if claims.counters().contains(counter) {
-            return Err(ConfigError::CounterClaimed(counter));
-        }
-        if claims.escr_claimed(c.escr) {
-            return Err(ConfigError::EscrBusy { escr: c.escr });
-        }
+        // Whether the counter and the ESCR are free is decided by the
+        // atomic claim, after every other check (`claim_and_write`).
         let t1 = c.lp == LogicalProcessor::T1;
         if t1 && !self.hyper_threading {
             return Err(ConfigError::NoSuchLogicalProcessor);
@@ -836,17 +837,6 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         }
         if c.force_ovf && c.sampling.is_some() {
             return Err(ConfigError::ForceOvfWithSampling);
-        }
-        if c.pebs.is_some() {
-            if !self.pebs_available {
-                return Err(ConfigError::PebsUnavailable);
-            }
-            if c.sampling.is_none_or(|s| s.get() < 2) {
-                return Err(ConfigError::PebsPeriod);
-            }
-            if self.pmi.ds_area(c.lp).is_none() {
-                return Err(ConfigError::NoPebsArea { lp: c.lp });
-            }
         }
         // A PEBS counter's overflow takes the assist, not a PMI: the PMI
         // comes from the DS buffer's threshold (SDM 18.15.7).
@@ -999,17 +989,9 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         self.msr
             .write_msr(config.escr.msr(), escr_image)
             .map_err(Error::Access)?;
-        // PEBS: the assist takes the event after the overflow, so a period
-        // of N starts at -(N-1), and the assist reloads that (SDM 18.15.7).
-        let preset = match (p.sampling, config.pebs) {
-            (Some(s), Some(records)) => {
-                let reset = s.at_residual(1);
-                if let Some(area) = self.pmi.ds_area(config.lp) {
-                    area.reset(records, reset);
-                }
-                reset
-            }
-            (s, _) => s.map_or(0, SampleAfter::preset),
+        let preset = match p.sampling {
+            Some(s) if p.pebs => pebs_reset(s),
+            s => s.map_or(0, SampleAfter::preset),
         };
         let n = counter.index();
         self.pmi.set_sampling(n, p.sampling);
@@ -1108,9 +1090,25 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         // The package's PEBS MSRs: checked, booked and written under their
         // lock, so that the other CPU's driver sees all of it or none.
         let pmi = self.pmi;
+        if config.pebs.is_some() {
+            if !self.pebs_available {
+                return Err(Error::Config(ConfigError::PebsUnavailable));
+            }
+            if config.sampling.is_none_or(|s| s.get() < 2) {
+                return Err(Error::Config(ConfigError::PebsPeriod));
+            }
+            if pmi.ds_area(config.lp).is_none() {
+                return Err(Error::Config(ConfigError::NoPebsArea { lp: config.lp }));
+            }
+        }
         let mut regs = pmi.claims().pebs();
         let replay = self.package.check(counter, config, &regs)?;
         self.claim_and_write(counter, config, &p)?;
+        if let (Some(records), Some(s), Some(area)) =
+            (config.pebs, p.sampling, pmi.ds_area(config.lp))
+        {
+            area.reset(records, pebs_reset(s));
+        }
         let writes = self
             .package
             .book(counter, config, replay, &mut regs, self.hyper_threading);

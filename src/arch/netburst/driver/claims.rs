@@ -123,13 +123,9 @@ impl Claims {
     }
 
     /// The counters claimed by every driver of the package.
+    #[cfg(test)]
     pub(crate) fn counters(&self) -> CounterSet {
         CounterSet::from_bits_truncate(self.counters.load(Ordering::Acquire))
-    }
-
-    /// Whether `e` is claimed by some driver of the package.
-    pub(crate) fn escr_claimed(&self, e: Escr) -> bool {
-        EscrSet::from_bits_truncate(self.escrs.load(Ordering::Acquire)).contains(e)
     }
 
     /// The package's PEBS MSR images, for one driver at a time (never from
