@@ -1,20 +1,40 @@
 //! Two CPUs: the hobby kernel brings up the application processor
 //! (INIT-SIPI-SIPI, its own stack, GDT, TSS and local APIC, the shared
-//! IDT), posts work to it, and both run at once.
+//! IDT), posts work to it, and both run at once. Then the two CPUs play
+//! the two logical processors of one NetBurst package (the PMU model,
+//! shared, knowing which logical processor accesses it): each takes its
+//! own driver for the one package and they claim, configure, enable, halt
+//! and release counters at once; each samples its own event with PMIs
+//! through its own local APIC; a T1 counter counts T1's events only (SDM
+//! Table 18-29) and a thread-independent event follows Table 18-30. All
+//! counts come from the model, not hardware.
 //!
 //! qemu-run: smp2: -smp 2 -accel tcg,thread=multi
 #![no_std]
 #![no_main]
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
+use hobby::idt::InterruptFrame;
+use hobby::pmi::{self, Delivery, interrupt_window, local_apic};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println, smp};
+use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::netburst::driver::{ConfigError, CounterConfig, Error, NetBurstDriver};
+use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
+use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp};
+use pmu::counter::{ErasedError, Owner};
+use pmu::model::netburst::{
+    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedModel, ThreadState,
+};
+use pmu::sampling::SampleAfter;
 
 hobby::entry_point!(main);
 
 fn main(_: &'static BootInfo) -> ! {
+    println!("smp: every PMU count below comes from the NetBurst PMU model, not hardware");
+    hobby::idt::set_handler(PMI_VECTOR, on_pmi);
     let started = smp::start_aps(2);
     println!("smp: {started:?} CPUs online");
     hobby::test::run(
@@ -24,6 +44,9 @@ fn main(_: &'static BootInfo) -> ! {
             case!(work_runs_on_the_other_cpu),
             case!(both_cpus_run_at_once),
             case!(an_ipi_reaches_the_other_cpu),
+            case!(both_cpus_claim_and_release_at_once),
+            case!(each_cpu_samples_its_own_event),
+            case!(a_thread_independent_event_follows_table_18_30),
         ],
     )
 }
@@ -119,5 +142,363 @@ fn an_ipi_reaches_the_other_cpu() -> Outcome {
         "each IPI handled on CPU 1"
     );
     check_eq!(PINGS[0].load(Ordering::SeqCst), 0, "none on CPU 0");
+    Ok(())
+}
+
+/// The package both CPUs drive: the model (a Prescott with
+/// Hyper-Threading), and its one `PmiState`.
+static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static PACKAGE: PmiState = PmiState::new();
+const PMI_VECTOR: u8 = 0xF0;
+const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
+
+/// CPU `cpu` plays logical processor `cpu` of the package.
+fn lp_of(cpu: usize) -> (Lp, ModelLp) {
+    if cpu == 0 {
+        (Lp::T0, ModelLp::T0)
+    } else {
+        (Lp::T1, ModelLp::T1)
+    }
+}
+
+type Driver<O> = NetBurstDriver<'static, O, pmu::model::netburst::ModelMsr<'static>>;
+
+/// This CPU's driver for its logical processor, for owner `O`.
+fn driver<O: Owner>(
+    cpu: usize,
+) -> Result<(Driver<O>, pmu::arch::netburst::driver::Counters<O>), &'static str> {
+    let info = MODEL.detect().ok_or("detection on the model")?;
+    let (lp, model_lp) = lp_of(cpu);
+    let msr = MODEL.msr_as(model_lp).ok_or("no such logical processor")?;
+    NetBurstDriver::take_for(lp, msr, &info, &PACKAGE).map_err(|_| "take_for")
+}
+
+fn running(escr: Escr, lp: Lp) -> CounterConfig {
+    let spec: EventSpec = pmu::netburst_event!("global_power_events:RUNNING:k");
+    CounterConfig::counting(spec, escr).on(lp)
+}
+
+const ROUNDS: u64 = 10_000;
+static HOLDER: [AtomicU8; 18] = [const { AtomicU8::new(0) }; 18];
+static HELD_TWICE: AtomicU64 = AtomicU64::new(0);
+static OTHER_ERRORS: AtomicU64 = AtomicU64::new(0);
+/// The counters `global_power_events` can use: FSB_ESCR0 feeds 0 and 1,
+/// FSB_ESCR1 2 and 3, so the two CPUs contend for four counters and two
+/// ESCRs.
+const WANTED: [(usize, Escr); 4] = [
+    (0, Escr::FsbEscr0),
+    (1, Escr::FsbEscr0),
+    (2, Escr::FsbEscr1),
+    (3, Escr::FsbEscr1),
+];
+
+/// `ROUNDS` claims on CPU `cpu` as owner `O`: returns claims won << 32 |
+/// claims lost; `u64::MAX` if the driver could not be taken or given back.
+fn rounds<O: Owner>(cpu: usize) -> u64 {
+    let Ok((mut d, c)) = driver::<O>(cpu) else {
+        return u64::MAX;
+    };
+    let lp = lp_of(cpu).0;
+    let me = cpu as u8 + 1;
+    let mut handles = c.erase_all();
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ cpu as u64;
+    let (mut won, mut lost) = (0u64, 0u64);
+    for _ in 0..ROUNDS {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let (n, escr) = WANTED[(seed % 4) as usize];
+        let h = &mut handles[n];
+        match h.configure(&mut d, &running(escr, lp)) {
+            Ok(()) => {
+                if HOLDER[n].swap(me, Ordering::AcqRel) != 0 {
+                    HELD_TWICE.fetch_add(1, Ordering::SeqCst);
+                }
+                let steps = h.enable(&mut d).and_then(|()| h.halt(&mut d));
+                if HOLDER[n].swap(0, Ordering::AcqRel) != me {
+                    HELD_TWICE.fetch_add(1, Ordering::SeqCst);
+                }
+                if steps.and_then(|()| h.release(&mut d)).is_err() {
+                    OTHER_ERRORS.fetch_add(1, Ordering::SeqCst);
+                }
+                won += 1;
+            }
+            Err(ErasedError::Driver(Error::Config(
+                ConfigError::CounterClaimed(_) | ConfigError::EscrBusy { .. },
+            ))) => lost += 1,
+            Err(_) => {
+                OTHER_ERRORS.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    if d.give_back().is_err() {
+        return u64::MAX;
+    }
+    won << 32 | lost
+}
+
+fn ap_rounds(cpu: usize) -> u64 {
+    pmu::owner!(ApRounds);
+    rounds::<ApRounds>(cpu)
+}
+
+fn both_cpus_claim_and_release_at_once() -> Outcome {
+    MODEL.reset();
+    pmu::owner!(BspRounds);
+    smp::run_on(1, ap_rounds)?;
+    let here = rounds::<BspRounds>(0);
+    let there = smp::wait(1)?;
+    check!(
+        here != u64::MAX && there != u64::MAX,
+        "take and give back on both CPUs"
+    );
+    let (won0, lost0, won1, lost1) = (
+        here >> 32,
+        here & 0xFFFF_FFFF,
+        there >> 32,
+        there & 0xFFFF_FFFF,
+    );
+    check_eq!(won0 + lost0, ROUNDS);
+    check_eq!(won1 + lost1, ROUNDS);
+    check_eq!(
+        HELD_TWICE.load(Ordering::SeqCst),
+        0,
+        "a counter held by both CPUs"
+    );
+    check_eq!(
+        OTHER_ERRORS.load(Ordering::SeqCst),
+        0,
+        "a model fault or a lost handle"
+    );
+    check!(won0 > 0 && won1 > 0);
+    println!(
+        "smp: {ROUNDS} rounds on each CPU at once: T0 won {won0} claims and lost {lost0} to T1, T1 won {won1} and lost {lost1} (model)"
+    );
+    Ok(())
+}
+
+/// Samples per CPU: counter, and whether the RIP was the window's.
+static SAMPLES: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+static WRONG_COUNTER: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+static WRONG_RIP: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+static HANDLER_ERRORS: AtomicU64 = AtomicU64::new(0);
+static WINDOW: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+static OWN_COUNTER: [AtomicU8; 2] = [const { AtomicU8::new(0xFF) }; 2];
+
+fn entry() -> LvtPerfCounter {
+    LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(PMI_VECTOR).unwrap()))
+}
+
+/// Both CPUs' PMI entry: the driver's handler for this CPU's logical
+/// processor, through this CPU's local APIC, then EOI.
+fn on_pmi(frame: &InterruptFrame) {
+    let cpu = smp::cpu().min(1);
+    let (lp, model_lp) = lp_of(cpu);
+    let mut apic = local_apic();
+    let Some(mut msr) = MODEL.msr_as(model_lp) else {
+        return;
+    };
+    let own = OWN_COUNTER[cpu].load(Ordering::SeqCst);
+    let window = WINDOW[cpu].load(Ordering::SeqCst);
+    let r = handle_pmi(&PACKAGE, lp, &mut msr, &mut apic, entry(), frame.rip, |s| {
+        SAMPLES[cpu].fetch_add(u64::from(s.periods), Ordering::SeqCst);
+        if s.counter != own {
+            WRONG_COUNTER[cpu].fetch_add(1, Ordering::SeqCst);
+        }
+        if s.rip != window {
+            WRONG_RIP[cpu].fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    if r.is_err() {
+        HANDLER_ERRORS.fetch_add(1, Ordering::SeqCst);
+    }
+    apic.eoi();
+}
+
+const N: u64 = 97;
+
+/// On CPU `cpu`, as owner `O`: sample `global_power_events` every N events
+/// on the logical processor's own counter (T0: 0, T1: 2), feed `events` of
+/// its own, delivering each of its PMIs to itself; halt, and return the
+/// events the periods and the residual account for (0 on a failure).
+fn sample<O: Owner>(cpu: usize, events: u64) -> u64 {
+    let Ok((mut d, c)) = driver::<O>(cpu) else {
+        return 0;
+    };
+    let (lp, model_lp) = lp_of(cpu);
+    local_apic().set_perf_counter_entry(entry());
+    WINDOW[cpu].store(interrupt_window(), Ordering::SeqCst);
+    let Ok(every) = SampleAfter::new(N, overflow_rule()) else {
+        return 0;
+    };
+    let (mut handles, n, escr) = (
+        c.erase_all(),
+        if cpu == 0 { 0 } else { 2 },
+        if cpu == 0 {
+            Escr::FsbEscr0
+        } else {
+            Escr::FsbEscr1
+        },
+    );
+    OWN_COUNTER[cpu].store(n as u8, Ordering::SeqCst);
+    let h = &mut handles[n];
+    if h.configure(&mut d, &running(escr, lp).sampling(every))
+        .is_err()
+        || h.enable(&mut d).is_err()
+    {
+        return 0;
+    }
+    let mut left = events;
+    while left > 0 {
+        let got = MODEL.inject_until_own_pmi(RUNNING.on(model_lp, Privilege::Os, left.min(1000)));
+        left -= got.injected;
+        if got.pmi_pending {
+            MODEL.take_pmi(model_lp);
+            if pmi::deliver(&mut local_apic()) != Delivery::Vector(PMI_VECTOR) {
+                return 0;
+            }
+            interrupt_window();
+        }
+    }
+    if h.halt(&mut d).is_err() {
+        return 0;
+    }
+    let Ok(raw) = h.read(&mut d) else { return 0 };
+    let (owed, residual) = every.split(raw);
+    let accounted = (PACKAGE.periods(n as u8) + owed) * N + residual;
+    let _ = h.release(&mut d);
+    if d.give_back().is_err() {
+        return 0;
+    }
+    accounted
+}
+
+const EVENTS: [u64; 2] = [20_011, 13_007];
+
+fn ap_sample(cpu: usize) -> u64 {
+    pmu::owner!(ApSample);
+    sample::<ApSample>(cpu, EVENTS[1])
+}
+
+fn each_cpu_samples_its_own_event() -> Outcome {
+    MODEL.reset();
+    pmu::owner!(BspSample);
+    smp::run_on(1, ap_sample)?;
+    let here = sample::<BspSample>(0, EVENTS[0]);
+    let there = smp::wait(1)?;
+    check_eq!(here, EVENTS[0], "T0: events = periods x N + residual");
+    check_eq!(there, EVENTS[1], "T1: events = periods x N + residual");
+    check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
+    for cpu in 0..2 {
+        check_eq!(
+            WRONG_COUNTER[cpu].load(Ordering::SeqCst),
+            0,
+            "a PMI for the other CPU's counter"
+        );
+        check_eq!(
+            WRONG_RIP[cpu].load(Ordering::SeqCst),
+            0,
+            "a sample without the CPU's own RIP"
+        );
+    }
+    let (s0, s1) = (
+        SAMPLES[0].load(Ordering::SeqCst),
+        SAMPLES[1].load(Ordering::SeqCst),
+    );
+    check!(
+        s0 >= EVENTS[0] / N - 1 && s1 >= EVENTS[1] / N - 1,
+        "samples {s0} {s1}"
+    );
+    println!(
+        "smp: T0 {} and T1 {} events at once, N = {N}: {s0} samples on CPU 0, {s1} on CPU 1, each at its CPU's RIP, conserved exactly (model)",
+        EVENTS[0], EVENTS[1]
+    );
+    Ok(())
+}
+
+static TI_READY: AtomicBool = AtomicBool::new(false);
+static TI_FED: AtomicBool = AtomicBool::new(false);
+
+/// On CPU 1: a T1 driver counts FSB_data_activity (thread-independent,
+/// Table 19-34) at CPL 1-3 (`:u`) on counter 2 and global_power_events (TS)
+/// at CPL 1-3 on counter 0, while CPU 0 feeds events; returns the two
+/// counts (TI << 32 | TS), or u64::MAX.
+fn ap_counts_t1(cpu: usize) -> u64 {
+    pmu::owner!(ApTi);
+    let Ok((mut d, c)) = driver::<ApTi>(cpu) else {
+        return u64::MAX;
+    };
+    let ti: EventSpec = pmu::netburst_event!("FSB_data_activity:DRDY_DRV:u");
+    let ts: EventSpec = pmu::netburst_event!("global_power_events:RUNNING:u");
+    let configured =
+        c.c2.configure(
+            &mut d,
+            &CounterConfig::counting(ti, Escr::FsbEscr1).on(Lp::T1),
+        )
+        .ok()
+        .and_then(|c2| c2.enable(&mut d).ok());
+    let configured_ts =
+        c.c0.configure(
+            &mut d,
+            &CounterConfig::counting(ts, Escr::FsbEscr0).on(Lp::T1),
+        )
+        .ok()
+        .and_then(|c0| c0.enable(&mut d).ok());
+    let (Some(c2), Some(c0)) = (configured, configured_ts) else {
+        return u64::MAX;
+    };
+    TI_READY.store(true, Ordering::SeqCst);
+    while !TI_FED.load(Ordering::SeqCst) {
+        core::hint::spin_loop();
+    }
+    let (Ok(a), Ok(b)) = (c2.read(&mut d), c0.read(&mut d)) else {
+        return u64::MAX;
+    };
+    let _ = (c2.release(&mut d), c0.release(&mut d));
+    a << 32 | b
+}
+
+fn a_thread_independent_event_follows_table_18_30() -> Outcome {
+    MODEL.reset();
+    TI_READY.store(false, Ordering::SeqCst);
+    TI_FED.store(false, Ordering::SeqCst);
+    smp::run_on(1, ap_counts_t1)?;
+    while !TI_READY.load(Ordering::SeqCst) {
+        core::hint::spin_loop();
+    }
+    let drdy = EventKind::new(EscrGroup::Fsb, 0x17, 1);
+    MODEL.with(|m| {
+        // T1 at CPL 3: a TI event that occurs on T0 at CPL 0 counts for a
+        // `:u` ESCR (some logical processor is at CPL 1-3); a TS event of
+        // T0 never counts on T1's counter.
+        m.set_thread_state(
+            ModelLp::T1,
+            ThreadState {
+                active: true,
+                privilege: Privilege::Usr,
+            },
+        );
+        m.inject(drdy.on(ModelLp::T0, Privilege::Os, 40));
+        m.inject(RUNNING.on(ModelLp::T0, Privilege::Usr, 50));
+        // T1 at CPL 0 too: no logical processor at CPL 1-3, it does not.
+        m.set_thread_state(ModelLp::T1, ThreadState::RUNNING_OS);
+        m.inject(drdy.on(ModelLp::T0, Privilege::Os, 7));
+        // T1's own events at CPL 3 count on both.
+        m.inject(drdy.on(ModelLp::T1, Privilege::Usr, 3));
+        m.inject(RUNNING.on(ModelLp::T1, Privilege::Usr, 5));
+    });
+    TI_FED.store(true, Ordering::SeqCst);
+    let got = smp::wait(1)?;
+    check!(got != u64::MAX, "the T1 driver on CPU 1");
+    check_eq!(
+        got >> 32,
+        40 + 3,
+        "TI: counts while some thread is at CPL 1-3 (Table 18-30)"
+    );
+    check_eq!(
+        got & 0xFFFF_FFFF,
+        5,
+        "TS: T1's own events only (Table 18-29)"
+    );
     Ok(())
 }

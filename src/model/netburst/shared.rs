@@ -1,17 +1,20 @@
 //! A NetBurst PMU model shared by a kernel's main code and its interrupt
-//! handlers on one CPU (x86-64 kernels: the lock disables interrupts with
-//! `CLI`, so this is for ring 0, not for host programs).
+//! handlers, on one CPU or on the two CPUs of an SMP kernel that play its
+//! two logical processors (x86-64 kernels: the lock disables interrupts
+//! with `CLI`, so this is for ring 0, not for host programs).
 //!
 //! [`SharedModel`] is a `static`-friendly lock around
 //! [`NetBurstModel`]. Every access ([`SharedModel::with`], and each MSR
 //! access through a [`ModelMsr`] handle) disables interrupts for as long as
 //! it holds the lock and then restores RFLAGS.IF as it was, so an interrupt
 //! handler that takes the lock can never find it held by the main code it
-//! interrupted. On this one-CPU kernel a held lock can therefore only mean
-//! re-entry (a closure passed to [`SharedModel::with`] using a [`ModelMsr`],
-//! or an NMI handler interrupting a holder): that panics instead of
-//! spinning forever. Do not use the model from an NMI handler (a PMI
-//! delivered as NMI should only record and defer).
+//! interrupted on the same CPU. The lock remembers which CPU holds it (its
+//! initial APIC ID, CPUID.01H:EBX\[31:24\]): held by another CPU, an access
+//! spins until it is free; held by the same CPU it can only be re-entry (a
+//! closure passed to [`SharedModel::with`] using a [`ModelMsr`], or an NMI
+//! handler interrupting a holder), which panics instead of spinning
+//! forever. Do not use the model from an NMI handler (a PMI delivered as NMI
+//! should only record and defer).
 //!
 //! [`ModelMsr`] is a `Copy` reference handle implementing
 //! [`crate::access::MsrAccess`]: each access locks, forwards to the model (as
@@ -25,6 +28,8 @@
 //! further event counts, and carry the
 //! rest over to its next tick.
 
+use core::sync::atomic::{AtomicU32, Ordering};
+
 use super::{Config, Event, Fault, LogicalProcessor, NetBurstModel, PmiLine};
 use crate::access::MsrAccess;
 use x86_64::instructions::interrupts;
@@ -35,6 +40,15 @@ use x86_64::instructions::interrupts;
 pub struct SharedModel {
     config: Config,
     model: spin::Mutex<NetBurstModel>,
+    /// The initial APIC ID + 1 of the CPU holding the lock; 0 when free.
+    holder: AtomicU32,
+}
+
+/// This CPU's initial APIC ID (CPUID.01H:EBX\[31:24\]) + 1, never 0.
+fn this_cpu() -> u32 {
+    // CPUID leaf 1 exists on every x86-64 processor.
+    let leaf1 = core::arch::x86_64::__cpuid(1);
+    (leaf1.ebx >> 24) + 1
 }
 
 impl SharedModel {
@@ -43,6 +57,7 @@ impl SharedModel {
         Self {
             config,
             model: spin::Mutex::new(NetBurstModel::new(config)),
+            holder: AtomicU32::new(0),
         }
     }
 
@@ -54,18 +69,30 @@ impl SharedModel {
     /// Runs `f` on the model with interrupts disabled and the lock held;
     /// restores RFLAGS.IF afterwards.
     ///
+    /// Waits while another CPU holds the lock.
+    ///
     /// # Panics
     ///
-    /// If the lock is already held: on one CPU with interrupts disabled that
-    /// is re-entry (`f` using a [`ModelMsr`] of the same model, or an NMI
+    /// If this CPU holds the lock already: with interrupts disabled that is
+    /// re-entry (`f` using a [`ModelMsr`] of the same model, or an NMI
     /// handler), which would otherwise deadlock.
     pub fn with<R>(&self, f: impl FnOnce(&mut NetBurstModel) -> R) -> R {
         interrupts::without_interrupts(|| {
-            let mut model = self
-                .model
-                .try_lock()
-                .expect("SharedModel re-entered while locked (nested access or NMI)");
-            f(&mut model)
+            let me = this_cpu();
+            let mut model = match self.model.try_lock() {
+                Some(model) => model,
+                None => {
+                    assert!(
+                        self.holder.load(Ordering::Acquire) != me,
+                        "SharedModel re-entered while locked (nested access or NMI)"
+                    );
+                    self.model.lock()
+                }
+            };
+            self.holder.store(me, Ordering::Release);
+            let out = f(&mut model);
+            self.holder.store(0, Ordering::Release);
+            out
         })
     }
 
@@ -115,6 +142,14 @@ impl SharedModel {
     /// [`inject_until_pmi`] on the shared model, under one lock.
     pub fn inject_until_pmi(&self, event: Event) -> Injected {
         self.with(|model| inject_until_pmi(model, event))
+    }
+
+    /// [`inject_until_pmi`] for the CPU that plays `event`'s logical
+    /// processor in an SMP kernel: it stops only at a PMI of that logical
+    /// processor (the other CPU takes and delivers its own), under one
+    /// lock. [`Injected::pmi_pending`] is about that logical processor.
+    pub fn inject_until_own_pmi(&self, event: Event) -> Injected {
+        self.with(|model| inject_until_pmi_of(model, event, Some(event.thread)))
     }
 }
 
@@ -210,11 +245,29 @@ pub fn any_pmi_pending(model: &NetBurstModel) -> bool {
 /// injects should therefore come at most every millisecond or so in a debug
 /// build.
 pub fn inject_until_pmi(model: &mut NetBurstModel, event: Event) -> Injected {
+    inject_until_pmi_of(model, event, None)
+}
+
+/// Whether the PMI line of `lp` (of either, for `None`) is pending.
+fn pending(model: &NetBurstModel, lp: Option<LogicalProcessor>) -> bool {
+    match lp {
+        Some(lp) => model.pmi_pending(lp),
+        None => any_pmi_pending(model),
+    }
+}
+
+/// [`inject_until_pmi`], stopping at a PMI of `lp` only (of either, for
+/// `None`).
+fn inject_until_pmi_of(
+    model: &mut NetBurstModel,
+    event: Event,
+    lp: Option<LogicalProcessor>,
+) -> Injected {
     let mut remaining = event.count;
     let mut injected = 0u64;
     let inject = |model: &mut NetBurstModel, k: u64| model.inject(Event { count: k, ..event });
     let mut single_done = false;
-    while remaining > 0 && !any_pmi_pending(model) {
+    while remaining > 0 && !pending(model, lp) {
         let safe = model.events_without_pmi().min(remaining);
         let k = if safe > 0 {
             inject(model, safe);
@@ -226,7 +279,7 @@ pub fn inject_until_pmi(model: &mut NetBurstModel, event: Event) -> Injected {
             1
         } else {
             // Still no bound (OVF left set, PEBS on): search on copies.
-            let (k, after) = first_pmi_by_bisection(model, event, remaining);
+            let (k, after) = first_pmi_by_bisection(model, event, remaining, lp);
             *model = after;
             k
         };
@@ -235,7 +288,7 @@ pub fn inject_until_pmi(model: &mut NetBurstModel, event: Event) -> Injected {
     }
     Injected {
         injected,
-        pmi_pending: any_pmi_pending(model),
+        pmi_pending: pending(model, lp),
     }
 }
 
@@ -243,21 +296,26 @@ pub fn inject_until_pmi(model: &mut NetBurstModel, event: Event) -> Injected {
 /// `event` raises a PMI (or `n` if none does), with the model after those
 /// `k`. A raised line stays pending, so "pending after k" is monotonic in
 /// k. Works on copies of `model`.
-fn first_pmi_by_bisection(model: &NetBurstModel, event: Event, n: u64) -> (u64, NetBurstModel) {
+fn first_pmi_by_bisection(
+    model: &NetBurstModel,
+    event: Event,
+    n: u64,
+    lp: Option<LogicalProcessor>,
+) -> (u64, NetBurstModel) {
     let after = |k: u64| {
         let mut copy = model.clone();
         copy.inject(Event { count: k, ..event });
         copy
     };
     let mut best = after(n);
-    if !any_pmi_pending(&best) {
+    if !pending(&best, lp) {
         return (n, best);
     }
     let (mut lo, mut hi) = (0u64, n);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         let copy = after(mid);
-        if any_pmi_pending(&copy) {
+        if pending(&copy, lp) {
             hi = mid;
             best = copy;
         } else {
