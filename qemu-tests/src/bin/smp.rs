@@ -6,8 +6,10 @@
 //! own driver for the one package and they claim, configure, enable, halt
 //! and release counters at once; each samples its own event with PMIs
 //! through its own local APIC; a T1 counter counts T1's events only (SDM
-//! Table 18-29) and a thread-independent event follows Table 18-30. All
-//! counts come from the model, not hardware.
+//! Table 18-29) and a thread-independent event follows Table 18-30. And
+//! as Itanium processors, each CPU owning its own PMU: two Itanium 2
+//! models, each driven and interrupted on its own CPU. All counts come
+//! from the models, not hardware.
 //!
 //! qemu-run: smp2: -smp 2 -accel tcg,thread=multi
 #![no_std]
@@ -35,6 +37,7 @@ hobby::entry_point!(main);
 fn main(_: &'static BootInfo) -> ! {
     println!("smp: every PMU count below comes from the NetBurst PMU model, not hardware");
     hobby::idt::set_handler(PMI_VECTOR, on_pmi);
+    hobby::idt::set_handler(IA_VECTOR, on_itanium_pmi);
     let started = smp::start_aps(2);
     println!("smp: {started:?} CPUs online");
     hobby::test::run(
@@ -47,6 +50,7 @@ fn main(_: &'static BootInfo) -> ! {
             case!(both_cpus_claim_and_release_at_once),
             case!(each_cpu_samples_its_own_event),
             case!(a_thread_independent_event_follows_table_18_30),
+            case!(each_cpu_drives_its_own_itanium_pmu),
         ],
     )
 }
@@ -499,6 +503,143 @@ fn a_thread_independent_event_follows_table_18_30() -> Outcome {
         got & 0xFFFF_FFFF,
         5,
         "TS: T1's own events only (Table 18-29)"
+    );
+    Ok(())
+}
+
+mod itanium {
+    //! Each CPU its own Itanium 2 PMU (a model per CPU), its own driver,
+    //! its own overflow interrupts.
+
+    use core::sync::atomic::{AtomicU64, Ordering};
+
+    use hobby::idt::InterruptFrame;
+    use hobby::pmi::{self, Delivery, local_apic};
+    use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+    use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
+    use pmu::arch::itanium::fields::{EventCode, Plm};
+    use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
+    use pmu::arch::itanium::{Counter, Generation, pmc};
+    use pmu::counter::Owner;
+    use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
+    use pmu::sampling::SampleAfter;
+
+    pub const VECTOR: u8 = 0xF1;
+    const G: Generation = Generation::Itanium2;
+    const N: u64 = 50;
+    static MODELS: [SharedItanium; 2] =
+        [const { SharedItanium::new(ModelGeneration::Itanium2) }; 2];
+    static STATES: [PmiState; 2] = [const { PmiState::new() }; 2];
+    pub static SAMPLES: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+    pub static FOREIGN: AtomicU64 = AtomicU64::new(0);
+    pub static ERRORS: AtomicU64 = AtomicU64::new(0);
+
+    fn entry() -> LvtPerfCounter {
+        LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(VECTOR).unwrap()))
+    }
+
+    /// Both CPUs' entry for the Itanium PMI: this CPU's PMU, its handler.
+    pub fn on_pmi(frame: &InterruptFrame) {
+        let cpu = hobby::smp::cpu().min(1);
+        let mut regs = MODELS[cpu].regs();
+        let r = handle_pmi(&STATES[cpu], &mut regs, frame.rip, |s| {
+            SAMPLES[cpu].fetch_add(u64::from(s.sample.periods), Ordering::SeqCst);
+            if s.sample.counter != 4 {
+                FOREIGN.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        if r.is_err() {
+            ERRORS.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut apic = local_apic();
+        apic.set_perf_counter_entry(entry());
+        apic.eoi();
+    }
+
+    /// On CPU `cpu`, as owner `O`: CPU cycles on PMD4 sampled every N,
+    /// `cycles` fed to this CPU's own model, each overflow interrupt taken
+    /// here; returns the cycles the periods and the residual account for
+    /// (0 on a failure).
+    pub fn sample<O: Owner>(cpu: usize, cycles: u64) -> u64 {
+        let model = &MODELS[cpu];
+        model.reset(ModelGeneration::Itanium2);
+        let Ok((mut d, c)) = ItaniumDriver::<O, _>::take(model.regs(), G, &STATES[cpu]) else {
+            return 0;
+        };
+        local_apic().set_perf_counter_entry(entry());
+        let (Some(hw), Some(code), Ok(every)) = (
+            Counter::new(G, 4),
+            EventCode::new(G, 0x12),
+            SampleAfter::new(N, overflow_rule(G)),
+        ) else {
+            return 0;
+        };
+        let Ok(pmc) = pmc::CounterPmc::new(hw, code) else {
+            return 0;
+        };
+        let config =
+            CounterConfig::counting(pmc.with_plm(Plm::ALL).with_privileged(true)).sampling(every);
+        let Some(c4) =
+            c.c4.configure(&mut d, &config)
+                .ok()
+                .and_then(|h| h.enable(&mut d).ok())
+        else {
+            return 0;
+        };
+        let mut event = Event::new(0x12, 0, cycles);
+        while event.count > 0 {
+            let got = model.with(|m| m.inject(event));
+            event.count -= got.counted_cycles;
+            if model.take_interrupt().is_some() {
+                if pmi::deliver(&mut local_apic()) != Delivery::Vector(VECTOR) {
+                    return 0;
+                }
+                pmi::interrupt_window();
+            } else if got.counted_cycles == 0 {
+                return 0;
+            }
+        }
+        let Ok(raw) = c4.read(&mut d) else { return 0 };
+        let (owed, residual) = every.split(raw);
+        let accounted = (STATES[cpu].periods(4) + owed) * N + residual;
+        let _ = c4.release(&mut d);
+        accounted
+    }
+}
+
+use itanium::{VECTOR as IA_VECTOR, on_pmi as on_itanium_pmi};
+
+const IA_CYCLES: [u64; 2] = [5_003, 3_511];
+
+fn ap_itanium(cpu: usize) -> u64 {
+    pmu::owner!(ApItanium);
+    itanium::sample::<ApItanium>(cpu, IA_CYCLES[1])
+}
+
+fn each_cpu_drives_its_own_itanium_pmu() -> Outcome {
+    pmu::owner!(BspItanium);
+    smp::run_on(1, ap_itanium)?;
+    let here = itanium::sample::<BspItanium>(0, IA_CYCLES[0]);
+    let there = smp::wait(1)?;
+    check_eq!(here, IA_CYCLES[0], "CPU 0: cycles = periods x N + residual");
+    check_eq!(
+        there,
+        IA_CYCLES[1],
+        "CPU 1: cycles = periods x N + residual"
+    );
+    check_eq!(itanium::ERRORS.load(Ordering::SeqCst), 0);
+    check_eq!(itanium::FOREIGN.load(Ordering::SeqCst), 0);
+    let (s0, s1) = (
+        itanium::SAMPLES[0].load(Ordering::SeqCst),
+        itanium::SAMPLES[1].load(Ordering::SeqCst),
+    );
+    check_eq!(
+        (s0, s1),
+        (IA_CYCLES[0] / 50, IA_CYCLES[1] / 50),
+        "a sample per period, each on its own CPU"
+    );
+    println!(
+        "smp: two Itanium 2 PMUs, one per CPU: {s0} and {s1} samples of 50 cycles, each taken on its own CPU (model)"
     );
     Ok(())
 }
