@@ -86,9 +86,12 @@ static PROFILE: [Profile; 2] = [const {
     }
 }; 2];
 
-/// Each CPU's workload, and its expected shares of `work_1x`, `work_2x`,
-/// `work_4x` (costs 1, 2, 4).
-const WORKLOADS: [(&str, fn(), [f64; 3]); 2] = [
+/// A workload: its name, one round of it, and its expected shares of
+/// `work_1x`, `work_2x`, `work_4x` (costs 1, 2, 4).
+type Workload = (&'static str, fn(), [f64; 3]);
+
+/// Each CPU's workload.
+const WORKLOADS: [Workload; 2] = [
     (
         "work_1x, work_2x, work_4x",
         round_1_2_4,
