@@ -11,13 +11,14 @@
 use pmu::apic::{LocalApic, PmiDelivery};
 use pmu::model::netburst::{Event, LogicalProcessor, SharedModel};
 
-/// The boot CPU's local APIC. Safe here because a hobby kernel runs on one
-/// CPU with the xAPIC page identity-mapped uncacheable by the boot code;
-/// callers use the handles one at a time (main code with interrupts off
+/// The local APIC of the CPU this runs on (every CPU sees its own at the
+/// same address). Safe here because the boot code maps the xAPIC page
+/// identity-mapped uncacheable for every CPU, and each CPU uses the
+/// handles of its own APIC one at a time (main code with interrupts off
 /// while a handler might use its own).
 pub fn local_apic() -> LocalApic {
     // SAFETY: see above: the boot code maps the default xAPIC page, QEMU's
-    // CPU is in xAPIC mode, and there is only this CPU.
+    // CPUs are in xAPIC mode, and a handle is used on the CPU that made it.
     unsafe { LocalApic::new(core::ptr::NonNull::new(pmu::apic::DEFAULT_BASE as *mut u8).unwrap()) }
 }
 
