@@ -49,7 +49,12 @@ hobby::entry_point!(main);
 const TIMER_VECTOR: u8 = 0xE1;
 const PMI_VECTOR: u8 = 0xF0;
 const TICK_NS: u64 = 200_000;
-const TARGET_SAMPLES: u64 = 1500;
+const TARGET_SAMPLES: u64 = 1000;
+/// The calibration run: with [`TARGET_SAMPLES`], a sample period of about
+/// 500 µs of model cycles, more than a tick (200 µs) plus the tick and PMI
+/// handlers (the model's injection takes 150-300 µs in a debug build, two
+/// CPUs sharing it), so that no tick owes more than one sample.
+const CALIBRATION_NS: u64 = 500_000_000;
 /// `global_power_events` RUNNING, as the model sees it: one per clock.
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 
@@ -137,20 +142,30 @@ fn lp_of(cpu: usize) -> (LogicalProcessor, ModelLp) {
 }
 
 /// The timer tick, on every CPU: the cycles that passed on this CPU since
-/// its last tick happen on its logical processor of the model, up to the
-/// one that raises its PMI (the rest waits for the next tick, so the PMI is
-/// taken before more cycles count). The PMI is sent through this CPU's
-/// APIC and taken as soon as this handler returns, at the workload's RIP.
+/// its last tick happen on its logical processor of the model.
 fn on_tick(_: &InterruptFrame) {
     let cpu = smp::cpu().min(1);
+    advance(cpu, CLOCK[cpu].tick());
+    apic_timer().eoi();
+}
+
+/// `cycles` more (and those carried over) happen on CPU `cpu`'s logical
+/// processor, up to the one that raises its PMI; the rest waits for the
+/// next tick, so the PMI is taken before more cycles count. The PMI is sent
+/// through this CPU's APIC and taken as soon as the tick handler returns,
+/// at the workload's RIP. One sample per tick at most: a tick that lasted
+/// several sample periods (a virtual CPU descheduled by a busy host) does
+/// not put several samples on one RIP; its cycles are sampled at the next
+/// ticks' RIPs instead (the sample period is kept above a tick's cycles,
+/// handlers included, see `CALIBRATION_NS`).
+fn advance(cpu: usize, cycles: u64) {
     let lp = lp_of(cpu).1;
-    let cycles = CLOCK[cpu].tick() + CARRY[cpu].swap(0, Ordering::SeqCst);
+    let cycles = cycles + CARRY[cpu].swap(0, Ordering::SeqCst);
     let got = MODEL.inject_until_own_pmi(RUNNING.on(lp, Privilege::Os, cycles));
     CARRY[cpu].store(cycles - got.injected, Ordering::SeqCst);
     if got.pmi_pending && MODEL.take_pmi(lp).is_some() {
         pmi::deliver(&mut apic());
     }
-    apic_timer().eoi();
 }
 
 /// The PMI entry, on every CPU: the driver's handler for this CPU's logical
@@ -244,10 +259,10 @@ fn profile<O: Owner>(cpu: usize) -> Result<(), hobby::test::Failure> {
     let h = &mut handles[n_counter];
 
     // Calibration: count the run's cycles without interrupts, for about
-    // 250 ms (the sampled run repeats the same rounds).
+    // `CALIBRATION_NS` (the sampled run repeats the same rounds).
     h.configure(&mut pmu, &counting)?;
     h.enable(&mut pmu)?;
-    let rounds = profile_run(cpu, round, 0, 250_000_000);
+    let rounds = profile_run(cpu, round, 0, CALIBRATION_NS);
     h.halt(&mut pmu)?;
     let cycles = h.read(&mut pmu)? + CARRY[cpu].load(Ordering::SeqCst);
     h.release(&mut pmu)?;

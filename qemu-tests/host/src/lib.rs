@@ -241,6 +241,9 @@ impl Workspace {
         };
         let next = Mutex::new(runs.iter());
         let results = Mutex::new(Vec::new());
+        // A kernel booted with several virtual CPUs (`-smp`) uses a host
+        // core per CPU: it boots alone, the others two at a time.
+        let cores = std::sync::RwLock::new(());
         let workers = thread::available_parallelism().map_or(2, |n| n.get().min(4));
         thread::scope(|s| {
             for _ in 0..workers {
@@ -251,6 +254,12 @@ impl Workspace {
                         // would live for the whole boot).
                         let run = next.lock().unwrap().next();
                         let Some(run) = run else { break };
+                        let smp = run.qemu_args.iter().any(|a| a == "-smp");
+                        let (_alone, _shared) = if smp {
+                            (Some(cores.write().unwrap_or_else(|e| e.into_inner())), None)
+                        } else {
+                            (None, Some(cores.read().unwrap_or_else(|e| e.into_inner())))
+                        };
                         let mut cases = boot(&self.kernel(run), run, &self.target_dir);
                         if run.defmt {
                             cases.push(check_defmt(
