@@ -168,14 +168,15 @@ fn pebs_records_reach_the_sink() {
 }
 
 /// A closure sink gets each record as a one-period sample at its precise
-/// RIP.
+/// RIP; the run-time handle form configures PEBS like the typed one.
 #[test]
 fn a_closure_sink_gets_precise_rips() {
     let state = PmiState::new();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     d.set_pebs_area(LogicalProcessor::T0, area::<2>()).unwrap();
-    let c16 = c.c16.configure(&mut d, &l1_miss_pebs(3, 1)).unwrap();
-    let c16 = c16.enable(&mut d).unwrap();
+    let mut c16 = c.c16.erase();
+    c16.configure(&mut d, &l1_miss_pebs(3, 1)).unwrap();
+    c16.enable(&mut d).unwrap();
     model(&mut d).set_pebs_registers(ModelLp::T0, state_at(0xABC));
     l1_missing_loads(&mut d, 3);
     assert!(model(&mut d).take_pmi(ModelLp::T0).is_some());
@@ -191,7 +192,7 @@ fn a_closure_sink_gets_precise_rips() {
     )
     .unwrap();
     assert_eq!(samples, [Sample::new(16, 1, 0xABC)]);
-    let _ = c16.release(&mut d).unwrap();
+    c16.release(&mut d).unwrap();
 }
 
 /// What PEBS refuses, each with the handle back and nothing written.
