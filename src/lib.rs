@@ -66,6 +66,7 @@ pub mod model;
 pub mod sampling;
 #[cfg(test)]
 mod testing;
+pub mod virt;
 
 /// The README's code blocks, compiled and run as doc tests.
 #[cfg(doctest)]
