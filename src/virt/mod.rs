@@ -10,6 +10,9 @@
 //!   world switch ([`netburst::PmuContext`]): a guest's (or the host's) PMU
 //!   state saved and restored in a safe order, touching only the registers
 //!   in use.
+//! * [`itanium`]: guest PMC writes through the arch layer's
+//!   [`Validator`](crate::arch::itanium::validate::Validator), PMDs, and the
+//!   world switch under PMC0.fr.
 //!
 //! KVM and Xen need an architectural PMU (CPUID leaf 0AH) and offer no
 //! NetBurst guest PMU; the checks here follow what they do for theirs
@@ -18,6 +21,7 @@
 //! switched with everything disabled first and enabled last) and the
 //! NetBurst manual's rules (SDM Vol. 3B 18.15-18.16, Vol. 3C Table 35-41).
 
+pub mod itanium;
 pub mod netburst;
 
 /// What to do with a guest's access to a PMU MSR.
