@@ -13,6 +13,9 @@
 //! * [`itanium`]: guest PMC writes through the arch layer's
 //!   [`Validator`](crate::arch::itanium::validate::Validator), PMDs, and the
 //!   world switch under PMC0.fr.
+//! * [`vpmu`] (feature `model`): an emulated NetBurst PMU for a guest on a
+//!   host without one: the register-level model as the virtual PMU, a
+//!   virtual LVT entry masked on delivery, PMIs injected at guest entry.
 //!
 //! KVM and Xen need an architectural PMU (CPUID leaf 0AH) and offer no
 //! NetBurst guest PMU; the checks here follow what they do for theirs
@@ -23,6 +26,8 @@
 
 pub mod itanium;
 pub mod netburst;
+#[cfg(any(test, feature = "model"))]
+pub mod vpmu;
 
 /// What to do with a guest's access to a PMU MSR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
