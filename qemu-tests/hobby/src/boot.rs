@@ -99,21 +99,9 @@ pvh_start32:
     cmp ebx, 2048
     jb 3b
 
-    /* PAE, long mode, paging. */
-    mov eax, cr4
-    or eax, 1 << 5
-    mov cr4, eax
-    mov eax, offset hobby_pml4
-    mov cr3, eax
-    mov ecx, 0xC0000080
-    rdmsr
-    or eax, 1 << 8
-    wrmsr
-    mov eax, cr0
-    or eax, (1 << 31) | 1
-    mov cr0, eax
-
-    lgdt [hobby_gdt_ptr]
+"#,
+    include_str!("long_mode.s"),
+    r#"
     push 0x08
     mov eax, offset hobby_start64
     push eax

@@ -66,19 +66,9 @@ hobby_ap32:
     mov ds, ax
     mov es, ax
     mov ss, ax
-    mov eax, cr4
-    or eax, 1 << 5
-    mov cr4, eax
-    mov eax, offset hobby_pml4
-    mov cr3, eax
-    mov ecx, 0xC0000080
-    rdmsr
-    or eax, 1 << 8
-    wrmsr
-    mov eax, cr0
-    or eax, (1 << 31) | 1
-    mov cr0, eax
-    lgdt [hobby_gdt_ptr]
+"#,
+    include_str!("long_mode.s"),
+    r#"
     /* ljmp 0x08:hobby_ap64 (the boot GDT's 64-bit code segment). */
     .byte 0xEA
     .long hobby_ap64
