@@ -194,8 +194,9 @@ extern "C" fn dispatch(frame: &mut InterruptFrame) {
 struct Idt(core::cell::UnsafeCell<InterruptDescriptorTable>);
 
 // SAFETY: the table is written only through `set_raw_gate`/`restore_gate`,
-// whose callers promise that no interrupt can use the gate meanwhile; this
-// kernel has one CPU.
+// whose callers promise that no interrupt can use the gate meanwhile and
+// that no two calls overlap (every CPU loads this one table and only reads
+// it, `load_on_ap`).
 unsafe impl Sync for Idt {}
 
 static IDT: spin::Once<Idt> = spin::Once::new();
