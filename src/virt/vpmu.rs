@@ -34,7 +34,7 @@ pub type Access<T> = Result<T, GuestGp>;
 impl VirtualPmu {
     /// A virtual PMU of the processor `policy` describes (its model, one
     /// logical processor), in its reset state; the LVT entry masked.
-    pub fn new(policy: GuestPolicy) -> VirtualPmu {
+    pub const fn new(policy: GuestPolicy) -> VirtualPmu {
         let mut config = Config::new(policy.model, false);
         config.pebs_available = policy.pebs;
         VirtualPmu {

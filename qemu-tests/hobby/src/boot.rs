@@ -68,13 +68,16 @@ pvh_start32:
     rep stosd
     mov dword ptr [hobby_start_info], ebx
 
-    /* PML4[0] -> PDPT; PDPT[0..4] -> the four page directories. */
+    /* PML4[0] -> PDPT; PDPT[0..4] -> the four page directories. Every
+       level is present, writable and user-accessible (U/S), so that test
+       code can run at CPL 3 (`hobby::user`); the kernel turns on no
+       SMEP/SMAP. */
     mov eax, offset hobby_pdpt
-    or eax, 0x3
+    or eax, 0x7
     mov dword ptr [hobby_pml4], eax
     mov edi, offset hobby_pdpt
     mov eax, offset hobby_pd
-    or eax, 0x3
+    or eax, 0x7
     mov ecx, 4
 2:
     mov dword ptr [edi], eax
@@ -82,13 +85,14 @@ pvh_start32:
     add edi, 8
     loop 2b
 
-    /* 2048 PDEs of 2 MiB: present, writable, page size; PCD|PWT above 3 GiB. */
+    /* 2048 PDEs of 2 MiB: present, writable, user, page size; PCD|PWT
+       above 3 GiB. */
     mov edi, offset hobby_pd
     xor ebx, ebx
 3:
     mov eax, ebx
     shl eax, 21
-    or eax, 0x83
+    or eax, 0x87
     cmp ebx, 1536
     jb 4f
     or eax, 0x18

@@ -86,6 +86,60 @@ pub fn set_handler(vector: u8, handler: Handler) {
     HANDLERS[usize::from(vector)].store(handler as *mut (), Ordering::Release);
 }
 
+/// A handler that may change the interrupted context: the registers, and
+/// where and at which privilege level it resumes (a hypervisor emulating
+/// an instruction, `hobby::user` returning from CPL 3). It returns whether
+/// it handled the interrupt; if not, the vector's [`Handler`] or the
+/// kernel's own handling (fault catching) runs as without it.
+pub type FrameHandler = fn(&mut InterruptFrame) -> bool;
+
+static FRAME_HANDLERS: [AtomicPtr<()>; 256] =
+    [const { AtomicPtr::new(core::ptr::null_mut()) }; 256];
+
+/// Installs `handler` for `vector`, ahead of any [`Handler`] of it.
+///
+/// # Safety
+///
+/// The handler leaves the frame a context the CPU can resume with IRETQ
+/// and that the code resuming there expects: for the interrupted code,
+/// its registers changed only as the instruction it emulates would change
+/// them; for other code, a live stack that nothing else uses, and the
+/// interrupted frames abandoned only where their owner allows it (as
+/// [`InterruptFrame::resume_at`]'s contract says).
+pub unsafe fn set_frame_handler(vector: u8, handler: FrameHandler) {
+    FRAME_HANDLERS[usize::from(vector)].store(handler as *mut (), Ordering::Release);
+}
+
+/// Removes the frame handler of `vector`.
+pub fn clear_frame_handler(vector: u8) {
+    FRAME_HANDLERS[usize::from(vector)].store(core::ptr::null_mut(), Ordering::Release);
+}
+
+/// Lets code at CPL 3 raise `vector` with `INT` (gate DPL 3; 32-255).
+/// Returns `false` for other vectors and before the IDT is built.
+///
+/// # Safety
+///
+/// As for [`set_raw_gate`]: no interrupt through this gate meanwhile, no
+/// overlapping call.
+pub unsafe fn allow_from_user(vector: u8) -> bool {
+    let Some(idt) = IDT.get() else { return false };
+    if vector < 32 {
+        return false;
+    }
+    // SAFETY: the caller promises the gate is not in use and no call
+    // overlaps; the table lives for the whole run.
+    let idt = unsafe { &mut *idt.0.get() };
+    // SAFETY: the stub slot handles the vector (no error code), as `init`
+    // set it.
+    unsafe {
+        idt[vector]
+            .set_handler_addr(stub_slot(u64::from(vector)))
+            .set_privilege_level(x86_64::PrivilegeLevel::Ring3);
+    }
+    true
+}
+
 /// Removes the handler of `vector`; the vector then counts as unexpected.
 pub fn clear_handler(vector: u8) {
     HANDLERS[usize::from(vector)].store(core::ptr::null_mut(), Ordering::Release);
@@ -165,6 +219,15 @@ unsafe extern "C" fn common_entry() {
 
 extern "C" fn dispatch(frame: &mut InterruptFrame) {
     let vector = frame.vector as usize;
+    let handler = FRAME_HANDLERS[vector % 256].load(Ordering::Acquire);
+    if !handler.is_null() {
+        // SAFETY: only `set_frame_handler` stores non-null pointers here,
+        // and it stores `FrameHandler` function pointers.
+        let handler = unsafe { core::mem::transmute::<*mut (), FrameHandler>(handler) };
+        if handler(frame) {
+            return;
+        }
+    }
     let handler = HANDLERS[vector % 256].load(Ordering::Acquire);
     if !handler.is_null() {
         // SAFETY: only `set_handler` stores non-null pointers here, and it

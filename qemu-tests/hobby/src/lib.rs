@@ -17,6 +17,7 @@
 //! | [`smp`] | the application processors: INIT-SIPI-SIPI, per-CPU stacks, GDT/TSS and APIC, work posted to a CPU, IPIs |
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
 //! | [`symbols`] | address ranges with names, for attributing sampled RIPs |
+//! | [`user`] | running a function at CPL 3 until it raises the exit vector |
 //! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table |
 //! | [`mod@test`] | the test-case runner and its console protocol |
 //! | [`exit`] | success or failure exit codes |
@@ -49,6 +50,8 @@ pub mod symbols;
 pub mod test;
 #[cfg(target_os = "none")]
 pub mod timer;
+#[cfg(target_os = "none")]
+pub mod user;
 #[cfg(target_os = "none")]
 pub mod workload;
 
