@@ -7,8 +7,8 @@
 //! CPL 3 switches to the CPU's TSS.RSP0 stack, so the kernel's handlers
 //! (and a hypervisor's frame handlers, [`crate::idt::set_frame_handler`])
 //! run as usual and the interrupted user code resumes with IRETQ. User code
-//! runs with interrupts disabled (RFLAGS.IF clear). One user run at a time,
-//! on the boot CPU.
+//! runs with interrupts disabled (RFLAGS.IF clear) unless [`run_with`] asks
+//! otherwise. One user run at a time, on the boot CPU.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -27,7 +27,8 @@ core::arch::global_asm!(
     r#"
     .section .text.hobby_user, "ax"
     .global hobby_user_enter
-/* hobby_user_enter(entry, arg, stack_top, cs, ss, rsp_slot) */
+/* hobby_user_enter(entry, arg, stack_top, cs, ss, rsp_slot), RFLAGS in
+   r10 */
 hobby_user_enter:
     push rbx
     push rbp
@@ -38,7 +39,7 @@ hobby_user_enter:
     mov [r9], rsp
     push r8             /* SS */
     push rdx            /* RSP */
-    push 0x2            /* RFLAGS: IF clear */
+    push r10            /* RFLAGS */
     push rcx            /* CS */
     push rdi            /* RIP */
     mov rdi, rsi        /* the argument */
@@ -60,14 +61,7 @@ hobby_user_return:
 );
 
 unsafe extern "C" {
-    fn hobby_user_enter(
-        entry: u64,
-        arg: u64,
-        stack_top: u64,
-        cs: u64,
-        ss: u64,
-        slot: *mut u64,
-    ) -> u64;
+    fn hobby_user_enter();
     fn hobby_user_return();
 }
 
@@ -90,6 +84,22 @@ fn on_exit(frame: &mut InterruptFrame) -> bool {
     if frame.cs & 3 != 3 {
         return false; // not from user code: nothing to return from
     }
+    // SAFETY: a frame from CPL 3 during `run`, which is what the exit gate
+    // is for.
+    unsafe { return_to_kernel(frame) };
+    true
+}
+
+/// Rewrites `frame`, an interrupt taken at CPL 3 during [`run`], to resume
+/// `run`'s caller at CPL 0 with the frame's RAX as the result (what the
+/// exit vector does; for a kernel that schedules several user contexts
+/// and returns when the last one is done).
+///
+/// # Safety
+///
+/// `frame` was taken at CPL 3 while [`run`] (or [`run_with`]) is running
+/// on this CPU; the user code is abandoned.
+pub unsafe fn return_to_kernel(frame: &mut InterruptFrame) {
     let rsp = KERNEL_RSP.load(Ordering::SeqCst);
     // SAFETY: `hobby_user_return` pops what `hobby_user_enter` pushed on
     // the stack it recorded at `rsp` (its frame is still live: `run` has
@@ -99,7 +109,6 @@ fn on_exit(frame: &mut InterruptFrame) -> bool {
     frame.cs = u64::from(CS::get_reg().0);
     frame.ss = u64::from(SS::get_reg().0);
     frame.rflags = 0x2;
-    true
 }
 
 /// Runs `entry(arg)` at CPL 3 on `stack` until it raises [`EXIT_VECTOR`];
@@ -115,6 +124,23 @@ pub unsafe fn run(
     arg: u64,
     stack: &mut [u8],
 ) -> Result<u64, UserError> {
+    // SAFETY: the caller's contract.
+    unsafe { run_with(entry, arg, stack, false) }
+}
+
+/// [`run`], with interrupts enabled at CPL 3 if `interrupts` (RFLAGS.IF),
+/// so that a timer can preempt the user code.
+///
+/// # Safety
+///
+/// As for [`run`]; with `interrupts`, every interrupt that can come has a
+/// handler.
+pub unsafe fn run_with(
+    entry: extern "C" fn(u64) -> !,
+    arg: u64,
+    stack: &mut [u8],
+    interrupts: bool,
+) -> Result<u64, UserError> {
     let (cs, ss) = crate::gdt::user_selectors().ok_or(UserError::NotReady)?;
     // SAFETY: `on_exit` only rewrites a frame that came from CPL 3 to
     // resume `run` as `hobby_user_enter` arranged; the gate is not in use
@@ -127,18 +153,29 @@ pub unsafe fn run(
     }
     let top = (stack.as_mut_ptr() as u64 + stack.len() as u64) & !0xF;
     let slot = KERNEL_RSP.as_ptr();
+    let rflags: u64 = if interrupts { 0x202 } else { 0x2 };
+    let result: u64;
     // SAFETY: the caller's contract; the selectors are the GDT's CPL-3
-    // segments and the exit brings the CPU back here.
-    Ok(unsafe {
-        hobby_user_enter(
-            entry as usize as u64,
-            arg,
-            top,
-            u64::from(cs.0),
-            u64::from(ss.0),
-            slot,
-        )
-    })
+    // segments and the exit brings the CPU back here, to the instruction
+    // after the call, with every callee-saved register restored by
+    // `hobby_user_return` (the C ABI; RFLAGS goes in R10, which a call may
+    // clobber).
+    unsafe {
+        core::arch::asm!(
+            "call {enter}",
+            enter = sym hobby_user_enter,
+            in("rdi") entry as usize as u64,
+            in("rsi") arg,
+            in("rdx") top,
+            in("rcx") u64::from(cs.0),
+            in("r8") u64::from(ss.0),
+            in("r9") slot,
+            in("r10") rflags,
+            lateout("rax") result,
+            clobber_abi("C"),
+        );
+    }
+    Ok(result)
 }
 
 /// Returns from user code to the kernel with `value` (at CPL 3 only).
