@@ -1,5 +1,6 @@
-//! Trap and emulate, the first part of a hobby hypervisor: a guest runs at
-//! CPL 3 and drives its PMU with the crate's own NetBurst driver over the
+//! A hobby hypervisor by trap and emulate (TCG has no VMX). First case: a
+//! guest runs at CPL 3 and drives its PMU with the crate's own NetBurst
+//! driver over the
 //! hardware backend (`X86Msr`), as a kernel on a Pentium 4 would. Its
 //! RDMSR, WRMSR and RDPMC fault at CPL 3 (#GP); the hypervisor's #GP
 //! handler decodes the instruction (0F 32, 0F 30, 0F 33) and answers it
@@ -8,8 +9,18 @@
 //! guest's `GuestPolicy`), then resumes the guest after the instruction;
 //! an access the policy refuses is a #GP injected into the guest, whose own
 //! handler sees it. A hypercall (`int 0x82`) feeds the virtual PMU the
-//! events the guest "caused". QEMU has no PMU: every count comes from the
-//! model.
+//! events the guest "caused".
+//!
+//! Second case: two such guests on one physical PMU (the NetBurst model
+//! playing the host's Pentium 4), switched by the APIC timer over 1,000
+//! times with a PMU world switch each time (`pmu::virt::netburst::
+//! PmuContext`), while the host keeps its own counter: the guests' MSR
+//! accesses are checked by `pmu::virt::netburst::check_write`/`check_read`
+//! and applied to the physical PMU while the guest is loaded; each guest
+//! samples its own workload and gets its PMIs in its own handler with its
+//! own RIP (the virtual LVT entry masked on delivery); over 30 illegal
+//! writes are each a #GP in the guest; RDPMC works with the guest's CR4.PCE
+//! and faults without. QEMU has no PMU: every count comes from the model.
 #![no_std]
 #![no_main]
 
@@ -18,7 +29,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
 use hobby::test::Outcome;
-use hobby::{case, check_eq, println, user};
+use hobby::{case, check, check_eq, println, user};
 use pmu::access::{MsrAccess, X86Msr};
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 use pmu::arch::netburst::pmi::PmiState;
@@ -55,7 +66,13 @@ fn main(_: &'static BootInfo) -> ! {
         idt::set_frame_handler(HYPERCALL_FEED, on_feed);
         idt::allow_from_user(HYPERCALL_FEED);
     }
-    hobby::test::run("hypervisor", &[case!(a_guest_driver_traps_and_is_emulated)])
+    hobby::test::run(
+        "hypervisor",
+        &[
+            case!(a_guest_driver_traps_and_is_emulated),
+            case!(two_guests_share_the_pmu_by_world_switch),
+        ],
+    )
 }
 
 /// The guest's #GP: [`user`] code's RDMSR/WRMSR/RDPMC, answered by the
@@ -194,6 +211,649 @@ fn a_guest_driver_traps_and_is_emulated() -> Outcome {
     check_eq!(vpmu.model().cccr(2) & (1 << 12), 0, "released: CCCR 2 idle");
     println!(
         "hypervisor: a CPL-3 guest's NetBurst driver ran on its virtual PMU: {emulated} MSR/RDPMC accesses emulated, 1 #GP injected, its counter read {counted} (model)"
+    );
+    Ok(())
+}
+
+mod two {
+    //! Two guests, one physical PMU, the world switch on every timer tick.
+
+    use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    use hobby::idt::{self, InterruptFrame};
+    use hobby::timer::{ApicTimer, Divide};
+    use hobby::user;
+    use pmu::access::{MsrAccess, X86Msr};
+    use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+    use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
+    use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
+    use pmu::arch::netburst::{
+        Counter, CounterSet, Escr, EscrSet, Event, EventSpec, LogicalProcessor,
+    };
+    use pmu::counter::Owner;
+    use pmu::model::netburst::{
+        Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
+    };
+    use pmu::sampling::{SampleAfter, SampleBuffer};
+    use pmu::virt::Verdict;
+    use pmu::virt::netburst::{
+        EventFilter, GuestPolicy, PmuContext, check_read, check_write, emulate_rdpmc,
+        misc_enable_pmu_bits,
+    };
+
+    /// The physical PMU: the model playing a one-processor Prescott.
+    static HW: spin::Mutex<NetBurstModel> =
+        spin::Mutex::new(NetBurstModel::new(Config::new(3, false)));
+    /// Both guests' policy: the host keeps counter 0 and FSB_ESCR0;
+    /// `x87_FP_uop` is filtered out.
+    pub const POLICY: GuestPolicy = GuestPolicy {
+        model: 3,
+        logical_processors: 1,
+        pebs: false,
+        filter: EventFilter::Deny(&[Event::X87FpUop]),
+        host_counters: CounterSet::EMPTY.with(Counter::BpuCounter0),
+        host_escrs: EscrSet::EMPTY.with(Escr::FsbEscr0),
+    };
+
+    /// A guest's registers while it is not running.
+    #[derive(Clone, Copy, Default)]
+    struct Regs([u64; 15], u64, u64, u64);
+
+    struct Guest {
+        regs: Regs,
+        ctx: PmuContext,
+        lvt: LvtPerfCounter,
+        pmi_pending: bool,
+        pce: bool,
+        done: bool,
+        result: u64,
+        /// Events fed while its counter 2 was enabled.
+        fed: u64,
+        /// In its PMI handler (from delivery to the handler's unmasking
+        /// write of its LVT entry): its virtual interrupts are off, so the
+        /// tick neither feeds it nor switches away (as a CPU runs a PMI
+        /// handler with IF clear).
+        in_pmi: bool,
+        /// Cycles a tick owed it while it was in its handler.
+        carry: u64,
+    }
+
+    impl Guest {
+        const fn new() -> Guest {
+            Guest {
+                regs: Regs([0; 15], 0, 0, 0),
+                ctx: PmuContext::new(),
+                lvt: LvtPerfCounter::RESET,
+                pmi_pending: false,
+                pce: true,
+                done: false,
+                result: 0,
+                fed: 0,
+                in_pmi: false,
+                carry: 0,
+            }
+        }
+    }
+
+    static GUESTS: spin::Mutex<[Guest; 2]> = spin::Mutex::new([Guest::new(), Guest::new()]);
+    pub static CURRENT: AtomicUsize = AtomicUsize::new(0);
+    pub static SWITCHES: AtomicU64 = AtomicU64::new(0);
+    pub static TICKS: AtomicU64 = AtomicU64::new(0);
+    /// Cycles fed to the physical PMU in all.
+    pub static HOST_FED: AtomicU64 = AtomicU64::new(0);
+    pub static GPS: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+    pub static PMIS: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+    pub static SAMPLES: [SampleBuffer<2048>; 2] = [const { SampleBuffer::new() }; 2];
+    pub static RDPMC_WITH_PCE: AtomicU64 = AtomicU64::new(0);
+    static GUEST_PMI: [PmiState; 2] = [const { PmiState::new() }; 2];
+    pub const TARGET_SWITCHES: u64 = 1000;
+    /// RUNNING events per tick, and the guests' sample period.
+    pub const K: u64 = 500;
+    pub const N: u64 = 1500;
+    const TICK: u8 = 0xE0;
+    const SET_LVT: u8 = 0x83;
+    const SET_PCE: u8 = 0x84;
+    const DONE: u8 = 0x85;
+    const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
+
+    fn timer() -> ApicTimer {
+        // SAFETY: the boot CPU's APIC at its default base; only this
+        // kernel's case programs its timer.
+        unsafe { ApicTimer::at_default_base() }
+    }
+
+    fn save(frame: &InterruptFrame) -> Regs {
+        let f = frame;
+        Regs(
+            [
+                f.r15, f.r14, f.r13, f.r12, f.r11, f.r10, f.r9, f.r8, f.rbp, f.rdi, f.rsi, f.rdx,
+                f.rcx, f.rbx, f.rax,
+            ],
+            f.rip,
+            f.rflags,
+            f.rsp,
+        )
+    }
+
+    fn load(frame: &mut InterruptFrame, r: &Regs) {
+        let [
+            r15,
+            r14,
+            r13,
+            r12,
+            r11,
+            r10,
+            r9,
+            r8,
+            rbp,
+            rdi,
+            rsi,
+            rdx,
+            rcx,
+            rbx,
+            rax,
+        ] = r.0;
+        (
+            frame.r15, frame.r14, frame.r13, frame.r12, frame.r11, frame.r10, frame.r9, frame.r8,
+        ) = (r15, r14, r13, r12, r11, r10, r9, r8);
+        (
+            frame.rbp, frame.rdi, frame.rsi, frame.rdx, frame.rcx, frame.rbx, frame.rax,
+        ) = (rbp, rdi, rsi, rdx, rcx, rbx, rax);
+        (frame.rip, frame.rflags, frame.rsp) = (r.1, r.2, r.3);
+    }
+
+    /// Enters guest `g`'s handler at `entry` as a CPU delivers to it: the
+    /// interrupted RIP on its stack.
+    fn deliver(frame: &mut InterruptFrame, entry: u64) {
+        frame.rsp -= 8;
+        // SAFETY: the guest's own stack, mapped, with room below its
+        // stack pointer.
+        unsafe { (frame.rsp as *mut u64).write(frame.rip) };
+        frame.rip = entry;
+    }
+
+    /// At guest entry: its pending PMI, if its virtual LVT entry lets it
+    /// through (which masks the entry, as a NetBurst APIC does).
+    fn maybe_pmi(frame: &mut InterruptFrame, guest: &mut Guest, g: usize) {
+        if guest.pmi_pending && !guest.lvt.is_masked() {
+            guest.pmi_pending = false;
+            guest.lvt = guest.lvt.masked();
+            guest.in_pmi = true;
+            PMIS[g].fetch_add(1, Ordering::SeqCst);
+            deliver(frame, guest_pmi_entry as *const () as u64);
+        }
+    }
+
+    /// Switches from the running guest to the other (if it is not done):
+    /// registers and PMU context.
+    fn switch(frame: &mut InterruptFrame, guests: &mut [Guest; 2], hw: &mut NetBurstModel) {
+        let g = CURRENT.load(Ordering::SeqCst);
+        let next = 1 - g;
+        if guests[next].done {
+            return;
+        }
+        guests[g].regs = save(frame);
+        let (a, b) = guests.split_at_mut(1);
+        let (cur, nxt) = if g == 0 {
+            (&mut a[0], &mut b[0])
+        } else {
+            (&mut b[0], &mut a[0])
+        };
+        let ok = cur
+            .ctx
+            .save(hw)
+            .and_then(|()| cur.ctx.scrub(hw))
+            .and_then(|()| nxt.ctx.restore(hw));
+        if ok.is_err() {
+            super::HOST_FAULTS.fetch_add(1, Ordering::SeqCst);
+        }
+        load(frame, &nxt.regs);
+        CURRENT.store(next, Ordering::SeqCst);
+        SWITCHES.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The timer tick, taken only in a guest: the running guest caused K
+    /// cycles; its PMI, if it overflowed, is pending for it; then the other
+    /// guest runs.
+    fn on_tick(frame: &mut InterruptFrame) -> bool {
+        timer().eoi();
+        if frame.cs & 3 != 3 {
+            return true;
+        }
+        TICKS.fetch_add(1, Ordering::SeqCst);
+        let g = CURRENT.load(Ordering::SeqCst);
+        let mut guests = GUESTS.lock();
+        if guests[g].in_pmi {
+            guests[g].carry += K;
+            return true;
+        }
+        let mut hw = HW.lock();
+        let cycles = K + core::mem::take(&mut guests[g].carry);
+        if hw.cccr(2) & 1 << 12 != 0 {
+            guests[g].fed += cycles;
+        }
+        HOST_FED.fetch_add(cycles, Ordering::SeqCst);
+        hw.inject(RUNNING.on(ModelLp::T0, Privilege::Os, cycles));
+        if hw.take_pmi(ModelLp::T0).is_some() {
+            guests[g].pmi_pending = true;
+        }
+        switch(frame, &mut guests, &mut hw);
+        let g = CURRENT.load(Ordering::SeqCst);
+        maybe_pmi(frame, &mut guests[g], g);
+        true
+    }
+
+    /// A guest's RDMSR/WRMSR/RDPMC: checked by its policy, applied to the
+    /// physical PMU (it is loaded), or a #GP into the guest.
+    fn on_gp(frame: &mut InterruptFrame) -> bool {
+        if frame.cs & 3 != 3 {
+            return false;
+        }
+        let g = CURRENT.load(Ordering::SeqCst);
+        // SAFETY: the faulting instruction's first bytes, mapped.
+        let opcode = unsafe { core::ptr::read_unaligned(frame.rip as *const [u8; 2]) };
+        let msr = frame.rcx as u32;
+        let mut guests = GUESTS.lock();
+        let mut hw = HW.lock();
+        let answer: Option<Option<u64>> = match opcode {
+            [0x0F, 0x30] => {
+                let value = frame.rdx << 32 | (frame.rax & 0xFFFF_FFFF);
+                match check_write(&POLICY, msr, value) {
+                    Verdict::Apply => {
+                        guests[g].ctx.record(msr, value);
+                        hw.write_msr(msr, value).ok().map(|()| None)
+                    }
+                    _ => None,
+                }
+            }
+            [0x0F, 0x32] => match check_read(&POLICY, msr) {
+                Verdict::Apply => hw.read_msr(msr).ok().map(Some),
+                Verdict::Emulate if msr == 0x1A0 => Some(Some(misc_enable_pmu_bits(&POLICY))),
+                _ => None,
+            },
+            [0x0F, 0x33] => {
+                let pce = guests[g].pce;
+                emulate_rdpmc(&POLICY, msr, pce, 3, |c| hw.counter(usize::from(c.index())))
+                    .ok()
+                    .map(Some)
+            }
+            _ => None,
+        };
+        match answer {
+            Some(value) => {
+                if let Some(v) = value {
+                    frame.rax = v & 0xFFFF_FFFF;
+                    frame.rdx = v >> 32;
+                }
+                frame.rip += 2;
+            }
+            None => {
+                GPS[g].fetch_add(1, Ordering::SeqCst);
+                deliver(frame, guest_gp_entry as *const () as u64);
+            }
+        }
+        true
+    }
+
+    /// Hypercalls: the guest's LVT entry (RAX), its CR4.PCE (RAX), done
+    /// (RAX: its result).
+    fn on_hypercall(frame: &mut InterruptFrame) -> bool {
+        if frame.cs & 3 != 3 {
+            return false;
+        }
+        let g = CURRENT.load(Ordering::SeqCst);
+        let mut guests = GUESTS.lock();
+        match frame.vector as u8 {
+            SET_LVT => {
+                guests[g].lvt = LvtPerfCounter::from_bits(frame.rax as u32);
+                guests[g].in_pmi = false;
+                maybe_pmi(frame, &mut guests[g], g);
+            }
+            SET_PCE => guests[g].pce = frame.rax != 0,
+            _ => {
+                guests[g].done = true;
+                guests[g].result = frame.rax;
+                if guests[1 - g].done {
+                    timer().stop();
+                    // SAFETY: the last guest is done: back to `run_with`.
+                    unsafe { user::return_to_kernel(frame) };
+                } else {
+                    let mut hw = HW.lock();
+                    switch(frame, &mut guests, &mut hw);
+                }
+            }
+        }
+        true
+    }
+
+    /// The guest's #GP handler (CPL 3): counts it (the hypervisor did) and
+    /// resumes after the 2-byte instruction.
+    #[unsafe(naked)]
+    unsafe extern "C" fn guest_gp_entry() {
+        core::arch::naked_asm!("add qword ptr [rsp], 2", "ret")
+    }
+
+    /// The guest's PMI entry (CPL 3): the registers a call may clobber and
+    /// the flags saved, `guest_on_pmi(interrupted RIP)` on an aligned
+    /// stack, all restored, back to the interrupted code.
+    #[unsafe(naked)]
+    unsafe extern "C" fn guest_pmi_entry() {
+        core::arch::naked_asm!(
+            "pushfq",
+            "push rax",
+            "push rcx",
+            "push rdx",
+            "push rsi",
+            "push rdi",
+            "push r8",
+            "push r9",
+            "push r10",
+            "push r11",
+            "push rbp",
+            "mov rdi, [rsp + 88]",
+            "mov rbp, rsp",
+            "and rsp, -16",
+            "call {handler}",
+            "mov rsp, rbp",
+            "pop rbp",
+            "pop r11",
+            "pop r10",
+            "pop r9",
+            "pop r8",
+            "pop rdi",
+            "pop rsi",
+            "pop rdx",
+            "pop rcx",
+            "pop rax",
+            "popfq",
+            "ret",
+            handler = sym guest_on_pmi,
+        )
+    }
+
+    /// The guest's LVT entry, through the hypervisor.
+    struct GuestLvt;
+
+    impl LvtPerfCounterEntry for GuestLvt {
+        fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
+            // SAFETY: the SET_LVT hypercall gate, opened to CPL 3.
+            unsafe { core::arch::asm!("int 0x83", in("rax") u64::from(entry.bits())) };
+        }
+    }
+
+    fn entry() -> LvtPerfCounter {
+        LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()))
+    }
+
+    /// The guest kernel's PMI handler: the crate's handler over the
+    /// hardware backend (every access traps), a sample at the guest's RIP.
+    extern "C" fn guest_on_pmi(rip: u64) {
+        let g = CURRENT.load(Ordering::SeqCst);
+        // SAFETY: as in the guest kernel: every access traps.
+        let mut msr = unsafe { X86Msr::new() };
+        let _ = handle_pmi(
+            &GUEST_PMI[g],
+            LogicalProcessor::T0,
+            &mut msr,
+            &mut GuestLvt,
+            entry(),
+            rip,
+            |s| {
+                SAMPLES[g].push(s);
+            },
+        );
+    }
+
+    /// 31 writes no guest may make (reserved bits, the missing logical
+    /// processor, the host's registers, a filtered event, PEBS, an absent
+    /// ESCR, a read-only MSR, no such MSR).
+    pub const ILLEGAL: [(u32, u64); 31] = [
+        (0x301, 1 << 40),
+        (0x305, u64::MAX),
+        (0x311, 1 << 45),
+        (0x300, 5),
+        (0x361, 0x3_D000 | 1),
+        (0x361, 0x3_D000 | 1 << 28),
+        (0x361, 1 << 40),
+        (0x371, 1 << 2),
+        (0x361, 0x3_D000 | 1 << 27),
+        (0x360, 0),
+        (0x361, 0x3_D000),
+        (0x362, 0x3_C000 | 1 << 30),
+        (0x361, 0x3_D000 | 1 << 11),
+        (0x3B8, 0x0400_0200 | 1 << 3 | 1 << 31),
+        (0x3B8, 1 << 40),
+        (0x3B8, 0x0400_0200 | 1 << 1),
+        (0x3B8, 0x0400_0200 | 1),
+        (0x3A2, 0x2600_0200 | 1 << 3),
+        (0x3A2, 0),
+        (0x3BA, 0x0200_0200 | 1 << 3),
+        (0x3BB, 0),
+        (0x3A5, 0x0800_0000 | 1 << 24 | 1 << 3),
+        (0x3A4, 0x0800_0000 | 1 << 24 | 1 << 2),
+        (0x3F1, 1 << 25),
+        (0x3F1, 1 << 26),
+        (0x3F1, 1 << 13),
+        (0x3F1, 1 << 63),
+        (0x3F2, 1 << 2),
+        (0x600, 0x1000),
+        (0x1A0, 0),
+        (0x10, 0),
+    ];
+
+    /// A guest kernel (CPL 3), as owner `O`: 31 illegal writes (guest 0),
+    /// RDPMC without and with CR4.PCE, then sampling its own cycles on
+    /// counter 2 every N over the workload until the hypervisor has
+    /// switched TARGET_SWITCHES times; done with the cycles its counter
+    /// accounts for (periods x N + residual).
+    fn guest<O: Owner>(g: usize) -> ! {
+        // SAFETY: the guest believes it runs at CPL 0; every access traps.
+        let mut msr = unsafe { X86Msr::new() };
+        if g == 0 {
+            for (reg, value) in ILLEGAL {
+                let Ok(()) = msr.write_msr(reg, value);
+            }
+        }
+        // SAFETY: the SET_PCE gate, opened to CPL 3.
+        unsafe { core::arch::asm!("int 0x84", in("rax") 0u64) };
+        let Ok(_) = msr.read_pmc(2);
+        // SAFETY: as above.
+        unsafe { core::arch::asm!("int 0x84", in("rax") 1u64) };
+        let Ok(v) = msr.read_pmc(2);
+        RDPMC_WITH_PCE.fetch_add(u64::from(v == 0), Ordering::SeqCst);
+        let cpu = pmu::detect::NetBurst {
+            model: 3,
+            msr_instructions: true,
+            perf_mon_available: true,
+            pebs_available: false,
+            hyper_threading: false,
+            logical_processors: 1,
+        };
+        let done = |v: u64| -> ! {
+            // SAFETY: the DONE gate, opened to CPL 3; it does not come back.
+            unsafe { core::arch::asm!("int 0x85", in("rax") v, options(noreturn)) }
+        };
+        let Ok((mut d, c)) = NetBurstDriver::<O, _>::take(msr, &cpu, &GUEST_PMI[g]) else {
+            done(u64::MAX)
+        };
+        GuestLvt.write_lvt_perf_counter(entry());
+        let spec: EventSpec = pmu::netburst_event!("global_power_events:RUNNING:k");
+        let Ok(every) = SampleAfter::new(N, overflow_rule()) else {
+            done(u64::MAX)
+        };
+        let config = CounterConfig::counting(spec, Escr::FsbEscr1).sampling(every);
+        let Some(c2) =
+            c.c2.configure(&mut d, &config)
+                .ok()
+                .and_then(|h| h.enable(&mut d).ok())
+        else {
+            done(u64::MAX - 1)
+        };
+        while SWITCHES.load(Ordering::SeqCst) < TARGET_SWITCHES {
+            hobby::workload::run(1);
+        }
+        let Ok(c2) = c2.halt(&mut d) else {
+            done(u64::MAX - 2)
+        };
+        let Ok(raw) = c2.read(&mut d) else {
+            done(u64::MAX - 3)
+        };
+        let (owed, residual) = every.split(raw);
+        let accounted = (GUEST_PMI[g].periods(2) + owed) * N + residual;
+        let _ = c2.release(&mut d);
+        done(accounted)
+    }
+
+    pub extern "C" fn guest_a(g: u64) -> ! {
+        pmu::owner!(GuestA);
+        guest::<GuestA>(g as usize)
+    }
+
+    extern "C" fn guest_b(g: u64) -> ! {
+        pmu::owner!(GuestB);
+        guest::<GuestB>(g as usize)
+    }
+
+    static mut STACKS: [[u8; 64 * 1024]; 2] = [[0; 64 * 1024]; 2];
+
+    /// What the case checks.
+    pub struct Outcome {
+        pub results: [u64; 2],
+        pub fed: [u64; 2],
+        pub host_counter: u64,
+        pub host_regs: (u64, u64),
+        pub ticks: u64,
+    }
+
+    /// Runs both guests to the end.
+    pub fn run() -> Result<Outcome, &'static str> {
+        {
+            let mut hw = HW.lock();
+            // The host's own counter 0 on FSB_ESCR0: RUNNING at CPL 0.
+            hw.write_msr(0x3A2, 0x2600_0200 | 1 << 3)
+                .map_err(|_| "host ESCR")?;
+            hw.write_msr(0x360, 0x3_D000).map_err(|_| "host CCCR")?;
+        }
+        // SAFETY: the handlers only rewrite guest (CPL 3) frames, to
+        // resume a guest or enter one of its handlers on its own stack, or
+        // to return to the kernel when both are done.
+        unsafe {
+            idt::set_frame_handler(13, on_gp);
+            idt::set_frame_handler(TICK, on_tick);
+            for v in [SET_LVT, SET_PCE, DONE] {
+                idt::set_frame_handler(v, on_hypercall);
+                idt::allow_from_user(v);
+            }
+        }
+        let stacks = &raw mut STACKS;
+        // SAFETY: each guest has its own stack, used by nothing else.
+        let (a, b) = unsafe { (&mut (*stacks)[0], &mut (*stacks)[1]) };
+        GUESTS.lock()[1].regs = Regs(
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0],
+            guest_b as *const () as u64,
+            0x202,
+            (b.as_mut_ptr() as u64 + b.len() as u64) & !0xF,
+        );
+        timer().start_periodic(Vector::new(TICK).ok_or("vector")?, Divide::By1, 200_000);
+        // SAFETY: guest A runs at CPL 3 with interrupts on; every interrupt
+        // that can come (the tick) has a handler; the last guest's DONE
+        // returns here.
+        unsafe { user::run_with(guest_a, 0, a, true) }.map_err(|_| "user mode")?;
+        timer().stop();
+        let guests = GUESTS.lock();
+        let mut hw = HW.lock();
+        let host_escr = hw.read_msr(0x3A2).map_err(|_| "host ESCR")?;
+        Ok(Outcome {
+            results: [guests[0].result, guests[1].result],
+            fed: [guests[0].fed, guests[1].fed],
+            host_counter: hw.counter(0),
+            host_regs: (hw.cccr(0), host_escr),
+            ticks: TICKS.load(Ordering::SeqCst),
+        })
+    }
+}
+
+static HOST_FAULTS: AtomicU64 = AtomicU64::new(0);
+
+fn two_guests_share_the_pmu_by_world_switch() -> Outcome {
+    use two::*;
+    let out = two::run()?;
+    check_eq!(
+        HOST_FAULTS.load(Ordering::SeqCst),
+        0,
+        "a world-switch access faulted"
+    );
+    check!(
+        SWITCHES.load(Ordering::SeqCst) >= TARGET_SWITCHES,
+        "switches"
+    );
+    for g in 0..2 {
+        check_eq!(
+            out.results[g],
+            out.fed[g],
+            "guest {g}: periods x N + residual = the cycles fed while its counter ran"
+        );
+    }
+    check_eq!(
+        out.host_counter,
+        HOST_FED.load(Ordering::SeqCst),
+        "the host's counter saw every cycle"
+    );
+    check_eq!(out.host_regs.0, 0x3_D000, "the host's CCCR untouched");
+    check_eq!(
+        out.host_regs.1,
+        0x2600_0200 | 1 << 3,
+        "the host's ESCR untouched"
+    );
+    check_eq!(
+        out.host_regs.1,
+        0x2600_0200 | 1 << 3,
+        "the host\'s ESCR untouched"
+    );
+    // Each guest's driver idles all 18 CCCRs when it takes its PMU: the
+    // write to CCCR 0, the host's, is a #GP in the guest too.
+    check_eq!(
+        GPS[0].load(Ordering::SeqCst),
+        ILLEGAL.len() as u64 + 2,
+        "each illegal write, RDPMC without CR4.PCE and the host's CCCR 0: a #GP in guest 0"
+    );
+    check_eq!(
+        GPS[1].load(Ordering::SeqCst),
+        2,
+        "guest 1: RDPMC without CR4.PCE, the host's CCCR 0"
+    );
+    check_eq!(
+        RDPMC_WITH_PCE.load(Ordering::SeqCst),
+        2,
+        "RDPMC with CR4.PCE read 0 (before configuring)"
+    );
+    let mut shares = [[0u64; 4]; 2];
+    for g in 0..2 {
+        SAMPLES[g].drain(|s| {
+            let i = hobby::workload::SYMBOLS
+                .position(s.rip as usize)
+                .unwrap_or(3);
+            shares[g][i] += u64::from(s.periods);
+        });
+        let inside: u64 = shares[g][..3].iter().sum();
+        check!(PMIS[g].load(Ordering::SeqCst) > 20, "guest {g} PMIs");
+        check!(
+            inside * 10 >= (inside + shares[g][3]) * 9,
+            "guest {g}: samples inside its workload"
+        );
+    }
+    println!(
+        "hypervisor: 2 guests, {} switches, {} ticks of {K} cycles (a guest in its PMI handler is not switched away): guest 0 counted {} and guest 1 {} (exactly what each was fed while its counter ran), the host's counter {} (all of them); PMIs {} and {}; samples by function (work_1x, work_2x, work_4x, other): {:?} and {:?}; {} illegal writes each a #GP in guest 0 (model)",
+        SWITCHES.load(Ordering::SeqCst),
+        out.ticks,
+        out.results[0],
+        out.results[1],
+        out.host_counter,
+        PMIS[0].load(Ordering::SeqCst),
+        PMIS[1].load(Ordering::SeqCst),
+        shares[0],
+        shares[1],
+        ILLEGAL.len()
     );
     Ok(())
 }
