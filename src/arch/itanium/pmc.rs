@@ -105,6 +105,12 @@ impl Pmc0 {
         self.0 & !1 != 0
     }
 
+    /// The overflow bits of the counters in `set` taken from `other`, every
+    /// other bit (the freeze bit included) from `self`.
+    pub const fn with_overflow_bits_of(self, other: Pmc0, set: RegSet) -> Pmc0 {
+        Pmc0((self.0 & !set.0) | (other.0 & set.0))
+    }
+
     /// With `counter`'s overflow bit set or cleared.
     pub const fn with_overflow(self, counter: Counter, on: bool) -> Pmc0 {
         Pmc0(Field::new(counter.index(), 1).set_flag(self.0, on))
