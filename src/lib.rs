@@ -63,6 +63,7 @@ pub mod detect;
 pub mod entry;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
+pub mod multiplex;
 pub mod sampling;
 #[cfg(test)]
 mod testing;

@@ -89,6 +89,7 @@ pub mod ds;
 pub mod escr;
 pub mod events;
 pub mod msrs;
+pub mod multiplex;
 pub mod parse;
 pub mod pmi;
 pub mod schedule;
