@@ -80,9 +80,11 @@
 //! ```
 
 mod erased;
+mod group;
 pub mod owner;
 
 pub use erased::{AnyHandle, ErasedError, Operation};
+pub use group::{Group, GroupError};
 pub use owner::{Owner, OwnerId};
 
 use core::fmt;
@@ -255,6 +257,19 @@ pub trait Driver<A: Arch> {
     fn read(&mut self, n: u8, p: &A::Programmed) -> Result<u64, Self::Error>;
     /// Disable, zero the registers, give the counter back (→ Unclaimed).
     fn release(&mut self, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
+    /// Stop every counter of this PMU at one instant until [`Driver::thaw`],
+    /// so that the operations in between ([`Group`]'s) take effect at one
+    /// instant too, if the PMU has such a control (Itanium's PMC0.fr). The
+    /// default, for a PMU without one (NetBurst has no global enable, SDM
+    /// 18.15), writes nothing.
+    fn freeze(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    /// End a [`Driver::freeze`]: the counters count again from the same
+    /// instant (the default writes nothing).
+    fn thaw(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
 }
 
 /// `Self` is a driver of owner `O`: the bound every transition puts on the

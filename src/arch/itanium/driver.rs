@@ -457,6 +457,10 @@ pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {
     /// preserved while `plm` is zero, VTune's Itanium event help).
     saved: [Option<u64>; 16],
     claimed: RegSet,
+    /// While a group holds the PMU frozen ([`counter::Driver::freeze`]):
+    /// PMC0 as it was before, with the overflow bits the driver has
+    /// withdrawn since cleared; thawing writes it back.
+    before_freeze: Option<pmc::Pmc0>,
     _owner: PhantomData<O>,
 }
 
@@ -492,6 +496,7 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
             validator: Validator::new(generation, Policy::STRICT),
             saved: [None; 16],
             claimed: RegSet::EMPTY,
+            before_freeze: None,
             _owner: PhantomData,
         };
         Ok((driver, Counters::issue(generation)))
@@ -716,6 +721,26 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
         self.claimed = self.claimed.without(n);
         Ok(())
     }
+
+    /// PMC0.fr set (SDM Vol. 2 7.2.1: no counter counts while it is), the
+    /// rest of PMC0 kept: one read, one write.
+    fn freeze(&mut self) -> Result<(), Self::Error> {
+        let pmc0 = pmc::Pmc0::from_bits(Self::reg(self.regs.read_pmc(0))?);
+        Self::reg(self.regs.write_pmc(0, pmc0.with_frozen(true).bits()))?;
+        self.before_freeze = Some(pmc0);
+        Ok(())
+    }
+
+    /// PMC0 as before the freeze, less the overflows withdrawn meanwhile
+    /// (frozen only if it was and an overflow is still pending, as
+    /// `clear_pending_overflow` leaves it): one write.
+    fn thaw(&mut self) -> Result<(), Self::Error> {
+        let Some(before) = self.before_freeze.take() else {
+            return Ok(());
+        };
+        let after = before.with_frozen(before.frozen() && before.any_overflow_bit());
+        Self::reg(self.regs.write_pmc(0, after.bits()))
+    }
 }
 
 impl<O: Owner, R: PmcPmdAccess> ItaniumDriver<'_, O, R> {
@@ -733,10 +758,16 @@ impl<O: Owner, R: PmcPmdAccess> ItaniumDriver<'_, O, R> {
     /// with a handler).
     fn clear_pending_overflow(&mut self, n: u8) -> Result<(), Error<R::Error>> {
         let g = self.generation;
-        let pmc0 = pmc::Pmc0::from_bits(Self::reg(self.regs.read_pmc(0))?);
         let Some(counter) = HwCounter::new(g, n) else {
             return Ok(());
         };
+        // Under a group's freeze the bit is withdrawn from the value the
+        // thaw writes back: no access now.
+        if let Some(before) = &mut self.before_freeze {
+            *before = before.with_overflow(counter, false);
+            return Ok(());
+        }
+        let pmc0 = pmc::Pmc0::from_bits(Self::reg(self.regs.read_pmc(0))?);
         if !pmc0.overflowed(g).contains(n) {
             return Ok(());
         }

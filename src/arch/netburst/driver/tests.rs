@@ -1401,5 +1401,6 @@ fn extended_cascade_16_into_12() {
     any16.release(&mut d).unwrap();
 }
 
+mod group;
 mod package;
 mod tagging;

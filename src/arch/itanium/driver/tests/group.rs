@@ -1,0 +1,265 @@
+//! Groups on Itanium: started, stopped and read under the PMC0.fr freeze,
+//! with the exact traffic, and on a backend in which every access takes
+//! time, one snapshot. Counts come from the model.
+
+use super::*;
+use crate::counter::{Group, GroupError};
+
+/// The model, where time passes with every register access: before access
+/// `i` (from 1), `i` cycles elapse (a rate that changes, so that two
+/// windows of the same length but at different times count differently).
+#[derive(Debug)]
+struct Clocked {
+    m: ItaniumModel,
+    accesses: u64,
+}
+
+impl Clocked {
+    fn tick(&mut self) {
+        self.accesses += 1;
+        self.m.inject(Event::new(CYCLES, 0, self.accesses));
+    }
+}
+
+impl PmcPmdAccess for Clocked {
+    type Error = <ItaniumModel as PmcPmdAccess>::Error;
+    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
+        self.tick();
+        PmcPmdAccess::read_pmc(&mut self.m, n)
+    }
+    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+        self.tick();
+        PmcPmdAccess::write_pmc(&mut self.m, n, value)
+    }
+    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
+        self.tick();
+        PmcPmdAccess::read_pmd(&mut self.m, n)
+    }
+    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+        self.tick();
+        PmcPmdAccess::write_pmd(&mut self.m, n, value)
+    }
+}
+
+/// Three counters of cycles, configured and grouped.
+fn three<O: Owner, R: PmcPmdAccess>(
+    d: &mut ItaniumDriver<'_, O, R>,
+    c: Counters<O>,
+    g: Generation,
+) -> Group<Itanium, 3>
+where
+    R::Error: core::fmt::Debug,
+{
+    let mut members = [c.c4.erase(), c.c5.erase(), c.c6.erase()];
+    for (m, n) in members.iter_mut().zip(4..) {
+        m.configure(d, &cycles_on(g, n)).unwrap();
+    }
+    Group::new(members).unwrap()
+}
+
+#[test]
+fn a_group_is_frozen_around_each_operation_with_exact_traffic() {
+    let g = Generation::Itanium2;
+    let state = PmiState::new();
+    let (mut d, c) = driver!(&state, g);
+    let mut group = three(&mut d, c, g);
+    d.regs().clear();
+    group.start(&mut d).unwrap();
+    let on = |n: u8| group_image(&group, n);
+    assert_eq!(
+        d.regs().log(),
+        [
+            Access::ReadPmc { pmc: 0, value: 0 },
+            Access::WritePmc { pmc: 0, value: 1 },
+            Access::WritePmc {
+                pmc: 4,
+                value: on(4)
+            },
+            Access::WritePmc {
+                pmc: 5,
+                value: on(5)
+            },
+            Access::WritePmc {
+                pmc: 6,
+                value: on(6)
+            },
+            Access::WritePmc { pmc: 0, value: 0 },
+        ],
+        "PMC0.fr set first and cleared last"
+    );
+    model(&mut d).inject(Event::new(CYCLES, 0, 1000));
+    d.regs().clear();
+    assert_eq!(group.read(&mut d).unwrap(), [1000; 3]);
+    assert_eq!(d.regs().counts(), counts(1, 2, 3, 0), "PMC0 1r 2w, 3 PMDs");
+    d.regs().clear();
+    group.stop(&mut d).unwrap();
+    assert_eq!(d.regs().counts(), counts(1, 5, 0, 0));
+    assert!(!model(&mut d).frozen(), "thawed");
+    assert!(
+        group
+            .members()
+            .iter()
+            .all(|m| m.state() == StateTag::Halted),
+        "every member halted"
+    );
+    // Halted members resume together.
+    group.start(&mut d).unwrap();
+    model(&mut d).inject(Event::new(CYCLES, 0, 10));
+    assert_eq!(group.read(&mut d).unwrap(), [1010; 3]);
+    for mut m in group.into_members() {
+        m.release(&mut d).unwrap();
+    }
+    assert!(d.claimed().is_empty());
+}
+
+fn group_image(group: &Group<Itanium, 3>, n: u8) -> u64 {
+    group.members()[usize::from(n - 4)].programmed().pmc()
+}
+
+/// With time passing at every access, the freeze makes each operation one
+/// instant: the members count exactly the same cycles, on every
+/// generation (Itanium's halted counts are kept by the driver).
+#[test]
+fn a_group_read_is_one_snapshot_while_time_passes() {
+    for g in [
+        Generation::Itanium,
+        Generation::Itanium2,
+        Generation::Montecito,
+    ] {
+        let state = PmiState::new();
+        let mut m = ItaniumModel::new(model_generation(g));
+        m.set_psr(Psr::MONITORING);
+        crate::owner!(Timed);
+        let clocked = Clocked { m, accesses: 0 };
+        let (mut d, c) = ItaniumDriver::<Timed, _>::take(clocked, g, &state).unwrap();
+        let mut group = three(&mut d, c, g);
+        group.start(&mut d).unwrap();
+        let running = group.read(&mut d).unwrap();
+        assert!(running[0] > 0, "{g:?}: time passed");
+        assert_eq!(running, [running[0]; 3], "{g:?}: one snapshot");
+        group.stop(&mut d).unwrap();
+        let halted = group.read(&mut d).unwrap();
+        assert_eq!(halted, [halted[0]; 3], "{g:?}: stopped at one instant");
+        assert!(halted[0] > running[0], "{g:?}");
+        // Started and read one by one instead, the members' windows
+        // differ.
+        let mut members = group.into_members();
+        for (m, n) in members.iter_mut().zip(4..) {
+            m.release(&mut d).unwrap();
+            m.configure(&mut d, &cycles_on(g, n)).unwrap();
+        }
+        for m in &mut members {
+            m.enable(&mut d).unwrap();
+        }
+        let one_by_one = members.each_ref().map(|m| m.read(&mut d).unwrap());
+        assert!(
+            one_by_one[0] != one_by_one[1] && one_by_one[1] != one_by_one[2],
+            "{g:?}: {one_by_one:?}"
+        );
+        for m in &mut members {
+            m.release(&mut d).unwrap();
+        }
+        d.retire();
+    }
+}
+
+/// A group refuses unclaimed or foreign members, and an operation no member
+/// may take changes nothing.
+#[test]
+fn groups_check_members_before_touching_a_register() {
+    let g = Generation::Itanium2;
+    let state = PmiState::new();
+    let (mut d, c) = driver!(&state, g);
+    let Err((e, members)) = Group::new([c.c4.erase(), c.c5.erase()]) else {
+        panic!("an unclaimed member was accepted");
+    };
+    assert_eq!(e, GroupError::Unclaimed { counter: 4 });
+    assert_eq!(
+        e.to_string(),
+        "counter 4 is not claimed: configure it first"
+    );
+    let [mut a, mut b] = members;
+    a.configure(&mut d, &cycles_on(g, 4)).unwrap();
+    b.configure(&mut d, &cycles_on(g, 5)).unwrap();
+    b.enable(&mut d).unwrap();
+    let mut group = Group::new([a, b]).unwrap();
+    d.regs().clear();
+    let e = group.start(&mut d).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ErasedError::Illegal {
+                state: StateTag::Enabled,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(d.regs().counts(), counts(0, 0, 0, 0), "nothing touched");
+    assert_eq!(group.members()[0].state(), StateTag::Configured);
+    // Another driver's group is refused by this driver.
+    let other_state = PmiState::new();
+    let (mut other, oc) = driver!(&other_state, g);
+    let mut theirs = [oc.c4.erase()];
+    theirs[0].configure(&mut other, &cycles_on(g, 4)).unwrap();
+    let mut theirs = Group::new(theirs).unwrap();
+    assert!(matches!(
+        theirs.read(&mut d),
+        Err(ErasedError::ForeignHandle { counter: 4 })
+    ));
+    let [mine, _] = group.into_members();
+    let [foreign] = theirs.into_members();
+    let Err((e, _)) = Group::new([mine, foreign]) else {
+        panic!("members of two drivers were grouped");
+    };
+    assert_eq!(e, GroupError::MixedOwners { counter: 4 });
+}
+
+/// A group stopped while a member's overflow is pending: the halt accounts
+/// for it inside the freeze (no PMC0 access of its own), and the thaw
+/// writes PMC0 back once, without the withdrawn bit; the period is counted
+/// once and the other member keeps its count, on every generation.
+#[test]
+fn a_group_stop_with_a_pending_overflow_counts_it_once() {
+    for g in Generation::ALL {
+        let state = PmiState::new();
+        let (mut d, c) = driver!(&state, g);
+        let (s4, s5) = (sa(g, 10), sa(g, 1000));
+        let mut members = [c.c4.erase(), c.c5.erase()];
+        members[0]
+            .configure(&mut d, &cycles_on(g, 4).sampling(s4))
+            .unwrap();
+        members[1]
+            .configure(&mut d, &cycles_on(g, 5).sampling(s5))
+            .unwrap();
+        let mut group = Group::new(members).unwrap();
+        group.start(&mut d).unwrap();
+        model(&mut d).inject(Event::new(CYCLES, 0, 10));
+        assert!(model(&mut d).frozen(), "{g:?}: counter 4 overflowed");
+        d.regs().clear();
+        group.stop(&mut d).unwrap();
+        let pmc0_writes = d
+            .regs()
+            .log()
+            .iter()
+            .filter(|a| matches!(a, Access::WritePmc { pmc: 0, .. }))
+            .count();
+        assert_eq!(pmc0_writes, 2, "{g:?}: the freeze and the thaw only");
+        if g == Generation::Itanium {
+            assert!(!model(&mut d).frozen(), "{g:?}: the overflow withdrawn");
+        }
+        if model(&mut d).take_interrupt().is_some() {
+            handle_pmi(&state, d.regs(), 0, |_| {}).unwrap();
+        }
+        assert_eq!(state.periods(4), 1, "{g:?}: one period, counted once");
+        group.start(&mut d).unwrap();
+        model(&mut d).inject(Event::new(CYCLES, 0, 4));
+        let [v4, v5] = group.read(&mut d).unwrap();
+        assert_eq!(s4.split(v4), (0, 4), "{g:?}");
+        assert_eq!(s5.split(v5), (0, 14), "{g:?}");
+        for mut m in group.into_members() {
+            m.release(&mut d).unwrap();
+        }
+        d.retire();
+    }
+}
