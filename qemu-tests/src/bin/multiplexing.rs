@@ -1,0 +1,373 @@
+//! Groups and multiplexing (issue 15, item 7) with real interrupts: the
+//! local APIC timer rotates more NetBurst events than the PMU holds at once
+//! through the exact scheduler, and the same timer feeds events into the
+//! models while counter groups are read, so that a read can be interrupted
+//! between two register accesses. Every count comes from a PMU model (the
+//! NetBurst and Itanium models of the crate); times from QEMU's TSC.
+#![no_std]
+#![no_main]
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use hobby::idt::{self, InterruptFrame};
+use hobby::test::{Failure, Outcome};
+use hobby::timer::{self, ApicTimer, Calibration, Divide};
+use hobby::{case, check, check_eq, fail, println};
+use pmu::apic::Vector;
+use pmu::arch::itanium::driver::{CounterConfig as IaConfig, ItaniumDriver};
+use pmu::arch::itanium::fields::{EventCode, Plm};
+use pmu::arch::itanium::pmi::PmiState as IaPmiState;
+use pmu::arch::itanium::{Counter as IaCounter, Generation, pmc};
+use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
+use pmu::arch::netburst::multiplex::Multiplexer;
+use pmu::arch::netburst::pmi::PmiState;
+use pmu::arch::netburst::schedule::Part;
+use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
+use pmu::counter::Group;
+use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
+use pmu::model::netburst::{
+    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedModel,
+};
+use x86_64::instructions::interrupts;
+
+hobby::entry_point!(main);
+pmu::owner!(Package0);
+pmu::owner!(Core0);
+pmu::owner!(Package1);
+
+const TIMER_VECTOR: u8 = 0x40;
+const SPURIOUS_VECTOR: u8 = 0xFF;
+
+static CALIBRATION: spin::Once<Calibration> = spin::Once::new();
+static NETBURST: SharedModel = SharedModel::new(Config::prescott_ht());
+static ITANIUM: SharedItanium = SharedItanium::new(ModelGeneration::Itanium2);
+static NB_PMI: PmiState = PmiState::new();
+static IA_PMI: IaPmiState = IaPmiState::new();
+/// Timer ticks not yet acted on by the main loop.
+static TICKS: AtomicU64 = AtomicU64::new(0);
+/// Events the timer handler fed to the model.
+static FED: AtomicU64 = AtomicU64::new(0);
+
+fn main(_: &'static hobby::boot::BootInfo) -> ! {
+    println!(
+        "multiplexing: every count below comes from the NetBurst or Itanium PMU model, not \
+         hardware; times are QEMU's TSC"
+    );
+    hobby::pmi::local_apic().enable(Vector::new(SPURIOUS_VECTOR).unwrap());
+    let cal = timer::calibrate_best_of(&mut apic_timer(), 11_932, 3);
+    CALIBRATION.call_once(|| cal);
+    hobby::test::run(
+        "multiplexing",
+        &[
+            case!(multiplexing),
+            case!(group_itanium_freeze),
+            case!(group_netburst_back_to_back),
+        ],
+    )
+}
+
+fn apic_timer() -> ApicTimer {
+    // SAFETY: the default xAPIC page, identity-mapped; one CPU, and only the
+    // cases (one at a time) program the timer; handlers only signal EOI.
+    unsafe { ApicTimer::at_default_base() }
+}
+
+/// The periodic timer into `handler` while this lives (stopped on drop,
+/// also on an early `Err` return).
+struct Ticking;
+
+impl Ticking {
+    fn start(period_ns: u64, handler: idt::Handler) -> Result<Self, Failure> {
+        let Some(cal) = CALIBRATION.get() else {
+            fail!("no calibration")
+        };
+        let count = cal.count_for(period_ns, Divide::By1);
+        interrupts::disable();
+        TICKS.store(0, Ordering::SeqCst);
+        FED.store(0, Ordering::SeqCst);
+        idt::set_handler(TIMER_VECTOR, handler);
+        apic_timer().start_periodic(Vector::new(TIMER_VECTOR).unwrap(), Divide::By1, count);
+        interrupts::enable();
+        Ok(Ticking)
+    }
+}
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        interrupts::disable();
+        apic_timer().stop();
+        // SAFETY: a one-instruction interrupt window to take a tick that
+        // expired before the stop; handlers preserve every register.
+        unsafe { core::arch::asm!("sti", "nop", "cli") };
+    }
+}
+
+/// A tick: the main loop rotates (deferred work, as a kernel would run it
+/// from its timer softirq).
+fn count_tick(_: &InterruptFrame) {
+    TICKS.fetch_add(1, Ordering::SeqCst);
+    apic_timer().eoi();
+}
+
+/// The six requested events: four that need FSB_ESCR0 or FSB_ESCR1
+/// (SDM Table 19-28), so at most two of them count at once, and two on
+/// CRU_ESCR0/1 that always fit; each with the model's view and the rate at
+/// which the workload produces it (per loop iteration, in the first and
+/// the second half of the run).
+const EVENTS: [(&str, EventKind, [u64; 2]); 6] = [
+    (
+        "global_power_events:RUNNING:k",
+        EventKind::new(EscrGroup::Fsb, 0x13, 1),
+        [100, 100],
+    ),
+    (
+        "FSB_data_activity:DRDY_DRV:k",
+        EventKind::new(EscrGroup::Fsb, 0x17, 1),
+        [37, 37],
+    ),
+    (
+        "b2b_cycles:BIT1:k",
+        EventKind::new(EscrGroup::Fsb, 0x16, 1 << 1),
+        [5, 15],
+    ),
+    (
+        "bnr:BIT0:k",
+        EventKind::new(EscrGroup::Fsb, 0x08, 1),
+        [250, 50],
+    ),
+    (
+        "instr_retired:NBOGUSNTAG:k",
+        EventKind::new(EscrGroup::Cru01, 0x02, 1),
+        [300, 300],
+    ),
+    (
+        "uops_retired:NBOGUS:k",
+        EventKind::new(EscrGroup::Cru01, 0x01, 1),
+        [400, 200],
+    ),
+];
+
+/// Rotations in the run (timer ticks of 200 us).
+const ROTATIONS: u64 = 1000;
+
+fn multiplexing() -> Outcome {
+    NETBURST.reset();
+    let info = NETBURST
+        .detect()
+        .ok_or("the model is not a usable NetBurst")?;
+    let part = Part::new(info.model, 1);
+    let (mut d, c) = NetBurstDriver::<Package0, _>::take(NETBURST.msr(), &info, &NB_PMI)?;
+    let first: EventSpec = EVENTS[0].0.parse()?;
+    let mut requests = [(first, LogicalProcessor::T0); 6];
+    for (r, (name, _, _)) in requests.iter_mut().zip(EVENTS) {
+        r.0 = name.parse()?;
+    }
+    let Ok(mut mux) = Multiplexer::<6>::new(part, c.erase_all(), &requests) else {
+        fail!("the six events were refused");
+    };
+    mux.tick(&mut d, 0)?;
+    let mut truth = [0u64; 6];
+    let mut done = 0;
+    let ticking = Ticking::start(200_000, count_tick)?;
+    let mut last = timer::rdtsc();
+    let mut iterations = 0u64;
+    while done < ROTATIONS {
+        // The workload: one iteration's events, at the half's rates.
+        let half = usize::from(done >= ROTATIONS / 2);
+        NETBURST.with(|m| {
+            for (i, (_, kind, rate)) in EVENTS.iter().enumerate() {
+                m.inject(kind.on(ModelLp::T0, Privilege::Os, rate[half]));
+                truth[i] += rate[half];
+            }
+        });
+        iterations += 1;
+        if TICKS.swap(0, Ordering::SeqCst) > 0 {
+            // The rotation, with interrupts off as every driver call.
+            interrupts::without_interrupts(|| {
+                let now = timer::rdtsc();
+                let r = mux.tick(&mut d, now - last);
+                last = now;
+                r
+            })?;
+            done += 1;
+        }
+    }
+    drop(ticking);
+    mux.finish(&mut d, timer::rdtsc() - last)?;
+    println!(
+        "multiplexing: 6 events, 4 of them sharing 2 ESCRs; {ROTATIONS} rotations on the APIC \
+         timer, {iterations} workload iterations (times in TSC cycles, counts from the model)"
+    );
+    println!(
+        "multiplexing: event                           enabled    running  raw       estimate  true      error"
+    );
+    let mut worst = 0.0f64;
+    for (i, m) in mux.results().iter().enumerate() {
+        let est = m.estimate().ok_or("an event never ran")?;
+        let err = (est as f64 - truth[i] as f64).abs() / truth[i] as f64;
+        println!(
+            "multiplexing: {:<31} {:>10} {:>10} {:<9} {:<9} {:<9} {:.2} %",
+            EVENTS[i].0,
+            m.enabled,
+            m.running,
+            m.raw,
+            est,
+            truth[i],
+            err * 100.0
+        );
+        if i < 4 {
+            // Two of four at a time, in turn: about half the time.
+            let share = m.running as f64 / m.enabled as f64;
+            check!(
+                (0.4..0.6).contains(&share),
+                "{}: ran {share:.2} of the time",
+                EVENTS[i].0
+            );
+            worst = worst.max(err);
+        } else {
+            check!(m.running == m.enabled, "{} did not always fit", EVENTS[i].0);
+            check!(
+                m.raw == truth[i],
+                "{}: {} counted of {}",
+                EVENTS[i].0,
+                m.raw,
+                truth[i]
+            );
+        }
+    }
+    println!(
+        "multiplexing: worst estimate error of the multiplexed events {:.2} %",
+        worst * 100.0
+    );
+    check!(
+        worst < 0.05,
+        "estimate error {:.2} % above 5 %",
+        worst * 100.0
+    );
+    let Ok(handles) = mux.into_handles() else {
+        fail!("an event is still on a counter");
+    };
+    drop(handles);
+    if d.give_back().is_err() {
+        fail!("a counter is still claimed");
+    }
+    Ok(())
+}
+
+/// A tick that feeds 1,000 cycles to the Itanium model.
+fn feed_itanium(_: &InterruptFrame) {
+    ITANIUM.with(|m| m.inject(Event::new(0x12, 0, 1000)));
+    FED.fetch_add(1000, Ordering::SeqCst);
+    apic_timer().eoi();
+}
+
+/// Reads of each kind under the timer.
+const READS: u32 = 20_000;
+
+/// Three Itanium 2 counters of CPU cycles while the timer feeds cycles
+/// between any two register accesses: read as a group (under PMC0.fr)
+/// every snapshot has three equal counts; read one by one, some do not.
+fn group_itanium_freeze() -> Outcome {
+    const G: Generation = Generation::Itanium2;
+    ITANIUM.reset(ModelGeneration::Itanium2);
+    let (mut d, c) = ItaniumDriver::<Core0, _>::take(ITANIUM.regs(), G, &IA_PMI)?;
+    let mut members = [c.c4.erase(), c.c5.erase(), c.c6.erase()];
+    for (m, n) in members.iter_mut().zip(4..) {
+        let hw = IaCounter::new(G, n).ok_or("no such counter")?;
+        let code = EventCode::new(G, 0x12).ok_or("CPU_CYCLES")?;
+        let pmc = pmc::CounterPmc::new(hw, code)?
+            .with_plm(Plm::ALL)
+            .with_privileged(true);
+        m.configure(&mut d, &IaConfig::counting(pmc))?;
+    }
+    let Ok(mut group) = Group::new(members) else {
+        fail!("three claimed counters of one driver refused as a group");
+    };
+    group.start(&mut d)?;
+    let ticking = Ticking::start(20_000, feed_itanium)?;
+    let (mut group_skewed, mut single_skewed) = (0, 0);
+    for _ in 0..READS {
+        let v = group.read(&mut d)?;
+        group_skewed += u32::from(v != [v[0]; 3]);
+        let m = group.members();
+        let w = [m[0].read(&mut d)?, m[1].read(&mut d)?, m[2].read(&mut d)?];
+        single_skewed += u32::from(w != [w[0]; 3]);
+    }
+    group.stop(&mut d)?;
+    drop(ticking);
+    let v = group.read(&mut d)?;
+    let fed = FED.load(Ordering::SeqCst);
+    println!(
+        "multiplexing: Itanium 2 group of 3 under PMC0.fr, {READS} reads each while the timer \
+         fed {fed} cycles: {group_skewed} group snapshots skewed, {single_skewed} one-by-one \
+         reads skewed; halted at {v:?} (model counts; cycles fed while the group held the PMU \
+         frozen are not counted: the price of a snapshot)"
+    );
+    check_eq!(group_skewed, 0, "a group read is one snapshot");
+    check!(single_skewed > 0, "no tick landed between two single reads");
+    check_eq!(v, [v[0]; 3], "stopped at one instant");
+    check!(v[0] > 0 && v[0] <= fed, "counted {} of {fed} fed", v[0]);
+    for mut m in group.into_members() {
+        m.release(&mut d)?;
+    }
+    if d.give_back().is_err() {
+        fail!("a counter is still claimed");
+    }
+    Ok(())
+}
+
+/// A tick that feeds 1,000 non-halted clocks to the NetBurst model.
+fn feed_netburst(_: &InterruptFrame) {
+    NETBURST.with(|m| m.inject(EVENTS[0].1.on(ModelLp::T0, Privilege::Os, 1000)));
+    FED.fetch_add(1000, Ordering::SeqCst);
+    apic_timer().eoi();
+}
+
+/// Two NetBurst counters of non-halted clocks (global_power_events through
+/// FSB_ESCR0 on counter 0 and FSB_ESCR1 on counter 2): NetBurst has no
+/// global enable, so a group read is two back-to-back RDPMCs, and a tick
+/// between them skews it; with interrupts off around the group operations
+/// (as a kernel calls the driver) nothing lands between them, and the group
+/// starts and stops with equal counts.
+fn group_netburst_back_to_back() -> Outcome {
+    NETBURST.reset();
+    let info = NETBURST
+        .detect()
+        .ok_or("the model is not a usable NetBurst")?;
+    let (mut d, c) = NetBurstDriver::<Package1, _>::take(NETBURST.msr(), &info, &NB_PMI)?;
+    let [mut a, _, mut b, ..] = c.erase_all();
+    let spec: EventSpec = EVENTS[0].0.parse()?;
+    a.configure(&mut d, &CounterConfig::counting(spec, Escr::FsbEscr0))?;
+    b.configure(&mut d, &CounterConfig::counting(spec, Escr::FsbEscr1))?;
+    let Ok(mut group) = Group::new([a, b]) else {
+        fail!("two claimed counters of one driver refused as a group");
+    };
+    interrupts::without_interrupts(|| group.start(&mut d))?;
+    let ticking = Ticking::start(20_000, feed_netburst)?;
+    let (mut open, mut closed) = (0, 0);
+    for _ in 0..READS {
+        let v = group.read(&mut d)?;
+        open += u32::from(v[0] != v[1]);
+        let w = interrupts::without_interrupts(|| group.read(&mut d))?;
+        closed += u32::from(w[0] != w[1]);
+    }
+    drop(ticking);
+    interrupts::without_interrupts(|| group.stop(&mut d))?;
+    let v = group.read(&mut d)?;
+    let fed = FED.load(Ordering::SeqCst);
+    println!(
+        "multiplexing: NetBurst group of 2 (no global enable: back-to-back CCCR writes and \
+         RDPMCs), {READS} reads each while the timer fed {fed} clocks: {open} skewed with \
+         interrupts on, {closed} with interrupts off; halted at {v:?} (model counts)"
+    );
+    check!(open > 0, "no tick landed between the two RDPMCs");
+    check_eq!(closed, 0, "nothing lands between back-to-back accesses");
+    check_eq!(v, [fed; 2], "started and stopped together: every clock fed");
+    for mut m in group.into_members() {
+        m.release(&mut d)?;
+    }
+    if d.give_back().is_err() {
+        fail!("a counter is still claimed");
+    }
+    Ok(())
+}
