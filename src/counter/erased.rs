@@ -24,6 +24,9 @@ pub enum Operation {
     Read,
     /// [`AnyHandle::release`].
     Release,
+    /// Clearing a claimed counter's overflow flag (NetBurst's
+    /// `clear_overflow_erased`).
+    ClearOverflow,
 }
 
 impl Operation {
@@ -36,7 +39,9 @@ impl Operation {
             Operation::Halt => matches!(s, Enabled | Cascaded),
             Operation::Resume => matches!(s, Halted),
             Operation::Cascade => matches!(s, Configured | Halted),
-            Operation::Read | Operation::Release => !matches!(s, Unclaimed),
+            Operation::Read | Operation::Release | Operation::ClearOverflow => {
+                !matches!(s, Unclaimed)
+            }
         }
     }
 }
@@ -167,7 +172,8 @@ impl<A: Arch> AnyHandle<A> {
         &self.programmed
     }
 
-    fn check<E, D: Driver<A>>(&self, operation: Operation) -> Result<(), ErasedError<E>> {
+    /// The handle was issued by `D` and `operation` is legal in its state.
+    pub fn check<E, D: Driver<A>>(&self, operation: Operation) -> Result<(), ErasedError<E>> {
         if self.owner != OwnerId::of::<D::Owner>() {
             Err(ErasedError::ForeignHandle {
                 counter: self.index,

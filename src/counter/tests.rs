@@ -122,6 +122,7 @@ fn erased_rules_match_the_typed_bounds() {
     assert_eq!(legal(Operation::Cascade), 2);
     assert_eq!(legal(Operation::Read), 4);
     assert_eq!(legal(Operation::Release), 4);
+    assert_eq!(legal(Operation::ClearOverflow), 4);
     let mut d = Log::default();
     let mut a = Handle::<Toy, ToyPmu, 2, state::Unclaimed>::token().erase();
     let mut b = Handle::<Toy, ToyPmu, 3, state::Unclaimed>::token().erase();

@@ -887,13 +887,32 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         &mut self,
         counter: &NbCounter<O, N, S>,
     ) -> Result<(), Error<M::Error>> {
-        let p = counter.programmed();
-        let extended = S::TAG == StateTag::Cascaded && self.extended.contains(counter_at(N)?);
-        let image = match self.extended_image(N, p) {
+        self.clear_overflow_at(N, counter.programmed(), S::TAG)
+    }
+
+    /// [`NetBurstDriver::clear_overflow`] for a run-time handle: refused
+    /// if it is unclaimed or another driver's.
+    pub fn clear_overflow_erased(
+        &mut self,
+        counter: &counter::AnyHandle<NetBurst>,
+    ) -> Result<(), counter::ErasedError<Error<M::Error>>> {
+        counter.check::<_, Self>(counter::Operation::ClearOverflow)?;
+        self.clear_overflow_at(counter.index(), counter.programmed(), counter.state())
+            .map_err(counter::ErasedError::Driver)
+    }
+
+    fn clear_overflow_at(
+        &mut self,
+        n: u8,
+        p: &Programmed,
+        state: StateTag,
+    ) -> Result<(), Error<M::Error>> {
+        let extended = state == StateTag::Cascaded && self.extended.contains(counter_at(n)?);
+        let image = match self.extended_image(n, p) {
             Some(image) if extended => image,
-            _ => p.cccr_for(S::TAG),
+            _ => p.cccr_for(state),
         };
-        self.write_cccr(N, image.bits())
+        self.write_cccr(n, image.bits())
     }
 
     /// The extended cascade (CCCR bit 11, SDM 18.15.5.7 and Table 18-65):

@@ -1401,6 +1401,89 @@ fn extended_cascade_16_into_12() {
     any16.release(&mut d).unwrap();
 }
 
+/// Item 8 of issue 15: the run-time handles reach every CCCR feature the
+/// typed ones do: `FORCE_OVF`, the 14->16 cascade with both ways of
+/// halting it (the alternate's `OVF` cleared through
+/// `clear_overflow_erased`, or the cascaded counter halted), counts exact
+/// on the model.
+#[test]
+fn erased_handles_reach_force_ovf_and_both_ways_of_halting_a_cascade() {
+    let state = PmiState::new();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    let all = c.erase_all();
+    let [
+        mut c0,
+        c1,
+        _,
+        _,
+        _,
+        _,
+        _,
+        _,
+        _,
+        _,
+        _,
+        _,
+        _,
+        _,
+        mut c14,
+        _,
+        mut c16,
+        _,
+    ] = all;
+    // FORCE_OVF: a PMI on every second increment, every increment accounted.
+    c0.configure(&mut d, &running().every_increment()).unwrap();
+    c0.enable(&mut d).unwrap();
+    let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
+    let mut pmis = 0;
+    for _ in 0..8 {
+        inject(&mut d, RUNNING, 1);
+        pmis += u32::from(service(&mut d, &state, &mut lvt, 0x40, &mut samples));
+    }
+    c0.halt(&mut d).unwrap();
+    assert_eq!(
+        (c0.read(&mut d).unwrap(), pmis, state.periods(0)),
+        (8, 4, 8)
+    );
+    // The cascade: 16 counts only while 14 has overflowed.
+    let low = CounterConfig::counting(spec("instr_retired:NBOGUSNTAG:k"), Escr::CruEscr1);
+    let high = CounterConfig::counting(spec("instr_retired:NBOGUSTAG:k"), Escr::CruEscr0);
+    let tagged = EventKind::new(EscrGroup::Cru01, 0x02, 1 << 1);
+    c14.configure(&mut d, &low).unwrap();
+    c14.enable(&mut d).unwrap();
+    c16.configure(&mut d, &high).unwrap();
+    c16.cascade_from(&c14, &mut d).unwrap();
+    inject(&mut d, tagged, 5);
+    assert_eq!(c16.read(&mut d).unwrap(), 0, "waits for 14's overflow");
+    inject(&mut d, INSTR, 1 << 40);
+    inject(&mut d, tagged, 7);
+    assert_eq!(c16.read(&mut d).unwrap(), 7);
+    // Halted the first way: 14's OVF cleared (one CCCR write).
+    d.msr().clear();
+    d.clear_overflow_erased(&c14).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0));
+    inject(&mut d, tagged, 3);
+    assert_eq!(c16.read(&mut d).unwrap(), 7, "stopped: 14's OVF clear");
+    // Restarted by 14's next overflow, then halted the second way.
+    inject(&mut d, INSTR, 1 << 40);
+    inject(&mut d, tagged, 2);
+    assert_eq!(c16.read(&mut d).unwrap(), 9);
+    c16.halt(&mut d).unwrap();
+    inject(&mut d, tagged, 4);
+    assert_eq!(c16.read(&mut d).unwrap(), 9, "stopped by the halt");
+    // Refused as the typed form would not compile: an unclaimed counter.
+    assert_eq!(
+        d.clear_overflow_erased(&c1),
+        Err(ErasedError::Illegal {
+            operation: Operation::ClearOverflow,
+            state: StateTag::Unclaimed
+        })
+    );
+    for h in [&mut c0, &mut c14, &mut c16] {
+        h.release(&mut d).unwrap();
+    }
+}
+
 mod group;
 mod package;
 mod tagging;

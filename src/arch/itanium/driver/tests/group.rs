@@ -50,8 +50,13 @@ fn three<O: Owner, R: PmcPmdAccess>(
 where
     R::Error: core::fmt::Debug,
 {
-    let mut members = [c.c4.erase(), c.c5.erase(), c.c6.erase()];
-    for (m, n) in members.iter_mut().zip(4..) {
+    // On Montecito, two of its own counters (PMD12, PMD15) beside PMD4.
+    let mut members = match c.montecito {
+        Some(m) => [c.c4.erase(), m.c12.erase(), m.c15.erase()],
+        None => [c.c4.erase(), c.c5.erase(), c.c6.erase()],
+    };
+    for m in &mut members {
+        let n = m.index();
         m.configure(d, &cycles_on(g, n)).unwrap();
     }
     Group::new(members).unwrap()
@@ -144,7 +149,8 @@ fn a_group_read_is_one_snapshot_while_time_passes() {
         // Started and read one by one instead, the members' windows
         // differ.
         let mut members = group.into_members();
-        for (m, n) in members.iter_mut().zip(4..) {
+        for m in &mut members {
+            let n = m.index();
             m.release(&mut d).unwrap();
             m.configure(&mut d, &cycles_on(g, n)).unwrap();
         }
