@@ -244,6 +244,14 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// The PMU the model presents, as detection reports it.
+    fn cpu(m: &NetBurstModel) -> crate::detect::NetBurst {
+        crate::detect::detect(m, &mut m.clone())
+            .unwrap()
+            .usable_netburst()
+            .unwrap()
+    }
+
     /// Four events that all need FSB_ESCR0 or FSB_ESCR1 (SDM Table 19-28),
     /// so at most two count at once, and the model's view of each.
     fn events() -> ([(EventSpec, LogicalProcessor); 4], [EventKind; 4]) {
@@ -272,14 +280,7 @@ mod tests {
     ) -> ([Multiplexed; 4], [u64; 4], u32) {
         let state = PmiState::new();
         let m = NetBurstModel::new(Config::prescott_ht());
-        let info = crate::detect::NetBurst {
-            model: 3,
-            msr_instructions: true,
-            perf_mon_available: true,
-            pebs_available: true,
-            hyper_threading: true,
-            logical_processors: 2,
-        };
+        let info = cpu(&m);
         let (mut d, c) =
             NetBurstDriver::<O, _>::take(Recording::<_, 64>::new(m), &info, &state).unwrap();
         let (list, kinds) = events();
@@ -377,14 +378,7 @@ mod tests {
         crate::owner!(Shares);
         let state = PmiState::new();
         let m = NetBurstModel::new(Config::prescott_ht());
-        let info = crate::detect::NetBurst {
-            model: 3,
-            msr_instructions: true,
-            perf_mon_available: true,
-            pebs_available: true,
-            hyper_threading: true,
-            logical_processors: 2,
-        };
+        let info = cpu(&m);
         let (mut d, c) = NetBurstDriver::<Shares, _>::take(m, &info, &state).unwrap();
         let (four, _) = events();
         let mut list = [(spec("instr_retired:NBOGUSNTAG:k"), LogicalProcessor::T0); 5];
@@ -408,14 +402,7 @@ mod tests {
         crate::owner!(Refused);
         let state = PmiState::new();
         let m = NetBurstModel::new(Config::northwood());
-        let info = crate::detect::NetBurst {
-            model: 2,
-            msr_instructions: true,
-            perf_mon_available: true,
-            pebs_available: true,
-            hyper_threading: false,
-            logical_processors: 1,
-        };
+        let info = cpu(&m);
         let (_d, c) = NetBurstDriver::<Refused, _>::take(m, &info, &state).unwrap();
         // instr_completed exists only on models 3, 4 and 6.
         let bad = [(
