@@ -1001,4 +1001,63 @@ mod tests {
             }
         }
     }
+
+    /// Pairing: a source with the target after it; a target whose source
+    /// was overwritten (the oldest record of a wrapped ring) is skipped; a
+    /// source followed by a source, or last, has no target; empty records
+    /// are skipped. The ring is walked from `bbi` when full.
+    #[test]
+    fn branches_pair_sources_with_targets_across_the_wrap() {
+        let c = BtbConfig::capture_all(ITA2);
+        let src = |a: u64, slot: u64| a | slot << 2 | 1;
+        let tgt = |a: u64| a | 0b10;
+        // Written in order: records 5, 6, 7 then 0, 1, 2, 3, 4 (bbi 5,
+        // full): the oldest, record 5, is an orphan target.
+        let mut records = [0u64; 8];
+        records[5] = tgt(0x9990);
+        records[6] = src(0x1000, 1);
+        records[7] = tgt(0x2000);
+        records[0] = src(0x1100, 3);
+        records[1] = src(0x1200, 2);
+        records[2] = tgt(0x2200);
+        records[3] = 0;
+        records[4] = src(0x1300, 0) | 0b10;
+        let mut sample = BtbSample::new(c, BtbIndex::from_bits(ITA2, 5 | 1 << 3), 0);
+        for (e, r) in records.iter().enumerate() {
+            sample.set_record(e as u8, *r);
+        }
+        sample.set_record(200, 1); // beyond the ring: ignored
+        let got: std::vec::Vec<_> = sample.branches().collect();
+        let b = |source, slot, target, mispredicted| BranchRecord {
+            source,
+            slot,
+            target,
+            mispredicted,
+            back_end_flush: false,
+        };
+        assert_eq!(
+            got,
+            [
+                b(0x1000, Some(Slot::S1), Some(0x2000), false),
+                b(0x1100, None, None, false),
+                b(0x1200, Some(Slot::S2), Some(0x2200), false),
+                b(0x1300, Some(Slot::S0), None, true),
+            ]
+        );
+        assert_eq!(got[0].source_address(), 0x1001);
+        assert_eq!(got[1].source_address(), 0x1103);
+        // Not full: records 0..bbi only.
+        let partial = BtbSample {
+            index: BtbIndex::from_bits(ITA2, 2),
+            ..sample
+        };
+        let got: std::vec::Vec<_> = partial.branches().collect();
+        assert_eq!(
+            got,
+            [
+                b(0x1100, None, None, false),
+                b(0x1200, Some(Slot::S2), None, false)
+            ]
+        );
+    }
 }

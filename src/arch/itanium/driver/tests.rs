@@ -979,3 +979,5 @@ fn unclaimed_tokens_are_zero_sized() {
     assert_eq!(size_of::<MontecitoCounters<Sized>>(), 0);
     assert_eq!(size_of::<Counters<Sized>>(), 1);
 }
+
+mod captures;
