@@ -137,6 +137,9 @@ pub struct PmiState {
     interrupts: AtomicU64,
     spurious: AtomicU64,
     ear_invalid: AtomicU64,
+    /// Of `sampling`, the counters sampling the D-EAR or the branch trace
+    /// buffer, serviced out of line.
+    rare: AtomicU64,
     /// The D-EAR's PMC image (one counter at a time owns the D-EAR).
     dear_config: AtomicU64,
     /// The branch trace buffer's PMC image (one owner at a time).
@@ -229,6 +232,7 @@ impl PmiState {
             interrupts: Z64,
             spurious: Z64,
             ear_invalid: Z64,
+            rare: Z64,
             dear_config: Z64,
             btb_config: Z64,
             slot: Slots {
@@ -333,6 +337,13 @@ impl PmiState {
         } else {
             sampling & !bit
         };
+        let rare = self.rare.load(Ordering::Relaxed);
+        let rare = if unit & (SAMPLES_DEAR | SAMPLES_BTB) != 0 {
+            rare | bit
+        } else {
+            rare & !bit
+        };
+        self.rare.store(rare, Ordering::Release);
         self.sampling.store(sampling, Ordering::Release);
     }
 }
@@ -359,8 +370,45 @@ pub fn handle_pmi<R: PmcPmdAccess>(
 ) -> Result<PmiOutcome, R::Error> {
     bump(&state.interrupts, 1);
     let pmc0 = regs.read_pmc(0)?;
+    let due = pmc0 & state.sampling.load(Ordering::Acquire);
+    // An overflow of a counter sampling the D-EAR or the branch trace
+    // buffer takes the out-of-line copy of the handler, so that the others
+    // do not pay for reading them.
+    if due & state.rare.load(Ordering::Relaxed) != 0 {
+        return handle_with_captures(state, regs, iip, &mut sink, pmc0, due);
+    }
+    service::<R, false>(state, regs, iip, &mut sink, pmc0, due)
+}
+
+/// [`handle_pmi`] when a counter sampling the D-EAR or the branch trace
+/// buffer overflowed: rare work, out of line.
+#[cold]
+#[inline(never)]
+fn handle_with_captures<R: PmcPmdAccess>(
+    state: &PmiState,
+    regs: &mut R,
+    iip: u64,
+    sink: &mut impl FnMut(OverflowSample),
+    pmc0: u64,
+    due: u64,
+) -> Result<PmiOutcome, R::Error> {
+    service::<R, true>(state, regs, iip, sink, pmc0, due)
+}
+
+/// The handler after PMC0 is read: service the overflowed sampling
+/// counters `due`, then unfreeze. `CAPTURES`: some counter may sample the
+/// D-EAR or the branch trace buffer (false in the fast copy).
+#[inline(always)]
+fn service<R: PmcPmdAccess, const CAPTURES: bool>(
+    state: &PmiState,
+    regs: &mut R,
+    iip: u64,
+    sink: &mut impl FnMut(OverflowSample),
+    pmc0: u64,
+    due: u64,
+) -> Result<PmiOutcome, R::Error> {
     let mut overflowed = 0u64;
-    let mut rest = pmc0 & state.sampling.load(Ordering::Acquire);
+    let mut rest = due;
     while rest != 0 {
         let n = rest.trailing_zeros();
         rest &= rest - 1;
@@ -377,9 +425,7 @@ pub fn handle_pmi<R: PmcPmdAccess>(
         } else {
             None
         };
-        // The D-EAR and the branch trace buffer: out of line, so that
-        // counters without them pay one test of `flags`.
-        let (dear, btb) = if flags & (SAMPLES_DEAR | SAMPLES_BTB) != 0 {
+        let (dear, btb) = if CAPTURES && flags & (SAMPLES_DEAR | SAMPLES_BTB) != 0 {
             read_dear_or_btb(state, regs, flags)?
         } else {
             (None, None)
@@ -420,12 +466,9 @@ pub fn handle_pmi<R: PmcPmdAccess>(
 }
 
 /// Read the D-EAR (PMD2, PMD3, PMD17; Montecito PMD32, PMD33, PMD36) for a
-/// counter sampling it, or the branch trace buffer (the index, the records
-/// it names, Montecito's PMD39) for one sampling that, and empty the buffer
-/// (index = 0) for the next sample. Rare work, kept out of the handler's
-/// loop.
-#[cold]
-#[inline(never)]
+/// counter sampling it, or the branch trace buffer (the index, Montecito's
+/// PMD39, the records the index names) for one sampling that, and empty
+/// the buffer (index = 0) for the next sample.
 fn read_dear_or_btb<R: PmcPmdAccess>(
     state: &PmiState,
     regs: &mut R,
