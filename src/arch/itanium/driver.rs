@@ -86,6 +86,26 @@
 //! [`crate::sampling::calibrate`] over a counting run
 //! ([`CounterConfig::itlb`] without sampling), as on NetBurst.
 //!
+//! # Sampling the D-EAR and the branch trace buffer
+//!
+//! [`CounterConfig::dear_sampling`] programs the D-EAR (PMC11, Montecito
+//! PMC40: `mode` cache, TLB or ALAT, the latency threshold in the unit
+//! mask, `plm` and `pm`; the reference's Itanium 2 PMU tables, libpfm3's
+//! D-EAR layouts) and a counter counting DATA_EAR_EVENTS
+//! ([`dear_event_code`]); on its overflow the handler reads PMD2, PMD3 and
+//! PMD17 (Montecito PMD32, PMD33, PMD36) and hands a decoded
+//! [`DearSample`](super::ear::DearSample) (data address, latency or TLB
+//! level, instruction bundle and slot) to the sink; [`super::dear_report`]
+//! groups them by function. [`CounterConfig::btb_sampling`] programs PMC12
+//! (Montecito PMC39: `tm`, `ptm`, `ppm`, `plm`, `pm`) and a counter counting
+//! BRANCH_EVENT ([`btb_event_code`]), and empties the buffer (PMD16 = 0);
+//! on its overflow the handler reads the index PMD16 (PMD38 and PMD39),
+//! the records it names (PMD8-15, PMD48-63) and empties it again, and the
+//! sample's [`BtbSample::branches`](super::btb::BtbSample::branches) are
+//! the source -> target records, oldest first. Both run in an out-of-line
+//! copy of the handler, so counters without them do not pay ([`super::pmi`]).
+//! One counter at a time owns each unit ([`Unit`], [`ConfigError::UnitBusy`]).
+//!
 //! Cascading does not exist on Itanium: [`Itanium`] implements no
 //! [`crate::counter::Cascade`] pair, so `cascade_from` does not compile
 //! (`tests/compile_fail.rs`), and [`crate::counter::AnyHandle`] refuses it
