@@ -554,6 +554,138 @@ pub fn trace(
     })
 }
 
+/// One branch of a trace: a source record and the target record written
+/// after it (libpfm3's BTB layout: a captured branch writes its source
+/// record, then its target record; pfmon's decoder prints them as
+/// "source -> target" pairs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BranchRecord {
+    /// The branch's bundle address (with the `b1` extension applied).
+    pub source: u64,
+    /// The branch's slot; `None` for a branch not taken (slot field 3).
+    pub slot: Option<Slot>,
+    /// The target bundle (with `ds` = 1 on Itanium 2: the address bits of
+    /// the prediction format); `None` when the source record is the newest
+    /// of the trace or is followed by another source record.
+    pub target: Option<u64>,
+    /// Mispredicted in the front end (`mp` of the source record).
+    pub mispredicted: bool,
+    /// Mispredicted in the back end (Itanium 2 `bruflush`).
+    pub back_end_flush: bool,
+}
+
+impl BranchRecord {
+    /// The source as IA-64 tools print it: the bundle address with the
+    /// slot in bits 3:0 (3 for a branch not taken).
+    pub const fn source_address(self) -> u64 {
+        self.source
+            | match self.slot {
+                Some(s) => s.get() as u64,
+                None => 3,
+            }
+    }
+}
+
+/// Pair decoded entries, oldest first, into [`BranchRecord`]s: each source
+/// record with the target record that follows it. A target record with no
+/// source before it (its source was the oldest record, overwritten when the
+/// ring wrapped) and empty records are skipped.
+pub fn branches<I: Iterator<Item = BtbEntry>>(entries: I) -> impl Iterator<Item = BranchRecord> {
+    let mut entries = entries.peekable();
+    core::iter::from_fn(move || {
+        loop {
+            let BtbRecord::Source {
+                bundle,
+                slot,
+                mispredicted,
+                back_end_flush,
+            } = entries.next()?.record
+            else {
+                continue;
+            };
+            let target = match entries.peek().map(|e| e.record) {
+                Some(BtbRecord::Target { bundle }) => {
+                    entries.next();
+                    Some(bundle)
+                }
+                _ => None,
+            };
+            return Some(BranchRecord {
+                source: bundle,
+                slot,
+                mispredicted,
+                back_end_flush,
+                target,
+            });
+        }
+    })
+}
+
+/// The most records a branch trace holds: Montecito's 16 (8 before).
+pub const MAX_RECORDS: usize = 16;
+
+/// The branch trace buffer as read at one sample: its configuration, the
+/// index register (PMD16, Montecito PMD38), Montecito's extension register
+/// PMD39, and the record registers the index says hold data (PMD8-15,
+/// Montecito PMD48-63; the others read as empty). Decoded on demand
+/// ([`BtbSample::entries`], [`BtbSample::branches`]), so that the overflow
+/// handler only reads registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BtbSample {
+    config: BtbConfig,
+    index: BtbIndex,
+    extension: u64,
+    records: [u64; MAX_RECORDS],
+}
+
+impl BtbSample {
+    /// A sample with no records read yet.
+    pub const fn new(config: BtbConfig, index: BtbIndex, extension: u64) -> BtbSample {
+        BtbSample {
+            config,
+            index,
+            extension,
+            records: [0; MAX_RECORDS],
+        }
+    }
+
+    /// Record `entry`'s raw register value (entries beyond the capacity
+    /// are ignored).
+    pub fn set_record(&mut self, entry: u8, raw: u64) {
+        if let Some(r) = self.records.get_mut(usize::from(entry)) {
+            *r = raw;
+        }
+    }
+
+    /// The configuration the records were written under.
+    pub const fn config(&self) -> BtbConfig {
+        self.config
+    }
+
+    /// The index register as read.
+    pub const fn index(&self) -> BtbIndex {
+        self.index
+    }
+
+    /// The decoded records, oldest first ([`trace`]).
+    pub fn entries(&self) -> impl Iterator<Item = BtbEntry> + '_ {
+        let n = usize::from(BtbIndex::capacity(self.config.generation));
+        trace(
+            self.config,
+            self.index,
+            self.extension,
+            &self.records[..n.min(MAX_RECORDS)],
+        )
+    }
+
+    /// The branches, oldest first, as source -> target pairs ([`branches`]).
+    pub fn branches(&self) -> impl Iterator<Item = BranchRecord> + '_ {
+        branches(self.entries())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -868,5 +1000,64 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Pairing: a source with the target after it; a target whose source
+    /// was overwritten (the oldest record of a wrapped ring) is skipped; a
+    /// source followed by a source, or last, has no target; empty records
+    /// are skipped. The ring is walked from `bbi` when full.
+    #[test]
+    fn branches_pair_sources_with_targets_across_the_wrap() {
+        let c = BtbConfig::capture_all(ITA2);
+        let src = |a: u64, slot: u64| a | slot << 2 | 1;
+        let tgt = |a: u64| a | 0b10;
+        // Written in order: records 5, 6, 7 then 0, 1, 2, 3, 4 (bbi 5,
+        // full): the oldest, record 5, is an orphan target.
+        let mut records = [0u64; 8];
+        records[5] = tgt(0x9990);
+        records[6] = src(0x1000, 1);
+        records[7] = tgt(0x2000);
+        records[0] = src(0x1100, 3);
+        records[1] = src(0x1200, 2);
+        records[2] = tgt(0x2200);
+        records[3] = 0;
+        records[4] = src(0x1300, 0) | 0b10;
+        let mut sample = BtbSample::new(c, BtbIndex::from_bits(ITA2, 5 | 1 << 3), 0);
+        for (e, r) in records.iter().enumerate() {
+            sample.set_record(e as u8, *r);
+        }
+        sample.set_record(200, 1); // beyond the ring: ignored
+        let got: std::vec::Vec<_> = sample.branches().collect();
+        let b = |source, slot, target, mispredicted| BranchRecord {
+            source,
+            slot,
+            target,
+            mispredicted,
+            back_end_flush: false,
+        };
+        assert_eq!(
+            got,
+            [
+                b(0x1000, Some(Slot::S1), Some(0x2000), false),
+                b(0x1100, None, None, false),
+                b(0x1200, Some(Slot::S2), Some(0x2200), false),
+                b(0x1300, Some(Slot::S0), None, true),
+            ]
+        );
+        assert_eq!(got[0].source_address(), 0x1001);
+        assert_eq!(got[1].source_address(), 0x1103);
+        // Not full: records 0..bbi only.
+        let partial = BtbSample {
+            index: BtbIndex::from_bits(ITA2, 2),
+            ..sample
+        };
+        let got: std::vec::Vec<_> = partial.branches().collect();
+        assert_eq!(
+            got,
+            [
+                b(0x1100, None, None, false),
+                b(0x1200, Some(Slot::S2), None, false)
+            ]
+        );
     }
 }

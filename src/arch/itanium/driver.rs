@@ -54,13 +54,13 @@
 //!
 //! | operation | PMC reads | PMC writes | PMD reads | PMD writes | what |
 //! |---|---|---|---|---|---|
-//! | [`ItaniumDriver::take`] | 0 | 2 + counters (+1 I-EAR) | 0 | counters | PMC0 = fr, every counter PMC at its power-up value, every counter PMD 0, the I-EAR PMC, PMC0 = 0 |
-//! | configure | 0 | 1 (+1 I-EAR PMC) | 0 | 1 | PMC with `plm` 0, PMD preset (0, or `2^W - N`) |
+//! | [`ItaniumDriver::take`] | 0 | 2 + counters + 3 | 0 | counters | PMC0 = fr, every counter PMC at its power-up value, every counter PMD 0, the I-EAR, D-EAR and BTB PMCs at theirs, PMC0 = 0 |
+//! | configure | 0 | 1 (+1 I-EAR, D-EAR or BTB PMC) | 0 | 1 (+1 BTB: PMD16 = 0) | the unit's PMC, the counter's PMC with `plm` 0, PMD preset (0, or `2^W - N`); a BTB counter empties the buffer |
 //! | enable / resume | 0 | 1 | 0 | 0 (Itanium resume: 1) | PMC with `plm` |
 //! | halt | 0 (Itanium, overflow pending: 1) | 1 (Itanium, overflow pending: 2) | 0 (Itanium: 1) | 0 | PMC with `plm` 0; Itanium: the PMD saved, a pending overflow accounted and withdrawn |
 //! | read | 0 | 0 | 1 (Itanium, halted: 0) | 0 | the PMD, low W bits |
-//! | release | 0 (sampling: 1) | 1 (+1 I-EAR PMC) (+1 if an overflow was pending) | 0 | 1 | PMC at its power-up value, PMD 0; a sampling counter's pending overflow withdrawn from PMC0 |
-//! | overflow interrupt ([`super::pmi`]) | 1 | 1 | 1 per EAR sample (+1 per overflowed counter whose event can count more than 1 per cycle) | 1 per overflowed counter | PMC0, reloads, PMC0 = 0 last |
+//! | release | 0 (sampling: 1) | 1 (+1 I-EAR, D-EAR or BTB PMC) (+1 if an overflow was pending) | 0 | 1 | PMC at its power-up value, PMD 0; a sampling counter's pending overflow withdrawn from PMC0 |
+//! | overflow interrupt ([`super::pmi`]) | 1 | 1 | 1 per I-EAR sample, 3 per D-EAR sample, 1 + records (+1 Montecito) per BTB sample (+1 per overflowed counter whose event can count more than 1 per cycle) | 1 per overflowed counter (+1 per BTB sample) | PMC0, captures, reloads, PMC0 = 0 last |
 //!
 //! # Validation
 //!
@@ -85,6 +85,26 @@
 //! unfreezes, which re-arms the I-EAR ([`super::pmi`]). N can come from
 //! [`crate::sampling::calibrate`] over a counting run
 //! ([`CounterConfig::itlb`] without sampling), as on NetBurst.
+//!
+//! # Sampling the D-EAR and the branch trace buffer
+//!
+//! [`CounterConfig::dear_sampling`] programs the D-EAR (PMC11, Montecito
+//! PMC40: `mode` cache, TLB or ALAT, the latency threshold in the unit
+//! mask, `plm` and `pm`; the reference's Itanium 2 PMU tables, libpfm3's
+//! D-EAR layouts) and a counter counting DATA_EAR_EVENTS
+//! ([`dear_event_code`]); on its overflow the handler reads PMD2, PMD3 and
+//! PMD17 (Montecito PMD32, PMD33, PMD36) and hands a decoded
+//! [`DearSample`](super::ear::DearSample) (data address, latency or TLB
+//! level, instruction bundle and slot) to the sink; [`super::dear_report`]
+//! groups them by function. [`CounterConfig::btb_sampling`] programs PMC12
+//! (Montecito PMC39: `tm`, `ptm`, `ppm`, `plm`, `pm`) and a counter counting
+//! BRANCH_EVENT ([`btb_event_code`]), and empties the buffer (PMD16 = 0);
+//! on its overflow the handler reads the index PMD16 (PMD38 and PMD39),
+//! the records it names (PMD8-15, PMD48-63) and empties it again, and the
+//! sample's [`BtbSample::branches`](super::btb::BtbSample::branches) are
+//! the source -> target records, oldest first. Both run in an out-of-line
+//! copy of the handler, so counters without them do not pay ([`super::pmi`]).
+//! One counter at a time owns each unit ([`Unit`], [`ConfigError::UnitBusy`]).
 //!
 //! Cascading does not exist on Itanium: [`Itanium`] implements no
 //! [`crate::counter::Cascade`] pair, so `cascade_from` does not compile
@@ -121,10 +141,11 @@
 use core::fmt;
 use core::marker::PhantomData;
 
-use super::ear::{IearConfig, IearMode};
+use super::btb::BtbConfig;
+use super::ear::{DearConfig, IearConfig, IearMode};
 use super::fields::Plm;
 use super::generation::{Counter as HwCounter, Generation, RegSet};
-use super::pmi::{PmiState, overflow_rule};
+use super::pmi::{Captures, PmiState, overflow_rule};
 use super::validate::{PmcError, Policy, Validator};
 use super::{pmc, pmd};
 use crate::access::PmcPmdAccess;
@@ -140,6 +161,77 @@ pub const fn iear_event_code(generation: Generation) -> u8 {
     match generation {
         Generation::Itanium => 0x23,
         _ => 0x43,
+    }
+}
+
+/// The event a counter counts to sample the D-EAR: one occurrence per
+/// capture, unit mask 0 (libpfm3 `itanium_events.h`: Itanium
+/// DATA_EAR_EVENTS 67h; `itanium2_events.h`, `montecito_events.h`:
+/// DATA_EAR_EVENTS C8h).
+pub const fn dear_event_code(generation: Generation) -> u8 {
+    match generation {
+        Generation::Itanium => 0x67,
+        _ => 0xC8,
+    }
+}
+
+/// The event a counter counts to sample the branch trace buffer:
+/// BRANCH_EVENT 11h, one per captured branch, unit mask 0, on every
+/// generation (libpfm3's event tables; Montecito's catalog names the same
+/// code ETB_EVENT too).
+pub const fn btb_event_code(_generation: Generation) -> u8 {
+    0x11
+}
+
+/// A capture unit a counter can sample through: the instruction EAR, the
+/// data EAR or the branch trace buffer (SDM Vol. 2 7.2; the reference's
+/// Itanium 2 PMU tables: I-EAR PMC10, D-EAR PMC11, BTB PMC12). Each has one
+/// configuration register, so one counter at a time owns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Unit {
+    /// The instruction EAR (PMC10, Montecito PMC37).
+    Iear,
+    /// The data EAR (PMC11, Montecito PMC40).
+    Dear,
+    /// The branch trace buffer (PMC12; Montecito's execution trace buffer,
+    /// PMC39).
+    Btb,
+}
+
+impl Unit {
+    /// Every unit.
+    pub const ALL: [Unit; 3] = [Unit::Iear, Unit::Dear, Unit::Btb];
+
+    /// The name the manuals use.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Unit::Iear => "I-EAR",
+            Unit::Dear => "D-EAR",
+            Unit::Btb => "branch trace buffer",
+        }
+    }
+
+    /// The unit's configuration register on `generation`.
+    pub const fn pmc(self, generation: Generation) -> u8 {
+        match self {
+            Unit::Iear => generation.iear_pmc(),
+            Unit::Dear => generation.dear_pmc(),
+            Unit::Btb => generation.btb_pmc(),
+        }
+    }
+
+    /// The event a counter sampling the unit counts, unit mask 0.
+    pub const fn event_code(self, generation: Generation) -> u8 {
+        match self {
+            Unit::Iear => iear_event_code(generation),
+            Unit::Dear => dear_event_code(generation),
+            Unit::Btb => btb_event_code(generation),
+        }
+    }
+
+    const fn slot(self) -> usize {
+        self as usize
     }
 }
 
@@ -166,6 +258,15 @@ pub struct CounterConfig {
     /// [`IearConfig::tlb_misses`]), and hand its capture to the overflow
     /// handler with each sample (the counter must count the I-EAR event).
     pub iear: Option<IearConfig>,
+    /// Program the D-EAR too (built with [`DearConfig`]: cache misses above
+    /// a latency, TLB misses, ALAT misses), and hand its capture to the
+    /// overflow handler with each sample (the counter must count the D-EAR
+    /// event, [`dear_event_code`]).
+    pub dear: Option<DearConfig>,
+    /// Program the branch trace buffer too (built with [`BtbConfig`]), and
+    /// hand its records to the overflow handler with each sample (the
+    /// counter must count BRANCH_EVENT, [`btb_event_code`]).
+    pub btb: Option<BtbConfig>,
 }
 
 impl CounterConfig {
@@ -175,6 +276,8 @@ impl CounterConfig {
             pmc,
             sampling: None,
             iear: None,
+            dear: None,
+            btb: None,
         }
     }
 
@@ -193,18 +296,89 @@ impl CounterConfig {
     /// Caliper's itlb measurement does);
     /// each overflow then hands the Nth miss's capture to the handler.
     pub fn itlb(counter: HwCounter, iear: IearConfig) -> Result<CounterConfig, ConfigError> {
-        let g = counter.generation();
-        let code = super::fields::EventCode::new(g, iear_event_code(g))
-            .ok_or(ConfigError::NotTheIearEvent)?;
-        let pmc = pmc::CounterPmc::new(counter, code)
-            .map_err(|_| ConfigError::NotTheIearEvent)?
-            .with_plm(iear.plm())
-            .with_privileged(iear.privileged());
+        let pmc = Self::unit_counter(counter, Unit::Iear, iear.plm(), iear.privileged())?;
         Ok(CounterConfig {
-            pmc,
-            sampling: None,
             iear: Some(iear),
+            ..CounterConfig::counting(pmc)
         })
+    }
+
+    /// Counter `counter` counting `unit`'s event at privilege levels `plm`
+    /// and `pm` = `privileged`.
+    fn unit_counter(
+        counter: HwCounter,
+        unit: Unit,
+        plm: Plm,
+        privileged: bool,
+    ) -> Result<pmc::CounterPmc, ConfigError> {
+        let g = counter.generation();
+        let code = super::fields::EventCode::new(g, unit.event_code(g))
+            .ok_or(ConfigError::NotTheUnitEvent(unit))?;
+        Ok(pmc::CounterPmc::new(counter, code)
+            .map_err(|_| ConfigError::NotTheUnitEvent(unit))?
+            .with_plm(plm)
+            .with_privileged(privileged))
+    }
+
+    /// Count the data cache, data TLB or ALAT misses the D-EAR captures
+    /// (SDM Vol. 2 7.2; the reference's Itanium 2 tables: PMC11 `mode`
+    /// 0 cache, 1 TLB, 2 ALAT, the latency threshold in the unit mask):
+    /// counter `counter` counts DATA_EAR_EVENTS ([`dear_event_code`]) at
+    /// the D-EAR's privilege levels and `pm`, and the D-EAR is programmed
+    /// with `dear` (for example `DearConfig::cache_misses(g,
+    /// LatencyFilter::AtLeast64)` with a `plm`). Add
+    /// [`CounterConfig::sampling`] to sample every Nth capture: each
+    /// overflow hands the Nth capture (data address, latency or TLB level,
+    /// instruction address) to the handler's sink.
+    pub fn dear(counter: HwCounter, dear: DearConfig) -> Result<CounterConfig, ConfigError> {
+        let pmc = Self::unit_counter(counter, Unit::Dear, dear.plm(), dear.privileged())?;
+        Ok(CounterConfig {
+            dear: Some(dear),
+            ..CounterConfig::counting(pmc)
+        })
+    }
+
+    /// [`CounterConfig::dear`] with sample-after `n`.
+    pub fn dear_sampling(
+        counter: HwCounter,
+        n: SampleAfter,
+        dear: DearConfig,
+    ) -> Result<CounterConfig, ConfigError> {
+        Ok(Self::dear(counter, dear)?.sampling(n))
+    }
+
+    /// Count the branches the branch trace buffer captures (PMC12, Montecito
+    /// PMC39: `tm` taken / not taken, `ptm` and `ppm` predicted /
+    /// mispredicted, `plm` and `pm`): counter `counter` counts BRANCH_EVENT
+    /// ([`btb_event_code`]) at the buffer's privilege levels and `pm`, and
+    /// the buffer is programmed with `btb` and emptied (index 0). Add
+    /// [`CounterConfig::sampling`] to sample every Nth branch: each overflow
+    /// hands the buffer's records to the handler's sink, and the handler
+    /// empties it for the next sample.
+    pub fn btb(counter: HwCounter, btb: BtbConfig) -> Result<CounterConfig, ConfigError> {
+        let pmc = Self::unit_counter(counter, Unit::Btb, btb.plm(), btb.privileged())?;
+        Ok(CounterConfig {
+            btb: Some(btb),
+            ..CounterConfig::counting(pmc)
+        })
+    }
+
+    /// [`CounterConfig::btb`] with sample-after `n`.
+    pub fn btb_sampling(
+        counter: HwCounter,
+        n: SampleAfter,
+        btb: BtbConfig,
+    ) -> Result<CounterConfig, ConfigError> {
+        Ok(Self::btb(counter, btb)?.sampling(n))
+    }
+
+    /// The capture units the configuration programs, with their PMC
+    /// images and generations.
+    fn units(&self) -> impl Iterator<Item = (Unit, Generation, u64)> {
+        let iear = self.iear.map(|c| (Unit::Iear, c.generation(), c.bits()));
+        let dear = self.dear.map(|c| (Unit::Dear, c.generation(), c.bits()));
+        let btb = self.btb.map(|c| (Unit::Btb, c.generation(), c.bits()));
+        iear.into_iter().chain(dear).chain(btb)
     }
 
     /// [`CounterConfig::itlb`] with sample-after `n`.
@@ -238,20 +412,23 @@ pub enum ConfigError {
     /// The arch layer's [`Validator`] (Linux perfmon's `pfm_write_pmcs`
     /// checks, under [`Policy::STRICT`]) refused a PMC value.
     Pmc(PmcError),
-    /// The I-EAR configuration is for another generation.
-    IearGeneration,
+    /// The configuration of this capture unit is for another generation.
+    UnitGeneration(Unit),
     /// `plm` is zero: the counter would never count (VTune's Itanium event
     /// help, PLM).
     NoPrivilegeLevel,
     /// The sample-after value was checked against another counter width
     /// (use [`overflow_rule`]).
     SampleAfterRule,
-    /// A counter programming the I-EAR must count the I-EAR event with unit
-    /// mask 0 (libpfm3 programs an EAR event's counter with unit mask 0).
-    NotTheIearEvent,
-    /// Another claimed counter owns the I-EAR.
-    IearBusy {
-        /// Its counter.
+    /// A counter programming a capture unit must count that unit's event
+    /// ([`Unit::event_code`]) with unit mask 0 (libpfm3 programs an EAR or
+    /// BTB event's counter with unit mask 0); a counter programs one unit.
+    NotTheUnitEvent(Unit),
+    /// Another claimed counter owns the capture unit.
+    UnitBusy {
+        /// The unit.
+        unit: Unit,
+        /// Its owner's counter.
         owner: u8,
     },
     /// No counter has this number on this generation.
@@ -282,8 +459,12 @@ impl fmt::Display for ConfigError {
                 "the PMC image is for counter {image}, the handle is counter {handle}"
             ),
             ConfigError::Pmc(e) => write!(f, "{e}"),
-            ConfigError::IearGeneration => {
-                f.write_str("the I-EAR configuration is for another generation")
+            ConfigError::UnitGeneration(u) => {
+                write!(
+                    f,
+                    "the {} configuration is for another generation",
+                    u.name()
+                )
             }
             ConfigError::NoPrivilegeLevel => {
                 f.write_str("plm is zero: the counter would never count")
@@ -291,10 +472,15 @@ impl fmt::Display for ConfigError {
             ConfigError::SampleAfterRule => {
                 f.write_str("the sample-after value was checked against another counter width")
             }
-            ConfigError::NotTheIearEvent => f.write_str(
-                "a counter programming the I-EAR must count the I-EAR event with unit mask 0",
+            ConfigError::NotTheUnitEvent(u) => write!(
+                f,
+                "a counter programming the {0} must count the {0}'s event with unit mask 0, \
+                 and program no other unit",
+                u.name()
             ),
-            ConfigError::IearBusy { owner } => write!(f, "counter {owner} owns the I-EAR"),
+            ConfigError::UnitBusy { unit, owner } => {
+                write!(f, "counter {owner} owns the {}", unit.name())
+            }
             ConfigError::NoSuchCounter(n) => write!(f, "no counter {n} on this generation"),
             ConfigError::CounterClaimed(n) => write!(f, "counter {n} is claimed"),
             ConfigError::NoCascade => f.write_str("Itanium counters do not cascade"),
@@ -309,6 +495,8 @@ pub struct Programmed {
     pmc: u64,
     stopped: u64,
     iear: Option<IearConfig>,
+    dear: Option<DearConfig>,
+    btb: Option<BtbConfig>,
     sampling: Option<SampleAfter>,
     one_per_cycle: bool,
 }
@@ -328,6 +516,36 @@ impl Programmed {
     /// The I-EAR configuration, for an I-EAR counter.
     pub const fn iear(&self) -> Option<IearConfig> {
         self.iear
+    }
+
+    /// The D-EAR configuration, for a D-EAR counter.
+    pub const fn dear(&self) -> Option<DearConfig> {
+        self.dear
+    }
+
+    /// The branch trace buffer configuration, for a BTB counter.
+    pub const fn btb(&self) -> Option<BtbConfig> {
+        self.btb
+    }
+
+    /// The capture unit the counter programs, with its PMC image.
+    pub const fn unit(&self) -> Option<(Unit, u64)> {
+        match (self.iear, self.dear, self.btb) {
+            (Some(c), _, _) => Some((Unit::Iear, c.bits())),
+            (_, Some(c), _) => Some((Unit::Dear, c.bits())),
+            (_, _, Some(c)) => Some((Unit::Btb, c.bits())),
+            _ => None,
+        }
+    }
+
+    /// What the overflow handler reads with each overflow.
+    const fn captures(&self) -> Captures {
+        match (self.dear, self.btb) {
+            (Some(c), _) => Captures::Dear(c),
+            (_, Some(c)) => Captures::Btb(c),
+            _ if self.captures_itlb() => Captures::Itlb,
+            _ => Captures::Nothing,
+        }
     }
 
     /// The sample-after value, for a sampling counter.
@@ -362,6 +580,8 @@ impl Arch for Itanium {
         pmc: 0,
         stopped: 0,
         iear: None,
+        dear: None,
+        btb: None,
         sampling: None,
         one_per_cycle: false,
     };
@@ -451,7 +671,8 @@ pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {
     regs: R,
     generation: Generation,
     pmi: &'s PmiState,
-    iear_owner: Option<u8>,
+    /// The counter owning each capture unit, by [`Unit`].
+    unit_owner: [Option<u8>; 3],
     validator: Validator,
     /// Itanium only: the count of a halted counter (its PMD is not
     /// preserved while `plm` is zero, VTune's Itanium event help).
@@ -467,8 +688,8 @@ pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {
 impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
     /// Take the PMU of owner `O`, of `generation`: freeze it (PMC0 = fr), put
     /// every counter PMC at its power-up value (`plm` 0: stopped; Itanium 2
-    /// PMC4 keeps its enable bit 23), zero every counter PMD, reset the I-EAR
-    /// PMC, then unfreeze (PMC0 = 0: fr and every overflow bit clear, as
+    /// PMC4 keeps its enable bit 23), zero every counter PMD, reset the
+    /// I-EAR, D-EAR and branch trace buffer PMCs, then unfreeze (PMC0 = 0: fr and every overflow bit clear, as
     /// Linux perfmon's `pfm_unfreeze_pmu` does). `pmi` is shared with the
     /// kernel's [`super::pmi::handle_pmi`] call and belongs to this PMU alone
     /// (it is reset here; declare one `static` per PMU beside its owner
@@ -492,7 +713,7 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
             regs,
             generation,
             pmi,
-            iear_owner: None,
+            unit_owner: [None; 3],
             validator: Validator::new(generation, Policy::STRICT),
             saved: [None; 16],
             claimed: RegSet::EMPTY,
@@ -509,8 +730,10 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
             regs.write_pmc(n, default)?;
             regs.write_pmd(n, 0)?;
         }
-        let iear = generation.iear_pmc();
-        regs.write_pmc(iear, generation.pmc(iear).map_or(0, |i| i.default))?;
+        for unit in Unit::ALL {
+            let n = unit.pmc(generation);
+            regs.write_pmc(n, generation.pmc(n).map_or(0, |i| i.default))?;
+        }
         regs.write_pmc(0, pmc::Pmc0::UNFROZEN.bits())
     }
 
@@ -561,8 +784,8 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
     /// goes through the arch layer's [`Validator`] under [`Policy::STRICT`]
     /// (implemented register, field widths, reserved bits, catalog event and
     /// counter, EAR unit masks: `validate.rs`), plus the driver's own
-    /// rules (generation, counter, `plm`, sample-after rule, I-EAR event and
-    /// ownership).
+    /// rules (generation, counter, `plm`, sample-after rule, the capture
+    /// unit's event and ownership).
     fn images(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
         let g = self.generation;
         HwCounter::new(g, n).ok_or(ConfigError::NoSuchCounter(n))?;
@@ -594,24 +817,26 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
             .check(n, image.bits())
             .map_err(ConfigError::Pmc)?
             .value;
-        if let Some(ear) = c.iear {
-            if ear.generation() != g {
-                return Err(ConfigError::IearGeneration);
+        let mut units = 0;
+        for (unit, generation, bits) in c.units() {
+            units += 1;
+            if generation != g {
+                return Err(ConfigError::UnitGeneration(unit));
             }
-            if image.es() != iear_event_code(g) || image.umask().get() != 0 {
-                return Err(ConfigError::NotTheIearEvent);
+            if units > 1 || image.es() != unit.event_code(g) || image.umask().get() != 0 {
+                return Err(ConfigError::NotTheUnitEvent(unit));
             }
-            if let Some(owner) = self.iear_owner.filter(|&o| o != n) {
-                return Err(ConfigError::IearBusy { owner });
+            if let Some(owner) = self.unit_owner[unit.slot()].filter(|&o| o != n) {
+                return Err(ConfigError::UnitBusy { unit, owner });
             }
             self.validator
-                .check(g.iear_pmc(), ear.bits())
+                .check(unit.pmc(g), bits)
                 .map_err(ConfigError::Pmc)?;
         }
-        // The I-EAR event counts one per capture on every generation
+        // The EAR and BTB events count one per capture on every generation
         // (libpfm3's event tables: maximum increment 1).
         let one_per_cycle = image.threshold().get() != 0
-            || c.iear.is_some()
+            || units > 0
             || matches!(
                 super::events::rule(g, image.es(), image.umask().get()),
                 Some(r) if r.max_increment == 1
@@ -623,6 +848,8 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
             pmc,
             stopped,
             iear: c.iear,
+            dear: c.dear,
+            btb: c.btb,
             sampling: c.sampling,
             one_per_cycle,
         })
@@ -642,16 +869,22 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
 
     fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
         let p = self.images(n, config)?;
-        if let Some(ear) = p.iear {
-            Self::reg(self.regs.write_pmc(self.generation.iear_pmc(), ear.bits()))?;
-            self.iear_owner = Some(n);
+        let g = self.generation;
+        if let Some((unit, bits)) = p.unit() {
+            Self::reg(self.regs.write_pmc(unit.pmc(g), bits))?;
+            if unit == Unit::Btb {
+                // An empty buffer: the first sample holds only branches
+                // after the configuration (PMD16 `bbi` 0, `full` 0).
+                Self::reg(self.regs.write_pmd(g.btb_index_pmd(), 0))?;
+            }
+            self.unit_owner[unit.slot()] = Some(n);
         }
         Self::reg(self.regs.write_pmc(n, p.pmc_stopped()))?;
         let preset = p.sampling.map_or(0, SampleAfter::preset);
         Self::reg(self.regs.write_pmd(n, preset))?;
         self.saved[usize::from(n)] = None;
         self.pmi
-            .set_sampling(n, p.sampling, p.captures_itlb(), p.one_per_cycle);
+            .set_sampling(n, p.sampling, p.captures(), p.one_per_cycle);
         self.claimed = self.claimed.with(n);
         Ok(p)
     }
@@ -705,19 +938,19 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
         let g = self.generation;
         Self::reg(self.regs.write_pmc(n, g.pmc(n).map_or(0, |i| i.default)))?;
         Self::reg(self.regs.write_pmd(n, 0))?;
-        if self.iear_owner == Some(n) {
-            let iear = g.iear_pmc();
+        if let Some((unit, _)) = p.unit() {
+            let pmc = unit.pmc(g);
             Self::reg(
                 self.regs
-                    .write_pmc(iear, g.pmc(iear).map_or(0, |i| i.default)),
+                    .write_pmc(pmc, g.pmc(pmc).map_or(0, |i| i.default)),
             )?;
-            self.iear_owner = None;
+            self.unit_owner[unit.slot()] = None;
         }
         if p.sampling.is_some() {
             self.clear_pending_overflow(n)?;
         }
         self.saved[usize::from(n)] = None;
-        self.pmi.set_sampling(n, None, false, false);
+        self.pmi.set_sampling(n, None, Captures::Nothing, false);
         self.claimed = self.claimed.without(n);
         Ok(())
     }

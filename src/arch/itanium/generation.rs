@@ -193,6 +193,34 @@ impl Generation {
         }
     }
 
+    /// The data EAR's PMDs, as `[address, latency, instruction]`: PMD2,
+    /// PMD3, PMD17; Montecito PMD32, PMD33, PMD36 (libpfm3's D-EAR PMD
+    /// layouts; Linux perfmon's dependencies of PMC11 / PMC40).
+    pub const fn dear_pmds(self) -> [u8; 3] {
+        match self {
+            Generation::Montecito => [32, 33, 36],
+            _ => [2, 3, 17],
+        }
+    }
+
+    /// The branch trace index PMD: PMD16; Montecito's execution trace
+    /// buffer index PMD38 (libpfm3's BTB and ETB layouts).
+    pub const fn btb_index_pmd(self) -> u8 {
+        match self {
+            Generation::Montecito => 38,
+            _ => 16,
+        }
+    }
+
+    /// Montecito's execution trace buffer extension PMD39 (`None` before:
+    /// Itanium 2 keeps the extension bits in PMD16, Itanium has none).
+    pub const fn btb_extension_pmd(self) -> Option<u8> {
+        match self {
+            Generation::Montecito => Some(39),
+            _ => None,
+        }
+    }
+
     /// What PMC `index` is on this generation, with its power-up value,
     /// writable bits and the PMDs it controls; `None` if not implemented.
     pub const fn pmc(self, index: u8) -> Option<PmcInfo> {

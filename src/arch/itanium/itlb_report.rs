@@ -144,13 +144,24 @@ impl FillCounts {
         }
     }
 
-    fn add(&mut self, fill: TlbFill) {
+    pub(super) fn add(&mut self, fill: TlbFill) {
         let c = match fill {
             TlbFill::L2 => &mut self.l2,
             TlbFill::Hpw => &mut self.hpw,
             TlbFill::Software => &mut self.software,
         };
         *c += 1;
+    }
+}
+
+impl Tally for FillCounts {
+    type Sample = TlbFill;
+    const ZERO: FillCounts = FillCounts::ZERO;
+    fn add(&mut self, fill: TlbFill) {
+        FillCounts::add(self, fill);
+    }
+    fn total(&self) -> u64 {
+        FillCounts::total(self)
     }
 }
 
@@ -207,61 +218,75 @@ impl core::fmt::Display for Refused {
 impl core::error::Error for Refused {}
 
 /// `None` in a key: outside every load module / function.
-const UNKNOWN: u16 = u16::MAX;
+pub(super) const UNKNOWN: u16 = u16::MAX;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Row<K> {
-    key: K,
-    counts: FillCounts,
+/// What a report row counts: the samples added to it (the itlb report's
+/// [`FillCounts`], the D-EAR report's latencies).
+pub(super) trait Tally: Copy {
+    /// One sample's contribution.
+    type Sample: Copy;
+    /// Nothing counted.
+    const ZERO: Self;
+    /// Count one sample.
+    fn add(&mut self, s: Self::Sample);
+    /// The samples counted.
+    fn total(&self) -> u64;
 }
 
-/// A fixed-size table of rows keyed by `K`, in insertion order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Row<K, C> {
+    pub(super) key: K,
+    pub(super) counts: C,
+}
+
+/// A fixed-size table of rows keyed by `K` counting `C`, in insertion
+/// order.
 #[derive(Clone, Copy, Debug)]
-struct Table<K: Copy + Eq, const N: usize> {
-    rows: [Row<K>; N],
+pub(super) struct Table<K: Copy + Eq, C: Tally, const N: usize> {
+    rows: [Row<K, C>; N],
     len: usize,
 }
 
-impl<K: Copy + Eq, const N: usize> Table<K, N> {
-    const fn new(empty: K) -> Self {
+impl<K: Copy + Eq, C: Tally, const N: usize> Table<K, C, N> {
+    pub(super) const fn new(empty: K) -> Self {
         Table {
             rows: [Row {
                 key: empty,
-                counts: FillCounts::ZERO,
+                counts: C::ZERO,
             }; N],
             len: 0,
         }
     }
 
-    fn rows(&self) -> &[Row<K>] {
+    pub(super) fn rows(&self) -> &[Row<K, C>] {
         &self.rows[..self.len]
     }
 
-    /// Count `fill` in `key`'s row; `false` if the table is full.
-    fn add(&mut self, key: K, fill: TlbFill) -> bool {
+    /// Count `sample` in `key`'s row; `false` if the table is full.
+    pub(super) fn add(&mut self, key: K, sample: C::Sample) -> bool {
         let i = match self.rows().iter().position(|r| r.key == key) {
             Some(i) => i,
             None if self.len < N => {
                 self.rows[self.len] = Row {
                     key,
-                    counts: FillCounts::ZERO,
+                    counts: C::ZERO,
                 };
                 self.len += 1;
                 self.len - 1
             }
             None => return false,
         };
-        self.rows[i].counts.add(fill);
+        self.rows[i].counts.add(sample);
         true
     }
 
     /// The rows by count, most first, ties by `order`; at most N² compares,
     /// no storage (the tables are small).
-    fn ranked<'t>(
+    pub(super) fn ranked<'t>(
         &'t self,
         order: impl Fn(&K) -> u64 + Copy + 't,
-    ) -> impl Iterator<Item = &'t Row<K>> + 't {
-        let rank = move |r: &Row<K>| (core::cmp::Reverse(r.counts.total()), order(&r.key));
+    ) -> impl Iterator<Item = &'t Row<K, C>> + 't {
+        let rank = move |r: &Row<K, C>| (core::cmp::Reverse(r.counts.total()), order(&r.key));
         let mut last: Option<(core::cmp::Reverse<u64>, u64)> = None;
         core::iter::from_fn(move || {
             let next = self
@@ -276,7 +301,60 @@ impl<K: Copy + Eq, const N: usize> Table<K, N> {
 }
 
 /// A (module, function) key; [`UNKNOWN`] for none.
-type FunctionKey = (u16, u16);
+pub(super) type FunctionKey = (u16, u16);
+
+/// Where an address is in a symbol table (the caller's load modules and
+/// their functions), shared by the itlb and D-EAR reports.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Symbols<'a>(pub(super) &'a [LoadModule<'a>]);
+
+impl<'a> Symbols<'a> {
+    /// The load module containing `address`, or [`UNKNOWN`].
+    pub(super) fn module_of(self, address: u64) -> u16 {
+        self.0
+            .iter()
+            .position(|m| (m.start..m.end).contains(&address))
+            .and_then(|i| u16::try_from(i).ok())
+            .filter(|&i| i != UNKNOWN)
+            .unwrap_or(UNKNOWN)
+    }
+
+    /// The function of `module` containing `address`.
+    pub(super) fn function_of(self, module: u16, address: u64) -> FunctionKey {
+        let Some(m) = self.0.get(usize::from(module)) else {
+            return (module, UNKNOWN);
+        };
+        let f = m
+            .functions
+            .iter()
+            .position(|f| (f.start..f.end).contains(&address))
+            .and_then(|i| u16::try_from(i).ok())
+            .filter(|&i| i != UNKNOWN)
+            .unwrap_or(UNKNOWN);
+        (module, f)
+    }
+
+    /// The key of function `function` of module `module`, by name.
+    pub(super) fn key(self, module: &str, function: &str) -> Option<FunctionKey> {
+        let m = self.0.iter().position(|m| m.name == module)?;
+        let f = self.0[m]
+            .functions
+            .iter()
+            .position(|f| f.name == function)?;
+        Some((u16::try_from(m).ok()?, u16::try_from(f).ok()?))
+    }
+
+    pub(super) fn module_name(self, m: u16) -> &'a str {
+        self.0.get(usize::from(m)).map_or("(unknown)", |m| m.name)
+    }
+
+    pub(super) fn function_name(self, (m, f): FunctionKey) -> &'a str {
+        self.0
+            .get(usize::from(m))
+            .and_then(|m| m.functions.get(usize::from(f)))
+            .map_or("(unknown)", |f| f.name)
+    }
+}
 
 /// A cache line: its address and the function it is attributed to.
 type LineKey = (u64, FunctionKey);
@@ -292,9 +370,9 @@ pub struct ItlbReport<'a, const MODULES: usize, const FUNCTIONS: usize, const LI
     sample_after: Option<u64>,
     total: FillCounts,
     refused: u64,
-    modules: Table<u16, MODULES>,
-    functions: Table<FunctionKey, FUNCTIONS>,
-    lines: Table<LineKey, LINES>,
+    modules: Table<u16, FillCounts, MODULES>,
+    functions: Table<FunctionKey, FillCounts, FUNCTIONS>,
+    lines: Table<LineKey, FillCounts, LINES>,
     not_tabulated: NotTabulated,
 }
 
@@ -379,16 +457,8 @@ impl<'a, const MODULES: usize, const FUNCTIONS: usize, const LINES: usize>
 
     /// The counts of function `function` of load module `module`.
     pub fn function(&self, module: &str, function: &str) -> Option<FillCounts> {
-        let m = self.symbols.iter().position(|m| m.name == module)?;
-        let f = self.symbols[m]
-            .functions
-            .iter()
-            .position(|f| f.name == function)?;
-        let row = self
-            .functions
-            .rows()
-            .iter()
-            .find(|r| (usize::from(r.key.0), usize::from(r.key.1)) == (m, f))?;
+        let key = Symbols(self.symbols).key(module, function)?;
+        let row = self.functions.rows().iter().find(|r| r.key == key)?;
         Some(row.counts)
     }
 
@@ -399,39 +469,19 @@ impl<'a, const MODULES: usize, const FUNCTIONS: usize, const LINES: usize>
     }
 
     fn module_of(&self, address: u64) -> u16 {
-        self.symbols
-            .iter()
-            .position(|m| (m.start..m.end).contains(&address))
-            .and_then(|i| u16::try_from(i).ok())
-            .filter(|&i| i != UNKNOWN)
-            .unwrap_or(UNKNOWN)
+        Symbols(self.symbols).module_of(address)
     }
 
     fn function_of(&self, module: u16, address: u64) -> FunctionKey {
-        let Some(m) = self.symbols.get(usize::from(module)) else {
-            return (module, UNKNOWN);
-        };
-        let f = m
-            .functions
-            .iter()
-            .position(|f| (f.start..f.end).contains(&address))
-            .and_then(|i| u16::try_from(i).ok())
-            .filter(|&i| i != UNKNOWN)
-            .unwrap_or(UNKNOWN);
-        (module, f)
+        Symbols(self.symbols).function_of(module, address)
     }
 
     fn module_name(&self, m: u16) -> &'a str {
-        self.symbols
-            .get(usize::from(m))
-            .map_or("(unknown)", |m| m.name)
+        Symbols(self.symbols).module_name(m)
     }
 
-    fn function_name(&self, (m, f): FunctionKey) -> &'a str {
-        self.symbols
-            .get(usize::from(m))
-            .and_then(|m| m.functions.get(usize::from(f)))
-            .map_or("(unknown)", |f| f.name)
+    fn function_name(&self, key: FunctionKey) -> &'a str {
+        Symbols(self.symbols).function_name(key)
     }
 
     /// A summary row's leading columns: its share of `total`, the
@@ -470,10 +520,10 @@ impl<'a, const MODULES: usize, const FUNCTIONS: usize, const LINES: usize>
 
 /// A percentage with one decimal, rounded half up, from integers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Tenths(u64);
+pub(super) struct Tenths(u64);
 
 impl Tenths {
-    fn percent(part: u64, whole: u64) -> Tenths {
+    pub(super) fn percent(part: u64, whole: u64) -> Tenths {
         if whole == 0 {
             return Tenths(0);
         }
@@ -524,11 +574,13 @@ impl fmt::Write for Cursor<'_> {
     }
 }
 
-const RULE: &str = "------------------------------------------------------------------------------";
-const DASHES: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -";
+pub(super) const RULE: &str =
+    "------------------------------------------------------------------------------";
+pub(super) const DASHES: &str =
+    "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -";
 const TILDES: &str = "~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~";
 
-fn order_key((m, f): FunctionKey) -> u64 {
+pub(super) fn order_key((m, f): FunctionKey) -> u64 {
     u64::from(m) << 16 | u64::from(f)
 }
 

@@ -71,7 +71,8 @@
 //! | [`pmc`] | [`Pmc0`] (freeze, overflow), PMC1-3, the counter configuration layouts and [`CounterPmc`] |
 //! | [`pmd`] | counter values: count, sign extension, sampling presets |
 //! | [`ear`] | I-EAR and D-EAR configurations and sample decoders (latency, TLB fill level, valid bits) |
-//! | [`btb`] | branch trace buffer configuration, records, index and walk |
+//! | [`btb`] | branch trace buffer configuration, records, index and walk, source -> target records |
+//! | [`dear_report`] | a D-EAR report: sampled data addresses and latencies by function |
 //! | [`opcode`] | opcode matchers, range-restriction configuration |
 //! | [`events`] | the Itanium and Itanium 2 event catalogs, lookup by name and by code |
 //! | [`validate`] | perfmon-style PMC write validation with a distinct error per illegal case |
@@ -118,6 +119,7 @@
 //! ```
 
 pub mod btb;
+pub mod dear_report;
 pub mod driver;
 pub mod ear;
 pub mod events;

@@ -14,6 +14,9 @@
 //! |---|---|---|
 //! | read PMC0 | 1 | the overflow bits say which counters overflowed (SDM Vol. 2 7.2.2; Linux perfmon's `PMC0_HAS_OVFL`) |
 //! | read I-EAR PMD0 (PMD34 on Montecito) | 1 per overflowed counter sampling an I-EAR in TLB mode | the captured address and fill level (libpfm3's and pfmon's I-EAR PMD layouts; HP Caliper's itlb measurement). PMD1 holds a latency in cache mode only, so it is not read in TLB mode |
+//! | read D-EAR PMD2, PMD3, PMD17 (Montecito PMD32, PMD33, PMD36) | 3 per overflowed counter sampling the D-EAR | data address, latency or TLB level and status, instruction address (libpfm3's D-EAR PMD layouts; the reference's Itanium 2 PMU tables: PMC11, PMD2,3,17) |
+//! | read PMD16 (Montecito PMD38, then PMD39), then the records the index says hold data (PMD8-15, Montecito PMD48-63) | 1 (+1) + records per overflowed counter sampling the branch trace buffer | the index (`bbi`/`ebi`, `full`) says which records hold the trace, oldest first (libpfm3's BTB and ETB layouts) |
+//! | write PMD16 = 0 (Montecito PMD38) | 1 per overflowed counter sampling the branch trace buffer | empties the buffer, so that the next sample holds only the branches after this one (as pfmon resets the index with each BTB sample) |
 //! | read PMD n | 1 per overflowed counter that can gain more than 1 per cycle | an event counting k > 1 in the cycle that wrapped the counter leaves it at `r > 0` although the PMU froze at once; the reload must keep `r` ([`crate::sampling::SampleAfter::rearm`]). A counter that gains at most 1 per cycle ([`super::driver::Programmed::one_per_cycle`]: threshold set, or a catalog event with maximum increment 1) holds exactly 0, so it is not read |
 //! | write PMD n | 1 per overflowed counter | re-arm: `2^W - N + (r mod N)`, completing `1 + r div N` periods ([`crate::sampling`]) |
 //! | write PMC0 = 0 | 1, last | clears fr and every overflow bit in one write, as Linux's `pfm_unfreeze_pmu` does (`perfmon.c`); "It is software's responsibility to reset the overflow and freeze bits" (SDM 7.2.1). Unfreezing re-arms the I-EAR: it captures again once fr is clear |
@@ -50,7 +53,8 @@
 
 use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use super::ear::ItlbSample;
+use super::btb::{BtbConfig, BtbIndex, BtbSample};
+use super::ear::{DearConfig, DearSample, ItlbSample};
 use super::generation::{Generation, RegSet};
 use super::pmc::Pmc0;
 use crate::access::PmcPmdAccess;
@@ -78,6 +82,26 @@ const READ_COUNT: u8 = 1;
 /// [`Slots::flags`]: the counter samples an I-EAR in TLB mode
 /// (`Programmed::captures_itlb`).
 const SAMPLES_IEAR: u8 = 2;
+/// [`Slots::flags`]: the counter samples the D-EAR.
+const SAMPLES_DEAR: u8 = 4;
+/// [`Slots::flags`]: the counter samples the branch trace buffer.
+const SAMPLES_BTB: u8 = 8;
+
+/// What a configured counter captures with each overflow, for
+/// [`PmiState`]: nothing, the I-EAR in TLB mode, the D-EAR (its image
+/// decodes the capture) or the branch trace buffer (its image decodes the
+/// records).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Captures {
+    /// Nothing.
+    Nothing,
+    /// The I-EAR in TLB mode.
+    Itlb,
+    /// The D-EAR, configured so.
+    Dear(DearConfig),
+    /// The branch trace buffer, configured so.
+    Btb(BtbConfig),
+}
 
 /// What the handler needs of the sampling counters, one array per field
 /// indexed by counter number (so the handler indexes with the overflow
@@ -113,6 +137,13 @@ pub struct PmiState {
     interrupts: AtomicU64,
     spurious: AtomicU64,
     ear_invalid: AtomicU64,
+    /// Of `sampling`, the counters sampling the D-EAR or the branch trace
+    /// buffer, serviced out of line.
+    rare: AtomicU64,
+    /// The D-EAR's PMC image (one counter at a time owns the D-EAR).
+    dear_config: AtomicU64,
+    /// The branch trace buffer's PMC image (one owner at a time).
+    btb_config: AtomicU64,
     slot: Slots,
     at_halt: [AtomicU64; SLOTS],
 }
@@ -124,8 +155,8 @@ impl Default for PmiState {
 }
 
 /// One serviced overflow: the generic [`Sample`] (counter, one period, the
-/// interrupted IIP in `rip`) and, for an I-EAR sampling counter, the
-/// I-EAR's capture.
+/// interrupted IIP in `rip`) and, for a counter sampling the I-EAR, the
+/// D-EAR or the branch trace buffer, what it captured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct OverflowSample {
@@ -134,6 +165,14 @@ pub struct OverflowSample {
     /// The captured instruction TLB miss (`None` for a counter without the
     /// I-EAR, or an invalid capture).
     pub itlb: Option<ItlbSample>,
+    /// The D-EAR's capture: data address, latency or TLB level, and the
+    /// instruction's address (`None` for a counter without the D-EAR, or
+    /// an invalid capture: [`PmiState::ear_invalid`]).
+    pub dear: Option<DearSample>,
+    /// The branch trace buffer as read at the overflow; its
+    /// [`BtbSample::branches`] are the source -> target records, oldest
+    /// first (`None` for a counter without the buffer).
+    pub btb: Option<BtbSample>,
 }
 
 /// What one call of [`handle_pmi`] found.
@@ -193,6 +232,9 @@ impl PmiState {
             interrupts: Z64,
             spurious: Z64,
             ear_invalid: Z64,
+            rare: Z64,
+            dear_config: Z64,
+            btb_config: Z64,
             slot: Slots {
                 preset: [Z64; SLOTS],
                 n: [Z64; SLOTS],
@@ -239,8 +281,9 @@ impl PmiState {
         self.spurious.load(Ordering::Relaxed)
     }
 
-    /// I-EAR samples whose PMD0 said "not valid" (Itanium: v = 0; Itanium
-    /// 2: stat = 0): handed on without `itlb`.
+    /// EAR samples whose capture said "not valid": I-EAR PMD0 (Itanium:
+    /// v = 0; Itanium 2: stat = 0), handed on without `itlb`; D-EAR (Itanium
+    /// PMD17 `vl` = 0; Itanium 2 PMD3 `stat` = 0), handed on without `dear`.
     pub fn ear_invalid(&self) -> u64 {
         self.ear_invalid.load(Ordering::Relaxed)
     }
@@ -249,7 +292,7 @@ impl PmiState {
         self.generation.store(generation_code(g), Ordering::Release);
         self.count_mask.store(g.counter_mask(), Ordering::Release);
         for n in 0..SLOTS as u8 {
-            self.set_sampling(n, None, false, false);
+            self.set_sampling(n, None, Captures::Nothing, false);
         }
         self.interrupts.store(0, Ordering::Relaxed);
         self.spurious.store(0, Ordering::Relaxed);
@@ -257,13 +300,13 @@ impl PmiState {
     }
 
     /// Counter `n` is (re)configured: its re-arm constants, computed here
-    /// once, whether the handler must read it, its I-EAR image, and no
+    /// once, whether the handler must read it, what it captures, and no
     /// periods yet.
     pub(super) fn set_sampling(
         &self,
         n: u8,
         s: Option<SampleAfter>,
-        samples_iear: bool,
+        captures: Captures,
         one_per_cycle: bool,
     ) {
         let i = usize::from(n) % SLOTS;
@@ -273,8 +316,19 @@ impl PmiState {
         slot.n[i].store(r.n, Ordering::Release);
         slot.periods[i].store(0, Ordering::Release);
         self.at_halt[i].store(0, Ordering::Release);
-        let flags = if one_per_cycle { 0 } else { READ_COUNT }
-            | if samples_iear { SAMPLES_IEAR } else { 0 };
+        let unit = match captures {
+            Captures::Nothing => 0,
+            Captures::Itlb => SAMPLES_IEAR,
+            Captures::Dear(c) => {
+                self.dear_config.store(c.bits(), Ordering::Release);
+                SAMPLES_DEAR
+            }
+            Captures::Btb(c) => {
+                self.btb_config.store(c.bits(), Ordering::Release);
+                SAMPLES_BTB
+            }
+        };
+        let flags = if one_per_cycle { 0 } else { READ_COUNT } | unit;
         slot.flags[i].store(flags, Ordering::Release);
         let bit = 1u64 << i;
         let sampling = self.sampling.load(Ordering::Relaxed);
@@ -283,14 +337,22 @@ impl PmiState {
         } else {
             sampling & !bit
         };
+        let rare = self.rare.load(Ordering::Relaxed);
+        let rare = if unit & (SAMPLES_DEAR | SAMPLES_BTB) != 0 {
+            rare | bit
+        } else {
+            rare & !bit
+        };
+        self.rare.store(rare, Ordering::Release);
         self.sampling.store(sampling, Ordering::Release);
     }
 }
 
 /// The overflow interrupt handler: read PMC0 once, re-arm every overflowed
-/// sampling counter relative to what it holds, read the I-EAR for I-EAR
-/// sampling counters, hand an [`OverflowSample`] to `sink` per overflowed
-/// counter, and unfreeze (PMC0 = 0) last. See the [module documentation](self).
+/// sampling counter relative to what it holds, read the I-EAR, the D-EAR or
+/// the branch trace buffer for counters sampling them, hand an
+/// [`OverflowSample`] to `sink` per overflowed counter, and unfreeze
+/// (PMC0 = 0) last. See the [module documentation](self).
 ///
 /// An overflow bit of a counter that is not sampling (released, or never
 /// configured with `oi`) is not a sample: it is cleared with the rest. The
@@ -308,8 +370,45 @@ pub fn handle_pmi<R: PmcPmdAccess>(
 ) -> Result<PmiOutcome, R::Error> {
     bump(&state.interrupts, 1);
     let pmc0 = regs.read_pmc(0)?;
+    let due = pmc0 & state.sampling.load(Ordering::Acquire);
+    // An overflow of a counter sampling the D-EAR or the branch trace
+    // buffer takes the out-of-line copy of the handler, so that the others
+    // do not pay for reading them.
+    if due & state.rare.load(Ordering::Relaxed) != 0 {
+        return handle_with_captures(state, regs, iip, &mut sink, pmc0, due);
+    }
+    service::<R, false>(state, regs, iip, &mut sink, pmc0, due)
+}
+
+/// [`handle_pmi`] when a counter sampling the D-EAR or the branch trace
+/// buffer overflowed: rare work, out of line.
+#[cold]
+#[inline(never)]
+fn handle_with_captures<R: PmcPmdAccess>(
+    state: &PmiState,
+    regs: &mut R,
+    iip: u64,
+    sink: &mut impl FnMut(OverflowSample),
+    pmc0: u64,
+    due: u64,
+) -> Result<PmiOutcome, R::Error> {
+    service::<R, true>(state, regs, iip, sink, pmc0, due)
+}
+
+/// The handler after PMC0 is read: service the overflowed sampling
+/// counters `due`, then unfreeze. `CAPTURES`: some counter may sample the
+/// D-EAR or the branch trace buffer (false in the fast copy).
+#[inline(always)]
+fn service<R: PmcPmdAccess, const CAPTURES: bool>(
+    state: &PmiState,
+    regs: &mut R,
+    iip: u64,
+    sink: &mut impl FnMut(OverflowSample),
+    pmc0: u64,
+    due: u64,
+) -> Result<PmiOutcome, R::Error> {
     let mut overflowed = 0u64;
-    let mut rest = pmc0 & state.sampling.load(Ordering::Acquire);
+    let mut rest = due;
     while rest != 0 {
         let n = rest.trailing_zeros();
         rest &= rest - 1;
@@ -325,6 +424,11 @@ pub fn handle_pmi<R: PmcPmdAccess>(
             v
         } else {
             None
+        };
+        let (dear, btb) = if CAPTURES && flags & (SAMPLES_DEAR | SAMPLES_BTB) != 0 {
+            read_dear_or_btb(state, regs, flags)?
+        } else {
+            (None, None)
         };
         let rearm = Rearm {
             preset: slot.preset[i].load(Ordering::Relaxed),
@@ -345,6 +449,8 @@ pub fn handle_pmi<R: PmcPmdAccess>(
         sink(OverflowSample {
             sample: Sample::new(n as u8, periods, iip),
             itlb,
+            dear,
+            btb,
         });
     }
     if overflowed == 0 {
@@ -357,4 +463,44 @@ pub fn handle_pmi<R: PmcPmdAccess>(
         pmc0,
         overflowed: RegSet(overflowed),
     })
+}
+
+/// Read the D-EAR (PMD2, PMD3, PMD17; Montecito PMD32, PMD33, PMD36) for a
+/// counter sampling it, or the branch trace buffer (the index, Montecito's
+/// PMD39, the records the index names) for one sampling that, and empty
+/// the buffer (index = 0) for the next sample.
+fn read_dear_or_btb<R: PmcPmdAccess>(
+    state: &PmiState,
+    regs: &mut R,
+    flags: u8,
+) -> Result<(Option<DearSample>, Option<BtbSample>), R::Error> {
+    let g = state.generation();
+    if flags & SAMPLES_DEAR != 0 {
+        let config = DearConfig::from_bits_truncate(g, state.dear_config.load(Ordering::Relaxed));
+        let [address, latency, instruction] = g.dear_pmds();
+        let (a, l, i) = (
+            regs.read_pmd(address)?,
+            regs.read_pmd(latency)?,
+            regs.read_pmd(instruction)?,
+        );
+        let s = DearSample::decode(config, a, l, i);
+        if !s.valid {
+            bump(&state.ear_invalid, 1);
+        }
+        return Ok((s.valid.then_some(s), None));
+    }
+    let config = BtbConfig::from_bits_truncate(g, state.btb_config.load(Ordering::Relaxed));
+    let index = BtbIndex::from_bits(g, regs.read_pmd(g.btb_index_pmd())?);
+    let extension = match g.btb_extension_pmd() {
+        Some(pmd) => regs.read_pmd(pmd)?,
+        None => 0,
+    };
+    let mut sample = BtbSample::new(config, index, extension);
+    for entry in index.walk() {
+        if let Some(pmd) = BtbIndex::record_pmd(g, entry) {
+            sample.set_record(entry, regs.read_pmd(pmd)?);
+        }
+    }
+    regs.write_pmd(g.btb_index_pmd(), 0)?;
+    Ok((None, Some(sample)))
 }

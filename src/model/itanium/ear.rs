@@ -397,23 +397,33 @@ fn itanium_dear(cfg: u64, umask: u64, miss: &DataMiss) -> Option<u64> {
     }
 }
 
+/// Itanium 2 / Montecito PMD3 (PMD33) `stat` (15:14) of a valid cache-mode
+/// or ALAT-mode capture: 01b. The sources give `stat` values for TLB mode
+/// only; PAPI's perfmon substrate drops a Montecito D-EAR sample whose
+/// `stat` is 0 (or whose PMD36 `vl` is 0) as invalid, so a valid capture in
+/// any mode has `stat` != 0 (see the module notes, 13).
+const DEAR_STAT_VALID: u64 = 1;
+
 /// Itanium 2 / Montecito PMC11 (PMC40): mode 8:7 = 0 cache (umask: >= 4 <<
 /// umask), 1 DTLB (umask: 2 L2, 4 HPW, 8 fault), 2 ALAT. Returns the PMD3
 /// (33) value: latency 12:0, overflow 13, stat 15:14 (TLB mode: 1 L2, 2
-/// HPW, 3 fault; 0 otherwise).
+/// HPW, 3 fault; cache and ALAT modes: 1).
 fn itanium2_dear(cfg: u64, umask: u64, miss: &DataMiss) -> Option<u64> {
     match cfg.get_bits(ITA2_DEAR_MODE) {
         0 => {
             let latency = miss.latency?;
             let threshold = itanium2_dear_threshold(umask)?;
-            (latency >= threshold)
-                .then_some(u64::from(latency.min(0x1FFF)) | (u64::from(latency > 0x1FFF) << 13))
+            (latency >= threshold).then_some(
+                u64::from(latency.min(0x1FFF))
+                    | (u64::from(latency > 0x1FFF) << 13)
+                    | (DEAR_STAT_VALID << 14),
+            )
         }
         1 => {
             let (bit, stat) = dtlb(miss.tlb?);
             (umask & bit != 0).then_some(stat << 14)
         }
-        2 => miss.alat.then_some(0),
+        2 => miss.alat.then_some(DEAR_STAT_VALID << 14),
         _ => None,
     }
 }

@@ -7,6 +7,7 @@ use std::vec::Vec;
 
 use super::*;
 use crate::access::{Access, AccessCounts, Recording};
+use crate::arch::itanium::driver::Unit;
 use crate::arch::itanium::ear::{self, ItlbSample};
 use crate::arch::itanium::ear::{IearConfig, TlbFills};
 use crate::arch::itanium::fields::{EventCode, Plm};
@@ -108,7 +109,7 @@ fn init_freezes_resets_and_unfreezes() {
         let (mut d, c) = Ia::<Cpu>::take(Recording::new(m), g, &state).unwrap();
         assert_eq!(
             d.regs().counts(),
-            counts(0, 2 + counters + 1, 0, counters),
+            counts(0, 2 + counters + 3, 0, counters),
             "{g:?}"
         );
         assert!(!model(&mut d).frozen());
@@ -290,7 +291,10 @@ fn configurations_are_validated() {
     let mut cfg = cycles_on(g, 4).sampling(sa(g, 10));
     cfg.iear = Some(ear);
     let e = e.counter.configure(&mut d, &cfg).unwrap_err();
-    assert_eq!(e.error, Error::Config(ConfigError::NotTheIearEvent));
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::NotTheUnitEvent(Unit::Iear))
+    );
     assert_eq!(
         d.regs().take_counts(),
         counts(0, 0, 0, 0),
@@ -312,7 +316,13 @@ fn configurations_are_validated() {
             &CounterConfig::itlb_sampling(hw6, sa(g, 5), ear).unwrap(),
         )
         .unwrap_err();
-    assert_eq!(e.error, Error::Config(ConfigError::IearBusy { owner: 4 }));
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::UnitBusy {
+            unit: Unit::Iear,
+            owner: 4
+        })
+    );
     let _ = c4.release(&mut d).unwrap();
     assert!(
         e.counter
@@ -970,4 +980,5 @@ fn unclaimed_tokens_are_zero_sized() {
     assert_eq!(size_of::<Counters<Sized>>(), 1);
 }
 
+mod captures;
 mod group;

@@ -1102,7 +1102,11 @@ fn driver_errors_display_their_reason() {
         "the PMU's owner is taken by a live driver"
     );
     let ia: crate::arch::itanium::driver::Error<()> =
-        crate::arch::itanium::driver::ConfigError::IearBusy { owner: 5 }.into();
+        crate::arch::itanium::driver::ConfigError::UnitBusy {
+            unit: crate::arch::itanium::driver::Unit::Iear,
+            owner: 5,
+        }
+        .into();
     assert_eq!(
         std::format!("{ia}"),
         "configuration refused: counter 5 owns the I-EAR"

@@ -349,13 +349,17 @@ fn itanium2_dear_cache_tlb_and_alat_modes() {
             assert_eq!(m.data_miss(miss(t - 1)), Capture::NotSelected);
             assert_eq!(m.data_miss(miss(t)), Capture::Captured, "{g:?} {umask}");
             assert_eq!(m.read_pmd(l.dear_pmd_address), Ok(ADDR));
-            assert_eq!(m.read_pmd(l.dear_pmd_latency), Ok(u64::from(t)));
+            // latency 12:0, stat 15:14 = 01b (valid).
+            assert_eq!(m.read_pmd(l.dear_pmd_latency), Ok(u64::from(t) | 1 << 14));
             // slot 1:0, bn 2, vl 3, bundle address 63:4.
             assert_eq!(m.read_pmd(l.dear_pmd_ip), Ok(IP | (1 << 3) | 1));
         }
         m.write_pmc(l.dear_pmc, itanium2_dear(g, 0, 0)).unwrap();
         m.data_miss(DataMiss::cache(ADDR, IP, 0, 9000));
-        assert_eq!(m.read_pmd(l.dear_pmd_latency), Ok(0x1FFF | (1 << 13)));
+        assert_eq!(
+            m.read_pmd(l.dear_pmd_latency),
+            Ok(0x1FFF | (1 << 13) | (1 << 14))
+        );
         // TLB mode: stat 15:14.
         m.write_pmc(l.dear_pmc, itanium2_dear(g, 1, 0xE)).unwrap();
         for (fill, stat) in [(TlbFill::L2, 1), (TlbFill::Hpw, 2), (TlbFill::Software, 3)] {
@@ -382,7 +386,7 @@ fn itanium2_dear_cache_tlb_and_alat_modes() {
             Capture::Captured
         );
         assert_eq!(m.read_pmd(l.dear_pmd_address), Ok(ADDR + 8));
-        assert_eq!(m.read_pmd(l.dear_pmd_latency), Ok(0));
+        assert_eq!(m.read_pmd(l.dear_pmd_latency), Ok(1 << 14), "stat 01b");
         // Mode 11b (hardware mode): nothing.
         m.set_checking(Checking::Hardware);
         m.write_pmc(l.dear_pmc, itanium2_dear(g, 3, 0)).unwrap();
