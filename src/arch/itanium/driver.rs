@@ -102,8 +102,9 @@
 //! on its overflow the handler reads the index PMD16 (PMD38 and PMD39),
 //! the records it names (PMD8-15, PMD48-63) and empties it again, and the
 //! sample's [`BtbSample::branches`](super::btb::BtbSample::branches) are
-//! the source -> target records, oldest first. Both run in an out-of-line
-//! copy of the handler, so counters without them do not pay ([`super::pmi`]).
+//! the source -> target records, oldest first. Both are read in a branch of
+//! the handler marked cold, which the other counters skip with one test
+//! ([`super::pmi`]).
 //! One counter at a time owns each unit ([`Unit`], [`ConfigError::UnitBusy`]).
 //!
 //! Cascading does not exist on Itanium: [`Itanium`] implements no

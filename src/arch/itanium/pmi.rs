@@ -137,9 +137,6 @@ pub struct PmiState {
     interrupts: AtomicU64,
     spurious: AtomicU64,
     ear_invalid: AtomicU64,
-    /// Of `sampling`, the counters sampling the D-EAR or the branch trace
-    /// buffer, serviced out of line.
-    rare: AtomicU64,
     /// The D-EAR's PMC image (one counter at a time owns the D-EAR).
     dear_config: AtomicU64,
     /// The branch trace buffer's PMC image (one owner at a time).
@@ -232,7 +229,6 @@ impl PmiState {
             interrupts: Z64,
             spurious: Z64,
             ear_invalid: Z64,
-            rare: Z64,
             dear_config: Z64,
             btb_config: Z64,
             slot: Slots {
@@ -337,13 +333,6 @@ impl PmiState {
         } else {
             sampling & !bit
         };
-        let rare = self.rare.load(Ordering::Relaxed);
-        let rare = if unit & (SAMPLES_DEAR | SAMPLES_BTB) != 0 {
-            rare | bit
-        } else {
-            rare & !bit
-        };
-        self.rare.store(rare, Ordering::Release);
         self.sampling.store(sampling, Ordering::Release);
     }
 }
@@ -370,88 +359,24 @@ pub fn handle_pmi<R: PmcPmdAccess>(
 ) -> Result<PmiOutcome, R::Error> {
     bump(&state.interrupts, 1);
     let pmc0 = regs.read_pmc(0)?;
-    let due = pmc0 & state.sampling.load(Ordering::Acquire);
-    // An overflow of a counter sampling the D-EAR or the branch trace
-    // buffer takes the out-of-line copy of the handler, so that the others
-    // do not pay for reading them.
-    if due & state.rare.load(Ordering::Relaxed) != 0 {
-        return handle_with_captures(state, regs, iip, &mut sink, pmc0, due);
-    }
-    service::<R, false>(state, regs, iip, &mut sink, pmc0, due)
-}
-
-/// [`handle_pmi`] when a counter sampling the D-EAR or the branch trace
-/// buffer overflowed: rare work, out of line.
-#[cold]
-#[inline(never)]
-fn handle_with_captures<R: PmcPmdAccess>(
-    state: &PmiState,
-    regs: &mut R,
-    iip: u64,
-    sink: &mut impl FnMut(OverflowSample),
-    pmc0: u64,
-    due: u64,
-) -> Result<PmiOutcome, R::Error> {
-    service::<R, true>(state, regs, iip, sink, pmc0, due)
-}
-
-/// The handler after PMC0 is read: service the overflowed sampling
-/// counters `due`, then unfreeze. `CAPTURES`: some counter may sample the
-/// D-EAR or the branch trace buffer (false in the fast copy).
-#[inline(always)]
-fn service<R: PmcPmdAccess, const CAPTURES: bool>(
-    state: &PmiState,
-    regs: &mut R,
-    iip: u64,
-    sink: &mut impl FnMut(OverflowSample),
-    pmc0: u64,
-    due: u64,
-) -> Result<PmiOutcome, R::Error> {
     let mut overflowed = 0u64;
-    let mut rest = due;
+    let mut rest = pmc0 & state.sampling.load(Ordering::Acquire);
     while rest != 0 {
-        let n = rest.trailing_zeros();
+        let n = rest.trailing_zeros() as u8;
         rest &= rest - 1;
-        let i = n as usize % SLOTS;
-        let slot = &state.slot;
-        let flags = slot.flags[i].load(Ordering::Relaxed);
-        let itlb = if flags & SAMPLES_IEAR != 0 {
-            let g = state.generation();
-            let v = ItlbSample::from_tlb_pmd(g, regs.read_pmd(g.iear_address_pmd())?);
-            if v.is_none() {
-                bump(&state.ear_invalid, 1);
-            }
-            v
-        } else {
-            None
-        };
-        let (dear, btb) = if CAPTURES && flags & (SAMPLES_DEAR | SAMPLES_BTB) != 0 {
+        let flags = state.slot.flags[usize::from(n) % SLOTS].load(Ordering::Relaxed);
+        // The D-EAR or the branch trace buffer: rare, so in a cold branch
+        // (no call: a call in this loop costs every interrupt its
+        // registers; README, Performance).
+        let captured = if flags & (SAMPLES_DEAR | SAMPLES_BTB) != 0 {
+            cold_path();
             read_dear_or_btb(state, regs, flags)?
         } else {
             (None, None)
         };
-        let rearm = Rearm {
-            preset: slot.preset[i].load(Ordering::Relaxed),
-            n: slot.n[i].load(Ordering::Relaxed),
-        };
-        let (periods, reload) = if flags & READ_COUNT == 0 {
-            (1, rearm.preset)
-        } else {
-            let raw = regs.read_pmd(n as u8)? & state.count_mask.load(Ordering::Relaxed);
-            rearm.rearm(raw)
-        };
-        if periods == 0 {
-            continue;
+        if service_counter(state, regs, iip, n, flags, captured, &mut sink)? {
+            overflowed |= 1 << n;
         }
-        regs.write_pmd(n as u8, reload)?;
-        bump(&slot.periods[i], periods);
-        overflowed |= 1 << n;
-        sink(OverflowSample {
-            sample: Sample::new(n as u8, periods, iip),
-            itlb,
-            dear,
-            btb,
-        });
     }
     if overflowed == 0 {
         bump(&state.spurious, 1);
@@ -465,10 +390,67 @@ fn service<R: PmcPmdAccess, const CAPTURES: bool>(
     })
 }
 
+/// Marks the branch that calls it as rarely taken.
+#[cold]
+#[inline(always)]
+fn cold_path() {}
+
+/// One overflowed sampling counter `n` (its `flags`): its I-EAR capture read if it
+/// samples one, re-armed relative to what it holds (read only if it can
+/// gain more than one per cycle), its periods counted and handed to the
+/// sink with `captured` (the D-EAR or branch trace buffer capture, read by
+/// the caller). Whether it completed a period.
+#[inline(always)]
+fn service_counter<R: PmcPmdAccess>(
+    state: &PmiState,
+    regs: &mut R,
+    iip: u64,
+    n: u8,
+    flags: u8,
+    (dear, btb): (Option<DearSample>, Option<BtbSample>),
+    sink: &mut impl FnMut(OverflowSample),
+) -> Result<bool, R::Error> {
+    let i = usize::from(n) % SLOTS;
+    let slot = &state.slot;
+    let itlb = if flags & SAMPLES_IEAR != 0 {
+        let g = state.generation();
+        let v = ItlbSample::from_tlb_pmd(g, regs.read_pmd(g.iear_address_pmd())?);
+        if v.is_none() {
+            bump(&state.ear_invalid, 1);
+        }
+        v
+    } else {
+        None
+    };
+    let rearm = Rearm {
+        preset: slot.preset[i].load(Ordering::Relaxed),
+        n: slot.n[i].load(Ordering::Relaxed),
+    };
+    let (periods, reload) = if flags & READ_COUNT == 0 {
+        (1, rearm.preset)
+    } else {
+        let raw = regs.read_pmd(n)? & state.count_mask.load(Ordering::Relaxed);
+        rearm.rearm(raw)
+    };
+    if periods == 0 {
+        return Ok(false);
+    }
+    regs.write_pmd(n, reload)?;
+    bump(&slot.periods[i], periods);
+    sink(OverflowSample {
+        sample: Sample::new(n, periods, iip),
+        itlb,
+        dear,
+        btb,
+    });
+    Ok(true)
+}
+
 /// Read the D-EAR (PMD2, PMD3, PMD17; Montecito PMD32, PMD33, PMD36) for a
 /// counter sampling it, or the branch trace buffer (the index, Montecito's
 /// PMD39, the records the index names) for one sampling that, and empty
 /// the buffer (index = 0) for the next sample.
+#[inline(always)]
 fn read_dear_or_btb<R: PmcPmdAccess>(
     state: &PmiState,
     regs: &mut R,
