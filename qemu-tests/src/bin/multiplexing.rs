@@ -3,7 +3,8 @@
 //! through the exact scheduler, and the same timer feeds events into the
 //! models while counter groups are read, so that a read can be interrupted
 //! between two register accesses. Every count comes from a PMU model (the
-//! NetBurst and Itanium models of the crate); times from QEMU's TSC.
+//! NetBurst and Itanium models of the crate); the multiplexer's times are
+//! the model's clocks.
 #![no_std]
 #![no_main]
 
@@ -51,7 +52,7 @@ static FED: AtomicU64 = AtomicU64::new(0);
 fn main(_: &'static hobby::boot::BootInfo) -> ! {
     println!(
         "multiplexing: every count below comes from the NetBurst or Itanium PMU model, not \
-         hardware; times are QEMU's TSC"
+         hardware; the multiplexer's times are the model's clocks"
     );
     hobby::pmi::local_apic().enable(Vector::new(SPURIOUS_VECTOR).unwrap());
     let cal = timer::calibrate_best_of(&mut apic_timer(), 11_932, 3);
@@ -147,6 +148,10 @@ const EVENTS: [(&str, EventKind, [u64; 2]); 6] = [
     ),
 ];
 
+/// The workload's non-halted clocks per iteration (the rate of
+/// global_power_events:RUNNING): the multiplexer's time unit.
+const CLOCKS_PER_ITERATION: u64 = 100;
+
 /// Rotations in the run (timer ticks of 200 us).
 const ROTATIONS: u64 = 1000;
 
@@ -169,8 +174,13 @@ fn multiplexing() -> Outcome {
     let mut truth = [0u64; 6];
     let mut done = 0;
     let ticking = Ticking::start(200_000, count_tick)?;
-    let mut last = timer::rdtsc();
+    // Time is the model's: the workload's non-halted clocks (global_power_
+    // events:RUNNING, 100 per iteration). QEMU's TSC keeps running while a
+    // busy host holds the virtual CPU, when the workload does nothing: with
+    // TSC times the estimates were off by up to 9 % under `cargo test`.
+    let mut last = 0;
     let mut iterations = 0u64;
+    let mut longest = 0;
     while done < ROTATIONS {
         // The workload: one iteration's events, at the half's rates.
         let half = usize::from(done >= ROTATIONS / 2);
@@ -184,8 +194,9 @@ fn multiplexing() -> Outcome {
         if TICKS.swap(0, Ordering::SeqCst) > 0 {
             // The rotation, with interrupts off as every driver call.
             interrupts::without_interrupts(|| {
-                let now = timer::rdtsc();
+                let now = iterations * CLOCKS_PER_ITERATION;
                 let r = mux.tick(&mut d, now - last);
+                longest = longest.max(now - last);
                 last = now;
                 r
             })?;
@@ -193,56 +204,55 @@ fn multiplexing() -> Outcome {
         }
     }
     drop(ticking);
-    mux.finish(&mut d, timer::rdtsc() - last)?;
+    mux.finish(&mut d, iterations * CLOCKS_PER_ITERATION - last)?;
     println!(
         "multiplexing: 6 events, 4 of them sharing 2 ESCRs; {ROTATIONS} rotations on the APIC \
-         timer, {iterations} workload iterations (times in TSC cycles, counts from the model)"
+         timer, {iterations} workload iterations (times in model clocks, counts from the model)"
     );
     println!(
-        "multiplexing: event                           enabled    running  raw       estimate  true      error"
+        "multiplexing: event                           enabled    running  raw       estimate  true      error   bound"
     );
-    let mut worst = 0.0f64;
     for (i, m) in mux.results().iter().enumerate() {
+        let (name, _, [r1, r2]) = EVENTS[i];
         let est = m.estimate().ok_or("an event never ran")?;
-        let err = (est as f64 - truth[i] as f64).abs() / truth[i] as f64;
+        let err = est.abs_diff(truth[i]);
+        // The least-run-first rotation keeps competing events' running
+        // times within one tick (at most `longest`) of their share, at the
+        // rate change and at the end, so within two ticks in the second
+        // half; with estimate = raw x enabled / running, the error is then
+        // at most 2L|r1 - mean| + 4L|r2 - mean| <= 6L|r1 - r2| events for
+        // an event whose rate changes half way (L in iterations), and 0
+        // for a constant rate (raw = rate x running exactly).
+        let bound = 6 * (longest / CLOCKS_PER_ITERATION) * r1.abs_diff(r2);
         println!(
-            "multiplexing: {:<31} {:>10} {:>10} {:<9} {:<9} {:<9} {:.2} %",
-            EVENTS[i].0,
+            "multiplexing: {name:<31} {:>10} {:>10} {:<9} {:<9} {:<9} {:.2} % {:.2} %",
             m.enabled,
             m.running,
             m.raw,
             est,
             truth[i],
-            err * 100.0
+            err as f64 * 100.0 / truth[i] as f64,
+            bound as f64 * 100.0 / truth[i] as f64,
+        );
+        check!(
+            err <= bound,
+            "{name}: estimate {est}, true {}: off by more than {bound}",
+            truth[i]
         );
         if i < 4 {
             // Two of four at a time, in turn: about half the time.
             let share = m.running as f64 / m.enabled as f64;
             check!(
                 (0.4..0.6).contains(&share),
-                "{}: ran {share:.2} of the time",
-                EVENTS[i].0
+                "{name}: ran {share:.2} of the time"
             );
-            worst = worst.max(err);
         } else {
-            check!(m.running == m.enabled, "{} did not always fit", EVENTS[i].0);
-            check!(
-                m.raw == truth[i],
-                "{}: {} counted of {}",
-                EVENTS[i].0,
-                m.raw,
-                truth[i]
-            );
+            check!(m.running == m.enabled, "{name} did not always fit");
         }
     }
     println!(
-        "multiplexing: worst estimate error of the multiplexed events {:.2} %",
-        worst * 100.0
-    );
-    check!(
-        worst < 0.05,
-        "estimate error {:.2} % above 5 %",
-        worst * 100.0
+        "multiplexing: the longest tick was {longest} model clocks ({} workload iterations)",
+        longest / CLOCKS_PER_ITERATION
     );
     let Ok(handles) = mux.into_handles() else {
         fail!("an event is still on a counter");
