@@ -19,12 +19,19 @@
 //!   time. The host tests measure both with a backend in which every
 //!   register access takes time.
 //!
-//! An operation checks every member's state before it touches a register,
-//! so a transition the group does not allow changes nothing.
+//! An operation brings every member to its target state: [`Group::start`]
+//! enables or resumes the members not yet counting, [`Group::stop`] halts
+//! the ones counting, so after a register access failed part way (only a
+//! model fails) the same call can simply be repeated. A cascaded counter
+//! belongs to its pair, not to a group: it is refused
+//! ([`GroupError::Cascaded`]; resuming it would end its cascade). Every
+//! member's owner and state is checked before any register is touched.
+//! Call the group with the PMU interrupt masked, as every driver call
+//! ([`Driver::freeze`]).
 
 use core::fmt;
 
-use super::erased::{AnyHandle, ErasedError, Operation};
+use super::erased::{AnyHandle, ErasedError};
 use super::{Arch, Driver, OwnerId, StateTag};
 
 /// Why handles cannot form a group.
@@ -41,6 +48,11 @@ pub enum GroupError {
         /// Its counter.
         counter: u8,
     },
+    /// A member is cascaded: it counts with its pair, not with a group.
+    Cascaded {
+        /// Its counter.
+        counter: u8,
+    },
 }
 
 impl fmt::Display for GroupError {
@@ -52,6 +64,10 @@ impl fmt::Display for GroupError {
             GroupError::MixedOwners { counter } => write!(
                 f,
                 "counter {counter} was issued by another driver than the group's first member"
+            ),
+            GroupError::Cascaded { counter } => write!(
+                f,
+                "counter {counter} is cascaded: it counts with its pair, not in a group"
             ),
         }
     }
@@ -77,8 +93,8 @@ impl<A: Arch, const K: usize> fmt::Debug for Group<A, K> {
 type Checked<T, D, A> = Result<T, ErasedError<<D as Driver<A>>::Error>>;
 
 impl<A: Arch, const K: usize> Group<A, K> {
-    /// Groups `members`, each claimed (Configured, Halted or already
-    /// counting) and all issued by one driver. Refused with the handles
+    /// Groups `members`, each claimed (Configured, Enabled or Halted, not
+    /// Cascaded) and all issued by one driver. Refused with the handles
     /// given back.
     #[allow(
         clippy::result_large_err,
@@ -89,6 +105,8 @@ impl<A: Arch, const K: usize> Group<A, K> {
         let bad = members.iter().find_map(|m| {
             if m.state() == StateTag::Unclaimed {
                 Some(GroupError::Unclaimed { counter: m.index() })
+            } else if m.state() == StateTag::Cascaded {
+                Some(GroupError::Cascaded { counter: m.index() })
             } else if Some(m.owner()) != owner {
                 Some(GroupError::MixedOwners { counter: m.index() })
             } else {
@@ -111,28 +129,30 @@ impl<A: Arch, const K: usize> Group<A, K> {
         self.members
     }
 
-    /// Every member Configured or Halted → Enabled, at one instant where
-    /// the PMU can freeze, back to back otherwise.
+    /// Every member not yet counting (Configured or Halted) → Enabled, at
+    /// one instant where the PMU can freeze, back to back otherwise.
     pub fn start<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
-        self.check::<D>(Operation::Enable, |s| {
-            matches!(s, StateTag::Configured | StateTag::Halted)
-        })?;
+        self.check::<D>()?;
         self.frozen(pmu, |m, pmu| match m.state() {
             StateTag::Halted => m.resume(pmu),
-            _ => m.enable(pmu),
+            StateTag::Configured => m.enable(pmu),
+            _ => Ok(()),
         })
     }
 
-    /// Every member Enabled or Cascaded → Halted, in the order [`Group::start`]
+    /// Every counting member → Halted, in the order [`Group::start`]
     /// started them.
     pub fn stop<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
-        self.check::<D>(Operation::Halt, |s| Operation::Halt.legal_in(s))?;
-        self.frozen(pmu, |m, pmu| m.halt(pmu))
+        self.check::<D>()?;
+        self.frozen(pmu, |m, pmu| match m.state() {
+            StateTag::Enabled => m.halt(pmu),
+            _ => Ok(()),
+        })
     }
 
     /// Every member's count, in member order: one snapshot.
     pub fn read<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<[u64; K], D, A> {
-        self.check::<D>(Operation::Read, |s| Operation::Read.legal_in(s))?;
+        self.check::<D>()?;
         let mut out = [0; K];
         let mut slots = out.iter_mut();
         self.frozen(pmu, |m, pmu| {
@@ -145,30 +165,23 @@ impl<A: Arch, const K: usize> Group<A, K> {
         Ok(out)
     }
 
-    /// Every member's state allows `operation` (`legal`), and each was
-    /// issued by `D`: checked before any register is touched.
-    fn check<D: Driver<A>>(
-        &self,
-        operation: Operation,
-        legal: impl Fn(StateTag) -> bool,
-    ) -> Checked<(), D, A> {
-        for m in &self.members {
-            if m.owner() != OwnerId::of::<D::Owner>() {
-                return Err(ErasedError::ForeignHandle { counter: m.index() });
-            }
-            if !legal(m.state()) {
-                return Err(ErasedError::Illegal {
-                    operation,
-                    state: m.state(),
-                });
-            }
+    /// Every member was issued by `D`: checked before any register is
+    /// touched (the states are kept claimed and uncascaded by the group).
+    fn check<D: Driver<A>>(&self) -> Checked<(), D, A> {
+        match self
+            .members
+            .iter()
+            .find(|m| m.owner() != OwnerId::of::<D::Owner>())
+        {
+            Some(m) => Err(ErasedError::ForeignHandle { counter: m.index() }),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// `each` on every member inside the driver's freeze bracket; the PMU
     /// is thawed even when a member's operation fails (that member is
-    /// unchanged, the ones before it have moved on).
+    /// unchanged, the ones before it have moved on). A failed thaw is the
+    /// error reported, before a member's: the PMU is still frozen then.
     fn frozen<D: Driver<A>>(
         &mut self,
         pmu: &mut D,
@@ -176,7 +189,7 @@ impl<A: Arch, const K: usize> Group<A, K> {
     ) -> Checked<(), D, A> {
         pmu.freeze().map_err(ErasedError::Driver)?;
         let r = self.members.iter_mut().try_for_each(|m| each(m, pmu));
-        let thawed = pmu.thaw().map_err(ErasedError::Driver);
-        r.and(thawed)
+        pmu.thaw().map_err(ErasedError::Driver)?;
+        r
     }
 }

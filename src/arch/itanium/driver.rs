@@ -683,6 +683,8 @@ pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {
     /// PMC0 as it was before, with the overflow bits the driver has
     /// withdrawn since cleared; thawing writes it back.
     before_freeze: Option<pmc::Pmc0>,
+    /// Brackets opened inside the outermost one.
+    freeze_nesting: u8,
     _owner: PhantomData<O>,
 }
 
@@ -719,6 +721,7 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
             saved: [None; 16],
             claimed: RegSet::EMPTY,
             before_freeze: None,
+            freeze_nesting: 0,
             _owner: PhantomData,
         };
         Ok((driver, Counters::issue(generation)))
@@ -878,11 +881,15 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
                 // after the configuration (PMD16 `bbi` 0, `full` 0).
                 Self::reg(self.regs.write_pmd(g.btb_index_pmd(), 0))?;
             }
-            self.unit_owner[unit.slot()] = Some(n);
         }
         Self::reg(self.regs.write_pmc(n, p.pmc_stopped()))?;
         let preset = p.sampling.map_or(0, SampleAfter::preset);
         Self::reg(self.regs.write_pmd(n, preset))?;
+        // Owned only once every write went through: a failed configuration
+        // leaves the unit free.
+        if let Some((unit, _)) = p.unit() {
+            self.unit_owner[unit.slot()] = Some(n);
+        }
         self.saved[usize::from(n)] = None;
         self.pmi
             .set_sampling(n, p.sampling, p.captures(), p.one_per_cycle);
@@ -957,23 +964,55 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
     }
 
     /// PMC0.fr set (SDM Vol. 2 7.2.1: no counter counts while it is), the
-    /// rest of PMC0 kept: one read, one write.
+    /// rest of PMC0 kept: one read, one write, and one PMD read per
+    /// counting sampling counter. The counters count until the write, and
+    /// the write replaces PMC0, so the overflow bit of a sampling counter
+    /// that overflows between the read and the write would be lost (its
+    /// interrupt would find nothing, and the counter, wrapped, would not be
+    /// re-armed): after the write, each counting sampling counter whose bit
+    /// was clear is read, and one found wrapped past its preset has its bit
+    /// put back, with the freeze, for the thaw to write, so that its
+    /// interrupt samples it. Nested brackets freeze and thaw once.
     fn freeze(&mut self) -> Result<(), Self::Error> {
+        if self.before_freeze.is_some() {
+            self.freeze_nesting = self.freeze_nesting.saturating_add(1);
+            return Ok(());
+        }
+        let g = self.generation;
         let pmc0 = pmc::Pmc0::from_bits(Self::reg(self.regs.read_pmc(0))?);
         Self::reg(self.regs.write_pmc(0, pmc0.with_frozen(true).bits()))?;
-        self.before_freeze = Some(pmc0);
+        let mut before = pmc0;
+        let unseen = RegSet(self.pmi.sampling() & !pmc0.overflowed(g).0);
+        for n in unseen.iter() {
+            // Halted on Itanium: its count is saved, its PMD meaningless.
+            if self.saved[usize::from(n) % 16].is_some() {
+                continue;
+            }
+            let raw = pmd::count(g, Self::reg(self.regs.read_pmd(n))?);
+            if let Some(counter) = HwCounter::new(g, n).filter(|_| self.pmi.wrapped(n, raw)) {
+                before = before.with_overflow(counter, true).with_frozen(true);
+            }
+        }
+        self.before_freeze = Some(before);
         Ok(())
     }
 
     /// PMC0 as before the freeze, less the overflows withdrawn meanwhile
     /// (frozen only if it was and an overflow is still pending, as
-    /// `clear_pending_overflow` leaves it): one write.
+    /// `clear_pending_overflow` leaves it): one write. If the write fails
+    /// the driver still knows the PMU frozen, and a second thaw retries.
     fn thaw(&mut self) -> Result<(), Self::Error> {
-        let Some(before) = self.before_freeze.take() else {
+        if self.freeze_nesting > 0 {
+            self.freeze_nesting -= 1;
+            return Ok(());
+        }
+        let Some(before) = self.before_freeze else {
             return Ok(());
         };
         let after = before.with_frozen(before.frozen() && before.any_overflow_bit());
-        Self::reg(self.regs.write_pmc(0, after.bits()))
+        Self::reg(self.regs.write_pmc(0, after.bits()))?;
+        self.before_freeze = None;
+        Ok(())
     }
 }
 

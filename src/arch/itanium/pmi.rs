@@ -261,6 +261,22 @@ impl PmiState {
         self.at_halt[usize::from(n) % SLOTS].load(Ordering::Acquire)
     }
 
+    /// The counters configured to sample, as PMC0 overflow bits.
+    pub(super) fn sampling(&self) -> u64 {
+        self.sampling.load(Ordering::Acquire)
+    }
+
+    /// Whether sampling counter `n`, holding `raw`, has passed its
+    /// overflow (wrapped below its preset) since it was last armed.
+    pub(super) fn wrapped(&self, n: u8, raw: u64) -> bool {
+        let i = usize::from(n) % SLOTS;
+        let rearm = Rearm {
+            preset: self.slot.preset[i].load(Ordering::Relaxed),
+            n: self.slot.n[i].load(Ordering::Relaxed),
+        };
+        rearm.rearm(raw).0 != 0
+    }
+
     pub(super) fn add_halt_periods(&self, n: u8, periods: u64) {
         let i = usize::from(n) % SLOTS;
         bump(&self.slot.periods[i], periods);

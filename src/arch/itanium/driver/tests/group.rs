@@ -169,10 +169,10 @@ fn a_group_read_is_one_snapshot_while_time_passes() {
     }
 }
 
-/// A group refuses unclaimed or foreign members, and an operation no member
-/// may take changes nothing.
+/// A group refuses unclaimed or foreign members; start and stop bring
+/// every member to their state, whatever state each is in.
 #[test]
-fn groups_check_members_before_touching_a_register() {
+fn groups_check_their_members_and_reach_one_state() {
     let g = Generation::Itanium2;
     let state = PmiState::new();
     let (mut d, c) = driver!(&state, g);
@@ -190,19 +190,22 @@ fn groups_check_members_before_touching_a_register() {
     b.enable(&mut d).unwrap();
     let mut group = Group::new([a, b]).unwrap();
     d.regs().clear();
-    let e = group.start(&mut d).unwrap_err();
+    // Start brings the members not yet counting to Enabled: only counter 4
+    // is written (inside the freeze).
+    group.start(&mut d).unwrap();
+    assert_eq!(d.regs().counts(), counts(1, 3, 0, 0));
     assert!(
-        matches!(
-            e,
-            ErasedError::Illegal {
-                state: StateTag::Enabled,
-                ..
-            }
-        ),
-        "{e}"
+        group
+            .members()
+            .iter()
+            .all(|m| m.state() == StateTag::Enabled),
+        "both count"
     );
-    assert_eq!(d.regs().counts(), counts(0, 0, 0, 0), "nothing touched");
-    assert_eq!(group.members()[0].state(), StateTag::Configured);
+    // So is a repeated stop: the second finds nothing counting.
+    group.stop(&mut d).unwrap();
+    d.regs().clear();
+    group.stop(&mut d).unwrap();
+    assert_eq!(d.regs().counts(), counts(1, 2, 0, 0), "the bracket only");
     // Another driver's group is refused by this driver.
     let other_state = PmiState::new();
     let (mut other, oc) = driver!(&other_state, g);
@@ -268,4 +271,147 @@ fn a_group_stop_with_a_pending_overflow_counts_it_once() {
         }
         d.retire();
     }
+}
+
+/// The model, with `count` cycles injected just before access number `at`
+/// (from 1), and accesses refused from `fail_from` on.
+#[derive(Debug)]
+struct Triggered {
+    m: ItaniumModel,
+    accesses: u64,
+    at: u64,
+    count: u64,
+    fail_from: u64,
+}
+
+impl Triggered {
+    fn access(&mut self) -> Result<(), <ItaniumModel as PmcPmdAccess>::Error> {
+        self.accesses += 1;
+        if self.accesses == self.at {
+            self.m.inject(Event::new(CYCLES, 0, self.count));
+        }
+        if self.accesses >= self.fail_from {
+            // Any refused access: PMC 200 is not implemented.
+            return PmcPmdAccess::read_pmc(&mut self.m, 200).map(|_| ());
+        }
+        Ok(())
+    }
+}
+
+impl PmcPmdAccess for Triggered {
+    type Error = <ItaniumModel as PmcPmdAccess>::Error;
+    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
+        self.access()?;
+        PmcPmdAccess::read_pmc(&mut self.m, n)
+    }
+    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+        self.access()?;
+        PmcPmdAccess::write_pmc(&mut self.m, n, value)
+    }
+    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
+        self.access()?;
+        PmcPmdAccess::read_pmd(&mut self.m, n)
+    }
+    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+        self.access()?;
+        PmcPmdAccess::write_pmd(&mut self.m, n, value)
+    }
+}
+
+fn triggered<O: Owner>(
+    state: &PmiState,
+    g: Generation,
+) -> (ItaniumDriver<'_, O, Triggered>, Counters<O>) {
+    let mut m = ItaniumModel::new(model_generation(g));
+    m.set_psr(Psr::MONITORING);
+    let t = Triggered {
+        m,
+        accesses: 0,
+        at: 0,
+        count: 0,
+        fail_from: u64::MAX,
+    };
+    ItaniumDriver::take(t, g, state).unwrap()
+}
+
+/// A sampling counter outside the group overflows between the freeze's
+/// PMC0 read and its PMC0 write, which would wipe its overflow bit: the
+/// freeze finds it wrapped and puts the bit back, so its interrupt samples
+/// it once and re-arms it, on every generation.
+#[test]
+fn an_overflow_racing_the_freeze_is_not_lost() {
+    for g in Generation::ALL {
+        let state = PmiState::new();
+        crate::owner!(Racing);
+        let (mut d, c) = triggered::<Racing>(&state, g);
+        let s = sa(g, 10);
+        let c4 = c.c4.configure(&mut d, &cycles_on(g, 4).sampling(s));
+        let _c4 = c4.unwrap().enable(&mut d).unwrap();
+        let mut member = [c.c5.erase()];
+        member[0].configure(&mut d, &cycles_on(g, 5)).unwrap();
+        let mut group = Group::new(member).unwrap();
+        group.start(&mut d).unwrap();
+        model_of(&mut d).inject(Event::new(CYCLES, 0, 5));
+        // The freeze: access 1 reads PMC0, access 2 writes it; counter 4
+        // overflows just before the write.
+        let t = d.regs();
+        (t.at, t.count) = (t.accesses + 2, 5);
+        let [v] = group.read(&mut d).unwrap();
+        assert_eq!(v, 10, "{g:?}: the member counted until the freeze");
+        assert!(model_of(&mut d).frozen(), "{g:?}: the overflow kept");
+        assert!(model_of(&mut d).take_interrupt().is_some());
+        let mut samples = Vec::new();
+        handle_pmi(&state, d.regs(), 0, |x| samples.push(x)).unwrap();
+        assert_eq!((samples.len(), state.periods(4)), (1, 1), "{g:?}");
+        assert!(!model_of(&mut d).frozen(), "{g:?}");
+        model_of(&mut d).inject(Event::new(CYCLES, 0, 3));
+        assert_eq!(
+            s.split(_c4.read(&mut d).unwrap()),
+            (0, 3),
+            "{g:?}: re-armed"
+        );
+        d.retire();
+    }
+}
+
+/// A thaw whose PMC0 write fails leaves the driver knowing the PMU frozen:
+/// the group reports the thaw's error, and the next thaw writes PMC0.
+#[test]
+fn a_failed_thaw_is_reported_and_retried() {
+    let g = Generation::Itanium2;
+    let state = PmiState::new();
+    crate::owner!(Failing);
+    let (mut d, c) = triggered::<Failing>(&state, g);
+    let mut member = [c.c4.erase()];
+    member[0].configure(&mut d, &cycles_on(g, 4)).unwrap();
+    let mut group = Group::new(member).unwrap();
+    // Start: PMC0 read, PMC0 write, PMC4 write, then the thaw fails.
+    let t = d.regs();
+    t.fail_from = t.accesses + 4;
+    assert!(matches!(group.start(&mut d), Err(ErasedError::Driver(_))));
+    assert!(model_of(&mut d).frozen(), "still frozen");
+    d.regs().fail_from = u64::MAX;
+    counter::Driver::thaw(&mut d).unwrap();
+    assert!(!model_of(&mut d).frozen(), "the retried thaw unfroze it");
+    d.retire();
+}
+
+/// Nested brackets freeze once and thaw once.
+#[test]
+fn nested_freezes_thaw_at_the_outermost() {
+    let g = Generation::Itanium2;
+    let state = PmiState::new();
+    let (mut d, _c) = driver!(&state, g);
+    counter::Driver::freeze(&mut d).unwrap();
+    counter::Driver::freeze(&mut d).unwrap();
+    counter::Driver::thaw(&mut d).unwrap();
+    assert!(model(&mut d).frozen(), "the inner thaw keeps it frozen");
+    counter::Driver::thaw(&mut d).unwrap();
+    assert!(!model(&mut d).frozen());
+    assert_eq!(d.regs().counts(), counts(1, 2, 0, 0));
+    d.retire();
+}
+
+fn model_of<'a, O: Owner>(d: &'a mut ItaniumDriver<'_, O, Triggered>) -> &'a mut ItaniumModel {
+    &mut d.regs().m
 }

@@ -148,3 +148,26 @@ fn a_group_counts_equal_length_windows_shifted_by_one_access() {
     }
     assert!(d.give_back().is_ok());
 }
+
+/// A cascaded counter counts with its pair: a group refuses it (resuming it
+/// after a group stop would end its cascade).
+#[test]
+fn a_cascaded_counter_is_not_grouped() {
+    let state = PmiState::new();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    let [mut c0, _, mut c2, ..] = c.erase_all();
+    c0.configure(&mut d, &running()).unwrap();
+    c0.enable(&mut d).unwrap();
+    let high = CounterConfig {
+        escr: Escr::FsbEscr1,
+        ..running()
+    };
+    c2.configure(&mut d, &high).unwrap();
+    c2.cascade_from(&c0, &mut d).unwrap();
+    let Err((e, [mut c0, mut c2])) = Group::new([c0, c2]) else {
+        panic!("a cascaded counter was grouped");
+    };
+    assert_eq!(e, crate::counter::GroupError::Cascaded { counter: 2 });
+    c2.release(&mut d).unwrap();
+    c0.release(&mut d).unwrap();
+}
