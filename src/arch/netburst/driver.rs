@@ -799,6 +799,17 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         self.claimed
     }
 
+    /// The counters and ESCRs claimed in the package by every driver (this
+    /// one's included), as the scheduler's [`Occupied`]: what a placement
+    /// for this logical processor must leave alone (SDM 18.16: the two
+    /// logical processors share them).
+    ///
+    /// [`Occupied`]: super::schedule::Occupied
+    pub fn occupied(&self) -> super::schedule::Occupied {
+        let claims = self.pmi.claims();
+        super::schedule::Occupied::NONE.with_claims(claims.escrs(), claims.counters())
+    }
+
     /// The MSR backend.
     pub fn msr(&mut self) -> &mut M {
         &mut self.msr

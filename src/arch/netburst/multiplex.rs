@@ -3,19 +3,28 @@
 //! exact scheduler ([`super::schedule`]), each reported with its time
 //! enabled, time running and scaled estimate ([`Multiplexed`]).
 //!
-//! On each [`Multiplexer::tick`] the events that ran are read and released,
-//! every event is charged the tick's time (the running ones their counts
-//! too), and the next set is chosen: taking the events in order of the
-//! time they have run so far, least first, each joins the set if the
+//! On each [`Multiplexer::tick`] the running events are read, every event
+//! is charged the tick's time (the running ones what they counted since the
+//! last read), and the next set is chosen: taking the events in order of
+//! the time they have run so far, least first, each joins the set if the
 //! scheduler can still place the whole set (SDM Table 18-63's ESCR and
-//! counter wiring, Tables 19-28/19-29's ESCRs per event); the set is then
-//! programmed on the counters the schedule names. So events that compete
-//! for the same registers share them evenly in time (plain round robin
-//! over the whole list would not: events that always fit would shift the
-//! turns), and every event runs with as many others as fit.
+//! counter wiring, Tables 19-28/19-29's ESCRs per event) beside what the
+//! package's other drivers hold ([`NetBurstDriver::occupied`]). An event
+//! placed where it already runs keeps counting untouched; the others are
+//! released and the new ones configured and enabled. So events that
+//! compete for the same registers share them evenly in time (plain round
+//! robin over the whole list would not: events that always fit would shift
+//! the turns), events that always fit count without a gap, and every event
+//! runs with as many others as fit.
+//!
+//! A register access that fails (only a model refuses one) returns the
+//! error with every claimed counter still tracked: the next tick, or
+//! [`Multiplexer::finish`], releases it.
 
 use super::driver::{CounterConfig, Error, NetBurst, NetBurstDriver};
+use super::msrs::{Assignment, CounterSet, EscrSet};
 use super::parse::EventSpec;
+use super::pmi::overflow_rule;
 use super::schedule::{Occupied, Part, Request, ScheduleError, schedule};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
@@ -35,6 +44,12 @@ pub enum MultiplexError {
         /// Why.
         why: ScheduleError,
     },
+    /// The handles are not one driver's 18 unclaimed counters in order
+    /// ([`super::driver::Counters::erase_all`]): handle `index` is not.
+    Handles {
+        /// Its position.
+        index: usize,
+    },
 }
 
 impl core::fmt::Display for MultiplexError {
@@ -44,6 +59,10 @@ impl core::fmt::Display for MultiplexError {
             MultiplexError::Unschedulable { index, why } => {
                 write!(f, "event {index} cannot be counted on this part: {why}")
             }
+            MultiplexError::Handles { index } => write!(
+                f,
+                "handle {index} is not counter {index} of the driver, unclaimed"
+            ),
         }
     }
 }
@@ -59,18 +78,18 @@ pub struct Multiplexer<const E: usize> {
     events: [Option<Request>; E],
     n: usize,
     counts: [Multiplexed; E],
-    /// The counter each running event is on.
-    on: [Option<u8>; E],
+    /// Where each claimed event is, and the count it held when last read.
+    on: [Option<(Assignment, u64)>; E],
     next: usize,
     handles: [AnyHandle<NetBurst>; 18],
 }
 
 impl<const E: usize> Multiplexer<E> {
     /// Multiplexes `events` (each an event and the logical processor to
-    /// count it for) on `part` with `handles` (all 18 of a driver,
-    /// [`super::driver::Counters::erase_all`], unclaimed). Nothing runs
-    /// until the first [`Multiplexer::tick`]. Refused with the handles
-    /// given back.
+    /// count it for) on `part` with `handles` (all 18 of a driver, in
+    /// order and unclaimed: [`super::driver::Counters::erase_all`]).
+    /// Nothing runs until the first [`Multiplexer::tick`]. Refused with
+    /// the handles given back.
     #[allow(
         clippy::result_large_err,
         reason = "the error hands the handles back by value: a no_std crate has no Box"
@@ -82,6 +101,13 @@ impl<const E: usize> Multiplexer<E> {
     ) -> Result<Self, (MultiplexError, [AnyHandle<NetBurst>; 18])> {
         if events.len() > E {
             return Err((MultiplexError::TooMany, handles));
+        }
+        let owner = handles[0].owner();
+        if let Some(index) = (0..18).find(|&i| {
+            let h = &handles[i];
+            usize::from(h.index()) != i || h.state() != StateTag::Unclaimed || h.owner() != owner
+        }) {
+            return Err((MultiplexError::Handles { index }, handles));
         }
         let mut m = Multiplexer {
             part,
@@ -102,31 +128,66 @@ impl<const E: usize> Multiplexer<E> {
         Ok(m)
     }
 
-    /// One rotation: the running events are read and released, every event
-    /// is charged `dt` (the running ones their counts), and the next set is
-    /// programmed and enabled. The first call (with `dt` 0) starts.
+    /// One rotation: the running events are read, every event is charged
+    /// `dt` (the running ones their counts), and the next set is placed:
+    /// events staying where they are keep counting, the others are
+    /// released, the new ones configured and enabled. The first call (with
+    /// `dt` 0) starts.
     pub fn tick<O: Owner, M: MsrAccess>(
         &mut self,
         d: &mut NetBurstDriver<'_, O, M>,
         dt: u64,
     ) -> Result<(), RotateError<M::Error>> {
-        self.stop(d, dt)?;
-        self.start_next(d)
+        self.account(d, dt)?;
+        let Some((set, chosen, k)) = self.choose(d) else {
+            return self.release_all(d);
+        };
+        let placed = match schedule(self.part, &set[..k], self.others(d)) {
+            Ok(p) => p,
+            Err(_) => return self.release_all(d),
+        };
+        // Which claimed events keep their place.
+        let mut keep = [false; E];
+        for (slot, a) in placed.as_slice().iter().enumerate() {
+            let i = chosen[slot];
+            keep[i] = self.on[i].is_some_and(|(at, _)| at == *a);
+        }
+        for (i, _) in keep.iter().enumerate().take(self.n).filter(|(_, k)| !**k) {
+            self.release(d, i)?;
+        }
+        for (slot, a) in placed.as_slice().iter().enumerate() {
+            let i = chosen[slot];
+            let h = &mut self.handles[usize::from(a.counter().index())];
+            if !keep[i] {
+                let r = &set[slot];
+                h.configure(
+                    d,
+                    &CounterConfig::counting(*r.spec(), a.escr()).on(r.processor()),
+                )?;
+                // Configured with the counter at 0.
+                self.on[i] = Some((*a, 0));
+            }
+            if h.state() == StateTag::Configured {
+                h.enable(d)?;
+            }
+        }
+        Ok(())
     }
 
-    /// Reads and releases the running events and charges every event `dt`.
-    fn stop<O: Owner, M: MsrAccess>(
+    /// Reads the claimed events and charges every event `dt`.
+    fn account<O: Owner, M: MsrAccess>(
         &mut self,
         d: &mut NetBurstDriver<'_, O, M>,
         dt: u64,
     ) -> Result<(), RotateError<M::Error>> {
         for i in 0..self.n {
-            let counted = match self.on[i].take() {
-                Some(c) => {
-                    let h = &mut self.handles[usize::from(c)];
+            let counted = match &mut self.on[i] {
+                Some((a, last)) => {
+                    let h = &self.handles[usize::from(a.counter().index())];
                     let v = h.read(d)?;
-                    h.release(d)?;
-                    Some(v)
+                    let delta = v.wrapping_sub(*last) & overflow_rule().mask();
+                    *last = v;
+                    Some(delta)
                 }
                 None => None,
             };
@@ -135,18 +196,19 @@ impl<const E: usize> Multiplexer<E> {
         Ok(())
     }
 
-    /// Picks the next set (least run first, as many as the scheduler
-    /// places) and starts it.
-    fn start_next<O: Owner, M: MsrAccess>(
+    /// The next set: events least run first, as many as the scheduler
+    /// places beside the other drivers' claims. The requests, which event
+    /// each is, and how many; `None` if there are no events.
+    #[allow(clippy::type_complexity, reason = "a private helper's three results")]
+    fn choose<O: Owner, M: MsrAccess>(
         &mut self,
-        d: &mut NetBurstDriver<'_, O, M>,
-    ) -> Result<(), RotateError<M::Error>> {
-        let Some(first) = self.events[..self.n].iter().flatten().next() else {
-            return Ok(());
-        };
+        d: &NetBurstDriver<'_, O, M>,
+    ) -> Option<([Request; 18], [usize; 18], usize)> {
+        let first = *self.events[..self.n].iter().flatten().next()?;
+        let others = self.others(d);
         let mut chosen = [0usize; 18];
         // Filled from the front; the filler is never scheduled.
-        let mut set = [*first; 18];
+        let mut set = [first; 18];
         let mut k = 0;
         let mut tried = [false; E];
         for _ in 0..self.n {
@@ -159,28 +221,28 @@ impl<const E: usize> Multiplexer<E> {
                 break;
             }
             set[k] = r;
-            if schedule(self.part, &set[..=k], Occupied::NONE).is_ok() {
+            if schedule(self.part, &set[..=k], others).is_ok() {
                 chosen[k] = i;
                 k += 1;
             }
         }
         self.next = (self.next + 1) % self.n;
-        let Ok(placed) = schedule(self.part, &set[..k], Occupied::NONE) else {
-            return Ok(());
-        };
-        for (slot, a) in placed.as_slice().iter().enumerate() {
-            let i = chosen[slot];
-            let r = &set[slot];
-            let c = a.counter().index();
-            let h = &mut self.handles[usize::from(c)];
-            h.configure(
-                d,
-                &CounterConfig::counting(*r.spec(), a.escr()).on(r.processor()),
-            )?;
-            h.enable(d)?;
-            self.on[i] = Some(c);
+        Some((set, chosen, k))
+    }
+
+    /// What the package's other drivers hold: its claims, less this
+    /// multiplexer's.
+    fn others<O: Owner, M: MsrAccess>(&self, d: &NetBurstDriver<'_, O, M>) -> Occupied {
+        let all = d.occupied();
+        let (mut escrs, mut counters) = (all.escrs().bits(), all.counters().bits());
+        for (a, _) in self.on.iter().flatten() {
+            escrs &= !EscrSet::EMPTY.with(a.escr()).bits();
+            counters &= !CounterSet::EMPTY.with(a.counter()).bits();
         }
-        Ok(())
+        Occupied::NONE.with_claims(
+            EscrSet::from_bits_truncate(escrs),
+            CounterSet::from_bits_truncate(counters),
+        )
     }
 
     /// The untried event that has run least so far; ties go to the first
@@ -192,13 +254,35 @@ impl<const E: usize> Multiplexer<E> {
             .min_by_key(|&i| self.counts[i].running)
     }
 
+    /// Releases event `i`'s counter, if it holds one (forgotten only once
+    /// released).
+    fn release<O: Owner, M: MsrAccess>(
+        &mut self,
+        d: &mut NetBurstDriver<'_, O, M>,
+        i: usize,
+    ) -> Result<(), RotateError<M::Error>> {
+        if let Some((a, _)) = self.on[i] {
+            self.handles[usize::from(a.counter().index())].release(d)?;
+            self.on[i] = None;
+        }
+        Ok(())
+    }
+
+    fn release_all<O: Owner, M: MsrAccess>(
+        &mut self,
+        d: &mut NetBurstDriver<'_, O, M>,
+    ) -> Result<(), RotateError<M::Error>> {
+        (0..self.n).try_for_each(|i| self.release(d, i))
+    }
+
     /// Ends the run: the last `dt` charged, every counter released.
     pub fn finish<O: Owner, M: MsrAccess>(
         &mut self,
         d: &mut NetBurstDriver<'_, O, M>,
         dt: u64,
     ) -> Result<(), RotateError<M::Error>> {
-        self.stop(d, dt)
+        self.account(d, dt)?;
+        self.release_all(d)
     }
 
     /// The events' counts so far, in the order given.
@@ -235,6 +319,7 @@ mod tests {
 
     use super::*;
     use crate::access::Recording;
+    use crate::arch::netburst::driver::Counters;
     use crate::arch::netburst::pmi::PmiState;
     use crate::model::netburst::{
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
@@ -422,5 +507,162 @@ mod tests {
             Multiplexer::<2>::new(Part::new(2, 9), handles, &too_many),
             Err((MultiplexError::TooMany, _))
         ));
+    }
+
+    /// The model with time passing at every access (one instr_retired and
+    /// one of each FSB event before each), and accesses refused from
+    /// `fail_at` on, until `fail_until`.
+    struct Timed {
+        m: NetBurstModel,
+        accesses: u64,
+        fail_at: u64,
+        fail_until: u64,
+    }
+
+    impl Timed {
+        fn access(&mut self) -> Result<(), crate::model::netburst::Fault> {
+            self.accesses += 1;
+            let (_, kinds) = events();
+            for k in kinds.iter().chain([&RETIRED]) {
+                self.m.inject(k.on(ModelLp::T0, Privilege::Os, 1));
+            }
+            if (self.fail_at..self.fail_until).contains(&self.accesses) {
+                // Any refused access: MSR 0 is not a PMU register.
+                self.m.read_msr(0)?;
+            }
+            Ok(())
+        }
+    }
+
+    impl MsrAccess for Timed {
+        type Error = crate::model::netburst::Fault;
+        fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
+            self.access()?;
+            self.m.read_msr(msr)
+        }
+        fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
+            self.access()?;
+            self.m.write_msr(msr, value)
+        }
+        fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+            self.access()?;
+            self.m.read_pmc(index)
+        }
+    }
+
+    /// instr_retired, NBOGUSNTAG (CRU_ESCR0/1).
+    const RETIRED: EventKind = EventKind::new(EscrGroup::Cru01, 0x02, 1);
+
+    fn timed<O: Owner>(state: &PmiState) -> (NetBurstDriver<'_, O, Timed>, Counters<O>) {
+        let m = NetBurstModel::new(Config::prescott_ht());
+        let info = cpu(&m);
+        let t = Timed {
+            m,
+            accesses: 0,
+            fail_at: u64::MAX,
+            fail_until: u64::MAX,
+        };
+        NetBurstDriver::take(t, &info, state).unwrap()
+    }
+
+    fn with_retired() -> [(EventSpec, LogicalProcessor); 5] {
+        let (four, _) = events();
+        let mut list = [(spec("instr_retired:NBOGUSNTAG:k"), LogicalProcessor::T0); 5];
+        list[1..].copy_from_slice(&four);
+        list
+    }
+
+    /// An event that always fits stays on its counter across rotations, so
+    /// it misses nothing even though every register access takes time: its
+    /// count is the true count exactly (the events during the rotations'
+    /// own accesses included). The competing events, moved every tick,
+    /// miss the events during their own reconfiguration.
+    #[test]
+    fn an_event_that_always_fits_counts_without_a_gap() {
+        crate::owner!(Gapless);
+        let state = PmiState::new();
+        let (mut d, c) = timed::<Gapless>(&state);
+        let mut mux =
+            Multiplexer::<5>::new(Part::new(3, 1), c.erase_all(), &with_retired()).unwrap();
+        mux.tick(&mut d, 0).unwrap();
+        let start = d.msr().accesses;
+        for _ in 0..50 {
+            mux.tick(&mut d, 1).unwrap();
+        }
+        let end = d.msr().accesses;
+        mux.finish(&mut d, 0).unwrap();
+        // instr_retired counted from after its enabling write to its last
+        // read: every access in between brought one.
+        let retired = mux.results()[0];
+        assert_eq!(retired.running, retired.enabled);
+        assert!(retired.raw >= end - start, "{retired:?}");
+        assert_eq!(retired.estimate(), Some(retired.raw));
+        let moved = mux.results()[1];
+        assert!(moved.raw < moved.running * (end - start) / 50, "{moved:?}");
+        assert!(mux.into_handles().is_ok());
+    }
+
+    /// A rotation whose register accesses fail keeps every claimed counter
+    /// tracked: the next tick goes on and `finish` releases them all, so
+    /// the driver can be given back.
+    #[test]
+    fn a_failed_rotation_leaks_no_counter() {
+        for fail_after in 1..12 {
+            crate::owner!(Failing);
+            let state = PmiState::new();
+            let (mut d, c) = timed::<Failing>(&state);
+            let mut mux =
+                Multiplexer::<5>::new(Part::new(3, 1), c.erase_all(), &with_retired()).unwrap();
+            mux.tick(&mut d, 0).unwrap();
+            mux.tick(&mut d, 1).unwrap();
+            let t = d.msr();
+            (t.fail_at, t.fail_until) = (t.accesses + fail_after, t.accesses + fail_after + 1);
+            assert!(mux.tick(&mut d, 1).is_err(), "access {fail_after} refused");
+            mux.tick(&mut d, 1).unwrap();
+            mux.finish(&mut d, 0).unwrap();
+            assert!(mux.into_handles().is_ok(), "failing access {fail_after}");
+            assert!(d.claimed().is_empty());
+            assert!(d.give_back().is_ok());
+        }
+    }
+
+    /// Handles that are not one driver's 18 in order, unclaimed, are
+    /// refused and given back.
+    #[test]
+    fn the_handles_are_checked() {
+        crate::owner!(Checked);
+        let state = PmiState::new();
+        let m = NetBurstModel::new(Config::prescott_ht());
+        let info = cpu(&m);
+        let (mut d, c) = NetBurstDriver::<Checked, _>::take(m, &info, &state).unwrap();
+        let mut handles = c.erase_all();
+        handles.swap(3, 4);
+        let Err((e, mut handles)) =
+            Multiplexer::<5>::new(Part::new(3, 1), handles, &with_retired())
+        else {
+            panic!("handles out of order accepted");
+        };
+        assert_eq!(e, MultiplexError::Handles { index: 3 });
+        handles.swap(3, 4);
+        handles[12]
+            .configure(
+                &mut d,
+                &CounterConfig::counting(
+                    spec("instr_retired:NBOGUSNTAG:k"),
+                    super::super::Escr::CruEscr0,
+                ),
+            )
+            .unwrap();
+        let Err((e, mut handles)) =
+            Multiplexer::<5>::new(Part::new(3, 1), handles, &with_retired())
+        else {
+            panic!("a claimed handle accepted");
+        };
+        assert_eq!(e, MultiplexError::Handles { index: 12 });
+        assert_eq!(
+            e.to_string(),
+            "handle 12 is not counter 12 of the driver, unclaimed"
+        );
+        handles[12].release(&mut d).unwrap();
     }
 }

@@ -123,9 +123,13 @@ impl Claims {
     }
 
     /// The counters claimed by every driver of the package.
-    #[cfg(test)]
     pub(crate) fn counters(&self) -> CounterSet {
         CounterSet::from_bits_truncate(self.counters.load(Ordering::Acquire))
+    }
+
+    /// The ESCRs claimed by every driver of the package.
+    pub(crate) fn escrs(&self) -> EscrSet {
+        EscrSet::from_bits_truncate(self.escrs.load(Ordering::Acquire))
     }
 
     /// The package's PEBS MSR images, for one driver at a time (never from

@@ -388,6 +388,14 @@ impl Occupied {
         self
     }
 
+    /// Plus the ESCRs and counters in `escrs` and `counters` (claims made
+    /// elsewhere, such as [`super::driver::NetBurstDriver::occupied`]).
+    pub const fn with_claims(mut self, escrs: EscrSet, counters: CounterSet) -> Occupied {
+        self.escrs = EscrSet::from_bits_truncate(self.escrs.bits() | escrs.bits());
+        self.counters = CounterSet::from_bits_truncate(self.counters.bits() | counters.bits());
+        self
+    }
+
     /// Plus the ESCR and counter of `a`.
     pub const fn with_assignment(self, a: Assignment) -> Occupied {
         self.with_escr(a.escr()).with_counter(a.counter())

@@ -251,3 +251,37 @@ fn two_threads_claim_at_once() {
     );
     assert_eq!(STRESS_STATE.claims().counters(), CounterSet::EMPTY);
 }
+
+/// A multiplexer on T0 rotates beside T1's driver holding FSB_ESCR0: it
+/// schedules around the package's claims (`NetBurstDriver::occupied`), so
+/// its FSB events take turns on FSB_ESCR1 alone, one at a time, and no
+/// rotation is refused.
+#[test]
+fn a_multiplexer_schedules_around_the_other_logical_processor() {
+    use crate::arch::netburst::multiplex::Multiplexer;
+    use crate::arch::netburst::schedule::Part;
+    use LogicalProcessor::{T0, T1};
+    crate::owner!(Mux0);
+    crate::owner!(Mux1);
+    let model = Mutex::new(NetBurstModel::new(Config::prescott_ht()));
+    let state = PmiState::new();
+    let (mut d0, c0) = lp_driver::<Mux0>(T0, &model, &state);
+    let (mut d1, c1) = lp_driver::<Mux1>(T1, &model, &state);
+    let running = config("global_power_events:RUNNING:k", Escr::FsbEscr0, T1);
+    let held = c1.c0.configure(&mut d1, &running).unwrap();
+    let list = [
+        (spec("global_power_events:RUNNING:k"), T0),
+        (spec("bnr:BIT0:k"), T0),
+        (spec("instr_retired:NBOGUSNTAG:k"), T0),
+    ];
+    let mut mux = Multiplexer::<3>::new(Part::new(3, 1), c0.erase_all(), &list).unwrap();
+    for _ in 0..40 {
+        mux.tick(&mut d0, 1).unwrap();
+        assert_eq!(mux.running().filter(|&i| i < 2).count(), 1, "one FSB event");
+    }
+    mux.finish(&mut d0, 1).unwrap();
+    let running: [u64; 3] = core::array::from_fn(|i| mux.results()[i].running);
+    assert_eq!(running, [20, 20, 40]);
+    assert!(mux.into_handles().is_ok());
+    let _ = held.release(&mut d1).unwrap();
+}
