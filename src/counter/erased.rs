@@ -9,6 +9,7 @@ use super::{Arch, Driver, OwnerId, StateTag};
 /// A transition, named for error reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Operation {
     /// [`AnyHandle::configure`].
     Configure,
@@ -173,7 +174,7 @@ impl<A: Arch> AnyHandle<A> {
     }
 
     /// The handle was issued by `D` and `operation` is legal in its state.
-    pub fn check<E, D: Driver<A>>(&self, operation: Operation) -> Result<(), ErasedError<E>> {
+    pub fn check<D: Driver<A>>(&self, operation: Operation) -> Checked<(), D, A> {
         if self.owner != OwnerId::of::<D::Owner>() {
             Err(ErasedError::ForeignHandle {
                 counter: self.index,
@@ -200,7 +201,7 @@ impl<A: Arch> AnyHandle<A> {
         pmu: &mut D,
         config: &D::Config,
     ) -> Checked<(), D, A> {
-        self.check::<_, D>(Operation::Configure)?;
+        self.check::<D>(Operation::Configure)?;
         self.programmed = pmu
             .program(self.index, config)
             .map_err(ErasedError::Driver)?;
@@ -210,21 +211,21 @@ impl<A: Arch> AnyHandle<A> {
 
     /// Configured → Enabled.
     pub fn enable<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
-        self.check::<_, D>(Operation::Enable)?;
+        self.check::<D>(Operation::Enable)?;
         let r = pmu.start(self.index, &self.programmed);
         self.finish(r, StateTag::Enabled)
     }
 
     /// Enabled or Cascaded → Halted.
     pub fn halt<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
-        self.check::<_, D>(Operation::Halt)?;
+        self.check::<D>(Operation::Halt)?;
         let r = pmu.stop(self.index, &self.programmed);
         self.finish(r, StateTag::Halted)
     }
 
     /// Halted → Enabled.
     pub fn resume<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
-        self.check::<_, D>(Operation::Resume)?;
+        self.check::<D>(Operation::Resume)?;
         let r = pmu.start(self.index, &self.programmed);
         self.finish(r, StateTag::Enabled)
     }
@@ -237,7 +238,7 @@ impl<A: Arch> AnyHandle<A> {
         source: &AnyHandle<A>,
         pmu: &mut D,
     ) -> Checked<(), D, A> {
-        self.check::<_, D>(Operation::Cascade)?;
+        self.check::<D>(Operation::Cascade)?;
         if !pmu.can_cascade(source.index, self.index) {
             return Err(ErasedError::NotCascadePair {
                 from: source.index,
@@ -258,14 +259,14 @@ impl<A: Arch> AnyHandle<A> {
 
     /// The counter's value.
     pub fn read<D: Driver<A>>(&self, pmu: &mut D) -> Checked<u64, D, A> {
-        self.check::<_, D>(Operation::Read)?;
+        self.check::<D>(Operation::Read)?;
         pmu.read(self.index, &self.programmed)
             .map_err(ErasedError::Driver)
     }
 
     /// Any claimed state → Unclaimed (disabled, registers zeroed).
     pub fn release<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
-        self.check::<_, D>(Operation::Release)?;
+        self.check::<D>(Operation::Release)?;
         pmu.release(self.index, &self.programmed)
             .map_err(ErasedError::Driver)?;
         self.programmed = A::UNPROGRAMMED;

@@ -11,8 +11,10 @@
 //! attributes a sample to the function whose range contains the
 //! instruction address, in the caller's symbol table ([`LoadModule`]s with
 //! [`Function`]s, shared with the itlb report), and to the load module
-//! containing it, or to `(unknown)`; a sample whose instruction address was
-//! not valid (Itanium PMD17 `vl` 0) goes to `(unknown)`.
+//! containing it, or to `(unknown)`; a sample whose instruction address is
+//! not valid (Itanium 2 and Montecito PMD17/PMD36 `vl` 0 with a valid
+//! `stat`) goes to `(unknown)`. (On the first Itanium PMD17 `vl` 0 makes
+//! the whole capture invalid, and the handler hands on no sample.)
 //!
 //! Two levels: the function summary (samples, share, cumulative share,
 //! average and maximum latency of the cache-mode samples, TLB fill levels),
@@ -234,8 +236,9 @@ impl<'a, const FUNCTIONS: usize, const ADDRESSES: usize> DearReport<'a, FUNCTION
         Some(row.counts)
     }
 
-    /// The row of data address `address` (summed over the functions that
-    /// missed on it: the first such row).
+    /// The row of data address `address` for the first function, in table
+    /// order, that missed on it (each function that missed on an address
+    /// has a row of its own).
     pub fn address(&self, address: u64) -> Option<Latencies> {
         let row = self.addresses.rows().iter().find(|r| r.key.0 == address)?;
         Some(row.counts)

@@ -204,12 +204,13 @@ impl Unit {
     /// Every unit.
     pub const ALL: [Unit; 3] = [Unit::Iear, Unit::Dear, Unit::Btb];
 
-    /// The name the manuals use.
+    /// The name the manuals use (Montecito's manual calls the branch trace
+    /// buffer the execution trace buffer, ETB).
     pub const fn name(self) -> &'static str {
         match self {
             Unit::Iear => "I-EAR",
             Unit::Dear => "D-EAR",
-            Unit::Btb => "branch trace buffer",
+            Unit::Btb => "branch trace buffer (ETB on Montecito)",
         }
     }
 

@@ -907,7 +907,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         &mut self,
         counter: &counter::AnyHandle<NetBurst>,
     ) -> Result<(), counter::ErasedError<Error<M::Error>>> {
-        counter.check::<_, Self>(counter::Operation::ClearOverflow)?;
+        counter.check::<Self>(counter::Operation::ClearOverflow)?;
         self.clear_overflow_at(counter.index(), counter.programmed(), counter.state())
             .map_err(counter::ErasedError::Driver)
     }

@@ -399,9 +399,9 @@ fn itanium_dear(cfg: u64, umask: u64, miss: &DataMiss) -> Option<u64> {
 
 /// Itanium 2 / Montecito PMD3 (PMD33) `stat` (15:14) of a valid cache-mode
 /// or ALAT-mode capture: 01b. The sources give `stat` values for TLB mode
-/// only; PAPI's perfmon substrate drops a Montecito D-EAR sample whose
-/// `stat` is 0 (or whose PMD36 `vl` is 0) as invalid, so a valid capture in
-/// any mode has `stat` != 0 (see the module notes, 13).
+/// only; pfmon's sample printer reports a Montecito D-EAR sample "valid"
+/// exactly when PMD33 `stat` is non-zero, in every mode, so a valid
+/// capture in any mode has `stat` != 0 (see the module notes, 13).
 const DEAR_STAT_VALID: u64 = 1;
 
 /// Itanium 2 / Montecito PMC11 (PMC40): mode 8:7 = 0 cache (umask: >= 4 <<

@@ -183,8 +183,8 @@
 //!     I-EAR `ism` (15:14) is read like the counters' `ism`; Montecito's
 //!     I-EAR has no `ism` and admits both; the EARs' `stat` in cache mode is
 //!     01b for the I-EAR and, in cache and ALAT modes, 01b for the D-EAR too
-//!     (PAPI's perfmon substrate treats a Montecito D-EAR sample with `stat`
-//!     0 as invalid; until issue 15 the model wrote 00b, and the driver's
+//!     (pfmon's sample printer reports a Montecito D-EAR sample valid
+//!     exactly when `stat` is non-zero; until issue 15 the model wrote 00b, and the driver's
 //!     decoder, which follows the same rule, found its captures invalid);
 //!     `brt` 1/2/3 select IP-relative, return, non-return indirect branches
 //!     (the order of the BR_MISPRED_DETAIL umasks); I-EAR PMD1 is written in

@@ -59,9 +59,10 @@
 //! `stat` (Itanium 2, TLB mode): 0 invalid, 1 L2 TLB, 2 HPW (VHPT walker),
 //! 3 software (fault). In cache mode the sources say `stat != 0` means
 //! valid for the I-EAR; the D-EAR's cache and ALAT modes are given no rule
-//! there, and this crate applies the same one (recorded resolution; PAPI's
-//! perfmon substrate likewise drops a Montecito D-EAR sample whose `stat`
-//! is 0, and the crate's model writes `stat` 01b for a valid capture).
+//! there, and this crate applies the same one (recorded resolution;
+//! pfmon's sample printer likewise reports a Montecito D-EAR sample
+//! "valid" exactly when PMD33 `stat` is non-zero, in every mode, and the
+//! crate's model writes `stat` 01b for a valid capture).
 //!
 //! # Source notes
 //!
