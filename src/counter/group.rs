@@ -165,16 +165,15 @@ impl<A: Arch, const K: usize> Group<A, K> {
         Ok(out)
     }
 
-    /// Every member was issued by `D`: checked before any register is
-    /// touched (the states are kept claimed and uncascaded by the group).
+    /// The members (all of one driver, [`Group::new`]) were issued by `D`:
+    /// checked before any register is touched (the states are kept claimed
+    /// and uncascaded by the group).
     fn check<D: Driver<A>>(&self) -> Checked<(), D, A> {
-        match self
-            .members
-            .iter()
-            .find(|m| m.owner() != OwnerId::of::<D::Owner>())
-        {
-            Some(m) => Err(ErasedError::ForeignHandle { counter: m.index() }),
-            None => Ok(()),
+        match self.members.first() {
+            Some(m) if m.owner() != OwnerId::of::<D::Owner>() => {
+                Err(ErasedError::ForeignHandle { counter: m.index() })
+            }
+            _ => Ok(()),
         }
     }
 

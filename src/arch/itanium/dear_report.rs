@@ -232,16 +232,14 @@ impl<'a, const FUNCTIONS: usize, const ADDRESSES: usize> DearReport<'a, FUNCTION
     /// The row of function `function` of load module `module`.
     pub fn function(&self, module: &str, function: &str) -> Option<Latencies> {
         let key = Symbols(self.symbols).key(module, function)?;
-        let row = self.functions.rows().iter().find(|r| r.key == key)?;
-        Some(row.counts)
+        self.functions.find(|k| *k == key)
     }
 
     /// The row of data address `address` for the first function, in table
     /// order, that missed on it (each function that missed on an address
     /// has a row of its own).
     pub fn address(&self, address: u64) -> Option<Latencies> {
-        let row = self.addresses.rows().iter().find(|r| r.key.0 == address)?;
-        Some(row.counts)
+        self.addresses.find(|k| k.0 == address)
     }
 
     fn latency_columns(f: &mut fmt::Formatter<'_>, l: &Latencies) -> fmt::Result {

@@ -262,6 +262,14 @@ impl<K: Copy + Eq, C: Tally, const N: usize> Table<K, C, N> {
         &self.rows[..self.len]
     }
 
+    /// The counts of the first row whose key satisfies `matches`.
+    pub(super) fn find(&self, matches: impl Fn(&K) -> bool) -> Option<C> {
+        self.rows()
+            .iter()
+            .find(|r| matches(&r.key))
+            .map(|r| r.counts)
+    }
+
     /// Count `sample` in `key`'s row; `false` if the table is full.
     pub(super) fn add(&mut self, key: K, sample: C::Sample) -> bool {
         let i = match self.rows().iter().position(|r| r.key == key) {
@@ -447,25 +455,18 @@ impl<'a, const MODULES: usize, const FUNCTIONS: usize, const LINES: usize>
     /// The counts of load module `name` (`None`: no row).
     pub fn module(&self, name: &str) -> Option<FillCounts> {
         let m = self.symbols.iter().position(|m| m.name == name)?;
-        let row = self
-            .modules
-            .rows()
-            .iter()
-            .find(|r| usize::from(r.key) == m)?;
-        Some(row.counts)
+        self.modules.find(|k| usize::from(*k) == m)
     }
 
     /// The counts of function `function` of load module `module`.
     pub fn function(&self, module: &str, function: &str) -> Option<FillCounts> {
         let key = Symbols(self.symbols).key(module, function)?;
-        let row = self.functions.rows().iter().find(|r| r.key == key)?;
-        Some(row.counts)
+        self.functions.find(|k| *k == key)
     }
 
     /// The counts of the cache line starting at `line`.
     pub fn line(&self, line: u64) -> Option<FillCounts> {
-        let row = self.lines.rows().iter().find(|r| r.key.0 == line)?;
-        Some(row.counts)
+        self.lines.find(|k| k.0 == line)
     }
 
     fn module_of(&self, address: u64) -> u16 {

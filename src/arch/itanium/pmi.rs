@@ -116,6 +116,17 @@ struct Slots {
     flags: [AtomicU8; SLOTS],
 }
 
+impl Slots {
+    /// Slot `i`'s re-arm constants.
+    #[inline(always)]
+    fn rearm(&self, i: usize) -> Rearm {
+        Rearm {
+            preset: self.preset[i].load(Ordering::Relaxed),
+            n: self.n[i].load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// State shared by the driver and the overflow handler: atomics only, so it
 /// can live in a `static`.
 ///
@@ -270,11 +281,7 @@ impl PmiState {
     /// overflow (wrapped below its preset) since it was last armed.
     pub(super) fn wrapped(&self, n: u8, raw: u64) -> bool {
         let i = usize::from(n) % SLOTS;
-        let rearm = Rearm {
-            preset: self.slot.preset[i].load(Ordering::Relaxed),
-            n: self.slot.n[i].load(Ordering::Relaxed),
-        };
-        rearm.rearm(raw).0 != 0
+        self.slot.rearm(i).rearm(raw).0 != 0
     }
 
     pub(super) fn add_halt_periods(&self, n: u8, periods: u64) {
@@ -438,10 +445,7 @@ fn service_counter<R: PmcPmdAccess>(
     } else {
         None
     };
-    let rearm = Rearm {
-        preset: slot.preset[i].load(Ordering::Relaxed),
-        n: slot.n[i].load(Ordering::Relaxed),
-    };
+    let rearm = slot.rearm(i);
     let (periods, reload) = if flags & READ_COUNT == 0 {
         (1, rearm.preset)
     } else {

@@ -5,42 +5,6 @@
 use super::*;
 use crate::counter::{Group, GroupError};
 
-/// The model, where time passes with every register access: before access
-/// `i` (from 1), `i` cycles elapse (a rate that changes, so that two
-/// windows of the same length but at different times count differently).
-#[derive(Debug)]
-struct Clocked {
-    m: ItaniumModel,
-    accesses: u64,
-}
-
-impl Clocked {
-    fn tick(&mut self) {
-        self.accesses += 1;
-        self.m.inject(Event::new(CYCLES, 0, self.accesses));
-    }
-}
-
-impl PmcPmdAccess for Clocked {
-    type Error = <ItaniumModel as PmcPmdAccess>::Error;
-    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
-        self.tick();
-        PmcPmdAccess::read_pmc(&mut self.m, n)
-    }
-    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
-        self.tick();
-        PmcPmdAccess::write_pmc(&mut self.m, n, value)
-    }
-    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
-        self.tick();
-        PmcPmdAccess::read_pmd(&mut self.m, n)
-    }
-    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
-        self.tick();
-        PmcPmdAccess::write_pmd(&mut self.m, n, value)
-    }
-}
-
 /// Three counters of cycles, configured and grouped.
 fn three<O: Owner, R: PmcPmdAccess>(
     d: &mut ItaniumDriver<'_, O, R>,
@@ -132,11 +96,9 @@ fn a_group_read_is_one_snapshot_while_time_passes() {
         Generation::Montecito,
     ] {
         let state = PmiState::new();
-        let mut m = ItaniumModel::new(model_generation(g));
-        m.set_psr(Psr::MONITORING);
-        crate::owner!(Timed);
-        let clocked = Clocked { m, accesses: 0 };
-        let (mut d, c) = ItaniumDriver::<Timed, _>::take(clocked, g, &state).unwrap();
+        crate::owner!(Clocked);
+        let (mut d, c) = timed::<Clocked>(&state, g);
+        d.regs().clocked = true;
         let mut group = three(&mut d, c, g);
         group.start(&mut d).unwrap();
         let running = group.read(&mut d).unwrap();
@@ -273,20 +235,27 @@ fn a_group_stop_with_a_pending_overflow_counts_it_once() {
     }
 }
 
-/// The model, with `count` cycles injected just before access number `at`
-/// (from 1), and accesses refused from `fail_from` on.
+/// The model, where time passes with register accesses: with `clocked`,
+/// `i` cycles elapse before access `i` (from 1; a rate that changes, so
+/// that two windows of the same length at different times count
+/// differently); `count` cycles just before access `at`; and accesses
+/// refused from `fail_from` on.
 #[derive(Debug)]
-struct Triggered {
+struct Timed {
     m: ItaniumModel,
     accesses: u64,
+    clocked: bool,
     at: u64,
     count: u64,
     fail_from: u64,
 }
 
-impl Triggered {
+impl Timed {
     fn access(&mut self) -> Result<(), <ItaniumModel as PmcPmdAccess>::Error> {
         self.accesses += 1;
+        if self.clocked {
+            self.m.inject(Event::new(CYCLES, 0, self.accesses));
+        }
         if self.accesses == self.at {
             self.m.inject(Event::new(CYCLES, 0, self.count));
         }
@@ -298,7 +267,7 @@ impl Triggered {
     }
 }
 
-impl PmcPmdAccess for Triggered {
+impl PmcPmdAccess for Timed {
     type Error = <ItaniumModel as PmcPmdAccess>::Error;
     fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
         self.access()?;
@@ -318,15 +287,15 @@ impl PmcPmdAccess for Triggered {
     }
 }
 
-fn triggered<O: Owner>(
-    state: &PmiState,
-    g: Generation,
-) -> (ItaniumDriver<'_, O, Triggered>, Counters<O>) {
+/// A driver of generation `g` on a [`Timed`] model (time still: set
+/// `clocked`, `at` or `fail_from` through `regs()`).
+fn timed<O: Owner>(state: &PmiState, g: Generation) -> (ItaniumDriver<'_, O, Timed>, Counters<O>) {
     let mut m = ItaniumModel::new(model_generation(g));
     m.set_psr(Psr::MONITORING);
-    let t = Triggered {
+    let t = Timed {
         m,
         accesses: 0,
+        clocked: false,
         at: 0,
         count: 0,
         fail_from: u64::MAX,
@@ -343,7 +312,7 @@ fn an_overflow_racing_the_freeze_is_not_lost() {
     for g in Generation::ALL {
         let state = PmiState::new();
         crate::owner!(Racing);
-        let (mut d, c) = triggered::<Racing>(&state, g);
+        let (mut d, c) = timed::<Racing>(&state, g);
         let s = sa(g, 10);
         let c4 = c.c4.configure(&mut d, &cycles_on(g, 4).sampling(s));
         let _c4 = c4.unwrap().enable(&mut d).unwrap();
@@ -381,7 +350,7 @@ fn a_failed_thaw_is_reported_and_retried() {
     let g = Generation::Itanium2;
     let state = PmiState::new();
     crate::owner!(Failing);
-    let (mut d, c) = triggered::<Failing>(&state, g);
+    let (mut d, c) = timed::<Failing>(&state, g);
     let mut member = [c.c4.erase()];
     member[0].configure(&mut d, &cycles_on(g, 4)).unwrap();
     let mut group = Group::new(member).unwrap();
@@ -412,6 +381,6 @@ fn nested_freezes_thaw_at_the_outermost() {
     d.retire();
 }
 
-fn model_of<'a, O: Owner>(d: &'a mut ItaniumDriver<'_, O, Triggered>) -> &'a mut ItaniumModel {
+fn model_of<'a, O: Owner>(d: &'a mut ItaniumDriver<'_, O, Timed>) -> &'a mut ItaniumModel {
     &mut d.regs().m
 }
