@@ -20,16 +20,16 @@
 //!
 //! ```
 //! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-//! use pmu::arch::netburst::pmi::PmiState;
-//! use pmu::arch::netburst::Escr;
+//! use pmu::arch::netburst::{Escr, NetBurstPmu};
 //! use pmu::model::netburst::{Config, NetBurstModel};
 //!
-//! pmu::owner!(Package0);                     // one type per PMU
-//! static PMI: PmiState = PmiState::new();    // shared with the PMI handler
+//! // SAFETY: the one value for this package (here the model's).
+//! static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() }; // one per physical PMU
+//! pmu::owner!(Cpu0);                         // one type per driver
 //!
 //! let model = NetBurstModel::new(Config::prescott_ht()); // or X86Msr on hardware
 //! let cpu = pmu::detect::detect(&model, &mut model.clone())?.usable_netburst().unwrap();
-//! let (mut pmu, counters) = NetBurstDriver::<Package0, _>::take(model, &cpu, &PMI)?;
+//! let (mut pmu, counters) = NetBurstDriver::<Cpu0, _>::take(model, &cpu, &PACKAGE)?;
 //! let event = "instr_retired:NBOGUSNTAG:k".parse()?;
 //! let c12 = counters.c12.configure(&mut pmu, &CounterConfig::counting(event, Escr::CruEscr0))?;
 //! let c12 = c12.enable(&mut pmu)?;           // the handle's type is now Enabled
@@ -50,8 +50,14 @@
 //! | models | `model` (feature `model`) | register-level PMU models: test instruments written from the manuals |
 //!
 //! Everything that touches hardware is `unsafe` to construct and safe to use:
-//! the constructor's contract (CPL0, the right CPU, one backend per PMU) is
-//! the one promise the caller makes.
+//! two constructors' contracts are the promises the caller makes. The
+//! hardware backend's ([`access::X86Msr::new`]): CPL 0, used on the CPU that
+//! made it. The physical PMU's (`arch::netburst::NetBurstPmu::new`,
+//! `arch::itanium::ItaniumPmu::new`): one value per physical PMU, its
+//! drivers' backends on the CPUs it serves. The rest (one driver per owner
+//! type and per logical processor, every token back before an owner is free,
+//! memory the CPU writes owned by the driver) the types and the drivers
+//! check.
 #![cfg_attr(not(test), no_std)]
 
 pub mod access;

@@ -10,3 +10,17 @@ pub(crate) fn rng(mut seed: u64) -> impl FnMut(u64) -> u64 {
         seed % m
     }
 }
+
+/// A NetBurst package of its own, for a test on a model.
+pub(crate) fn netburst_pmu() -> crate::arch::netburst::NetBurstPmu {
+    // SAFETY: each test's model is a package of its own, and this value is
+    // the only one that names it.
+    unsafe { crate::arch::netburst::NetBurstPmu::new() }
+}
+
+/// An Itanium processor's PMU of its own, for a test on a model.
+pub(crate) fn itanium_pmu() -> crate::arch::itanium::ItaniumPmu {
+    // SAFETY: each test's model is a processor of its own, and this value is
+    // the only one that names it.
+    unsafe { crate::arch::itanium::ItaniumPmu::new() }
+}

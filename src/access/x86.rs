@@ -22,11 +22,13 @@ impl X86Msr {
     /// For as long as the handle is used, the caller guarantees that:
     /// * the code runs at CPL0 (RDMSR and WRMSR raise #GP elsewhere; RDPMC
     ///   does too unless CR4.PCE is set);
-    /// * it runs on the logical processor whose PMU it means to program;
-    /// * no other `X86Msr` drives the same PMU (on NetBurst: the same
-    ///   physical package) through a driver: one backend reaches one PMU, so
-    ///   that the owner type a driver is taken for ([`crate::counter::owner`])
-    ///   names one PMU and no counter can be claimed through two drivers;
+    /// * it is used on the CPU that made it (the handle is `!Send`): its
+    ///   registers are that logical processor's, and its PMU the one of
+    ///   that CPU's package (NetBurst) or processor (Itanium). Any number of
+    ///   `X86Msr`s may exist, one per CPU: which drivers share a physical
+    ///   PMU is the business of that PMU's value
+    ///   ([`crate::arch::netburst::NetBurstPmu`],
+    ///   [`crate::arch::itanium::ItaniumPmu`]), not of the backend;
     /// * the MSRs and counter indices passed to it exist on this CPU (see
     ///   [`crate::detect`]), since any other number raises #GP, and RDPMC
     ///   raises #UD on a CPU without counters (QEMU's TCG, for one);

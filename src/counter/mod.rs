@@ -59,15 +59,15 @@
 //! ```
 //! use pmu::access::{AccessCounts, Recording};
 //! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-//! use pmu::arch::netburst::pmi::PmiState;
-//! use pmu::arch::netburst::Escr;
+//! use pmu::arch::netburst::{Escr, NetBurstPmu};
 //! use pmu::model::netburst::{Config, NetBurstModel};
 //!
-//! pmu::owner!(Package0);
-//! let pmi = PmiState::new();
+//! pmu::owner!(Cpu0);
+//! // SAFETY: the model is a package of its own; this is its one value.
+//! let package = unsafe { NetBurstPmu::new() };
 //! let model = NetBurstModel::new(Config::prescott_ht());
 //! let cpu = pmu::detect::detect(&model, &mut model.clone())?.usable_netburst().unwrap();
-//! let (mut d, c) = NetBurstDriver::<Package0, _>::take(Recording::<_, 8>::new(model), &cpu, &pmi)?;
+//! let (mut d, c) = NetBurstDriver::<Cpu0, _>::take(Recording::<_, 8>::new(model), &cpu, &package)?;
 //! let config = CounterConfig::counting("instr_retired:NBOGUSNTAG:k".parse()?, Escr::CruEscr0);
 //! d.msr().clear();
 //! let c12 = c.c12.configure(&mut d, &config)?;
@@ -85,7 +85,7 @@ pub mod owner;
 
 pub use erased::{AnyHandle, ErasedError, Operation};
 pub use group::{Group, GroupError};
-pub use owner::{Owner, OwnerId};
+pub use owner::{Owner, OwnerFlag, OwnerId};
 
 use core::fmt;
 use core::marker::PhantomData;

@@ -11,12 +11,20 @@
 //!   compile (and the run-time [`super::AnyHandle`] refuses it with
 //!   [`super::ErasedError::ForeignHandle`]);
 //! * an owner type can be taken again only after its driver was given back
-//!   with every claim token (`give_back`), so no handle of the old driver can
-//!   outlive it; a driver that is dropped instead keeps its owner taken
-//!   forever (a kernel keeps its driver in a `static`);
-//! * that an owner type and a PMU correspond one to one is the promise of the
-//!   hardware backend's `unsafe` constructor ([`crate::access::X86Msr::new`]):
-//!   one backend reaches one PMU. A model is a PMU of its own.
+//!   together with every claim token it issued, each back in its Unclaimed
+//!   state (`give_back` takes the whole `Counters` set, which a kernel
+//!   reassembles from typed, erased, grouped or multiplexed handles), so no
+//!   handle of the old driver can outlive it: that is a type guarantee, not
+//!   a convention. A driver that is dropped, or a token that is lost,
+//!   keeps the owner taken for good (a kernel keeps its driver in a
+//!   `static`);
+//! * the flag behind an owner type is opaque ([`OwnerFlag`]): safe code can
+//!   neither clear it nor share it with another type;
+//! * which physical PMU a driver drives is not the owner type's business:
+//!   drivers are taken from the physical PMU's value
+//!   (`arch::netburst::NetBurstPmu`, `arch::itanium::ItaniumPmu`), made once
+//!   per physical PMU through an `unsafe` constructor, which also refuses a
+//!   second driver for the same logical processor.
 //!
 //! # Examples
 //!
@@ -29,19 +37,35 @@
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
-/// A type that names one PMU. Declare one with [`crate::owner!`].
+/// The flag that says whether a live driver holds an owner type. Opaque:
+/// only the drivers set and clear it, so safe code cannot make an owner
+/// free while its driver and handles live.
+#[derive(Debug)]
+pub struct OwnerFlag(AtomicBool);
+
+impl OwnerFlag {
+    /// A free flag, for [`crate::owner!`].
+    #[doc(hidden)]
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> OwnerFlag {
+        OwnerFlag(AtomicBool::new(false))
+    }
+}
+
+/// A type that names the owner of one driver. Declare one with
+/// [`crate::owner!`].
 ///
 /// # Safety
 ///
 /// [`Owner::taken`] returns a flag that belongs to this type alone: no other
-/// type's `taken` may return the same flag, and nothing else may change it.
-/// The flag is what lets a driver be taken once per owner, so sharing it
-/// would let two drivers, and two handles of one counter, exist at once.
+/// type's `taken` may return the same flag. The flag is what lets a driver
+/// be taken once per owner, so sharing it would let two drivers, and two
+/// handles of one counter, exist at once.
 pub unsafe trait Owner: 'static {
     /// The flag that says whether a driver holds this owner. Used by the
     /// drivers only; [`crate::owner!`] implements it.
     #[doc(hidden)]
-    fn taken() -> &'static AtomicBool;
+    fn taken() -> &'static OwnerFlag;
 }
 
 /// The run-time identity of an owner type: the address of its flag, unique
@@ -59,14 +83,16 @@ impl OwnerId {
 /// Take owner `O` for a new driver: `false` if a driver holds it already.
 pub(crate) fn take<O: Owner>() -> bool {
     O::taken()
+        .0
         .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
         .is_ok()
 }
 
 /// Give owner `O` back. Only a driver that took `O` and holds every one of
-/// its claim tokens again may call this.
+/// its claim tokens again (or whose take failed before it issued any) may
+/// call this.
 pub(crate) fn give_back<O: Owner>() {
-    O::taken().store(false, Ordering::Release);
+    O::taken().0.store(false, Ordering::Release);
 }
 
 /// Declare an owner type: a type that names one PMU (see
@@ -90,9 +116,8 @@ macro_rules! owner {
         // SAFETY: the flag is a `static` declared inside this impl's own
         // function, so no other type can return it.
         unsafe impl $crate::counter::Owner for $name {
-            fn taken() -> &'static ::core::sync::atomic::AtomicBool {
-                static TAKEN: ::core::sync::atomic::AtomicBool =
-                    ::core::sync::atomic::AtomicBool::new(false);
+            fn taken() -> &'static $crate::counter::OwnerFlag {
+                static TAKEN: $crate::counter::OwnerFlag = $crate::counter::OwnerFlag::new();
                 &TAKEN
             }
         }

@@ -207,12 +207,11 @@ fn the_pmi_handler_unmasks_through_the_x2apic() {
             Ok(0)
         }
     }
-    let state = crate::arch::netburst::pmi::PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let mut apic = X2Apic::new(Msrs(BTreeMap::new()));
     let entry = LvtPerfCounter::new(PmiDelivery::Nmi);
     let mut pmu = Msrs(BTreeMap::new());
-    let out = crate::arch::netburst::pmi::handle_pmi(
-        &state,
+    let out = crate::arch::netburst::pmi::handle_pmi(state.pmi(),
         crate::arch::netburst::LogicalProcessor::T0,
         &mut pmu,
         &mut apic,

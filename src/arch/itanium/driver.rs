@@ -146,6 +146,7 @@ use super::btb::BtbConfig;
 use super::ear::{DearConfig, IearConfig, IearMode};
 use super::fields::Plm;
 use super::generation::{Counter as HwCounter, Generation, RegSet};
+use super::physical::ItaniumPmu;
 use super::pmi::{Captures, PmiState, overflow_rule};
 use super::validate::{PmcError, Policy, Validator};
 use super::{pmc, pmd};
@@ -650,6 +651,8 @@ impl<O: Owner> Counters<O> {
 pub enum InitError<E> {
     /// A driver for this owner is live: the PMU has its owner already.
     AlreadyTaken,
+    /// A live driver holds this processor's PMU ([`ItaniumPmu`]).
+    PmuTaken,
     /// Resetting the PMU registers was refused (only a model refuses).
     Access(E),
 }
@@ -658,6 +661,7 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InitError::AlreadyTaken => f.write_str("the PMU's owner is taken by a live driver"),
+            InitError::PmuTaken => f.write_str("a live driver holds this processor's PMU already"),
             InitError::Access(e) => write!(f, "resetting the PMU registers was refused: {e:?}"),
         }
     }
@@ -667,12 +671,12 @@ impl<E: fmt::Debug> core::error::Error for InitError<E> {}
 
 impl core::error::Error for ConfigError {}
 
-/// The PMU of one Itanium processor, held for owner `O`, owning the
-/// register backend.
+/// The driver of the PMU of one Itanium processor ([`ItaniumPmu`]), held
+/// for owner `O`, owning the register backend.
 pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {
     regs: R,
     generation: Generation,
-    pmi: &'s PmiState,
+    pmu: &'s ItaniumPmu,
     /// The counter owning each capture unit, by [`Unit`].
     unit_owner: [Option<u8>; 3],
     validator: Validator,
@@ -694,29 +698,34 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
     /// every counter PMC at its power-up value (`plm` 0: stopped; Itanium 2
     /// PMC4 keeps its enable bit 23), zero every counter PMD, reset the
     /// I-EAR, D-EAR and branch trace buffer PMCs, then unfreeze (PMC0 = 0: fr and every overflow bit clear, as
-    /// Linux perfmon's `pfm_unfreeze_pmu` does). `pmi` is shared with the
-    /// kernel's [`super::pmi::handle_pmi`] call and belongs to this PMU alone
-    /// (it is reset here; declare one `static` per PMU beside its owner
-    /// type). A second take of `O` while its driver is live fails with
-    /// [`InitError::AlreadyTaken`] and touches nothing
-    /// ([`crate::counter::owner`]).
+    /// Linux perfmon's `pfm_unfreeze_pmu` does). `pmu` is the processor's
+    /// PMU ([`ItaniumPmu`]), whose handler state is reset here. Refused,
+    /// before any register is touched and with the live driver's state
+    /// untouched, while a driver of `O` is live ([`InitError::AlreadyTaken`],
+    /// [`crate::counter::owner`]) or a live driver holds `pmu`
+    /// ([`InitError::PmuTaken`]).
     pub fn take(
         mut regs: R,
         generation: Generation,
-        pmi: &'s PmiState,
+        pmu: &'s ItaniumPmu,
     ) -> Result<(Self, Counters<O>), InitError<R::Error>> {
         if !owner::take::<O>() {
             return Err(InitError::AlreadyTaken);
         }
+        if !pmu.take() {
+            owner::give_back::<O>();
+            return Err(InitError::PmuTaken);
+        }
         if let Err(e) = Self::reset(&mut regs, generation) {
+            pmu.give_back();
             owner::give_back::<O>();
             return Err(InitError::Access(e));
         }
-        pmi.reset(generation);
+        pmu.pmi().reset(generation);
         let driver = ItaniumDriver {
             regs,
             generation,
-            pmi,
+            pmu,
             unit_owner: [None; 3],
             validator: Validator::new(generation, Policy::STRICT),
             saved: [None; 16],
@@ -742,18 +751,23 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
         regs.write_pmc(0, pmc::Pmc0::UNFROZEN.bits())
     }
 
-    /// Give the PMU back and get the backend back, once no counter is
-    /// claimed (every handle released); `Err(self)` otherwise. Owner `O` can
-    /// then be taken again; see `NetBurstDriver::give_back` for why
-    /// remaining Unclaimed tokens are harmless.
+    /// Give the PMU back with every claim token this driver issued, and get
+    /// the backend back: owner `O` and the PMU are free again. `counters`
+    /// holds the tokens Unclaimed (released handles; a run-time one comes
+    /// back with `Handle::from_erased`), so no handle of this driver
+    /// outlives it and nothing is claimed: a type guarantee, without a
+    /// register access. `Err` gives both back when `counters` lacks
+    /// Montecito's counters 8-15 on Montecito (or has them elsewhere).
     #[allow(
         clippy::result_large_err,
         reason = "the error hands the driver back by value: a no_std crate has no Box"
     )]
-    pub fn give_back(self) -> Result<R, Self> {
-        if !self.claimed.is_empty() {
-            return Err(self);
+    pub fn give_back(self, counters: Counters<O>) -> Result<R, (Self, Counters<O>)> {
+        let montecito = matches!(self.generation, Generation::Montecito);
+        if counters.montecito.is_some() != montecito {
+            return Err((self, counters));
         }
+        self.pmu.give_back();
         owner::give_back::<O>();
         Ok(self.regs)
     }
@@ -762,6 +776,7 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
     /// whose handles die with each round).
     #[cfg(test)]
     pub(crate) fn retire(self) {
+        self.pmu.give_back();
         owner::give_back::<O>();
     }
 
@@ -782,7 +797,12 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
 
     /// The state shared with the overflow handler.
     pub const fn pmi_state(&self) -> &'s PmiState {
-        self.pmi
+        self.pmu.pmi()
+    }
+
+    /// The processor's PMU this driver was taken from.
+    pub const fn physical(&self) -> &'s ItaniumPmu {
+        self.pmu
     }
 
     /// Check `c` for counter `n` and build its images. Every PMC value
@@ -892,7 +912,8 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
             self.unit_owner[unit.slot()] = Some(n);
         }
         self.saved[usize::from(n)] = None;
-        self.pmi
+        self.pmu
+            .pmi()
             .set_sampling(n, p.sampling, p.captures(), p.one_per_cycle);
         self.claimed = self.claimed.with(n);
         Ok(p)
@@ -918,7 +939,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
                     let (owed, residual) = s.split(raw);
                     if owed > 0 {
                         self.clear_pending_overflow(n)?;
-                        self.pmi.add_halt_periods(n, owed);
+                        self.pmu.pmi().add_halt_periods(n, owed);
                     }
                     s.at_residual(residual)
                 }
@@ -959,7 +980,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
             self.clear_pending_overflow(n)?;
         }
         self.saved[usize::from(n)] = None;
-        self.pmi.set_sampling(n, None, Captures::Nothing, false);
+        self.pmu.pmi().set_sampling(n, None, Captures::Nothing, false);
         self.claimed = self.claimed.without(n);
         Ok(())
     }
@@ -983,14 +1004,14 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
         let pmc0 = pmc::Pmc0::from_bits(Self::reg(self.regs.read_pmc(0))?);
         Self::reg(self.regs.write_pmc(0, pmc0.with_frozen(true).bits()))?;
         let mut before = pmc0;
-        let unseen = RegSet(self.pmi.sampling() & !pmc0.overflowed(g).0);
+        let unseen = RegSet(self.pmu.pmi().sampling() & !pmc0.overflowed(g).0);
         for n in unseen.iter() {
             // Halted on Itanium: its count is saved, its PMD meaningless.
             if self.saved[usize::from(n) % 16].is_some() {
                 continue;
             }
             let raw = pmd::count(g, Self::reg(self.regs.read_pmd(n))?);
-            if let Some(counter) = HwCounter::new(g, n).filter(|_| self.pmi.wrapped(n, raw)) {
+            if let Some(counter) = HwCounter::new(g, n).filter(|_| self.pmu.pmi().wrapped(n, raw)) {
                 before = before.with_overflow(counter, true).with_frozen(true);
             }
         }

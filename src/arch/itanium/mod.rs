@@ -130,6 +130,7 @@ pub mod itlb_report;
 pub mod opcode;
 pub mod pmc;
 pub mod pmd;
+pub mod physical;
 pub mod pmi;
 pub mod validate;
 
@@ -139,5 +140,6 @@ pub use events::{EventInfo, EventKind};
 pub use fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Slot, Threshold, Umask};
 pub use generation::{Counter, Generation, PmcInfo, PmcKind, PmdKind, RegSet};
 pub use pmc::{CounterPmc, Pmc0};
+pub use physical::ItaniumPmu;
 pub use pmd::CounterValue;
 pub use validate::{Accepted, PmcError, Policy, ReservedPolicy, Validator};

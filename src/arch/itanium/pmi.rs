@@ -127,8 +127,9 @@ impl Slots {
     }
 }
 
-/// State shared by the driver and the overflow handler: atomics only, so it
-/// can live in a `static`.
+/// State shared by the driver and the overflow handler: atomics only, no
+/// lock. One per processor, inside its [`ItaniumPmu`](super::ItaniumPmu)
+/// ([`ItaniumPmu::pmi`](super::ItaniumPmu::pmi)).
 ///
 /// Every location the handler writes has one writer at a time, so it is
 /// updated with a plain load and store, no locked instruction: an Itanium
@@ -156,9 +157,12 @@ pub struct PmiState {
     at_halt: [AtomicU64; SLOTS],
 }
 
-impl Default for PmiState {
-    fn default() -> Self {
-        Self::new()
+impl core::fmt::Debug for PmiState {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PmiState")
+            .field("generation", &self.generation())
+            .field("interrupts", &self.interrupts())
+            .finish_non_exhaustive()
     }
 }
 
@@ -228,9 +232,10 @@ fn bump(cell: &AtomicU64, by: u64) {
 }
 
 impl PmiState {
-    /// Nothing configured (Itanium 2 until a driver takes the PMU).
+    /// Nothing configured (Itanium 2 until a driver takes the PMU); made by
+    /// [`super::ItaniumPmu::new`].
     #[allow(clippy::declare_interior_mutable_const)]
-    pub const fn new() -> Self {
+    pub(super) const fn new() -> Self {
         const Z64: AtomicU64 = AtomicU64::new(0);
         const Z8: AtomicU8 = AtomicU8::new(0);
         PmiState {

@@ -143,17 +143,18 @@ use core::fmt;
 use core::marker::PhantomData;
 
 use super::cccr::{ActiveThread, CccrValue, ExtendedCascade};
-use super::ds::{DsArea, PebsArea, PebsRecord};
+use super::ds::{DsArea, PebsRecord};
 use super::escr::ThreadCpl;
 use super::events::{Event, Tagging};
 use super::msrs::{Counter, CounterSet, Escr, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use super::parse::EventSpec;
+use super::physical::{Joined, NetBurstPmu, Refused};
 use super::pmi::{PmiState, overflow_rule};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
 use crate::counter::rules::{CanCascade, Readable};
 use crate::counter::state::{Cascaded, State, Unclaimed};
-use crate::counter::{self, Arch, Cascade, Failed, Owner, StateTag, Transition, owner};
+use crate::counter::{self, Arch, Cascade, Failed, Owner, OwnerId, StateTag, Transition, owner};
 use crate::detect;
 use crate::sampling::SampleAfter;
 
@@ -330,6 +331,25 @@ macro_rules! counters {
             /// [`super::schedule`]).
             pub fn erase_all(self) -> [counter::AnyHandle<NetBurst>; 18] {
                 [$(self.$field.erase(),)*]
+            }
+
+            /// The 18 tokens back from run-time handles (as
+            /// [`Counters::erase_all`] made them, or a group's or
+            /// multiplexer's handles after release): each must be counter
+            /// `i` at index `i`, Unclaimed, issued for owner `O`; otherwise
+            /// they come back unchanged.
+            #[allow(clippy::result_large_err, reason = "the handles come back by value")]
+            pub fn from_erased(
+                all: [counter::AnyHandle<NetBurst>; 18],
+            ) -> Result<Counters<O>, [counter::AnyHandle<NetBurst>; 18]> {
+                let whole = all.iter().zip(0u8..).all(|(h, i)| {
+                    h.owner() == OwnerId::of::<O>()
+                        && h.index() == i
+                        && h.state() == StateTag::Unclaimed
+                });
+                // An Unclaimed handle carries nothing but its identity:
+                // the 18 checked ones are these tokens.
+                if whole { Ok(Counters::issue()) } else { Err(all) }
             }
         }
     };
@@ -648,6 +668,12 @@ pub enum InitError<E> {
     /// A driver for logical processor T1 on a part without
     /// Hyper-Threading.
     NoSuchLogicalProcessor,
+    /// A live driver of the package serves `lp` already (one driver per
+    /// logical processor: [`NetBurstPmu`]).
+    LogicalProcessorTaken {
+        /// The logical processor.
+        lp: LogicalProcessor,
+    },
     /// Clearing the CCCRs faulted.
     Access(E),
 }
@@ -662,6 +688,10 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
             InitError::NoSuchLogicalProcessor => {
                 f.write_str("logical processor T1 on a part without Hyper-Threading")
             }
+            InitError::LogicalProcessorTaken { lp } => write!(
+                f,
+                "a live driver of this package serves {lp:?} already (one driver per logical processor)"
+            ),
             InitError::Access(e) => write!(f, "clearing the CCCRs faulted: {e:?}"),
         }
     }
@@ -671,13 +701,17 @@ impl<E: fmt::Debug> core::error::Error for InitError<E> {}
 
 impl core::error::Error for ConfigError {}
 
-/// The NetBurst PMU of one package, held for owner `O`, owning the MSR
-/// backend.
+/// A driver of the NetBurst PMU of one package ([`NetBurstPmu`]) for one
+/// or both of its logical processors, held for owner `O`, owning the MSR
+/// backend and the DS save areas it installed.
 pub struct NetBurstDriver<'s, O: Owner, M: MsrAccess> {
     msr: M,
     model: u8,
     hyper_threading: bool,
-    pmi: &'s PmiState,
+    pmu: &'s NetBurstPmu,
+    /// The DS save area installed for each logical processor
+    /// ([`NetBurstDriver::set_pebs_area`]), published to the PMI state.
+    ds: [Option<DsArea>; 2],
     /// The logical processor this driver serves ([`NetBurstDriver::take_for`]);
     /// `None`: both, from one CPU ([`NetBurstDriver::take`]).
     only: Option<LogicalProcessor>,
@@ -699,24 +733,25 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     /// package's PMU from one CPU. The first driver of a package disables
     /// all 18 CCCRs (a previous owner, for example the kernel before a
     /// kexec, may have left counters running with interrupts on); every
-    /// driver hands out the 18 claim tokens. `pmi` is the package's shared
-    /// state: its PMI handlers' and its drivers' claims; declare one
-    /// `static` per package. A second take of `O` while its driver is live
-    /// fails with [`InitError::AlreadyTaken`] and touches nothing
-    /// ([`crate::counter::owner`]).
+    /// driver hands out the 18 claim tokens. `pmu` is the package
+    /// ([`NetBurstPmu`]). Refused, before any register is touched, while a
+    /// driver of `O` is live ([`InitError::AlreadyTaken`],
+    /// [`crate::counter::owner`]) or a live driver serves either logical
+    /// processor ([`InitError::LogicalProcessorTaken`]).
     pub fn take(
         msr: M,
         cpu: &detect::NetBurst,
-        pmi: &'s PmiState,
+        pmu: &'s NetBurstPmu,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
-        Self::take_with(msr, cpu, pmi, None)
+        Self::take_with(msr, cpu, pmu, None)
     }
 
     /// Take the PMU of the package for logical processor `lp` alone, on
     /// `lp`'s CPU, for owner `O` (one owner type per CPU): each CPU of a
     /// Hyper-Threading package takes its own driver with its own MSR
-    /// backend and the package's one `pmi`, and both use the shared PMU at
-    /// once. Each driver configures counters for its own logical processor
+    /// backend from the package's one `pmu`, and both use the shared PMU at
+    /// once; a second driver for `lp` is refused
+    /// ([`InitError::LogicalProcessorTaken`]). Each driver configures counters for its own logical processor
     /// only ([`ConfigError::OtherLogicalProcessor`]); a counter or ESCR is
     /// claimed for the whole package, by one driver at a time (an atomic
     /// claim: the loser is refused with [`ConfigError::CounterClaimed`] or
@@ -727,19 +762,19 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         lp: LogicalProcessor,
         msr: M,
         cpu: &detect::NetBurst,
-        pmi: &'s PmiState,
+        pmu: &'s NetBurstPmu,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
         let hyper_threading = cpu.hyper_threading && cpu.logical_processors >= 2;
         if lp == LogicalProcessor::T1 && !hyper_threading {
             return Err(InitError::NoSuchLogicalProcessor);
         }
-        Self::take_with(msr, cpu, pmi, Some(lp))
+        Self::take_with(msr, cpu, pmu, Some(lp))
     }
 
     fn take_with(
         mut msr: M,
         cpu: &detect::NetBurst,
-        pmi: &'s PmiState,
+        pmu: &'s NetBurstPmu,
         only: Option<LogicalProcessor>,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
         if !cpu.perf_mon_available {
@@ -748,11 +783,17 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if !owner::take::<O>() {
             return Err(InitError::AlreadyTaken);
         }
-        let claims = pmi.claims();
+        let lps = served(only);
+        if let Err(lp) = pmu.serve(lps) {
+            owner::give_back::<O>();
+            return Err(InitError::LogicalProcessorTaken { lp });
+        }
+        let claims = pmu.claims();
         if claims.join() == Joined::First {
             for c in Counter::ALL {
                 if let Err(e) = msr.write_msr(c.cccr().msr(), IDLE_CCCR) {
                     claims.leave();
+                    pmu.unserve(lps);
                     owner::give_back::<O>();
                     return Err(InitError::Access(e));
                 }
@@ -764,7 +805,8 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
             msr,
             model: cpu.model,
             hyper_threading,
-            pmi,
+            pmu,
+            ds: [None, None],
             only,
             claimed: CounterSet::EMPTY,
             extended: CounterSet::EMPTY,
@@ -775,23 +817,40 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         Ok((driver, Counters::issue()))
     }
 
-    /// Give the PMU back and get the backend back, once no counter is
-    /// claimed (every handle released); `Err(self)` otherwise. Owner `O` can
-    /// then be taken again. Unclaimed tokens of this driver may still exist;
-    /// they work with the next driver of `O`, whose claimed set refuses a
-    /// second claim of one counter ([`ConfigError::CounterClaimed`]), so a
-    /// counter still has at most one claimed handle.
-    #[allow(
-        clippy::result_large_err,
-        reason = "the error hands the driver back by value: a no_std crate has no Box"
-    )]
-    pub fn give_back(self) -> Result<M, Self> {
-        if !self.claimed.is_empty() {
-            return Err(self);
+    /// Give the PMU back with every claim token this driver issued, and get
+    /// the backend back: owner `O` and the logical processors it served are
+    /// free again. `counters` holds all 18 tokens Unclaimed (released
+    /// handles, reassembled with [`Counters::from_erased`] from run-time
+    /// ones), so no handle of this driver outlives it and nothing is
+    /// claimed: a type guarantee, without a register access. A DS save area
+    /// still installed stays the logical processor's for good (withdrawn
+    /// from the handler; `IA32_DS_AREA` keeps its address, and no PEBS
+    /// counter runs): take it back first with
+    /// [`NetBurstDriver::take_pebs_area`] to use the memory again.
+    pub fn give_back(self, counters: Counters<O>) -> M {
+        let _ = counters;
+        self.leave()
+    }
+
+    /// Tests only: give the driver back although tokens may remain (tests
+    /// whose handles die with each round).
+    #[cfg(test)]
+    pub(crate) fn retire(self) -> M {
+        self.leave()
+    }
+
+    fn leave(self) -> M {
+        for lp in [LogicalProcessor::T0, LogicalProcessor::T1] {
+            if self.ds[lp as usize].is_some() {
+                // SAFETY: withdrawing: no pointer is published.
+                unsafe { self.pmu.pmi().publish_ds_area(lp, None) };
+            }
         }
-        self.pmi.claims().leave();
+        let pmu = self.pmu;
+        pmu.claims().leave();
+        pmu.unserve(served(self.only));
         owner::give_back::<O>();
-        Ok(self.msr)
+        self.msr
     }
 
     /// The counters claimed through this driver's handles.
@@ -806,8 +865,8 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     ///
     /// [`Occupied`]: super::schedule::Occupied
     pub fn occupied(&self) -> super::schedule::Occupied {
-        let claims = self.pmi.claims();
-        super::schedule::Occupied::NONE.with_claims(claims.escrs(), claims.counters())
+        super::schedule::Occupied::NONE
+            .with_claims(self.pmu.claimed_escrs(), self.pmu.claimed_counters())
     }
 
     /// The MSR backend.
@@ -817,7 +876,17 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
 
     /// The state shared with the PMI handler.
     pub fn pmi_state(&self) -> &'s PmiState {
-        self.pmi
+        self.pmu.pmi()
+    }
+
+    /// The package this driver was taken from.
+    pub fn physical(&self) -> &'s NetBurstPmu {
+        self.pmu
+    }
+
+    /// The DS save area installed for `lp` by this driver.
+    pub fn pebs_area(&self, lp: LogicalProcessor) -> Option<&DsArea> {
+        self.ds[lp as usize].as_ref()
     }
 
     fn images(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
@@ -991,15 +1060,19 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         config: &CounterConfig,
         p: &Programmed,
     ) -> Result<(), Error<M::Error>> {
-        self.pmi.claims().claim(counter, config.escr)?;
+        let (c, e) = claim_bits(counter, Some(config.escr));
+        self.pmu.claims().claim(c, e).map_err(|r| match r {
+            Refused::Counter => ConfigError::CounterClaimed(counter),
+            Refused::Escr => ConfigError::EscrBusy { escr: config.escr },
+        })?;
         match self.write_images(counter, config, p) {
             Ok(()) => {
                 self.claimed = self.claimed.with(counter);
                 Ok(())
             }
-            Err(e) => {
-                self.pmi.claims().release(counter, Some(config.escr));
-                Err(e)
+            Err(err) => {
+                self.pmu.claims().release(c, e);
+                Err(err)
             }
         }
     }
@@ -1024,7 +1097,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
             s => s.map_or(0, SampleAfter::preset),
         };
         let n = counter.index();
-        self.pmi.set_sampling(n, p.sampling);
+        self.pmu.pmi().set_sampling(n, p.sampling);
         self.write_counter(n, preset)
     }
 
@@ -1032,9 +1105,9 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     /// a sampling or `FORCE_OVF` counter, or the PEBS counter's buffer.
     fn arm(&self, n: u8, p: &Programmed, image: CccrValue) -> Result<(), Error<M::Error>> {
         if p.pebs {
-            self.pmi.arm_pebs(p.lp, true);
+            self.pmu.pmi().arm_pebs(p.lp, true);
         } else if p.sampling.is_some() || p.force_ovf {
-            self.pmi.arm(p.lp, counter_at(n)?, image, p.force_ovf);
+            self.pmu.pmi().arm(p.lp, counter_at(n)?, image, p.force_ovf);
         }
         Ok(())
     }
@@ -1053,23 +1126,27 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         Ok(())
     }
 
-    /// Hands logical processor `lp` its DS save area for PEBS (SDM
-    /// 18.15.7): `area` is the processor's from now on (it writes records
-    /// and the PEBS index there behind the program's back), so it is taken
-    /// for good; the driver writes its management area and `IA32_DS_AREA`
-    /// (1 WRMSR), and the PMI handler drains it.
+    /// Installs logical processor `lp`'s DS save area for PEBS (SDM
+    /// 18.15.7): the driver owns `area` from now on (the processor writes
+    /// records and the PEBS index there behind the program's back), writes
+    /// its management area and `IA32_DS_AREA` (1 WRMSR), and publishes it
+    /// to the PMI handler, which drains it. Returns the area installed
+    /// before, if any. PEBS is armed only on an area this driver installed
+    /// ([`ConfigError::NoPebsArea`]).
     ///
     /// Call it on logical processor `lp`: `IA32_DS_AREA` is each logical
     /// processor's own, and `MSR_PEBS_ENABLE`'s `ENABLE_PEBS_MY_THR` is the
     /// writer's (SDM Table 35-41, 18.16.3), so the driver writes
     /// `MSR_PEBS_ENABLE` as seen from `lp` from then on, and a PEBS counter
-    /// is configured only for `lp` ([`ConfigError::PebsElsewhere`]).
-    /// Refused while `lp`'s PEBS counter is claimed for PEBS.
-    pub fn set_pebs_area<const K: usize>(
+    /// is configured only for `lp` ([`ConfigError::PebsElsewhere`]); a
+    /// driver of both logical processors installs an area for one of them
+    /// only. Refused while `lp`'s PEBS counter is claimed for PEBS
+    /// ([`ConfigError::PebsBusy`]).
+    pub fn set_pebs_area(
         &mut self,
         lp: LogicalProcessor,
-        area: &'static mut PebsArea<K>,
-    ) -> Result<(), Error<M::Error>> {
+        area: impl Into<DsArea>,
+    ) -> Result<Option<DsArea>, Error<M::Error>> {
         if !self.pebs_available {
             return Err(Error::Config(ConfigError::PebsUnavailable));
         }
@@ -1079,17 +1156,47 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         if self.only.is_some_and(|only| only != lp) {
             return Err(Error::Config(ConfigError::OtherLogicalProcessor { lp }));
         }
-        if self.pmi.claims().pebs().pebs_on(lp) {
+        if self.ds[lp.other() as usize].is_some() {
+            return Err(Error::Config(ConfigError::PebsElsewhere { lp }));
+        }
+        if self.pmu.pebs().pebs_on(lp) {
             return Err(Error::Config(ConfigError::PebsBusy { lp }));
         }
-        let area = DsArea::new(area);
+        let mut area = area.into();
         area.reset(0, 0);
         self.msr
             .write_msr(IA32_DS_AREA, area.address())
             .map_err(Error::Access)?;
-        self.pmi.set_ds_area(lp, area);
+        // SAFETY: the area is this driver's until `take_pebs_area` or
+        // `give_back` withdraws it, which they do from `lp`'s CPU (the
+        // contract of `NetBurstPmu::new`).
+        unsafe {
+            self.pmu
+                .pmi()
+                .publish_ds_area(lp, Some(area.management_ptr()));
+        }
         self.package.set_home(lp);
-        Ok(())
+        Ok(self.ds[lp as usize].replace(area))
+    }
+
+    /// Takes `lp`'s DS save area back: refused while `lp`'s PEBS counter
+    /// is claimed for PEBS ([`ConfigError::PebsBusy`]), so no counter can
+    /// make the processor write it; withdraws it from the PMI handler and
+    /// writes `IA32_DS_AREA` = 0 (1 WRMSR). [`ConfigError::NoPebsArea`] if
+    /// this driver installed none.
+    pub fn take_pebs_area(&mut self, lp: LogicalProcessor) -> Result<DsArea, Error<M::Error>> {
+        if self.ds[lp as usize].is_none() {
+            return Err(Error::Config(ConfigError::NoPebsArea { lp }));
+        }
+        if self.pmu.pebs().pebs_on(lp) {
+            return Err(Error::Config(ConfigError::PebsBusy { lp }));
+        }
+        self.msr.write_msr(IA32_DS_AREA, 0).map_err(Error::Access)?;
+        // SAFETY: withdrawing: no pointer is published.
+        unsafe { self.pmu.pmi().publish_ds_area(lp, None) };
+        self.ds[lp as usize]
+            .take()
+            .ok_or(Error::Config(ConfigError::NoPebsArea { lp }))
     }
 
     /// Hands the PEBS records in `lp`'s DS buffer to `f` and empties it,
@@ -1099,7 +1206,10 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     /// PEBS counter halted (or `lp`'s PMI masked), so that the handler is
     /// not draining at the same time. Returns how many records there were.
     pub fn drain_pebs(&mut self, lp: LogicalProcessor, f: impl FnMut(&PebsRecord)) -> u32 {
-        self.pmi.drain_pebs(lp, f)
+        if self.ds[lp as usize].is_none() {
+            return 0;
+        }
+        self.pmu.pmi().drain_pebs(lp, f)
     }
 }
 
@@ -1119,7 +1229,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         }
         // The package's PEBS MSRs: checked, booked and written under their
         // lock, so that the other CPU's driver sees all of it or none.
-        let pmi = self.pmi;
+        let pmu = self.pmu;
         if config.pebs.is_some() {
             if !self.pebs_available {
                 return Err(Error::Config(ConfigError::PebsUnavailable));
@@ -1127,15 +1237,17 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
             if config.sampling.is_none_or(|s| s.get() < 2) {
                 return Err(Error::Config(ConfigError::PebsPeriod));
             }
-            if pmi.ds_area(config.lp).is_none() {
+            // Only on an area this driver installed: `IA32_DS_AREA` of
+            // `config.lp` was written by this driver.
+            if self.ds[config.lp as usize].is_none() {
                 return Err(Error::Config(ConfigError::NoPebsArea { lp: config.lp }));
             }
         }
-        let mut regs = pmi.claims().pebs();
+        let mut regs = pmu.pebs();
         let replay = self.package.check(counter, config, &regs)?;
         self.claim_and_write(counter, config, &p)?;
         if let (Some(records), Some(s), Some(area)) =
-            (config.pebs, p.sampling, pmi.ds_area(config.lp))
+            (config.pebs, p.sampling, self.ds[config.lp as usize].as_mut())
         {
             area.reset(records, pebs_reset(s));
         }
@@ -1153,21 +1265,21 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
     }
 
     fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
-        self.pmi.disarm(p.lp, counter_at(n)?);
+        self.pmu.pmi().disarm(p.lp, counter_at(n)?);
         self.extended = self.extended.without(counter_at(n)?);
         self.write_cccr(n, p.cccr.bits())?;
         if p.pebs {
             // Records already written stay for `drain_pebs`.
-            self.pmi.arm_pebs(p.lp, false);
+            self.pmu.pmi().arm_pebs(p.lp, false);
             return Ok(());
         }
         if p.force_ovf {
             // The increments since the last service are owed: the halt
             // accounts for them (its CCCR write cleared `OVF`).
             let raw = self.msr.read_pmc(u32::from(n)).map_err(Error::Access)?;
-            let owed = self.pmi.forced_increments(n, raw);
+            let owed = self.pmu.pmi().forced_increments(n, raw);
             if owed > 0 {
-                self.pmi.add_halt_periods(n, owed);
+                self.pmu.pmi().add_halt_periods(n, owed);
             }
             return Ok(());
         }
@@ -1177,7 +1289,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         let raw = self.msr.read_pmc(u32::from(n)).map_err(Error::Access)?;
         let (owed, residual) = s.split(raw);
         if owed > 0 {
-            self.pmi.add_halt_periods(n, owed);
+            self.pmu.pmi().add_halt_periods(n, owed);
             self.write_counter(n, s.at_residual(residual))?;
         }
         Ok(())
@@ -1222,9 +1334,9 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
     }
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
-        self.pmi.disarm(p.lp, counter_at(n)?);
+        self.pmu.pmi().disarm(p.lp, counter_at(n)?);
         if p.pebs {
-            self.pmi.arm_pebs(p.lp, false);
+            self.pmu.pmi().arm_pebs(p.lp, false);
         }
         self.extended = self.extended.without(counter_at(n)?);
         self.write_cccr(n, IDLE_CCCR)?;
@@ -1238,8 +1350,8 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         }
         self.write_counter(n, 0)?;
         if p.tagged {
-            let pmi = self.pmi;
-            let mut regs = pmi.claims().pebs();
+            let pmu = self.pmu;
+            let mut regs = pmu.pebs();
             let writes = self.package.unbook(
                 counter_at(n)?,
                 p.lp,
@@ -1249,17 +1361,32 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
             );
             self.write_pebs_msrs(writes)?;
         }
-        self.pmi.set_sampling(n, None);
+        self.pmu.pmi().set_sampling(n, None);
         self.claimed = self.claimed.without(counter_at(n)?);
         // Last: from here the other drivers of the package may claim it.
-        self.pmi.claims().release(counter_at(n)?, p.escr);
+        let (c, e) = claim_bits(counter_at(n)?, p.escr);
+        self.pmu.claims().release(c, e);
         Ok(())
     }
 }
 
-pub(crate) mod claims;
+/// The logical processors a driver serves: `only`, or both.
+const fn served(only: Option<LogicalProcessor>) -> &'static [LogicalProcessor] {
+    match only {
+        Some(LogicalProcessor::T0) => &[LogicalProcessor::T0],
+        Some(LogicalProcessor::T1) => &[LogicalProcessor::T1],
+        None => &[LogicalProcessor::T0, LogicalProcessor::T1],
+    }
+}
+
+/// Counter `c` and ESCR `e` as the claim bits of [`NetBurstPmu`].
+fn claim_bits(c: Counter, e: Option<Escr>) -> (u32, u64) {
+    let escr = e.map_or(0, |e| super::msrs::EscrSet::EMPTY.with(e).bits());
+    (CounterSet::EMPTY.with(c).bits(), escr)
+}
+
 mod package;
-use claims::Joined;
+pub(crate) use package::PebsRegisters;
 use package::{Package, PebsWrites};
 
 #[cfg(test)]

@@ -3,12 +3,15 @@
 //! the buffer of PEBS records the processor writes behind the program's
 //! back.
 //!
-//! The memory is the caller's ([`PebsArea`], usually a `static`), handed to
-//! the driver for good as `&'static mut`: from then on the processor writes
-//! records and the PEBS index into it while the program runs, so no Rust
-//! reference to it may exist. [`DsArea`] keeps only its address, and every
-//! access goes through [`volatile::VolatilePtr`] reads and writes, which the
-//! compiler neither merges nor elides.
+//! The memory is the caller's ([`PebsArea`], usually a `static`), handed
+//! over for good as `&'static mut` to a [`DsArea`], its one owner: from the
+//! moment a driver installs it the processor may write records and the PEBS
+//! index into it while the program runs, so no Rust reference to it may
+//! exist. [`DsArea`] keeps only its address, and every access goes through
+//! [`volatile::VolatilePtr`] reads and writes, which the compiler neither
+//! merges nor elides. While installed, the area is the driver's: the kernel
+//! gets it back only from the driver, once no counter can make the
+//! processor write it.
 //!
 //! Layout (64-bit format, all fields 8 bytes):
 //!
@@ -145,124 +148,134 @@ impl<const K: usize> Default for PebsArea<K> {
     }
 }
 
-/// A DS save area given to the PMU: its address and capacity, nothing that
-/// borrows it. Copies are the same area.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A DS save area: the memory of a [`PebsArea`], owned. Not `Copy`, not
+/// `Clone`, not `Sync`: one owner at a time, which is a driver while the
+/// area is installed ([`NetBurstDriver::set_pebs_area`]) and the kernel
+/// again once the driver hands it back
+/// ([`NetBurstDriver::take_pebs_area`]), when no counter can make the
+/// processor write it.
+///
+/// [`NetBurstDriver::set_pebs_area`]: super::driver::NetBurstDriver::set_pebs_area
+/// [`NetBurstDriver::take_pebs_area`]: super::driver::NetBurstDriver::take_pebs_area
+#[derive(Debug, PartialEq, Eq)]
 pub struct DsArea {
     management: NonNull<DsManagement>,
-    records: NonNull<PebsRecord>,
     capacity: u32,
 }
 
-// SAFETY: a `DsArea` is an address of memory handed over for good (as
-// `&'static mut`, so nothing else references it); every access through it
-// is a volatile read or write of plain integers, which the processor makes
-// concurrently anyway. Sending or sharing the address cannot create a
-// reference to the memory.
+// SAFETY: a `DsArea` is the one owner of memory handed over for good as
+// `&'static mut` (nothing else references it); moving the owner to another
+// CPU moves the right to touch the memory with it. It is not `Sync`: two
+// CPUs never reach the memory through one `DsArea`.
 unsafe impl Send for DsArea {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for DsArea {}
+
+impl<const K: usize> From<&'static mut PebsArea<K>> for DsArea {
+    fn from(area: &'static mut PebsArea<K>) -> DsArea {
+        DsArea::new(area)
+    }
+}
 
 impl DsArea {
-    /// Takes `area` for good: the processor will write it.
+    /// Takes `area` for good: the processor will write it once a driver
+    /// installs it.
     pub fn new<const K: usize>(area: &'static mut PebsArea<K>) -> DsArea {
         DsArea {
             management: NonNull::from(&mut area.management),
-            records: NonNull::from(&mut area.records).cast(),
             capacity: u32::try_from(K).unwrap_or(u32::MAX),
         }
     }
 
     /// How many records fit.
-    pub const fn capacity(self) -> u32 {
+    pub const fn capacity(&self) -> u32 {
         self.capacity
     }
 
-    /// The linear address for `IA32_DS_AREA` (the address is exposed, so
-    /// that the PMI handler can rebuild the area from it).
-    pub fn address(self) -> u64 {
+    /// The linear address for `IA32_DS_AREA` (exposed: the processor, or
+    /// the model standing for it, writes records through it).
+    pub fn address(&self) -> u64 {
         self.management.as_ptr().expose_provenance() as u64
     }
 
-    /// The area whose [`DsArea::address`] is `address`, with `capacity`.
-    ///
-    /// # Safety
-    ///
-    /// `address` and `capacity` must come from a [`DsArea`] (made by
-    /// [`DsArea::new`], so the memory is `'static` and unreferenced).
-    pub(crate) unsafe fn from_address(address: u64, capacity: u32) -> Option<DsArea> {
-        let ptr = core::ptr::with_exposed_provenance_mut::<DsManagement>(address as usize);
-        Some(DsArea {
-            management: NonNull::new(ptr)?,
-            records: NonNull::new(ptr.wrapping_byte_add(RECORDS_OFFSET).cast())?,
-            capacity,
-        })
-    }
-
-    fn management(self) -> VolatilePtr<'static, DsManagement> {
-        // SAFETY: the pointer is the management area of a `PebsArea` handed
-        // over as `&'static mut` (`new`, `from_address`): valid, aligned,
-        // live for ever, and referenced by nobody.
-        unsafe { VolatilePtr::new(self.management) }
-    }
-
-    /// The address of record `k` (`k` <= capacity: one past the last is
-    /// the absolute maximum).
-    fn record_address(self, k: u32) -> u64 {
-        self.address() + RECORDS_OFFSET as u64 + u64::from(k) * PEBS_RECORD_BYTES
+    /// The management area, for the PMI state to publish.
+    pub(crate) const fn management_ptr(&self) -> NonNull<DsManagement> {
+        self.management
     }
 
     /// Sets the area up for a new run: no record yet, the interrupt after
     /// `threshold` records (at most the capacity), the counter reloaded
     /// with `counter_reset` after each record. BTS is left unused.
-    pub fn reset(self, threshold: u32, counter_reset: u64) {
-        let base = self.record_address(0);
-        self.management().write(DsManagement {
+    pub fn reset(&mut self, threshold: u32, counter_reset: u64) {
+        let address = self.address();
+        let base = record_address(address, 0);
+        management(self.management).write(DsManagement {
             pebs_buffer_base: base,
             pebs_index: base,
-            pebs_absolute_maximum: self.record_address(self.capacity),
-            pebs_interrupt_threshold: self.record_address(threshold.min(self.capacity)),
+            pebs_absolute_maximum: record_address(address, self.capacity),
+            pebs_interrupt_threshold: record_address(address, threshold.min(self.capacity)),
             pebs_counter_reset: counter_reset,
             ..DsManagement::default()
         });
     }
 
     /// The management area as it is now (the processor advances the index).
-    pub fn read_management(self) -> DsManagement {
-        self.management().read()
+    pub fn read_management(&self) -> DsManagement {
+        management(self.management).read()
     }
 
     /// Hands every record written since the last drain to `f`, oldest
     /// first, and rewinds the PEBS index to the buffer base. Only records
     /// inside the buffer are read, whatever the index says. Returns how
     /// many were handed over.
-    pub fn drain(self, mut f: impl FnMut(&PebsRecord)) -> u32 {
-        let m = self.management();
-        let base = self.record_address(0);
-        let index = volatile::map_field!(m.pebs_index).read();
-        let written = index.saturating_sub(base) / PEBS_RECORD_BYTES;
-        let n = u32::try_from(written)
-            .unwrap_or(u32::MAX)
-            .min(self.capacity);
-        for k in 0..n {
-            if let Some(record) = self.record(k) {
-                f(&record.read());
-            }
-        }
-        volatile::map_field!(m.pebs_index).write(base);
-        n
+    pub fn drain(&mut self, f: impl FnMut(&PebsRecord)) -> u32 {
+        // SAFETY: `self` owns the area, as `&'static mut` memory nothing
+        // else references.
+        unsafe { drain_published(self.management, f) }
     }
+}
 
-    /// Record `k`, if `k` < capacity.
-    fn record(self, k: u32) -> Option<VolatilePtr<'static, PebsRecord>> {
-        if k >= self.capacity {
-            return None;
-        }
-        let ptr = NonNull::new(self.records.as_ptr().wrapping_add(k as usize))?;
-        // SAFETY: record `k` < `K` of the `PebsArea<K>` (`K` = capacity)
-        // whose management area this is, handed over as `&'static mut`.
-        Some(unsafe { VolatilePtr::new(ptr) })
+/// The address of record `k` of the area at `address`.
+fn record_address(address: u64, k: u32) -> u64 {
+    address + RECORDS_OFFSET as u64 + u64::from(k) * PEBS_RECORD_BYTES
+}
+
+/// The management area at `ptr`, for volatile accesses.
+fn management(ptr: NonNull<DsManagement>) -> VolatilePtr<'static, DsManagement> {
+    // SAFETY: every `NonNull<DsManagement>` here is a `DsArea`'s, the
+    // management area of a `PebsArea` handed over as `&'static mut`: valid,
+    // aligned, live for ever, and referenced by nobody.
+    unsafe { VolatilePtr::new(ptr) }
+}
+
+/// [`DsArea::drain`] for the area whose management area is at `area`. The
+/// capacity is read from the area's PEBS absolute maximum, which only
+/// [`DsArea::reset`] writes (the processor writes the index and the
+/// records), so the whole area is published as one pointer.
+///
+/// # Safety
+///
+/// `area` is a live [`DsArea`]'s [`DsArea::management_ptr`], and nothing
+/// else drains or resets that area during the call.
+pub(crate) unsafe fn drain_published(area: NonNull<DsManagement>, mut f: impl FnMut(&PebsRecord)) -> u32 {
+    let m = management(area);
+    let address = area.as_ptr().expose_provenance() as u64;
+    let base = record_address(address, 0);
+    let maximum = volatile::map_field!(m.pebs_absolute_maximum).read();
+    let capacity = u32::try_from(maximum.saturating_sub(base) / PEBS_RECORD_BYTES).unwrap_or(0);
+    let index = volatile::map_field!(m.pebs_index).read();
+    let written = index.saturating_sub(base) / PEBS_RECORD_BYTES;
+    let n = u32::try_from(written).unwrap_or(u32::MAX).min(capacity);
+    let records = area.as_ptr().wrapping_byte_add(RECORDS_OFFSET).cast::<PebsRecord>();
+    for k in 0..n {
+        let Some(ptr) = NonNull::new(records.wrapping_add(k as usize)) else {
+            break;
+        };
+        // SAFETY: record `k` < capacity of the `PebsArea` whose management
+        // area this is (its absolute maximum was written by `reset` from
+        // the area's own capacity), handed over as `&'static mut`.
+        f(&unsafe { VolatilePtr::new(ptr) }.read());
     }
+    volatile::map_field!(m.pebs_index).write(base);
+    n
 }
 
 /// Where the records start in a [`PebsArea`] (the same for every `K`).

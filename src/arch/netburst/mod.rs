@@ -58,6 +58,7 @@
 //! | [`events`] | the 46-event catalog (SDM Tables 19-28, 19-29, 19-33, 19-34) and the table of source disagreements |
 //! | [`parse`] | libpfm4 event strings -> [`EventSpec`], whose `escr_bits()`/`cccr_bits()` equal libpfm4's encodings |
 //! | [`driver`] | the typestate counter driver: ESCR/CCCR/counter programming with exact MSR traffic, cascading, sampling presets |
+//! | [`physical`] | [`NetBurstPmu`], the physical PMU of one package as a value: the drivers are taken from it, it owns what the package's logical processors share |
 //! | [`pmi`] | the overflow interrupt handler and the state it shares with the counter handles |
 //! | [`schedule`] | exact placement of event sets on ESCRs and counters (max-flow search, minimal-conflict explanations; SDM Table 18-63) |
 //! | [`thread`] | SDM Tables 18-29 (TS) and 18-30 (TI) as functions |
@@ -91,6 +92,7 @@ pub mod events;
 pub mod msrs;
 pub mod multiplex;
 pub mod parse;
+pub mod physical;
 pub mod pmi;
 pub mod schedule;
 pub mod tagging;
@@ -103,6 +105,7 @@ pub use events::{
 };
 pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, EscrSelect, EscrSet, Pair};
 pub use parse::{EventSpec, Modifier, ParseError, ParseErrorKind, Pmu};
+pub use physical::NetBurstPmu;
 pub use schedule::{Conflict, Occupied, Part, Request, Schedule, ScheduleError};
 pub use tagging::{
     ExecUpstream, ExecutionTagging, FrontEndTagging, ReplayTagging, TaggedCounter, TaggingError,

@@ -320,7 +320,7 @@ mod tests {
     use super::*;
     use crate::access::Recording;
     use crate::arch::netburst::driver::Counters;
-    use crate::arch::netburst::pmi::PmiState;
+    use crate::arch::netburst::NetBurstPmu;
     use crate::model::netburst::{
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
@@ -363,7 +363,7 @@ mod tests {
         ticks: u64,
         rate: impl Fn(usize, u64) -> u64,
     ) -> ([Multiplexed; 4], [u64; 4], u32) {
-        let state = PmiState::new();
+        let state = crate::testing::netburst_pmu();
         let m = NetBurstModel::new(Config::prescott_ht());
         let info = cpu(&m);
         let (mut d, c) =
@@ -387,7 +387,7 @@ mod tests {
         mux.finish(&mut d, 0).unwrap();
         let results: [Multiplexed; 4] = core::array::from_fn(|i| mux.results()[i]);
         assert!(mux.into_handles().is_ok(), "every counter released");
-        assert!(d.give_back().is_ok());
+        let _ = d.retire();
         (results, truth, most_at_once)
     }
 
@@ -461,7 +461,7 @@ mod tests {
     #[test]
     fn events_that_always_fit_leave_the_shares_even() {
         crate::owner!(Shares);
-        let state = PmiState::new();
+        let state = crate::testing::netburst_pmu();
         let m = NetBurstModel::new(Config::prescott_ht());
         let info = cpu(&m);
         let (mut d, c) = NetBurstDriver::<Shares, _>::take(m, &info, &state).unwrap();
@@ -477,7 +477,7 @@ mod tests {
         let running = mux.results().iter().map(|m| m.running);
         assert!(running.eq([120, 60, 60, 60, 60]), "{:?}", mux.results());
         assert!(mux.into_handles().is_ok());
-        assert!(d.give_back().is_ok());
+        let _ = d.retire();
     }
 
     /// An event the part cannot count at all is refused up front, with the
@@ -485,7 +485,7 @@ mod tests {
     #[test]
     fn an_unschedulable_event_is_refused() {
         crate::owner!(Refused);
-        let state = PmiState::new();
+        let state = crate::testing::netburst_pmu();
         let m = NetBurstModel::new(Config::northwood());
         let info = cpu(&m);
         let (_d, c) = NetBurstDriver::<Refused, _>::take(m, &info, &state).unwrap();
@@ -553,7 +553,7 @@ mod tests {
     /// instr_retired, NBOGUSNTAG (CRU_ESCR0/1).
     const RETIRED: EventKind = EventKind::new(EscrGroup::Cru01, 0x02, 1);
 
-    fn timed<O: Owner>(state: &PmiState) -> (NetBurstDriver<'_, O, Timed>, Counters<O>) {
+    fn timed<O: Owner>(state: &NetBurstPmu) -> (NetBurstDriver<'_, O, Timed>, Counters<O>) {
         let m = NetBurstModel::new(Config::prescott_ht());
         let info = cpu(&m);
         let t = Timed {
@@ -580,7 +580,7 @@ mod tests {
     #[test]
     fn an_event_that_always_fits_counts_without_a_gap() {
         crate::owner!(Gapless);
-        let state = PmiState::new();
+        let state = crate::testing::netburst_pmu();
         let (mut d, c) = timed::<Gapless>(&state);
         let mut mux =
             Multiplexer::<5>::new(Part::new(3, 1), c.erase_all(), &with_retired()).unwrap();
@@ -609,7 +609,7 @@ mod tests {
     fn a_failed_rotation_leaks_no_counter() {
         for fail_after in 1..12 {
             crate::owner!(Failing);
-            let state = PmiState::new();
+            let state = crate::testing::netburst_pmu();
             let (mut d, c) = timed::<Failing>(&state);
             let mut mux =
                 Multiplexer::<5>::new(Part::new(3, 1), c.erase_all(), &with_retired()).unwrap();
@@ -622,7 +622,7 @@ mod tests {
             mux.finish(&mut d, 0).unwrap();
             assert!(mux.into_handles().is_ok(), "failing access {fail_after}");
             assert!(d.claimed().is_empty());
-            assert!(d.give_back().is_ok());
+            let _ = d.retire();
         }
     }
 
@@ -631,7 +631,7 @@ mod tests {
     #[test]
     fn the_handles_are_checked() {
         crate::owner!(Checked);
-        let state = PmiState::new();
+        let state = crate::testing::netburst_pmu();
         let m = NetBurstModel::new(Config::prescott_ht());
         let info = cpu(&m);
         let (mut d, c) = NetBurstDriver::<Checked, _>::take(m, &info, &state).unwrap();

@@ -88,11 +88,11 @@
 //! # Ok::<(), Box<dyn core::error::Error>>(())
 //! ```
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use super::cccr::CccrValue;
-use super::driver::claims::Claims;
-use super::ds::{DsArea, PebsRecord};
+use super::ds::{self, DsManagement, PebsRecord};
 use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
@@ -141,10 +141,10 @@ struct PerThread {
     rare: AtomicU32,
     interrupts: AtomicU64,
     spurious: AtomicU64,
-    /// The DS save area of this logical processor ([`DsArea::address`]), 0
-    /// before one is set, and its capacity in records.
-    ds_address: AtomicU64,
-    ds_capacity: AtomicU32,
+    /// The DS save area the driver serving this logical processor installed
+    /// (null while none is): its management area, which also says where the
+    /// records are and how many fit, so one atomic publishes the whole area.
+    ds: AtomicPtr<DsManagement>,
 }
 
 /// The bit of `PerThread::rare` that says the logical processor's PEBS
@@ -152,7 +152,8 @@ struct PerThread {
 const PEBS_ARMED: u32 = 1 << 31;
 
 /// State shared by the counter handles (through the driver) and the
-/// interrupt handler: atomics only, so it can live in a `static`.
+/// interrupt handler: atomics only, no lock. One per package, inside its
+/// [`NetBurstPmu`](super::NetBurstPmu) ([`NetBurstPmu::pmi`](super::NetBurstPmu::pmi)).
 ///
 /// # No locked instruction in the handler
 ///
@@ -172,14 +173,14 @@ pub struct PmiState {
     thread: [PerThread; 2],
     slot: Slots,
     at_halt: [AtomicU64; COUNTERS],
-    /// The package's counter and ESCR claims and PEBS MSRs, shared by its
-    /// drivers (never touched by the handler).
-    claims: Claims,
 }
 
-impl Default for PmiState {
-    fn default() -> Self {
-        Self::new()
+impl core::fmt::Debug for PmiState {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PmiState")
+            .field("armed_t0", &self.armed(LogicalProcessor::T0))
+            .field("armed_t1", &self.armed(LogicalProcessor::T1))
+            .finish_non_exhaustive()
     }
 }
 
@@ -208,9 +209,9 @@ fn bump(cell: &AtomicU64, by: u64) {
 }
 
 impl PmiState {
-    /// Nothing armed.
+    /// Nothing armed (made by [`super::NetBurstPmu::new`]).
     #[allow(clippy::declare_interior_mutable_const)]
-    pub const fn new() -> Self {
+    pub(super) const fn new() -> Self {
         const Z64: AtomicU64 = AtomicU64::new(0);
 
         const THREAD: PerThread = PerThread {
@@ -218,8 +219,7 @@ impl PmiState {
             rare: AtomicU32::new(0),
             interrupts: Z64,
             spurious: Z64,
-            ds_address: Z64,
-            ds_capacity: AtomicU32::new(0),
+            ds: AtomicPtr::new(core::ptr::null_mut()),
         };
         PmiState {
             thread: [THREAD; 2],
@@ -231,13 +231,7 @@ impl PmiState {
                 last: [Z64; 32],
             },
             at_halt: [Z64; COUNTERS],
-            claims: Claims::new(),
         }
-    }
-
-    /// The package's claims, for its drivers.
-    pub(super) fn claims(&self) -> &Claims {
-        &self.claims
     }
 
     /// Counters whose overflow interrupts `lp` and that are counting.
@@ -323,29 +317,34 @@ impl PmiState {
         thread.rare.fetch_and(!set, Ordering::AcqRel);
     }
 
-    /// The DS save area of `lp`, for the handler to drain.
-    pub(super) fn set_ds_area(&self, lp: LogicalProcessor, area: DsArea) {
-        let thread = &self.thread[lp as usize];
-        thread.ds_capacity.store(area.capacity(), Ordering::Release);
-        thread.ds_address.store(area.address(), Ordering::Release);
-    }
-
-    /// The DS save area of `lp`, if one was set.
-    pub fn ds_area(&self, lp: LogicalProcessor) -> Option<DsArea> {
-        let thread = &self.thread[lp as usize];
-        let address = thread.ds_address.load(Ordering::Acquire);
-        let capacity = thread.ds_capacity.load(Ordering::Acquire);
-        // SAFETY: only `set_ds_area` stores them, from a `DsArea`.
-        unsafe { DsArea::from_address(address, capacity) }
+    /// Publishes the DS save area the driver serving `lp` installed (or
+    /// `None`: withdraws it), for the handler to drain.
+    ///
+    /// # Safety
+    ///
+    /// `area` is the management area of a [`ds::DsArea`] that the caller,
+    /// the driver serving `lp`, owns and keeps until it publishes `None`
+    /// here, from `lp`'s CPU (where `lp`'s handler runs, so no handler is
+    /// draining the area when it is withdrawn).
+    pub(super) unsafe fn publish_ds_area(
+        &self,
+        lp: LogicalProcessor,
+        area: Option<NonNull<DsManagement>>,
+    ) {
+        let ptr = area.map_or(core::ptr::null_mut(), NonNull::as_ptr);
+        self.thread[lp as usize].ds.store(ptr, Ordering::Release);
     }
 
     /// Drains `lp`'s DS buffer into `f`, one period of its PEBS counter per
     /// record (see [`service_rare`] for the handler's own drain).
     pub(super) fn drain_pebs(&self, lp: LogicalProcessor, f: impl FnMut(&PebsRecord)) -> u32 {
-        let Some(area) = self.ds_area(lp) else {
+        let Some(area) = NonNull::new(self.thread[lp as usize].ds.load(Ordering::Acquire)) else {
             return 0;
         };
-        let records = area.drain(f);
+        // SAFETY: only `publish_ds_area` stores the pointer: a DS area that
+        // the driver serving `lp` owns until it withdraws it, from `lp`'s CPU,
+        // where this handler runs to completion first.
+        let records = unsafe { ds::drain_published(area, f) };
         bump(
             &self.slot.periods[usize::from(Counter::pebs_for(lp).index())],
             u64::from(records),

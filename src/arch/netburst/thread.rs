@@ -48,6 +48,16 @@ pub enum LogicalProcessor {
     T1,
 }
 
+impl LogicalProcessor {
+    /// The other logical processor of the core.
+    pub const fn other(self) -> LogicalProcessor {
+        match self {
+            LogicalProcessor::T0 => LogicalProcessor::T1,
+            LogicalProcessor::T1 => LogicalProcessor::T0,
+        }
+    }
+}
+
 /// A privilege level as the ESCR distinguishes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -34,7 +34,7 @@ fn model_generation(g: Generation) -> crate::model::itanium::Generation {
 /// The driver of a fresh model under test, for owner `O`.
 type Ia<'s, O> = ItaniumDriver<'s, O, Regs>;
 
-fn take<O: Owner>(state: &PmiState, g: Generation) -> (Ia<'_, O>, Counters<O>) {
+fn take<O: Owner>(state: &ItaniumPmu, g: Generation) -> (Ia<'_, O>, Counters<O>) {
     let mut m = ItaniumModel::new(model_generation(g));
     m.set_psr(Psr::MONITORING);
     let (mut d, c) = ItaniumDriver::take(Recording::new(m), g, state).unwrap();
@@ -78,7 +78,7 @@ fn sa(g: Generation, n: u64) -> SampleAfter {
 /// the handler has unfrozen). Returns the events counted.
 fn run<O: Owner>(
     d: &mut Ia<'_, O>,
-    state: &PmiState,
+    state: &ItaniumPmu,
     mut n: u64,
     iip: u64,
     out: &mut Vec<OverflowSample>,
@@ -89,7 +89,7 @@ fn run<O: Owner>(
         counted += got.counted_cycles;
         n -= got.counted_cycles;
         if model(d).take_interrupt().is_some() {
-            handle_pmi(state, d.regs(), iip, |s| out.push(s)).unwrap();
+            handle_pmi(state.pmi(), d.regs(), iip, |s| out.push(s)).unwrap();
         }
     }
     counted
@@ -97,7 +97,7 @@ fn run<O: Owner>(
 
 #[test]
 fn init_freezes_resets_and_unfreezes() {
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     for (g, counters) in [
         (Generation::Itanium, 4u32),
         (Generation::Itanium2, 4),
@@ -121,17 +121,14 @@ fn init_freezes_resets_and_unfreezes() {
         let other = Recording::new(ItaniumModel::new(model_generation(g)));
         let again = Ia::<Cpu>::take(other, g, &state);
         assert!(matches!(again, Err(InitError::AlreadyTaken)), "{g:?}");
-        // Given back (nothing claimed), the owner can be taken again: the
-        // next round does.
+        // Given back with every token (each released), the owner can be
+        // taken again: the next round does.
         let c4 = c.c4.configure(&mut d, &cycles_on(g, 4)).unwrap();
         assert_eq!(d.claimed(), RegSet::single(4));
-        let Err(d) = d.give_back() else {
-            panic!("given back with counter 4 claimed")
-        };
-        let mut d = d;
-        let _ = c4.release(&mut d).unwrap();
+        let c4 = c4.release(&mut d).unwrap();
         assert!(d.claimed().is_empty());
-        assert!(d.give_back().is_ok(), "{g:?}");
+        assert!(d.give_back(Counters { c4, ..c }).is_ok(), "{g:?}");
+        assert!(!state.is_taken());
     }
 }
 
@@ -140,7 +137,7 @@ fn init_freezes_resets_and_unfreezes() {
 #[test]
 fn register_traffic_per_operation_is_exact() {
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         let (mut d, c) = driver!(&state, g);
         let merced = g == Generation::Itanium;
         let c5 = c.c5.configure(&mut d, &cycles_on(g, 5)).unwrap();
@@ -191,7 +188,7 @@ fn register_traffic_per_operation_is_exact() {
 #[test]
 fn exact_register_log_on_itanium2() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let n = sa(g, 100);
     let c4 =
@@ -237,7 +234,7 @@ fn exact_register_log_on_itanium2() {
 #[test]
 fn configurations_are_validated() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     // The image of counter 5 on counter 4's handle.
     let e = c.c4.configure(&mut d, &cycles_on(g, 5)).unwrap_err();
@@ -368,7 +365,7 @@ fn reserved_bits_cannot_reach_the_driver() {
     let g = Generation::Itanium2;
     let hw = HwCounter::new(g, 5).unwrap();
     assert!(pmc::CounterPmc::from_bits(hw, 0x12 << 8 | 1 | 1 << 26).is_err());
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let mut cfg = cycles_on(g, 5);
     cfg.pmc = pmc::CounterPmc::from_bits_truncate(hw, 0x12 << 8 | 1 | 1 << 26);
@@ -379,7 +376,7 @@ fn reserved_bits_cannot_reach_the_driver() {
 #[test]
 fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let n = sa(g, 50);
     let a =
@@ -396,7 +393,7 @@ fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
     let mut out = Vec::new();
-    let o = handle_pmi(&state, d.regs(), 0x4000_0010, |s| out.push(s)).unwrap();
+    let o = handle_pmi(state.pmi(), d.regs(), 0x4000_0010, |s| out.push(s)).unwrap();
     assert_eq!(o.pmc0, 1 << 4 | 1);
     assert_eq!(o.overflowed, RegSet::single(4));
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 1));
@@ -408,13 +405,13 @@ fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     model(&mut d).inject(Event::new(CYCLES, 0, 30));
     assert_eq!(a.read(&mut d).unwrap(), n.at_residual(30));
     assert_eq!(b.read(&mut d).unwrap(), 80);
-    assert_eq!(state.periods(4), 1);
+    assert_eq!(state.pmi().periods(4), 1);
 }
 
 #[test]
 fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
     let g = Generation::Montecito;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let n = sa(g, 10);
     let m = c.montecito.unwrap();
@@ -430,7 +427,7 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
     model(&mut d).inject(Event::new(CYCLES, 0, 10));
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
-    let o = handle_pmi(&state, d.regs(), 1, |_| {}).unwrap();
+    let o = handle_pmi(state.pmi(), d.regs(), 1, |_| {}).unwrap();
     assert_eq!(o.overflowed, RegSet::single(4).with(9));
     // Montecito's catalog says CPU_OP_CYCLES (12h) gains at most 1 per
     // cycle, so the frozen counters hold exactly 0 and are reloaded without
@@ -462,7 +459,7 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
 #[test]
 fn four_overflowed_counters_cost_one_pmc0_read_and_write() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let n = sa(g, 10);
     let h = [
@@ -491,25 +488,25 @@ fn four_overflowed_counters_cost_one_pmc0_read_and_write() {
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
     let mut samples = 0;
-    let o = handle_pmi(&state, d.regs(), 1, |_| samples += 1).unwrap();
+    let o = handle_pmi(state.pmi(), d.regs(), 1, |_| samples += 1).unwrap();
     assert_eq!(o.overflowed, RegSet::range(4, 7));
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 4));
     assert_eq!(samples, 4);
-    assert!((4..8).all(|i| state.periods(i) == 1));
+    assert!((4..8).all(|i| state.pmi().periods(i) == 1));
     let _ = h;
 }
 
 #[test]
 fn spurious_interrupt_is_one_read() {
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, _c) = driver!(&state, Generation::Itanium2);
-    let o = handle_pmi(&state, d.regs(), 0, |_| panic!("no sample")).unwrap();
+    let o = handle_pmi(state.pmi(), d.regs(), 0, |_| panic!("no sample")).unwrap();
     assert!(o.is_spurious());
     assert_eq!(d.regs().take_counts(), counts(1, 0, 0, 0));
-    assert_eq!(state.spurious(), 1);
+    assert_eq!(state.pmi().spurious(), 1);
     // Frozen by someone, no overflow bit: unfrozen, still spurious.
     model(&mut d).write_pmc(0, 1).unwrap();
-    let o = handle_pmi(&state, d.regs(), 0, |_| panic!("no sample")).unwrap();
+    let o = handle_pmi(state.pmi(), d.regs(), 0, |_| panic!("no sample")).unwrap();
     assert!(o.is_spurious());
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 0));
     assert!(!model(&mut d).frozen());
@@ -522,7 +519,7 @@ fn conservation_over_randomised_runs() {
     let mut rnd = crate::testing::rng(0x9e37_79b9_7f4a_7c15u64);
     for g in Generation::ALL {
         for n in [1u64, 2, 3, 7, 100, 4096] {
-            let state = PmiState::new();
+            let state = crate::testing::itanium_pmu();
             let (mut d, c) = driver!(&state, g);
             let s = sa(g, n);
             let c6 =
@@ -539,11 +536,11 @@ fn conservation_over_randomised_runs() {
                 }
             }
             let (owed, residual) = s.split(c6.read(&mut d).unwrap());
-            let periods = state.periods(6);
+            let periods = state.pmi().periods(6);
             assert_eq!(owed, 0, "{g:?} N = {n}: every overflow serviced");
             assert_eq!(events, periods * n + residual, "{g:?} N = {n}");
             assert_eq!(out.len() as u64, periods);
-            assert_eq!(state.spurious(), 0);
+            assert_eq!(state.pmi().spurious(), 0);
             c6.release(&mut d).unwrap();
             d.retire();
         }
@@ -555,7 +552,7 @@ fn conservation_over_randomised_runs() {
 #[test]
 fn halt_with_a_pending_overflow_counts_it_once() {
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         let (mut d, c) = driver!(&state, g);
         let s = sa(g, 10);
         let c4 =
@@ -565,8 +562,8 @@ fn halt_with_a_pending_overflow_counts_it_once() {
         model(&mut d).inject(Event::new(CYCLES, 0, 10));
         let c4 = c4.halt(&mut d).unwrap();
         assert!(model(&mut d).take_interrupt().is_some());
-        handle_pmi(&state, d.regs(), 0, |_| {}).unwrap();
-        assert_eq!(state.periods(4), 1);
+        handle_pmi(state.pmi(), d.regs(), 0, |_| {}).unwrap();
+        assert_eq!(state.pmi().periods(4), 1);
         let c4 = c4.resume(&mut d).unwrap();
         model(&mut d).inject(Event::new(CYCLES, 0, 4));
         assert_eq!(s.split(c4.read(&mut d).unwrap()), (0, 4), "{g:?}");
@@ -580,7 +577,7 @@ fn halt_with_a_pending_overflow_counts_it_once() {
 #[test]
 fn iear_samples_every_nth_itlb_miss() {
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         let (mut d, c) = driver!(&state, g);
         let n = 3u64;
         let hw = HwCounter::new(g, 7).unwrap();
@@ -616,7 +613,7 @@ fn iear_samples_every_nth_itlb_miss() {
             }
             if model(&mut d).take_interrupt().is_some() {
                 d.regs().clear();
-                handle_pmi(&state, d.regs(), i, |s| out.push(s)).unwrap();
+                handle_pmi(state.pmi(), d.regs(), i, |s| out.push(s)).unwrap();
                 assert_eq!(d.regs().take_counts(), counts(1, 1, 1, 1), "{g:?}");
             }
         }
@@ -625,7 +622,7 @@ fn iear_samples_every_nth_itlb_miss() {
         for s in &got {
             assert_eq!(ItlbSample::unpack(s.pack()), Some(*s));
         }
-        assert_eq!(state.periods(7), 20);
+        assert_eq!(state.pmi().periods(7), 20);
         d.regs().clear();
         let _ = c7.release(&mut d).unwrap();
         assert_eq!(d.regs().take_counts(), counts(1, 2, 0, 1), "release");
@@ -650,7 +647,7 @@ fn calibration_is_shared_with_netburst() {
 #[test]
 fn releasing_pmc4_keeps_the_itanium2_enable_bit() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let c4 = c.c4.configure(&mut d, &cycles_on(g, 4)).unwrap();
     let c5 = c.c5.configure(&mut d, &cycles_on(g, 5)).unwrap();
@@ -663,7 +660,7 @@ fn releasing_pmc4_keeps_the_itanium2_enable_bit() {
 #[test]
 fn erased_handles_refuse_cascading() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let mut a = c.c4.erase();
     let mut b = c.c5.erase();
@@ -695,7 +692,7 @@ fn handler_samples_make_the_itlb_report() {
         functions: FNS,
     }];
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let hw = HwCounter::new(g, 5).unwrap();
     let cfg = CounterConfig::itlb_sampling(hw, sa(g, 2), iear(g, TlbFills::ALL)).unwrap();
@@ -711,7 +708,7 @@ fn handler_samples_make_the_itlb_report() {
         let address = 0x4000_0000 + (i as u64 % 4) * 0x40;
         model(&mut d).fetch_miss(FetchMiss::tlb(address, fill));
         if model(&mut d).take_interrupt().is_some() {
-            handle_pmi(&state, d.regs(), 0, |s| {
+            handle_pmi(state.pmi(), d.regs(), 0, |s| {
                 report.record(s.itlb.unwrap()).unwrap();
             })
             .unwrap();
@@ -746,7 +743,7 @@ fn retired_on(g: Generation, n: u8) -> CounterConfig {
 fn events_counting_several_per_cycle_are_not_lost() {
     for g in Generation::ALL {
         for n in [1u64, 4, 5, 13] {
-            let state = PmiState::new();
+            let state = crate::testing::itanium_pmu();
             let (mut d, c) = driver!(&state, g);
             let s = sa(g, n);
             let c4 = c.c4.configure(&mut d, &retired_on(g, 4).sampling(s));
@@ -759,7 +756,7 @@ fn events_counting_several_per_cycle_are_not_lost() {
                 events += 6 * got.counted_cycles;
                 if model(&mut d).take_interrupt().is_some() {
                     d.regs().clear();
-                    let o = handle_pmi(&state, d.regs(), 0, |o| {
+                    let o = handle_pmi(state.pmi(), d.regs(), 0, |o| {
                         sampled += u64::from(o.sample.periods)
                     });
                     assert_eq!(o.unwrap().overflowed, RegSet::single(4));
@@ -768,7 +765,7 @@ fn events_counting_several_per_cycle_are_not_lost() {
                 }
             }
             let (owed, residual) = s.split(c4.read(&mut d).unwrap());
-            let periods = state.periods(4);
+            let periods = state.pmi().periods(4);
             assert_eq!(owed, 0, "{g:?} N = {n}");
             assert_eq!(events, periods * n + residual, "{g:?} N = {n}");
             assert_eq!(sampled, periods, "{g:?} N = {n}");
@@ -786,7 +783,7 @@ fn events_counting_several_per_cycle_are_not_lost() {
 #[test]
 fn release_with_an_overflow_pending_leaves_nothing_for_the_next_owner() {
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         let (mut d, c) = driver!(&state, g);
         let s = sa(g, 10);
         let config = cycles_on(g, 4).sampling(s);
@@ -810,11 +807,11 @@ fn release_with_an_overflow_pending_leaves_nothing_for_the_next_owner() {
         assert!(!model(&mut d).frozen());
         let c4 = c4.configure(&mut d, &config).unwrap();
         let c4 = c4.enable(&mut d).unwrap();
-        let o = handle_pmi(&state, d.regs(), 0, |_| panic!("no sample"));
+        let o = handle_pmi(state.pmi(), d.regs(), 0, |_| panic!("no sample"));
         assert!(o.unwrap().is_spurious(), "{g:?}");
         model(&mut d).inject(Event::new(CYCLES, 0, 5));
         assert_eq!(s.split(c4.read(&mut d).unwrap()), (0, 5), "{g:?}: 5 events");
-        assert_eq!(state.periods(4), 0);
+        assert_eq!(state.pmi().periods(4), 0);
         d.retire();
     }
 }
@@ -824,7 +821,7 @@ fn release_with_an_overflow_pending_leaves_nothing_for_the_next_owner() {
 #[test]
 fn release_keeps_another_counters_pending_overflow() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let s = sa(g, 10);
     let c4 = c.c4.configure(&mut d, &cycles_on(g, 4).sampling(s));
@@ -836,9 +833,9 @@ fn release_keeps_another_counters_pending_overflow() {
     assert!(model(&mut d).frozen());
     assert_eq!(model(&mut d).pmc(0), 1 << 5 | 1);
     let mut out = Vec::new();
-    let o = handle_pmi(&state, d.regs(), 7, |s| out.push(s)).unwrap();
+    let o = handle_pmi(state.pmi(), d.regs(), 7, |s| out.push(s)).unwrap();
     assert_eq!(o.overflowed, RegSet::single(5));
-    assert_eq!((out.len(), state.periods(5)), (1, 1));
+    assert_eq!((out.len(), state.pmi().periods(5)), (1, 1));
     assert_eq!(c5.read(&mut d).unwrap(), s.preset());
 }
 
@@ -855,7 +852,7 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
     let mut rnd = crate::testing::rng(0x2545_f491_4f6c_dd1du64);
     const NS: [u64; 6] = [1, 2, 3, 7, 50, 300];
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         let (mut d, c) = driver!(&state, g);
         let config = |i: usize, s: SampleAfter| {
             let n = 4 + i as u8;
@@ -895,7 +892,7 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
                 5 | 6 => {
                     // The interrupt, if one is pending; otherwise spurious.
                     model(&mut d).take_interrupt();
-                    handle_pmi(&state, d.regs(), step, |o| {
+                    handle_pmi(state.pmi(), d.regs(), step, |o| {
                         sampled[usize::from(o.sample.counter - 4)] += u64::from(o.sample.periods)
                     })
                     .unwrap();
@@ -912,7 +909,7 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
                     let s = sa(g, n[i]);
                     let h = &mut handles[i];
                     let (owed, residual) = s.split(h.read(&mut d).unwrap());
-                    let periods = state.periods(4 + i as u8);
+                    let periods = state.pmi().periods(4 + i as u8);
                     assert_eq!(
                         events[i],
                         (periods + owed) * n[i] + residual,
@@ -920,7 +917,7 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
                         4 + i,
                         n[i]
                     );
-                    let at_halt = state.periods_at_halt(4 + i as u8);
+                    let at_halt = state.pmi().periods_at_halt(4 + i as u8);
                     assert_eq!(sampled[i] + at_halt, periods, "{g:?} counter {}", 4 + i);
                     checked += 1;
                     h.release(&mut d).unwrap();
@@ -941,7 +938,7 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
 /// strict model would refuse the PMC10 write; the defined masks pass.
 #[test]
 fn undefined_iear_latency_masks_are_refused() {
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     for g in [Generation::Itanium2, Generation::Montecito] {
         let (mut d, c) = driver!(&state, g);
         let c4 = HwCounter::new(g, 4).unwrap();

@@ -61,7 +61,7 @@ pub(super) struct Package {
 }
 
 /// The package-wide PEBS MSR state, shared by the package's drivers under
-/// a lock ([`super::claims::Claims::pebs`]).
+/// a lock (`NetBurstPmu`).
 #[derive(Debug)]
 pub(crate) struct PebsRegisters {
     /// Replay tagging: the metric bits of `MSR_PEBS_ENABLE` and the
@@ -196,10 +196,7 @@ impl PebsRegisters {
     /// and which of them differ from what was written last (those are then
     /// taken as written).
     fn writes(&mut self, writer: LogicalProcessor, hyper_threading: bool) -> PebsWrites {
-        let other = match writer {
-            LogicalProcessor::T0 => LogicalProcessor::T1,
-            LogicalProcessor::T1 => LogicalProcessor::T0,
-        };
+        let other = writer.other();
         let enable = pebs_enable_image(
             self.replay.0,
             self.pebs_on[writer as usize],

@@ -38,7 +38,7 @@ fn cpu(m: &NetBurstModel) -> detect::NetBurst {
 /// The driver of a fresh model under test, for owner `O`.
 type Nb<'s, O> = NetBurstDriver<'s, O, Model>;
 
-fn take<O: Owner>(state: &PmiState, config: Config) -> (Nb<'_, O>, Counters<O>) {
+fn take<O: Owner>(state: &NetBurstPmu, config: Config) -> (Nb<'_, O>, Counters<O>) {
     let m = NetBurstModel::new(config);
     let info = cpu(&m);
     let (mut d, c) = NetBurstDriver::take(Recording::new(m), &info, state).unwrap();
@@ -91,7 +91,7 @@ fn entry() -> LvtPerfCounter {
 /// Deliver the model's PMI for T0, if raised, through the handler.
 fn service<O: Owner>(
     d: &mut Nb<'_, O>,
-    state: &PmiState,
+    state: &NetBurstPmu,
     lvt: &mut Lvt,
     rip: u64,
     samples: &mut Vec<Sample>,
@@ -100,7 +100,7 @@ fn service<O: Owner>(
         return false;
     }
     handle_pmi(
-        state,
+        state.pmi(),
         LogicalProcessor::T0,
         d.msr(),
         lvt,
@@ -114,9 +114,9 @@ fn service<O: Owner>(
 
 /// Run the T0 handler without a PMI from the model: whether it found
 /// nothing to service (a spurious PMI).
-fn handler_finds_nothing<O: Owner>(d: &mut Nb<'_, O>, state: &PmiState, lvt: &mut Lvt) -> bool {
+fn handler_finds_nothing<O: Owner>(d: &mut Nb<'_, O>, state: &NetBurstPmu, lvt: &mut Lvt) -> bool {
     let out = handle_pmi(
-        state,
+        state.pmi(),
         LogicalProcessor::T0,
         d.msr(),
         lvt,
@@ -129,7 +129,7 @@ fn handler_finds_nothing<O: Owner>(d: &mut Nb<'_, O>, state: &PmiState, lvt: &mu
 
 #[test]
 fn init_clears_every_cccr() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let mut m = NetBurstModel::new(Config::prescott_ht());
     m.write_msr(0x36C, 1 << 12 | 3 << 16).unwrap();
     let info = cpu(&m);
@@ -152,7 +152,7 @@ fn init_clears_every_cccr() {
 /// (`Tag_Enable`) acts on its own, so release clears it too.
 #[test]
 fn release_clears_only_a_tagging_escr() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let c0 = c.c0.configure(&mut d, &running()).unwrap();
     let c0 = c0.enable(&mut d).unwrap();
@@ -202,7 +202,7 @@ fn release_clears_only_a_tagging_escr() {
 /// with no `uop_type` counter claimed, `front_end_event` is refused.
 #[test]
 fn release_clears_a_front_end_tagging_escr() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let loads = CounterConfig::counting(spec("uop_type:TAGLOADS:k"), Escr::RatEscr0);
     let c12 = c.c12.configure(&mut d, &loads).unwrap();
@@ -255,7 +255,7 @@ fn release_clears_a_front_end_tagging_escr() {
 /// The README's MSR-traffic table, operation by operation.
 #[test]
 fn msr_traffic_per_operation_is_exact() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let c0 = c.c0.configure(&mut d, &running()).unwrap();
     assert_eq!(d.msr().take_counts(), counts(0, 2, 0), "configure");
@@ -305,7 +305,7 @@ fn msr_traffic_per_operation_is_exact() {
 
 #[test]
 fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let n = SampleAfter::new(50, overflow_rule()).unwrap();
     let a = c.c0.configure(&mut d, &running().sampling(n)).unwrap();
@@ -341,7 +341,7 @@ fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
         "spurious: the reads only"
     );
     assert_eq!(lvt.0.len(), 2, "and the LVT write");
-    assert_eq!(state.spurious(LogicalProcessor::T0), 1);
+    assert_eq!(state.pmi().spurious(LogicalProcessor::T0), 1);
 }
 
 /// The traffic the bench reports, asserted: a PMI with 4 armed counters of
@@ -350,7 +350,7 @@ fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
 /// docs).
 #[test]
 fn pmi_and_halt_traffic_in_every_case() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let n = SampleAfter::new(20, overflow_rule()).unwrap();
     let configs = [
@@ -424,15 +424,15 @@ fn pmi_and_halt_traffic_in_every_case() {
         counts(0, 2, 1),
         "halt, a period owed"
     );
-    assert_eq!(state.periods_at_halt(0), 1);
-    assert_eq!(state.periods(0), 2);
+    assert_eq!(state.pmi().periods_at_halt(0), 1);
+    assert_eq!(state.pmi().periods(0), 2);
     assert_eq!(samples.len(), 5);
     let _ = c0;
 }
 
 #[test]
 fn counting_halting_resuming_on_the_model() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let c0 = c.c0.configure(&mut d, &running()).unwrap();
     inject(&mut d, RUNNING, 5);
@@ -461,7 +461,7 @@ fn counting_halting_resuming_on_the_model() {
 
 #[test]
 fn configuration_errors_leave_the_handle() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let e = c.c4.configure(&mut d, &running()).unwrap_err();
     assert!(matches!(
@@ -499,7 +499,7 @@ fn configuration_errors_leave_the_handle() {
     let _ = c0.release(&mut d).unwrap();
     assert!(e.counter.configure(&mut d, &running()).is_ok());
 
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::northwood());
     let t1 = running().on(LogicalProcessor::T1);
     let e = c.c0.configure(&mut d, &t1).unwrap_err();
@@ -508,7 +508,7 @@ fn configuration_errors_leave_the_handle() {
 
 #[test]
 fn thread_1_counter_counts_and_interrupts_thread_1_only() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let n = SampleAfter::new(10, overflow_rule()).unwrap();
     let c2 = c.c2.configure(
@@ -522,8 +522,8 @@ fn thread_1_counter_counts_and_interrupts_thread_1_only() {
     );
     let c2 = c2.unwrap().enable(&mut d).unwrap();
     let only_2 = CounterSet::EMPTY.with(Counter::BpuCounter2);
-    assert_eq!(state.armed(LogicalProcessor::T1), only_2);
-    assert!(state.armed(LogicalProcessor::T0).is_empty());
+    assert_eq!(state.pmi().armed(LogicalProcessor::T1), only_2);
+    assert!(state.pmi().armed(LogicalProcessor::T0).is_empty());
     inject(&mut d, RUNNING, 100);
     assert_eq!(
         c2.read(&mut d).unwrap(),
@@ -535,8 +535,7 @@ fn thread_1_counter_counts_and_interrupts_thread_1_only() {
     assert!(model(&mut d).take_pmi(ModelLp::T1).is_some());
     let mut lvt = Lvt::default();
     let mut got = Vec::new();
-    handle_pmi(
-        &state,
+    handle_pmi(state.pmi(),
         LogicalProcessor::T1,
         d.msr(),
         &mut lvt,
@@ -546,7 +545,7 @@ fn thread_1_counter_counts_and_interrupts_thread_1_only() {
     )
     .unwrap();
     assert_eq!(got.len(), 1);
-    assert_eq!(state.periods(2), 1);
+    assert_eq!(state.pmi().periods(2), 1);
 }
 
 /// Conservation: events = periods x N + residual, for N = 1, 2 and larger,
@@ -555,7 +554,7 @@ fn thread_1_counter_counts_and_interrupts_thread_1_only() {
 fn conservation_over_randomised_runs() {
     let mut rnd = crate::testing::rng(0x2545_f491_4f6c_dd1du64);
     for n in [1u64, 2, 3, 7, 100, 4096] {
-        let state = PmiState::new();
+        let state = crate::testing::netburst_pmu();
         let (mut d, c) = driver!(&state, Config::prescott_ht());
         let sa = SampleAfter::new(n, overflow_rule()).unwrap();
         let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
@@ -582,15 +581,17 @@ fn conservation_over_randomised_runs() {
         }
         let raw = c0.read(&mut d).unwrap();
         let (owed, residual) = sa.split(raw);
-        let periods = state.periods(0);
+        let periods = state.pmi().periods(0);
         assert_eq!(events, (periods + owed) * n + residual, "N = {n}");
         let sampled: u64 = samples.iter().map(|s| u64::from(s.periods)).sum();
-        assert_eq!(sampled + state.periods_at_halt(0), periods, "N = {n}");
-        assert_eq!(state.spurious(LogicalProcessor::T0), 0);
+        assert_eq!(sampled + state.pmi().periods_at_halt(0), periods, "N = {n}");
+        assert_eq!(state.pmi().spurious(LogicalProcessor::T0), 0);
         assert!(events / n - periods <= 1);
         c0.release(&mut d).unwrap();
-        // The same owner again in the next round: give the PMU back first.
-        assert!(d.give_back().is_ok());
+        // The same owner again in the next round: give the PMU back first,
+        // with every token.
+        let c0 = counter::Handle::from_erased(c0).unwrap();
+        let _ = d.give_back(Counters { c0, ..c });
     }
 }
 
@@ -600,7 +601,7 @@ fn conservation_over_randomised_runs() {
 #[test]
 fn pmi_racing_a_halt_is_counted_once() {
     for extra in [0u64, 1, 2] {
-        let state = PmiState::new();
+        let state = crate::testing::netburst_pmu();
         let (mut d, c) = driver!(&state, Config::prescott_ht());
         let sa = SampleAfter::new(10, overflow_rule()).unwrap();
         let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
@@ -610,12 +611,12 @@ fn pmi_racing_a_halt_is_counted_once() {
         let raised = model(&mut d).pmi_pending(ModelLp::T0);
         assert_eq!(raised, extra > 0);
         let c0 = c0.halt(&mut d).unwrap();
-        assert_eq!(state.periods_at_halt(0), 1);
+        assert_eq!(state.pmi().periods_at_halt(0), 1);
         let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
         if raised {
             assert!(service(&mut d, &state, &mut lvt, 1, &mut samples));
             assert!(samples.is_empty());
-            assert_eq!(state.spurious(LogicalProcessor::T0), 1);
+            assert_eq!(state.pmi().spurious(LogicalProcessor::T0), 1);
         }
         let c0 = c0.resume(&mut d).unwrap();
         inject(&mut d, RUNNING, 10 - extra);
@@ -626,17 +627,17 @@ fn pmi_racing_a_halt_is_counted_once() {
         inject(&mut d, RUNNING, 1);
         assert!(service(&mut d, &state, &mut lvt, 3, &mut samples));
         assert_eq!(samples.len(), 1);
-        assert_eq!(state.periods(0), 2);
+        assert_eq!(state.pmi().periods(0), 2);
         let (owed, residual) = sa.split(c0.read(&mut d).unwrap());
         assert_eq!((owed, residual), (0, 1), "21 events = 2 x 10 + 1");
-        let _ = c0.halt(&mut d).unwrap().release(&mut d).unwrap();
-        assert!(d.give_back().is_ok());
+        let c0 = c0.halt(&mut d).unwrap().release(&mut d).unwrap();
+        let _ = d.give_back(Counters { c0, ..c });
     }
 }
 
 #[test]
 fn cascaded_pair_counts_past_40_bits_and_halts_both_ways() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let low =
         c.c0.configure(&mut d, &running())
@@ -681,7 +682,7 @@ fn cascaded_pair_counts_past_40_bits_and_halts_both_ways() {
 
 #[test]
 fn erased_handles_check_the_same_rules() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     crate::owner!(Pkg);
     let (mut d, c) = take::<Pkg>(&state, Config::prescott_ht());
     let mut a = c.c0.erase();
@@ -757,7 +758,7 @@ fn cascade_table_matches_the_arch_rule() {
 /// 6 events are 6, not 7.
 #[test]
 fn a_pmi_serviced_early_invents_no_event() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let sa = SampleAfter::new(3, overflow_rule()).unwrap();
     let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
@@ -770,8 +771,7 @@ fn a_pmi_serviced_early_invents_no_event() {
     assert_ne!(model(&mut d).cccr(0) & 1 << 31, 0, "OVF set");
     let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
     d.msr().clear();
-    let out = handle_pmi(
-        &state,
+    let out = handle_pmi(state.pmi(),
         LogicalProcessor::T0,
         d.msr(),
         &mut lvt,
@@ -793,14 +793,14 @@ fn a_pmi_serviced_early_invents_no_event() {
     );
     inject(&mut d, RUNNING, 3);
     let (owed, residual) = sa.split(c0.read(&mut d).unwrap());
-    let periods = state.periods(0);
+    let periods = state.pmi().periods(0);
     assert_eq!((periods + owed) * 3 + residual, 6);
     // The second overflow's own PMI comes with the 7th event.
     assert!(!model(&mut d).pmi_pending(ModelLp::T0));
     inject(&mut d, RUNNING, 1);
     assert!(service(&mut d, &state, &mut lvt, 10, &mut samples));
     assert_eq!(samples.len(), 2);
-    assert_eq!(state.periods(0), 2);
+    assert_eq!(state.pmi().periods(0), 2);
     assert_eq!(c0.read(&mut d).unwrap(), sa.at_residual(1), "7 = 2 x 3 + 1");
 }
 
@@ -809,7 +809,7 @@ fn a_pmi_serviced_early_invents_no_event() {
 /// Counter 0 accounts 4 events, not 5.
 #[test]
 fn two_counters_on_one_stream_each_account_exactly() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let (four, three) = (
         SampleAfter::new(4, overflow_rule()).unwrap(),
@@ -832,8 +832,8 @@ fn two_counters_on_one_stream_each_account_exactly() {
         three.at_residual(1),
         "4 = 1 x 3 + 1"
     );
-    assert_eq!(state.periods(0), 1);
-    assert_eq!(state.periods(2), 1);
+    assert_eq!(state.pmi().periods(0), 1);
+    assert_eq!(state.pmi().periods(2), 1);
 }
 
 /// Randomised conservation: four sampling counters on both logical
@@ -864,7 +864,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
         (12, INSTR, instr(Escr::CruEscr0)),
         (14, INSTR, instr(Escr::CruEscr1).on(LogicalProcessor::T1)),
     ];
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let all = c.erase_all();
     let mut handles = all.map(Some);
@@ -929,7 +929,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
                 };
                 model(&mut d).take_pmi(model_lp);
                 let mut lvt = Lvt::default();
-                handle_pmi(&state, lp, d.msr(), &mut lvt, entry(), step, |s| {
+                handle_pmi(state.pmi(), lp, d.msr(), &mut lvt, entry(), step, |s| {
                     let i = setup.iter().position(|&(c, ..)| c == s.counter).unwrap();
                     sampled[i] += u64::from(s.periods);
                 })
@@ -947,7 +947,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
                 let s = SampleAfter::new(n[i], overflow_rule()).unwrap();
                 let counter = Counter::from_index(setup[i].0).unwrap();
                 let (owed, residual) = s.split(h[i].read(&mut d).unwrap());
-                let periods = state.periods(counter.index());
+                let periods = state.pmi().periods(counter.index());
                 assert_eq!(
                     events[i],
                     (periods + owed) * n[i] + residual,
@@ -955,7 +955,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
                     setup[i].0,
                     n[i]
                 );
-                assert_eq!(sampled[i] + state.periods_at_halt(counter.index()), periods);
+                assert_eq!(sampled[i] + state.pmi().periods_at_halt(counter.index()), periods);
                 checked += 1;
                 h[i].release(&mut d).unwrap();
                 n[i] = NS[rnd(6) as usize];
@@ -977,7 +977,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
 /// Table 18-63, CPL and thread bits) against the model's decoding.
 #[test]
 fn every_catalog_event_counts_on_every_escr_and_counter_it_may_use() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let mut all = c.erase_all();
     let mut checked = 0;
@@ -1021,19 +1021,33 @@ fn every_catalog_event_counts_on_every_escr_and_counter_it_may_use() {
     assert!(checked >= 100, "{checked} placements checked");
 }
 
-/// One owner per PMU: a second take of an owner fails while its driver is
-/// live; the driver knows its claimed counters and is given back only when
-/// none is claimed; then the owner can be taken again, and a token of the
-/// old driver cannot claim a counter the new driver's handle holds.
+/// One owner per driver: a second take of an owner fails while its driver
+/// is live, touching no register; the driver knows its claimed counters and
+/// is given back with every token, each released (the types make a claimed
+/// one impossible to hand back); then the owner can be taken again.
 #[test]
-fn an_owner_is_taken_once_and_given_back_when_idle() {
-    let state = PmiState::new();
+fn an_owner_is_taken_once_and_given_back_with_every_token() {
+    let state = crate::testing::netburst_pmu();
     crate::owner!(Package0);
+    crate::owner!(Other);
     let (mut d, c) = take::<Package0>(&state, Config::prescott_ht());
     let m = NetBurstModel::new(Config::prescott_ht());
     let info = cpu(&m);
-    let again = Nb::<Package0>::take(Recording::new(m), &info, &state);
-    assert!(matches!(again, Err(InitError::AlreadyTaken)));
+    let again = Nb::<Package0>::take(Recording::new(m.clone()), &info, &state);
+    let Err(InitError::AlreadyTaken) = again else {
+        panic!("a second driver of one owner")
+    };
+    // Another owner type on the same package: its logical processors are
+    // served by the live driver already.
+    let Err(InitError::LogicalProcessorTaken { lp: LogicalProcessor::T0 }) =
+        Nb::<Other>::take(Recording::new(m.clone()), &info, &state)
+    else {
+        panic!("a second driver of one logical processor")
+    };
+    let other_pmu = crate::testing::netburst_pmu();
+    let (o, oc) = Nb::<Other>::take(Recording::new(m), &info, &other_pmu).unwrap();
+    let mut m2 = o.give_back(oc);
+    assert_eq!(m2.take_counts(), counts(0, 18, 0), "the other package's reset only");
     let c12 = c
         .c12
         .configure(
@@ -1042,29 +1056,20 @@ fn an_owner_is_taken_once_and_given_back_when_idle() {
         )
         .unwrap();
     assert_eq!(d.claimed(), CounterSet::EMPTY.with(Counter::IqCounter0));
-    let Err(mut d) = d.give_back() else {
-        panic!("given back with counter 12 claimed")
-    };
-    let _ = c12.release(&mut d).unwrap();
+    let c12 = c12.release(&mut d).unwrap();
     assert!(d.claimed().is_empty());
-    assert!(d.give_back().is_ok());
-    // Taken again: the old driver's Unclaimed token works with the new
-    // driver (same owner, same PMU), but one counter is claimed once.
-    let (mut d2, c2) = take::<Package0>(&state, Config::prescott_ht());
-    let old = c.c0.configure(&mut d2, &running()).unwrap();
-    let new = c2.c0.configure(&mut d2, &running()).unwrap_err();
-    assert_eq!(
-        new.error,
-        Error::Config(ConfigError::CounterClaimed(Counter::BpuCounter0))
-    );
-    let _ = (old, new);
+    let _ = d.give_back(Counters { c12, ..c });
+    assert!(!state.is_served(LogicalProcessor::T0) && !state.is_served(LogicalProcessor::T1));
+    // Taken again, with a new set of tokens.
+    let (d2, c2) = take::<Package0>(&state, Config::prescott_ht());
+    let _ = d2.give_back(c2);
 }
 
 /// The run-time handles refuse a handle issued by another driver.
 #[test]
 fn erased_handles_refuse_a_foreign_driver() {
-    let state = PmiState::new();
-    let other = PmiState::new();
+    let state = crate::testing::netburst_pmu();
+    let other = crate::testing::netburst_pmu();
     let (mut a, ca) = driver!(&state, Config::prescott_ht());
     let (mut b, _cb) = driver!(&other, Config::prescott_ht());
     let mut h = ca.c0.erase();
@@ -1137,7 +1142,7 @@ fn unclaimed_tokens_are_zero_sized() {
 /// a halt accounts what no PMI serviced: increments = periods, exactly.
 #[test]
 fn force_ovf_interrupts_on_every_increment_and_counts_on() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let refused = c.c0.configure(
         &mut d,
@@ -1176,11 +1181,11 @@ fn force_ovf_interrupts_on_every_increment_and_counts_on() {
     // handler clearing OVF at once, every second increment interrupts.
     assert_eq!(pmis, 10);
     let serviced: u64 = samples.iter().map(|s| u64::from(s.periods)).sum();
-    assert_eq!(serviced, state.periods(0));
+    assert_eq!(serviced, state.pmi().periods(0));
     // The last increment's overflow has no PMI yet: the halt accounts it.
     let c0 = c0.halt(&mut d).unwrap();
-    assert_eq!(state.periods(0), 20, "every increment accounted once");
-    assert_eq!(state.periods_at_halt(0), 20 - serviced);
+    assert_eq!(state.pmi().periods(0), 20, "every increment accounted once");
+    assert_eq!(state.pmi().periods_at_halt(0), 20 - serviced);
     assert!(
         !service(&mut d, &state, &mut lvt, 0x40, &mut samples),
         "withdrawn"
@@ -1193,7 +1198,7 @@ fn force_ovf_interrupts_on_every_increment_and_counts_on() {
 /// `OVF`, or clearing its own `CASCADE`.
 #[test]
 fn cascades_into_16_and_17_halt_both_ways() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let cfg = |s: &str, e: Escr| {
         let spec = spec(s);
@@ -1260,7 +1265,7 @@ fn cascades_into_16_and_17_halt_both_ways() {
 /// `thr=`, `cmpl` and `e` modifiers.
 #[test]
 fn compare_complement_threshold_and_edge_count_exactly() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     // Instructions retired per clock.
     let clocks = [0u64, 1, 2, 3, 4, 3, 0, 5, 1];
@@ -1313,7 +1318,7 @@ fn compare_complement_threshold_and_edge_count_exactly() {
 /// pair it does not define. Halting works both ways, one CCCR write each.
 #[test]
 fn extended_cascade_16_into_12() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let cfg = |s: &str, e: Escr| {
         let spec = spec(s);
         (
@@ -1348,6 +1353,8 @@ fn extended_cascade_16_into_12() {
     let mut any16 = any16;
     any16.release(&mut old).unwrap();
 
+    // Another model: another package.
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let c16 = c
         .c16
@@ -1412,7 +1419,7 @@ fn extended_cascade_16_into_12() {
 /// on the model.
 #[test]
 fn erased_handles_reach_force_ovf_and_both_ways_of_halting_a_cascade() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let all = c.erase_all();
     let [
@@ -1446,7 +1453,7 @@ fn erased_handles_reach_force_ovf_and_both_ways_of_halting_a_cascade() {
     }
     c0.halt(&mut d).unwrap();
     assert_eq!(
-        (c0.read(&mut d).unwrap(), pmis, state.periods(0)),
+        (c0.read(&mut d).unwrap(), pmis, state.pmi().periods(0)),
         (8, 4, 8)
     );
     // The cascade: 16 counts only while 14 has overflowed.

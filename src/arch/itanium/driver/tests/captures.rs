@@ -49,7 +49,7 @@ fn cache_sample(m: &DataMiss) -> DearSample {
 #[test]
 fn dear_samples_every_nth_cache_miss() {
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         let (mut d, c) = driver!(&state, g);
         let hw = HwCounter::new(g, 5).unwrap();
         let cfg = CounterConfig::dear_sampling(hw, sa(g, 2), dear_cache(g)).unwrap();
@@ -84,15 +84,15 @@ fn dear_samples_every_nth_cache_miss() {
             }
             if model(&mut d).take_interrupt().is_some() {
                 d.regs().clear();
-                handle_pmi(&state, d.regs(), i, |s| out.push(s)).unwrap();
+                handle_pmi(state.pmi(), d.regs(), i, |s| out.push(s)).unwrap();
                 assert_eq!(d.regs().take_counts(), counts(1, 1, 3, 1), "{g:?}");
             }
         }
         let got: Vec<_> = out.iter().map(|s| s.dear.unwrap()).collect();
         assert_eq!(got, expected, "{g:?}");
         assert!(out.iter().all(|s| s.itlb.is_none() && s.btb.is_none()));
-        assert_eq!(state.periods(5), captured / 2);
-        assert_eq!(state.ear_invalid(), 0);
+        assert_eq!(state.pmi().periods(5), captured / 2);
+        assert_eq!(state.pmi().ear_invalid(), 0);
         d.regs().clear();
         let _ = c5.release(&mut d).unwrap();
         assert_eq!(d.regs().take_counts(), counts(1, 2, 0, 1), "release");
@@ -110,7 +110,7 @@ fn dear_samples_every_nth_cache_miss() {
 #[test]
 fn dear_register_log_on_montecito() {
     let g = Generation::Montecito;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let dear = dear_cache(g);
     let cfg = CounterConfig::dear_sampling(HwCounter::new(g, 4).unwrap(), sa(g, 1), dear).unwrap();
@@ -139,7 +139,7 @@ fn dear_register_log_on_montecito() {
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
     let mut out = Vec::new();
-    handle_pmi(&state, d.regs(), 7, |s| out.push(s)).unwrap();
+    handle_pmi(state.pmi(), d.regs(), 7, |s| out.push(s)).unwrap();
     assert_eq!(
         d.regs().log(),
         [
@@ -181,7 +181,7 @@ fn dear_register_log_on_montecito() {
 fn dear_tlb_and_alat_modes_and_invalid_captures() {
     use crate::model::itanium::TlbFill as ModelFill;
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         let (mut d, c) = driver!(&state, g);
         let tlb = DearConfig::tlb_misses(g, TlbFills::ALL)
             .unwrap()
@@ -208,7 +208,7 @@ fn dear_tlb_and_alat_modes_and_invalid_captures() {
             let miss = DataMiss::tlb(0x7000_0000 + i as u64 * 8, 0x4000_0100, 1, fill);
             model(&mut d).data_miss(miss);
             assert!(model(&mut d).take_interrupt().is_some(), "{g:?} {fill:?}");
-            handle_pmi(&state, d.regs(), 0, |s| out.push(s)).unwrap();
+            handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
             let s = out.pop().unwrap().dear.unwrap();
             assert_eq!(s.event, DearEvent::TlbMiss { fill: Some(want) }, "{g:?}");
             assert_eq!(s.data_address, miss.address);
@@ -221,9 +221,9 @@ fn dear_tlb_and_alat_modes_and_invalid_captures() {
         }
         model(&mut d).inject(Event::new(dear_event_code(g), 0, 1));
         assert!(model(&mut d).take_interrupt().is_some());
-        handle_pmi(&state, d.regs(), 0, |s| out.push(s)).unwrap();
+        handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
         assert_eq!(out.pop().unwrap().dear, None, "{g:?}");
-        assert_eq!(state.ear_invalid(), 1);
+        assert_eq!(state.pmi().ear_invalid(), 1);
         let _ = c6.release(&mut d).unwrap();
         if g != Generation::Itanium {
             let alat = DearConfig::alat_misses(g)
@@ -241,7 +241,7 @@ fn dear_tlb_and_alat_modes_and_invalid_captures() {
                 .unwrap();
             model(&mut d).data_miss(DataMiss::alat(0x8000_0008, 0x4000_0200, 0));
             assert!(model(&mut d).take_interrupt().is_some());
-            handle_pmi(&state, d.regs(), 0, |s| out.push(s)).unwrap();
+            handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
             let s = out.pop().unwrap().dear.unwrap();
             assert_eq!(
                 (s.event, s.data_address),
@@ -263,7 +263,7 @@ fn dear_tlb_and_alat_modes_and_invalid_captures() {
 #[test]
 fn dear_and_btb_configurations_are_checked() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let mut cfg = cycles_on(g, 4).sampling(sa(g, 10));
     cfg.dear = Some(dear_cache(g));
@@ -368,7 +368,7 @@ fn branch(i: u64) -> Branch {
 #[test]
 fn btb_samples_every_nth_branch_as_source_target_records() {
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         let (mut d, c) = driver!(&state, g);
         let n = 3;
         let hw = HwCounter::new(g, 7).unwrap();
@@ -390,7 +390,7 @@ fn btb_samples_every_nth_branch_as_source_target_records() {
             if model(&mut d).take_interrupt().is_some() {
                 expected.push(core::mem::take(&mut pending));
                 d.regs().clear();
-                handle_pmi(&state, d.regs(), i, |s| out.push(s)).unwrap();
+                handle_pmi(state.pmi(), d.regs(), i, |s| out.push(s)).unwrap();
                 assert_eq!(
                     d.regs().take_counts(),
                     counts(1, 1, 1 + extension + 2 * n as u32, 2),
@@ -427,7 +427,7 @@ fn btb_samples_every_nth_branch_as_source_target_records() {
 #[test]
 fn btb_trace_wraps_through_the_index() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let hw = HwCounter::new(g, 4).unwrap();
     let cfg = CounterConfig::btb_sampling(hw, sa(g, 5), capture_all(g)).unwrap();
@@ -443,7 +443,7 @@ fn btb_trace_wraps_through_the_index() {
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
     let mut out = Vec::new();
-    handle_pmi(&state, d.regs(), 0, |s| out.push(s)).unwrap();
+    handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
     let log = d.regs().log();
     // PMC0, the index (bbi 2, full), records 2-7 then 0-1, the index
     // emptied, the reload, PMC0.
@@ -486,7 +486,7 @@ fn btb_trace_wraps_through_the_index() {
 #[test]
 fn btb_filters_select_the_branches() {
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         let (mut d, c) = driver!(&state, g);
         let taken = capture_all(g).with_taken(TakenMask::Taken);
         let hw = HwCounter::new(g, 5).unwrap();
@@ -507,7 +507,7 @@ fn btb_filters_select_the_branches() {
                 want.push(record(&b));
             }
             if model(&mut d).take_interrupt().is_some() {
-                handle_pmi(&state, d.regs(), 0, |s| out.push(s)).unwrap();
+                handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
             }
         }
         let got: Vec<_> = out
@@ -532,7 +532,7 @@ fn btb_filters_select_the_branches() {
         for i in 0..14 {
             model(&mut d).branch(branch(i));
             if model(&mut d).take_interrupt().is_some() {
-                handle_pmi(&state, d.regs(), 0, |s| out.push(s)).unwrap();
+                handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
             }
         }
         let got: Vec<_> = out
@@ -549,7 +549,7 @@ fn btb_filters_select_the_branches() {
 #[test]
 fn erased_handles_sample_the_dear_and_the_btb() {
     let g = Generation::Montecito;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let m = c.montecito.unwrap();
     let mut dear: AnyHandle<Itanium> = m.c9.erase();
@@ -572,12 +572,12 @@ fn erased_handles_sample_the_dear_and_the_btb() {
     model(&mut d).data_miss(miss);
     let mut out = Vec::new();
     assert!(model(&mut d).take_interrupt().is_some());
-    handle_pmi(&state, d.regs(), 0, |s| out.push(s)).unwrap();
+    handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
     let (b0, b1) = (branch(0), branch(1));
     model(&mut d).branch(b0);
     model(&mut d).branch(b1);
     assert!(model(&mut d).take_interrupt().is_some());
-    handle_pmi(&state, d.regs(), 0, |s| out.push(s)).unwrap();
+    handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
     assert_eq!(out.len(), 2);
     assert_eq!(
         (out[0].sample.counter, out[0].dear),

@@ -29,7 +29,7 @@ where
 #[test]
 fn a_group_is_frozen_around_each_operation_with_exact_traffic() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let mut group = three(&mut d, c, g);
     d.regs().clear();
@@ -95,7 +95,7 @@ fn a_group_read_is_one_snapshot_while_time_passes() {
         Generation::Itanium2,
         Generation::Montecito,
     ] {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         crate::owner!(Clocked);
         let (mut d, c) = timed::<Clocked>(&state, g);
         d.regs().clocked = true;
@@ -136,7 +136,7 @@ fn a_group_read_is_one_snapshot_while_time_passes() {
 #[test]
 fn groups_check_their_members_and_reach_one_state() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, c) = driver!(&state, g);
     let Err((e, members)) = Group::new([c.c4.erase(), c.c5.erase()]) else {
         panic!("an unclaimed member was accepted");
@@ -169,7 +169,7 @@ fn groups_check_their_members_and_reach_one_state() {
     group.stop(&mut d).unwrap();
     assert_eq!(d.regs().counts(), counts(1, 2, 0, 0), "the bracket only");
     // Another driver's group is refused by this driver.
-    let other_state = PmiState::new();
+    let other_state = crate::testing::itanium_pmu();
     let (mut other, oc) = driver!(&other_state, g);
     let mut theirs = [oc.c4.erase()];
     theirs[0].configure(&mut other, &cycles_on(g, 4)).unwrap();
@@ -193,7 +193,7 @@ fn groups_check_their_members_and_reach_one_state() {
 #[test]
 fn a_group_stop_with_a_pending_overflow_counts_it_once() {
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         let (mut d, c) = driver!(&state, g);
         let (s4, s5) = (sa(g, 10), sa(g, 1000));
         let mut members = [c.c4.erase(), c.c5.erase()];
@@ -220,9 +220,9 @@ fn a_group_stop_with_a_pending_overflow_counts_it_once() {
             assert!(!model(&mut d).frozen(), "{g:?}: the overflow withdrawn");
         }
         if model(&mut d).take_interrupt().is_some() {
-            handle_pmi(&state, d.regs(), 0, |_| {}).unwrap();
+            handle_pmi(state.pmi(), d.regs(), 0, |_| {}).unwrap();
         }
-        assert_eq!(state.periods(4), 1, "{g:?}: one period, counted once");
+        assert_eq!(state.pmi().periods(4), 1, "{g:?}: one period, counted once");
         group.start(&mut d).unwrap();
         model(&mut d).inject(Event::new(CYCLES, 0, 4));
         let [v4, v5] = group.read(&mut d).unwrap();
@@ -289,7 +289,7 @@ impl PmcPmdAccess for Timed {
 
 /// A driver of generation `g` on a [`Timed`] model (time still: set
 /// `clocked`, `at` or `fail_from` through `regs()`).
-fn timed<O: Owner>(state: &PmiState, g: Generation) -> (ItaniumDriver<'_, O, Timed>, Counters<O>) {
+fn timed<O: Owner>(state: &ItaniumPmu, g: Generation) -> (ItaniumDriver<'_, O, Timed>, Counters<O>) {
     let mut m = ItaniumModel::new(model_generation(g));
     m.set_psr(Psr::MONITORING);
     let t = Timed {
@@ -310,7 +310,7 @@ fn timed<O: Owner>(state: &PmiState, g: Generation) -> (ItaniumDriver<'_, O, Tim
 #[test]
 fn an_overflow_racing_the_freeze_is_not_lost() {
     for g in Generation::ALL {
-        let state = PmiState::new();
+        let state = crate::testing::itanium_pmu();
         crate::owner!(Racing);
         let (mut d, c) = timed::<Racing>(&state, g);
         let s = sa(g, 10);
@@ -330,8 +330,8 @@ fn an_overflow_racing_the_freeze_is_not_lost() {
         assert!(model_of(&mut d).frozen(), "{g:?}: the overflow kept");
         assert!(model_of(&mut d).take_interrupt().is_some());
         let mut samples = Vec::new();
-        handle_pmi(&state, d.regs(), 0, |x| samples.push(x)).unwrap();
-        assert_eq!((samples.len(), state.periods(4)), (1, 1), "{g:?}");
+        handle_pmi(state.pmi(), d.regs(), 0, |x| samples.push(x)).unwrap();
+        assert_eq!((samples.len(), state.pmi().periods(4)), (1, 1), "{g:?}");
         assert!(!model_of(&mut d).frozen(), "{g:?}");
         model_of(&mut d).inject(Event::new(CYCLES, 0, 3));
         assert_eq!(
@@ -348,7 +348,7 @@ fn an_overflow_racing_the_freeze_is_not_lost() {
 #[test]
 fn a_failed_thaw_is_reported_and_retried() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     crate::owner!(Failing);
     let (mut d, c) = timed::<Failing>(&state, g);
     let mut member = [c.c4.erase()];
@@ -369,7 +369,7 @@ fn a_failed_thaw_is_reported_and_retried() {
 #[test]
 fn nested_freezes_thaw_at_the_outermost() {
     let g = Generation::Itanium2;
-    let state = PmiState::new();
+    let state = crate::testing::itanium_pmu();
     let (mut d, _c) = driver!(&state, g);
     counter::Driver::freeze(&mut d).unwrap();
     counter::Driver::freeze(&mut d).unwrap();

@@ -45,7 +45,7 @@ type Lpd<'s, 'm, O> = NetBurstDriver<'s, O, Recording<View<'m>, 64>>;
 fn lp_driver<'s, 'm, O: Owner>(
     lp: LogicalProcessor,
     model: &'m Mutex<NetBurstModel>,
-    state: &'s PmiState,
+    state: &'s NetBurstPmu,
 ) -> (Lpd<'s, 'm, O>, Counters<O>) {
     let info = cpu(&model.lock().unwrap());
     let view = View {
@@ -68,7 +68,7 @@ fn two_drivers_share_one_package() {
     crate::owner!(Cpu0);
     crate::owner!(Cpu1);
     let model = Mutex::new(NetBurstModel::new(Config::prescott_ht()));
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut a, ca) = lp_driver::<Cpu0>(T0, &model, &state);
     assert_eq!(
         a.msr().take_counts(),
@@ -158,13 +158,13 @@ fn two_drivers_share_one_package() {
         .unwrap();
     running(ModelLp::T1, 2);
     assert_eq!(c0b.read(&mut b).unwrap(), 2);
-    assert!(a.give_back().is_ok());
+    let _ = a.retire();
     let _ = (
         c0b.release(&mut b).unwrap(),
         c2.release(&mut b).unwrap(),
         e1.counter,
     );
-    assert!(b.give_back().is_ok());
+    let _ = b.retire();
     // No live driver: the next one resets the PMU again.
     crate::owner!(Cpu0Again);
     let (mut again, _) = lp_driver::<Cpu0Again>(T0, &model, &state);
@@ -173,13 +173,14 @@ fn two_drivers_share_one_package() {
     crate::owner!(NoHt);
     let m = NetBurstModel::new(Config::northwood());
     let info = cpu(&m);
-    let other = PmiState::new();
+    let other = crate::testing::netburst_pmu();
     let refused = NetBurstDriver::<NoHt, _>::take_for(T1, m, &info, &other);
     assert!(matches!(refused, Err(InitError::NoSuchLogicalProcessor)));
 }
 
 const ROUNDS: u32 = 10_000;
-static STRESS_STATE: PmiState = PmiState::new();
+// SAFETY: the stress test's shared model is a package of its own.
+static STRESS_STATE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 static HOLDER: [AtomicU8; 18] = [const { AtomicU8::new(0) }; 18];
 /// Every counter a `global_power_events` ESCR is wired to: the FSB ESCRs
 /// feed counters 0-3, so both threads want the same few.
@@ -221,7 +222,7 @@ fn stress<O: Owner>(
             Err(other) => panic!("{other:?}"),
         }
     }
-    assert!(d.give_back().is_ok(), "every handle released");
+    let _ = d.retire();
     (won, lost)
 }
 
@@ -249,7 +250,7 @@ fn two_threads_claim_at_once() {
         b.0,
         b.1
     );
-    assert_eq!(STRESS_STATE.claims().counters(), CounterSet::EMPTY);
+    assert_eq!(STRESS_STATE.claimed_counters(), CounterSet::EMPTY);
 }
 
 /// A multiplexer on T0 rotates beside T1's driver holding FSB_ESCR0: it
@@ -264,7 +265,7 @@ fn a_multiplexer_schedules_around_the_other_logical_processor() {
     crate::owner!(Mux0);
     crate::owner!(Mux1);
     let model = Mutex::new(NetBurstModel::new(Config::prescott_ht()));
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d0, c0) = lp_driver::<Mux0>(T0, &model, &state);
     let (mut d1, c1) = lp_driver::<Mux1>(T1, &model, &state);
     let running = config("global_power_events:RUNNING:k", Escr::FsbEscr0, T1);

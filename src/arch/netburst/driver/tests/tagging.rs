@@ -64,14 +64,14 @@ fn l1_miss_pebs(every: u64, per_pmi: u32) -> CounterConfig {
 /// and register traffic.
 #[test]
 fn pebs_records_reach_the_sink() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     d.set_pebs_area(LogicalProcessor::T0, area::<4>()).unwrap();
     assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "IA32_DS_AREA");
     let ds = model(&mut d).read_msr(IA32_DS_AREA).unwrap();
     assert_eq!(
         Some(ds),
-        state.ds_area(LogicalProcessor::T0).map(|a| a.address())
+        d.pebs_area(LogicalProcessor::T0).map(|a| a.address())
     );
 
     let c16 = c.c16.configure(&mut d, &l1_miss_pebs(5, 2)).unwrap();
@@ -109,7 +109,7 @@ fn pebs_records_reach_the_sink() {
             assert_eq!(k % 2, 1, "a PMI every second record");
             d.msr().clear();
             let out = handle_pmi_into(
-                &state,
+                state.pmi(),
                 LogicalProcessor::T0,
                 d.msr(),
                 &mut lvt,
@@ -128,7 +128,7 @@ fn pebs_records_reach_the_sink() {
         }
     }
     assert_eq!(pmis, 3);
-    assert_eq!(state.spurious(LogicalProcessor::T0), 0);
+    assert_eq!(state.pmi().spurious(LogicalProcessor::T0), 0);
     assert!(
         sink.samples.is_empty(),
         "a PEBS counter takes no overflow PMI"
@@ -140,7 +140,7 @@ fn pebs_records_reach_the_sink() {
             .iter()
             .all(|(n, r)| *n == 16 && r.rflags == 0x202 && r.rax == 0x100 && r.r15 == 0x10F)
     );
-    assert_eq!(state.periods(16), 6);
+    assert_eq!(state.pmi().periods(16), 6);
     // 30 loads = 6 periods of 5, nothing left over: the counter is back at
     // its reset value -(5 - 1).
     let reset = SampleAfter::new(5, overflow_rule()).unwrap().at_residual(1);
@@ -154,7 +154,7 @@ fn pebs_records_reach_the_sink() {
     let mut left = Vec::new();
     assert_eq!(d.drain_pebs(LogicalProcessor::T0, |r| left.push(r.rip)), 1);
     assert_eq!(left, [0x7000]);
-    assert_eq!(state.periods(16), 7);
+    assert_eq!(state.pmi().periods(16), 7);
 
     d.msr().clear();
     let _ = c16.release(&mut d).unwrap();
@@ -171,7 +171,7 @@ fn pebs_records_reach_the_sink() {
 /// RIP; the run-time handle form configures PEBS like the typed one.
 #[test]
 fn a_closure_sink_gets_precise_rips() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     d.set_pebs_area(LogicalProcessor::T0, area::<2>()).unwrap();
     let mut c16 = c.c16.erase();
@@ -181,8 +181,7 @@ fn a_closure_sink_gets_precise_rips() {
     l1_missing_loads(&mut d, 3);
     assert!(model(&mut d).take_pmi(ModelLp::T0).is_some());
     let mut samples = Vec::new();
-    handle_pmi(
-        &state,
+    handle_pmi(state.pmi(),
         LogicalProcessor::T0,
         d.msr(),
         &mut Lvt::default(),
@@ -199,7 +198,7 @@ fn a_closure_sink_gets_precise_rips() {
 #[test]
 fn pebs_refusals() {
     use LogicalProcessor::{T0, T1};
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let nothing_written = |d: &mut Nb<'_, _>| assert_eq!(d.msr().take_counts(), counts(0, 0, 0));
     let e = c.c16.configure(&mut d, &l1_miss_pebs(5, 1)).unwrap_err();
@@ -228,27 +227,48 @@ fn pebs_refusals() {
     let e = e.counter.configure(&mut d, &not_retirement).unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::NotAtRetirement));
     nothing_written(&mut d);
-    // The driver said it runs on T1: T0's PEBS cannot be set up from there.
+    // A driver of both logical processors runs on one CPU: an area for T1
+    // while T0 has one is refused.
+    assert_eq!(
+        d.set_pebs_area(T1, area::<2>()),
+        Err(Error::Config(ConfigError::PebsElsewhere { lp: T1 }))
+    );
+    nothing_written(&mut d);
+    // Taken back, T0's area is T0's no more: PEBS for T0 needs one again.
+    let t0 = d.take_pebs_area(T0).unwrap();
+    assert_eq!(t0.capacity(), 2);
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "IA32_DS_AREA = 0");
+    assert_eq!(model(&mut d).read_msr(IA32_DS_AREA).unwrap(), 0);
+    assert_eq!(
+        d.take_pebs_area(T0),
+        Err(Error::Config(ConfigError::NoPebsArea { lp: T0 }))
+    );
     d.set_pebs_area(T1, area::<2>()).unwrap();
     d.msr().clear();
     let e = e
         .counter
         .configure(&mut d, &l1_miss_pebs(5, 1))
         .unwrap_err();
-    assert_eq!(
-        e.error,
-        Error::Config(ConfigError::PebsElsewhere { lp: T0 })
-    );
+    assert_eq!(e.error, Error::Config(ConfigError::NoPebsArea { lp: T0 }));
     nothing_written(&mut d);
-    d.set_pebs_area(T0, area::<2>()).unwrap();
+    let _t1 = d.take_pebs_area(T1).unwrap();
+    // The area taken back is installed again.
+    assert!(d.set_pebs_area(T0, t0).unwrap().is_none());
     let c16 = e.counter.configure(&mut d, &l1_miss_pebs(5, 1)).unwrap();
     d.msr().clear();
     assert_eq!(
         d.set_pebs_area(T0, area::<2>()),
         Err(Error::Config(ConfigError::PebsBusy { lp: T0 }))
     );
+    assert_eq!(
+        d.take_pebs_area(T0).map(|a| a.capacity()),
+        Err(Error::Config(ConfigError::PebsBusy { lp: T0 })),
+        "no area back while a counter can make the CPU write it"
+    );
     nothing_written(&mut d);
-    let _ = (c16.release(&mut d).unwrap(), e17.counter);
+    let c16 = c16.release(&mut d).unwrap();
+    assert_eq!(d.take_pebs_area(T0).map(|a| a.capacity()), Ok(2));
+    let _ = (c16, e17.counter);
 
     // A part whose IA32_MISC_ENABLE[12] says PEBS is unavailable.
     crate::owner!(NoPebs);
@@ -257,7 +277,7 @@ fn pebs_refusals() {
         pebs_available: false,
         ..cpu(&m)
     };
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) =
         NetBurstDriver::<NoPebs, _>::take(Recording::<_, 256>::new(m), &info, &state).unwrap();
     assert_eq!(
@@ -275,7 +295,7 @@ fn pebs_refusals() {
 /// claimed upstream of the same logical processor.
 #[test]
 fn execution_tagging_through_handles() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let down = CounterConfig::counting(spec("execution_event:NBOGUS0:NBOGUS1:k"), Escr::CruEscr2);
     let e = c.c12.configure(&mut d, &down).unwrap_err();
@@ -346,7 +366,7 @@ fn execution_tagging_through_handles() {
 /// and wants a metric's upstream event claimed first.
 #[test]
 fn replay_tagging_through_handles() {
-    let state = PmiState::new();
+    let state = crate::testing::netburst_pmu();
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let split = CounterConfig::counting(spec("replay_event:NBOGUS:SP_LD_RET:k"), Escr::CruEscr2);
     let e = c.c12.configure(&mut d, &split).unwrap_err();
