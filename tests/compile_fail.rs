@@ -45,6 +45,10 @@ fn f<M: MsrAccess>(d: &mut NetBurstDriver<'_, A, M>, c: Counters<A>, cfg: Counte
     let mut any = c0.erase();
     let _ = any.halt(d);
 }
+fn give_back<M: MsrAccess>(mut d: NetBurstDriver<'_, A, M>, c: Counters<A>, cfg: CounterConfig) {
+    let c0 = c.c0.configure(&mut d, &cfg).unwrap().release(&mut d).unwrap();
+    let _backend = d.give_back(Counters { c0, ..c });
+}
 fn g<R: PmcPmdAccess>(d: &mut ItaniumDriver<'_, A, R>, c: IaCounters<A>, cfg: IaConfig) {
     let c4 = c.c4.configure(d, &cfg).unwrap().enable(d).unwrap();
     let c4 = c4.halt(d).unwrap().resume(d).unwrap();
@@ -153,8 +157,69 @@ const CASES: &[Case] = &[
         // `pmu::owner!` (or an `unsafe impl` with its contract) makes.
         name: "owner_without_unsafe",
         body: "enum Mine {} \
-               impl Owner for Mine { fn taken() -> &'static core::sync::atomic::AtomicBool { todo!() } }",
+               impl Owner for Mine { fn taken() -> &'static pmu::counter::OwnerFlag { A::taken() } }",
         expect: &["the trait `Owner` requires an `unsafe impl` declaration"],
+    },
+    Case {
+        // Ownership, reproduction 1: an owner's flag cannot be cleared from
+        // safe code (it was a public `AtomicBool`), so a second driver of
+        // `A` cannot be taken while the first and its handles live.
+        name: "reset_an_owner",
+        body: "A::taken().store(false, core::sync::atomic::Ordering::Release);",
+        expect: &["no method named `store` found for reference `&'static OwnerFlag`"],
+    },
+    Case {
+        // Ownership, reproduction 2: the package's state cannot be made in
+        // safe code; one value names one package, by the contract of the
+        // `unsafe` constructor.
+        name: "second_package_in_safe_code",
+        body: "let _p = pmu::arch::netburst::NetBurstPmu::new();",
+        expect: &["call to unsafe function"],
+    },
+    Case {
+        name: "pmi_state_alone",
+        body: "let _s = pmu::arch::netburst::pmi::PmiState::new();",
+        expect: &["associated function `new` is private"],
+    },
+    Case {
+        name: "itanium_pmu_in_safe_code",
+        body: "let _p = pmu::arch::itanium::ItaniumPmu::new();",
+        expect: &["call to unsafe function"],
+    },
+    Case {
+        // A driver is given back with its tokens, each Unclaimed: a claimed
+        // one does not fit (so no handle outlives its driver).
+        name: "give_back_a_claimed_token",
+        body: "} fn g<M: MsrAccess>(mut d: NetBurstDriver<'_, A, M>, c: Counters<A>, cfg: CounterConfig) { \
+               let c0 = c.c0.configure(&mut d, &cfg).unwrap(); let _ = d.give_back(Counters { c0, ..c });",
+        expect: &["mismatched types", "expected `Handle<NetBurst, A, 0, Unclaimed>`"],
+    },
+    Case {
+        name: "give_back_without_tokens",
+        body: "} fn g<M: MsrAccess>(d: NetBurstDriver<'_, A, M>) { let _ = d.give_back();",
+        expect: &["this method takes 1 argument but 0 arguments were supplied"],
+    },
+    Case {
+        name: "give_back_another_owners_tokens",
+        body: "} fn g<M: MsrAccess>(d: NetBurstDriver<'_, A, M>, cb: Counters<B>) { let _ = d.give_back(cb);",
+        expect: &["mismatched types"],
+    },
+    Case {
+        // Ownership, reproduction 6: a DS save area has one owner; it is
+        // neither `Copy` nor `Sync`, so two threads cannot reach its memory.
+        name: "ds_area_is_not_sync",
+        body: "fn sync<T: Sync>() {} sync::<pmu::arch::netburst::ds::DsArea>();",
+        expect: &["cannot be shared between threads safely"],
+    },
+    Case {
+        name: "ds_area_is_not_copy",
+        body: "fn copy<T: Copy>() {} copy::<pmu::arch::netburst::ds::DsArea>();",
+        expect: &["DsArea: Copy` is not satisfied"],
+    },
+    Case {
+        name: "pmi_state_has_no_ds_area",
+        body: "fn h(s: &pmu::arch::netburst::pmi::PmiState) { let _ = s.ds_area(pmu::arch::netburst::LogicalProcessor::T0); }",
+        expect: &["no method named `ds_area` found"],
     },
     Case {
         // Tokens come only from `take`: no public constructor.

@@ -6,9 +6,8 @@
 //! driver is linked all the same.
 
 use pmu::access::X86Msr;
-use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-use pmu::arch::netburst::pmi::PmiState;
-use pmu::arch::netburst::{Escr, EventSpec};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
+use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 use pmu::detect::{self, HardwareCpuid, NetBurst};
 
 use hobby::exit::{ExitCode, exit_qemu};
@@ -19,7 +18,9 @@ pmu::owner!(
     Package0
 );
 
-static PMI: PmiState = PmiState::new();
+// SAFETY: the kernel runs on one CPU, of one package, and this is the
+// package's one value.
+static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 
 /// Detect the PMU and, on a NetBurst, count the event `event` returns on
 /// counter 12 around a short loop; then exit with success.
@@ -49,7 +50,7 @@ fn run(
     event: impl FnOnce() -> Option<EventSpec>,
 ) -> Result<u64, &'static str> {
     let spec = event().ok_or("event string refused")?;
-    let (mut pmu, c) = NetBurstDriver::<Package0, _>::take(msr, cpu, &PMI).map_err(|_| "take")?;
+    let (mut pmu, c) = NetBurstDriver::<Package0, _>::take(msr, cpu, &PACKAGE).map_err(|_| "take")?;
     let config = CounterConfig::counting(spec, Escr::CruEscr0);
     let c12 = c
         .c12
@@ -61,6 +62,7 @@ fn run(
     }
     let v = c12.read(&mut pmu).map_err(|_| "read")?;
     let c12 = c12.halt(&mut pmu).map_err(|_| "halt")?;
-    let _unclaimed = c12.release(&mut pmu).map_err(|_| "release")?;
+    let c12 = c12.release(&mut pmu).map_err(|_| "release")?;
+    let _msr = pmu.give_back(Counters { c12, ..c });
     Ok(v)
 }

@@ -32,8 +32,7 @@ use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println, user};
 use pmu::access::{MsrAccess, X86Msr};
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-use pmu::arch::netburst::pmi::PmiState;
-use pmu::arch::netburst::{Escr, EventSpec};
+use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 use pmu::detect;
 use pmu::model::netburst::{EscrGroup, EventKind, LogicalProcessor, Privilege};
 use pmu::virt::netburst::{GuestGp, GuestPolicy};
@@ -151,7 +150,9 @@ unsafe extern "C" fn guest_gp_entry() {
 /// hardware backend, counting its own cycles.
 extern "C" fn guest_main(_: u64) -> ! {
     pmu::owner!(GuestPackage);
-    static GUEST_PMI: PmiState = PmiState::new();
+    // SAFETY: the guest's virtual PMU is one package of its own, and this is
+    // its one value.
+    static GUEST_PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
     // SAFETY: the guest believes it runs at CPL 0 on a Pentium 4; every
     // access traps to the hypervisor, which emulates it.
     let msr = unsafe { X86Msr::new() };
@@ -164,7 +165,7 @@ extern "C" fn guest_main(_: u64) -> ! {
         hyper_threading: false,
         logical_processors: 1,
     };
-    let Ok((mut d, c)) = NetBurstDriver::<GuestPackage, _>::take(msr, &cpu, &GUEST_PMI) else {
+    let Ok((mut d, c)) = NetBurstDriver::<GuestPackage, _>::take(msr, &cpu, &GUEST_PACKAGE) else {
         user::exit(u64::MAX)
     };
     let spec: EventSpec = pmu::netburst_event!("global_power_events:RUNNING:k");
@@ -226,9 +227,9 @@ mod two {
     use pmu::access::{MsrAccess, X86Msr};
     use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
     use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-    use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
+    use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
     use pmu::arch::netburst::{
-        Counter, CounterSet, Escr, EscrSet, Event, EventSpec, LogicalProcessor,
+        Counter, CounterSet, Escr, EscrSet, Event, EventSpec, LogicalProcessor, NetBurstPmu,
     };
     use pmu::counter::Owner;
     use pmu::model::netburst::{
@@ -305,7 +306,10 @@ mod two {
     pub static PMIS: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
     pub static SAMPLES: [SampleBuffer<2048>; 2] = [const { SampleBuffer::new() }; 2];
     pub static RDPMC_WITH_PCE: AtomicU64 = AtomicU64::new(0);
-    static GUEST_PMI: [PmiState; 2] = [const { PmiState::new() }; 2];
+    /// Each guest's package: the virtual PMU it sees (its context, loaded
+    /// on the physical PMU while it runs) is a package of its own.
+    // SAFETY: one value per guest's virtual package, each its only one.
+    static GUEST_PACKAGES: [NetBurstPmu; 2] = [const { unsafe { NetBurstPmu::new() } }; 2];
     pub const TARGET_SWITCHES: u64 = 1000;
     /// RUNNING events per tick, and the guests' sample period.
     pub const K: u64 = 500;
@@ -592,7 +596,7 @@ mod two {
         // SAFETY: as in the guest kernel: every access traps.
         let mut msr = unsafe { X86Msr::new() };
         let _ = handle_pmi(
-            &GUEST_PMI[g],
+            GUEST_PACKAGES[g].pmi(),
             LogicalProcessor::T0,
             &mut msr,
             &mut GuestLvt,
@@ -673,7 +677,7 @@ mod two {
             // SAFETY: the DONE gate, opened to CPL 3; it does not come back.
             unsafe { core::arch::asm!("int 0x85", in("rax") v, options(noreturn)) }
         };
-        let Ok((mut d, c)) = NetBurstDriver::<O, _>::take(msr, &cpu, &GUEST_PMI[g]) else {
+        let Ok((mut d, c)) = NetBurstDriver::<O, _>::take(msr, &cpu, &GUEST_PACKAGES[g]) else {
             done(u64::MAX)
         };
         GuestLvt.write_lvt_perf_counter(entry());
@@ -699,7 +703,7 @@ mod two {
             done(u64::MAX - 3)
         };
         let (owed, residual) = every.split(raw);
-        let accounted = (GUEST_PMI[g].periods(2) + owed) * N + residual;
+        let accounted = (GUEST_PACKAGES[g].pmi().periods(2) + owed) * N + residual;
         let _ = c2.release(&mut d);
         done(accounted)
     }

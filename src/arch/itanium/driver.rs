@@ -119,16 +119,16 @@
 //! ```
 //! use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
 //! use pmu::arch::itanium::generation::Counter;
-//! use pmu::arch::itanium::pmi::PmiState;
-//! use pmu::arch::itanium::{CounterPmc, EventCode, Generation, Plm};
+//! use pmu::arch::itanium::{CounterPmc, EventCode, Generation, ItaniumPmu, Plm};
 //! use pmu::model::itanium::{Event, ItaniumModel, Psr};
 //!
 //! pmu::owner!(Cpu0);
-//! static PMI: PmiState = PmiState::new();
+//! // SAFETY: the one value for this processor's PMU (the model's).
+//! static CPU0: ItaniumPmu = unsafe { ItaniumPmu::new() };
 //! let g = Generation::Itanium2;
 //! let mut model = ItaniumModel::new(pmu::model::itanium::Generation::Itanium2);
 //! model.set_psr(Psr::MONITORING);                        // the kernel's PSR.pp / PSR.up
-//! let (mut pmu, c) = ItaniumDriver::<Cpu0, _>::take(model, g, &PMI)?;
+//! let (mut pmu, c) = ItaniumDriver::<Cpu0, _>::take(model, g, &CPU0)?;
 //! let cycles = CounterPmc::new(Counter::new(g, 4).unwrap(), EventCode::new(g, 0x12).unwrap())?
 //!     .with_plm(Plm::ALL)
 //!     .with_privileged(true);

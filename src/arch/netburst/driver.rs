@@ -84,12 +84,12 @@
 //!
 //! | what | whose | how it is shared |
 //! |---|---|---|
-//! | counters, CCCRs, ESCRs | the package | claimed one at a time, package-wide: an atomic claim in the package's [`PmiState`], so the two CPUs' drivers never hold one register at once; each written only by its claimer |
-//! | `MSR_PEBS_ENABLE`, `MSR_PEBS_MATRIX_VERT` | the package | a spin lock in the [`PmiState`], taken by a driver's configure or release of a PEBS or replay-tagging counter, never by a PMI handler |
-//! | `IA32_DS_AREA`, the DS save area | each logical processor | its own driver's ([`NetBurstDriver::set_pebs_area`]) |
+//! | the package's [`NetBurstPmu`] | the package | one `static`, made once per package (its `unsafe` constructor's contract); both drivers are taken from it, and it refuses a second driver for a logical processor |
+//! | counters, CCCRs, ESCRs | the package | claimed one at a time, package-wide: an atomic claim in the [`NetBurstPmu`], so the two CPUs' drivers never hold one register at once; each written only by its claimer |
+//! | `MSR_PEBS_ENABLE`, `MSR_PEBS_MATRIX_VERT` | the package | a spin lock in the [`NetBurstPmu`], taken by a driver's configure or release of a PEBS or replay-tagging counter, never by a PMI handler |
+//! | `IA32_DS_AREA`, the DS save area | each logical processor | owned by the driver that installed it ([`NetBurstDriver::set_pebs_area`]) until it hands it back ([`NetBurstDriver::take_pebs_area`]) |
 //! | a driver ([`NetBurstDriver::take_for`]), its MSR backend, its handles | one CPU | not `Send`: created and used on that CPU; one owner type per CPU |
-//! | the PMI handler's state for a logical processor | that CPU | written by that CPU's handler and driver only ([`PmiState`]) |
-//! | the [`PmiState`] itself | the package | one `static`, given to both drivers and both handlers |
+//! | the PMI handler's state for a logical processor | that CPU | written by that CPU's handler and driver only ([`PmiState`], inside the [`NetBurstPmu`]: atomics only) |
 //!
 //! A kernel that runs the package's PMU from one CPU takes one driver for
 //! both logical processors ([`NetBurstDriver::take`]); an SMP kernel takes
@@ -111,22 +111,26 @@
 //!
 //! # Examples
 //!
-//! Take the PMU of a package (here the model's), count one event, release:
+//! Take the PMU of a package (here the model's), count one event, release,
+//! give the PMU back with every token:
 //!
 //! ```
-//! use pmu::arch::netburst::driver::{CounterConfig, InitError, NetBurstDriver};
-//! use pmu::arch::netburst::pmi::PmiState;
-//! use pmu::arch::netburst::{Escr, EventSpec};
+//! use pmu::arch::netburst::driver::{CounterConfig, Counters, InitError, NetBurstDriver};
+//! use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 //! use pmu::model::netburst::{Config, EventKind, LogicalProcessor, NetBurstModel, Privilege};
 //!
-//! pmu::owner!(Package0);
-//! static PMI: PmiState = PmiState::new();
+//! // SAFETY: the one value for this package (the model's).
+//! static PACKAGE0: NetBurstPmu = unsafe { NetBurstPmu::new() };
+//! pmu::owner!(Cpu0);
+//! pmu::owner!(Cpu1);
 //! let model = NetBurstModel::new(Config::prescott_ht());
 //! let cpu = pmu::detect::detect(&model, &mut model.clone())?.usable_netburst().unwrap();
-//! let (mut pmu, c) = NetBurstDriver::<Package0, _>::take(model.clone(), &cpu, &PMI)?;
-//! // One owner, one driver:
-//! let again = NetBurstDriver::<Package0, _>::take(model, &cpu, &PMI);
+//! let (mut pmu, c) = NetBurstDriver::<Cpu0, _>::take(model.clone(), &cpu, &PACKAGE0)?;
+//! // One driver per owner, one per logical processor:
+//! let again = NetBurstDriver::<Cpu0, _>::take(model.clone(), &cpu, &PACKAGE0);
 //! assert!(matches!(again, Err(InitError::AlreadyTaken)));
+//! let other = NetBurstDriver::<Cpu1, _>::take(model, &cpu, &PACKAGE0);
+//! assert!(matches!(other, Err(InitError::LogicalProcessorTaken { .. })));
 //!
 //! let spec: EventSpec = "global_power_events:RUNNING:k".parse()?;
 //! let c0 = c.c0.configure(&mut pmu, &CounterConfig::counting(spec, Escr::FsbEscr0))?;
@@ -134,8 +138,10 @@
 //! let running = EventKind::for_spec(&spec, Escr::FsbEscr0).unwrap();
 //! pmu.msr().inject(running.on(LogicalProcessor::T0, Privilege::Os, 42));
 //! assert_eq!(c0.read(&mut pmu)?, 42);
-//! let _ = c0.release(&mut pmu)?;
-//! assert!(pmu.give_back().is_ok(), "nothing claimed: the owner is free again");
+//! let c0 = c0.release(&mut pmu)?;
+//! // Every token back, each Unclaimed: the owner and the package are free.
+//! let _model = pmu.give_back(Counters { c0, ..c });
+//! assert!(!PACKAGE0.is_served(pmu::arch::netburst::LogicalProcessor::T0));
 //! # Ok::<(), Box<dyn core::error::Error>>(())
 //! ```
 

@@ -57,8 +57,8 @@
 //! ```
 //! use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 //! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-//! use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
-//! use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
+//! use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+//! use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 //! use pmu::model::netburst::{self as model, Config, EventKind, NetBurstModel, Privilege};
 //! use pmu::sampling::SampleAfter;
 //!
@@ -67,11 +67,12 @@
 //!     fn write_lvt_perf_counter(&mut self, _: LvtPerfCounter) {}
 //! }
 //!
-//! pmu::owner!(Package0);
-//! static PMI: PmiState = PmiState::new();
+//! pmu::owner!(Cpu0);
+//! // SAFETY: the one value for this package (the model's).
+//! static PACKAGE0: NetBurstPmu = unsafe { NetBurstPmu::new() };
 //! let m = NetBurstModel::new(Config::prescott_ht());
 //! let cpu = pmu::detect::detect(&m, &mut m.clone())?.usable_netburst().unwrap();
-//! let (mut pmu, c) = NetBurstDriver::<Package0, _>::take(m, &cpu, &PMI)?;
+//! let (mut pmu, c) = NetBurstDriver::<Cpu0, _>::take(m, &cpu, &PACKAGE0)?;
 //! let spec: EventSpec = "global_power_events:RUNNING:k".parse()?;
 //! let every_100 = SampleAfter::new(100, overflow_rule())?;
 //! let config = CounterConfig::counting(spec, Escr::FsbEscr0).sampling(every_100);
@@ -82,8 +83,8 @@
 //! assert!(pmu.msr().take_pmi(model::LogicalProcessor::T0).is_some());
 //! let entry = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()));
 //! let mut samples = 0;
-//! let out = handle_pmi(&PMI, LogicalProcessor::T0, pmu.msr(), &mut Lvt, entry, 0x1000, |_| samples += 1)?;
-//! assert_eq!((out.overflowed.len(), samples, PMI.periods(0)), (1, 1, 1));
+//! let out = handle_pmi(PACKAGE0.pmi(), LogicalProcessor::T0, pmu.msr(), &mut Lvt, entry, 0x1000, |_| samples += 1)?;
+//! assert_eq!((out.overflowed.len(), samples, PACKAGE0.pmi().periods(0)), (1, 1, 1));
 //! assert_eq!(c0.read(&mut pmu)?, every_100.at_residual(1)); // -(N-1): the PMI event counted
 //! # Ok::<(), Box<dyn core::error::Error>>(())
 //! ```

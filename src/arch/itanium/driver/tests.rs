@@ -95,6 +95,62 @@ fn run<O: Owner>(
     counted
 }
 
+/// Reproduction 4: a second driver of one processor's PMU, for another
+/// owner, is refused before it touches a register, and the live driver's
+/// handler state (a sampling counter's periods, the generation) is not
+/// reset under it.
+#[test]
+fn a_second_driver_of_one_pmu_is_refused() {
+    crate::owner!(First);
+    crate::owner!(Second);
+    for g in [Generation::Itanium, Generation::Itanium2, Generation::Montecito] {
+        let state = crate::testing::itanium_pmu();
+        let (mut d, c) = take::<First>(&state, g);
+        let c4 = c.c4.configure(&mut d, &cycles_on(g, 4).sampling(sa(g, 10))).unwrap();
+        let c4 = c4.enable(&mut d).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(run(&mut d, &state, 25, 0x100, &mut out), 25);
+        assert_eq!(state.pmi().periods(4), 2, "{g:?}");
+        let mut other = Recording::<_, 64>::new(ItaniumModel::new(model_generation(g)));
+        let Err(InitError::PmuTaken) = ItaniumDriver::<Second, _>::take(&mut other, g, &state)
+        else {
+            panic!("a second driver of one PMU")
+        };
+        assert_eq!(other.take_counts(), counts(0, 0, 0, 0), "no register touched");
+        assert_eq!(state.pmi().periods(4), 2, "the live driver's state stands");
+        assert_eq!(state.pmi().generation(), g);
+        assert!(state.is_taken());
+        let c4 = c4.halt(&mut d).unwrap().release(&mut d).unwrap();
+        let Ok(_) = d.give_back(Counters { c4, ..c }) else {
+            panic!("every token back")
+        };
+        assert!(!state.is_taken());
+        // Now a driver of another owner may take it.
+        let (d, c) = take::<Second>(&state, g);
+        let Ok(_) = d.give_back(c) else {
+            panic!("every token back")
+        };
+    }
+}
+
+/// The Montecito tokens belong to a Montecito driver: a set without them
+/// (or with them elsewhere) does not give it back.
+#[test]
+fn montecito_counters_come_back_with_a_montecito_driver() {
+    crate::owner!(Mc);
+    crate::owner!(It2);
+    let (p1, p2) = (crate::testing::itanium_pmu(), crate::testing::itanium_pmu());
+    let (mc, mut cmc) = take::<Mc>(&p1, Generation::Montecito);
+    let (it2, c2) = take::<It2>(&p2, Generation::Itanium2);
+    let extra = cmc.montecito.take();
+    let Err((mc, mut cmc)) = mc.give_back(cmc) else {
+        panic!("Montecito's counters 8-15 missing")
+    };
+    cmc.montecito = extra;
+    assert!(mc.give_back(cmc).is_ok());
+    assert!(it2.give_back(c2).is_ok());
+}
+
 #[test]
 fn init_freezes_resets_and_unfreezes() {
     let state = crate::testing::itanium_pmu();

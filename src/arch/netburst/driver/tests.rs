@@ -1496,5 +1496,6 @@ fn erased_handles_reach_force_ovf_and_both_ways_of_halting_a_cascade() {
 }
 
 mod group;
+mod ownership;
 mod package;
 mod tagging;

@@ -14,7 +14,7 @@ use super::*;
 use crate::model::netburst::Fault;
 
 /// One logical processor's view of a model shared by two drivers.
-struct View<'m> {
+pub(super) struct View<'m> {
     model: &'m Mutex<NetBurstModel>,
     lp: ModelLp,
 }
@@ -40,9 +40,9 @@ impl MsrAccess for View<'_> {
     }
 }
 
-type Lpd<'s, 'm, O> = NetBurstDriver<'s, O, Recording<View<'m>, 64>>;
+pub(super) type Lpd<'s, 'm, O> = NetBurstDriver<'s, O, Recording<View<'m>, 64>>;
 
-fn lp_driver<'s, 'm, O: Owner>(
+pub(super) fn lp_driver<'s, 'm, O: Owner>(
     lp: LogicalProcessor,
     model: &'m Mutex<NetBurstModel>,
     state: &'s NetBurstPmu,
