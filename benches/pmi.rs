@@ -91,7 +91,7 @@ mod netburst {
     use pmu::access::{MsrAccess, Recording};
     use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
     use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
-    use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
+    use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
     use pmu::counter::Owner;
     use pmu::detect;
     use pmu::sampling::SampleAfter;
@@ -150,7 +150,10 @@ mod netburst {
     /// `overflowed` read one event past their overflow at every interrupt,
     /// the others read 5 events into their period.
     pub fn scenario<O: Owner>(name: &'static str, armed: usize, overflowed: &[u8]) -> Scenario {
-        let state: &'static PmiState = Box::leak(Box::new(PmiState::new()));
+        // SAFETY: the scenario's register file is a package of its own, and
+        // this is its one value.
+        let package: &'static NetBurstPmu = Box::leak(Box::new(unsafe { NetBurstPmu::new() }));
+        let state = package.pmi();
         let cpu = detect::NetBurst {
             model: 3,
             msr_instructions: true,
@@ -168,7 +171,7 @@ mod netburst {
                 n.at_residual(0).wrapping_add(100_000 + 1) & ((1 << 40) - 1);
         }
         let (mut d, c) =
-            NetBurstDriver::<O, _>::take(Recording::<_, 1>::new(regs), &cpu, state).unwrap();
+            NetBurstDriver::<O, _>::take(Recording::<_, 1>::new(regs), &cpu, package).unwrap();
         let cfg = configs(n);
         let mut keep = Vec::new();
         keep.push(
@@ -243,7 +246,7 @@ mod itanium {
     use pmu::arch::itanium::ear::{IearConfig, TlbFills};
     use pmu::arch::itanium::fields::{EventCode, Plm};
     use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
-    use pmu::arch::itanium::{Counter, Generation, pmc};
+    use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, pmc};
     use pmu::counter::Owner;
     use pmu::sampling::SampleAfter;
     use std::hint::black_box;
@@ -290,7 +293,10 @@ mod itanium {
     /// interrupt reads (bit 0 is `fr`, bit 4 + n counter n's overflow).
     pub fn scenario<O: Owner>(name: &'static str, overflowed: u64) -> Scenario {
         let g = Generation::Itanium2;
-        let state: &'static PmiState = Box::leak(Box::new(PmiState::new()));
+        // SAFETY: the scenario's register file is a processor of its own, and
+        // this is its one value.
+        let cpu: &'static ItaniumPmu = Box::leak(Box::new(unsafe { ItaniumPmu::new() }));
+        let state = cpu.pmi();
         let mut regs = Regs {
             pmc: [0; 64],
             pmd: [0; 64],
@@ -298,8 +304,7 @@ mod itanium {
         regs.pmc[0] = overflowed;
         // A valid I-EAR capture: address with bit 0 (valid) set.
         regs.pmd[0] = 0x4000_0000_0000_1001;
-        let (mut d, c) =
-            ItaniumDriver::<O, _>::take(Recording::<_, 1>::new(regs), g, state).unwrap();
+        let (mut d, c) = ItaniumDriver::<O, _>::take(Recording::<_, 1>::new(regs), g, cpu).unwrap();
         let n = SampleAfter::new(100_000, overflow_rule(g)).unwrap();
         let hw4 = Counter::new(g, 4).unwrap();
         let cycles = pmc::CounterPmc::new(hw4, EventCode::new(g, 0x12).unwrap())
@@ -349,7 +354,8 @@ mod itanium {
     }
 }
 
-// Each scenario drives a PMU of its own (an owner is taken once).
+// Each scenario drives a PMU of its own (its own leaked `NetBurstPmu` or
+// `ItaniumPmu`), through a driver of its own owner (an owner is taken once).
 pmu::owner!(Nb1);
 pmu::owner!(Nb2);
 pmu::owner!(Nb3);

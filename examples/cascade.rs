@@ -17,9 +17,8 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
 use hobby::test::Failure;
-use pmu::arch::netburst::driver::{CounterConfig, NbCounter, NetBurstDriver};
-use pmu::arch::netburst::pmi::PmiState;
-use pmu::arch::netburst::{Escr, EventSpec};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NbCounter, NetBurstDriver};
+use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 use pmu::counter::rules::Readable;
 use pmu::counter::state::State;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
@@ -28,14 +27,15 @@ use pmu::model::netburst::{ModelMsr, SharedModel};
 hobby::entry_point!(main);
 
 static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
-static PMI: PmiState = PmiState::new();
+// SAFETY: the model is a package of its own, and this is its one value.
+static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 
 /// `global_power_events` RUNNING as the model sees it.
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 const WRAP: u64 = 1 << 40;
 
 pmu::owner!(
-    /// The (model's) NetBurst package this example drives.
+    /// The owner of this example's driver of the (model's) package.
     Package0
 );
 
@@ -71,7 +71,7 @@ fn virtual_count<const L: u8, const H: u8, S1: State + Readable, S2: State + Rea
 
 fn run() -> Result<(), Failure> {
     let cpu = MODEL.detect().ok_or("detection on the model")?;
-    let (mut pmu, c) = Driver::take(MODEL.msr(), &cpu, &PMI)?;
+    let (mut pmu, c) = Driver::take(MODEL.msr(), &cpu, &PACKAGE)?;
     let event: EventSpec = "global_power_events:RUNNING:k".parse()?;
     let low =
         c.c0.configure(&mut pmu, &CounterConfig::counting(event, Escr::FsbEscr0));
@@ -112,7 +112,8 @@ fn run() -> Result<(), Failure> {
     clocks(WRAP);
     let halted = high.read(&mut pmu)?;
     println!("  another 2^40 clocks, counter 0 overflows again: counter 2 = {halted} (halted)");
-    let _ = (low.release(&mut pmu), high.release(&mut pmu));
+    let (c0, c2) = (low.release(&mut pmu)?, high.release(&mut pmu)?);
+    let _msr = pmu.give_back(Counters { c0, c2, ..c });
     if v != total || after != before || restarted != before + 10 || halted != restarted {
         return Err("the model counted something else".into());
     }

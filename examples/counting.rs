@@ -14,16 +14,16 @@ use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
 use hobby::test::Failure;
 use pmu::access::Recording;
-use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-use pmu::arch::netburst::pmi::PmiState;
-use pmu::arch::netburst::{Escr, EventSpec};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
+use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 use pmu::model::netburst::SharedModel;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
 
 hobby::entry_point!(main);
 
 static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
-static PMI: PmiState = PmiState::new();
+// SAFETY: the model is a package of its own, and this is its one value.
+static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 
 /// `instr_retired` with `NBOGUSNTAG` as the model sees it (CRU_ESCR0/1,
 /// event select 02H, mask bit 0).
@@ -45,14 +45,14 @@ fn main(_: &'static BootInfo) -> ! {
 }
 
 pmu::owner!(
-    /// The (model's) NetBurst package this example drives.
+    /// The owner of this example's driver of the (model's) package.
     Package0
 );
 
 fn run() -> Result<(), Failure> {
     let cpu = MODEL.detect().ok_or("detection on the model")?;
     let msr = Recording::<_, 8>::new(MODEL.msr());
-    let (mut pmu, counters) = NetBurstDriver::<Package0, _>::take(msr, &cpu, &PMI)?;
+    let (mut pmu, counters) = NetBurstDriver::<Package0, _>::take(msr, &cpu, &PACKAGE)?;
     pmu.msr().clear();
     let event: EventSpec = "instr_retired:NBOGUSNTAG:k".parse()?;
     let config = CounterConfig::counting(event, Escr::CruEscr0);
@@ -85,13 +85,16 @@ fn run() -> Result<(), Failure> {
     let v = c12.read(&mut pmu)?;
     println!("  234 after resuming -> counter = {v}");
     pmu.msr().clear();
-    let _free = c12.release(&mut pmu)?;
+    let c12 = c12.release(&mut pmu)?;
     report(&mut pmu, "release");
     // The CCCR is idle and the counter zero; CRU_ESCR0 keeps its image,
     // inert without an enabled CCCR selecting it: nothing counts after.
     retire(100);
     let zeroed = MODEL.with(|m| m.counter(12) == 0 && m.cccr(12) & !(3 << 16) == 0);
     println!("  released: CCCR idle, counter zeroed and counting nothing: {zeroed}");
+    // Every token back (counter 12 released, the other 17 never claimed):
+    // the driver is given back, and owner `Package0` is free again.
+    let _msr = pmu.give_back(Counters { c12, ..counters });
     if v != 1234 || halted != 1000 || !zeroed {
         return Err("the model counted something else".into());
     }

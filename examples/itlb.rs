@@ -28,7 +28,7 @@
 #![no_main]
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
@@ -38,7 +38,8 @@ use hobby::println;
 use hobby::test::Failure;
 use pmu::access::Recording;
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
+use pmu::arch::itanium::ItaniumPmu;
+use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{IearConfig, ItlbSample, TlbFill, TlbFills};
 use pmu::arch::itanium::fields::Plm;
 use pmu::arch::itanium::generation::{Counter as HwCounter, Generation};
@@ -62,7 +63,12 @@ const ROUNDS: u64 = 5;
 const TARGET_SAMPLES: u64 = 900;
 
 static MODEL: SharedItanium = SharedItanium::new(ModelGeneration::Itanium2);
-static PMI: PmiState = PmiState::new();
+/// The processors the example measures, one after the other: the model
+/// reset to Itanium 2, then to Itanium, each a processor of its own.
+// SAFETY: one value per generation's model, each that processor's only one.
+static CPUS: [ItaniumPmu; 2] = [const { unsafe { ItaniumPmu::new() } }; 2];
+/// The index in `CPUS` of the processor being measured, for the handler.
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
 static SAMPLES: SampleBuffer<2048> = SampleBuffer::new();
 static HANDLED: AtomicU64 = AtomicU64::new(0);
 static ERRORS: AtomicU64 = AtomicU64::new(0);
@@ -180,6 +186,11 @@ fn entry() -> LvtPerfCounter {
     LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(PMI_VECTOR).unwrap()))
 }
 
+/// The state the measured processor's driver shares with its handler.
+fn pmi() -> &'static PmiState {
+    CPUS[CURRENT.load(Ordering::SeqCst)].pmi()
+}
+
 /// The kernel's PMU interrupt entry: the driver's handler, then unmask the
 /// LVT entry (the harness's APIC delivery masks it, `hobby::pmi::deliver`)
 /// and EOI. The sample's I-EAR capture travels through the sample buffer
@@ -187,7 +198,7 @@ fn entry() -> LvtPerfCounter {
 fn on_pmi(frame: &InterruptFrame) {
     let mut apic = apic();
     let mut regs: Recording<_, 8> = Recording::new(MODEL.regs());
-    let r = handle_pmi(&PMI, &mut regs, frame.rip, |s| match s.itlb {
+    let r = handle_pmi(pmi(), &mut regs, frame.rip, |s| match s.itlb {
         Some(t) => {
             SAMPLES.push(Sample {
                 rip: t.pack(),
@@ -284,7 +295,9 @@ fn run<O: Owner>(g: Generation) -> Result<bool, Failure> {
     MODEL.reset(model_generation(g));
     SAMPLES.drain(|_| {});
     apic().set_perf_counter_entry(entry());
-    let (mut pmu, c) = ItaniumDriver::<O, _>::take(MODEL.regs(), g, &PMI)?;
+    let cpu = usize::from(g == Generation::Itanium);
+    CURRENT.store(cpu, Ordering::SeqCst);
+    let (mut pmu, c) = ItaniumDriver::<O, _>::take(MODEL.regs(), g, &CPUS[cpu])?;
     let fills = TlbFills {
         l2: g != Generation::Itanium,
         ..TlbFills::ALL
@@ -322,7 +335,7 @@ fn run<O: Owner>(g: Generation) -> Result<bool, Failure> {
     replay(g)?;
     let c4 = c4.halt(&mut pmu)?;
     let (owed, residual) = n.split(c4.read(&mut pmu)?);
-    let periods = PMI.periods(4);
+    let periods = pmi().periods(4);
     let interrupts = HANDLED.load(Ordering::SeqCst) - handled_before;
 
     let l2 = if g == Generation::Itanium {
@@ -411,7 +424,10 @@ fn run<O: Owner>(g: Generation) -> Result<bool, Failure> {
         );
         check(line.as_str(), exact);
     }
-    let _ = c4.release(&mut pmu);
+    let c4 = c4.release(&mut pmu)?;
+    if pmu.give_back(Counters { c4, ..c }).is_err() {
+        return Err("the driver refused its tokens back".into());
+    }
     Ok(ok)
 }
 
@@ -447,7 +463,7 @@ fn main(_: &'static BootInfo) -> ! {
     apic().enable(Vector::new(0xFF).unwrap());
     idt::set_handler(PMI_VECTOR, on_pmi);
     let mut ok = true;
-    // The model is reset to each generation: two CPUs, two owners.
+    // The model is reset to each generation: two CPUs (`CPUS`), two owners.
     pmu::owner!(Itanium2Cpu);
     pmu::owner!(ItaniumCpu);
     let runs: [(Generation, Run); 2] = [

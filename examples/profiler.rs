@@ -35,9 +35,9 @@ use hobby::timer::{self, ApicTimer, Divide, TickClock};
 use hobby::workload::{self, SYMBOLS};
 use hobby::{pmi, println, smp};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
-use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
+use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 use pmu::counter::Owner;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
 use pmu::model::netburst::{ModelMsr, SharedModel};
@@ -58,9 +58,11 @@ const CALIBRATION_NS: u64 = 500_000_000;
 /// `global_power_events` RUNNING, as the model sees it: one per clock.
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 
-/// One package: its model and its one `PmiState`, shared by both CPUs.
+/// One package: its model and its one `NetBurstPmu`, shared by both CPUs
+/// (each takes its own driver of it, and its PMI handler shares its state).
 static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
-static PMI: PmiState = PmiState::new();
+// SAFETY: the model is a package of its own, and this is its one value.
+static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 /// Per CPU: its samples, its tick clock and the cycles a tick carried over.
 static SAMPLES: [SampleBuffer<4096>; 2] = [const { SampleBuffer::new() }; 2];
 static CLOCK: [TickClock; 2] = [const { TickClock::new() }; 2];
@@ -175,9 +177,17 @@ fn on_pmi(frame: &InterruptFrame) {
     let (lp, model_lp) = lp_of(cpu);
     let mut apic = apic();
     if let Some(mut msr) = MODEL.msr_as(model_lp) {
-        let _ = handle_pmi(&PMI, lp, &mut msr, &mut apic, entry(), frame.rip, |s| {
-            SAMPLES[cpu].push(s);
-        });
+        let _ = handle_pmi(
+            PACKAGE.pmi(),
+            lp,
+            &mut msr,
+            &mut apic,
+            entry(),
+            frame.rip,
+            |s| {
+                SAMPLES[cpu].push(s);
+            },
+        );
     }
     apic.eoi();
 }
@@ -246,7 +256,7 @@ fn profile<O: Owner>(cpu: usize) -> Result<(), hobby::test::Failure> {
     let msr: ModelMsr<'static> = MODEL
         .msr_as(lp_of(cpu).1)
         .ok_or("no such logical processor")?;
-    let (mut pmu, c) = NetBurstDriver::<O, _>::take_for(lp, msr, &info, &PMI)?;
+    let (mut pmu, c) = NetBurstDriver::<O, _>::take_for(lp, msr, &info, &PACKAGE)?;
     let event: EventSpec = pmu::netburst_event!("global_power_events:RUNNING:k");
     // T0 counts on counter 0 (FSB_ESCR0), T1 on counter 2 (FSB_ESCR1).
     let (n_counter, escr) = if cpu == 0 {
@@ -275,8 +285,9 @@ fn profile<O: Owner>(cpu: usize) -> Result<(), hobby::test::Failure> {
     h.halt(&mut pmu)?;
     let (owed, residual) = n.split(h.read(&mut pmu)?);
     let counter = n_counter as u8;
-    let sampled =
-        (PMI.periods(counter) + owed) * n.get() + residual + CARRY[cpu].load(Ordering::SeqCst);
+    let sampled = (PACKAGE.pmi().periods(counter) + owed) * n.get()
+        + residual
+        + CARRY[cpu].load(Ordering::SeqCst);
     let p = &PROFILE[cpu];
     SAMPLES[cpu].drain(|s| {
         let i = SYMBOLS.position(s.rip as usize).unwrap_or(3);
@@ -287,8 +298,14 @@ fn profile<O: Owner>(cpu: usize) -> Result<(), hobby::test::Failure> {
     p.n.store(n.get(), Ordering::SeqCst);
     p.sampled_cycles.store(sampled, Ordering::SeqCst);
     p.at_halt
-        .store(PMI.periods_at_halt(counter), Ordering::SeqCst);
+        .store(PACKAGE.pmi().periods_at_halt(counter), Ordering::SeqCst);
     h.release(&mut pmu)?;
+    // Every token back: the driver is given back, and `lp` is free for
+    // another driver of the package.
+    let Ok(c) = Counters::from_erased(handles) else {
+        return Err("a handle is not back unclaimed".into());
+    };
+    let _msr = pmu.give_back(c);
     Ok(())
 }
 

@@ -47,10 +47,10 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
 use hobby::test::Failure;
-use pmu::arch::netburst::driver::{ConfigError, CounterConfig, NetBurst, NetBurstDriver};
-use pmu::arch::netburst::pmi::PmiState;
+use pmu::arch::netburst::driver::{ConfigError, CounterConfig, Counters, NetBurst, NetBurstDriver};
 use pmu::arch::netburst::{
-    Counter, Event, ExecUpstream, ExecutionTagging, TagValue, Tagging, TaggingError, TaggingPlan,
+    Counter, Event, ExecUpstream, ExecutionTagging, NetBurstPmu, TagValue, Tagging, TaggingError,
+    TaggingPlan,
 };
 use pmu::counter::{AnyHandle, DriverError};
 use pmu::model::netburst::{
@@ -61,7 +61,8 @@ use pmu::model::netburst::{ModelMsr, SharedModel};
 hobby::entry_point!(main);
 
 static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
-static PMI: PmiState = PmiState::new();
+// SAFETY: the model is a package of its own, and this is its one value.
+static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 pmu::owner!(Package);
 
 type Driver = NetBurstDriver<'static, Package, ModelMsr<'static>>;
@@ -180,7 +181,7 @@ fn run() -> Result<(), Failure> {
         "detected on the model: NetBurst model {}, {} logical processor(s)",
         cpu.model, cpu.logical_processors
     );
-    let (mut d, c) = NetBurstDriver::take(MODEL.msr(), &cpu, &PMI)?;
+    let (mut d, c) = NetBurstDriver::take(MODEL.msr(), &cpu, &PACKAGE)?;
     let mut handles = c.erase_all();
 
     // Why two plans: a plan has one downstream counter, and all of its
@@ -314,9 +315,11 @@ fn run() -> Result<(), Failure> {
         (packed, x87),
     )?;
 
-    if d.give_back().is_err() {
+    // Every token back (each phase releases what it claimed).
+    let Ok(c) = Counters::from_erased(handles) else {
         return Err("a counter is still claimed".into());
-    }
+    };
+    let _msr = d.give_back(c);
     if ok {
         Ok(())
     } else {

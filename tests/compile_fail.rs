@@ -192,7 +192,10 @@ const CASES: &[Case] = &[
         name: "give_back_a_claimed_token",
         body: "} fn g<M: MsrAccess>(mut d: NetBurstDriver<'_, A, M>, c: Counters<A>, cfg: CounterConfig) { \
                let c0 = c.c0.configure(&mut d, &cfg).unwrap(); let _ = d.give_back(Counters { c0, ..c });",
-        expect: &["mismatched types", "expected `Handle<NetBurst, A, 0, Unclaimed>`"],
+        expect: &[
+            "mismatched types",
+            "expected `Handle<NetBurst, A, 0, Unclaimed>`",
+        ],
     },
     Case {
         name: "give_back_without_tokens",

@@ -50,7 +50,8 @@ fn run(
     event: impl FnOnce() -> Option<EventSpec>,
 ) -> Result<u64, &'static str> {
     let spec = event().ok_or("event string refused")?;
-    let (mut pmu, c) = NetBurstDriver::<Package0, _>::take(msr, cpu, &PACKAGE).map_err(|_| "take")?;
+    let (mut pmu, c) =
+        NetBurstDriver::<Package0, _>::take(msr, cpu, &PACKAGE).map_err(|_| "take")?;
     let config = CounterConfig::counting(spec, Escr::CruEscr0);
     let c12 = c
         .c12

@@ -11,9 +11,9 @@ use hobby::idt::{self, InterruptFrame};
 use hobby::test::Outcome;
 use hobby::{case, check_eq, pmi, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
-use pmu::arch::netburst::{Escr, LogicalProcessor};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
+use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::{Escr, LogicalProcessor, NetBurstPmu};
 use pmu::model::netburst::{Config, EventKind, LogicalProcessor as Lp, Privilege, SharedModel};
 use pmu::sampling::SampleAfter;
 
@@ -21,7 +21,8 @@ hobby::entry_point!(main);
 pmu::owner!(Package0);
 
 static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
-static PMI: PmiState = PmiState::new();
+// SAFETY: the model is a package of its own, and this is its one value.
+static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 static SAMPLES: AtomicU64 = AtomicU64::new(0);
 const ENTRY: LvtPerfCounter = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()));
 
@@ -35,7 +36,7 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
 fn on_pmi(frame: &InterruptFrame) {
     let mut apic = pmi::local_apic();
     let r = handle_pmi(
-        &PMI,
+        PACKAGE.pmi(),
         LogicalProcessor::T0,
         &mut MODEL.msr(),
         &mut apic,
@@ -51,7 +52,7 @@ fn on_pmi(frame: &InterruptFrame) {
 
 fn count_and_sample() -> Outcome {
     let cpu = MODEL.detect().ok_or("the model is not a usable NetBurst")?;
-    let (mut pmu, counters) = NetBurstDriver::<Package0, _>::take(MODEL.msr(), &cpu, &PMI)?;
+    let (mut pmu, counters) = NetBurstDriver::<Package0, _>::take(MODEL.msr(), &cpu, &PACKAGE)?;
     let event = pmu::netburst_event!("global_power_events:RUNNING:k");
     let every = SampleAfter::new(1000, overflow_rule())?;
     let config = CounterConfig::counting(event, Escr::FsbEscr0).sampling(every);
@@ -63,8 +64,12 @@ fn count_and_sample() -> Outcome {
         "client: 5500 events -> {pmis} PMIs, {} samples, {residual} events into the next period (model)",
         SAMPLES.load(Ordering::Relaxed)
     );
-    check_eq!((pmis, PMI.periods(0), owed, residual), (5, 5, 0, 500));
+    check_eq!(
+        (pmis, PACKAGE.pmi().periods(0), owed, residual),
+        (5, 5, 0, 500)
+    );
     check_eq!(SAMPLES.load(Ordering::Relaxed), 5);
-    let _unclaimed = c0.release(&mut pmu)?;
+    let c0 = c0.release(&mut pmu)?;
+    let _msr = pmu.give_back(Counters { c0, ..counters });
     Ok(())
 }

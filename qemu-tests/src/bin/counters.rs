@@ -14,8 +14,8 @@ use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use pmu::arch::netburst::LogicalProcessor as Lp;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::driver::{NbCounter, NetBurst};
-use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
-use pmu::arch::netburst::{Escr, EventSpec};
+use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 use pmu::counter::state::Unclaimed;
 use pmu::counter::{Cascade, Owner};
 use pmu::counter::{ErasedError, Operation, StateTag};
@@ -49,21 +49,23 @@ fn main(_: &'static BootInfo) -> ! {
     )
 }
 
-/// A driver for the calling case's own owner type and package state: every
-/// case resets the model and drives it as a PMU of its own (so a case that
+/// A driver for the calling case's own owner type and package: every case
+/// resets the model and drives it as a package of its own (so a case that
 /// fails with counters claimed leaves the next one a clean package).
 macro_rules! setup {
     () => {{
         pmu::owner!(Case);
-        static PMI: PmiState = PmiState::new();
-        take::<Case>(&PMI)
+        // SAFETY: the model, reset for this case, is a package of its own,
+        // and this is its one value.
+        static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
+        take::<Case>(&PACKAGE)
     }};
 }
 
-fn take<O: Owner>(pmi: &'static PmiState) -> (Driver<O>, Counters<O>) {
+fn take<O: Owner>(package: &'static NetBurstPmu) -> (Driver<O>, Counters<O>) {
     MODEL.reset();
     let cpu = MODEL.detect().expect("the model is a usable NetBurst");
-    match NetBurstDriver::take(Recording::new(MODEL.msr()), &cpu, pmi) {
+    match NetBurstDriver::take(Recording::new(MODEL.msr()), &cpu, package) {
         Ok((mut d, c)) => {
             d.msr().clear();
             (d, c)

@@ -12,9 +12,9 @@ use hobby::idt::{self, InterruptFrame};
 use hobby::test::Outcome;
 use hobby::{case, check_eq, pmi, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
-use pmu::arch::netburst::{Escr, LogicalProcessor};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
+use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::{Escr, LogicalProcessor, NetBurstPmu};
 use pmu::model::netburst::{Config, EventKind, LogicalProcessor as Lp, Privilege, SharedModel};
 use pmu::sampling::{SampleAfter, SampleBuffer};
 
@@ -23,7 +23,8 @@ hobby::defmt_global_logger!();
 pmu::owner!(Package0);
 
 static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
-static PMI: PmiState = PmiState::new();
+// SAFETY: the model is a package of its own, and this is its one value.
+static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 static SAMPLES: SampleBuffer<16> = SampleBuffer::new();
 const ENTRY: LvtPerfCounter = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()));
 
@@ -37,7 +38,7 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
 fn on_pmi(frame: &InterruptFrame) {
     let mut apic = pmi::local_apic();
     let r = handle_pmi(
-        &PMI,
+        PACKAGE.pmi(),
         LogicalProcessor::T0,
         &mut MODEL.msr(),
         &mut apic,
@@ -62,7 +63,7 @@ macro_rules! log_and_expect {
 
 fn samples_and_events_logged_with_defmt() -> Outcome {
     let cpu = MODEL.detect().ok_or("the model is not a usable NetBurst")?;
-    let (mut pmu, counters) = NetBurstDriver::<Package0, _>::take(MODEL.msr(), &cpu, &PMI)?;
+    let (mut pmu, counters) = NetBurstDriver::<Package0, _>::take(MODEL.msr(), &cpu, &PACKAGE)?;
     let event = pmu::netburst_event!("global_power_events:RUNNING:k");
     let every = SampleAfter::new(100, overflow_rule())?;
     let config = CounterConfig::counting(event, Escr::FsbEscr0).sampling(every);
@@ -98,6 +99,7 @@ fn samples_and_events_logged_with_defmt() -> Outcome {
         count
     );
     check_eq!((pmis, logged), (3, 3));
-    let _unclaimed = c0.release(&mut pmu)?;
+    let c0 = c0.release(&mut pmu)?;
+    let _msr = pmu.give_back(Counters { c0, ..counters });
     Ok(())
 }

@@ -16,11 +16,11 @@ use hobby::{case, check, check_eq, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::itanium::btb::{BranchRecord, BtbConfig};
 use pmu::arch::itanium::dear_report::DearReport;
-use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
+use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{DearConfig, DearSample, LatencyFilter};
 use pmu::arch::itanium::itlb_report::{Function, LoadModule};
-use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
-use pmu::arch::itanium::{Counter, Generation, Plm, Slot};
+use pmu::arch::itanium::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, Plm, Slot};
 use pmu::model::itanium::{Branch, DataMiss, Generation as ModelGeneration, SharedItanium};
 use pmu::sampling::SampleAfter;
 use spin::Mutex;
@@ -30,7 +30,9 @@ pmu::owner!(Cpu0);
 
 const G: Generation = Generation::Itanium2;
 static MODEL: SharedItanium = SharedItanium::new(ModelGeneration::Itanium2);
-static PMI: PmiState = PmiState::new();
+// SAFETY: the model is a processor of its own (CPU 0's), and this is its
+// one value.
+static CPU0: ItaniumPmu = unsafe { ItaniumPmu::new() };
 const ENTRY: LvtPerfCounter = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()));
 
 /// What the handler received: D-EAR samples and branch records.
@@ -61,7 +63,7 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
 /// entry (the harness's APIC delivery masks it) and EOI.
 fn on_pmi(frame: &InterruptFrame) {
     let mut got = RECEIVED.lock();
-    let r = handle_pmi(&PMI, &mut MODEL.regs(), frame.rip, |s| {
+    let r = handle_pmi(CPU0.pmi(), &mut MODEL.regs(), frame.rip, |s| {
         got.samples += 1;
         if let Some(d) = s.dear {
             let i = got.dears;
@@ -138,7 +140,7 @@ const MODULES: &[LoadModule<'static>] = &[LoadModule {
 fn dear() -> Outcome {
     MODEL.reset(ModelGeneration::Itanium2);
     reset_received();
-    let (mut d, c) = ItaniumDriver::<Cpu0, _>::take(MODEL.regs(), G, &PMI)?;
+    let (mut d, c) = ItaniumDriver::<Cpu0, _>::take(MODEL.regs(), G, &CPU0)?;
     MODEL.with(|m| m.set_psr(pmu::model::itanium::Psr::MONITORING));
     let ear = DearConfig::cache_misses(G, LatencyFilter::AtLeast64)?
         .with_plm(Plm::ALL)
@@ -191,10 +193,13 @@ fn dear() -> Outcome {
     check_eq!(first.data_address, 0x6000_0080);
     let ip = first.instruction.ok_or("instruction address")?;
     check_eq!((ip.bundle, ip.slot), (0x4000_0110, Some(Slot::S1)));
-    check_eq!(PMI.periods(5), 4);
+    check_eq!(CPU0.pmi().periods(5), 4);
     drop(got);
-    let _ = c5.release(&mut d)?;
-    check!(d.give_back().is_ok(), "every counter released");
+    let c5 = c5.release(&mut d)?;
+    check!(
+        d.give_back(Counters { c5, ..c }).is_ok(),
+        "every token given back"
+    );
     Ok(())
 }
 
@@ -204,7 +209,7 @@ fn dear() -> Outcome {
 fn btb() -> Outcome {
     MODEL.reset(ModelGeneration::Itanium2);
     reset_received();
-    let (mut d, c) = ItaniumDriver::<Cpu0, _>::take(MODEL.regs(), G, &PMI)?;
+    let (mut d, c) = ItaniumDriver::<Cpu0, _>::take(MODEL.regs(), G, &CPU0)?;
     MODEL.with(|m| m.set_psr(pmu::model::itanium::Psr::MONITORING));
     let btb = BtbConfig::capture_all(G)
         .with_plm(Plm::ALL)
@@ -248,9 +253,12 @@ fn btb() -> Outcome {
         check_eq!(r.target, Some(b.target & !0xF));
         check_eq!(r.slot.is_none(), !b.taken);
     }
-    check_eq!(PMI.periods(6), 4);
+    check_eq!(CPU0.pmi().periods(6), 4);
     drop(got);
-    let _ = c6.release(&mut d)?;
-    check!(d.give_back().is_ok(), "every counter released");
+    let c6 = c6.release(&mut d)?;
+    check!(
+        d.give_back(Counters { c6, ..c }).is_ok(),
+        "every token given back"
+    );
     Ok(())
 }

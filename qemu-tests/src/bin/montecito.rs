@@ -17,11 +17,11 @@ use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println};
 use pmu::access::Recording;
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
+use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver, MontecitoCounters};
 use pmu::arch::itanium::events::find;
 use pmu::arch::itanium::fields::{EventCode, Plm};
-use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
-use pmu::arch::itanium::{Counter, Generation, pmc};
+use pmu::arch::itanium::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, pmc};
 use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
 use pmu::sampling::SampleAfter;
 
@@ -30,7 +30,9 @@ pmu::owner!(Core0);
 
 const G: Generation = Generation::Montecito;
 static MODEL: SharedItanium = SharedItanium::new(ModelGeneration::Montecito);
-static PMI: PmiState = PmiState::new();
+// SAFETY: the model is a processor of its own (core 0's), and this is its
+// one value.
+static CORE0: ItaniumPmu = unsafe { ItaniumPmu::new() };
 static SAMPLES: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
 static PMD_READS: AtomicU64 = AtomicU64::new(0);
 const ENTRY: LvtPerfCounter = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()));
@@ -46,7 +48,7 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
 /// delivery masks it) and EOI.
 fn on_pmi(frame: &InterruptFrame) {
     let mut regs: Recording<_, 8> = Recording::new(MODEL.regs());
-    let r = handle_pmi(&PMI, &mut regs, frame.rip, |s| {
+    let r = handle_pmi(CORE0.pmi(), &mut regs, frame.rip, |s| {
         SAMPLES[usize::from(s.sample.counter) % 16].fetch_add(1, Ordering::SeqCst);
     });
     PMD_READS.fetch_add(u64::from(regs.counts().pmd_reads), Ordering::SeqCst);
@@ -93,7 +95,7 @@ fn feed(mut event: Event) -> Result<u64, hobby::test::Failure> {
 
 fn montecito() -> Outcome {
     MODEL.reset(ModelGeneration::Montecito);
-    let (mut d, c) = ItaniumDriver::<Core0, _>::take(MODEL.regs(), G, &PMI)?;
+    let (mut d, c) = ItaniumDriver::<Core0, _>::take(MODEL.regs(), G, &CORE0)?;
     let m = c
         .montecito
         .ok_or("a Montecito driver hands out counters 8-15")?;
@@ -115,7 +117,7 @@ fn montecito() -> Outcome {
     // 520 cycles, then 300 retired instructions at 6 per cycle.
     let mut interrupts = feed(Event::new(0x12, 0, 520))?;
     interrupts += feed(Event::new(0x08, 0, 300).per_cycle(6))?;
-    let (p4, p12) = (PMI.periods(4), PMI.periods(12));
+    let (p4, p12) = (CORE0.pmi().periods(4), CORE0.pmi().periods(12));
     let (s4, s12) = (
         SAMPLES[4].load(Ordering::SeqCst),
         SAMPLES[12].load(Ordering::SeqCst),
@@ -135,10 +137,15 @@ fn montecito() -> Outcome {
     check_eq!((s4, s12), (p4, p12), "a sample per period");
     // Only the multi-increment counter was read by the handler.
     check_eq!(PMD_READS.load(Ordering::SeqCst), s12);
-    let _ = (
+    let (c4, c12, c15) = (
         c4.release(&mut d)?,
         c12.release(&mut d)?,
         c15.release(&mut d)?,
+    );
+    let montecito = Some(MontecitoCounters { c12, c15, ..m });
+    check!(
+        d.give_back(Counters { c4, montecito, ..c }).is_ok(),
+        "every token given back, counters 8-15 with them"
     );
     Ok(())
 }

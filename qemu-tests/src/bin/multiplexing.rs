@@ -15,16 +15,16 @@ use hobby::test::{Failure, Outcome};
 use hobby::timer::{self, ApicTimer, Calibration, Divide};
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::Vector;
-use pmu::arch::itanium::driver::{CounterConfig as IaConfig, ItaniumDriver};
+use pmu::arch::itanium::driver::{
+    CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver,
+};
 use pmu::arch::itanium::fields::{EventCode, Plm};
-use pmu::arch::itanium::pmi::PmiState as IaPmiState;
-use pmu::arch::itanium::{Counter as IaCounter, Generation, pmc};
-use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
+use pmu::arch::itanium::{Counter as IaCounter, Generation, ItaniumPmu, pmc};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::multiplex::Multiplexer;
-use pmu::arch::netburst::pmi::PmiState;
 use pmu::arch::netburst::schedule::Part;
-use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
-use pmu::counter::Group;
+use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
+use pmu::counter::{Group, Handle};
 use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedModel,
@@ -42,8 +42,15 @@ const SPURIOUS_VECTOR: u8 = 0xFF;
 static CALIBRATION: spin::Once<Calibration> = spin::Once::new();
 static NETBURST: SharedModel = SharedModel::new(Config::prescott_ht());
 static ITANIUM: SharedItanium = SharedItanium::new(ModelGeneration::Itanium2);
-static NB_PMI: PmiState = PmiState::new();
-static IA_PMI: IaPmiState = IaPmiState::new();
+// SAFETY: the NetBurst model, reset for `multiplexing`, is a package of its
+// own, and this is its one value.
+static MULTIPLEXED: NetBurstPmu = unsafe { NetBurstPmu::new() };
+// SAFETY: the NetBurst model, reset for `group_netburst_back_to_back`, is a
+// package of its own, and this is its one value.
+static GROUPED: NetBurstPmu = unsafe { NetBurstPmu::new() };
+// SAFETY: the Itanium model is a processor of its own, and this is its one
+// value.
+static CORE0: ItaniumPmu = unsafe { ItaniumPmu::new() };
 /// Timer ticks not yet acted on by the main loop.
 static TICKS: AtomicU64 = AtomicU64::new(0);
 /// Events the timer handler fed to the model.
@@ -161,7 +168,7 @@ fn multiplexing() -> Outcome {
         .detect()
         .ok_or("the model is not a usable NetBurst")?;
     let part = Part::new(info.model, 1);
-    let (mut d, c) = NetBurstDriver::<Package0, _>::take(NETBURST.msr(), &info, &NB_PMI)?;
+    let (mut d, c) = NetBurstDriver::<Package0, _>::take(NETBURST.msr(), &info, &MULTIPLEXED)?;
     let first: EventSpec = EVENTS[0].0.parse()?;
     let mut requests = [(first, LogicalProcessor::T0); 6];
     for (r, (name, _, _)) in requests.iter_mut().zip(EVENTS) {
@@ -257,10 +264,10 @@ fn multiplexing() -> Outcome {
     let Ok(handles) = mux.into_handles() else {
         fail!("an event is still on a counter");
     };
-    drop(handles);
-    if d.give_back().is_err() {
-        fail!("a counter is still claimed");
-    }
+    let Ok(c) = Counters::from_erased(handles) else {
+        fail!("a token is not back unclaimed");
+    };
+    let _msr = d.give_back(c);
     Ok(())
 }
 
@@ -280,7 +287,7 @@ const READS: u32 = 20_000;
 fn group_itanium_freeze() -> Outcome {
     const G: Generation = Generation::Itanium2;
     ITANIUM.reset(ModelGeneration::Itanium2);
-    let (mut d, c) = ItaniumDriver::<Core0, _>::take(ITANIUM.regs(), G, &IA_PMI)?;
+    let (mut d, c) = ItaniumDriver::<Core0, _>::take(ITANIUM.regs(), G, &CORE0)?;
     let mut members = [c.c4.erase(), c.c5.erase(), c.c6.erase()];
     for (m, n) in members.iter_mut().zip(4..) {
         let hw = IaCounter::new(G, n).ok_or("no such counter")?;
@@ -317,12 +324,21 @@ fn group_itanium_freeze() -> Outcome {
     check!(single_skewed > 0, "no tick landed between two single reads");
     check_eq!(v, [v[0]; 3], "stopped at one instant");
     check!(v[0] > 0 && v[0] <= fed, "counted {} of {fed} fed", v[0]);
-    for mut m in group.into_members() {
+    let [mut m4, mut m5, mut m6] = group.into_members();
+    for m in [&mut m4, &mut m5, &mut m6] {
         m.release(&mut d)?;
     }
-    if d.give_back().is_err() {
-        fail!("a counter is still claimed");
-    }
+    let (Ok(c4), Ok(c5), Ok(c6)) = (
+        Handle::from_erased(m4),
+        Handle::from_erased(m5),
+        Handle::from_erased(m6),
+    ) else {
+        fail!("a member is not back unclaimed");
+    };
+    check!(
+        d.give_back(IaCounters { c4, c5, c6, ..c }).is_ok(),
+        "every token given back"
+    );
     Ok(())
 }
 
@@ -344,8 +360,8 @@ fn group_netburst_back_to_back() -> Outcome {
     let info = NETBURST
         .detect()
         .ok_or("the model is not a usable NetBurst")?;
-    let (mut d, c) = NetBurstDriver::<Package1, _>::take(NETBURST.msr(), &info, &NB_PMI)?;
-    let [mut a, _, mut b, ..] = c.erase_all();
+    let (mut d, c) = NetBurstDriver::<Package1, _>::take(NETBURST.msr(), &info, &GROUPED)?;
+    let (mut a, mut b) = (c.c0.erase(), c.c2.erase());
     let spec: EventSpec = EVENTS[0].0.parse()?;
     a.configure(&mut d, &CounterConfig::counting(spec, Escr::FsbEscr0))?;
     b.configure(&mut d, &CounterConfig::counting(spec, Escr::FsbEscr1))?;
@@ -373,11 +389,12 @@ fn group_netburst_back_to_back() -> Outcome {
     check!(open > 0, "no tick landed between the two RDPMCs");
     check_eq!(closed, 0, "nothing lands between back-to-back accesses");
     check_eq!(v, [fed; 2], "started and stopped together: every clock fed");
-    for mut m in group.into_members() {
-        m.release(&mut d)?;
-    }
-    if d.give_back().is_err() {
-        fail!("a counter is still claimed");
-    }
+    let [mut a, mut b] = group.into_members();
+    a.release(&mut d)?;
+    b.release(&mut d)?;
+    let (Ok(c0), Ok(c2)) = (Handle::from_erased(a), Handle::from_erased(b)) else {
+        fail!("a member is not back unclaimed");
+    };
+    let _msr = d.give_back(Counters { c0, c2, ..c });
     Ok(())
 }

@@ -12,7 +12,7 @@
 #![no_std]
 #![no_main]
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
@@ -23,9 +23,9 @@ use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NbCounter, NetBurstDriver};
 use pmu::arch::netburst::ds::PebsArea;
 use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
-use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor};
-use pmu::counter::Owner;
+use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 use pmu::counter::state::{Enabled, Unclaimed};
+use pmu::counter::{Handle, Owner};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
 use pmu::model::netburst::{ModelMsr, SharedModel};
 use pmu::model::netburst::{PebsRecord, UopKind, Uops, replay};
@@ -39,7 +39,9 @@ const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 const INSTR: EventKind = EventKind::new(EscrGroup::Cru01, 0x02, 1);
 
 static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
-static PMI: PmiState = PmiState::new();
+/// The package of the running case (its own `static`, `setup!`), for the
+/// PMI handler; null before the first case.
+static PACKAGE: AtomicPtr<NetBurstPmu> = AtomicPtr::new(core::ptr::null_mut());
 static SAMPLES: SampleBuffer<512> = SampleBuffer::new();
 static NMI_MODE: AtomicBool = AtomicBool::new(false);
 static HANDLED: AtomicU64 = AtomicU64::new(0);
@@ -81,21 +83,36 @@ fn entry() -> LvtPerfCounter {
     }
 }
 
+/// The package the running case drives, once a case has taken it.
+fn package() -> Option<&'static NetBurstPmu> {
+    // SAFETY: `PACKAGE` is null or the address of a case's `static`
+    // package (`take`), which lives for ever and is only shared.
+    unsafe { PACKAGE.load(Ordering::SeqCst).as_ref() }
+}
+
+/// The state the running case's driver shares with the PMI handler.
+fn pmi() -> &'static PmiState {
+    package().expect("the case took its package").pmi()
+}
+
 /// The kernel's PMI entry: the driver's handler routine, then EOI.
 fn on_pmi(frame: &InterruptFrame) {
     let mut apic = apic();
-    let r = handle_pmi(
-        &PMI,
-        LogicalProcessor::T0,
-        &mut MODEL.msr(),
-        &mut apic,
-        entry(),
-        frame.rip,
-        |s| {
-            SAMPLES.push(s);
-        },
-    );
-    if r.is_err() {
+    let serviced = package().is_some_and(|package| {
+        handle_pmi(
+            package.pmi(),
+            LogicalProcessor::T0,
+            &mut MODEL.msr(),
+            &mut apic,
+            entry(),
+            frame.rip,
+            |s| {
+                SAMPLES.push(s);
+            },
+        )
+        .is_ok()
+    });
+    if !serviced {
         HANDLER_ERRORS.fetch_add(1, Ordering::SeqCst);
     }
     HANDLED.fetch_add(1, Ordering::SeqCst);
@@ -105,22 +122,26 @@ fn on_pmi(frame: &InterruptFrame) {
 }
 
 /// A fresh model and driver, the LVT entry programmed, for the calling
-/// case's own owner type: every case resets the model and drives it as a
-/// PMU of its own.
+/// case's own owner type and package: every case resets the model and
+/// drives it as a package of its own.
 macro_rules! setup {
     ($nmi:expr) => {{
         pmu::owner!(Case);
-        take::<Case>($nmi)
+        // SAFETY: the model, reset for this case, is a package of its own,
+        // and this is its one value.
+        static CASE_PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
+        take::<Case>(&CASE_PACKAGE, $nmi)
     }};
 }
 
-fn take<O: Owner>(nmi: bool) -> (Driver<O>, Counters<O>) {
+fn take<O: Owner>(package: &'static NetBurstPmu, nmi: bool) -> (Driver<O>, Counters<O>) {
     MODEL.reset();
+    PACKAGE.store(core::ptr::from_ref(package).cast_mut(), Ordering::SeqCst);
     NMI_MODE.store(nmi, Ordering::SeqCst);
     SAMPLES.drain(|_| {});
     apic().set_perf_counter_entry(entry());
     let cpu = MODEL.detect().expect("the model is a usable NetBurst");
-    match NetBurstDriver::take(MODEL.msr(), &cpu, &PMI) {
+    match NetBurstDriver::take(MODEL.msr(), &cpu, package) {
         Ok(d) => d,
         Err(e) => panic!("driver init on the model: {e:?}"),
     }
@@ -197,7 +218,7 @@ fn sampling_pmis_are_real_interrupts_with_the_interrupted_rip() -> Outcome {
     let raw = c0.read(&mut d).unwrap_or(0);
     let s = running(100).sampling.unwrap();
     let (owed, residual) = s.split(raw);
-    check_eq!(PMI.periods(0) + owed, 10);
+    check_eq!(pmi().periods(0) + owed, 10);
     check_eq!(residual, 0);
     println!(
         "overflow: 1000 events, N = 100: 9 PMIs serviced + 1 overflow pending its PMI, residual 0 (model)"
@@ -210,7 +231,7 @@ fn sampling_pmis_are_real_interrupts_with_the_interrupted_rip() -> Outcome {
 fn conservation(n: u64, events: u64, raw: u64) -> Outcome {
     let s = SampleAfter::new(n, overflow_rule()).unwrap();
     let (owed, residual) = s.split(raw);
-    let periods = PMI.periods(0);
+    let periods = pmi().periods(0);
     check_eq!(
         events,
         (periods + owed) * n + residual,
@@ -253,10 +274,10 @@ fn spurious_pmi_is_counted_and_unmasks() -> Outcome {
     let Ok(c0) = start(&mut d, c.c0, &running(100)) else {
         fail!("configure/enable")
     };
-    let spurious = PMI.spurious(LogicalProcessor::T0);
+    let spurious = pmi().spurious(LogicalProcessor::T0);
     check_eq!(pmi::deliver(&mut apic()), Delivery::Vector(PMI_VECTOR));
     interrupt_window();
-    check_eq!(PMI.spurious(LogicalProcessor::T0), spurious + 1);
+    check_eq!(pmi().spurious(LogicalProcessor::T0), spurious + 1);
     check!(SAMPLES.is_empty());
     check!(!apic().perf_counter_entry().is_masked());
     let _ = c0.release(&mut d);
@@ -277,11 +298,11 @@ fn pmi_racing_a_halt_is_counted_once() -> Outcome {
     let Ok(c0) = c0.halt(&mut d) else {
         fail!("halt")
     };
-    check_eq!(PMI.periods_at_halt(0), 1, "the halt found the period");
-    let spurious = PMI.spurious(LogicalProcessor::T0);
+    check_eq!(pmi().periods_at_halt(0), 1, "the halt found the period");
+    let spurious = pmi().spurious(LogicalProcessor::T0);
     interrupt_window(); // the late PMI arrives now
     check_eq!(
-        PMI.spurious(LogicalProcessor::T0),
+        pmi().spurious(LogicalProcessor::T0),
         spurious + 1,
         "and the PMI finds no OVF"
     );
@@ -291,7 +312,7 @@ fn pmi_racing_a_halt_is_counted_once() -> Outcome {
     };
     let pmis = run(RUNNING, 10).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
     check_eq!(pmis, 1, "the next period is exactly 10 events");
-    check_eq!(PMI.periods(0), 2);
+    check_eq!(pmi().periods(0), 2);
     conservation(10, 21, c0.read(&mut d).unwrap_or(0))?;
     let _ = c0.release(&mut d);
     Ok(())
@@ -377,19 +398,22 @@ fn conservation_over_long_randomised_runs() -> Outcome {
         dropped = SAMPLES.dropped() - dropped;
         let raw = c0.read(&mut d).unwrap_or(0);
         conservation(n, events, raw)?;
-        let periods = PMI.periods(0);
+        let periods = pmi().periods(0);
         check_eq!(
-            sampled + PMI.periods_at_halt(0),
+            sampled + pmi().periods_at_halt(0),
             periods,
             "samples conserved"
         );
         check_eq!(dropped, 0);
         total += events;
-        let _ = c0.release(&mut d);
-        // The next round takes the same owner again.
-        if d.give_back().is_err() {
-            fail!("give back with nothing claimed");
+        if c0.release(&mut d).is_err() {
+            fail!("release");
         }
+        let Ok(c0) = Handle::from_erased(c0) else {
+            fail!("counter 0 back from its run-time handle");
+        };
+        // The next round takes the same owner and package again.
+        let _msr = d.give_back(Counters { c0, ..c });
     }
     println!("overflow: conservation held over {total} events in 7 randomised runs (model)");
     check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
@@ -415,12 +439,12 @@ fn force_ovf() -> Outcome {
     });
     check_eq!(c0.read(&mut d)?, 301, "the counter counts on");
     check_eq!(samples, pmis, "a sample per PMI");
-    check_eq!(increments, PMI.periods(0));
+    check_eq!(increments, pmi().periods(0));
     let c0 = c0.halt(&mut d)?;
-    check_eq!(PMI.periods(0), 301, "every increment accounted once");
+    check_eq!(pmi().periods(0), 301, "every increment accounted once");
     println!(
         "overflow: FORCE_OVF, 301 events: {pmis} PMIs serviced {increments} increments, the halt {} (model)",
-        PMI.periods_at_halt(0)
+        pmi().periods_at_halt(0)
     );
     check!(pmis >= 150, "a PMI at least every second increment: {pmis}");
     check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
@@ -468,8 +492,8 @@ fn pebs() -> Outcome {
                 replays: replay::L1_LOAD_MISS,
                 ..Uops::new(ModelLp::T0, Privilege::Os, UopKind::Load, 10)
             };
-            // SAFETY: T0's IA32_DS_AREA is `PEBS_AREA`, handed to the
-            // driver, which keeps only its address.
+            // SAFETY: T0's IA32_DS_AREA is `PEBS_AREA`, owned by the
+            // driver as a `DsArea`, which keeps only its address.
             unsafe { m.with_ds_memory(ModelLp::T0, |m| m.retire(&loads)) };
             m.take_pmi(ModelLp::T0)
         });
@@ -498,7 +522,7 @@ fn pebs() -> Outcome {
     for (k, rip) in rips.iter().enumerate() {
         check_eq!(*rip, 0xFFFF_8000_0010_0000 + 0x40 * k as u64, "precise RIP");
     }
-    check_eq!(PMI.periods(16), 10);
+    check_eq!(pmi().periods(16), 10);
     check_eq!(
         c16.read(&mut d)?,
         every.at_residual(1),

@@ -23,9 +23,9 @@ use hobby::pmi::{self, Delivery, interrupt_window, local_apic};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::netburst::driver::{ConfigError, CounterConfig, Error, NetBurstDriver};
-use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
-use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp};
+use pmu::arch::netburst::driver::{ConfigError, CounterConfig, Counters, Error, NetBurstDriver};
+use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp, NetBurstPmu};
 use pmu::counter::{ErasedError, Owner};
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedModel, ThreadState,
@@ -150,9 +150,19 @@ fn an_ipi_reaches_the_other_cpu() -> Outcome {
 }
 
 /// The package both CPUs drive: the model (a Prescott with
-/// Hyper-Threading), and its one `PmiState`.
+/// Hyper-Threading), reset by each case, which drives it as a package of
+/// its own (below).
 static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
-static PACKAGE: PmiState = PmiState::new();
+// SAFETY: the model, reset for `both_cpus_claim_and_release_at_once`, is a
+// package of its own, and this is its one value.
+static CLAIMING: NetBurstPmu = unsafe { NetBurstPmu::new() };
+// SAFETY: the model, reset for `each_cpu_samples_its_own_event`, is a
+// package of its own, and this is its one value (its PMI handlers' too).
+static SAMPLING: NetBurstPmu = unsafe { NetBurstPmu::new() };
+// SAFETY: the model, reset for
+// `a_thread_independent_event_follows_table_18_30`, is a package of its
+// own, and this is its one value.
+static THREAD_INDEPENDENT: NetBurstPmu = unsafe { NetBurstPmu::new() };
 const PMI_VECTOR: u8 = 0xF0;
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 
@@ -167,14 +177,16 @@ fn lp_of(cpu: usize) -> (Lp, ModelLp) {
 
 type Driver<O> = NetBurstDriver<'static, O, pmu::model::netburst::ModelMsr<'static>>;
 
-/// This CPU's driver for its logical processor, for owner `O`.
+/// This CPU's driver of `package` for its logical processor, for owner
+/// `O`.
 fn driver<O: Owner>(
+    package: &'static NetBurstPmu,
     cpu: usize,
-) -> Result<(Driver<O>, pmu::arch::netburst::driver::Counters<O>), &'static str> {
+) -> Result<(Driver<O>, Counters<O>), &'static str> {
     let info = MODEL.detect().ok_or("detection on the model")?;
     let (lp, model_lp) = lp_of(cpu);
     let msr = MODEL.msr_as(model_lp).ok_or("no such logical processor")?;
-    NetBurstDriver::take_for(lp, msr, &info, &PACKAGE).map_err(|_| "take_for")
+    NetBurstDriver::take_for(lp, msr, &info, package).map_err(|_| "take_for")
 }
 
 fn running(escr: Escr, lp: Lp) -> CounterConfig {
@@ -199,7 +211,7 @@ const WANTED: [(usize, Escr); 4] = [
 /// `ROUNDS` claims on CPU `cpu` as owner `O`: returns claims won << 32 |
 /// claims lost; `u64::MAX` if the driver could not be taken or given back.
 fn rounds<O: Owner>(cpu: usize) -> u64 {
-    let Ok((mut d, c)) = driver::<O>(cpu) else {
+    let Ok((mut d, c)) = driver::<O>(&CLAIMING, cpu) else {
         return u64::MAX;
     };
     let lp = lp_of(cpu).0;
@@ -235,9 +247,10 @@ fn rounds<O: Owner>(cpu: usize) -> u64 {
             }
         }
     }
-    if d.give_back().is_err() {
+    let Ok(c) = Counters::from_erased(handles) else {
         return u64::MAX;
-    }
+    };
+    let _msr = d.give_back(c);
     won << 32 | lost
 }
 
@@ -304,15 +317,23 @@ fn on_pmi(frame: &InterruptFrame) {
     };
     let own = OWN_COUNTER[cpu].load(Ordering::SeqCst);
     let window = WINDOW[cpu].load(Ordering::SeqCst);
-    let r = handle_pmi(&PACKAGE, lp, &mut msr, &mut apic, entry(), frame.rip, |s| {
-        SAMPLES[cpu].fetch_add(u64::from(s.periods), Ordering::SeqCst);
-        if s.counter != own {
-            WRONG_COUNTER[cpu].fetch_add(1, Ordering::SeqCst);
-        }
-        if s.rip != window {
-            WRONG_RIP[cpu].fetch_add(1, Ordering::SeqCst);
-        }
-    });
+    let r = handle_pmi(
+        SAMPLING.pmi(),
+        lp,
+        &mut msr,
+        &mut apic,
+        entry(),
+        frame.rip,
+        |s| {
+            SAMPLES[cpu].fetch_add(u64::from(s.periods), Ordering::SeqCst);
+            if s.counter != own {
+                WRONG_COUNTER[cpu].fetch_add(1, Ordering::SeqCst);
+            }
+            if s.rip != window {
+                WRONG_RIP[cpu].fetch_add(1, Ordering::SeqCst);
+            }
+        },
+    );
     if r.is_err() {
         HANDLER_ERRORS.fetch_add(1, Ordering::SeqCst);
     }
@@ -326,7 +347,7 @@ const N: u64 = 97;
 /// its own, delivering each of its PMIs to itself; halt, and return the
 /// events the periods and the residual account for (0 on a failure).
 fn sample<O: Owner>(cpu: usize, events: u64) -> u64 {
-    let Ok((mut d, c)) = driver::<O>(cpu) else {
+    let Ok((mut d, c)) = driver::<O>(&SAMPLING, cpu) else {
         return 0;
     };
     let (lp, model_lp) = lp_of(cpu);
@@ -369,11 +390,12 @@ fn sample<O: Owner>(cpu: usize, events: u64) -> u64 {
     }
     let Ok(raw) = h.read(&mut d) else { return 0 };
     let (owed, residual) = every.split(raw);
-    let accounted = (PACKAGE.periods(n as u8) + owed) * N + residual;
+    let accounted = (SAMPLING.pmi().periods(n as u8) + owed) * N + residual;
     let _ = h.release(&mut d);
-    if d.give_back().is_err() {
+    let Ok(c) = Counters::from_erased(handles) else {
         return 0;
-    }
+    };
+    let _msr = d.give_back(c);
     accounted
 }
 
@@ -429,7 +451,7 @@ static TI_FED: AtomicBool = AtomicBool::new(false);
 /// counts (TI << 32 | TS), or u64::MAX.
 fn ap_counts_t1(cpu: usize) -> u64 {
     pmu::owner!(ApTi);
-    let Ok((mut d, c)) = driver::<ApTi>(cpu) else {
+    let Ok((mut d, c)) = driver::<ApTi>(&THREAD_INDEPENDENT, cpu) else {
         return u64::MAX;
     };
     let ti: EventSpec = pmu::netburst_event!("FSB_data_activity:DRDY_DRV:u");
@@ -458,7 +480,10 @@ fn ap_counts_t1(cpu: usize) -> u64 {
     let (Ok(a), Ok(b)) = (c2.read(&mut d), c0.read(&mut d)) else {
         return u64::MAX;
     };
-    let _ = (c2.release(&mut d), c0.release(&mut d));
+    let (Ok(c2), Ok(c0)) = (c2.release(&mut d), c0.release(&mut d)) else {
+        return u64::MAX;
+    };
+    let _msr = d.give_back(Counters { c0, c2, ..c });
     a << 32 | b
 }
 
@@ -516,10 +541,10 @@ mod itanium {
     use hobby::idt::InterruptFrame;
     use hobby::pmi::{self, Delivery, local_apic};
     use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
-    use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
+    use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
     use pmu::arch::itanium::fields::{EventCode, Plm};
-    use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
-    use pmu::arch::itanium::{Counter, Generation, pmc};
+    use pmu::arch::itanium::pmi::{handle_pmi, overflow_rule};
+    use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, pmc};
     use pmu::counter::Owner;
     use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
     use pmu::sampling::SampleAfter;
@@ -529,7 +554,9 @@ mod itanium {
     const N: u64 = 50;
     static MODELS: [SharedItanium; 2] =
         [const { SharedItanium::new(ModelGeneration::Itanium2) }; 2];
-    static STATES: [PmiState; 2] = [const { PmiState::new() }; 2];
+    /// Each CPU's PMU: its model.
+    // SAFETY: one value per CPU's model, each a processor of its own.
+    static PMUS: [ItaniumPmu; 2] = [const { unsafe { ItaniumPmu::new() } }; 2];
     pub static SAMPLES: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
     pub static FOREIGN: AtomicU64 = AtomicU64::new(0);
     pub static ERRORS: AtomicU64 = AtomicU64::new(0);
@@ -542,7 +569,7 @@ mod itanium {
     pub fn on_pmi(frame: &InterruptFrame) {
         let cpu = hobby::smp::cpu().min(1);
         let mut regs = MODELS[cpu].regs();
-        let r = handle_pmi(&STATES[cpu], &mut regs, frame.rip, |s| {
+        let r = handle_pmi(PMUS[cpu].pmi(), &mut regs, frame.rip, |s| {
             SAMPLES[cpu].fetch_add(u64::from(s.sample.periods), Ordering::SeqCst);
             if s.sample.counter != 4 {
                 FOREIGN.fetch_add(1, Ordering::SeqCst);
@@ -563,7 +590,7 @@ mod itanium {
     pub fn sample<O: Owner>(cpu: usize, cycles: u64) -> u64 {
         let model = &MODELS[cpu];
         model.reset(ModelGeneration::Itanium2);
-        let Ok((mut d, c)) = ItaniumDriver::<O, _>::take(model.regs(), G, &STATES[cpu]) else {
+        let Ok((mut d, c)) = ItaniumDriver::<O, _>::take(model.regs(), G, &PMUS[cpu]) else {
             return 0;
         };
         local_apic().set_perf_counter_entry(entry());
@@ -601,9 +628,14 @@ mod itanium {
         }
         let Ok(raw) = c4.read(&mut d) else { return 0 };
         let (owed, residual) = every.split(raw);
-        let accounted = (STATES[cpu].periods(4) + owed) * N + residual;
-        let _ = c4.release(&mut d);
-        accounted
+        let accounted = (PMUS[cpu].pmi().periods(4) + owed) * N + residual;
+        let Ok(c4) = c4.release(&mut d) else {
+            return 0;
+        };
+        match d.give_back(Counters { c4, ..c }) {
+            Ok(_regs) => accounted,
+            Err(_) => 0,
+        }
     }
 }
 

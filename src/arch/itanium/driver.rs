@@ -980,7 +980,9 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
             self.clear_pending_overflow(n)?;
         }
         self.saved[usize::from(n)] = None;
-        self.pmu.pmi().set_sampling(n, None, Captures::Nothing, false);
+        self.pmu
+            .pmi()
+            .set_sampling(n, None, Captures::Nothing, false);
         self.claimed = self.claimed.without(n);
         Ok(())
     }

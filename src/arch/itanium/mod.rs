@@ -128,9 +128,9 @@ pub mod generation;
 mod image;
 pub mod itlb_report;
 pub mod opcode;
+pub mod physical;
 pub mod pmc;
 pub mod pmd;
-pub mod physical;
 pub mod pmi;
 pub mod validate;
 
@@ -139,7 +139,7 @@ pub use ear::{DearConfig, DearSample, IearConfig, IearSample, LatencyFilter, Tlb
 pub use events::{EventInfo, EventKind};
 pub use fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Slot, Threshold, Umask};
 pub use generation::{Counter, Generation, PmcInfo, PmcKind, PmdKind, RegSet};
-pub use pmc::{CounterPmc, Pmc0};
 pub use physical::ItaniumPmu;
+pub use pmc::{CounterPmc, Pmc0};
 pub use pmd::CounterValue;
 pub use validate::{Accepted, PmcError, Policy, ReservedPolicy, Validator};

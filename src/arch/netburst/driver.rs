@@ -1252,9 +1252,11 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         let mut regs = pmu.pebs();
         let replay = self.package.check(counter, config, &regs)?;
         self.claim_and_write(counter, config, &p)?;
-        if let (Some(records), Some(s), Some(area)) =
-            (config.pebs, p.sampling, self.ds[config.lp as usize].as_mut())
-        {
+        if let (Some(records), Some(s), Some(area)) = (
+            config.pebs,
+            p.sampling,
+            self.ds[config.lp as usize].as_mut(),
+        ) {
             area.reset(records, pebs_reset(s));
         }
         let writes = self

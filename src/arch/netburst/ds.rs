@@ -255,7 +255,10 @@ fn management(ptr: NonNull<DsManagement>) -> VolatilePtr<'static, DsManagement> 
 ///
 /// `area` is a live [`DsArea`]'s [`DsArea::management_ptr`], and nothing
 /// else drains or resets that area during the call.
-pub(crate) unsafe fn drain_published(area: NonNull<DsManagement>, mut f: impl FnMut(&PebsRecord)) -> u32 {
+pub(crate) unsafe fn drain_published(
+    area: NonNull<DsManagement>,
+    mut f: impl FnMut(&PebsRecord),
+) -> u32 {
     let m = management(area);
     let address = area.as_ptr().expose_provenance() as u64;
     let base = record_address(address, 0);
@@ -264,7 +267,10 @@ pub(crate) unsafe fn drain_published(area: NonNull<DsManagement>, mut f: impl Fn
     let index = volatile::map_field!(m.pebs_index).read();
     let written = index.saturating_sub(base) / PEBS_RECORD_BYTES;
     let n = u32::try_from(written).unwrap_or(u32::MAX).min(capacity);
-    let records = area.as_ptr().wrapping_byte_add(RECORDS_OFFSET).cast::<PebsRecord>();
+    let records = area
+        .as_ptr()
+        .wrapping_byte_add(RECORDS_OFFSET)
+        .cast::<PebsRecord>();
     for k in 0..n {
         let Some(ptr) = NonNull::new(records.wrapping_add(k as usize)) else {
             break;

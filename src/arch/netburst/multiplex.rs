@@ -319,8 +319,8 @@ mod tests {
 
     use super::*;
     use crate::access::Recording;
-    use crate::arch::netburst::driver::Counters;
     use crate::arch::netburst::NetBurstPmu;
+    use crate::arch::netburst::driver::Counters;
     use crate::model::netburst::{
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };

@@ -103,10 +103,16 @@ fn run<O: Owner>(
 fn a_second_driver_of_one_pmu_is_refused() {
     crate::owner!(First);
     crate::owner!(Second);
-    for g in [Generation::Itanium, Generation::Itanium2, Generation::Montecito] {
+    for g in [
+        Generation::Itanium,
+        Generation::Itanium2,
+        Generation::Montecito,
+    ] {
         let state = crate::testing::itanium_pmu();
         let (mut d, c) = take::<First>(&state, g);
-        let c4 = c.c4.configure(&mut d, &cycles_on(g, 4).sampling(sa(g, 10))).unwrap();
+        let c4 =
+            c.c4.configure(&mut d, &cycles_on(g, 4).sampling(sa(g, 10)))
+                .unwrap();
         let c4 = c4.enable(&mut d).unwrap();
         let mut out = Vec::new();
         assert_eq!(run(&mut d, &state, 25, 0x100, &mut out), 25);
@@ -116,7 +122,11 @@ fn a_second_driver_of_one_pmu_is_refused() {
         else {
             panic!("a second driver of one PMU")
         };
-        assert_eq!(other.take_counts(), counts(0, 0, 0, 0), "no register touched");
+        assert_eq!(
+            other.take_counts(),
+            counts(0, 0, 0, 0),
+            "no register touched"
+        );
         assert_eq!(state.pmi().periods(4), 2, "the live driver's state stands");
         assert_eq!(state.pmi().generation(), g);
         assert!(state.is_taken());

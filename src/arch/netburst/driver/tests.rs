@@ -535,7 +535,8 @@ fn thread_1_counter_counts_and_interrupts_thread_1_only() {
     assert!(model(&mut d).take_pmi(ModelLp::T1).is_some());
     let mut lvt = Lvt::default();
     let mut got = Vec::new();
-    handle_pmi(state.pmi(),
+    handle_pmi(
+        state.pmi(),
         LogicalProcessor::T1,
         d.msr(),
         &mut lvt,
@@ -771,7 +772,8 @@ fn a_pmi_serviced_early_invents_no_event() {
     assert_ne!(model(&mut d).cccr(0) & 1 << 31, 0, "OVF set");
     let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
     d.msr().clear();
-    let out = handle_pmi(state.pmi(),
+    let out = handle_pmi(
+        state.pmi(),
         LogicalProcessor::T0,
         d.msr(),
         &mut lvt,
@@ -955,7 +957,10 @@ fn conservation_with_several_counters_both_threads_and_releases() {
                     setup[i].0,
                     n[i]
                 );
-                assert_eq!(sampled[i] + state.pmi().periods_at_halt(counter.index()), periods);
+                assert_eq!(
+                    sampled[i] + state.pmi().periods_at_halt(counter.index()),
+                    periods
+                );
                 checked += 1;
                 h[i].release(&mut d).unwrap();
                 n[i] = NS[rnd(6) as usize];
@@ -1039,15 +1044,20 @@ fn an_owner_is_taken_once_and_given_back_with_every_token() {
     };
     // Another owner type on the same package: its logical processors are
     // served by the live driver already.
-    let Err(InitError::LogicalProcessorTaken { lp: LogicalProcessor::T0 }) =
-        Nb::<Other>::take(Recording::new(m.clone()), &info, &state)
+    let Err(InitError::LogicalProcessorTaken {
+        lp: LogicalProcessor::T0,
+    }) = Nb::<Other>::take(Recording::new(m.clone()), &info, &state)
     else {
         panic!("a second driver of one logical processor")
     };
     let other_pmu = crate::testing::netburst_pmu();
     let (o, oc) = Nb::<Other>::take(Recording::new(m), &info, &other_pmu).unwrap();
     let mut m2 = o.give_back(oc);
-    assert_eq!(m2.take_counts(), counts(0, 18, 0), "the other package's reset only");
+    assert_eq!(
+        m2.take_counts(),
+        counts(0, 18, 0),
+        "the other package's reset only"
+    );
     let c12 = c
         .c12
         .configure(

@@ -289,7 +289,10 @@ impl PmcPmdAccess for Timed {
 
 /// A driver of generation `g` on a [`Timed`] model (time still: set
 /// `clocked`, `at` or `fail_from` through `regs()`).
-fn timed<O: Owner>(state: &ItaniumPmu, g: Generation) -> (ItaniumDriver<'_, O, Timed>, Counters<O>) {
+fn timed<O: Owner>(
+    state: &ItaniumPmu,
+    g: Generation,
+) -> (ItaniumDriver<'_, O, Timed>, Counters<O>) {
     let mut m = ItaniumModel::new(model_generation(g));
     m.set_psr(Psr::MONITORING);
     let t = Timed {

@@ -93,7 +93,10 @@ fn an_owner_is_free_only_with_every_token_back() {
 fn foreign_or_misplaced_handles_do_not_reassemble() {
     crate::owner!(Mine);
     crate::owner!(Theirs);
-    let (p1, p2) = (crate::testing::netburst_pmu(), crate::testing::netburst_pmu());
+    let (p1, p2) = (
+        crate::testing::netburst_pmu(),
+        crate::testing::netburst_pmu(),
+    );
     let (a, ca) = take::<Mine>(&p1, Config::prescott_ht());
     let (b, cb) = take::<Theirs>(&p2, Config::prescott_ht());
     let Err(theirs) = Counters::<Mine>::from_erased(cb.erase_all()) else {
@@ -131,5 +134,8 @@ fn pebs_needs_an_area_this_driver_installed() {
     assert_eq!(e.error, Error::Config(ConfigError::NoPebsArea { lp: T0 }));
     assert_eq!(d.msr().take_counts(), counts(0, 0, 0), "nothing written");
     assert_eq!(d.drain_pebs(T0, |_| panic!("no area")), 0);
-    let _ = d.give_back(Counters { c16: e.counter, ..c });
+    let _ = d.give_back(Counters {
+        c16: e.counter,
+        ..c
+    });
 }

@@ -181,7 +181,8 @@ fn a_closure_sink_gets_precise_rips() {
     l1_missing_loads(&mut d, 3);
     assert!(model(&mut d).take_pmi(ModelLp::T0).is_some());
     let mut samples = Vec::new();
-    handle_pmi(state.pmi(),
+    handle_pmi(
+        state.pmi(),
         LogicalProcessor::T0,
         d.msr(),
         &mut Lvt::default(),
