@@ -179,8 +179,14 @@ impl DsArea {
     /// Takes `area` for good: the processor will write it once a driver
     /// installs it.
     pub fn new<const K: usize>(area: &'static mut PebsArea<K>) -> DsArea {
+        // The pointer to the whole area, as a pointer to its first field
+        // (`repr(C)`): its provenance covers the records too, which the
+        // processor (or the model) reaches from the exposed address.
+        // Derived from `&mut area.management` it would cover the management
+        // area alone, and every record access through it would be undefined
+        // behaviour (Miri's finding).
         DsArea {
-            management: NonNull::from(&mut area.management),
+            management: NonNull::from(area).cast::<DsManagement>(),
             capacity: u32::try_from(K).unwrap_or(u32::MAX),
         }
     }
@@ -286,3 +292,6 @@ pub(crate) unsafe fn drain_published(
 
 /// Where the records start in a [`PebsArea`] (the same for every `K`).
 const RECORDS_OFFSET: usize = offset_of!(PebsArea<1>, records);
+
+// The management area is the first field: a pointer to the area is one to it.
+const _: () = assert!(offset_of!(PebsArea<1>, management) == 0);
