@@ -1,5 +1,5 @@
-//! Benchmark of the overflow interrupt handlers, NetBurst's and Itanium's
-//! `handle_pmi`, in four scenarios each. For every scenario it prints:
+//! Benchmark of the overflow interrupt handlers, NetBurst's, Itanium's and
+//! the architectural PMU's `handle_pmi`, in three or four scenarios each. For every scenario it prints:
 //!
 //! - the register traffic of one interrupt, counted by the recording backend
 //!   (this is what carries over to hardware, where one RDMSR or WRMSR costs
@@ -354,8 +354,144 @@ mod itanium {
     }
 }
 
-// Each scenario drives a PMU of its own (its own leaked `NetBurstPmu` or
-// `ItaniumPmu`), through a driver of its own owner (an owner is taken once).
+mod archperf {
+    use super::{Lvt, Scenario, entry, load, store};
+    use pmu::access::{MsrAccess, Recording};
+    use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig};
+    use pmu::arch::archperf::msrs::{IA32_PERF_GLOBAL_STATUS, Leaf0A};
+    use pmu::arch::archperf::pmi::{PmiState, handle_pmi};
+    use pmu::arch::archperf::{ArchPerfPmu, EventSpec};
+    use pmu::counter::Owner;
+    use pmu::detect;
+    use pmu::sampling::SampleAfter;
+    use std::hint::black_box;
+
+    /// The register file: RDMSR of m reads `msr[m & 63]`, RDPMC of counter
+    /// n reads `counter[n & 63]`.
+    pub struct Regs {
+        pub msr: [u64; 64],
+        pub counter: [u64; 64],
+    }
+
+    impl MsrAccess for Regs {
+        type Error = core::convert::Infallible;
+        #[inline(always)]
+        fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
+            Ok(load(&self.msr, msr))
+        }
+        #[inline(always)]
+        fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
+            store(msr, value);
+            Ok(())
+        }
+        #[inline(always)]
+        fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+            Ok(load(&self.counter, index))
+        }
+    }
+
+    /// The handler as measured: everything inside is counted by callgrind.
+    #[inline(never)]
+    pub fn measured_archperf(state: &PmiState, regs: &mut Regs, rip: u64, sink: &mut u64) -> u64 {
+        handle_pmi(state, regs, &mut Lvt, entry(), rip, |s| {
+            *sink = sink.wrapping_add(s.rip)
+        })
+        .map_or(0, |o| o.overflowed.bits())
+    }
+
+    /// `armed` general counters sampling with period N = 100,000 on a
+    /// Skylake-like PMU (v4, 4 counters of 48 bits, full-width writes);
+    /// those in `overflowed` show in `GLOBAL_STATUS` and read one event
+    /// past their overflow.
+    pub fn scenario<O: Owner>(name: &'static str, armed: usize, overflowed: &[u8]) -> Scenario {
+        // SAFETY: the scenario's register file is a logical processor of
+        // its own, and this is its one value.
+        let cpu0: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
+        let state = cpu0.pmi();
+        let cpu = detect::ArchPerf {
+            // v4, 4 x 48 bits, 7 events all available; 3 fixed x 48 bits.
+            leaf: Leaf0A {
+                regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],
+            },
+            full_width_write: true,
+            hybrid: false,
+            core_type: None,
+            model: 0x55,
+        };
+        let regs = Regs {
+            msr: [0; 64],
+            counter: [0; 64],
+        };
+        let (mut d, c) =
+            ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(regs), &cpu, cpu0).unwrap();
+        let n = SampleAfter::new(100_000, d.overflow_rule()).unwrap();
+        let cfg = CounterConfig::counting(EventSpec::raw(0x3C, 0)).sampling(n);
+        let mut keep = Vec::new();
+        keep.push(
+            c.g0.configure(&mut d, &cfg)
+                .unwrap()
+                .enable(&mut d)
+                .unwrap()
+                .erase(),
+        );
+        if armed > 1 {
+            keep.push(
+                c.g1.configure(&mut d, &cfg)
+                    .unwrap()
+                    .enable(&mut d)
+                    .unwrap()
+                    .erase(),
+            );
+            let (g2, g3) = (c.g2.unwrap(), c.g3.unwrap());
+            keep.push(
+                g2.configure(&mut d, &cfg)
+                    .unwrap()
+                    .enable(&mut d)
+                    .unwrap()
+                    .erase(),
+            );
+            keep.push(
+                g3.configure(&mut d, &cfg)
+                    .unwrap()
+                    .enable(&mut d)
+                    .unwrap()
+                    .erase(),
+            );
+        }
+        let mut status = 0;
+        for &k in overflowed {
+            d.msr().inner_mut().counter[usize::from(k)] = 1;
+            status |= 1 << k;
+        }
+        d.msr().inner_mut().msr[(IA32_PERF_GLOBAL_STATUS & 63) as usize] = status;
+        d.msr().clear();
+        let mut sink = 0;
+        handle_pmi(state, d.msr(), &mut Lvt, entry(), 1, |s| sink += s.rip).unwrap();
+        let t = d.msr().take_counts();
+        let traffic = format!(
+            "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
+            t.rdpmc, t.msr_reads, t.msr_writes
+        );
+        let accesses = t.rdpmc + t.msr_reads + t.msr_writes + 1;
+        let mut regs = Regs {
+            msr: d.msr().inner_mut().msr,
+            counter: d.msr().inner_mut().counter,
+        };
+        let _ = (d, keep);
+        Scenario {
+            name,
+            traffic,
+            accesses: accesses as u64,
+            run: Box::new(move |rip| {
+                black_box(measured_archperf(state, &mut regs, rip, &mut sink));
+            }),
+        }
+    }
+}
+
+// Each scenario drives a PMU of its own (its own leaked `NetBurstPmu`,
+// `ItaniumPmu` or `ArchPerfPmu`), through a driver of its own owner (an
+// owner is taken once).
 pmu::owner!(Nb1);
 pmu::owner!(Nb2);
 pmu::owner!(Nb3);
@@ -363,6 +499,10 @@ pmu::owner!(Nb4);
 pmu::owner!(Ia1);
 pmu::owner!(Ia2);
 pmu::owner!(Ia3);
+pmu::owner!(Ap1);
+pmu::owner!(Ap2);
+pmu::owner!(Ap3);
+pmu::owner!(Ap4);
 
 fn scenarios() -> Vec<Scenario> {
     vec![
@@ -373,6 +513,10 @@ fn scenarios() -> Vec<Scenario> {
         itanium::scenario::<Ia1>("itanium2/cycles-overflowed", 1 | 1 << 4),
         itanium::scenario::<Ia2>("itanium2/cycles-and-iear-overflowed", 1 | 1 << 4 | 1 << 7),
         itanium::scenario::<Ia3>("itanium2/spurious", 0),
+        archperf::scenario::<Ap1>("archperf/1-armed-1-overflowed", 1, &[0]),
+        archperf::scenario::<Ap2>("archperf/4-armed-1-overflowed", 4, &[0]),
+        archperf::scenario::<Ap3>("archperf/4-armed-4-overflowed", 4, &[0, 1, 2, 3]),
+        archperf::scenario::<Ap4>("archperf/4-armed-spurious", 4, &[]),
     ]
 }
 
@@ -457,7 +601,12 @@ fn main() {
         println!("(valgrind not found: no instruction counts)");
     }
     // The handlers as measured, and NetBurst's out-of-line FORCE_OVF path.
-    for f in ["measured_netburst", "measured_itanium", "service_rare"] {
+    for f in [
+        "measured_netburst",
+        "measured_itanium",
+        "measured_archperf",
+        "service_rare",
+    ] {
         match locked_instructions(f) {
             Some(n) => {
                 println!("{f}: {n} locked instructions (lock prefix or xchg with memory; objdump)")

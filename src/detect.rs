@@ -33,6 +33,8 @@
 use core::fmt;
 
 use crate::access::MsrAccess;
+use crate::arch::Field;
+use crate::arch::archperf::msrs::{IA32_PERF_CAPABILITIES, Leaf0A, PerfCapabilities};
 
 /// IA32_MISC_ENABLE, MSR 1A0H.
 pub const IA32_MISC_ENABLE: u32 = 0x1A0;
@@ -209,6 +211,58 @@ impl NetBurst {
     }
 }
 
+/// The kind of core a logical processor of a hybrid part is (CPUID leaf
+/// 1AH, EAX\[31:24\]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CoreType {
+    /// 20H: Intel Atom (an efficient core).
+    Atom,
+    /// 40H: Intel Core (a performance core).
+    Core,
+    /// Another value.
+    Other(u8),
+}
+
+/// What detection found out about an architectural PMU (Intel, any family
+/// but NetBurst's, CPUID leaf 0AH version 1 or later; SDM Vol. 3B
+/// "Architectural Performance Monitoring"). Per logical processor: on a
+/// hybrid part another logical processor may report other counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ArchPerf {
+    /// CPUID leaf 0AH as read (version, counters, widths, events, fixed
+    /// counters).
+    pub leaf: Leaf0A,
+    /// `IA32_PERF_CAPABILITIES[13]` (read when CPUID.01H:ECX.PDCM\[15\] is
+    /// set): the counters take full-width writes through `IA32_A_PMCx`.
+    pub full_width_write: bool,
+    /// CPUID.07H:EDX\[15\]: a hybrid part (its logical processors may be
+    /// of different core types, with different PMUs).
+    pub hybrid: bool,
+    /// This logical processor's core type, on a hybrid part.
+    pub core_type: Option<CoreType>,
+    /// The display model (CPUID.01H).
+    pub model: u8,
+}
+
+impl ArchPerf {
+    /// The version (1-5 and later).
+    pub const fn version(&self) -> u8 {
+        self.leaf.version()
+    }
+
+    /// General counters per logical processor.
+    pub const fn general(&self) -> u8 {
+        self.leaf.general()
+    }
+
+    /// Fixed counter `i` exists.
+    pub const fn fixed_supported(&self, i: u8) -> bool {
+        self.leaf.fixed_supported(i)
+    }
+}
+
 /// Why no supported PMU was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -217,7 +271,9 @@ pub enum NoPmu {
     Vendor(Vendor),
     /// CPUID has no leaf 1, so there is no signature to check.
     NoSignature,
-    /// An Intel processor, but not of the NetBurst family (0Fh).
+    /// An Intel processor of another family than NetBurst's whose CPUID
+    /// leaf 0AH reports no architectural PMU (version 0, or no such leaf):
+    /// what a guest sees when its hypervisor exposes no PMU.
     Family(u16),
 }
 
@@ -227,6 +283,8 @@ pub enum NoPmu {
 pub enum PmuKind {
     /// A NetBurst processor; check [`NetBurst::usable`] before programming it.
     NetBurst(NetBurst),
+    /// An architectural PMU (Intel, CPUID leaf 0AH).
+    ArchPerf(ArchPerf),
     /// No PMU this crate drives.
     None(NoPmu),
 }
@@ -251,6 +309,14 @@ impl Detection {
             _ => None,
         }
     }
+
+    /// The architectural PMU, if one was found.
+    pub fn arch_perf(&self) -> Option<ArchPerf> {
+        match self.pmu {
+            PmuKind::ArchPerf(a) => Some(a),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Detection {
@@ -264,9 +330,29 @@ impl fmt::Display for Detection {
             PmuKind::None(NoPmu::NoSignature) => {
                 f.write_str(": no NetBurst PMU (CPUID has no leaf 1)")
             }
-            PmuKind::None(NoPmu::Family(family)) => {
-                write!(f, ": no NetBurst PMU (family {family:#x}, not 0xf)")
-            }
+            PmuKind::None(NoPmu::Family(family)) => write!(
+                f,
+                ": no PMU this crate drives (family {family:#x}: not NetBurst's 0xf, and CPUID leaf 0AH reports no architectural PMU)"
+            ),
+            PmuKind::ArchPerf(a) => write!(
+                f,
+                ": architectural PMU version {}, {} general counters ({} bits), fixed counters {}{}{}",
+                a.version(),
+                a.general(),
+                a.leaf.general_width(),
+                (0..8).filter(|&i| a.fixed_supported(i)).count(),
+                if a.full_width_write {
+                    ", full-width writes"
+                } else {
+                    ""
+                },
+                match a.core_type {
+                    Some(CoreType::Atom) => ", hybrid: an Atom core",
+                    Some(CoreType::Core) => ", hybrid: a Core core",
+                    Some(CoreType::Other(_)) => ", hybrid",
+                    None => "",
+                }
+            ),
             PmuKind::NetBurst(nb) => {
                 write!(f, ": NetBurst signature (model {})", nb.model)?;
                 if !nb.msr_instructions {
@@ -320,7 +406,10 @@ pub fn detect<M: MsrAccess>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detection
         return Ok(detection);
     };
     if sig.family != 0xF {
-        detection.pmu = PmuKind::None(NoPmu::Family(sig.family));
+        detection.pmu = match arch_perf(cpuid, leaf0.eax, leaf1, sig, msr)? {
+            Some(a) => PmuKind::ArchPerf(a),
+            None => PmuKind::None(NoPmu::Family(sig.family)),
+        };
         return Ok(detection);
     }
     let msr_instructions = leaf1.edx & (1 << 5) != 0;
@@ -343,6 +432,56 @@ pub fn detect<M: MsrAccess>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detection
         },
     });
     Ok(detection)
+}
+
+/// CPUID.01H:ECX.PDCM\[15\]: `IA32_PERF_CAPABILITIES` exists.
+const PDCM: Field = Field::new(15, 1);
+/// CPUID.07H:EDX.Hybrid\[15\].
+const HYBRID: Field = Field::new(15, 1);
+/// CPUID.1AH:EAX\[31:24\], the core type.
+const CORE_TYPE: Field = Field::new(24, 8);
+
+/// The architectural PMU of an Intel CPU of another family than NetBurst's
+/// (`max_leaf` is CPUID.0:EAX): CPUID leaf 0AH, `IA32_PERF_CAPABILITIES`
+/// when PDCM says it exists, and the hybrid leaves 07H and 1AH.
+fn arch_perf<M: MsrAccess>(
+    cpuid: &impl Cpuid,
+    max_leaf: u32,
+    leaf1: CpuidResult,
+    sig: CpuSignature,
+    msr: &mut M,
+) -> Result<Option<ArchPerf>, M::Error> {
+    if max_leaf < 0xA {
+        return Ok(None);
+    }
+    let a = cpuid.cpuid(0xA, 0);
+    let leaf = Leaf0A {
+        regs: [a.eax, a.ebx, a.ecx, a.edx],
+    };
+    if leaf.version() == 0 {
+        return Ok(None);
+    }
+    let msr_instructions = leaf1.edx & (1 << 5) != 0;
+    let full_width_write = if msr_instructions && PDCM.get(u64::from(leaf1.ecx)) != 0 {
+        PerfCapabilities::from_bits(msr.read_msr(IA32_PERF_CAPABILITIES)?).full_width_write()
+    } else {
+        false
+    };
+    let hybrid = max_leaf >= 7 && HYBRID.get(u64::from(cpuid.cpuid(7, 0).edx)) != 0;
+    let core_type = (hybrid && max_leaf >= 0x1A).then(|| {
+        match CORE_TYPE.get(u64::from(cpuid.cpuid(0x1A, 0).eax)) as u8 {
+            0x20 => CoreType::Atom,
+            0x40 => CoreType::Core,
+            other => CoreType::Other(other),
+        }
+    });
+    Ok(Some(ArchPerf {
+        leaf,
+        full_width_write,
+        hybrid,
+        core_type,
+        model: sig.model,
+    }))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 //! assert_eq!(cccr.bits(), 1 << 12 | 3 << 16 | 1 << 26);
 //! ```
 
+pub mod archperf;
 mod field;
 pub mod itanium;
 pub mod netburst;

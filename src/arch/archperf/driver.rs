@@ -1,0 +1,789 @@
+//! The architectural PMU's driver: typestate counters ([`crate::counter`])
+//! over the general counters (`IA32_PERFEVTSELx`/`IA32_PMCx`) and the fixed
+//! counters (`IA32_FIXED_CTR_CTRL`/`IA32_FIXED_CTRx`), started and stopped
+//! through `IA32_PERF_GLOBAL_CTRL` (version 2 and later; SDM Vol. 3B
+//! "Architectural Performance Monitoring Version 2").
+//!
+//! # MSR traffic per operation
+//!
+//! Each handle caches its images and the driver caches `GLOBAL_CTRL` and
+//! `FIXED_CTR_CTRL`, so no operation reads back a register the driver
+//! wrote (counted with [`crate::access::Recording`] in the tests):
+//!
+//! | operation | RDMSR | WRMSR | RDPMC | accesses |
+//! |---|---|---|---|---|
+//! | configure | 0 | 2 | 0 | the counter preset; `PERFEVTSELx` with EN (or `FIXED_CTR_CTRL`): on v2+ the counter counts only once its `GLOBAL_CTRL` bit is set |
+//! | enable / resume | 0 | 1 | 0 | `GLOBAL_CTRL` with the counter's bit (v1: `PERFEVTSELx` with EN) |
+//! | halt, counting counter | 0 | 1 | 0 | `GLOBAL_CTRL` without it (v1: EN clear) |
+//! | halt, sampling counter | 0 | 1 (+2) | 1 | as above; RDPMC to find an overflow whose PMI the halt cancelled, then the counter rewritten and its status bit acknowledged |
+//! | read | 0 | 0 | 1 | RDPMC (bit 30 for a fixed counter) |
+//! | release | 0 | 2 | 0 | `PERFEVTSELx` = 0 (or the fixed field cleared), the counter 0 |
+//! | group start or stop ([`crate::counter::Group`]) | 0 | 1 | 0 | one `GLOBAL_CTRL` write: every member starts (stops) at one instant |
+//! | group read | 0 | 2 | K | `GLOBAL_CTRL` stopped, K RDPMCs, restored: one snapshot |
+//! | PMI | 1 | 1 + 1 per overflowed counter | 1 per overflowed counter | [`super::pmi`] |
+//!
+//! # Counters the firmware uses
+//!
+//! A BIOS or an SMM handler may use counters behind the kernel's back. At
+//! take the driver reads every `PERFEVTSELx` and `FIXED_CTR_CTRL`; a
+//! counter found enabled (EN set, or a non-zero fixed field: Linux's
+//! `check_hw_exists` test) is reported ([`ArchPerfDriver::firmware`]) and
+//! left alone: its registers are never written, its `GLOBAL_CTRL` bit and
+//! status bit are kept, and configuring it is refused
+//! ([`ConfigError::UsedByFirmware`]).
+//!
+//! # Legacy and full-width writes
+//!
+//! A write to `IA32_PMCx` keeps bits 31:0 and sign-extends them; with
+//! `IA32_PERF_CAPABILITIES[13]` the `IA32_A_PMCx` aliases take the whole
+//! width. Without them a preset `-N` is exact only for `N <= 2^31`, so a
+//! longer sample-after value is refused ([`ConfigError::PeriodNeedsFullWidth`]).
+//!
+//! # Examples
+//!
+//! ```
+//! use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, Counters};
+//! use pmu::arch::archperf::{ArchPerfPmu, EventSpec};
+//! use pmu::model::archperf::{ArchPerfModel, Config, Event};
+//!
+//! // SAFETY: the one value for this logical processor (the model's).
+//! static CPU0: ArchPerfPmu = unsafe { ArchPerfPmu::new() };
+//! pmu::owner!(Cpu0);
+//! let model = ArchPerfModel::new(Config::skylake());
+//! let cpu = pmu::detect::detect(&model, &mut model.clone())?.arch_perf().unwrap();
+//! let (mut pmu, c) = ArchPerfDriver::<Cpu0, _>::take(model, &cpu, &CPU0)?;
+//! let instructions: EventSpec = "instructions".parse()?;
+//! let g0 = c.g0.configure(&mut pmu, &CounterConfig::counting(instructions))?.enable(&mut pmu)?;
+//! pmu.msr().inject(Event::new(0xC0, 0x00, 1000));
+//! assert_eq!(g0.read(&mut pmu)?, 1000);
+//! let g0 = g0.halt(&mut pmu)?.release(&mut pmu)?;
+//! let _model = pmu.give_back(Counters { g0, ..c });
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
+
+use core::fmt;
+use core::marker::PhantomData;
+
+use super::events::EventSpec;
+use super::msrs::{Counter, CounterSet, FixedCtl, FixedCtrCtrl, PerfEvtSel};
+use super::msrs::{IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_OVF_CTRL};
+use super::physical::ArchPerfPmu;
+use super::pmi::{PmiState, overflow_rule};
+use crate::access::MsrAccess;
+use crate::counter::state::Unclaimed;
+use crate::counter::{self, Arch, Owner, OwnerId, StateTag, owner};
+use crate::detect;
+use crate::sampling::{OverflowRule, SampleAfter};
+
+/// The architectural PMU, as a type parameter of [`counter::Handle`].
+#[derive(Debug)]
+pub enum ArchPerfmon {}
+
+/// A counter handle of the architectural PMU: counter `N` (its `GLOBAL`
+/// bit: general counters 0-7, fixed counters 32-35) of the PMU owned by
+/// `O`, in state `S`.
+pub type ArchCounter<O, const N: u8, S> = counter::Handle<ArchPerfmon, O, N, S>;
+
+/// What a claimed counter remembers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Programmed {
+    /// The `PERFEVTSELx` image with EN (general counters) or the fixed
+    /// counter's control field.
+    select: PerfEvtSel,
+    fixed: FixedCtl,
+    sampling: Option<SampleAfter>,
+}
+
+impl Programmed {
+    /// The `PERFEVTSELx` image a general counter runs with.
+    pub const fn evtsel(&self) -> PerfEvtSel {
+        self.select
+    }
+
+    /// A fixed counter's control field.
+    pub const fn fixed_ctl(&self) -> FixedCtl {
+        self.fixed
+    }
+
+    /// The sample-after value, for a sampling counter.
+    pub const fn sampling(&self) -> Option<SampleAfter> {
+        self.sampling
+    }
+}
+
+impl Arch for ArchPerfmon {
+    const NAME: &'static str = "architectural PMU";
+    const COUNTERS: u8 = 36;
+    type Programmed = Programmed;
+    const UNPROGRAMMED: Programmed = Programmed {
+        select: PerfEvtSel::new(0, 0),
+        fixed: FixedCtl::OFF,
+        sampling: None,
+    };
+
+    /// Never: the architectural PMU has no cascading.
+    fn can_cascade(_from: u8, _to: u8) -> bool {
+        false
+    }
+}
+
+/// The claim tokens of the PMU owned by `O`, handed out once by
+/// [`ArchPerfDriver::take`]: general counters 0 and 1 always (the driver
+/// needs two), 2-7 and the fixed counters 0-3 where CPUID says they exist.
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub struct Counters<O: Owner> {
+    pub g0: ArchCounter<O, 0, Unclaimed>,
+    pub g1: ArchCounter<O, 1, Unclaimed>,
+    pub g2: Option<ArchCounter<O, 2, Unclaimed>>,
+    pub g3: Option<ArchCounter<O, 3, Unclaimed>>,
+    pub g4: Option<ArchCounter<O, 4, Unclaimed>>,
+    pub g5: Option<ArchCounter<O, 5, Unclaimed>>,
+    pub g6: Option<ArchCounter<O, 6, Unclaimed>>,
+    pub g7: Option<ArchCounter<O, 7, Unclaimed>>,
+    pub f0: Option<ArchCounter<O, 32, Unclaimed>>,
+    pub f1: Option<ArchCounter<O, 33, Unclaimed>>,
+    pub f2: Option<ArchCounter<O, 34, Unclaimed>>,
+    pub f3: Option<ArchCounter<O, 35, Unclaimed>>,
+}
+
+impl<O: Owner> Counters<O> {
+    fn issue(present: CounterSet) -> Counters<O> {
+        fn token<O: Owner, const N: u8>(
+            present: CounterSet,
+        ) -> Option<ArchCounter<O, N, Unclaimed>> {
+            Counter::from_index(N)
+                .filter(|c| present.contains(*c))
+                .map(|_| counter::Handle::token())
+        }
+        Counters {
+            g0: counter::Handle::token(),
+            g1: counter::Handle::token(),
+            g2: token(present),
+            g3: token(present),
+            g4: token(present),
+            g5: token(present),
+            g6: token(present),
+            g7: token(present),
+            f0: token(present),
+            f1: token(present),
+            f2: token(present),
+            f3: token(present),
+        }
+    }
+
+    /// The counters these tokens stand for.
+    pub fn present(&self) -> CounterSet {
+        let mut set = CounterSet::first(2, 0);
+        let optional = [
+            (self.g2.is_some(), 2),
+            (self.g3.is_some(), 3),
+            (self.g4.is_some(), 4),
+            (self.g5.is_some(), 5),
+            (self.g6.is_some(), 6),
+            (self.g7.is_some(), 7),
+            (self.f0.is_some(), 32),
+            (self.f1.is_some(), 33),
+            (self.f2.is_some(), 34),
+            (self.f3.is_some(), 35),
+        ];
+        for (here, n) in optional {
+            if let (true, Some(c)) = (here, Counter::from_index(n)) {
+                set = set.with(c);
+            }
+        }
+        set
+    }
+
+    /// Every token as a run-time handle, by counter.
+    pub fn erase_all(self) -> [Option<counter::AnyHandle<ArchPerfmon>>; 12] {
+        [
+            Some(self.g0.erase()),
+            Some(self.g1.erase()),
+            self.g2.map(counter::Handle::erase),
+            self.g3.map(counter::Handle::erase),
+            self.g4.map(counter::Handle::erase),
+            self.g5.map(counter::Handle::erase),
+            self.g6.map(counter::Handle::erase),
+            self.g7.map(counter::Handle::erase),
+            self.f0.map(counter::Handle::erase),
+            self.f1.map(counter::Handle::erase),
+            self.f2.map(counter::Handle::erase),
+            self.f3.map(counter::Handle::erase),
+        ]
+    }
+
+    /// The tokens back from run-time handles ([`Counters::erase_all`]'s
+    /// form, after release): each Unclaimed, issued for `O`, at its place;
+    /// otherwise they come back unchanged.
+    #[allow(clippy::result_large_err, reason = "the handles come back by value")]
+    pub fn from_erased(
+        all: [Option<counter::AnyHandle<ArchPerfmon>>; 12],
+    ) -> Result<Counters<O>, [Option<counter::AnyHandle<ArchPerfmon>>; 12]> {
+        const PLACES: [u8; 12] = [0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35];
+        let mut present = CounterSet::EMPTY;
+        let mut whole = all[0].is_some() && all[1].is_some();
+        for (h, n) in all.iter().zip(PLACES) {
+            if let Some(h) = h {
+                whole &= h.owner() == OwnerId::of::<O>()
+                    && h.index() == n
+                    && h.state() == StateTag::Unclaimed;
+                if let Some(c) = Counter::from_index(n) {
+                    present = present.with(c);
+                }
+            }
+        }
+        if whole {
+            Ok(Counters::issue(present))
+        } else {
+            Err(all)
+        }
+    }
+}
+
+/// Why the driver refused a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ConfigError {
+    /// No counter has this number on this CPU.
+    NoSuchCounter(u8),
+    /// The counter is claimed already (only a hand-built
+    /// [`crate::counter::AnyHandle`] can ask).
+    CounterClaimed(u8),
+    /// The firmware uses the counter (found enabled at take).
+    UsedByFirmware(u8),
+    /// CPUID.0AH:EBX says this architectural event is not available.
+    EventUnavailable {
+        /// Its `perf` name.
+        event: &'static str,
+    },
+    /// A fixed counter counts one event only.
+    NotFixedEvent {
+        /// The fixed counter (0-3).
+        fixed: u8,
+    },
+    /// The sample-after value was checked against another counter rule
+    /// (use [`ArchPerfDriver::overflow_rule`]).
+    SampleAfterRule,
+    /// A sample-after value above 2^31 needs full-width writes
+    /// (`IA32_PERF_CAPABILITIES[13]`), which this CPU lacks.
+    PeriodNeedsFullWidth,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::NoSuchCounter(n) => write!(f, "this CPU has no counter {n}"),
+            ConfigError::CounterClaimed(n) => write!(f, "counter {n} is claimed"),
+            ConfigError::UsedByFirmware(n) => write!(
+                f,
+                "counter {n} was found enabled at take: the firmware uses it, so the driver leaves it alone"
+            ),
+            ConfigError::EventUnavailable { event } => write!(
+                f,
+                "the architectural event {event} is not available on this CPU (CPUID.0AH:EBX)"
+            ),
+            ConfigError::NotFixedEvent { fixed } => {
+                let name = EventSpec::fixed(*fixed)
+                    .and_then(|e| e.fixed_counter())
+                    .map_or("nothing else", |i| match i {
+                        0 => "instructions",
+                        1 => "cycles",
+                        2 => "ref-tsc",
+                        _ => "slots",
+                    });
+                write!(
+                    f,
+                    "fixed counter {fixed} counts {name} only, without cmask, inv or edge"
+                )
+            }
+            ConfigError::SampleAfterRule => f.write_str(
+                "the sample-after value was checked against another counter rule: use ArchPerfDriver::overflow_rule",
+            ),
+            ConfigError::PeriodNeedsFullWidth => f.write_str(
+                "a sample-after value above 2^31 needs full-width counter writes (IA32_PERF_CAPABILITIES[13]), which this CPU lacks",
+            ),
+        }
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
+/// A driver error: a refused configuration or a faulting register access.
+pub type Error<E> = counter::DriverError<ConfigError, E>;
+
+/// Why the driver could not take the PMU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum InitError<E> {
+    /// A driver for this owner is live.
+    AlreadyTaken,
+    /// A live driver holds this logical processor's PMU ([`ArchPerfPmu`]).
+    PmuTaken,
+    /// Fewer than two general counters (CPUID.0AH:EAX\[15:8\]).
+    TooFewCounters(u8),
+    /// Reading or resetting the PMU's registers faulted.
+    Access(E),
+}
+
+impl<E: fmt::Debug> fmt::Display for InitError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::AlreadyTaken => f.write_str("the PMU's owner is taken by a live driver"),
+            InitError::PmuTaken => {
+                f.write_str("a live driver holds this logical processor's PMU already")
+            }
+            InitError::TooFewCounters(n) => write!(
+                f,
+                "CPUID.0AH reports {n} general counters; the driver needs at least 2"
+            ),
+            InitError::Access(e) => write!(f, "reading or resetting the PMU faulted: {e:?}"),
+        }
+    }
+}
+
+impl<E: fmt::Debug> core::error::Error for InitError<E> {}
+
+/// What configures a counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct CounterConfig {
+    /// The event, its filters and privilege.
+    pub event: EventSpec,
+    /// Interrupt every N events (`None`: count only).
+    pub sampling: Option<SampleAfter>,
+}
+
+impl CounterConfig {
+    /// Count `event`, without interrupts.
+    pub const fn counting(event: EventSpec) -> CounterConfig {
+        CounterConfig {
+            event,
+            sampling: None,
+        }
+    }
+
+    /// Interrupt every `n` events.
+    pub const fn sampling(mut self, n: SampleAfter) -> CounterConfig {
+        self.sampling = Some(n);
+        self
+    }
+}
+
+/// The driver of one logical processor's architectural PMU
+/// ([`ArchPerfPmu`]), held for owner `O`, owning the MSR backend.
+pub struct ArchPerfDriver<'s, O: Owner, M: MsrAccess> {
+    msr: M,
+    pmu: &'s ArchPerfPmu,
+    cpu: detect::ArchPerf,
+    /// The counters this CPU has that the driver may use.
+    present: CounterSet,
+    firmware: CounterSet,
+    claimed: CounterSet,
+    /// The driver's counters enabled in `GLOBAL_CTRL` (v2+).
+    running: CounterSet,
+    /// `GLOBAL_CTRL` bits of the firmware's counters, kept in every write.
+    firmware_global: CounterSet,
+    fixed_ctrl: FixedCtrCtrl,
+    /// Open freeze brackets ([`counter::Driver::freeze`]).
+    freeze: u8,
+    /// Inside a bracket: `GLOBAL_CTRL` was written with the driver's
+    /// counters stopped (for a snapshot), or an image change is owed.
+    stopped: bool,
+    dirty: bool,
+    _owner: PhantomData<O>,
+}
+
+impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
+    /// Take the PMU of logical processor `pmu` described by `cpu`, for
+    /// owner `O`: read every `PERFEVTSELx` and `FIXED_CTR_CTRL` to find the
+    /// counters the firmware uses (left alone, see the module
+    /// documentation), clear the others' selects, fixed fields,
+    /// `GLOBAL_CTRL` bits and status bits, and hand out the claim tokens.
+    /// Refused before any register access while a driver of `O` is live
+    /// ([`InitError::AlreadyTaken`]) or `pmu` is held
+    /// ([`InitError::PmuTaken`]).
+    pub fn take(
+        mut msr: M,
+        cpu: &detect::ArchPerf,
+        pmu: &'s ArchPerfPmu,
+    ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
+        let general = cpu.general();
+        if general < 2 {
+            return Err(InitError::TooFewCounters(general));
+        }
+        if !owner::take::<O>() {
+            return Err(InitError::AlreadyTaken);
+        }
+        if !pmu.take() {
+            owner::give_back::<O>();
+            return Err(InitError::PmuTaken);
+        }
+        let mut present = CounterSet::first(general, 0);
+        for i in 0..4 {
+            if let (true, Some(c)) = (cpu.fixed_supported(i), Counter::fixed(i)) {
+                present = present.with(c);
+            }
+        }
+        match Self::reset(&mut msr, cpu, present) {
+            Ok((firmware, firmware_global, fixed_ctrl)) => {
+                pmu.pmi().reset();
+                let driver = ArchPerfDriver {
+                    msr,
+                    pmu,
+                    cpu: *cpu,
+                    present,
+                    firmware,
+                    claimed: CounterSet::EMPTY,
+                    running: CounterSet::EMPTY,
+                    firmware_global,
+                    fixed_ctrl,
+                    freeze: 0,
+                    stopped: false,
+                    dirty: false,
+                    _owner: PhantomData,
+                };
+                Ok((driver, Counters::issue(present)))
+            }
+            Err(e) => {
+                pmu.give_back();
+                owner::give_back::<O>();
+                Err(InitError::Access(e))
+            }
+        }
+    }
+
+    /// Finds the firmware's counters and resets the others: returns the
+    /// firmware's counters, their `GLOBAL_CTRL` bits, and the
+    /// `FIXED_CTR_CTRL` image left (the firmware's fields).
+    #[allow(clippy::type_complexity)]
+    fn reset(
+        msr: &mut M,
+        cpu: &detect::ArchPerf,
+        present: CounterSet,
+    ) -> Result<(CounterSet, CounterSet, FixedCtrCtrl), M::Error> {
+        let mut firmware = CounterSet::EMPTY;
+        let mut selects = [0u64; 8];
+        for c in present.iter().filter(|c| !c.is_fixed()) {
+            if let Some(evtsel) = c.evtsel() {
+                let v = msr.read_msr(evtsel)?;
+                selects[usize::from(c.number()) % 8] = v;
+                if PerfEvtSel::from_bits(v).is_none_or(PerfEvtSel::enabled) {
+                    firmware = firmware.with(c);
+                }
+            }
+        }
+        let has_fixed = present.iter().any(Counter::is_fixed);
+        let found = if has_fixed {
+            FixedCtrCtrl::from_bits(msr.read_msr(IA32_FIXED_CTR_CTRL)?)
+        } else {
+            FixedCtrCtrl::default()
+        };
+        let mut kept = FixedCtrCtrl::default();
+        for c in present.iter().filter(|c| c.is_fixed()) {
+            let ctl = found.get(c.number());
+            if ctl != FixedCtl::OFF {
+                firmware = firmware.with(c);
+                kept = kept.with(c.number(), ctl);
+            }
+        }
+        for c in present.minus(firmware).iter().filter(|c| !c.is_fixed()) {
+            if let (Some(evtsel), true) = (c.evtsel(), selects[usize::from(c.number()) % 8] != 0) {
+                msr.write_msr(evtsel, 0)?;
+            }
+        }
+        if has_fixed && kept != found {
+            msr.write_msr(IA32_FIXED_CTR_CTRL, kept.bits())?;
+        }
+        let mut firmware_global = CounterSet::EMPTY;
+        if cpu.version() >= 2 {
+            let global = CounterSet::from_bits_truncate(msr.read_msr(IA32_PERF_GLOBAL_CTRL)?);
+            firmware_global = global.and(firmware);
+            if global != firmware_global {
+                msr.write_msr(IA32_PERF_GLOBAL_CTRL, firmware_global.bits())?;
+            }
+            msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, present.minus(firmware).bits())?;
+        }
+        Ok((firmware, firmware_global, kept))
+    }
+
+    /// Give the PMU back with every claim token this driver issued, and get
+    /// the backend back: owner `O` and the PMU are free again. Every token
+    /// is Unclaimed, so nothing is claimed and nothing runs: no register
+    /// access.
+    pub fn give_back(self, counters: Counters<O>) -> M {
+        let _ = counters;
+        self.pmu.give_back();
+        owner::give_back::<O>();
+        self.msr
+    }
+
+    /// The MSR backend.
+    pub fn msr(&mut self) -> &mut M {
+        &mut self.msr
+    }
+
+    /// The state shared with the PMI handler.
+    pub fn pmi_state(&self) -> &'s PmiState {
+        self.pmu.pmi()
+    }
+
+    /// The logical processor's PMU this driver was taken from.
+    pub fn physical(&self) -> &'s ArchPerfPmu {
+        self.pmu
+    }
+
+    /// The counters found enabled at take: the firmware's, left alone.
+    pub const fn firmware(&self) -> CounterSet {
+        self.firmware
+    }
+
+    /// The counters claimed through this driver's handles.
+    pub const fn claimed(&self) -> CounterSet {
+        self.claimed
+    }
+
+    /// How this CPU's general counters overflow (fixed counters: the same
+    /// rule at their width), for [`SampleAfter::new`]. General and fixed
+    /// counters of one width share it; a fixed counter of another width
+    /// takes [`ArchPerfDriver::fixed_overflow_rule`].
+    pub const fn overflow_rule(&self) -> OverflowRule {
+        overflow_rule(self.cpu.leaf.general_width())
+    }
+
+    /// How this CPU's fixed counters overflow.
+    pub const fn fixed_overflow_rule(&self) -> OverflowRule {
+        overflow_rule(self.cpu.leaf.fixed_width())
+    }
+
+    /// What detection found.
+    pub const fn cpu(&self) -> &detect::ArchPerf {
+        &self.cpu
+    }
+
+    fn counter(&self, n: u8) -> Result<Counter, ConfigError> {
+        Counter::from_index(n)
+            .filter(|c| self.present.contains(*c))
+            .ok_or(ConfigError::NoSuchCounter(n))
+    }
+
+    fn global(&self) -> bool {
+        self.cpu.version() >= 2
+    }
+
+    /// Writes `GLOBAL_CTRL`: the driver's running counters (none while a
+    /// snapshot is taken) and the firmware's.
+    fn write_global(&mut self) -> Result<(), Error<M::Error>> {
+        let ours = if self.stopped {
+            CounterSet::EMPTY
+        } else {
+            self.running
+        };
+        self.msr
+            .write_msr(IA32_PERF_GLOBAL_CTRL, ours.or(self.firmware_global).bits())
+            .map_err(Error::Access)
+    }
+
+    /// Counter `c` runs (or not): its `GLOBAL_CTRL` bit (v1: EN).
+    fn set_running(&mut self, c: Counter, p: &Programmed, on: bool) -> Result<(), Error<M::Error>> {
+        if !self.global() {
+            let evtsel = c
+                .evtsel()
+                .ok_or(Error::Config(ConfigError::NoSuchCounter(c.index())))?;
+            let image = p.select.with_enable(on);
+            return self
+                .msr
+                .write_msr(evtsel, image.bits())
+                .map_err(Error::Access);
+        }
+        self.running = if on {
+            self.running.with(c)
+        } else {
+            self.running.without(c)
+        };
+        if self.freeze > 0 {
+            self.dirty = true;
+            return Ok(());
+        }
+        self.write_global()
+    }
+
+    fn images(&self, c: Counter, config: &CounterConfig) -> Result<Programmed, ConfigError> {
+        if self.claimed.contains(c) {
+            return Err(ConfigError::CounterClaimed(c.index()));
+        }
+        if self.firmware.contains(c) {
+            return Err(ConfigError::UsedByFirmware(c.index()));
+        }
+        let rule = if c.is_fixed() {
+            self.fixed_overflow_rule()
+        } else {
+            self.overflow_rule()
+        };
+        if let Some(s) = config.sampling {
+            if s.rule() != rule {
+                return Err(ConfigError::SampleAfterRule);
+            }
+            if !self.cpu.full_width_write && !c.is_fixed() && s.get() > 1 << 31 {
+                return Err(ConfigError::PeriodNeedsFullWidth);
+            }
+        }
+        let e = &config.event;
+        if c.is_fixed() {
+            if !e.counts_on_fixed(c.number()) {
+                return Err(ConfigError::NotFixedEvent { fixed: c.number() });
+            }
+        } else if let Some(a) = e.architectural()
+            && !self.cpu.leaf.event_available(a.ebx_bit())
+        {
+            return Err(ConfigError::EventUnavailable { event: a.name() });
+        }
+        let sampling = config.sampling.is_some();
+        Ok(Programmed {
+            // v2+: EN stays set, `GLOBAL_CTRL` starts and stops; v1: EN is
+            // the start.
+            select: e.evtsel().with_int(sampling).with_enable(self.global()),
+            fixed: FixedCtl::new(e.os, e.usr, sampling),
+            sampling: config.sampling,
+        })
+    }
+
+    /// The counter's preset: `-N` for a sampling counter, 0 otherwise.
+    fn preset(p: &Programmed) -> u64 {
+        p.sampling.map_or(0, SampleAfter::preset)
+    }
+
+    fn write_counter(&mut self, c: Counter, value: u64) -> Result<(), Error<M::Error>> {
+        self.msr
+            .write_msr(c.msr(self.cpu.full_width_write), value)
+            .map_err(Error::Access)
+    }
+
+    /// Writes counter `c`'s control: its `PERFEVTSELx`, or its field of
+    /// `FIXED_CTR_CTRL` (cached).
+    fn write_control(
+        &mut self,
+        c: Counter,
+        select: PerfEvtSel,
+        fixed: FixedCtl,
+    ) -> Result<(), Error<M::Error>> {
+        match c.evtsel() {
+            Some(evtsel) => self.msr.write_msr(evtsel, select.bits()),
+            None => {
+                self.fixed_ctrl = self.fixed_ctrl.with(c.number(), fixed);
+                self.msr
+                    .write_msr(IA32_FIXED_CTR_CTRL, self.fixed_ctrl.bits())
+            }
+        }
+        .map_err(Error::Access)
+    }
+}
+
+impl<O: Owner, M: MsrAccess> counter::DriverOf<ArchPerfmon, O> for ArchPerfDriver<'_, O, M> {}
+
+impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_, O, M> {
+    type Owner = O;
+    type Config = CounterConfig;
+    type Error = Error<M::Error>;
+
+    fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
+        let c = self.counter(n)?;
+        let p = self.images(c, config)?;
+        self.pmu
+            .pmi()
+            .set_sampling(c, p.sampling, self.cpu.full_width_write);
+        self.write_counter(c, Self::preset(&p))?;
+        self.write_control(c, p.select, p.fixed)?;
+        self.claimed = self.claimed.with(c);
+        Ok(p)
+    }
+
+    fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+        let c = self.counter(n)?;
+        if p.sampling.is_some() {
+            self.pmu.pmi().arm(c, true);
+        }
+        self.set_running(c, p, true)
+    }
+
+    fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+        let c = self.counter(n)?;
+        self.pmu.pmi().arm(c, false);
+        self.set_running(c, p, false)?;
+        let Some(s) = p.sampling else {
+            return Ok(());
+        };
+        // An overflow whose PMI the halt cancelled (the handler now finds
+        // the counter disarmed): its periods are accounted here, and the
+        // counter is put at the same point of its next period.
+        let raw = self.msr.read_pmc(c.rdpmc().ecx()).map_err(Error::Access)?;
+        let (owed, residual) = s.split(raw);
+        if owed > 0 {
+            self.pmu.pmi().add_halt_periods(c, owed);
+            self.write_counter(c, s.at_residual(residual))?;
+            if self.global() {
+                self.msr
+                    .write_msr(IA32_PERF_GLOBAL_OVF_CTRL, CounterSet::EMPTY.with(c).bits())
+                    .map_err(Error::Access)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cascade(&mut self, n: u8, _from: u8, _p: &Programmed) -> Result<(), Self::Error> {
+        Err(Error::Config(ConfigError::NoSuchCounter(n)))
+    }
+
+    fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
+        let c = self.counter(n)?;
+        if self.freeze > 0 && !self.stopped && self.global() {
+            // A read inside a bracket is part of a snapshot: stop the
+            // driver's counters once, for every read up to the thaw.
+            self.stopped = true;
+            self.write_global()?;
+        }
+        self.msr.read_pmc(c.rdpmc().ecx()).map_err(Error::Access)
+    }
+
+    fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+        let c = self.counter(n)?;
+        self.pmu.pmi().arm(c, false);
+        if self.running.contains(c) {
+            self.set_running(c, p, false)?;
+        }
+        self.write_control(c, PerfEvtSel::new(0, 0), FixedCtl::OFF)?;
+        self.write_counter(c, 0)?;
+        self.pmu
+            .pmi()
+            .set_sampling(c, None, self.cpu.full_width_write);
+        self.claimed = self.claimed.without(c);
+        Ok(())
+    }
+
+    /// Opens a bracket: start and stop only change the driver's
+    /// `GLOBAL_CTRL` image, a read stops the driver's counters (once), and
+    /// the outermost [`counter::Driver::thaw`] writes `GLOBAL_CTRL` once, so
+    /// a group starts and stops at one instant (SDM Vol. 3B: `GLOBAL_CTRL`
+    /// enables all counters with one write). v1 has no `GLOBAL_CTRL`: the
+    /// bracket does nothing there.
+    fn freeze(&mut self) -> Result<(), Self::Error> {
+        if self.global() {
+            self.freeze = self.freeze.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    fn thaw(&mut self) -> Result<(), Self::Error> {
+        if self.freeze == 0 {
+            return Ok(());
+        }
+        self.freeze -= 1;
+        if self.freeze > 0 || !(self.dirty || self.stopped) {
+            return Ok(());
+        }
+        self.stopped = false;
+        self.dirty = false;
+        self.write_global()
+    }
+}

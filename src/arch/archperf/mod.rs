@@ -1,0 +1,52 @@
+//! Intel's architectural performance monitoring (versions 1-5): the PMU of
+//! every Intel Core and Atom processor since 2006 (SDM Vol. 3B,
+//! "Architectural Performance Monitoring"), with the same shape as the
+//! NetBurst and Itanium modules: register map and layouts ([`msrs`]),
+//! events ([`events`]), the physical PMU ([`physical`]), the driver
+//! ([`driver`]) and the PMI handler ([`pmi`]), which reach the registers only
+//! through [`crate::access::MsrAccess`].
+//!
+//! # The architectural PMU for someone who has never seen one
+//!
+//! Each logical processor has *general counters* (CPUID.0AH:EAX\[15:8\] of
+//! them, 2-8 on the parts the crate drives), each a pair of an event select
+//! register (`IA32_PERFEVTSELx`, [`PerfEvtSel`]: event, unit mask, privilege,
+//! CMASK/INV/EDGE filter, interrupt, enable) and a counter (`IA32_PMCx`, 40
+//! to 48 bits), and from version 2 *fixed counters* that each count one
+//! event (instructions, core cycles, TSC-rate reference cycles, topdown
+//! slots), controlled by 4-bit fields of `IA32_FIXED_CTR_CTRL`. From version
+//! 2, `IA32_PERF_GLOBAL_CTRL` enables any set of counters with one write,
+//! `IA32_PERF_GLOBAL_STATUS` says which overflowed, and
+//! `IA32_PERF_GLOBAL_OVF_CTRL` acknowledges them. CPUID leaf 0AH says how
+//! many counters of which width exist and which of the pre-defined
+//! architectural events are available ([`detect`](crate::detect)).
+//!
+//! Nothing here is NetBurst's: NetBurst (family 0Fh) predates the
+//! architectural PMU, and its `MSR_FLAME_PERFCTR1-3` sit at 309H-30BH,
+//! where the fixed counters are on every later part.
+//!
+//! # Modules
+//!
+//! | module | contents |
+//! |---|---|
+//! | [`msrs`] | MSR numbers, counters and sets of counters, the register layouts, RDPMC's ECX, CPUID leaf 0AH |
+//! | [`events`] | the architectural events, event strings (`instructions:u`, `event=0x3c,umask=0x00,cmask=2`) |
+//! | [`physical`] | [`ArchPerfPmu`], the physical PMU of one logical processor as a value |
+//! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone |
+//! | [`pmi`] | the PMI handler: one status read, one acknowledgement |
+//!
+//! The register-level model the tests run the driver against is
+//! `crate::model::archperf` (feature `model`), written from the SDM
+//! independently of these layouts. On a CPU whose hypervisor exposes a PMU
+//! (KVM with `-cpu host`, on a host that has one), the `archperf` QEMU
+//! kernel runs the same cases on the real counters.
+
+pub mod driver;
+pub mod events;
+pub mod msrs;
+pub mod physical;
+pub mod pmi;
+
+pub use events::{ArchEvent, EventSpec, ParseError};
+pub use msrs::{Counter, CounterSet, FixedCtl, FixedCtrCtrl, PerfEvtSel, RdpmcIndex};
+pub use physical::ArchPerfPmu;

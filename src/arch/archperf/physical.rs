@@ -1,0 +1,87 @@
+//! The physical PMU of one logical processor, as a value: [`ArchPerfPmu`].
+//!
+//! The architectural PMU is per logical processor (SDM Vol. 3B
+//! "Architectural Performance Monitoring": CPUID leaf 0AH counts "general-
+//! purpose performance monitoring counters per logical processor"; the
+//! `GLOBAL` MSRs are each logical processor's own), so one `ArchPerfPmu`
+//! stands for one logical processor's PMU: it holds the state its PMI
+//! handler shares with its driver ([`PmiState`]) and says whether a driver
+//! is live. A second driver is refused before any register is touched
+//! ([`InitError::PmuTaken`]).
+//!
+//! A core's Hyper-Threading siblings share a few registers (AnyThread
+//! counting sees both; the `OFFCORE_RSP` MSRs of some model-specific events
+//! are per core). The driver uses none of them: AnyThread is never set and
+//! model-specific events are out of scope. Driving them would add a value
+//! per core that the logical processors' values refer to, as NetBurst's
+//! package value is shared by its two logical processors.
+//!
+//! [`InitError::PmuTaken`]: super::driver::InitError::PmuTaken
+
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use super::pmi::PmiState;
+
+/// The architectural PMU of one logical processor (see the [module
+/// documentation](self)): declare one `static` per CPU and take its driver
+/// from it.
+///
+/// It is `Sync` because it lives in a `static`; only its own CPU uses it
+/// (its driver, and its PMI handler through [`ArchPerfPmu::pmi`]).
+///
+/// # Examples
+///
+/// ```
+/// use pmu::arch::archperf::ArchPerfPmu;
+///
+/// // SAFETY: the kernel's one value for CPU 0's PMU.
+/// static CPU0: ArchPerfPmu = unsafe { ArchPerfPmu::new() };
+/// assert_eq!(CPU0.pmi().interrupts(), 0);
+/// assert!(!CPU0.is_taken());
+/// ```
+#[derive(Debug)]
+pub struct ArchPerfPmu {
+    pmi: PmiState,
+    taken: AtomicBool,
+}
+
+impl ArchPerfPmu {
+    /// The PMU of one logical processor, with no driver.
+    ///
+    /// # Safety
+    ///
+    /// The value names the PMU of one logical processor, and no other value
+    /// names the same PMU: make exactly one per CPU (a `static`). The
+    /// driver taken from it uses an MSR backend that runs on that CPU,
+    /// where its PMI handler runs with [`ArchPerfPmu::pmi`]. A model
+    /// ([`crate::model::archperf`]) is a logical processor of its own.
+    pub const unsafe fn new() -> ArchPerfPmu {
+        ArchPerfPmu {
+            pmi: PmiState::new(),
+            taken: AtomicBool::new(false),
+        }
+    }
+
+    /// The state the PMI handler shares with the driver: hand it to
+    /// [`super::pmi::handle_pmi`].
+    pub const fn pmi(&self) -> &PmiState {
+        &self.pmi
+    }
+
+    /// Whether a live driver holds the PMU.
+    pub fn is_taken(&self) -> bool {
+        self.taken.load(Ordering::Acquire)
+    }
+
+    /// Marks the PMU held: `false` if a live driver holds it.
+    pub(super) fn take(&self) -> bool {
+        self.taken
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The driver is given back (or its take failed).
+    pub(super) fn give_back(&self) {
+        self.taken.store(false, Ordering::Release);
+    }
+}

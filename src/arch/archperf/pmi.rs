@@ -1,0 +1,241 @@
+//! The architectural PMU's overflow interrupt path: the state the counter
+//! handles share with the handler, and the handler.
+//!
+//! One PMI is serviced with (asserted in the tests):
+//!
+//! | access | count | why |
+//! |---|---|---|
+//! | RDMSR `IA32_PERF_GLOBAL_STATUS` | 1 | which counters overflowed: one read for all (SDM Vol. 3B "Performance Monitoring Interrupt"; the status bit of a counter is set on its overflow) |
+//! | RDPMC counter | one per overflowed armed counter | how far past the overflow it counted before the handler ran (skid), for the re-arm |
+//! | WRMSR counter | one per overflowed armed counter | re-arm relative to what it holds: `-N + residual` ([`crate::sampling::SampleAfter::rearm`]) |
+//! | WRMSR `IA32_PERF_GLOBAL_OVF_CTRL` | 1 | acknowledge every overflow found, in one write |
+//! | LVT write | 1 | the local APIC masks the performance-counter entry when it delivers the PMI; the handler unmasks it last (Linux's `intel_pmu_handle_irq` does the same) |
+//!
+//! Unlike NetBurst, whose handler reads every armed counter to find the
+//! overflowed ones, one status read finds them, so an armed counter that did
+//! not overflow costs nothing. The handler does not stop the PMU around the
+//! service (Linux writes `IA32_PERF_GLOBAL_CTRL` twice per PMI to do so):
+//! each re-arm is relative to the count it read, and an event between the
+//! read and the write is the only one that can be lost (none on the model).
+//! A status bit of a counter the driver did not arm (firmware's) is left
+//! alone.
+//!
+//! The handler takes no lock, executes no locked instruction and allocates
+//! nothing, so it may run as an NMI. It returns an error only if a register
+//! access fails (only a model fails), with the LVT entry still masked.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use super::msrs::{Counter, CounterSet, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS};
+use crate::access::MsrAccess;
+use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
+use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter};
+
+/// Per-counter arrays are indexed by the counter's `GLOBAL` bit, so the
+/// handler indexes with the bit number it finds (no mapping, no bounds
+/// check): 64 entries, 12 used.
+const SLOTS: usize = 64;
+
+/// The slot of counter `c`.
+const fn slot(c: Counter) -> usize {
+    c.index() as usize % SLOTS
+}
+
+/// How a counter of `width` bits overflows: its PMI comes with the
+/// overflow itself (SDM Vol. 3B: "the counter ... generates a performance
+/// monitoring interrupt on overflow"), so no event is owed to it (the
+/// events the handler finds past the overflow are skid).
+pub const fn overflow_rule(width: u8) -> OverflowRule {
+    OverflowRule {
+        width: width as u32,
+        pmi_delay: 0,
+    }
+}
+
+/// State shared by the driver and the PMI handler: atomics only, no lock.
+/// One per logical processor, inside its [`ArchPerfPmu`](super::ArchPerfPmu).
+///
+/// Every location the handler writes has one writer at a time (the
+/// handler of this logical processor, or the driver halting a counter after
+/// disarming it), so the handler updates it with a plain load and store.
+pub struct PmiState {
+    /// The armed counters, as `GLOBAL` bits.
+    armed: AtomicU64,
+    /// Per counter: the MSR its re-arm writes (low 32 bits) and RDPMC's
+    /// ECX for it (high 32 bits), set when it is configured.
+    access: [AtomicU64; SLOTS],
+    preset: [AtomicU64; SLOTS],
+    n: [AtomicU64; SLOTS],
+    periods: [AtomicU64; SLOTS],
+    at_halt: [AtomicU64; SLOTS],
+    interrupts: AtomicU64,
+    spurious: AtomicU64,
+}
+
+impl core::fmt::Debug for PmiState {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PmiState")
+            .field("armed", &self.armed())
+            .field("interrupts", &self.interrupts())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `cell += by` for a cell with one writer: a load and a store, no lock.
+#[inline(always)]
+fn bump(cell: &AtomicU64, by: u64) {
+    cell.store(
+        cell.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Relaxed,
+    );
+}
+
+/// What one call of [`handle_pmi`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PmiOutcome {
+    /// The counters whose overflow was serviced.
+    pub overflowed: CounterSet,
+}
+
+impl PmiOutcome {
+    /// No counter had overflowed.
+    pub const fn is_spurious(self) -> bool {
+        self.overflowed.is_empty()
+    }
+}
+
+impl PmiState {
+    /// Nothing armed (made by [`super::ArchPerfPmu::new`]).
+    #[allow(clippy::declare_interior_mutable_const)]
+    pub(super) const fn new() -> PmiState {
+        const Z: AtomicU64 = AtomicU64::new(0);
+        PmiState {
+            armed: Z,
+            access: [Z; SLOTS],
+            preset: [Z; SLOTS],
+            n: [Z; SLOTS],
+            periods: [Z; SLOTS],
+            at_halt: [Z; SLOTS],
+            interrupts: Z,
+            spurious: Z,
+        }
+    }
+
+    /// A driver takes the PMU: nothing armed, no counts.
+    pub(super) fn reset(&self) {
+        self.armed.store(0, Ordering::Release);
+        for s in 0..SLOTS {
+            self.periods[s].store(0, Ordering::Relaxed);
+            self.at_halt[s].store(0, Ordering::Relaxed);
+        }
+        self.interrupts.store(0, Ordering::Relaxed);
+        self.spurious.store(0, Ordering::Relaxed);
+    }
+
+    /// The armed counters.
+    pub fn armed(&self) -> CounterSet {
+        CounterSet::from_bits_truncate(self.armed.load(Ordering::Acquire))
+    }
+
+    /// Sample-after periods counter `n` (its handle number) completed since
+    /// it was configured: serviced by the handler or found by a halt.
+    pub fn periods(&self, n: u8) -> u64 {
+        Counter::from_index(n).map_or(0, |c| self.periods[slot(c)].load(Ordering::Acquire))
+    }
+
+    /// Of [`PmiState::periods`], those a halt found.
+    pub fn periods_at_halt(&self, n: u8) -> u64 {
+        Counter::from_index(n).map_or(0, |c| self.at_halt[slot(c)].load(Ordering::Acquire))
+    }
+
+    /// PMIs handled.
+    pub fn interrupts(&self) -> u64 {
+        self.interrupts.load(Ordering::Relaxed)
+    }
+
+    /// PMIs that found no overflowed armed counter.
+    pub fn spurious(&self) -> u64 {
+        self.spurious.load(Ordering::Relaxed)
+    }
+
+    /// Counter `c` is (re)configured: the MSR its re-arm writes (general
+    /// counters at full width or not), its re-arm constants, no periods yet.
+    pub(super) fn set_sampling(&self, c: Counter, s: Option<SampleAfter>, full_width: bool) {
+        let i = slot(c);
+        let access = u64::from(c.rdpmc().ecx()) << 32 | u64::from(c.msr(full_width));
+        self.access[i].store(access, Ordering::Release);
+        let r = s.map_or(Rearm::default(), SampleAfter::rearm_constants);
+        self.preset[i].store(r.preset, Ordering::Release);
+        self.n[i].store(r.n, Ordering::Release);
+        self.periods[i].store(0, Ordering::Release);
+        self.at_halt[i].store(0, Ordering::Release);
+    }
+
+    /// Counter `c` is armed for the handler (or not).
+    pub(super) fn arm(&self, c: Counter, on: bool) {
+        let bit = CounterSet::EMPTY.with(c).bits();
+        if on {
+            self.armed.fetch_or(bit, Ordering::AcqRel);
+        } else {
+            self.armed.fetch_and(!bit, Ordering::AcqRel);
+        }
+    }
+
+    /// A halt found `periods` owed by disarmed counter `c`.
+    pub(super) fn add_halt_periods(&self, c: Counter, periods: u64) {
+        let i = slot(c);
+        bump(&self.periods[i], periods);
+        bump(&self.at_halt[i], periods);
+    }
+}
+
+/// The PMI handler: read `IA32_PERF_GLOBAL_STATUS` once, re-arm every armed
+/// counter it shows overflowed relative to what the counter holds, hand a
+/// [`Sample`] with the interrupted `rip` to `sink`, acknowledge every
+/// overflow found in one `IA32_PERF_GLOBAL_OVF_CTRL` write, then unmask the
+/// LVT entry by writing `entry`. See the [module documentation](self) for
+/// the traffic.
+#[inline]
+pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
+    state: &PmiState,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    rip: u64,
+    mut sink: impl FnMut(Sample),
+) -> Result<PmiOutcome, M::Error> {
+    bump(&state.interrupts, 1);
+    let found = msr.read_msr(IA32_PERF_GLOBAL_STATUS)? & state.armed.load(Ordering::Acquire);
+    // Every counter found is serviced, but for one that has not reached its
+    // overflow after all (a stale status bit): taken out of the set then.
+    let mut overflowed = found;
+    let mut rest = found;
+    while rest != 0 {
+        let n = rest.trailing_zeros();
+        rest &= rest - 1;
+        let i = n as usize % SLOTS;
+        let rearm = Rearm {
+            preset: state.preset[i].load(Ordering::Relaxed),
+            n: state.n[i].load(Ordering::Relaxed),
+        };
+        let access = state.access[i].load(Ordering::Relaxed);
+        let (periods, value) = rearm.rearm(msr.read_pmc((access >> 32) as u32)?);
+        if periods != 0 {
+            msr.write_msr(access as u32, value)?;
+            bump(&state.periods[i], periods);
+            sink(Sample::new(n as u8, periods, rip));
+        } else {
+            overflowed &= !(1 << n);
+        }
+    }
+    if found != 0 {
+        msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, found)?;
+    } else {
+        bump(&state.spurious, 1);
+    }
+    lvt.write_lvt_perf_counter(entry);
+    Ok(PmiOutcome {
+        overflowed: CounterSet::from_bits_truncate(overflowed),
+    })
+}
