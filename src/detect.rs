@@ -524,6 +524,8 @@ mod tests {
             match leaf {
                 0 => self.leaf0,
                 1 if self.leaf0.eax >= 1 => self.leaf1,
+                // No architectural PMU (version 0), not hybrid.
+                7 | 0xA if self.leaf0.eax >= leaf => CpuidResult::default(),
                 _ => panic!("CPUID leaf {leaf:#x} beyond the maximum"),
             }
         }
@@ -613,9 +615,10 @@ mod tests {
 
     #[test]
     fn other_families_and_missing_leaf() {
-        // Core 2: family 6.
+        // Family 6 whose leaf 0AH reports version 0: a guest without a PMU.
         let mut cpu = FakeCpu::new(b"GenuineIntel", 0xA, 0x6F6, MSR, 1 << 7);
         assert_eq!(run(&mut cpu).pmu, PmuKind::None(NoPmu::Family(6)));
+        assert_eq!(cpu.msr_reads, 0);
         // Extended family 1 makes family 10h (the IA-32 face of Itanium 2).
         let mut cpu = FakeCpu::new(b"GenuineIntel", 1, 0x0010_0F00, MSR, 1 << 7);
         assert_eq!(run(&mut cpu).pmu, PmuKind::None(NoPmu::Family(0x10)));

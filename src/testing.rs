@@ -24,3 +24,11 @@ pub(crate) fn itanium_pmu() -> crate::arch::itanium::ItaniumPmu {
     // the only one that names it.
     unsafe { crate::arch::itanium::ItaniumPmu::new() }
 }
+
+/// A logical processor's architectural PMU of its own, for a test on a
+/// model.
+pub(crate) fn archperf_pmu() -> crate::arch::archperf::ArchPerfPmu {
+    // SAFETY: each test's model is a logical processor of its own, and this
+    // value is the only one that names it.
+    unsafe { crate::arch::archperf::ArchPerfPmu::new() }
+}

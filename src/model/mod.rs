@@ -2,6 +2,10 @@
 //!
 //! * [`netburst`]: the NetBurst PMU (MSRs, #GP rules, counting, cascade,
 //!   PMI, tagging, PEBS), driven through [`crate::access::MsrAccess`].
+//! * [`archperf`]: Intel's architectural performance monitoring, versions 1
+//!   to 5 (general-purpose and fixed counters, the IA32_PERF_GLOBAL_* MSRs,
+//!   full-width writes, CMASK/INV/EDGE, overflow status, PMI with skid,
+//!   freeze on PMI), driven through [`crate::access::MsrAccess`].
 //! * [`itanium`]: the Itanium, Itanium 2 and Montecito PMU (PMC/PMD
 //!   register file, counting with `plm`/`ism`/threshold, overflow freeze and
 //!   interrupt, I-EAR, D-EAR, branch trace buffer). Real hardware does not
@@ -24,5 +28,6 @@
 //! # let _: Fault = e;
 //! ```
 
+pub mod archperf;
 pub mod itanium;
 pub mod netburst;

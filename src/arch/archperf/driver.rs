@@ -787,3 +787,6 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
         self.write_global()
     }
 }
+
+#[cfg(test)]
+mod tests;

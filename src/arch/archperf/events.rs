@@ -111,8 +111,16 @@ impl ArchEvent {
 
 /// What each fixed counter counts: (event select, unit mask, name) of
 /// fixed counter `i`. Fixed counter 2's encoding is Linux's pseudo-encoding
-/// for `CPU_CLK_UNHALTED.REF_TSC` (no general counter counts it); fixed
-/// counter 3 also accepts its pseudo-encoding 00H/04H.
+/// for `CPU_CLK_UNHALTED.REF_TSC`; fixed counter 3 also accepts its
+/// pseudo-encoding 00H/04H.
+///
+/// Source disagreement: the SDM's table of fixed counters pairs fixed
+/// counter 2 with the architectural event "UnHalted Reference Cycles"
+/// (3CH/01H), while its event description says fixed counter 2 counts at
+/// the TSC's rate and 3CH/01H at the reference (bus or crystal) clock's;
+/// Linux counts `ref-cycles` on fixed counter 2 only, under the
+/// pseudo-encoding. The driver accepts both encodings on fixed counter 2
+/// (what it counts is the hardware's), and `ref-tsc` names it.
 const FIXED: [(u8, u8, &str); 4] = [
     (0xC0, 0x00, "instructions"),
     (0x3C, 0x00, "cycles"),
@@ -194,12 +202,16 @@ impl EventSpec {
         if self.cmask != 0 || self.inv || self.edge {
             return None;
         }
-        let pseudo_slots = (self.select, self.umask) == (0x00, 0x04);
+        let also = match (self.select, self.umask) {
+            (0x3C, 0x01) => Some(2),
+            (0x00, 0x04) => Some(3),
+            _ => None,
+        };
         FIXED
             .iter()
             .position(|&(s, u, _)| (s, u) == (self.select, self.umask))
-            .or(pseudo_slots.then_some(3))
             .map(|i| i as u8)
+            .or(also)
     }
 
     /// Whether fixed counter `i` counts this event.

@@ -1,0 +1,526 @@
+//! The architectural PMU's driver against its model (a test instrument
+//! written from the SDM, independently of the driver's layouts): behaviour,
+//! and exact register traffic per operation through the recording backend.
+//! All counts here come from the model.
+
+use std::vec::Vec;
+
+use super::*;
+use crate::access::{AccessCounts, Recording};
+use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+use crate::arch::archperf::msrs::IA32_PERFEVTSEL0;
+use crate::arch::archperf::pmi::handle_pmi;
+use crate::counter::{Group, Owner};
+use crate::model::archperf::{ArchPerfModel, Config, Event, Privilege};
+use crate::sampling::Sample;
+
+type Model = Recording<ArchPerfModel, 256>;
+type Ap<'s, O> = ArchPerfDriver<'s, O, Model>;
+
+const CYCLES: (u8, u8) = (0x3C, 0x00);
+const INSTRUCTIONS: (u8, u8) = (0xC0, 0x00);
+
+fn counts(reads: u32, writes: u32, rdpmc: u32) -> AccessCounts {
+    AccessCounts::msr(reads, writes, rdpmc)
+}
+
+fn cpu(m: &ArchPerfModel) -> detect::ArchPerf {
+    detect::detect(m, &mut m.clone())
+        .unwrap()
+        .arch_perf()
+        .expect("the model is an architectural PMU")
+}
+
+fn take<O: Owner>(pmu: &ArchPerfPmu, config: Config) -> (Ap<'_, O>, Counters<O>) {
+    let m = ArchPerfModel::new(config);
+    let info = cpu(&m);
+    let (mut d, c) = ArchPerfDriver::take(Recording::new(m), &info, pmu).unwrap();
+    d.msr().clear();
+    (d, c)
+}
+
+/// A driver on a fresh model, for an owner type of its own (tests run in
+/// parallel; an owner is taken by one driver at a time).
+macro_rules! driver {
+    ($pmu:expr, $config:expr) => {{
+        crate::owner!(Fresh);
+        take::<Fresh>($pmu, $config)
+    }};
+}
+
+fn model<'a, O: Owner>(d: &'a mut Ap<'_, O>) -> &'a mut ArchPerfModel {
+    d.msr().inner_mut()
+}
+
+fn inject<O: Owner>(d: &mut Ap<'_, O>, (select, umask): (u8, u8), n: u64) {
+    model(d).inject(Event::new(select, umask, n));
+}
+
+fn spec(s: &str) -> EventSpec {
+    s.parse().unwrap()
+}
+
+#[derive(Default)]
+struct Lvt(Vec<LvtPerfCounter>);
+
+impl LvtPerfCounterEntry for Lvt {
+    fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
+        self.0.push(entry);
+    }
+}
+
+fn entry() -> LvtPerfCounter {
+    LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()))
+}
+
+/// Deliver the model's PMI, if raised, through the handler.
+fn service<O: Owner>(d: &mut Ap<'_, O>, lvt: &mut Lvt, rip: u64, out: &mut Vec<Sample>) -> bool {
+    if !model(d).take_pmi() {
+        return false;
+    }
+    let state = d.pmi_state();
+    handle_pmi(state, d.msr(), lvt, entry(), rip, |s| out.push(s)).unwrap();
+    true
+}
+
+/// Take on a clean PMU: every select and the fixed control read, the
+/// enabled global bits and every status bit of the driver's counters
+/// cleared; then the exact traffic of each operation on a general counter.
+#[test]
+fn counting_on_a_general_counter_has_exact_traffic() {
+    let pmu = crate::testing::archperf_pmu();
+    crate::owner!(Cpu);
+    let m = ArchPerfModel::new(Config::skylake());
+    let info = cpu(&m);
+    let (mut d, c) =
+        ArchPerfDriver::<Cpu, _>::take(Recording::<_, 256>::new(m), &info, &pmu).unwrap();
+    let t = d.msr().take_counts();
+    assert_eq!(
+        (t.msr_reads, t.rdpmc),
+        (4 + 1 + 1, 0),
+        "4 selects, FIXED_CTR_CTRL, GLOBAL_CTRL"
+    );
+    assert!(t.msr_writes <= 2, "GLOBAL_CTRL if set, OVF_CTRL: {t:?}");
+    assert_eq!(model(&mut d).read_msr(IA32_PERF_GLOBAL_CTRL).unwrap(), 0);
+    assert!(d.firmware().is_empty());
+
+    let g0 =
+        c.g0.configure(&mut d, &CounterConfig::counting(spec("instructions:k")))
+            .unwrap();
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 2, 0),
+        "preset, PERFEVTSEL0 with EN"
+    );
+    inject(&mut d, INSTRUCTIONS, 7);
+    assert_eq!(
+        g0.read(&mut d).unwrap(),
+        0,
+        "not counting before GLOBAL_CTRL enables it"
+    );
+    d.msr().clear();
+    let g0 = g0.enable(&mut d).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "GLOBAL_CTRL");
+    inject(&mut d, INSTRUCTIONS, 1000);
+    model(&mut d).inject(Event::new(0xC0, 0x00, 50).at(Privilege::Usr));
+    assert_eq!(g0.read(&mut d).unwrap(), 1000, ":k counts CPL 0 only");
+    assert_eq!(d.msr().take_counts(), counts(0, 0, 1), "one RDPMC");
+    let g0 = g0.halt(&mut d).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "GLOBAL_CTRL");
+    inject(&mut d, INSTRUCTIONS, 9);
+    assert_eq!(g0.read(&mut d).unwrap(), 1000, "halted");
+    let g0 = g0.resume(&mut d).unwrap();
+    inject(&mut d, INSTRUCTIONS, 1);
+    assert_eq!(g0.read(&mut d).unwrap(), 1001);
+    d.msr().clear();
+    let g0 = g0.halt(&mut d).unwrap().release(&mut d).unwrap();
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 3, 0),
+        "halt; PERFEVTSEL0 = 0, counter 0"
+    );
+    assert_eq!(model(&mut d).read_msr(IA32_PERFEVTSEL0).unwrap(), 0);
+    assert_eq!(
+        model(&mut d).counter(0),
+        0,
+        "nothing left for the next owner"
+    );
+    let _ = d.give_back(Counters { g0, ..c });
+    assert!(!pmu.is_taken());
+}
+
+/// The fixed counters count their one event each, enabled by their field
+/// of FIXED_CTR_CTRL and their GLOBAL_CTRL bit; another event is refused.
+#[test]
+fn fixed_counters_count_their_event() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::skylake());
+    let (f0, f1) = (c.f0.unwrap(), c.f1.unwrap());
+    let e = f0
+        .configure(&mut d, &CounterConfig::counting(spec("cycles")))
+        .unwrap_err();
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::NotFixedEvent { fixed: 0 })
+    );
+    assert_eq!(d.msr().take_counts(), counts(0, 0, 0), "nothing written");
+    let f0 = e
+        .counter
+        .configure(&mut d, &CounterConfig::counting(spec("instructions")))
+        .unwrap();
+    let f1 = f1
+        .configure(&mut d, &CounterConfig::counting(spec("cycles:u")))
+        .unwrap();
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 4, 0),
+        "2 presets, FIXED_CTR_CTRL twice"
+    );
+    assert_eq!(
+        FixedCtrCtrl::from_bits(model(&mut d).read_msr(IA32_FIXED_CTR_CTRL).unwrap()).get(1),
+        FixedCtl::new(false, true, false)
+    );
+    let mut g = Group::new([f0.erase(), f1.erase()]).unwrap();
+    g.start(&mut d).unwrap();
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 1, 0),
+        "one GLOBAL_CTRL write starts both"
+    );
+    inject(&mut d, INSTRUCTIONS, 300);
+    model(&mut d).inject(Event::new(0x3C, 0x00, 40).at(Privilege::Usr));
+    inject(&mut d, CYCLES, 5);
+    assert_eq!(g.read(&mut d).unwrap(), [300, 40]);
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 2, 2),
+        "stopped, 2 RDPMC (bit 30), restored"
+    );
+    g.stop(&mut d).unwrap();
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 1, 0),
+        "one GLOBAL_CTRL write stops both"
+    );
+    for m in g.into_members().iter_mut() {
+        m.release(&mut d).unwrap();
+    }
+    assert_eq!(model(&mut d).read_msr(IA32_FIXED_CTR_CTRL).unwrap(), 0);
+}
+
+/// A group of general counters starts and stops at one instant (one
+/// GLOBAL_CTRL write) and reads one snapshot.
+#[test]
+fn a_group_starts_stops_and_reads_at_one_instant() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::alder_lake_p_core());
+    let cfg = CounterConfig::counting(spec("cycles"));
+    let a = c.g0.configure(&mut d, &cfg).unwrap().erase();
+    let b = c.g1.configure(&mut d, &cfg).unwrap().erase();
+    let e = c.g2.unwrap().configure(&mut d, &cfg).unwrap().erase();
+    d.msr().clear();
+    let mut g = Group::new([a, b, e]).unwrap();
+    g.start(&mut d).unwrap();
+    assert_eq!(d.msr().take_counts(), counts(0, 1, 0));
+    assert_eq!(
+        model(&mut d).read_msr(IA32_PERF_GLOBAL_CTRL).unwrap(),
+        0b111,
+        "the three bits at once"
+    );
+    inject(&mut d, CYCLES, 123);
+    assert_eq!(g.read(&mut d).unwrap(), [123; 3]);
+    assert_eq!(
+        model(&mut d).read_msr(IA32_PERF_GLOBAL_CTRL).unwrap(),
+        0b111,
+        "restored"
+    );
+    g.stop(&mut d).unwrap();
+    inject(&mut d, CYCLES, 5);
+    assert_eq!(g.read(&mut d).unwrap(), [123; 3]);
+}
+
+/// Sampling: a PMI per period with the interrupted RIP, re-armed relative
+/// to what the counter holds (skid included), one status read and one
+/// acknowledgement per PMI; conservation exact.
+#[test]
+fn sampling_services_each_overflow_with_exact_traffic() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::skylake());
+    let n = SampleAfter::new(100, d.overflow_rule()).unwrap();
+    let g1 =
+        c.g1.configure(&mut d, &CounterConfig::counting(spec("cycles")).sampling(n))
+            .unwrap();
+    let g1 = g1.enable(&mut d).unwrap();
+    let (mut lvt, mut out) = (Lvt::default(), Vec::new());
+    let mut events = 0;
+    for step in 0..25u64 {
+        inject(&mut d, CYCLES, 40 + step % 7);
+        events += 40 + step % 7;
+        d.msr().clear();
+        if service(&mut d, &mut lvt, 0x1000 + step, &mut out) {
+            assert_eq!(
+                d.msr().take_counts(),
+                counts(1, 2, 1),
+                "status, RDPMC, counter, OVF_CTRL"
+            );
+        }
+    }
+    let raw = g1.read(&mut d).unwrap();
+    let (owed, residual) = n.split(raw);
+    let periods = pmu.pmi().periods(1);
+    assert_eq!(events, (periods + owed) * 100 + residual);
+    assert_eq!(
+        out.iter().map(|s| u64::from(s.periods)).sum::<u64>(),
+        periods
+    );
+    assert!(out.iter().all(|s| s.counter == 1));
+    assert_eq!(
+        lvt.0.len() as u64,
+        pmu.pmi().interrupts(),
+        "the LVT unmasked every time"
+    );
+    assert_eq!(
+        model(&mut d).global_status(),
+        0,
+        "every overflow acknowledged"
+    );
+    let g1 = g1.halt(&mut d).unwrap();
+    let (_, residual_after) = n.split(g1.read(&mut d).unwrap());
+    assert_eq!(residual_after, residual);
+    let _ = g1.release(&mut d).unwrap();
+}
+
+/// A PMI with skid: the counter counted past its overflow before the
+/// handler ran; the re-arm keeps those events in the next period.
+#[test]
+fn skid_is_kept_in_the_next_period() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::skylake());
+    model(&mut d).set_skid(7);
+    let n = SampleAfter::new(50, d.overflow_rule()).unwrap();
+    let g0 =
+        c.g0.configure(
+            &mut d,
+            &CounterConfig::counting(spec("instructions")).sampling(n),
+        )
+        .unwrap();
+    let g0 = g0.enable(&mut d).unwrap();
+    let (mut lvt, mut out) = (Lvt::default(), Vec::new());
+    for _ in 0..57 {
+        inject(&mut d, INSTRUCTIONS, 1);
+        service(&mut d, &mut lvt, 1, &mut out);
+    }
+    assert_eq!(out.len(), 1, "the PMI came 7 events after the overflow");
+    assert_eq!(
+        g0.read(&mut d).unwrap(),
+        n.at_residual(7),
+        "the 7 events of skid kept"
+    );
+}
+
+/// Counters the firmware left enabled are reported and left alone: never
+/// written, their GLOBAL_CTRL bit kept, configuring them refused.
+#[test]
+fn counters_the_firmware_uses_are_left_alone() {
+    let pmu = crate::testing::archperf_pmu();
+    crate::owner!(Kernel);
+    let mut m = ArchPerfModel::new(Config::skylake());
+    let firmware_select = 0x3C | 1 << 17 | 1 << 22; // cycles, OS, EN
+    m.write_msr(IA32_PERFEVTSEL0 + 3, firmware_select).unwrap();
+    m.write_msr(IA32_FIXED_CTR_CTRL, 0b0011 << 8).unwrap(); // fixed 2: OS and USR
+    m.write_msr(IA32_PERF_GLOBAL_CTRL, 1 << 3 | 1 << 34 | 1 << 1)
+        .unwrap();
+    let info = cpu(&m);
+    let (mut d, c) =
+        ArchPerfDriver::<Kernel, _>::take(Recording::<_, 256>::new(m), &info, &pmu).unwrap();
+    let g3 = Counter::general(3).unwrap();
+    let f2 = Counter::fixed(2).unwrap();
+    assert_eq!(d.firmware(), CounterSet::EMPTY.with(g3).with(f2));
+    assert_eq!(
+        model(&mut d).read_msr(IA32_PERF_GLOBAL_CTRL).unwrap(),
+        1 << 3 | 1 << 34,
+        "the firmware's bits kept, the stray bit 1 cleared"
+    );
+    assert_eq!(
+        model(&mut d).read_msr(IA32_PERFEVTSEL0 + 3).unwrap(),
+        firmware_select
+    );
+    d.msr().clear();
+    let e =
+        c.g3.unwrap()
+            .configure(&mut d, &CounterConfig::counting(spec("cycles")))
+            .unwrap_err();
+    assert_eq!(e.error, Error::Config(ConfigError::UsedByFirmware(3)));
+    assert_eq!(d.msr().take_counts(), counts(0, 0, 0));
+    // The driver's own GLOBAL_CTRL writes keep the firmware's counters on.
+    let g0 =
+        c.g0.configure(&mut d, &CounterConfig::counting(spec("cycles")))
+            .unwrap();
+    let g0 = g0.enable(&mut d).unwrap();
+    assert_eq!(
+        model(&mut d).read_msr(IA32_PERF_GLOBAL_CTRL).unwrap(),
+        1 | 1 << 3 | 1 << 34
+    );
+    let _ = g0.halt(&mut d).unwrap().release(&mut d).unwrap();
+    assert_eq!(
+        model(&mut d).read_msr(IA32_PERF_GLOBAL_CTRL).unwrap(),
+        1 << 3 | 1 << 34
+    );
+}
+
+/// Without full-width writes a preset is written to IA32_PMCx (bits 31:0,
+/// sign-extended), so a period above 2^31 is refused; with them,
+/// IA32_A_PMCx takes any period the width allows.
+#[test]
+fn legacy_and_full_width_presets() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::core2());
+    assert!(!d.cpu().full_width_write);
+    let long = SampleAfter::new((1 << 31) + 1, d.overflow_rule()).unwrap();
+    let e =
+        c.g0.configure(
+            &mut d,
+            &CounterConfig::counting(spec("cycles")).sampling(long),
+        )
+        .unwrap_err();
+    assert_eq!(e.error, Error::Config(ConfigError::PeriodNeedsFullWidth));
+    let n = SampleAfter::new(1 << 31, d.overflow_rule()).unwrap();
+    let g0 = e
+        .counter
+        .configure(&mut d, &CounterConfig::counting(spec("cycles")).sampling(n))
+        .unwrap();
+    assert_eq!(
+        model(&mut d).counter(0),
+        n.preset(),
+        "-2^31 through the legacy write"
+    );
+    let _ = g0.release(&mut d).unwrap();
+
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::skylake());
+    let long = SampleAfter::new(1 << 40, d.overflow_rule()).unwrap();
+    let g0 =
+        c.g0.configure(
+            &mut d,
+            &CounterConfig::counting(spec("cycles")).sampling(long),
+        )
+        .unwrap();
+    assert_eq!(
+        model(&mut d).counter(0),
+        long.preset(),
+        "full width through IA32_A_PMC0"
+    );
+    let _ = g0.release(&mut d).unwrap();
+}
+
+/// Version 1 has no GLOBAL_CTRL: EN is the start and the stop.
+#[test]
+fn version_1_starts_with_en() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::v1());
+    assert!(c.f0.is_none(), "no fixed counters on v1");
+    let g1 =
+        c.g1.configure(&mut d, &CounterConfig::counting(spec("cycles")))
+            .unwrap();
+    inject(&mut d, CYCLES, 5);
+    assert_eq!(g1.read(&mut d).unwrap(), 0);
+    d.msr().clear();
+    let g1 = g1.enable(&mut d).unwrap();
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 1, 0),
+        "PERFEVTSEL1 with EN"
+    );
+    inject(&mut d, CYCLES, 5);
+    let g1 = g1.halt(&mut d).unwrap();
+    inject(&mut d, CYCLES, 5);
+    assert_eq!(g1.read(&mut d).unwrap(), 5);
+    let _ = g1.release(&mut d).unwrap();
+}
+
+/// CMASK, INV and EDGE reach the select: two events in a clock count one
+/// cycle with CMASK 2.
+#[test]
+fn cmask_counts_cycles() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::skylake());
+    let g0 = c.g0.configure(
+        &mut d,
+        &CounterConfig::counting(spec("event=0xc0,umask=0x00,cmask=2")),
+    );
+    let g0 = g0.unwrap().enable(&mut d).unwrap();
+    let two = Event::new(0xC0, 0x00, 2);
+    let one = Event::new(0xC0, 0x00, 1);
+    model(&mut d).cycle(&[two]);
+    model(&mut d).cycle(&[one]);
+    model(&mut d).cycle(&[two, one]);
+    assert_eq!(g0.read(&mut d).unwrap(), 2, "the clocks with 2 or more");
+    let _ = g0.halt(&mut d).unwrap().release(&mut d).unwrap();
+}
+
+/// An architectural event CPUID marks unavailable is refused on a general
+/// counter; a counter CPUID does not report has no token.
+#[test]
+fn unavailable_events_and_absent_counters() {
+    let pmu = crate::testing::archperf_pmu();
+    let config = Config {
+        unavailable: 1 << 4, // LLC Misses
+        ..Config::skylake()
+    };
+    let (mut d, c) = driver!(&pmu, config);
+    assert!(c.g4.is_none() && c.f3.is_none());
+    let e =
+        c.g0.configure(&mut d, &CounterConfig::counting(spec("cache-misses")))
+            .unwrap_err();
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::EventUnavailable {
+            event: "cache-misses"
+        })
+    );
+    assert_eq!(d.msr().take_counts(), counts(0, 0, 0));
+}
+
+/// One PMU, one driver: a second take is refused before any register
+/// access, and the live driver's state stands.
+#[test]
+fn a_second_driver_of_one_pmu_is_refused() {
+    crate::owner!(First);
+    crate::owner!(Second);
+    let pmu = crate::testing::archperf_pmu();
+    let (d, c) = take::<First>(&pmu, Config::skylake());
+    let m = ArchPerfModel::new(Config::skylake());
+    let info = cpu(&m);
+    let mut other = Recording::<_, 64>::new(m);
+    let Err(InitError::PmuTaken) = ArchPerfDriver::<Second, _>::take(&mut other, &info, &pmu)
+    else {
+        panic!("a second driver of one PMU")
+    };
+    assert_eq!(other.take_counts(), counts(0, 0, 0));
+    let _ = d.give_back(c);
+    let (d, c) = take::<Second>(&pmu, Config::skylake());
+    let _ = d.give_back(c);
+}
+
+/// Run-time handles come back whole, or not at all.
+#[test]
+fn tokens_reassemble_from_run_time_handles() {
+    let pmu = crate::testing::archperf_pmu();
+    crate::owner!(Mine);
+    let (mut d, c) = take::<Mine>(&pmu, Config::alder_lake_p_core());
+    let present = c.present();
+    let mut all = c.erase_all();
+    if let Some(h) = all[8].as_mut() {
+        h.configure(&mut d, &CounterConfig::counting(spec("instructions")))
+            .unwrap();
+    }
+    let Err(mut all) = Counters::<Mine>::from_erased(all) else {
+        panic!("a claimed handle reassembled")
+    };
+    if let Some(h) = all[8].as_mut() {
+        h.release(&mut d).unwrap();
+    }
+    let c = Counters::<Mine>::from_erased(all).unwrap();
+    assert_eq!(c.present(), present);
+    let _ = d.give_back(c);
+}

@@ -1,0 +1,880 @@
+//! The register file: configuration, the MSR map, the #GP rules, RDPMC, and
+//! the [`MsrAccess`] and [`Cpuid`] implementations.
+
+use crate::access::MsrAccess;
+use crate::detect::{Cpuid, CpuidResult};
+
+use super::counting::Privilege;
+use super::tables::{
+    IA32_A_PMC0, IA32_DEBUGCTL, IA32_FIXED_CTR_CTRL, IA32_FIXED_CTR0, IA32_PERF_CAPABILITIES,
+    IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_INUSE, IA32_PERF_GLOBAL_OVF_CTRL,
+    IA32_PERF_GLOBAL_STATUS, IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0, MAX_FIXED,
+    MAX_GP, SLOTS, debugctl, evtsel, fixed_ctrl, global_status, perf_capabilities, rdpmc,
+};
+
+/// The highest basic CPUID leaf the model reports (leaf 0 EAX): 1AH, so that
+/// the hybrid core-type leaf is reachable.
+pub const MAX_BASIC_LEAF: u32 = 0x1A;
+
+/// What the modelled processor is: the CPUID leaf 0AH enumeration (SDM Vol.
+/// 2A CPUID, Table 3-8, leaf 0AH; Vol. 3B 20.2.1-20.2.5), IA32_PERF_CAPABILITIES
+/// .FW_WRITE and the identification CPUID reports.
+///
+/// Values beyond what the model implements are clamped (and CPUID reports
+/// the clamped values): at most [`MAX_GP`] general-purpose and
+/// [`MAX_FIXED`] fixed counters, widths within 32..=64 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Config {
+    /// Architectural performance-monitoring version, 1 to 5
+    /// (CPUID.0AH:EAX\[7:0\]).
+    pub version: u8,
+    /// General-purpose counters per logical processor (CPUID.0AH:EAX\[15:8\]).
+    pub gp_counters: u8,
+    /// General-purpose counter width in bits (CPUID.0AH:EAX\[23:16\]).
+    pub gp_width: u8,
+    /// Contiguous fixed-function counters (CPUID.0AH:EDX\[4:0\]); ignored on
+    /// version 1, which has none.
+    pub fixed_counters: u8,
+    /// Fixed-function counter width in bits (CPUID.0AH:EDX\[12:5\]).
+    pub fixed_width: u8,
+    /// CPUID.0AH:EBX: bit `i` set means architectural event `i` (Table 20-1
+    /// order, [`super::ArchEvent::index`]) is NOT available.
+    pub unavailable: u32,
+    /// Length of the EBX vector (CPUID.0AH:EAX\[31:24\]).
+    pub ebx_length: u8,
+    /// Version 5: the fixed-counter bitmap (CPUID.0AH:ECX); fixed counter `i`
+    /// exists iff ECX\[i\] or EDX\[4:0\] > i (SDM 20.2.5). Ignored before
+    /// version 5.
+    pub fixed_bitmap: u32,
+    /// IA32_PERF_CAPABILITIES.FW_WRITE\[13\]: IA32_A_PMCx exist (SDM 20.2.6).
+    pub full_width_writes: bool,
+    /// CPUID family (6 for every preset).
+    pub family: u8,
+    /// CPUID model (extended model in the high nibble).
+    pub model: u8,
+    /// A hybrid part (CPUID.07H:EDX\[15\]).
+    pub hybrid: bool,
+    /// Core type (CPUID.1AH:EAX\[31:24\]): 20H Atom, 40H Core; reported only
+    /// when `hybrid`.
+    pub core_type: u8,
+}
+
+/// `width` clamped to 32..=64.
+const fn clamp_width(width: u8) -> u32 {
+    if width < 32 {
+        32
+    } else if width > 64 {
+        64
+    } else {
+        width as u32
+    }
+}
+
+/// The low `width` bits set.
+pub(super) const fn width_mask(width: u32) -> u64 {
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1 << width) - 1
+    }
+}
+
+impl Config {
+    /// An Intel Core 2 (Merom/Conroe, 06_0FH): version 2, two 40-bit
+    /// general-purpose counters, three 40-bit fixed counters, no full-width
+    /// writes.
+    pub const fn core2() -> Self {
+        Self {
+            version: 2,
+            gp_counters: 2,
+            gp_width: 40,
+            fixed_counters: 3,
+            fixed_width: 40,
+            unavailable: 0,
+            ebx_length: 7,
+            fixed_bitmap: 0,
+            full_width_writes: false,
+            family: 6,
+            model: 0x0F,
+            hybrid: false,
+            core_type: 0,
+        }
+    }
+
+    /// A Skylake client (06_5EH) with Hyper-Threading: version 4, four 48-bit
+    /// general-purpose counters, three 48-bit fixed counters, full-width
+    /// writes.
+    pub const fn skylake() -> Self {
+        Self {
+            version: 4,
+            gp_counters: 4,
+            gp_width: 48,
+            fixed_counters: 3,
+            fixed_width: 48,
+            unavailable: 0,
+            ebx_length: 7,
+            fixed_bitmap: 0,
+            full_width_writes: true,
+            family: 6,
+            model: 0x5E,
+            hybrid: false,
+            core_type: 0,
+        }
+    }
+
+    /// An Alder Lake performance core (06_97H): version 5, eight 48-bit
+    /// general-purpose counters, four 48-bit fixed counters (fixed counter 3:
+    /// TOPDOWN.SLOTS; bitmap 0FH), full-width writes, hybrid, core type 40H.
+    pub const fn alder_lake_p_core() -> Self {
+        Self {
+            version: 5,
+            gp_counters: 8,
+            gp_width: 48,
+            fixed_counters: 4,
+            fixed_width: 48,
+            unavailable: 0,
+            ebx_length: 8,
+            fixed_bitmap: 0x0F,
+            full_width_writes: true,
+            family: 6,
+            model: 0x97,
+            hybrid: true,
+            core_type: 0x40,
+        }
+    }
+
+    /// A version-1 part (Core Duo, 06_0EH): two 40-bit general-purpose
+    /// counters, no fixed counters, no IA32_PERF_GLOBAL_* MSRs, no
+    /// IA32_PERF_CAPABILITIES.
+    pub const fn v1() -> Self {
+        Self {
+            version: 1,
+            gp_counters: 2,
+            gp_width: 40,
+            fixed_counters: 0,
+            fixed_width: 0,
+            unavailable: 0,
+            ebx_length: 7,
+            fixed_bitmap: 0,
+            full_width_writes: false,
+            family: 6,
+            model: 0x0E,
+            hybrid: false,
+            core_type: 0,
+        }
+    }
+
+    /// The number of general-purpose counters the model has (at most
+    /// [`MAX_GP`]).
+    pub const fn gp_count(&self) -> usize {
+        let n = self.gp_counters as usize;
+        if n > MAX_GP { MAX_GP } else { n }
+    }
+
+    /// The general-purpose counter width the model uses (32..=64).
+    pub const fn gp_bits(&self) -> u32 {
+        clamp_width(self.gp_width)
+    }
+
+    /// The fixed counter width the model uses (32..=64).
+    pub const fn fixed_bits(&self) -> u32 {
+        clamp_width(self.fixed_width)
+    }
+
+    /// Whether fixed counter `i` exists: version 2 or later and `i` below
+    /// CPUID.0AH:EDX\[4:0\], or (version 5) CPUID.0AH:ECX\[i\] set (SDM
+    /// 20.2.5), and `i` < [`MAX_FIXED`].
+    pub const fn has_fixed(&self, i: usize) -> bool {
+        if self.version < 2 || i >= MAX_FIXED {
+            return false;
+        }
+        i < self.fixed_counters as usize || (self.version >= 5 && (self.fixed_bitmap >> i) & 1 != 0)
+    }
+
+    /// Whether IA32_FIXED_CTR_CTRL and IA32_PERF_GLOBAL_CTRL/STATUS/OVF_CTRL
+    /// exist: version 2 and later (SDM 20.2.2; Vol. 4 Table 2-2 "If
+    /// CPUID.0AH:EAX\[7:0\] > 1" for FIXED_CTR_CTRL, "> 0" for the GLOBAL
+    /// MSRs, which the model, following SDM 20.2.2, gives version 2 only).
+    pub const fn has_global_msrs(&self) -> bool {
+        self.version >= 2
+    }
+
+    /// Whether IA32_PERF_GLOBAL_STATUS_SET and IA32_PERF_GLOBAL_INUSE exist
+    /// and the version-4 freeze applies: version 4 and later (SDM 20.2.4).
+    pub const fn has_v4(&self) -> bool {
+        self.version >= 4
+    }
+
+    /// Whether IA32_PERF_CAPABILITIES exists (CPUID.01H:ECX.PDCM\[15\]):
+    /// from version 2, or with full-width writes.
+    pub const fn has_perf_capabilities(&self) -> bool {
+        self.version >= 2 || self.full_width_writes
+    }
+
+    /// Whether the AnyThread bits (PERFEVTSELx\[21\], FIXED_CTR_CTRL 4i+2) may
+    /// be set: versions 3 and 4 (introduced in 3, SDM 20.2.3; deprecated in
+    /// 5, CPUID.0AH:EDX\[15\], SDM 20.2.5).
+    pub const fn any_thread_allowed(&self) -> bool {
+        matches!(self.version, 3 | 4)
+    }
+
+    /// The per-counter bits of IA32_PERF_GLOBAL_CTRL/STATUS/OVF_CTRL that
+    /// exist: bit `i` per general-purpose counter, 32 + `i` per fixed counter.
+    pub const fn counter_bits(&self) -> u64 {
+        let mut bits = width_mask(self.gp_count() as u32);
+        let mut i = 0;
+        while i < MAX_FIXED {
+            if self.has_fixed(i) {
+                bits |= 1 << (global_status::FIXED_SHIFT as usize + i);
+            }
+            i += 1;
+        }
+        bits
+    }
+
+    /// IA32_PERF_GLOBAL_CTRL after reset: the enable bits of the
+    /// general-purpose counters set, those of the fixed counters clear (see
+    /// the module documentation, choice 2).
+    pub const fn global_ctrl_reset(&self) -> u64 {
+        if self.has_global_msrs() {
+            width_mask(self.gp_count() as u32)
+        } else {
+            0
+        }
+    }
+
+    /// The bits IA32_FIXED_CTR_CTRL accepts: OS, USR and PMI (and AnyThread
+    /// on versions 3-4) in the field of each fixed counter that exists.
+    pub const fn fixed_ctrl_writable(&self) -> u64 {
+        let mut per = fixed_ctrl::OS | fixed_ctrl::USR | fixed_ctrl::PMI;
+        if self.any_thread_allowed() {
+            per |= fixed_ctrl::ANY_THREAD;
+        }
+        let mut bits = 0;
+        let mut i = 0;
+        while i < MAX_FIXED {
+            if self.has_fixed(i) {
+                bits |= fixed_ctrl::field(i, per);
+            }
+            i += 1;
+        }
+        bits
+    }
+
+    /// The bits IA32_PERFEVTSELx accepts: 31:0, less AnyThread outside
+    /// versions 3-4.
+    pub const fn evtsel_writable(&self) -> u64 {
+        let low = !evtsel::RESERVED_HIGH;
+        if self.any_thread_allowed() {
+            low
+        } else {
+            low & !evtsel::ANY_THREAD
+        }
+    }
+
+    /// The bits IA32_PERF_GLOBAL_OVF_CTRL / STATUS_RESET accepts (write 1 to
+    /// clear): the counter bits, 62 (OvfBuf) and 63 (CondChgd) from version
+    /// 2 (SDM 20.2.2), 61 (Ovf_Uncore) from version 3 (Vol. 4 Table 2-2, "If
+    /// CPUID.0AH:EAX\[7:0\] > 2"), 55, 58, 59 and 60 from version 4 (SDM
+    /// 20.2.4.2, Figure "IA32_PERF_GLOBAL_STATUS_RESET MSR").
+    pub const fn status_reset_bits(&self) -> u64 {
+        let mut bits = self.counter_bits() | global_status::OVF_BUF | global_status::COND_CHGD;
+        if self.version >= 3 {
+            bits |= global_status::OVF_UNCORE;
+        }
+        if self.version >= 4 {
+            bits |= global_status::TRACE_TOPA_PMI
+                | global_status::LBR_FRZ
+                | global_status::CTR_FRZ
+                | global_status::ASCI;
+        }
+        bits
+    }
+
+    /// The bits IA32_PERF_GLOBAL_STATUS_SET accepts (write 1 to set; version
+    /// 4): the counter bits, 55, 58-62; bit 63 (CondChgd) has no "set"
+    /// counterpart (SDM 20.2.4.2, Figure "IA32_PERF_GLOBAL_STATUS_SET MSR").
+    pub const fn status_set_bits(&self) -> u64 {
+        self.counter_bits()
+            | global_status::TRACE_TOPA_PMI
+            | global_status::LBR_FRZ
+            | global_status::CTR_FRZ
+            | global_status::ASCI
+            | global_status::OVF_UNCORE
+            | global_status::OVF_BUF
+    }
+
+    /// The bits IA32_DEBUGCTL accepts: LBR, BTF, TR, BTS, BTINT, BTS_OFF_OS,
+    /// BTS_OFF_USR, and FREEZE_LBRS_ON_PMI / FREEZE_PERFMON_ON_PMI from
+    /// version 2 (Vol. 4 Table 2-2, 1D9H: "If CPUID.01H:ECX\[15\] = 1 &&
+    /// CPUID.0AH:EAX\[7:0\] > 1"). Bits 13 (uncore PMI, model-specific), 14
+    /// (FREEZE_WHILE_SMM, needs IA32_PERF_CAPABILITIES\[12\], which the model
+    /// reports clear) and 15 (RTM_DEBUG, needs CPUID.07H:EBX\[11\], clear)
+    /// are reserved in the model.
+    pub const fn debugctl_writable(&self) -> u64 {
+        if self.version >= 2 {
+            debugctl::BASE | debugctl::FREEZE_LBRS_ON_PMI | debugctl::FREEZE_PERFMON_ON_PMI
+        } else {
+            debugctl::BASE
+        }
+    }
+
+    /// The CPUID.01H:EAX signature (stepping 0): family above 0FH goes into
+    /// the extended family, the model's high nibble into the extended model.
+    pub const fn signature(&self) -> u32 {
+        let (base, ext) = if self.family < 0xF {
+            (self.family as u32, 0)
+        } else {
+            (0xF, (self.family - 0xF) as u32)
+        };
+        let model = self.model as u32;
+        (ext << 20) | ((model >> 4) << 16) | (base << 8) | ((model & 0xF) << 4)
+    }
+
+    /// CPUID as the modelled processor answers it (SDM Vol. 2A CPUID):
+    ///
+    /// * leaf 0: maximum leaf [`MAX_BASIC_LEAF`], "GenuineIntel";
+    /// * leaf 1: EAX the [`signature`](Self::signature), EBX\[15:8\] CLFLUSH
+    ///   line 8 (64 bytes), ECX\[15\] PDCM when IA32_PERF_CAPABILITIES exists,
+    ///   EDX FPU, TSC, MSR (bit 5) and APIC;
+    /// * leaf 7 subleaf 0: EDX\[15\] hybrid;
+    /// * leaf 0AH: EAX version, GP counters, GP width, EBX length; EBX the
+    ///   unavailable vector; ECX the fixed bitmap (version 5); EDX fixed
+    ///   counters and width (version 2 and later) and, on version 5, bit 15
+    ///   (AnyThread deprecation);
+    /// * leaf 1AH: EAX\[31:24\] the core type when hybrid;
+    /// * every other leaf and subleaf: zero.
+    pub const fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidResult {
+        let zero = CpuidResult {
+            eax: 0,
+            ebx: 0,
+            ecx: 0,
+            edx: 0,
+        };
+        match leaf {
+            0 => CpuidResult {
+                eax: MAX_BASIC_LEAF,
+                ebx: u32::from_le_bytes(*b"Genu"),
+                edx: u32::from_le_bytes(*b"ineI"),
+                ecx: u32::from_le_bytes(*b"ntel"),
+            },
+            1 => {
+                let ecx = if self.has_perf_capabilities() {
+                    1 << 15
+                } else {
+                    0
+                };
+                CpuidResult {
+                    eax: self.signature(),
+                    ebx: 8 << 8,
+                    ecx,
+                    // FPU, TSC, MSR, APIC.
+                    edx: (1 << 0) | (1 << 4) | (1 << 5) | (1 << 9),
+                }
+            }
+            7 if subleaf == 0 => CpuidResult {
+                edx: if self.hybrid { 1 << 15 } else { 0 },
+                ..zero
+            },
+            0x0A => {
+                let eax = self.version as u32
+                    | ((self.gp_count() as u32) << 8)
+                    | (self.gp_bits() << 16)
+                    | ((self.ebx_length as u32) << 24);
+                let (ecx, edx) = if self.version >= 2 {
+                    let fixed = if (self.fixed_counters as usize) > MAX_FIXED {
+                        MAX_FIXED as u32
+                    } else {
+                        self.fixed_counters as u32
+                    };
+                    let mut edx = fixed | ((self.fixed_bits() & 0xFF) << 5);
+                    let mut ecx = 0;
+                    if self.version >= 5 {
+                        edx |= 1 << 15;
+                        ecx = self.fixed_bitmap & width_mask(MAX_FIXED as u32) as u32;
+                    }
+                    (ecx, edx)
+                } else {
+                    (0, 0)
+                };
+                CpuidResult {
+                    eax,
+                    ebx: self.unavailable,
+                    ecx,
+                    edx,
+                }
+            }
+            0x1A if self.hybrid => CpuidResult {
+                eax: (self.core_type as u32) << 24,
+                ..zero
+            },
+            _ => zero,
+        }
+    }
+}
+
+/// The instruction that faulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Instruction {
+    /// RDMSR.
+    Rdmsr,
+    /// WRMSR.
+    Wrmsr,
+    /// RDPMC.
+    Rdpmc,
+}
+
+/// Why an access raised #GP(0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum GpReason {
+    /// No such MSR on the configured processor (RDMSR/WRMSR of an address
+    /// that is not implemented: SDM Vol. 2B RDMSR/WRMSR, #GP(0)).
+    UnknownMsr,
+    /// The write sets reserved bits: `bits` are the offending ones.
+    ReservedBits {
+        /// The reserved bits that were set.
+        bits: u64,
+    },
+    /// A WRMSR to a read-only MSR (IA32_PERF_GLOBAL_STATUS,
+    /// IA32_PERF_GLOBAL_INUSE, IA32_PERF_CAPABILITIES).
+    ReadOnly,
+    /// RDPMC of a counter that does not exist (SDM Vol. 2B RDPMC).
+    NoSuchCounter,
+    /// A full-width write (IA32_A_PMCx, IA32_FIXED_CTRx) with bits set at or
+    /// above the counter width (SDM 20.2.6: "EDX\[63:COUNTERWIDTH\] are
+    /// reserved"; 20.2.2: fixed-counter bits beyond the width "are reserved
+    /// and must be written as zeros").
+    OutOfWidth,
+    /// RDPMC with ECX\[31\] ("fast" read) set: supported only by processors
+    /// without architectural performance monitoring (SDM Vol. 2B RDPMC).
+    FastReadUnsupported,
+}
+
+/// A fault the hardware would raise; what the model's [`MsrAccess`] returns
+/// as its error. A faulting access changes nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Fault {
+    /// #GP(0).
+    GeneralProtection {
+        /// RDMSR, WRMSR or RDPMC.
+        instruction: Instruction,
+        /// The MSR address (ECX) or, for RDPMC, the ECX operand.
+        ecx: u32,
+        /// Why.
+        reason: GpReason,
+    },
+}
+
+impl Fault {
+    const fn gp(instruction: Instruction, ecx: u32, reason: GpReason) -> Self {
+        Self::GeneralProtection {
+            instruction,
+            ecx,
+            reason,
+        }
+    }
+
+    /// The reason of the #GP.
+    pub const fn reason(&self) -> GpReason {
+        match *self {
+            Self::GeneralProtection { reason, .. } => reason,
+        }
+    }
+
+    /// The faulting instruction.
+    pub const fn instruction(&self) -> Instruction {
+        match *self {
+            Self::GeneralProtection { instruction, .. } => instruction,
+        }
+    }
+
+    /// The ECX operand of the faulting instruction.
+    pub const fn ecx(&self) -> u32 {
+        match *self {
+            Self::GeneralProtection { ecx, .. } => ecx,
+        }
+    }
+}
+
+impl core::fmt::Display for GpReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            GpReason::UnknownMsr => f.write_str("no such MSR on this processor"),
+            GpReason::ReservedBits { bits } => write!(f, "reserved bits {bits:#x} set"),
+            GpReason::ReadOnly => f.write_str("read-only MSR"),
+            GpReason::NoSuchCounter => f.write_str("no counter with that index"),
+            GpReason::OutOfWidth => f.write_str("value wider than the counter"),
+            GpReason::FastReadUnsupported => {
+                f.write_str("fast read (ECX[31]) is not supported with architectural perfmon")
+            }
+        }
+    }
+}
+
+/// The SDM name of an architectural MSR the model knows (with its index for
+/// the numbered ones), whatever the configuration.
+pub fn msr_name(msr: u32) -> Option<(&'static str, Option<u32>)> {
+    let numbered = |base: u32, n: usize, name| {
+        let i = msr.wrapping_sub(base);
+        ((i as usize) < n).then_some((name, Some(i)))
+    };
+    numbered(IA32_PMC0, MAX_GP, "IA32_PMC")
+        .or_else(|| numbered(IA32_PERFEVTSEL0, MAX_GP, "IA32_PERFEVTSEL"))
+        .or_else(|| numbered(IA32_FIXED_CTR0, MAX_FIXED, "IA32_FIXED_CTR"))
+        .or_else(|| numbered(IA32_A_PMC0, MAX_GP, "IA32_A_PMC"))
+        .or(match msr {
+            IA32_DEBUGCTL => Some(("IA32_DEBUGCTL", None)),
+            IA32_PERF_CAPABILITIES => Some(("IA32_PERF_CAPABILITIES", None)),
+            IA32_FIXED_CTR_CTRL => Some(("IA32_FIXED_CTR_CTRL", None)),
+            IA32_PERF_GLOBAL_STATUS => Some(("IA32_PERF_GLOBAL_STATUS", None)),
+            IA32_PERF_GLOBAL_CTRL => Some(("IA32_PERF_GLOBAL_CTRL", None)),
+            IA32_PERF_GLOBAL_OVF_CTRL => Some(("IA32_PERF_GLOBAL_OVF_CTRL", None)),
+            IA32_PERF_GLOBAL_STATUS_SET => Some(("IA32_PERF_GLOBAL_STATUS_SET", None)),
+            IA32_PERF_GLOBAL_INUSE => Some(("IA32_PERF_GLOBAL_INUSE", None)),
+            _ => None,
+        })
+}
+
+impl core::error::Error for Fault {}
+
+/// "#GP(0) on WRMSR to IA32_PERF_GLOBAL_STATUS (38EH): read-only MSR".
+impl core::fmt::Display for Fault {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let Self::GeneralProtection {
+            instruction,
+            ecx,
+            reason,
+        } = self;
+        let verb = match instruction {
+            Instruction::Rdmsr => "RDMSR of",
+            Instruction::Wrmsr => "WRMSR to",
+            Instruction::Rdpmc => return write!(f, "#GP(0) on RDPMC with ECX {ecx:#X}: {reason}"),
+        };
+        match msr_name(*ecx) {
+            Some((name, Some(i))) => write!(f, "#GP(0) on {verb} {name}{i} ({ecx:X}H): {reason}"),
+            Some((name, None)) => write!(f, "#GP(0) on {verb} {name} ({ecx:X}H): {reason}"),
+            None => write!(f, "#GP(0) on {verb} MSR {ecx:X}H: {reason}"),
+        }
+    }
+}
+
+/// A decoded MSR address that exists on the configured processor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reg {
+    Pmc(usize),
+    FullWidthPmc(usize),
+    EvtSel(usize),
+    Fixed(usize),
+    FixedCtrl,
+    GlobalStatus,
+    GlobalCtrl,
+    GlobalOvfCtrl,
+    GlobalStatusSet,
+    GlobalInUse,
+    PerfCapabilities,
+    DebugCtl,
+}
+
+/// The register-level model of one logical processor's architectural PMU.
+/// See the [module documentation](super).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchPerfModel {
+    pub(super) config: Config,
+    /// Counter values: general-purpose `0..MAX_GP`, fixed `MAX_GP..`.
+    pub(super) counters: [u64; SLOTS],
+    pub(super) evtsel: [u64; MAX_GP],
+    pub(super) fixed_ctrl: u64,
+    pub(super) global_ctrl: u64,
+    pub(super) global_status: u64,
+    pub(super) debugctl: u64,
+    /// The comparator output of the previous counted clock, for EDGE.
+    pub(super) edge_prev: [bool; MAX_GP],
+    /// Per slot: a PMI requested by an overflow and waiting for this many
+    /// more increments of that counter (the skid).
+    pub(super) armed: [Option<u64>; SLOTS],
+    pub(super) skid: u64,
+    pub(super) pmi: bool,
+    /// Status-layout bits of the counters whose overflow raised the line.
+    pub(super) pmi_sources: u64,
+    /// The privilege level of the current clock (the last injected one).
+    pub(super) privilege: Privilege,
+}
+
+impl ArchPerfModel {
+    /// A model in the reset state: counters, event selects, fixed control,
+    /// status and IA32_DEBUGCTL zero; IA32_PERF_GLOBAL_CTRL
+    /// [`Config::global_ctrl_reset`]; no skid; CPL 0.
+    pub const fn new(config: Config) -> Self {
+        Self {
+            config,
+            counters: [0; SLOTS],
+            evtsel: [0; MAX_GP],
+            fixed_ctrl: 0,
+            global_ctrl: config.global_ctrl_reset(),
+            global_status: 0,
+            debugctl: 0,
+            edge_prev: [false; MAX_GP],
+            armed: [None; SLOTS],
+            skid: 0,
+            pmi: false,
+            pmi_sources: 0,
+            privilege: Privilege::Os,
+        }
+    }
+
+    /// The configuration.
+    pub const fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// General-purpose counter `gp` (IA32_PMCgp), without RDPMC; 0 if it
+    /// does not exist.
+    pub fn counter(&self, gp: usize) -> u64 {
+        if gp < self.config.gp_count() {
+            self.counters[gp]
+        } else {
+            0
+        }
+    }
+
+    /// Fixed counter `i` (IA32_FIXED_CTRi), without RDPMC; 0 if it does not
+    /// exist.
+    pub fn fixed(&self, i: usize) -> u64 {
+        if self.config.has_fixed(i) {
+            self.counters[MAX_GP + i]
+        } else {
+            0
+        }
+    }
+
+    /// IA32_PERF_GLOBAL_STATUS (always 0 on version 1, which has none).
+    pub const fn global_status(&self) -> u64 {
+        self.global_status
+    }
+
+    /// IA32_PERF_GLOBAL_CTRL (meaningless on version 1).
+    pub const fn global_ctrl(&self) -> u64 {
+        self.global_ctrl
+    }
+
+    /// IA32_PERFEVTSELx; 0 if it does not exist.
+    pub fn evtsel(&self, gp: usize) -> u64 {
+        if gp < self.config.gp_count() {
+            self.evtsel[gp]
+        } else {
+            0
+        }
+    }
+
+    /// IA32_FIXED_CTR_CTRL.
+    pub const fn fixed_ctrl(&self) -> u64 {
+        self.fixed_ctrl
+    }
+
+    /// IA32_DEBUGCTL.
+    pub const fn debugctl(&self) -> u64 {
+        self.debugctl
+    }
+
+    /// IA32_PERF_GLOBAL_INUSE as the processor computes it (SDM 20.2.4.3):
+    /// bit `n` = (IA32_PERFEVTSELn\[7:0\] != 0); bit 32 + `i` =
+    /// (IA32_FIXED_CTR_CTRL\[4i+1:4i\] != 0); bit 63 (PMI_InUse) = some
+    /// IA32_PERFEVTSELn.INT or IA32_FIXED_CTR_CTRL.PMIi set (the PEBS enables
+    /// the SDM also lists are not modelled).
+    pub fn global_inuse(&self) -> u64 {
+        let mut v = 0;
+        let mut pmi = false;
+        for n in 0..self.config.gp_count() {
+            if self.evtsel[n] & evtsel::EVENT_SELECT != 0 {
+                v |= 1 << n;
+            }
+            pmi |= self.evtsel[n] & evtsel::INT != 0;
+        }
+        for i in (0..MAX_FIXED).filter(|&i| self.config.has_fixed(i)) {
+            let field = (self.fixed_ctrl >> (4 * i)) & 0xF;
+            if field & (fixed_ctrl::OS | fixed_ctrl::USR) != 0 {
+                v |= 1 << (global_status::FIXED_SHIFT as usize + i);
+            }
+            pmi |= field & fixed_ctrl::PMI != 0;
+        }
+        if pmi {
+            v |= 1 << 63;
+        }
+        v
+    }
+
+    fn decode(&self, msr: u32) -> Option<Reg> {
+        let c = &self.config;
+        let index = |base: u32, n: usize| {
+            let i = msr.wrapping_sub(base) as usize;
+            (i < n).then_some(i)
+        };
+        if let Some(i) = index(IA32_PMC0, c.gp_count()) {
+            return Some(Reg::Pmc(i));
+        }
+        if let Some(i) = index(IA32_PERFEVTSEL0, c.gp_count()) {
+            return Some(Reg::EvtSel(i));
+        }
+        if c.full_width_writes
+            && let Some(i) = index(IA32_A_PMC0, c.gp_count())
+        {
+            return Some(Reg::FullWidthPmc(i));
+        }
+        if let Some(i) = index(IA32_FIXED_CTR0, MAX_FIXED) {
+            return c.has_fixed(i).then_some(Reg::Fixed(i));
+        }
+        let reg = match msr {
+            IA32_DEBUGCTL => Reg::DebugCtl,
+            IA32_PERF_CAPABILITIES if c.has_perf_capabilities() => Reg::PerfCapabilities,
+            IA32_FIXED_CTR_CTRL if c.has_global_msrs() => Reg::FixedCtrl,
+            IA32_PERF_GLOBAL_STATUS if c.has_global_msrs() => Reg::GlobalStatus,
+            IA32_PERF_GLOBAL_CTRL if c.has_global_msrs() => Reg::GlobalCtrl,
+            IA32_PERF_GLOBAL_OVF_CTRL if c.has_global_msrs() => Reg::GlobalOvfCtrl,
+            IA32_PERF_GLOBAL_STATUS_SET if c.has_v4() => Reg::GlobalStatusSet,
+            IA32_PERF_GLOBAL_INUSE if c.has_v4() => Reg::GlobalInUse,
+            _ => return None,
+        };
+        Some(reg)
+    }
+
+    pub(super) fn read(&self, msr: u32) -> Result<u64, Fault> {
+        let reg =
+            self.decode(msr)
+                .ok_or(Fault::gp(Instruction::Rdmsr, msr, GpReason::UnknownMsr))?;
+        Ok(match reg {
+            Reg::Pmc(i) | Reg::FullWidthPmc(i) => self.counters[i],
+            Reg::EvtSel(i) => self.evtsel[i],
+            Reg::Fixed(i) => self.counters[MAX_GP + i],
+            Reg::FixedCtrl => self.fixed_ctrl,
+            Reg::GlobalStatus => self.global_status,
+            Reg::GlobalCtrl => self.global_ctrl,
+            // Write-1 command registers: read as 0 (choice 7).
+            Reg::GlobalOvfCtrl | Reg::GlobalStatusSet => 0,
+            Reg::GlobalInUse => self.global_inuse(),
+            Reg::PerfCapabilities => {
+                if self.config.full_width_writes {
+                    perf_capabilities::FW_WRITE
+                } else {
+                    0
+                }
+            }
+            Reg::DebugCtl => self.debugctl,
+        })
+    }
+
+    /// The #GP rule a write of `value` to `reg` breaks, if any.
+    fn check_write(&self, reg: Reg, value: u64) -> Result<(), GpReason> {
+        let c = &self.config;
+        let writable = match reg {
+            // Legacy writes take EAX sign-extended; EDX is ignored (20.2.6).
+            Reg::Pmc(_) => u64::MAX,
+            Reg::FullWidthPmc(_) => {
+                return if value & !width_mask(c.gp_bits()) != 0 {
+                    Err(GpReason::OutOfWidth)
+                } else {
+                    Ok(())
+                };
+            }
+            Reg::Fixed(_) => {
+                return if value & !width_mask(c.fixed_bits()) != 0 {
+                    Err(GpReason::OutOfWidth)
+                } else {
+                    Ok(())
+                };
+            }
+            Reg::GlobalStatus | Reg::GlobalInUse | Reg::PerfCapabilities => {
+                return Err(GpReason::ReadOnly);
+            }
+            Reg::EvtSel(_) => c.evtsel_writable(),
+            Reg::FixedCtrl => c.fixed_ctrl_writable(),
+            Reg::GlobalCtrl => c.counter_bits(),
+            Reg::GlobalOvfCtrl => c.status_reset_bits(),
+            Reg::GlobalStatusSet => c.status_set_bits(),
+            Reg::DebugCtl => c.debugctl_writable(),
+        };
+        let bits = value & !writable;
+        if bits != 0 {
+            return Err(GpReason::ReservedBits { bits });
+        }
+        Ok(())
+    }
+
+    pub(super) fn write(&mut self, msr: u32, value: u64) -> Result<(), Fault> {
+        let gp = |reason| Fault::gp(Instruction::Wrmsr, msr, reason);
+        let reg = self.decode(msr).ok_or(gp(GpReason::UnknownMsr))?;
+        self.check_write(reg, value).map_err(gp)?;
+        match reg {
+            Reg::Pmc(i) => {
+                // EAX[31:0] sign-extended to 64 bits, kept to the width.
+                let extended = value as u32 as i32 as i64 as u64;
+                self.counters[i] = extended & width_mask(self.config.gp_bits());
+            }
+            Reg::FullWidthPmc(i) => self.counters[i] = value,
+            Reg::EvtSel(i) => {
+                if self.evtsel[i] & evtsel::EN == 0 && value & evtsel::EN != 0 {
+                    self.edge_prev[i] = false;
+                }
+                self.evtsel[i] = value;
+            }
+            Reg::Fixed(i) => self.counters[MAX_GP + i] = value,
+            Reg::FixedCtrl => self.fixed_ctrl = value,
+            Reg::GlobalCtrl => self.global_ctrl = value,
+            Reg::GlobalOvfCtrl => self.global_status &= !value,
+            // Sets the bits and raises no PMI (choice 8).
+            Reg::GlobalStatusSet => self.global_status |= value,
+            Reg::DebugCtl => self.debugctl = value,
+            Reg::GlobalStatus | Reg::GlobalInUse | Reg::PerfCapabilities => {
+                unreachable!("read-only MSRs fault in check_write")
+            }
+        }
+        Ok(())
+    }
+
+    /// RDPMC (SDM Vol. 2B RDPMC): ECX\[30\] selects the fixed counters,
+    /// ECX\[29:0\] the index; the counter's full width is returned. ECX\[31\]
+    /// (fast read) is #GP on every version (choice 5), as is a counter that
+    /// does not exist.
+    pub(super) fn rdpmc(&self, ecx: u32) -> Result<u64, Fault> {
+        let gp = |reason| Fault::gp(Instruction::Rdpmc, ecx, reason);
+        if ecx & rdpmc::FAST != 0 {
+            return Err(gp(GpReason::FastReadUnsupported));
+        }
+        let index = (ecx & rdpmc::INDEX) as usize;
+        if ecx & rdpmc::FIXED != 0 {
+            if self.config.has_fixed(index) {
+                return Ok(self.counters[MAX_GP + index]);
+            }
+        } else if index < self.config.gp_count() {
+            return Ok(self.counters[index]);
+        }
+        Err(gp(GpReason::NoSuchCounter))
+    }
+}
+
+/// RDMSR, WRMSR and RDPMC at CPL 0.
+impl MsrAccess for ArchPerfModel {
+    type Error = Fault;
+
+    fn read_msr(&mut self, msr: u32) -> Result<u64, Fault> {
+        self.read(msr)
+    }
+
+    fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Fault> {
+        self.write(msr, value)
+    }
+
+    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
+        self.rdpmc(index)
+    }
+}
+
+/// CPUID of the configured processor: [`Config::cpuid`].
+impl Cpuid for ArchPerfModel {
+    fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidResult {
+        self.config.cpuid(leaf, subleaf)
+    }
+}

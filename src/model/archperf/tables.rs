@@ -1,0 +1,236 @@
+//! The model's own constants, transcribed from the manuals (not from the
+//! driver): MSR addresses (SDM Vol. 4 Table 2-2, "IA-32 Architectural MSRs"),
+//! the bit fields of the architectural performance-monitoring MSRs (SDM Vol.
+//! 3B 20.2.1-20.2.6) and the pre-defined architectural events (SDM Vol. 3B
+//! Table 20-1).
+
+/// IA32_PMC0 (C1H); IA32_PMCx is at C1H + x (SDM Vol. 4 Table 2-2).
+pub const IA32_PMC0: u32 = 0xC1;
+/// IA32_PERFEVTSEL0 (186H); IA32_PERFEVTSELx is at 186H + x.
+pub const IA32_PERFEVTSEL0: u32 = 0x186;
+/// IA32_DEBUGCTL (1D9H).
+pub const IA32_DEBUGCTL: u32 = 0x1D9;
+/// IA32_FIXED_CTR0 (309H); IA32_FIXED_CTRx is at 309H + x.
+pub const IA32_FIXED_CTR0: u32 = 0x309;
+/// IA32_PERF_CAPABILITIES (345H), present when CPUID.01H:ECX.PDCM\[15\] = 1.
+pub const IA32_PERF_CAPABILITIES: u32 = 0x345;
+/// IA32_FIXED_CTR_CTRL (38DH).
+pub const IA32_FIXED_CTR_CTRL: u32 = 0x38D;
+/// IA32_PERF_GLOBAL_STATUS (38EH), read-only.
+pub const IA32_PERF_GLOBAL_STATUS: u32 = 0x38E;
+/// IA32_PERF_GLOBAL_CTRL (38FH).
+pub const IA32_PERF_GLOBAL_CTRL: u32 = 0x38F;
+/// IA32_PERF_GLOBAL_OVF_CTRL (390H); from version 4 named
+/// IA32_PERF_GLOBAL_STATUS_RESET, same address (SDM 20.2.4.2).
+pub const IA32_PERF_GLOBAL_OVF_CTRL: u32 = 0x390;
+/// IA32_PERF_GLOBAL_STATUS_RESET: the version-4 name of 390H.
+pub const IA32_PERF_GLOBAL_STATUS_RESET: u32 = IA32_PERF_GLOBAL_OVF_CTRL;
+/// IA32_PERF_GLOBAL_STATUS_SET (391H), version 4 and later.
+pub const IA32_PERF_GLOBAL_STATUS_SET: u32 = 0x391;
+/// IA32_PERF_GLOBAL_INUSE (392H), version 4 and later, read-only.
+pub const IA32_PERF_GLOBAL_INUSE: u32 = 0x392;
+/// IA32_A_PMC0 (4C1H): the full-width alias of IA32_PMC0, present when
+/// IA32_PERF_CAPABILITIES.FW_WRITE\[13\] = 1 (SDM 20.2.6).
+pub const IA32_A_PMC0: u32 = 0x4C1;
+
+/// The most general-purpose counters the model has: the architectural MSR
+/// table defines IA32_PMC0-7 (C1H-C8H), IA32_PERFEVTSEL0-7 (186H-18DH) and
+/// IA32_A_PMC0-7 (4C1H-4C8H). A larger `Config::gp_counters` is clamped.
+pub const MAX_GP: usize = 8;
+/// The most fixed-function counters the model has: IA32_FIXED_CTR_CTRL has
+/// sixteen 4-bit fields. A fixed counter at a higher index is absent.
+pub const MAX_FIXED: usize = 16;
+/// Counter slots: general-purpose counters `0..MAX_GP`, then the fixed ones.
+pub(super) const SLOTS: usize = MAX_GP + MAX_FIXED;
+
+/// IA32_PERFEVTSELx fields (SDM 20.2.1.1 and Figure "Layout of
+/// IA32_PERFEVTSELx MSRs"; AnyThread from version 3, SDM 20.2.3).
+pub mod evtsel {
+    /// Event select, bits 7:0.
+    pub const EVENT_SELECT: u64 = 0xFF;
+    /// Unit mask, bits 15:8.
+    pub const UMASK: u64 = 0xFF << 8;
+    /// USR (bit 16): count at privilege levels 1, 2 and 3.
+    pub const USR: u64 = 1 << 16;
+    /// OS (bit 17): count at privilege level 0.
+    pub const OS: u64 = 1 << 17;
+    /// E (bit 18): edge detect.
+    pub const EDGE: u64 = 1 << 18;
+    /// PC (bit 19): pin control.
+    pub const PC: u64 = 1 << 19;
+    /// INT (bit 20): APIC interrupt on overflow.
+    pub const INT: u64 = 1 << 20;
+    /// AnyThread (bit 21), versions 3 and 4 only in the model.
+    pub const ANY_THREAD: u64 = 1 << 21;
+    /// EN (bit 22): enable the counter.
+    pub const EN: u64 = 1 << 22;
+    /// INV (bit 23): invert the CMASK comparison.
+    pub const INV: u64 = 1 << 23;
+    /// Shift of CMASK.
+    pub const CMASK_SHIFT: u32 = 24;
+    /// CMASK, bits 31:24.
+    pub const CMASK: u64 = 0xFF << CMASK_SHIFT;
+    /// Bits 63:32, reserved in versions 1-5.
+    pub const RESERVED_HIGH: u64 = !0xFFFF_FFFF;
+}
+
+/// IA32_FIXED_CTR_CTRL: a 4-bit field per fixed counter, field `i` at bits
+/// 4i+3:4i (SDM 20.2.2, 20.2.3).
+pub mod fixed_ctrl {
+    /// Bit 0 of a field: count at ring 0 (ENABLE = 01b: OS).
+    pub const OS: u64 = 1 << 0;
+    /// Bit 1 of a field: count at ring > 0 (ENABLE = 10b: User).
+    pub const USR: u64 = 1 << 1;
+    /// Bit 2 of a field: AnyThread (version 3 and later; deprecated in 5).
+    pub const ANY_THREAD: u64 = 1 << 2;
+    /// Bit 3 of a field: PMI on overflow.
+    pub const PMI: u64 = 1 << 3;
+    /// `bits` placed in the field of fixed counter `i`.
+    pub const fn field(i: usize, bits: u64) -> u64 {
+        bits << (4 * i)
+    }
+}
+
+/// IA32_PERF_GLOBAL_STATUS bits beyond the per-counter overflow bits (bit
+/// `i` for IA32_PMCi, bit 32 + `i` for IA32_FIXED_CTRi): SDM 20.2.2, 20.2.4.1
+/// and Vol. 4 Table 2-2.
+pub mod global_status {
+    /// The first fixed-counter bit.
+    pub const FIXED_SHIFT: u32 = 32;
+    /// Bit 55, Trace_ToPA_PMI (version 4).
+    pub const TRACE_TOPA_PMI: u64 = 1 << 55;
+    /// Bit 58, LBR_Frz (version 4).
+    pub const LBR_FRZ: u64 = 1 << 58;
+    /// Bit 59, CTR_Frz (version 4): while set, no counter counts.
+    pub const CTR_FRZ: u64 = 1 << 59;
+    /// Bit 60, ASCI (version 4).
+    pub const ASCI: u64 = 1 << 60;
+    /// Bit 61, Ovf_Uncore (version 3).
+    pub const OVF_UNCORE: u64 = 1 << 61;
+    /// Bit 62, OvfBuf (DS buffer overflow).
+    pub const OVF_BUF: u64 = 1 << 62;
+    /// Bit 63, CondChgd.
+    pub const COND_CHGD: u64 = 1 << 63;
+}
+
+/// IA32_DEBUGCTL bits (SDM Vol. 4 Table 2-2, 1D9H; Vol. 3B 18.4.1).
+pub mod debugctl {
+    /// Bit 0, LBR.
+    pub const LBR: u64 = 1 << 0;
+    /// Bit 1, BTF.
+    pub const BTF: u64 = 1 << 1;
+    /// Bit 6, TR.
+    pub const TR: u64 = 1 << 6;
+    /// Bit 7, BTS.
+    pub const BTS: u64 = 1 << 7;
+    /// Bit 8, BTINT.
+    pub const BTINT: u64 = 1 << 8;
+    /// Bit 9, BTS_OFF_OS.
+    pub const BTS_OFF_OS: u64 = 1 << 9;
+    /// Bit 10, BTS_OFF_USR.
+    pub const BTS_OFF_USR: u64 = 1 << 10;
+    /// Bit 11, FREEZE_LBRS_ON_PMI (version 2 and later).
+    pub const FREEZE_LBRS_ON_PMI: u64 = 1 << 11;
+    /// Bit 12, FREEZE_PERFMON_ON_PMI (version 2 and later).
+    pub const FREEZE_PERFMON_ON_PMI: u64 = 1 << 12;
+    /// The bits the model accepts on every version.
+    pub const BASE: u64 = LBR | BTF | TR | BTS | BTINT | BTS_OFF_OS | BTS_OFF_USR;
+}
+
+/// IA32_PERF_CAPABILITIES bits the model reports.
+pub mod perf_capabilities {
+    /// Bit 13, FW_WRITE: IA32_A_PMCx exist (SDM 20.2.6).
+    pub const FW_WRITE: u64 = 1 << 13;
+}
+
+/// RDPMC's ECX (SDM Vol. 2B, RDPMC).
+pub mod rdpmc {
+    /// ECX\[30\]: read a fixed-function counter.
+    pub const FIXED: u32 = 1 << 30;
+    /// ECX\[31\]: "fast" read (only without architectural performance
+    /// monitoring).
+    pub const FAST: u32 = 1 << 31;
+    /// ECX\[29:0\]: the counter index.
+    pub const INDEX: u32 = (1 << 30) - 1;
+}
+
+/// The pre-defined architectural performance events (SDM Vol. 3B Table 20-1,
+/// "UMask and Event Select Encodings for Pre-Defined Architectural
+/// Performance Events"), in CPUID.0AH:EBX bit order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ArchEvent {
+    /// UnHalted Core Cycles: 3CH / 00H (EBX bit 0).
+    CoreCycles,
+    /// Instruction Retired: C0H / 00H (EBX bit 1).
+    InstructionsRetired,
+    /// UnHalted Reference Cycles: 3CH / 01H (EBX bit 2).
+    ReferenceCycles,
+    /// LLC Reference: 2EH / 4FH (EBX bit 3).
+    LlcReferences,
+    /// LLC Misses: 2EH / 41H (EBX bit 4).
+    LlcMisses,
+    /// Branch Instruction Retired: C4H / 00H (EBX bit 5).
+    BranchInstructionsRetired,
+    /// Branch Misses Retired: C5H / 00H (EBX bit 6).
+    BranchMissesRetired,
+    /// Topdown Slots: A4H / 01H (EBX bit 7).
+    TopdownSlots,
+}
+
+impl ArchEvent {
+    /// Every event, in EBX bit order.
+    pub const ALL: [Self; 8] = [
+        Self::CoreCycles,
+        Self::InstructionsRetired,
+        Self::ReferenceCycles,
+        Self::LlcReferences,
+        Self::LlcMisses,
+        Self::BranchInstructionsRetired,
+        Self::BranchMissesRetired,
+        Self::TopdownSlots,
+    ];
+
+    /// The event's bit in CPUID.0AH:EBX (set: not available).
+    pub const fn index(self) -> u32 {
+        self as u32
+    }
+
+    /// The event select (PERFEVTSEL bits 7:0).
+    pub const fn select(self) -> u8 {
+        match self {
+            Self::CoreCycles | Self::ReferenceCycles => 0x3C,
+            Self::InstructionsRetired => 0xC0,
+            Self::LlcReferences | Self::LlcMisses => 0x2E,
+            Self::BranchInstructionsRetired => 0xC4,
+            Self::BranchMissesRetired => 0xC5,
+            Self::TopdownSlots => 0xA4,
+        }
+    }
+
+    /// The unit mask (PERFEVTSEL bits 15:8).
+    pub const fn umask(self) -> u8 {
+        match self {
+            Self::CoreCycles
+            | Self::InstructionsRetired
+            | Self::BranchInstructionsRetired
+            | Self::BranchMissesRetired => 0x00,
+            Self::ReferenceCycles | Self::TopdownSlots => 0x01,
+            Self::LlcReferences => 0x4F,
+            Self::LlcMisses => 0x41,
+        }
+    }
+}
+
+/// The architectural event each fixed counter counts (SDM 20.2.2, Table
+/// "Association of Fixed-Function Performance Counters with Architectural
+/// Performance Events"; fixed counter 3 counts TOPDOWN.SLOTS, the Topdown
+/// Slots event of Table 20-1, on the parts that have it): 0 instructions
+/// retired, 1 core cycles, 2 reference cycles, 3 topdown slots. Fixed
+/// counters 4 and up count nothing in the model.
+pub const FIXED_EVENTS: [ArchEvent; 4] = [
+    ArchEvent::InstructionsRetired,
+    ArchEvent::CoreCycles,
+    ArchEvent::ReferenceCycles,
+    ArchEvent::TopdownSlots,
+];
