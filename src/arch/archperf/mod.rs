@@ -34,6 +34,7 @@
 //! | [`physical`] | [`ArchPerfPmu`], the physical PMU of one logical processor as a value |
 //! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone |
 //! | [`pmi`] | the PMI handler: one status read, one acknowledgement |
+//! | [`multiplex`] | more events than general counters, rotated on the caller's tick, each rotation one `GLOBAL_CTRL` write |
 //!
 //! The register-level model the tests run the driver against is
 //! `crate::model::archperf` (feature `model`), written from the SDM
@@ -44,6 +45,7 @@
 pub mod driver;
 pub mod events;
 pub mod msrs;
+pub mod multiplex;
 pub mod physical;
 pub mod pmi;
 

@@ -29,7 +29,7 @@ use super::schedule::{Occupied, Part, Request, ScheduleError, schedule};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
 use crate::counter::{AnyHandle, ErasedError, Owner, StateTag};
-use crate::multiplex::Multiplexed;
+use crate::multiplex::{Multiplexed, Rotation};
 
 /// Why events cannot be multiplexed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,11 +76,8 @@ pub type RotateError<E> = ErasedError<Error<E>>;
 pub struct Multiplexer<const E: usize> {
     part: Part,
     events: [Option<Request>; E],
-    n: usize,
-    counts: [Multiplexed; E],
-    /// Where each claimed event is, and the count it held when last read.
-    on: [Option<(Assignment, u64)>; E],
-    next: usize,
+    /// The counts, and where each claimed event is.
+    rotation: Rotation<Assignment, E>,
     handles: [AnyHandle<NetBurst>; 18],
 }
 
@@ -112,10 +109,7 @@ impl<const E: usize> Multiplexer<E> {
         let mut m = Multiplexer {
             part,
             events: [None; E],
-            n: events.len(),
-            counts: [Multiplexed::default(); E],
-            on: [None; E],
-            next: 0,
+            rotation: Rotation::new(events.len()),
             handles,
         };
         for (i, &(spec, lp)) in events.iter().enumerate() {
@@ -150,9 +144,10 @@ impl<const E: usize> Multiplexer<E> {
         let mut keep = [false; E];
         for (slot, a) in placed.as_slice().iter().enumerate() {
             let i = chosen[slot];
-            keep[i] = self.on[i].is_some_and(|(at, _)| at == *a);
+            keep[i] = self.rotation.place(i) == Some(*a);
         }
-        for (i, _) in keep.iter().enumerate().take(self.n).filter(|(_, k)| !**k) {
+        let n = self.rotation.len();
+        for (i, _) in keep.iter().enumerate().take(n).filter(|(_, k)| !**k) {
             self.release(d, i)?;
         }
         for (slot, a) in placed.as_slice().iter().enumerate() {
@@ -165,7 +160,7 @@ impl<const E: usize> Multiplexer<E> {
                     &CounterConfig::counting(*r.spec(), a.escr()).on(r.processor()),
                 )?;
                 // Configured with the counter at 0.
-                self.on[i] = Some((*a, 0));
+                self.rotation.set_place(i, Some(*a));
             }
             if h.state() == StateTag::Configured {
                 h.enable(d)?;
@@ -180,20 +175,10 @@ impl<const E: usize> Multiplexer<E> {
         d: &mut NetBurstDriver<'_, O, M>,
         dt: u64,
     ) -> Result<(), RotateError<M::Error>> {
-        for i in 0..self.n {
-            let counted = match &mut self.on[i] {
-                Some((a, last)) => {
-                    let h = &self.handles[usize::from(a.counter().index())];
-                    let v = h.read(d)?;
-                    let delta = v.wrapping_sub(*last) & overflow_rule().mask();
-                    *last = v;
-                    Some(delta)
-                }
-                None => None,
-            };
-            self.counts[i].account(dt, counted.is_some(), counted.unwrap_or(0));
-        }
-        Ok(())
+        let handles = &self.handles;
+        self.rotation.account(dt, overflow_rule().mask(), |a| {
+            handles[usize::from(a.counter().index())].read(d)
+        })
     }
 
     /// The next set: events least run first, as many as the scheduler
@@ -204,18 +189,13 @@ impl<const E: usize> Multiplexer<E> {
         &mut self,
         d: &NetBurstDriver<'_, O, M>,
     ) -> Option<([Request; 18], [usize; 18], usize)> {
-        let first = *self.events[..self.n].iter().flatten().next()?;
+        let first = *self.events[..self.rotation.len()].iter().flatten().next()?;
         let others = self.others(d);
         let mut chosen = [0usize; 18];
         // Filled from the front; the filler is never scheduled.
         let mut set = [first; 18];
         let mut k = 0;
-        let mut tried = [false; E];
-        for _ in 0..self.n {
-            let Some(i) = self.least_run(&tried) else {
-                break;
-            };
-            tried[i] = true;
+        for i in self.rotation.least_run_first() {
             let Some(r) = self.events[i] else { continue };
             if k == set.len() {
                 break;
@@ -226,7 +206,6 @@ impl<const E: usize> Multiplexer<E> {
                 k += 1;
             }
         }
-        self.next = (self.next + 1) % self.n;
         Some((set, chosen, k))
     }
 
@@ -235,7 +214,7 @@ impl<const E: usize> Multiplexer<E> {
     fn others<O: Owner, M: MsrAccess>(&self, d: &NetBurstDriver<'_, O, M>) -> Occupied {
         let all = d.occupied();
         let (mut escrs, mut counters) = (all.escrs().bits(), all.counters().bits());
-        for (a, _) in self.on.iter().flatten() {
+        for a in self.rotation.places() {
             escrs &= !EscrSet::EMPTY.with(a.escr()).bits();
             counters &= !CounterSet::EMPTY.with(a.counter()).bits();
         }
@@ -245,15 +224,6 @@ impl<const E: usize> Multiplexer<E> {
         )
     }
 
-    /// The untried event that has run least so far; ties go to the first
-    /// in list order starting from `next`, which moves on each tick.
-    fn least_run(&self, tried: &[bool; E]) -> Option<usize> {
-        (0..self.n)
-            .map(|j| (self.next + j) % self.n)
-            .filter(|&i| !tried[i])
-            .min_by_key(|&i| self.counts[i].running)
-    }
-
     /// Releases event `i`'s counter, if it holds one (forgotten only once
     /// released).
     fn release<O: Owner, M: MsrAccess>(
@@ -261,9 +231,9 @@ impl<const E: usize> Multiplexer<E> {
         d: &mut NetBurstDriver<'_, O, M>,
         i: usize,
     ) -> Result<(), RotateError<M::Error>> {
-        if let Some((a, _)) = self.on[i] {
+        if let Some(a) = self.rotation.place(i) {
             self.handles[usize::from(a.counter().index())].release(d)?;
-            self.on[i] = None;
+            self.rotation.set_place(i, None);
         }
         Ok(())
     }
@@ -272,7 +242,7 @@ impl<const E: usize> Multiplexer<E> {
         &mut self,
         d: &mut NetBurstDriver<'_, O, M>,
     ) -> Result<(), RotateError<M::Error>> {
-        (0..self.n).try_for_each(|i| self.release(d, i))
+        (0..self.rotation.len()).try_for_each(|i| self.release(d, i))
     }
 
     /// Ends the run: the last `dt` charged, every counter released.
@@ -287,12 +257,12 @@ impl<const E: usize> Multiplexer<E> {
 
     /// The events' counts so far, in the order given.
     pub fn results(&self) -> &[Multiplexed] {
-        &self.counts[..self.n]
+        self.rotation.results()
     }
 
     /// Which events are on a counter now.
     pub fn running(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.n).filter(|&i| self.on[i].is_some())
+        self.rotation.running()
     }
 
     /// The handles back, once nothing runs (after [`Multiplexer::finish`]);

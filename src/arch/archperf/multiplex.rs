@@ -1,0 +1,413 @@
+//! Multiplexing on the architectural PMU: more events than it has general
+//! counters, rotated on the caller's timer tick, each reported with its
+//! time enabled, time running and scaled estimate ([`Multiplexed`]).
+//!
+//! Any architectural or raw event runs on any general counter (the
+//! model-specific counter restrictions some events have are out of scope),
+//! so placement is simple: on each [`Multiplexer::tick`] the running events
+//! are read, every event is charged the tick's time ([`Rotation`]), and the
+//! events least run so far take the general counters (those the firmware
+//! does not use). An event that stays keeps its counter and counts on
+//! untouched; the others are released and the newcomers configured on the
+//! freed counters. The whole change is one bracket of the driver
+//! ([`crate::counter::Driver::freeze`]): the departing events stop and the
+//! arriving ones start with one `IA32_PERF_GLOBAL_CTRL` write.
+//!
+//! ```
+//! use pmu::arch::archperf::driver::{ArchPerfDriver, Counters};
+//! use pmu::arch::archperf::multiplex::Multiplexer;
+//! use pmu::arch::archperf::{ArchPerfPmu, EventSpec};
+//! use pmu::model::archperf::{ArchPerfModel, Config, Event};
+//!
+//! // SAFETY: the model is a logical processor of its own; this is its value.
+//! let cpu0 = unsafe { ArchPerfPmu::new() };
+//! pmu::owner!(Cpu0);
+//! let model = ArchPerfModel::new(Config::core2()); // 2 general counters
+//! let cpu = pmu::detect::detect(&model, &mut model.clone())?.arch_perf().unwrap();
+//! let (mut d, c) = ArchPerfDriver::<Cpu0, _>::take(model, &cpu, &cpu0)?;
+//! let events = [0x10, 0x11, 0x12].map(|s| EventSpec::raw(s, 0));
+//! let mut m = Multiplexer::<3>::new(c.erase_all(), &events).map_err(|(e, _)| e)?;
+//! m.tick(&mut d, 0)?;
+//! for _ in 0..30 {
+//!     for s in [0x10, 0x11, 0x12] {
+//!         d.msr().inject(Event::new(s, 0, 100)); // 100 of each per tick
+//!     }
+//!     m.tick(&mut d, 1)?;
+//! }
+//! m.finish(&mut d, 0)?;
+//! for r in m.results() {
+//!     assert_eq!((r.enabled, r.running, r.estimate()), (30, 20, Some(3000)));
+//! }
+//! let counters = Counters::<Cpu0>::from_erased(m.into_handles().map_err(|_| "running")?)
+//!     .map_err(|_| "not whole")?;
+//! let _model = d.give_back(counters);
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
+
+use super::driver::{ArchPerfDriver, ArchPerfmon, CounterConfig, Error};
+use super::events::EventSpec;
+use super::msrs::{Counter, MAX_GENERAL};
+use crate::access::MsrAccess;
+use crate::counter::{AnyHandle, Driver, ErasedError, Owner, StateTag};
+use crate::multiplex::{Multiplexed, Rotation};
+
+/// The handles of a driver in [`super::driver::Counters::erase_all`]'s
+/// form.
+pub type Handles = [Option<AnyHandle<ArchPerfmon>>; 12];
+
+/// Why events cannot be multiplexed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum MultiplexError {
+    /// More events than the multiplexer holds.
+    TooMany,
+    /// The handles are not one driver's unclaimed counters in
+    /// [`super::driver::Counters::erase_all`]'s order: handle `index` is
+    /// not.
+    Handles {
+        /// Its position.
+        index: usize,
+    },
+}
+
+impl core::fmt::Display for MultiplexError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            MultiplexError::TooMany => f.write_str("more events than the multiplexer holds"),
+            MultiplexError::Handles { index } => write!(
+                f,
+                "handle {index} is not the driver's counter of that place, unclaimed"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for MultiplexError {}
+
+/// The error of a rotation: a refused transition or register access.
+pub type RotateError<E> = ErasedError<Error<E>>;
+
+/// Up to `E` events multiplexed on the general counters of one driver,
+/// whose run-time handles it holds.
+#[derive(Debug)]
+pub struct Multiplexer<const E: usize> {
+    events: [EventSpec; E],
+    /// The counts, and the general counter each running event is on.
+    rotation: Rotation<u8, E>,
+    handles: Handles,
+}
+
+impl<const E: usize> Multiplexer<E> {
+    /// Multiplexes `events` with `handles` (a driver's, unclaimed, as
+    /// [`super::driver::Counters::erase_all`] gives them). Nothing runs
+    /// until the first [`Multiplexer::tick`]. Refused with the handles
+    /// given back.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the error hands the handles back by value: a no_std crate has no Box"
+    )]
+    pub fn new(handles: Handles, events: &[EventSpec]) -> Result<Self, (MultiplexError, Handles)> {
+        if events.len() > E {
+            return Err((MultiplexError::TooMany, handles));
+        }
+        const PLACES: [u8; 12] = [0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35];
+        let owner = handles.iter().flatten().next().map(AnyHandle::owner);
+        let wrong = handles.iter().zip(PLACES).position(|(h, n)| {
+            h.as_ref().is_some_and(|h| {
+                h.index() != n || h.state() != StateTag::Unclaimed || Some(h.owner()) != owner
+            })
+        });
+        if let Some(index) = wrong {
+            return Err((MultiplexError::Handles { index }, handles));
+        }
+        let mut list = [EventSpec::raw(0, 0); E];
+        list[..events.len()].copy_from_slice(events);
+        Ok(Multiplexer {
+            events: list,
+            rotation: Rotation::new(events.len()),
+            handles,
+        })
+    }
+
+    /// One rotation: the running events are read, every event is charged
+    /// `dt` (the running ones their counts), and the events least run so
+    /// far take the general counters: those staying keep counting, the
+    /// others are released and the newcomers configured and enabled, all
+    /// in one bracket (one `GLOBAL_CTRL` write). The first call (with `dt`
+    /// 0) starts.
+    pub fn tick<O: Owner, M: MsrAccess>(
+        &mut self,
+        d: &mut ArchPerfDriver<'_, O, M>,
+        dt: u64,
+    ) -> Result<(), RotateError<M::Error>> {
+        self.account(d, dt)?;
+        let free = self.general(d);
+        let mut chosen = [false; E];
+        for i in self.rotation.least_run_first().take(free) {
+            chosen[i] = true;
+        }
+        d.freeze().map_err(ErasedError::Driver)?;
+        let moved = self.move_events(d, &chosen);
+        d.thaw().map_err(ErasedError::Driver)?;
+        moved
+    }
+
+    /// Releases the events not `chosen` and places the chosen ones not
+    /// running on the counters freed.
+    fn move_events<O: Owner, M: MsrAccess>(
+        &mut self,
+        d: &mut ArchPerfDriver<'_, O, M>,
+        chosen: &[bool; E],
+    ) -> Result<(), RotateError<M::Error>> {
+        for i in (0..self.rotation.len()).filter(|&i| !chosen[i]) {
+            self.release(d, i)?;
+        }
+        for i in (0..self.rotation.len()).filter(|&i| chosen[i]) {
+            if self.rotation.place(i).is_some() {
+                continue;
+            }
+            let Some(n) = self.free_counter(d) else {
+                break;
+            };
+            if let Some(h) = self.handles[usize::from(n)].as_mut() {
+                h.configure(d, &CounterConfig::counting(self.events[i]))?;
+                self.rotation.set_place(i, Some(n));
+                h.enable(d)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The general counters the events can use: those with a handle that
+    /// the firmware does not use.
+    fn usable<O: Owner, M: MsrAccess>(&self, d: &ArchPerfDriver<'_, O, M>, n: u8) -> bool {
+        self.handles[usize::from(n)].is_some()
+            && Counter::general(n).is_some_and(|c| !d.firmware().contains(c))
+    }
+
+    fn general<O: Owner, M: MsrAccess>(&self, d: &ArchPerfDriver<'_, O, M>) -> usize {
+        (0..MAX_GENERAL).filter(|&n| self.usable(d, n)).count()
+    }
+
+    /// The lowest usable general counter no event is on.
+    fn free_counter<O: Owner, M: MsrAccess>(&self, d: &ArchPerfDriver<'_, O, M>) -> Option<u8> {
+        (0..MAX_GENERAL).find(|&n| self.usable(d, n) && self.rotation.places().all(|p| p != n))
+    }
+
+    /// Reads the running events and charges every event `dt`.
+    fn account<O: Owner, M: MsrAccess>(
+        &mut self,
+        d: &mut ArchPerfDriver<'_, O, M>,
+        dt: u64,
+    ) -> Result<(), RotateError<M::Error>> {
+        let mask = d.overflow_rule().mask();
+        let handles = &self.handles;
+        self.rotation
+            .account(dt, mask, |n| match &handles[usize::from(n)] {
+                Some(h) => h.read(d),
+                None => Ok(0),
+            })
+    }
+
+    /// Releases event `i`'s counter, if it holds one (forgotten only once
+    /// released).
+    fn release<O: Owner, M: MsrAccess>(
+        &mut self,
+        d: &mut ArchPerfDriver<'_, O, M>,
+        i: usize,
+    ) -> Result<(), RotateError<M::Error>> {
+        if let Some(n) = self.rotation.place(i) {
+            if let Some(h) = self.handles[usize::from(n)].as_mut() {
+                h.release(d)?;
+            }
+            self.rotation.set_place(i, None);
+        }
+        Ok(())
+    }
+
+    /// Ends the run: the last `dt` charged, every counter released.
+    pub fn finish<O: Owner, M: MsrAccess>(
+        &mut self,
+        d: &mut ArchPerfDriver<'_, O, M>,
+        dt: u64,
+    ) -> Result<(), RotateError<M::Error>> {
+        self.account(d, dt)?;
+        (0..self.rotation.len()).try_for_each(|i| self.release(d, i))
+    }
+
+    /// The events' counts so far, in the order given.
+    pub fn results(&self) -> &[Multiplexed] {
+        self.rotation.results()
+    }
+
+    /// Which events are on a counter now.
+    pub fn running(&self) -> impl Iterator<Item = usize> + '_ {
+        self.rotation.running()
+    }
+
+    /// The handles back, once nothing runs (after [`Multiplexer::finish`]);
+    /// `Err(self)` while an event is still on a counter.
+    #[allow(
+        clippy::result_large_err,
+        reason = "hands the multiplexer back by value"
+    )]
+    pub fn into_handles(self) -> Result<Handles, Self> {
+        if self
+            .handles
+            .iter()
+            .flatten()
+            .any(|h| h.state() != StateTag::Unclaimed)
+        {
+            return Err(self);
+        }
+        Ok(self.handles)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::access::{Access, MsrAccess, Recording};
+    use crate::arch::archperf::driver::Counters;
+    use crate::arch::archperf::msrs::IA32_PERFEVTSEL0;
+    use crate::model::archperf::{ArchPerfModel, Config, Event};
+
+    fn take<O: Owner>(
+        pmu: &crate::arch::archperf::ArchPerfPmu,
+        m: ArchPerfModel,
+    ) -> (
+        ArchPerfDriver<'_, O, Recording<ArchPerfModel, 64>>,
+        Counters<O>,
+    ) {
+        let cpu = crate::detect::detect(&m, &mut m.clone())
+            .unwrap()
+            .arch_perf()
+            .unwrap();
+        ArchPerfDriver::take(Recording::new(m), &cpu, pmu).unwrap()
+    }
+
+    fn inject<O: Owner>(
+        d: &mut ArchPerfDriver<'_, O, Recording<ArchPerfModel, 64>>,
+        select: u8,
+        n: u64,
+    ) {
+        d.msr().inner_mut().inject(Event::new(select, 0, n));
+    }
+
+    /// Six events on four general counters at constant rates: each runs
+    /// two thirds of the time, the estimates are exact, and each rotation
+    /// writes GLOBAL_CTRL once.
+    #[test]
+    fn constant_rates_are_estimated_exactly_with_one_global_write_per_tick() {
+        crate::owner!(Cpu);
+        let pmu = crate::testing::archperf_pmu();
+        let (mut d, c) = take::<Cpu>(&pmu, ArchPerfModel::new(Config::skylake()));
+        let selects = [0x10u8, 0x11, 0x12, 0x13, 0x14, 0x15];
+        let events = selects.map(|s| EventSpec::raw(s, 0));
+        let mut m = Multiplexer::<6>::new(c.erase_all(), &events)
+            .map_err(|(e, _)| e)
+            .unwrap();
+        m.tick(&mut d, 0).unwrap();
+        let mut rotations = 0;
+        for _ in 0..300 {
+            for (k, s) in selects.into_iter().enumerate() {
+                inject(&mut d, s, 10 * (k as u64 + 1));
+            }
+            d.msr().clear();
+            m.tick(&mut d, 1).unwrap();
+            let log = d.msr().log();
+            let writes_to = |m: u32| {
+                log.iter()
+                    .filter(|a| matches!(a, Access::WriteMsr { msr, .. } if *msr == m))
+                    .count()
+            };
+            let global = writes_to(crate::arch::archperf::msrs::IA32_PERF_GLOBAL_CTRL);
+            let moved = (0..4)
+                .map(|n| writes_to(IA32_PERFEVTSEL0 + n))
+                .sum::<usize>();
+            assert_eq!(
+                global,
+                usize::from(moved > 0),
+                "one GLOBAL_CTRL write when events move"
+            );
+            rotations += usize::from(moved > 0);
+            let t = d.msr().take_counts();
+            assert_eq!(t.rdpmc, 4, "the running events read");
+        }
+        // Six events, four counters: two of every three ticks move two
+        // events; the third keeps the set (least run first).
+        assert_eq!(rotations, 200);
+        m.finish(&mut d, 0).unwrap();
+        for (k, r) in m.results().iter().enumerate() {
+            assert_eq!((r.enabled, r.running), (300, 200), "event {k}");
+            assert_eq!(r.estimate(), Some(300 * 10 * (k as u64 + 1)), "event {k}");
+        }
+        let handles = m.into_handles().unwrap();
+        let c = Counters::<Cpu>::from_erased(handles).unwrap();
+        assert_eq!(d.msr().inner_mut().read_msr(IA32_PERFEVTSEL0).unwrap(), 0);
+        let _ = d.give_back(c);
+    }
+
+    /// The firmware's counter is left out of the rotation; events that fit
+    /// always run.
+    #[test]
+    fn the_firmwares_counters_are_not_used() {
+        crate::owner!(Cpu);
+        let pmu = crate::testing::archperf_pmu();
+        let mut model = ArchPerfModel::new(Config::core2());
+        model
+            .write_msr(IA32_PERFEVTSEL0 + 1, 0x3C | 1 << 17 | 1 << 22)
+            .unwrap();
+        let (mut d, c) = take::<Cpu>(&pmu, model);
+        let events = [0x20u8, 0x21].map(|s| EventSpec::raw(s, 0));
+        let mut m = Multiplexer::<2>::new(c.erase_all(), &events)
+            .map_err(|(e, _)| e)
+            .unwrap();
+        m.tick(&mut d, 0).unwrap();
+        for _ in 0..10 {
+            inject(&mut d, 0x20, 7);
+            inject(&mut d, 0x21, 3);
+            m.tick(&mut d, 1).unwrap();
+            assert_eq!(m.running().count(), 1, "one general counter left");
+        }
+        m.finish(&mut d, 0).unwrap();
+        let r: Vec<_> = m
+            .results()
+            .iter()
+            .map(|r| (r.running, r.estimate()))
+            .collect();
+        assert_eq!(r, [(5, Some(70)), (5, Some(30))]);
+        assert_eq!(
+            d.msr().inner_mut().read_msr(IA32_PERFEVTSEL0 + 1).unwrap(),
+            0x3C | 1 << 17 | 1 << 22,
+            "untouched"
+        );
+    }
+
+    /// Handles that are not a driver's unclaimed set are refused, and come
+    /// back.
+    #[test]
+    fn foreign_or_claimed_handles_are_refused() {
+        crate::owner!(Cpu);
+        let pmu = crate::testing::archperf_pmu();
+        let (mut d, c) = take::<Cpu>(&pmu, ArchPerfModel::new(Config::skylake()));
+        let mut all = c.erase_all();
+        if let Some(h) = all[1].as_mut() {
+            h.configure(&mut d, &CounterConfig::counting(EventSpec::raw(0x3C, 0)))
+                .unwrap();
+        }
+        let Err((e, mut all)) = Multiplexer::<2>::new(all, &[EventSpec::raw(0x10, 0)]) else {
+            panic!("a claimed handle taken")
+        };
+        assert_eq!(e, MultiplexError::Handles { index: 1 });
+        if let Some(h) = all[1].as_mut() {
+            h.release(&mut d).unwrap();
+        }
+        let Err((e, _)) = Multiplexer::<1>::new(all, &[EventSpec::raw(0x10, 0); 2]) else {
+            panic!("too many events")
+        };
+        assert_eq!(e, MultiplexError::TooMany);
+    }
+}
