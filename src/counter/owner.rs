@@ -50,6 +50,24 @@ impl OwnerFlag {
     pub const fn new() -> OwnerFlag {
         OwnerFlag(AtomicBool::new(false))
     }
+
+    /// Takes the flag: `false` if it is taken already. (The physical PMU
+    /// values hold one too: a driver per PMU.)
+    pub(crate) fn take(&self) -> bool {
+        self.0
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Frees the flag; only its taker calls this.
+    pub(crate) fn give_back(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+
+    /// Whether the flag is taken.
+    pub(crate) fn is_taken(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 /// A type that names the owner of one driver. Declare one with
@@ -82,17 +100,14 @@ impl OwnerId {
 
 /// Take owner `O` for a new driver: `false` if a driver holds it already.
 pub(crate) fn take<O: Owner>() -> bool {
-    O::taken()
-        .0
-        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
+    O::taken().take()
 }
 
 /// Give owner `O` back. Only a driver that took `O` and holds every one of
 /// its claim tokens again (or whose take failed before it issued any) may
 /// call this.
 pub(crate) fn give_back<O: Owner>() {
-    O::taken().0.store(false, Ordering::Release);
+    O::taken().give_back();
 }
 
 /// Declare an owner type: a type that names one PMU (see

@@ -30,4 +30,6 @@
 
 pub mod archperf;
 pub mod itanium;
+#[cfg(target_arch = "x86_64")]
+pub mod lock;
 pub mod netburst;

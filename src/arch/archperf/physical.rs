@@ -18,9 +18,8 @@
 //!
 //! [`InitError::PmuTaken`]: super::driver::InitError::PmuTaken
 
-use core::sync::atomic::{AtomicBool, Ordering};
-
 use super::pmi::PmiState;
+use crate::counter::OwnerFlag;
 
 /// The architectural PMU of one logical processor (see the [module
 /// documentation](self)): declare one `static` per CPU and take its driver
@@ -42,7 +41,7 @@ use super::pmi::PmiState;
 #[derive(Debug)]
 pub struct ArchPerfPmu {
     pmi: PmiState,
-    taken: AtomicBool,
+    taken: OwnerFlag,
 }
 
 impl ArchPerfPmu {
@@ -58,7 +57,7 @@ impl ArchPerfPmu {
     pub const unsafe fn new() -> ArchPerfPmu {
         ArchPerfPmu {
             pmi: PmiState::new(),
-            taken: AtomicBool::new(false),
+            taken: OwnerFlag::new(),
         }
     }
 
@@ -70,18 +69,16 @@ impl ArchPerfPmu {
 
     /// Whether a live driver holds the PMU.
     pub fn is_taken(&self) -> bool {
-        self.taken.load(Ordering::Acquire)
+        self.taken.is_taken()
     }
 
     /// Marks the PMU held: `false` if a live driver holds it.
     pub(super) fn take(&self) -> bool {
-        self.taken
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        self.taken.take()
     }
 
     /// The driver is given back (or its take failed).
     pub(super) fn give_back(&self) {
-        self.taken.store(false, Ordering::Release);
+        self.taken.give_back();
     }
 }

@@ -29,7 +29,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use super::msrs::{Counter, CounterSet, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS};
 use crate::access::MsrAccess;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter};
+use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, bump};
 
 /// Per-counter arrays are indexed by the counter's `GLOBAL` bit, so the
 /// handler indexes with the bit number it finds (no mapping, no bounds
@@ -79,15 +79,6 @@ impl core::fmt::Debug for PmiState {
             .field("interrupts", &self.interrupts())
             .finish_non_exhaustive()
     }
-}
-
-/// `cell += by` for a cell with one writer: a load and a store, no lock.
-#[inline(always)]
-fn bump(cell: &AtomicU64, by: u64) {
-    cell.store(
-        cell.load(Ordering::Relaxed).wrapping_add(by),
-        Ordering::Relaxed,
-    );
 }
 
 /// What one call of [`handle_pmi`] found.

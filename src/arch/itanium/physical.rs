@@ -15,9 +15,8 @@
 //!
 //! [`InitError::AlreadyTaken`]: super::driver::InitError::AlreadyTaken
 
-use core::sync::atomic::{AtomicBool, Ordering};
-
 use super::pmi::PmiState;
+use crate::counter::OwnerFlag;
 
 /// The physical PMU of one Itanium processor (see the [module
 /// documentation](self)): declare one `static` per CPU and take its driver
@@ -39,7 +38,7 @@ use super::pmi::PmiState;
 #[derive(Debug)]
 pub struct ItaniumPmu {
     pmi: PmiState,
-    taken: AtomicBool,
+    taken: OwnerFlag,
 }
 
 impl ItaniumPmu {
@@ -56,7 +55,7 @@ impl ItaniumPmu {
     pub const unsafe fn new() -> ItaniumPmu {
         ItaniumPmu {
             pmi: PmiState::new(),
-            taken: AtomicBool::new(false),
+            taken: OwnerFlag::new(),
         }
     }
 
@@ -68,18 +67,16 @@ impl ItaniumPmu {
 
     /// Whether a live driver holds the PMU.
     pub fn is_taken(&self) -> bool {
-        self.taken.load(Ordering::Acquire)
+        self.taken.is_taken()
     }
 
     /// Marks the PMU held: `false` if a live driver holds it.
     pub(super) fn take(&self) -> bool {
-        self.taken
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        self.taken.take()
     }
 
     /// The driver is given back (or its take failed).
     pub(super) fn give_back(&self) {
-        self.taken.store(false, Ordering::Release);
+        self.taken.give_back();
     }
 }

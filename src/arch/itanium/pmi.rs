@@ -58,7 +58,7 @@ use super::ear::{DearConfig, DearSample, ItlbSample};
 use super::generation::{Generation, RegSet};
 use super::pmc::Pmc0;
 use crate::access::PmcPmdAccess;
-use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter};
+use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, bump};
 
 const SLOTS: usize = 16;
 
@@ -220,15 +220,6 @@ const fn generation_code(g: Generation) -> u8 {
         Generation::Itanium => 1,
         Generation::Montecito => 2,
     }
-}
-
-/// `cell += by` for a cell with one writer: a load and a store, no lock.
-#[inline(always)]
-fn bump(cell: &AtomicU64, by: u64) {
-    cell.store(
-        cell.load(Ordering::Relaxed).wrapping_add(by),
-        Ordering::Relaxed,
-    );
 }
 
 impl PmiState {

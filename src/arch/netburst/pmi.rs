@@ -98,7 +98,7 @@ use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter};
+use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, bump};
 
 const COUNTERS: usize = 18;
 
@@ -198,15 +198,6 @@ impl PmiOutcome {
     pub const fn is_spurious(self) -> bool {
         self.overflowed.is_empty()
     }
-}
-
-/// `cell += by` for a cell with one writer: a load and a store, no lock.
-#[inline(always)]
-fn bump(cell: &AtomicU64, by: u64) {
-    cell.store(
-        cell.load(Ordering::Relaxed).wrapping_add(by),
-        Ordering::Relaxed,
-    );
 }
 
 impl PmiState {

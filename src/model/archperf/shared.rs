@@ -18,28 +18,17 @@
 //! CPUID ([`crate::detect::Cpuid`]) depends only on the configuration and
 //! takes no lock.
 
-use core::sync::atomic::{AtomicU32, Ordering};
-
 use super::{ArchPerfModel, Config, Event, Fault, Injected};
 use crate::access::MsrAccess;
 use crate::detect::{Cpuid, CpuidResult};
-use x86_64::instructions::interrupts;
+use crate::model::lock::IrqLock;
 
 /// An [`ArchPerfModel`] behind a spin lock that is only ever held with
 /// interrupts disabled. See the [module documentation](self).
 #[derive(Debug)]
 pub struct SharedArchPerfModel {
     config: Config,
-    model: spin::Mutex<ArchPerfModel>,
-    /// The initial APIC ID + 1 of the CPU holding the lock; 0 when free.
-    holder: AtomicU32,
-}
-
-/// This CPU's initial APIC ID (CPUID.01H:EBX\[31:24\]) + 1, never 0.
-fn this_cpu() -> u32 {
-    // CPUID leaf 1 exists on every x86-64 processor.
-    let leaf1 = core::arch::x86_64::__cpuid(1);
-    (leaf1.ebx >> 24) + 1
+    model: IrqLock<ArchPerfModel>,
 }
 
 impl SharedArchPerfModel {
@@ -47,8 +36,7 @@ impl SharedArchPerfModel {
     pub const fn new(config: Config) -> Self {
         Self {
             config,
-            model: spin::Mutex::new(ArchPerfModel::new(config)),
-            holder: AtomicU32::new(0),
+            model: IrqLock::new(ArchPerfModel::new(config)),
         }
     }
 
@@ -66,23 +54,7 @@ impl SharedArchPerfModel {
     /// re-entry (`f` using an [`ArchPerfMsr`] of the same model, or an NMI
     /// handler), which would otherwise deadlock.
     pub fn with<R>(&self, f: impl FnOnce(&mut ArchPerfModel) -> R) -> R {
-        interrupts::without_interrupts(|| {
-            let me = this_cpu();
-            let mut model = match self.model.try_lock() {
-                Some(model) => model,
-                None => {
-                    assert!(
-                        self.holder.load(Ordering::Acquire) != me,
-                        "SharedArchPerfModel re-entered while locked (nested access or NMI)"
-                    );
-                    self.model.lock()
-                }
-            };
-            self.holder.store(me, Ordering::Release);
-            let out = f(&mut model);
-            self.holder.store(0, Ordering::Release);
-            out
-        })
+        self.model.with(f)
     }
 
     /// Puts the model back in its reset state.
