@@ -21,3 +21,32 @@ pub mod itanium;
 pub mod netburst;
 
 pub use field::Field;
+
+#[cfg(test)]
+mod tests {
+    /// The PMI path sits below the drivers and takes no lock: no
+    /// architecture's `pmi.rs` imports its driver module (whose claims and
+    /// PEBS images live behind a lock in the physical PMU's value), nor a
+    /// lock.
+    #[test]
+    fn the_pmi_modules_import_no_driver_and_no_lock() {
+        let modules = [
+            ("netburst", include_str!("netburst/pmi.rs")),
+            ("itanium", include_str!("itanium/pmi.rs")),
+            ("archperf", include_str!("archperf/pmi.rs")),
+        ];
+        for (arch, source) in modules {
+            for line in source.lines().map(str::trim_start) {
+                let import = line.starts_with("use ") || line.starts_with("pub use ");
+                assert!(
+                    !(import && line.contains("driver")),
+                    "{arch}/pmi.rs: {line}"
+                );
+                assert!(
+                    !line.contains("Mutex") && !line.contains("spin::"),
+                    "{arch}/pmi.rs: {line}"
+                );
+            }
+        }
+    }
+}
