@@ -269,6 +269,9 @@ pub enum ConfigError {
     /// A sample-after value above 2^31 needs full-width writes
     /// (`IA32_PERF_CAPABILITIES[13]`), which this CPU lacks.
     PeriodNeedsFullWidth,
+    /// Sampling needs `IA32_PERF_GLOBAL_STATUS` (version 2 and later): the
+    /// PMI handler finds the overflowed counters there.
+    NoOverflowStatus,
 }
 
 impl fmt::Display for ConfigError {
@@ -303,6 +306,9 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::PeriodNeedsFullWidth => f.write_str(
                 "a sample-after value above 2^31 needs full-width counter writes (IA32_PERF_CAPABILITIES[13]), which this CPU lacks",
+            ),
+            ConfigError::NoOverflowStatus => f.write_str(
+                "sampling needs IA32_PERF_GLOBAL_STATUS, which architectural performance monitoring has from version 2 (this CPU has version 1)",
             ),
         }
     }
@@ -622,6 +628,9 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
             self.overflow_rule()
         };
         if let Some(s) = config.sampling {
+            if !self.global() {
+                return Err(ConfigError::NoOverflowStatus);
+            }
             if s.rule() != rule {
                 return Err(ConfigError::SampleAfterRule);
             }

@@ -436,6 +436,12 @@ fn version_1_starts_with_en() {
     inject(&mut d, CYCLES, 5);
     assert_eq!(g1.read(&mut d).unwrap(), 5);
     let _ = g1.release(&mut d).unwrap();
+    // No GLOBAL_STATUS on v1: the handler could not find an overflow.
+    let n = SampleAfter::new(10, d.overflow_rule()).unwrap();
+    let e =
+        c.g0.configure(&mut d, &CounterConfig::counting(spec("cycles")).sampling(n))
+            .unwrap_err();
+    assert_eq!(e.error, Error::Config(ConfigError::NoOverflowStatus));
 }
 
 /// CMASK, INV and EDGE reach the select: two events in a clock count one
