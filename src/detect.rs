@@ -524,6 +524,14 @@ mod tests {
             match leaf {
                 0 => self.leaf0,
                 1 if self.leaf0.eax >= 1 => self.leaf1,
+                // Leaves up to the maximum exist; this CPU reports nothing
+                // in them (leaf 0AH: version 0, no architectural PMU).
+                2.. if leaf <= self.leaf0.eax => CpuidResult {
+                    eax: 0,
+                    ebx: 0,
+                    ecx: 0,
+                    edx: 0,
+                },
                 _ => panic!("CPUID leaf {leaf:#x} beyond the maximum"),
             }
         }
@@ -613,7 +621,8 @@ mod tests {
 
     #[test]
     fn other_families_and_missing_leaf() {
-        // Core 2: family 6.
+        // Family 6 (a Core 2 signature) whose leaf 0AH reports version 0:
+        // no architectural PMU, so no PMU this crate drives.
         let mut cpu = FakeCpu::new(b"GenuineIntel", 0xA, 0x6F6, MSR, 1 << 7);
         assert_eq!(run(&mut cpu).pmu, PmuKind::None(NoPmu::Family(6)));
         // Extended family 1 makes family 10h (the IA-32 face of Itanium 2).
