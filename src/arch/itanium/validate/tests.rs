@@ -331,6 +331,89 @@ fn each_illegal_case_has_its_own_error() {
     assert_eq!(seen.len(), 15);
 }
 
+/// Perfmon's order (`pfm_write_pmcs`, the reference's "PMC write path"
+/// steps 2 -> 3 -> 4): the privilege rule is judged on the value as
+/// written, before `oi` is forced and reserved bits are restored.
+#[test]
+fn privilege_is_judged_on_the_value_as_written() {
+    let system = Policy {
+        privilege: PrivilegePolicy::System,
+        ..Policy::PERFMON
+    };
+    let per_task = Policy {
+        privilege: PrivilegePolicy::PerTask,
+        ..Policy::PERFMON
+    };
+    // Itanium 2 PMC4 = 80_0000h is its power-up value (pm = 0): no
+    // privilege check, then oi forced: written as 80_0020h. Judged after
+    // forcing (80_0020h differs from the power-up value, pm = 0) it was
+    // refused.
+    for p in [system, per_task, Policy::PERFMON] {
+        assert_eq!(
+            validate(ITA2, p, 4, 0x80_0000),
+            Ok(Accepted {
+                value: 0x80_0020,
+                replaced: 0,
+                forced: 0x20,
+                range: RangeEffect::default(),
+            })
+        );
+    }
+    // The same value with oi already set is no longer the power-up value:
+    // system-wide it needs pm = 1.
+    assert_eq!(
+        validate(ITA2, system, 4, 0x80_0020),
+        Err(PmcError::PrivilegeMismatch { pmc: 4, pm: false })
+    );
+    // Itanium 2 PMC10 = 1_0000h differs from its power-up value (0) only in
+    // reserved bit 16 (writable 15:0), pm (bit 4) = 0: refused system-wide,
+    // although restoring the reserved bit gives the power-up value.
+    assert_eq!(
+        validate(ITA2, system, 10, 0x1_0000),
+        Err(PmcError::PrivilegeMismatch { pmc: 10, pm: false })
+    );
+    // Per task (pm = 0 wanted) it passes, the bit restored.
+    assert_eq!(
+        validate(ITA2, per_task, 10, 0x1_0000),
+        Ok(Accepted {
+            value: 0,
+            replaced: 0x1_0000,
+            forced: 0,
+            range: RangeEffect::default(),
+        })
+    );
+    // pm is read from the value as written too: Itanium 2 PMC5 with pm = 1
+    // and a reserved bit (23 on PMC5) passes system-wide, the bit restored
+    // and oi forced.
+    let raw = ctr(ITA2, 5, 0x12, 0, 0) | 1 << 6 | 1 << 23;
+    assert_eq!(
+        validate(ITA2, system, 5, raw),
+        Ok(Accepted {
+            value: ctr(ITA2, 5, 0x12, 0, 0) | 1 << 6 | 1 << 5,
+            replaced: 1 << 23,
+            forced: 1 << 5,
+            range: RangeEffect::default(),
+        })
+    );
+    // Under the strict policy nothing is forced or restored: the privilege
+    // rule still comes first.
+    let strict_system = Policy {
+        privilege: PrivilegePolicy::System,
+        ..Policy::STRICT
+    };
+    assert_eq!(
+        validate(ITA2, strict_system, 10, 0x1_0000),
+        Err(PmcError::PrivilegeMismatch { pmc: 10, pm: false })
+    );
+    assert_eq!(
+        validate(ITA2, strict_system, 10, 0x1_0010),
+        Err(PmcError::ReservedBits {
+            pmc: 10,
+            bits: 0x1_0000
+        })
+    );
+}
+
 #[test]
 fn errors_display_distinct_messages() {
     let all = [
