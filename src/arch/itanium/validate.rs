@@ -72,18 +72,34 @@
 //! = 0; Itanium 2: PMC13 or PMC14 active, see
 //! [`crate::arch::itanium::opcode`]).
 //!
-//! # Where the validator and the model differ
+//! # Agreement with the model
 //!
-//! Every value this validator accepts under [`Policy::STRICT`] is accepted
-//! by the strict register-level model (`pmu::model::itanium`), which is
-//! written from the manuals independently; a test checks it over random
-//! values of every PMC of every generation. One disagreement is deliberate:
-//! Itanium 2 PMC12 bits 5:4 are writable in Linux perfmon's mask (followed
-//! here) but ignored in libpfm's layout (followed by the model). Nothing the
-//! driver builds sets them ([`crate::arch::itanium::BtbConfig`] never does),
-//! and the test leaves them out with that reason. The other direction (the
-//! model accepting what the validator refuses: uncatalogued events, field
-//! values perfmon refuses) is expected.
+//! The validator and the strict register-level model
+//! (`pmu::model::itanium`, written from the manuals independently, with
+//! its own bit tables) agree on every implemented PMC of every generation:
+//! every value this validator accepts under [`Policy::STRICT`] the model
+//! accepts and holds; every value refused for the register's layout
+//! (reserved bits, field widths, EAR modes and unit masks) the model
+//! refuses too; every value refused only by the catalog or perfmon's
+//! tagging rule the model, which knows no events, accepts. A test
+//! (`the_validator_and_the_strict_model_agree_on_every_pmc`) checks it
+//! exhaustively over each register's fields, with its reserved bits
+//! sampled. Where the sources disagree, one rule holds for both, stated in
+//! each one's own code:
+//!
+//! | bits | sources | the rule |
+//! |---|---|---|
+//! | Itanium 2 PMC12 bits 5:4 | perfmon's mask 0xFFFF makes them writable; libpfm3's `pmc12_ita2_reg` names them `btbc_ig1` (ignored), and perfmon's mask for the same register on Montecito (PMC39) is 0xFFCF | reserved: refused under [`ReservedPolicy::Reject`], replaced by 0 under [`ReservedPolicy::Replace`] (the hardware ignores them, so perfmon's write and this one leave it in the same state). Until issue 28 the validator followed perfmon's mask and accepted values the model refused |
+//! | Itanium 2 / Montecito I-EAR cache-mode unit masks 41h-7Fh | libpfm3 lists ten patterns (FFh ... 80h, 40h "> 0 cycles", 00h RAB hit) and nothing else | undefined, refused ([`PmcError::UndefinedEarUmask`]). Until issue 28 the model read bits 7:6 = 01b as "all misses" whatever bits 5:0 held |
+//!
+//! Two differences remain, both bits the validator treats as reserved and
+//! the model stores without effect, so the model is the more lenient (a
+//! value the validator accepts is never one the model refuses): Itanium
+//! PMC13 bits 49:32 (set in perfmon's power-up value, absent from
+//! libpfm3's layout, which has only `ta`) and Itanium 2 PMC5-7 bit 23 (the
+//! enable bit, PMC4-only per libpfm3, written on every counter by oprofile
+//! and the perf_events port; see [`crate::arch::itanium::generation`]). The
+//! test asserts these are the only ones.
 //!
 //! # Not checked
 //!
