@@ -186,6 +186,15 @@ impl Generation {
         }
     }
 
+    /// The I-EAR's latency PMD (cache mode): PMD1 (Itanium, Itanium 2),
+    /// PMD35 (Montecito) (libpfm3's EAR layouts).
+    pub const fn iear_latency_pmd(self) -> u8 {
+        match self {
+            Generation::Montecito => 35,
+            _ => 1,
+        }
+    }
+
     /// The data EAR's configuration register: PMC11, PMC40 on Montecito.
     pub const fn dear_pmc(self) -> u8 {
         match self {
