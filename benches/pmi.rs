@@ -34,8 +34,10 @@
 //! Before issue 28 the placeholders were a load or a `nop` with fewer
 //! operands (no fixed ECX, no EDX:EAX): the compiled handler skipped work
 //! the real one does, and the bench reported 40/94/71 (NetBurst 1/1, 4/4,
-//! spurious) and 52 (Itanium 2) where the handler as compiled against the
-//! real shapes executed 52/121/82 and 53.
+//! spurious) and 52 (Itanium 2 with one counter overflowed) where the same
+//! handlers, measured by this bench with the real shapes, execute
+//! 53/131/92 and 48 (the README's Performance section has the figures
+//! after issue 28's changes to the handlers).
 //!
 //! After the figures the bench inspects each handler's object code
 //! (objdump): locked instructions, and every function it can reach by a
@@ -100,9 +102,11 @@ pub mod shapes {
     pub const IA64_WRITE_PMD: u64 = 1;
 
     /// `pmu::access::X86Msr` with RDMSR, WRMSR and RDPMC replaced. The
-    /// operands and options are `X86Msr`'s (and, for RDMSR and WRMSR, the
-    /// `x86_64` crate's `Msr::read`/`Msr::write` it calls): ECX in, EAX and
-    /// EDX out as `u32`s (RDMSR: `nomem`), or in as the value's halves.
+    /// operands and options are `X86Msr`'s (and, for WRMSR, the `x86_64`
+    /// crate's `Msr::write` it calls): ECX in, RAX and RDX out whole (the
+    /// instructions clear their bits 63:32 in 64-bit mode, and so do the
+    /// placeholders, whose 32-bit loads zero-extend; RDMSR: `nomem`), or
+    /// EAX and EDX in as the value's halves.
     #[derive(Debug)]
     pub struct ShapedMsr;
 
@@ -111,7 +115,7 @@ pub mod shapes {
 
         #[inline]
         fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
-            let (high, low): (u32, u32);
+            let (low, high): (u64, u64);
             // SAFETY: the placeholder reads `MSR_FILE[ECX & FFFFh]` into
             // EDX:EAX and touches nothing else: EAX and EDX are outputs, ECX
             // is only read, no flags change (`movzx`, `lea`, `mov`). It
@@ -128,11 +132,12 @@ pub mod shapes {
                     "mov eax, dword ptr [rax]",
                     file = sym MSR_FILE,
                     in("ecx") msr,
-                    out("eax") low, out("edx") high,
+                    out("rax") low,
+                    out("rdx") high,
                     options(nomem, nostack, preserves_flags),
                 );
             }
-            Ok(((high as u64) << 32) | (low as u64))
+            Ok(high << 32 | low)
         }
 
         #[inline]
@@ -153,9 +158,10 @@ pub mod shapes {
 
         #[inline]
         fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
-            let (low, high): (u32, u32);
+            let value: u64;
             // SAFETY: the placeholder reads `PMC_FILE[ECX & FFFFh]` into
-            // EDX:EAX and touches nothing else (as RDMSR's above).
+            // EDX:EAX and touches nothing else (as RDMSR's above); the join
+            // is X86Msr's.
             unsafe {
                 core::arch::asm!(
                     "movzx edx, cx",
@@ -163,14 +169,16 @@ pub mod shapes {
                     "lea rax, [rax + rdx * 8]",
                     "mov edx, dword ptr [rax + 4]",
                     "mov eax, dword ptr [rax]",
+                    "shl rdx, 32",
+                    "or rax, rdx",
                     file = sym PMC_FILE,
                     in("ecx") index,
-                    out("eax") low,
-                    out("edx") high,
-                    options(nostack, preserves_flags),
+                    out("rax") value,
+                    out("rdx") _,
+                    options(nostack),
                 );
             }
-            Ok(u64::from(high) << 32 | u64::from(low))
+            Ok(value)
         }
     }
 
