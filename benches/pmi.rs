@@ -1,27 +1,60 @@
 //! Benchmark of the overflow interrupt handlers, NetBurst's, Itanium's and
-//! the architectural PMU's `handle_pmi`, in three or four scenarios each. For every scenario it prints:
+//! the architectural PMU's `handle_pmi`, in three or four scenarios each.
+//! For every scenario it prints:
 //!
 //! - the register traffic of one interrupt, counted by the recording backend
 //!   (this is what carries over to hardware, where one RDMSR or WRMSR costs
 //!   tens to hundreds of cycles on a Pentium 4);
-//! - nanoseconds per interrupt on this host, with a register file that costs
-//!   nothing (best of 5 runs of 2,000,000);
+//! - nanoseconds per interrupt on this host, with register accesses that
+//!   cost a few cycles each (best of 5 runs of 2,000,000);
 //! - when `valgrind` is on the `PATH`, **instructions per interrupt** counted
 //!   by callgrind, which are exact and repeatable: the bench runs itself under
 //!   `valgrind --tool=callgrind`, collecting only inside one `#[inline(never)]`
-//!   function that calls the handler, over a register file whose every
-//!   register access is one placeholder instruction (a load for a read, a
-//!   `nop` for a write, the LVT write included). The report gives the total
-//!   and the total less those placeholders: the handler's own instructions.
+//!   function that calls the handler. The report gives the total and the
+//!   total less the placeholders' own instructions: the handler's
+//!   instructions, as compiled against the real backends.
+//!
+//! # The placeholders keep the real instructions' operand shapes
+//!
+//! The handler is compiled against backends whose inline assembly is the
+//! real one with only the instruction replaced ([`shapes`]): for IA-32,
+//! `X86Msr`'s RDMSR, WRMSR and RDPMC (ECX in, EDX:EAX out or in, the same
+//! options), so the compiled handler loads RDPMC's index into ECX, joins
+//! EDX:EAX into a `u64`, splits a written value into EDX:EAX and gives up
+//! the registers the instruction writes, exactly as it does over `X86Msr`.
+//! A read's placeholder looks the value up in a table indexed by ECX (a
+//! few instructions, all subtracted); a write's is one `nop`. The LVT write
+//! is the crate's own `LocalApic` (a volatile store) over a page of memory.
+//! Itanium has no Rust target: its backend is an x86_64 proxy with the same
+//! discipline as an IA-64 `mov r = pmd[r3]` / `mov pmd[r3] = r` (index in
+//! a general register, value in or out of one, ordered with the code
+//! around it like `X86Msr`'s accesses; a PMC write followed by the
+//! `srlz.d` the architecture asks for).
+//!
+//! Before issue 28 the placeholders were a load or a `nop` with fewer
+//! operands (no fixed ECX, no EDX:EAX): the compiled handler skipped work
+//! the real one does, and the bench reported 40/94/71 (NetBurst 1/1, 4/4,
+//! spurious) and 52 (Itanium 2 with one counter overflowed) where the same
+//! handlers, measured by this bench with the real shapes, execute
+//! 53/131/92 and 48 (the README's Performance section has the figures
+//! after issue 28's changes to the handlers).
+//!
+//! After the figures the bench inspects each handler's object code
+//! (objdump): locked instructions, and every function it can reach by a
+//! direct call or jump, none of which may be panic machinery, a lock or an
+//! allocator (and no indirect call, which could reach anything).
 //!
 //! Run: `cargo bench --bench pmi`. The registers are placeholders, not a
 //! model and not hardware; the counts are of the driver's code on x86_64.
 
+use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::process::Command;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
 
 /// Handler calls per callgrind run.
 const CALLS: u64 = 10_000;
@@ -30,65 +63,326 @@ const CALLS: u64 = 10_000;
 /// for callgrind instead of the whole benchmark.
 const CHILD: &str = "PMU_BENCH_PMI_CALLGRIND";
 
-/// An LVT entry whose write is one placeholder instruction.
-struct Lvt;
+pub mod shapes {
+    //! The backends the handlers are measured over: the real instructions'
+    //! inline assembly, operands and options unchanged, with only the
+    //! instruction replaced by a placeholder of the same shape.
+    //!
+    //! A read's placeholder returns the value of a table entry indexed by
+    //! its operand, so the handler sees the scenario's register values; a
+    //! write's does nothing. The tables are filled before the measured
+    //! function is called, never while it runs.
 
-impl LvtPerfCounterEntry for Lvt {
-    #[inline(always)]
-    fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
-        // SAFETY: `nop` has no effect; the operand only makes the entry's
-        // value live in a register, as the real APIC store would.
-        unsafe {
-            core::arch::asm!("nop", in("eax") entry.bits(), options(nomem, nostack, preserves_flags));
+    use core::sync::atomic::AtomicU64;
+
+    use pmu::access::{MsrAccess, PmcPmdAccess};
+
+    /// RDMSR's table, indexed by ECX bits 15:0 (every PMU MSR the handlers
+    /// read is below 10000h).
+    pub static MSR_FILE: [AtomicU64; 1 << 16] = [const { AtomicU64::new(0) }; 1 << 16];
+    /// RDPMC's table, indexed by ECX bits 15:0 (the scenarios read general
+    /// counters only; a fixed counter's bit 30 is not looked at).
+    pub static PMC_FILE: [AtomicU64; 1 << 16] = [const { AtomicU64::new(0) }; 1 << 16];
+    /// The Itanium proxy's table: PMC n at n, PMD n at 256 + n.
+    pub static IA64_FILE: [AtomicU64; 512] = [const { AtomicU64::new(0) }; 512];
+
+    /// Instructions of each placeholder, subtracted from the counts.
+    pub const RDMSR: u64 = 5;
+    /// See [`RDMSR`].
+    pub const WRMSR: u64 = 1;
+    /// See [`RDMSR`].
+    pub const RDPMC: u64 = 5;
+    /// The LVT write: one volatile store.
+    pub const LVT: u64 = 1;
+    /// Itanium: `mov r = pmc[r3]` / `mov r = pmd[r3]`.
+    pub const IA64_READ: u64 = 2;
+    /// Itanium: `mov pmc[r3] = r` then `srlz.d`.
+    pub const IA64_WRITE_PMC: u64 = 2;
+    /// Itanium: `mov pmd[r3] = r`.
+    pub const IA64_WRITE_PMD: u64 = 1;
+
+    /// `pmu::access::X86Msr` with RDMSR, WRMSR and RDPMC replaced. The
+    /// operands and options are `X86Msr`'s (and, for WRMSR, the `x86_64`
+    /// crate's `Msr::write` it calls): ECX in, RAX and RDX out whole (the
+    /// instructions clear their bits 63:32 in 64-bit mode, and so do the
+    /// placeholders, whose 32-bit loads zero-extend; RDMSR: `nomem`), or
+    /// EAX and EDX in as the value's halves.
+    #[derive(Debug)]
+    pub struct ShapedMsr;
+
+    impl MsrAccess for ShapedMsr {
+        type Error = core::convert::Infallible;
+
+        #[inline]
+        fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
+            let (low, high): (u64, u64);
+            // SAFETY: the placeholder reads `MSR_FILE[ECX & FFFFh]` into
+            // EDX:EAX and touches nothing else: EAX and EDX are outputs, ECX
+            // is only read, no flags change (`movzx`, `lea`, `mov`). It
+            // declares `nomem` as RDMSR does, although it reads the table:
+            // the table is written only before the measured function is
+            // called (a call the compiler cannot see through), so no store
+            // to it can be pending or cached in a register here.
+            unsafe {
+                core::arch::asm!(
+                    "movzx edx, cx",
+                    "lea rax, [rip + {file}]",
+                    "lea rax, [rax + rdx * 8]",
+                    "mov edx, dword ptr [rax + 4]",
+                    "mov eax, dword ptr [rax]",
+                    file = sym MSR_FILE,
+                    in("ecx") msr,
+                    out("rax") low,
+                    out("rdx") high,
+                    options(nomem, nostack, preserves_flags),
+                );
+            }
+            Ok(high << 32 | low)
+        }
+
+        #[inline]
+        fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
+            let low = value as u32;
+            let high = (value >> 32) as u32;
+            // SAFETY: `nop` has no effect; the operands are WRMSR's.
+            unsafe {
+                core::arch::asm!(
+                    "nop",
+                    in("ecx") msr,
+                    in("eax") low, in("edx") high,
+                    options(nostack, preserves_flags),
+                );
+            }
+            Ok(())
+        }
+
+        #[inline]
+        fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+            let value: u64;
+            // SAFETY: the placeholder reads `PMC_FILE[ECX & FFFFh]` into
+            // EDX:EAX and touches nothing else (as RDMSR's above); the join
+            // is X86Msr's.
+            unsafe {
+                core::arch::asm!(
+                    "movzx edx, cx",
+                    "lea rax, [rip + {file}]",
+                    "lea rax, [rax + rdx * 8]",
+                    "mov edx, dword ptr [rax + 4]",
+                    "mov eax, dword ptr [rax]",
+                    "shl rdx, 32",
+                    "or rax, rdx",
+                    file = sym PMC_FILE,
+                    in("ecx") index,
+                    out("rax") value,
+                    out("rdx") _,
+                    options(nostack),
+                );
+            }
+            Ok(value)
         }
     }
+
+    /// An IA-64 backend's accesses on x86_64: the index in a general
+    /// register (a `u8` widened, as a Rust IA-64 backend would pass it),
+    /// the value out of or into one, no `nomem` (the accesses stay ordered
+    /// with the code around them, as `X86Msr`'s RDPMC and WRMSR do).
+    #[derive(Debug)]
+    pub struct ShapedIa64;
+
+    impl ShapedIa64 {
+        #[inline(always)]
+        fn read(slot: u64) -> u64 {
+            let v: u64;
+            // SAFETY: reads `IA64_FILE[slot]` (`slot` < 512 by the callers)
+            // into `v`; no flags change.
+            unsafe {
+                core::arch::asm!(
+                    "lea {v}, [rip + {file}]",
+                    "mov {v}, qword ptr [{v} + {n} * 8]",
+                    file = sym IA64_FILE,
+                    n = in(reg) slot,
+                    v = out(reg) v,
+                    options(nostack, preserves_flags),
+                );
+            }
+            v
+        }
+    }
+
+    impl PmcPmdAccess for ShapedIa64 {
+        type Error = core::convert::Infallible;
+
+        #[inline]
+        fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
+            Ok(Self::read(u64::from(n)))
+        }
+
+        #[inline]
+        fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+            // SAFETY: two `nop`s (`mov pmc[r3] = r2`, `srlz.d`).
+            unsafe {
+                core::arch::asm!(
+                    "nop",
+                    "nop",
+                    "/* {n} {v} */",
+                    n = in(reg) u64::from(n),
+                    v = in(reg) value,
+                    options(nostack, preserves_flags),
+                );
+            }
+            Ok(())
+        }
+
+        #[inline]
+        fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
+            Ok(Self::read(256 + u64::from(n)))
+        }
+
+        #[inline]
+        fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
+            // SAFETY: `nop` (`mov pmd[r3] = r2`).
+            unsafe {
+                core::arch::asm!(
+                    "nop",
+                    "/* {n} {v} */",
+                    n = in(reg) u64::from(n),
+                    v = in(reg) value,
+                    options(nostack, preserves_flags),
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The LVT entry the handlers write back: the crate's `LocalApic` over a
+/// page of memory (its write is a volatile store to offset 340h).
+fn lvt() -> LocalApic {
+    #[repr(C, align(4096))]
+    struct Page([u8; 4096]);
+    let page: &'static mut Page = Box::leak(Box::new(Page([0; 4096])));
+    // SAFETY: a leaked, page-aligned page of ordinary memory, used only
+    // through this handle: a store to it has no effect but its own.
+    unsafe { LocalApic::new(NonNull::from(&mut page.0).cast()) }
 }
 
 fn entry() -> LvtPerfCounter {
     LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()))
 }
 
-/// One load: the placeholder for a register read.
-#[inline(always)]
-fn load(file: &[u64; 64], n: u32) -> u64 {
-    let v: u64;
-    // SAFETY: `n & 63` indexes the 64-entry array `file`; the instruction
-    // only reads it.
-    unsafe {
-        core::arch::asm!(
-            "mov {v}, qword ptr [{base} + {n} * 8]",
-            v = lateout(reg) v,
-            base = in(reg) file.as_ptr(),
-            n = in(reg) u64::from(n & 63),
-            options(readonly, nostack, preserves_flags),
-        );
-    }
-    v
+/// The register file the driver is configured on (through the recording
+/// backend) and whose values the placeholders then return: reads of
+/// register n give `file[n & 63]`; writes are ignored, so every interrupt
+/// sees the same values.
+#[derive(Clone)]
+pub struct File {
+    /// RDMSR values.
+    pub msr: [u64; 64],
+    /// RDPMC values.
+    pub counter: [u64; 64],
 }
 
-/// One `nop`: the placeholder for a register write, with the register number
-/// and value in registers as a WRMSR needs them.
-#[inline(always)]
-fn store(n: u32, value: u64) {
-    // SAFETY: `nop` has no effect.
-    unsafe {
-        core::arch::asm!("nop", in("ecx") n, in("rax") value, options(nomem, nostack, preserves_flags));
+impl File {
+    /// Every MSR reads `msr`, every counter `counter`.
+    pub const fn new(msr: u64, counter: u64) -> File {
+        File {
+            msr: [msr; 64],
+            counter: [counter; 64],
+        }
     }
+}
+
+impl pmu::access::MsrAccess for File {
+    type Error = core::convert::Infallible;
+    fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
+        Ok(self.msr[msr as usize & 63])
+    }
+    fn write_msr(&mut self, _: u32, _: u64) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+        Ok(self.counter[index as usize & 63])
+    }
+}
+
+/// The Itanium register file, as [`File`]: PMC n reads `pmc[n & 63]`, PMD n
+/// `pmd[n & 63]`.
+#[derive(Clone)]
+pub struct IaFile {
+    /// PMC values.
+    pub pmc: [u64; 64],
+    /// PMD values.
+    pub pmd: [u64; 64],
+}
+
+impl pmu::access::PmcPmdAccess for IaFile {
+    type Error = core::convert::Infallible;
+    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
+        Ok(self.pmc[usize::from(n) & 63])
+    }
+    fn write_pmc(&mut self, _: u8, _: u64) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
+        Ok(self.pmd[usize::from(n) & 63])
+    }
+    fn write_pmd(&mut self, _: u8, _: u64) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// Which scenario's values the tables hold.
+static INSTALLED: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Fill the placeholders' tables with scenario `id`'s register values (once
+/// per switch; never inside a measured function).
+#[inline(never)]
+fn install(id: usize, x86: Option<&File>, ia64: Option<&IaFile>) {
+    if INSTALLED.load(Ordering::Relaxed) == id {
+        return;
+    }
+    if let Some(f) = x86 {
+        for (i, (m, c)) in shapes::MSR_FILE.iter().zip(&shapes::PMC_FILE).enumerate() {
+            m.store(f.msr[i & 63], Ordering::Relaxed);
+            c.store(f.counter[i & 63], Ordering::Relaxed);
+        }
+    }
+    if let Some(f) = ia64 {
+        for (i, e) in shapes::IA64_FILE.iter().enumerate() {
+            let v = if i < 256 {
+                f.pmc[i & 63]
+            } else {
+                f.pmd[i & 63]
+            };
+            e.store(v, Ordering::Relaxed);
+        }
+    }
+    INSTALLED.store(id, Ordering::Relaxed);
 }
 
 /// A scenario: its name, the register accesses of one interrupt (recording
-/// backend) and a closure that runs one interrupt on the placeholder file.
+/// backend) and a closure that runs one interrupt over the placeholders.
 struct Scenario {
     name: &'static str,
     traffic: String,
-    /// Placeholder register accesses per interrupt, the LVT write included.
+    /// Register accesses per interrupt, the LVT write included.
     accesses: u64,
+    /// The placeholders' instructions per interrupt.
+    placeholder_instructions: u64,
     run: Box<dyn FnMut(u64)>,
 }
 
+/// A fresh scenario id.
+fn next_id() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 mod netburst {
-    use super::{Lvt, Scenario, entry, load, store};
-    use pmu::access::{MsrAccess, Recording};
+    use super::shapes::{self, ShapedMsr};
+    use super::{File, Scenario, entry, install, lvt, next_id};
+    use pmu::access::Recording;
+    use pmu::apic::LocalApic;
     use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
     use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
     use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
@@ -97,40 +391,18 @@ mod netburst {
     use pmu::sampling::SampleAfter;
     use std::hint::black_box;
 
-    /// The register file: RDPMC of counter n reads `counter[n]`.
-    pub struct Regs {
-        pub counter: [u64; 64],
-    }
-
-    impl MsrAccess for Regs {
-        type Error = core::convert::Infallible;
-        #[inline(always)]
-        fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
-            Ok(load(&self.counter, msr))
-        }
-        #[inline(always)]
-        fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
-            store(msr, value);
-            Ok(())
-        }
-        #[inline(always)]
-        fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
-            Ok(load(&self.counter, index))
-        }
-    }
-
     /// The handler as measured: everything inside is counted by callgrind.
     #[inline(never)]
-    pub fn measured_netburst(state: &PmiState, regs: &mut Regs, rip: u64, sink: &mut u64) -> u32 {
-        handle_pmi(
-            state,
-            LogicalProcessor::T0,
-            regs,
-            &mut Lvt,
-            entry(),
-            rip,
-            |s| *sink = sink.wrapping_add(s.rip),
-        )
+    pub fn measured_netburst(
+        state: &PmiState,
+        msr: &mut ShapedMsr,
+        apic: &mut LocalApic,
+        rip: u64,
+        sink: &mut u64,
+    ) -> u32 {
+        handle_pmi(state, LogicalProcessor::T0, msr, apic, entry(), rip, |s| {
+            *sink = sink.wrapping_add(s.rip)
+        })
         .map_or(0, |o| o.overflowed.bits())
     }
 
@@ -163,15 +435,13 @@ mod netburst {
             logical_processors: 2,
         };
         let n = SampleAfter::new(100_000, overflow_rule()).unwrap();
-        let mut regs = Regs {
-            counter: [n.at_residual(5); 64],
-        };
+        let mut file = File::new(n.at_residual(5), n.at_residual(5));
         for &c in overflowed {
-            regs.counter[usize::from(c)] =
+            file.counter[usize::from(c)] =
                 n.at_residual(0).wrapping_add(100_000 + 1) & ((1 << 40) - 1);
         }
         let (mut d, c) =
-            NetBurstDriver::<O, _>::take(Recording::<_, 1>::new(regs), &cpu, package).unwrap();
+            NetBurstDriver::<O, _>::take(Recording::<_, 1>::new(file), &cpu, package).unwrap();
         let cfg = configs(n);
         let mut keep = Vec::new();
         keep.push(
@@ -208,11 +478,12 @@ mod netburst {
         }
         d.msr().clear();
         let mut sink = 0;
+        let mut apic = lvt();
         handle_pmi(
             state,
             LogicalProcessor::T0,
             d.msr(),
-            &mut Lvt,
+            &mut apic,
             entry(),
             1,
             |s| sink += s.rip,
@@ -223,25 +494,37 @@ mod netburst {
             "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
             t.rdpmc, t.msr_reads, t.msr_writes
         );
-        let accesses = t.rdpmc + t.msr_reads + t.msr_writes + 1;
-        let mut regs = Regs {
-            counter: d.msr().inner_mut().counter,
-        };
+        let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
+        let placeholder_instructions = u64::from(t.rdpmc) * shapes::RDPMC
+            + u64::from(t.msr_reads) * shapes::RDMSR
+            + u64::from(t.msr_writes) * shapes::WRMSR
+            + shapes::LVT;
+        let file = d.msr().inner_mut().clone();
         let _ = (d, keep);
+        let id = next_id();
         Scenario {
             name,
             traffic,
-            accesses: accesses as u64,
+            accesses,
+            placeholder_instructions,
             run: Box::new(move |rip| {
-                black_box(measured_netburst(state, &mut regs, rip, &mut sink));
+                install(id, Some(&file), None);
+                black_box(measured_netburst(
+                    state,
+                    &mut ShapedMsr,
+                    &mut apic,
+                    rip,
+                    &mut sink,
+                ));
             }),
         }
     }
 }
 
 mod itanium {
-    use super::{Scenario, load, store};
-    use pmu::access::{PmcPmdAccess, Recording};
+    use super::shapes::{self, ShapedIa64};
+    use super::{IaFile, Scenario, install, next_id};
+    use pmu::access::Recording;
     use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
     use pmu::arch::itanium::ear::{IearConfig, TlbFills};
     use pmu::arch::itanium::fields::{EventCode, Plm};
@@ -251,37 +534,14 @@ mod itanium {
     use pmu::sampling::SampleAfter;
     use std::hint::black_box;
 
-    /// The register file: PMC n reads `pmc[n]`, PMD n reads `pmd[n]`.
-    pub struct Regs {
-        pub pmc: [u64; 64],
-        pub pmd: [u64; 64],
-    }
-
-    impl PmcPmdAccess for Regs {
-        type Error = core::convert::Infallible;
-        #[inline(always)]
-        fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
-            Ok(load(&self.pmc, u32::from(n)))
-        }
-        #[inline(always)]
-        fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
-            store(u32::from(n), value);
-            Ok(())
-        }
-        #[inline(always)]
-        fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
-            Ok(load(&self.pmd, u32::from(n)))
-        }
-        #[inline(always)]
-        fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
-            store(u32::from(n), value);
-            Ok(())
-        }
-    }
-
     /// The handler as measured: everything inside is counted by callgrind.
     #[inline(never)]
-    pub fn measured_itanium(state: &PmiState, regs: &mut Regs, iip: u64, sink: &mut u64) -> u64 {
+    pub fn measured_itanium(
+        state: &PmiState,
+        regs: &mut ShapedIa64,
+        iip: u64,
+        sink: &mut u64,
+    ) -> u64 {
         handle_pmi(state, regs, iip, |s| {
             *sink = sink.wrapping_add(s.sample.rip)
         })
@@ -297,14 +557,14 @@ mod itanium {
         // this is its one value.
         let cpu: &'static ItaniumPmu = Box::leak(Box::new(unsafe { ItaniumPmu::new() }));
         let state = cpu.pmi();
-        let mut regs = Regs {
+        let mut file = IaFile {
             pmc: [0; 64],
             pmd: [0; 64],
         };
-        regs.pmc[0] = overflowed;
+        file.pmc[0] = overflowed;
         // A valid I-EAR capture: address with bit 0 (valid) set.
-        regs.pmd[0] = 0x4000_0000_0000_1001;
-        let (mut d, c) = ItaniumDriver::<O, _>::take(Recording::<_, 1>::new(regs), g, cpu).unwrap();
+        file.pmd[0] = 0x4000_0000_0000_1001;
+        let (mut d, c) = ItaniumDriver::<O, _>::take(Recording::<_, 1>::new(file), g, cpu).unwrap();
         let n = SampleAfter::new(100_000, overflow_rule(g)).unwrap();
         let hw4 = Counter::new(g, 4).unwrap();
         let cycles = pmc::CounterPmc::new(hw4, EventCode::new(g, 0x12).unwrap())
@@ -335,28 +595,32 @@ mod itanium {
             "{} PMC reads, {} PMC writes, {} PMD reads, {} PMD writes",
             t.pmc_reads, t.pmc_writes, t.pmd_reads, t.pmd_writes
         );
-        let accesses = t.pmc_reads + t.pmc_writes + t.pmd_reads + t.pmd_writes;
-        let regs = d.regs().inner_mut();
-        let mut regs = Regs {
-            pmc: regs.pmc,
-            pmd: regs.pmd,
-        };
-        regs.pmc[0] = overflowed;
+        let accesses = u64::from(t.pmc_reads + t.pmc_writes + t.pmd_reads + t.pmd_writes);
+        let placeholder_instructions = u64::from(t.pmc_reads + t.pmd_reads) * shapes::IA64_READ
+            + u64::from(t.pmc_writes) * shapes::IA64_WRITE_PMC
+            + u64::from(t.pmd_writes) * shapes::IA64_WRITE_PMD;
+        let mut file = d.regs().inner_mut().clone();
+        file.pmc[0] = overflowed;
         let _ = (d, a, b);
+        let id = next_id();
         Scenario {
             name,
             traffic,
-            accesses: accesses as u64,
+            accesses,
+            placeholder_instructions,
             run: Box::new(move |iip| {
-                black_box(measured_itanium(state, &mut regs, iip, &mut sink));
+                install(id, None, Some(&file));
+                black_box(measured_itanium(state, &mut ShapedIa64, iip, &mut sink));
             }),
         }
     }
 }
 
 mod archperf {
-    use super::{Lvt, Scenario, entry, load, store};
-    use pmu::access::{MsrAccess, Recording};
+    use super::shapes::{self, ShapedMsr};
+    use super::{File, Scenario, entry, install, lvt, next_id};
+    use pmu::access::Recording;
+    use pmu::apic::LocalApic;
     use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig};
     use pmu::arch::archperf::msrs::{IA32_PERF_GLOBAL_STATUS, Leaf0A};
     use pmu::arch::archperf::pmi::{PmiState, handle_pmi};
@@ -366,34 +630,16 @@ mod archperf {
     use pmu::sampling::SampleAfter;
     use std::hint::black_box;
 
-    /// The register file: RDMSR of m reads `msr[m & 63]`, RDPMC of counter
-    /// n reads `counter[n & 63]`.
-    pub struct Regs {
-        pub msr: [u64; 64],
-        pub counter: [u64; 64],
-    }
-
-    impl MsrAccess for Regs {
-        type Error = core::convert::Infallible;
-        #[inline(always)]
-        fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
-            Ok(load(&self.msr, msr))
-        }
-        #[inline(always)]
-        fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
-            store(msr, value);
-            Ok(())
-        }
-        #[inline(always)]
-        fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
-            Ok(load(&self.counter, index))
-        }
-    }
-
     /// The handler as measured: everything inside is counted by callgrind.
     #[inline(never)]
-    pub fn measured_archperf(state: &PmiState, regs: &mut Regs, rip: u64, sink: &mut u64) -> u64 {
-        handle_pmi(state, regs, &mut Lvt, entry(), rip, |s| {
+    pub fn measured_archperf(
+        state: &PmiState,
+        msr: &mut ShapedMsr,
+        apic: &mut LocalApic,
+        rip: u64,
+        sink: &mut u64,
+    ) -> u64 {
+        handle_pmi(state, msr, apic, entry(), rip, |s| {
             *sink = sink.wrapping_add(s.rip)
         })
         .map_or(0, |o| o.overflowed.bits())
@@ -418,12 +664,9 @@ mod archperf {
             core_type: None,
             model: 0x55,
         };
-        let regs = Regs {
-            msr: [0; 64],
-            counter: [0; 64],
-        };
         let (mut d, c) =
-            ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(regs), &cpu, cpu0).unwrap();
+            ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(File::new(0, 0)), &cpu, cpu0)
+                .unwrap();
         let n = SampleAfter::new(100_000, d.overflow_rule()).unwrap();
         let cfg = CounterConfig::counting(EventSpec::raw(0x3C, 0)).sampling(n);
         let mut keep = Vec::new();
@@ -466,24 +709,35 @@ mod archperf {
         d.msr().inner_mut().msr[(IA32_PERF_GLOBAL_STATUS & 63) as usize] = status;
         d.msr().clear();
         let mut sink = 0;
-        handle_pmi(state, d.msr(), &mut Lvt, entry(), 1, |s| sink += s.rip).unwrap();
+        let mut apic = lvt();
+        handle_pmi(state, d.msr(), &mut apic, entry(), 1, |s| sink += s.rip).unwrap();
         let t = d.msr().take_counts();
         let traffic = format!(
             "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
             t.rdpmc, t.msr_reads, t.msr_writes
         );
-        let accesses = t.rdpmc + t.msr_reads + t.msr_writes + 1;
-        let mut regs = Regs {
-            msr: d.msr().inner_mut().msr,
-            counter: d.msr().inner_mut().counter,
-        };
+        let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
+        let placeholder_instructions = u64::from(t.rdpmc) * shapes::RDPMC
+            + u64::from(t.msr_reads) * shapes::RDMSR
+            + u64::from(t.msr_writes) * shapes::WRMSR
+            + shapes::LVT;
+        let file = d.msr().inner_mut().clone();
         let _ = (d, keep);
+        let id = next_id();
         Scenario {
             name,
             traffic,
-            accesses: accesses as u64,
+            accesses,
+            placeholder_instructions,
             run: Box::new(move |rip| {
-                black_box(measured_archperf(state, &mut regs, rip, &mut sink));
+                install(id, Some(&file), None);
+                black_box(measured_archperf(
+                    state,
+                    &mut ShapedMsr,
+                    &mut apic,
+                    rip,
+                    &mut sink,
+                ));
             }),
         }
     }
@@ -562,9 +816,10 @@ fn instructions(name: &str) -> Option<f64> {
     Some(total as f64 / CALLS as f64)
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
     if let Ok(name) = std::env::var(CHILD) {
-        return child(&name);
+        child(&name);
+        return std::process::ExitCode::SUCCESS;
     }
     let callgrind = Command::new("valgrind")
         .arg("--version")
@@ -583,8 +838,9 @@ fn main() {
         let counted = if callgrind {
             match instructions(s.name) {
                 Some(i) => format!(
-                    "; {i:.0} instructions, {:.0} excluding the {} register-access placeholders (callgrind)",
-                    i - s.accesses as f64,
+                    "; {i:.0} instructions, {:.0} excluding the {} instructions of the {} register-access placeholders (callgrind)",
+                    i - s.placeholder_instructions as f64,
+                    s.placeholder_instructions,
                     s.accesses
                 ),
                 None => "; callgrind failed".into(),
@@ -600,46 +856,351 @@ fn main() {
     if !callgrind {
         println!("(valgrind not found: no instruction counts)");
     }
-    // The handlers as measured, and NetBurst's out-of-line FORCE_OVF path.
+    // The handlers as measured, and NetBurst's out-of-line FORCE_OVF and
+    // PEBS path.
+    let Some(code) = Disassembly::of_this_executable() else {
+        println!("objdump not found: the handlers' object code is not inspected");
+        return std::process::ExitCode::SUCCESS;
+    };
+    // The check itself: functions that panic, lock and allocate are found
+    // (kept in the binary by `canaries`).
+    canaries(std::env::var_os("PMU_BENCH_PMI_CANARIES").is_some());
+    for (f, what) in [
+        ("canary_index", "panic"),
+        ("canary_mutex", "lock"),
+        ("canary_box", "alloc"),
+    ] {
+        let r = code.inspect(f).expect("the canaries are in the binary");
+        let found: Vec<&str> = r
+            .forbidden
+            .iter()
+            .map(|n| n.as_str())
+            .filter(|n| n.to_ascii_lowercase().contains(what))
+            .collect();
+        assert!(!found.is_empty(), "the object-code check missed {f}: {r}");
+        println!(
+            "object-code check, canary {f}: caught ({} locked instructions; reaches {}{})",
+            r.locked,
+            found[0],
+            match found.len() {
+                1 => String::new(),
+                n => format!(" and {} more", n - 1),
+            }
+        );
+    }
+    let mut clean = true;
     for f in [
         "measured_netburst",
         "measured_itanium",
         "measured_archperf",
         "service_rare",
     ] {
-        match locked_instructions(f) {
-            Some(n) => {
-                println!("{f}: {n} locked instructions (lock prefix or xchg with memory; objdump)")
+        match code.inspect(f) {
+            Some(r) => {
+                println!("{f}: {r}");
+                clean &= r.is_clean();
             }
-            None => println!("{f}: objdump not found, locked instructions not counted"),
+            None => {
+                println!("{f}: not found in the object code");
+                clean = false;
+            }
         }
+    }
+    if clean {
+        std::process::ExitCode::SUCCESS
+    } else {
+        println!("a handler can lock, panic or allocate: see above");
+        std::process::ExitCode::FAILURE
     }
 }
 
-/// Locked instructions in the compiled function whose name contains
-/// `function`: what a locked read-modify-write compiles to on x86_64 (a
-/// `lock` prefix, or `xchg` with a memory operand, which locks implicitly).
-fn locked_instructions(function: &str) -> Option<usize> {
-    let exe = std::env::current_exe().ok()?;
-    let out = Command::new("objdump")
-        .args(["-d", "--no-show-raw-insn", "-C"])
-        .arg(&exe)
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut inside = false;
-    let mut found = false;
-    let mut locked = 0;
-    for line in text.lines() {
-        if line.ends_with(">:") {
-            inside = line.contains(function);
-            found |= inside;
-        } else if inside {
-            let l = line.to_ascii_lowercase();
-            if l.contains("lock ") || (l.contains("xchg") && l.contains('(')) {
-                locked += 1;
+/// Functions the object-code check must flag: they panic, lock and
+/// allocate. Called (with `run` false, doing nothing) so that they stay in
+/// the binary.
+fn canaries(run: bool) {
+    #[inline(never)]
+    fn canary_index(v: &[u64], i: usize) -> u64 {
+        v[i]
+    }
+    #[inline(never)]
+    fn canary_mutex(m: &std::sync::Mutex<u64>) -> u64 {
+        *m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    #[inline(never)]
+    fn canary_box(v: u64) -> Box<u64> {
+        Box::new(v)
+    }
+    let v = black_box(vec![1u64]);
+    let m = std::sync::Mutex::new(2u64);
+    let f: [fn(); 3] = [
+        || {
+            black_box(canary_index(&black_box([1u64; 1]), black_box(0)));
+        },
+        || {
+            black_box(canary_mutex(&black_box(std::sync::Mutex::new(3))));
+        },
+        || {
+            black_box(canary_box(black_box(4)));
+        },
+    ];
+    if black_box(run) {
+        for g in black_box(f) {
+            g();
+        }
+        black_box((v, m));
+    }
+}
+
+/// This executable's code as `objdump -d -C` prints it, cut into functions,
+/// and its global offset table as `objdump -R` prints the dynamic
+/// relocations (a position-independent executable calls another crate's
+/// functions through it: `call *slot(%rip)`).
+struct Disassembly {
+    /// Start address, name and instruction lines of every function, by
+    /// address.
+    functions: Vec<(u64, String, Vec<String>)>,
+    /// What each global offset table slot holds: a function of this
+    /// executable (its address) or a symbol of a shared library (its name).
+    got: std::collections::BTreeMap<u64, Result<u64, String>>,
+}
+
+/// What a handler's object code can reach.
+struct Reach {
+    /// The functions reachable by direct calls and jumps, the handler
+    /// included.
+    functions: BTreeSet<String>,
+    /// Locked instructions in them: a `lock` prefix, or `xchg` with memory
+    /// (which locks implicitly).
+    locked: usize,
+    /// Reached functions that are panic machinery, a lock or an allocator.
+    forbidden: Vec<String>,
+    /// Indirect calls through a register or memory other than a resolved
+    /// global offset table slot: they could reach anything.
+    indirect_calls: usize,
+    /// `ud2` (an abort).
+    traps: usize,
+}
+
+impl Reach {
+    fn is_clean(&self) -> bool {
+        self.locked == 0 && self.forbidden.is_empty() && self.indirect_calls == 0 && self.traps == 0
+    }
+}
+
+impl std::fmt::Display for Reach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self
+            .functions
+            .iter()
+            .map(|n| {
+                // The last two path segments: `BtbIndex::walk`.
+                let mut parts = n.rsplitn(3, "::");
+                let last = parts.next().unwrap_or(n);
+                match parts.next() {
+                    Some(ty) if ty.chars().next().is_some_and(char::is_uppercase) => {
+                        &n[n.len() - last.len() - 2 - ty.len()..]
+                    }
+                    _ => last,
+                }
+            })
+            .collect();
+        write!(
+            f,
+            "{} locked instructions; reaches {} function{} ({}): {} into panic machinery, locks or allocation{}, {} indirect calls, {} traps (objdump)",
+            self.locked,
+            self.functions.len(),
+            if self.functions.len() == 1 { "" } else { "s" },
+            names.join(", "),
+            self.forbidden.len(),
+            if self.forbidden.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", self.forbidden.join(", "))
+            },
+            self.indirect_calls,
+            self.traps
+        )
+    }
+}
+
+/// Names of panic machinery, locks and allocators (demangled): what no
+/// PMI/NMI path may call.
+const FORBIDDEN: &[&str] = &[
+    // Panics, and the formatting only panics use here.
+    "panic",
+    "unwrap_failed",
+    "expect_failed",
+    "assert_failed",
+    "begin_unwind",
+    "slice_index",
+    "core::fmt::",
+    "abort",
+    // Locks.
+    "Mutex",
+    "RwLock",
+    "::lock",
+    "Once",
+    "futex",
+    "pthread_",
+    "spin::",
+    "parking_lot",
+    // Allocation.
+    "alloc",
+    "malloc",
+    "realloc",
+    "free",
+    "__rdl_",
+    "__rg_",
+];
+
+impl Disassembly {
+    fn of_this_executable() -> Option<Disassembly> {
+        let exe = std::env::current_exe().ok()?;
+        let out = Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn", "-C"])
+            .arg(&exe)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut functions: Vec<(u64, String, Vec<String>)> = Vec::new();
+        for line in text.lines() {
+            // "0000000000012340 <name>:"
+            if let Some(head) = line.strip_suffix(">:")
+                && let Some((addr, name)) = head.split_once(" <")
+                && let Ok(addr) = u64::from_str_radix(addr.trim(), 16)
+            {
+                functions.push((addr, name.to_string(), Vec::new()));
+            } else if let Some(f) = functions.last_mut()
+                && line.starts_with(' ')
+                && line.contains(":\t")
+            {
+                f.2.push(line.to_ascii_lowercase());
             }
         }
+        functions.sort_by_key(|f| f.0);
+        let out = Command::new("objdump")
+            .args(["-R", "-C"])
+            .arg(&exe)
+            .output()
+            .ok()?;
+        let mut got = std::collections::BTreeMap::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // "00000000000b3d08 R_X86_64_RELATIVE  *ABS*+0x0000000000052130"
+            // "00000000000b3a80 R_X86_64_GLOB_DAT  memcpy@GLIBC_2.14"
+            let mut w = line.split_whitespace();
+            let (Some(slot), Some(kind), Some(value)) = (w.next(), w.next(), w.next()) else {
+                continue;
+            };
+            let Ok(slot) = u64::from_str_radix(slot, 16) else {
+                continue;
+            };
+            let target = match kind {
+                "R_X86_64_RELATIVE" => match value
+                    .strip_prefix("*ABS*+0x")
+                    .and_then(|a| u64::from_str_radix(a, 16).ok())
+                {
+                    Some(a) => Ok(a),
+                    None => continue,
+                },
+                "R_X86_64_GLOB_DAT" | "R_X86_64_JUMP_SLOT" | "R_X86_64_64" => {
+                    Err(value.to_string())
+                }
+                _ => continue,
+            };
+            got.insert(slot, target);
+        }
+        Some(Disassembly { functions, got })
     }
-    found.then_some(locked)
+
+    /// The function containing address `addr`.
+    fn containing(&self, addr: u64) -> Option<usize> {
+        let i = self.functions.partition_point(|f| f.0 <= addr);
+        i.checked_sub(1)
+    }
+
+    /// Everything the functions named `function` (every instance of a
+    /// generic one) reach.
+    fn inspect(&self, function: &str) -> Option<Reach> {
+        let starts: Vec<usize> = (0..self.functions.len())
+            .filter(|&i| self.functions[i].1.rsplit("::").next() == Some(function))
+            .collect();
+        if starts.is_empty() {
+            return None;
+        }
+        let mut seen: BTreeSet<usize> = starts.iter().copied().collect();
+        let mut todo = starts;
+        let mut reach = Reach {
+            functions: BTreeSet::new(),
+            locked: 0,
+            forbidden: Vec::new(),
+            indirect_calls: 0,
+            traps: 0,
+        };
+        while let Some(i) = todo.pop() {
+            let (_, name, lines) = &self.functions[i];
+            reach.functions.insert(name.clone());
+            if FORBIDDEN.iter().any(|p| name.contains(p)) {
+                reach.forbidden.push(name.clone());
+            }
+            for l in lines {
+                let insn = l.split_once(":\t").map_or("", |(_, i)| i).trim();
+                let mnemonic = insn
+                    .split_whitespace()
+                    .find(|w| *w != "notrack" && *w != "bnd");
+                if insn.starts_with("lock ") || (insn.starts_with("xchg") && insn.contains('(')) {
+                    reach.locked += 1;
+                }
+                if mnemonic == Some("ud2") {
+                    reach.traps += 1;
+                }
+                let Some(m) = mnemonic else { continue };
+                let branch = m.starts_with('j') || m.starts_with("call");
+                if !branch {
+                    continue;
+                }
+                let operand = insn[insn.find(m).unwrap_or(0) + m.len()..].trim();
+                let addr = if let Some(indirect) = operand.strip_prefix('*') {
+                    // Through a global offset table slot: "*0x78cc2(%rip)
+                    // # b3d08 <...>"; anything else (a register, a jump
+                    // table) is unknown.
+                    let slot = indirect
+                        .contains("(%rip)")
+                        .then(|| indirect.split_once("# ")?.1.split_whitespace().next())
+                        .flatten()
+                        .and_then(|a| u64::from_str_radix(a, 16).ok());
+                    match slot.and_then(|a| self.got.get(&a)) {
+                        Some(Ok(a)) => *a,
+                        Some(Err(symbol)) => {
+                            reach.functions.insert(symbol.clone());
+                            if FORBIDDEN.iter().any(|p| symbol.contains(p)) {
+                                reach.forbidden.push(symbol.clone());
+                            }
+                            continue;
+                        }
+                        None => {
+                            if m.starts_with("call") {
+                                reach.indirect_calls += 1;
+                            }
+                            continue;
+                        }
+                    }
+                } else {
+                    match u64::from_str_radix(operand.split_whitespace().next().unwrap_or(""), 16) {
+                        Ok(a) => a,
+                        Err(_) => continue,
+                    }
+                };
+                if let Some(t) = self.containing(addr)
+                    && t != i
+                    && seen.insert(t)
+                {
+                    todo.push(t);
+                }
+            }
+        }
+        Some(reach)
+    }
 }

@@ -210,10 +210,12 @@ impl SampleAfter {
 /// Because `N <= 2^(w-1)` ([`OverflowRule::max_sample_after`]), a counter
 /// has passed its overflow exactly when its raw value is below the preset:
 /// counting up from `2^w - N` it holds `[2^w - N, 2^w)` before the wrap and
-/// `[0, 2^w - N)` after. So comparisons with `N` and the preset decide (one
-/// for the usual overflow of fewer than `N` events past the wrap, two for a
-/// counter that has not overflowed), and only a counter a whole period or
-/// more past its wrap needs a division.
+/// `[0, 2^w - N)` after. So comparisons with `N` and the preset decide
+/// ([`Rearm::rearm`]: one for the usual overflow of fewer than `N` events
+/// past the wrap, two for a counter that has not overflowed; the NetBurst
+/// handler tests the preset first, one comparison for a counter not past
+/// its overflow, two for the usual overflow), and only a counter a whole
+/// period or more past its wrap needs a division.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Rearm {

@@ -48,8 +48,22 @@ impl MsrAccess for X86Msr {
 
     #[inline]
     fn read_msr(&mut self, msr: u32) -> Result<u64, Infallible> {
+        let (low, high): (u64, u64);
         // SAFETY: `X86Msr::new`'s contract: CPL0, the MSR exists on this CPU.
-        Ok(unsafe { x86_64::registers::model_specific::Msr::new(msr).read() })
+        // RDMSR only reads the MSR into EDX:EAX; in 64-bit mode it clears
+        // bits 63:32 of RAX and RDX (SDM Vol. 2B, RDMSR), so both are read
+        // whole and joined without zero-extending either (as Linux's
+        // `EAX_EDX_VAL` does on x86_64, `arch/x86/include/asm/msr.h`).
+        unsafe {
+            core::arch::asm!(
+                "rdmsr",
+                in("ecx") msr,
+                out("rax") low,
+                out("rdx") high,
+                options(nomem, nostack, preserves_flags),
+            );
+        }
+        Ok(high << 32 | low)
     }
 
     #[inline]
@@ -63,19 +77,23 @@ impl MsrAccess for X86Msr {
 
     #[inline]
     fn read_pmc(&mut self, index: u32) -> Result<u64, Infallible> {
-        let (low, high): (u32, u32);
+        let value: u64;
         // SAFETY: `X86Msr::new`'s contract: CPL0 and a counter index that
-        // exists on this CPU. RDPMC only reads a counter into EDX:EAX.
+        // exists on this CPU. RDPMC only reads a counter into EDX:EAX, and
+        // in 64-bit mode clears bits 63:32 of RAX and RDX (SDM Vol. 2B,
+        // RDPMC); the two instructions after it join them in RAX.
         unsafe {
             core::arch::asm!(
                 "rdpmc",
+                "shl rdx, 32",
+                "or rax, rdx",
                 in("ecx") index,
-                out("eax") low,
-                out("edx") high,
+                out("rax") value,
+                out("rdx") _,
                 // Not `nomem`: the read must stay ordered with the code it measures.
-                options(nostack, preserves_flags),
+                options(nostack),
             );
         }
-        Ok(u64::from(high) << 32 | u64::from(low))
+        Ok(value)
     }
 }

@@ -1,11 +1,12 @@
-//! Itanium D-EAR and branch trace buffer sampling through the driver, on
-//! the Itanium 2 PMU model with real interrupts: each overflow of the
-//! counter counting DATA_EAR_EVENTS or BRANCH_EVENT goes through the real
-//! local APIC to the driver's handler, which reads the D-EAR's PMDs or the
-//! branch trace buffer and hands the sample on. Case `dear` builds the
-//! D-EAR report by function from the samples; case `btb` prints the
-//! source -> target records. Every capture and count comes from the model,
-//! not hardware.
+//! Itanium D-EAR, I-EAR (cache mode) and branch trace buffer sampling
+//! through the driver, on the Itanium 2 PMU model with real interrupts:
+//! each overflow of the counter counting DATA_EAR_EVENTS, L1I_EAR_EVENTS or
+//! BRANCH_EVENT goes through the real local APIC to the driver's handler,
+//! which reads the D-EAR's PMDs, the I-EAR's PMDs or the branch trace
+//! buffer and hands the sample on. Case `dear` builds the D-EAR report by
+//! function from the samples; case `icache` prints the sampled instruction
+//! cache misses (line, latency); case `btb` prints the source -> target
+//! records. Every capture and count comes from the model, not hardware.
 #![no_std]
 #![no_main]
 
@@ -17,11 +18,13 @@ use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::itanium::btb::{BranchRecord, BtbConfig};
 use pmu::arch::itanium::dear_report::DearReport;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
-use pmu::arch::itanium::ear::{DearConfig, DearSample, LatencyFilter};
+use pmu::arch::itanium::ear::{DearConfig, DearSample, IcacheSample, IearConfig, LatencyFilter};
 use pmu::arch::itanium::itlb_report::{Function, LoadModule};
 use pmu::arch::itanium::pmi::{handle_pmi, overflow_rule};
 use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, Plm, Slot};
-use pmu::model::itanium::{Branch, DataMiss, Generation as ModelGeneration, SharedItanium};
+use pmu::model::itanium::{
+    Branch, DataMiss, FetchMiss, Generation as ModelGeneration, SharedItanium,
+};
 use pmu::sampling::SampleAfter;
 use spin::Mutex;
 
@@ -35,10 +38,12 @@ static MODEL: SharedItanium = SharedItanium::new(ModelGeneration::Itanium2);
 static CPU0: ItaniumPmu = unsafe { ItaniumPmu::new() };
 const ENTRY: LvtPerfCounter = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()));
 
-/// What the handler received: D-EAR samples and branch records.
+/// What the handler received: D-EAR and I-EAR samples and branch records.
 struct Received {
     dear: [Option<DearSample>; 16],
     dears: usize,
+    icache: [Option<IcacheSample>; 16],
+    icaches: usize,
     branches: [Option<BranchRecord>; 32],
     records: usize,
     samples: usize,
@@ -47,6 +52,8 @@ struct Received {
 static RECEIVED: Mutex<Received> = Mutex::new(Received {
     dear: [None; 16],
     dears: 0,
+    icache: [None; 16],
+    icaches: 0,
     branches: [None; 32],
     records: 0,
     samples: 0,
@@ -56,7 +63,7 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
     println!("ear: every capture below comes from the Itanium 2 PMU model, not hardware");
     pmi::local_apic().enable(Vector::new(0xFF).unwrap());
     idt::set_handler(0xF0, on_pmi);
-    hobby::test::run("ear", &[case!(dear), case!(btb)])
+    hobby::test::run("ear", &[case!(dear), case!(icache), case!(btb)])
 }
 
 /// The driver's handler (samples into `RECEIVED`), then unmask the LVT
@@ -70,6 +77,13 @@ fn on_pmi(frame: &InterruptFrame) {
             if let Some(slot) = got.dear.get_mut(i) {
                 *slot = Some(d);
                 got.dears += 1;
+            }
+        }
+        if let Some(c) = s.icache {
+            let i = got.icaches;
+            if let Some(slot) = got.icache.get_mut(i) {
+                *slot = Some(c);
+                got.icaches += 1;
             }
         }
         if let Some(b) = s.btb {
@@ -107,6 +121,7 @@ fn deliver_pending() -> Result<bool, hobby::test::Failure> {
 fn reset_received() {
     let mut r = RECEIVED.lock();
     r.dears = 0;
+    r.icaches = 0;
     r.records = 0;
     r.samples = 0;
 }
@@ -198,6 +213,80 @@ fn dear() -> Outcome {
     let c5 = c5.release(&mut d)?;
     check!(
         d.give_back(Counters { c5, ..c }).is_ok(),
+        "every token given back"
+    );
+    Ok(())
+}
+
+/// Every 2nd instruction cache miss of at least 128 cycles, sampled through
+/// the I-EAR in cache mode (issue 28): each sample is exactly the model's
+/// capture (line, latency, latency overflow).
+fn icache() -> Outcome {
+    MODEL.reset(ModelGeneration::Itanium2);
+    reset_received();
+    let (mut d, c) = ItaniumDriver::<Cpu0, _>::take(MODEL.regs(), G, &CPU0)?;
+    MODEL.with(|m| m.set_psr(pmu::model::itanium::Psr::MONITORING));
+    let ear = IearConfig::cache_misses(G, LatencyFilter::AtLeast128)?
+        .with_plm(Plm::ALL)
+        .with_privileged(true);
+    let every = SampleAfter::new(2, overflow_rule(G))?;
+    let hw = Counter::new(G, 7).ok_or("counter 7")?;
+    let c7 =
+        c.c7.configure(&mut d, &CounterConfig::icache_sampling(hw, every, ear)?)?
+            .enable(&mut d)?;
+    // (fetch address, latency): 9 misses, 8 at or above 128 cycles, so 4
+    // samples: the 2nd, 4th, 6th and 8th captured.
+    let misses = [
+        (0x4000_0104, 140),  // walk_list
+        (0x4000_0128, 200),  // sampled: line 4000_0120
+        (0x4000_0010, 40),   // below 128: not captured
+        (0x4000_0444, 900),  // hash_lookup
+        (0x4000_0460, 128),  // sampled: exactly the threshold
+        (0x4000_0020, 300),  // main
+        (0x4000_0508, 5000), // sampled: beyond 12 bits, overflow bit
+        (0x4000_0140, 150),  // walk_list
+        (0x4000_0030, 260),  // sampled
+    ];
+    let mut interrupts = 0;
+    for (address, latency) in misses {
+        MODEL.with(|m| m.fetch_miss(FetchMiss::cache(address, latency)));
+        interrupts += u32::from(deliver_pending()?);
+    }
+    let got = RECEIVED.lock();
+    println!("ear: {interrupts} PMU interrupts; I-EAR cache misses from the model's captures:");
+    for s in got.icache.iter().take(got.icaches).flatten() {
+        println!(
+            "  line {:#018x}  latency {:>4} cycles{}",
+            s.line,
+            s.latency,
+            if s.latency_overflow {
+                " (overflowed: more than 4095)"
+            } else {
+                ""
+            }
+        );
+    }
+    check_eq!(interrupts, 4);
+    check_eq!((got.samples, got.icaches), (4, 4));
+    let want = [
+        (0x4000_0120, 200, false),
+        (0x4000_0460, 128, false),
+        (0x4000_0500, 0xFFF, true),
+        (0x4000_0020, 260, false),
+    ];
+    for (s, (line, latency, overflow)) in got.icache.iter().take(got.icaches).zip(want) {
+        let s = s.ok_or("an I-EAR sample")?;
+        check_eq!(
+            (s.line, s.latency, s.latency_overflow),
+            (line, latency, overflow)
+        );
+    }
+    check_eq!(CPU0.pmi().periods(7), 4);
+    check_eq!(CPU0.pmi().ear_invalid(), 0);
+    drop(got);
+    let c7 = c7.release(&mut d)?;
+    check!(
+        d.give_back(Counters { c7, ..c }).is_ok(),
         "every token given back"
     );
     Ok(())

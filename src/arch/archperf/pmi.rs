@@ -198,6 +198,16 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
 ) -> Result<PmiOutcome, M::Error> {
     bump(&state.interrupts, 1);
     let found = msr.read_msr(IA32_PERF_GLOBAL_STATUS)? & state.armed.load(Ordering::Acquire);
+    if found == 0 {
+        // Spurious: apart from the loop, so that it does not pay the loop's
+        // registers (cargo bench --bench pmi: 27 instructions with them,
+        // 14 without).
+        bump(&state.spurious, 1);
+        lvt.write_lvt_perf_counter(entry);
+        return Ok(PmiOutcome {
+            overflowed: CounterSet::EMPTY,
+        });
+    }
     // Every counter found is serviced, but for one that has not reached its
     // overflow after all (a stale status bit): taken out of the set then.
     let mut overflowed = found;
@@ -220,11 +230,7 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
             overflowed &= !(1 << n);
         }
     }
-    if found != 0 {
-        msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, found)?;
-    } else {
-        bump(&state.spurious, 1);
-    }
+    msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, found)?;
     lvt.write_lvt_perf_counter(entry);
     Ok(PmiOutcome {
         overflowed: CounterSet::from_bits_truncate(overflowed),

@@ -60,7 +60,7 @@
 //! | halt | 0 (Itanium, overflow pending: 1) | 1 (Itanium, overflow pending: 2) | 0 (Itanium: 1) | 0 | PMC with `plm` 0; Itanium: the PMD saved, a pending overflow accounted and withdrawn |
 //! | read | 0 | 0 | 1 (Itanium, halted: 0) | 0 | the PMD, low W bits |
 //! | release | 0 (sampling: 1) | 1 (+1 I-EAR, D-EAR or BTB PMC) (+1 if an overflow was pending) | 0 | 1 | PMC at its power-up value, PMD 0; a sampling counter's pending overflow withdrawn from PMC0 |
-//! | overflow interrupt ([`super::pmi`]) | 1 | 1 | 1 per I-EAR sample, 3 per D-EAR sample, 1 + records (+1 Montecito) per BTB sample (+1 per overflowed counter whose event can count more than 1 per cycle) | 1 per overflowed counter (+1 per BTB sample) | PMC0, captures, reloads, PMC0 = 0 last |
+//! | overflow interrupt ([`super::pmi`]) | 1 | 1 | 1 per TLB-mode I-EAR sample, 2 per cache-mode I-EAR sample, 3 per D-EAR sample, 1 + records (+1 Montecito) per BTB sample (+1 per overflowed counter whose event can count more than 1 per cycle) | 1 per overflowed counter (+1 per BTB sample) | PMC0, captures, reloads, PMC0 = 0 last |
 //!
 //! # Validation
 //!
@@ -85,6 +85,21 @@
 //! unfreezes, which re-arms the I-EAR ([`super::pmi`]). N can come from
 //! [`crate::sampling::calibrate`] over a counting run
 //! ([`CounterConfig::itlb`] without sampling), as on NetBurst.
+//!
+//! # Sampling instruction cache misses through the I-EAR
+//!
+//! [`CounterConfig::icache_sampling`] programs the I-EAR in cache mode
+//! ([`IearConfig::cache_misses`]: misses at or above a latency) and a
+//! counter counting the I-EAR's event, as for ITLB misses; on its overflow
+//! the handler reads PMD0 and PMD1 (PMD34 and PMD35 on Montecito) and
+//! hands an [`IcacheSample`](super::ear::IcacheSample) to the sink: the
+//! missed line, the latency and, from Itanium 2 on, whether the latency
+//! overflowed, the capture's validity decoded per generation (Itanium PMD0
+//! `v`, Itanium 2 and Montecito `stat`; libpfm3's I-EAR PMD layouts,
+//! pfmon's sample printers), as VTune and pfmon sample the I-EAR's cache
+//! mode. The handler reads them in the branch it keeps for the D-EAR and
+//! the branch trace buffer. Which capture a sample carries follows the
+//! I-EAR's mode, whichever constructor built the configuration.
 //!
 //! # Sampling the D-EAR and the branch trace buffer
 //!
@@ -384,6 +399,26 @@ impl CounterConfig {
         iear.into_iter().chain(dear).chain(btb)
     }
 
+    /// Count the instruction cache misses the I-EAR captures in cache mode
+    /// (`iear` built with [`IearConfig::cache_misses`], with a `plm`): the
+    /// same counter as [`CounterConfig::itlb`] (the I-EAR's event, at the
+    /// I-EAR's privilege levels and `pm`). Add [`CounterConfig::sampling`]
+    /// to sample every Nth miss at or above the latency: each overflow
+    /// hands the Nth capture (line, latency) to the handler's sink as
+    /// [`OverflowSample::icache`](super::pmi::OverflowSample::icache).
+    pub fn icache(counter: HwCounter, iear: IearConfig) -> Result<CounterConfig, ConfigError> {
+        Self::itlb(counter, iear)
+    }
+
+    /// [`CounterConfig::icache`] with sample-after `n`.
+    pub fn icache_sampling(
+        counter: HwCounter,
+        n: SampleAfter,
+        iear: IearConfig,
+    ) -> Result<CounterConfig, ConfigError> {
+        Ok(Self::icache(counter, iear)?.sampling(n))
+    }
+
     /// [`CounterConfig::itlb`] with sample-after `n`.
     pub fn itlb_sampling(
         counter: HwCounter,
@@ -543,10 +578,14 @@ impl Programmed {
 
     /// What the overflow handler reads with each overflow.
     const fn captures(&self) -> Captures {
-        match (self.dear, self.btb) {
-            (Some(c), _) => Captures::Dear(c),
-            (_, Some(c)) => Captures::Btb(c),
-            _ if self.captures_itlb() => Captures::Itlb,
+        match (self.dear, self.btb, self.iear) {
+            (Some(c), _, _) => Captures::Dear(c),
+            (_, Some(c), _) => Captures::Btb(c),
+            (_, _, Some(e)) => match e.mode() {
+                IearMode::TlbMiss => Captures::Itlb,
+                IearMode::CacheMiss => Captures::Icache,
+                IearMode::Off => Captures::Nothing,
+            },
             _ => Captures::Nothing,
         }
     }
@@ -558,10 +597,16 @@ impl Programmed {
 
     /// Whether the counter drives an I-EAR in TLB mode, whose capture the
     /// overflow handler reads and hands on as an
-    /// [`ItlbSample`](super::ear::ItlbSample) (a cache-mode I-EAR captures
-    /// no TLB miss: its counter's samples carry none).
+    /// [`ItlbSample`](super::ear::ItlbSample).
     pub const fn captures_itlb(&self) -> bool {
         matches!(self.iear, Some(e) if matches!(e.mode(), IearMode::TlbMiss))
+    }
+
+    /// Whether the counter drives an I-EAR in cache mode, whose capture
+    /// (line, latency) the overflow handler reads and hands on as an
+    /// [`IcacheSample`](super::ear::IcacheSample).
+    pub const fn captures_icache(&self) -> bool {
+        matches!(self.iear, Some(e) if matches!(e.mode(), IearMode::CacheMiss))
     }
 
     /// Whether the counter gains at most one per cycle: a non-zero

@@ -42,7 +42,17 @@
 //!   crate follows the layout: 27:26 are reserved, bit 23 is writable on
 //!   PMC4 only (OP24 and the perf port write it on every counter, where the
 //!   hardware ignores it; here such a value is refused or has the bit
-//!   replaced, per policy).
+//!   replaced, per policy). Likewise the branch trace buffer's PMC12:
+//!   perfmon's mask 0xFFFF makes bits 5:4 writable, libpfm3's
+//!   `pmc12_ita2_reg` names them `btbc_ig1` (ignored), and perfmon's own
+//!   mask for the same register on Montecito (PMC39, 0xFFCF) leaves them
+//!   out. This crate follows the layout: bits 5:4 are reserved (writable
+//!   0xFFCF), so the validator refuses them under
+//!   [`ReservedPolicy::Reject`](super::ReservedPolicy::Reject) and replaces
+//!   them by their power-up value 0 under perfmon's policy, which puts the
+//!   hardware in the same state as perfmon's write (the bits are ignored).
+//!   The register-level model takes the same rule from the same source, in
+//!   its own table.
 //! * **Montecito**: perfmon's masks and power-up values throughout: the
 //!   counters' and D-EAR's ISM is fixed at 10b (IA-64 only), the
 //!   I-EAR (PMC37) has no ISM at all.
@@ -173,6 +183,15 @@ impl Generation {
         match self {
             Generation::Montecito => 34,
             _ => 0,
+        }
+    }
+
+    /// The I-EAR's latency PMD (cache mode): PMD1 (Itanium, Itanium 2),
+    /// PMD35 (Montecito) (libpfm3's EAR layouts).
+    pub const fn iear_latency_pmd(self) -> u8 {
+        match self {
+            Generation::Montecito => 35,
+            _ => 1,
         }
     }
 
@@ -615,7 +634,10 @@ const fn itanium2_pmc(index: u8) -> Option<PmcInfo> {
         ),
         10 => info(PmcKind::IEar, 0, 0xFFFF, RegSet::range(0, 1)),
         11 => info(PmcKind::DEar, 0, 0x030F_01CF, RegSet::range(2, 3).with(17)),
-        12 => info(PmcKind::Btb, 0, 0xFFFF, RegSet::range(8, 16)),
+        // plm 3:0, pm 6, ds 7, tm 9:8, ptm 11:10, ppm 13:12, brt 15:14; bits
+        // 5:4 ignored (libpfm3 `pmc12_ita2_reg`: `btbc_ig1`), not perfmon's
+        // 0xFFFF: see the module docs.
+        12 => info(PmcKind::Btb, 0, 0xFFCF, RegSet::range(8, 16)),
         13 => info(
             PmcKind::DataRange,
             0x0000_2078_FEFE_FEFE,
@@ -787,7 +809,8 @@ mod tests {
         assert_eq!(m(ita2, 4).default, 0x80_0000);
         assert_eq!(m(ita2, 10).writable, 0xFFFF);
         assert_eq!(m(ita2, 11).writable, 0x30F_01CF);
-        assert_eq!(m(ita2, 12).writable, 0xFFFF);
+        // Not perfmon's 0xFFFF: libpfm3's layout (bits 5:4 ignored).
+        assert_eq!(m(ita2, 12).writable, 0xFFCF);
         assert_eq!(m(ita2, 13).default, 0x2078_FEFE_FEFE);
         assert_eq!(m(ita2, 13).writable, 0x1_E000_1818_1818);
         assert_eq!(m(ita2, 14).default, 0x0DB6_0DB6_0DB6_0DB6);

@@ -14,6 +14,7 @@
 //! |---|---|---|
 //! | read PMC0 | 1 | the overflow bits say which counters overflowed (SDM Vol. 2 7.2.2; Linux perfmon's `PMC0_HAS_OVFL`) |
 //! | read I-EAR PMD0 (PMD34 on Montecito) | 1 per overflowed counter sampling an I-EAR in TLB mode | the captured address and fill level (libpfm3's and pfmon's I-EAR PMD layouts; HP Caliper's itlb measurement). PMD1 holds a latency in cache mode only, so it is not read in TLB mode |
+//! | read I-EAR PMD0, PMD1 (Montecito PMD34, PMD35) | 2 per overflowed counter sampling an I-EAR in cache mode | the missed line and whether the capture is valid (Itanium `v`, Itanium 2 `stat`), the latency and, from Itanium 2 on, its overflow bit (libpfm3's I-EAR PMD layouts; pfmon's I-EAR sample printers) |
 //! | read D-EAR PMD2, PMD3, PMD17 (Montecito PMD32, PMD33, PMD36) | 3 per overflowed counter sampling the D-EAR | data address, latency or TLB level and status, instruction address (libpfm3's D-EAR PMD layouts; the reference's Itanium 2 PMU tables: PMC11, PMD2,3,17) |
 //! | read PMD16 (Montecito PMD38, then PMD39), then the records the index says hold data (PMD8-15, Montecito PMD48-63) | 1 (+1) + records per overflowed counter sampling the branch trace buffer | the index (`bbi`/`ebi`, `full`) says which records hold the trace, oldest first (libpfm3's BTB and ETB layouts) |
 //! | write PMD16 = 0 (Montecito PMD38) | 1 per overflowed counter sampling the branch trace buffer | empties the buffer, so that the next sample holds only the branches after this one (as pfmon resets the index with each BTB sample) |
@@ -54,7 +55,7 @@
 use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use super::btb::{BtbConfig, BtbIndex, BtbSample};
-use super::ear::{DearConfig, DearSample, ItlbSample};
+use super::ear::{DearConfig, DearSample, IcacheSample, ItlbSample};
 use super::generation::{Generation, RegSet};
 use super::pmc::Pmc0;
 use crate::access::PmcPmdAccess;
@@ -86,17 +87,23 @@ const SAMPLES_IEAR: u8 = 2;
 const SAMPLES_DEAR: u8 = 4;
 /// [`Slots::flags`]: the counter samples the branch trace buffer.
 const SAMPLES_BTB: u8 = 8;
+/// [`Slots::flags`]: the counter samples an I-EAR in cache mode.
+const SAMPLES_ICACHE: u8 = 16;
+/// [`Slots::flags`]: what the handler reads in its cold branch.
+const SAMPLES_RARE: u8 = SAMPLES_DEAR | SAMPLES_BTB | SAMPLES_ICACHE;
 
 /// What a configured counter captures with each overflow, for
-/// [`PmiState`]: nothing, the I-EAR in TLB mode, the D-EAR (its image
-/// decodes the capture) or the branch trace buffer (its image decodes the
-/// records).
+/// [`PmiState`]: nothing, the I-EAR in TLB or cache mode, the D-EAR (its
+/// image decodes the capture) or the branch trace buffer (its image decodes
+/// the records).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Captures {
     /// Nothing.
     Nothing,
     /// The I-EAR in TLB mode.
     Itlb,
+    /// The I-EAR in cache mode.
+    Icache,
     /// The D-EAR, configured so.
     Dear(DearConfig),
     /// The branch trace buffer, configured so.
@@ -167,16 +174,20 @@ impl core::fmt::Debug for PmiState {
 }
 
 /// One serviced overflow: the generic [`Sample`] (counter, one period, the
-/// interrupted IIP in `rip`) and, for a counter sampling the I-EAR, the
-/// D-EAR or the branch trace buffer, what it captured.
+/// interrupted IIP in `rip`) and, for a counter sampling the I-EAR (in TLB
+/// or cache mode), the D-EAR or the branch trace buffer, what it captured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct OverflowSample {
     /// Counter, periods, interrupted IIP.
     pub sample: Sample,
     /// The captured instruction TLB miss (`None` for a counter without the
-    /// I-EAR, or an invalid capture).
+    /// I-EAR in TLB mode, or an invalid capture).
     pub itlb: Option<ItlbSample>,
+    /// The captured instruction cache miss: line, latency (`None` for a
+    /// counter without the I-EAR in cache mode, or an invalid capture:
+    /// [`PmiState::ear_invalid`]).
+    pub icache: Option<IcacheSample>,
     /// The D-EAR's capture: data address, latency or TLB level, and the
     /// instruction's address (`None` for a counter without the D-EAR, or
     /// an invalid capture: [`PmiState::ear_invalid`]).
@@ -297,8 +308,9 @@ impl PmiState {
     }
 
     /// EAR samples whose capture said "not valid": I-EAR PMD0 (Itanium:
-    /// v = 0; Itanium 2: stat = 0), handed on without `itlb`; D-EAR (Itanium
-    /// PMD17 `vl` = 0; Itanium 2 PMD3 `stat` = 0), handed on without `dear`.
+    /// v = 0; Itanium 2: stat = 0), handed on without `itlb` or `icache`;
+    /// D-EAR (Itanium PMD17 `vl` = 0; Itanium 2 PMD3 `stat` = 0), handed on
+    /// without `dear`.
     pub fn ear_invalid(&self) -> u64 {
         self.ear_invalid.load(Ordering::Relaxed)
     }
@@ -334,6 +346,7 @@ impl PmiState {
         let unit = match captures {
             Captures::Nothing => 0,
             Captures::Itlb => SAMPLES_IEAR,
+            Captures::Icache => SAMPLES_ICACHE,
             Captures::Dear(c) => {
                 self.dear_config.store(c.bits(), Ordering::Release);
                 SAMPLES_DEAR
@@ -357,8 +370,8 @@ impl PmiState {
 }
 
 /// The overflow interrupt handler: read PMC0 once, re-arm every overflowed
-/// sampling counter relative to what it holds, read the I-EAR, the D-EAR or
-/// the branch trace buffer for counters sampling them, hand an
+/// sampling counter relative to what it holds, read the I-EAR (TLB or cache
+/// mode), the D-EAR or the branch trace buffer for counters sampling them, hand an
 /// [`OverflowSample`] to `sink` per overflowed counter, and unfreeze
 /// (PMC0 = 0) last. See the [module documentation](self).
 ///
@@ -384,14 +397,14 @@ pub fn handle_pmi<R: PmcPmdAccess>(
         let n = rest.trailing_zeros() as u8;
         rest &= rest - 1;
         let flags = state.slot.flags[usize::from(n) % SLOTS].load(Ordering::Relaxed);
-        // The D-EAR or the branch trace buffer: rare, so in a cold branch
-        // (no call: a call in this loop costs every interrupt its
-        // registers; README, Performance).
-        let captured = if flags & (SAMPLES_DEAR | SAMPLES_BTB) != 0 {
+        // The D-EAR, the branch trace buffer or a cache-mode I-EAR: rare,
+        // so in a cold branch (no call: a call in this loop costs every
+        // interrupt its registers; README, Performance).
+        let captured = if flags & SAMPLES_RARE != 0 {
             cold_path();
-            read_dear_or_btb(state, regs, flags)?
+            read_captures(state, regs, flags)?
         } else {
-            (None, None)
+            Captured::NONE
         };
         if service_counter(state, regs, iip, n, flags, captured, &mut sink)? {
             overflowed |= 1 << n;
@@ -414,11 +427,12 @@ pub fn handle_pmi<R: PmcPmdAccess>(
 #[inline(always)]
 fn cold_path() {}
 
-/// One overflowed sampling counter `n` (its `flags`): its I-EAR capture read if it
-/// samples one, re-armed relative to what it holds (read only if it can
-/// gain more than one per cycle), its periods counted and handed to the
-/// sink with `captured` (the D-EAR or branch trace buffer capture, read by
-/// the caller). Whether it completed a period.
+/// One overflowed sampling counter `n` (its `flags`): its TLB-mode I-EAR
+/// capture read if it samples one, re-armed relative to what it holds (read
+/// only if it can gain more than one per cycle), its periods counted and
+/// handed to the sink with `captured` (the D-EAR, branch trace buffer or
+/// cache-mode I-EAR capture, read by the caller). Whether it completed a
+/// period.
 #[inline(always)]
 fn service_counter<R: PmcPmdAccess>(
     state: &PmiState,
@@ -426,7 +440,7 @@ fn service_counter<R: PmcPmdAccess>(
     iip: u64,
     n: u8,
     flags: u8,
-    (dear, btb): (Option<DearSample>, Option<BtbSample>),
+    captured: Captured,
     sink: &mut impl FnMut(OverflowSample),
 ) -> Result<bool, R::Error> {
     let i = usize::from(n) % SLOTS;
@@ -456,23 +470,53 @@ fn service_counter<R: PmcPmdAccess>(
     sink(OverflowSample {
         sample: Sample::new(n, periods, iip),
         itlb,
-        dear,
-        btb,
+        icache: captured.icache,
+        dear: captured.dear,
+        btb: captured.btb,
     });
     Ok(true)
 }
 
+/// What the handler's cold branch read for one counter.
+#[derive(Clone, Copy)]
+struct Captured {
+    dear: Option<DearSample>,
+    btb: Option<BtbSample>,
+    icache: Option<IcacheSample>,
+}
+
+impl Captured {
+    const NONE: Captured = Captured {
+        dear: None,
+        btb: None,
+        icache: None,
+    };
+}
+
 /// Read the D-EAR (PMD2, PMD3, PMD17; Montecito PMD32, PMD33, PMD36) for a
-/// counter sampling it, or the branch trace buffer (the index, Montecito's
-/// PMD39, the records the index names) for one sampling that, and empty
-/// the buffer (index = 0) for the next sample.
+/// counter sampling it, the I-EAR in cache mode (PMD0, PMD1; Montecito
+/// PMD34, PMD35) for one sampling that, or the branch trace buffer (the
+/// index, Montecito's PMD39, the records the index names) for one sampling
+/// that, and empty the buffer (index = 0) for the next sample.
 #[inline(always)]
-fn read_dear_or_btb<R: PmcPmdAccess>(
+fn read_captures<R: PmcPmdAccess>(
     state: &PmiState,
     regs: &mut R,
     flags: u8,
-) -> Result<(Option<DearSample>, Option<BtbSample>), R::Error> {
+) -> Result<Captured, R::Error> {
     let g = state.generation();
+    if flags & SAMPLES_ICACHE != 0 {
+        let line = regs.read_pmd(g.iear_address_pmd())?;
+        let latency = regs.read_pmd(g.iear_latency_pmd())?;
+        let icache = IcacheSample::from_cache_pmds(g, line, latency);
+        if icache.is_none() {
+            bump(&state.ear_invalid, 1);
+        }
+        return Ok(Captured {
+            icache,
+            ..Captured::NONE
+        });
+    }
     if flags & SAMPLES_DEAR != 0 {
         let config = DearConfig::from_bits_truncate(g, state.dear_config.load(Ordering::Relaxed));
         let [address, latency, instruction] = g.dear_pmds();
@@ -485,7 +529,10 @@ fn read_dear_or_btb<R: PmcPmdAccess>(
         if !s.valid {
             bump(&state.ear_invalid, 1);
         }
-        return Ok((s.valid.then_some(s), None));
+        return Ok(Captured {
+            dear: s.valid.then_some(s),
+            ..Captured::NONE
+        });
     }
     let config = BtbConfig::from_bits_truncate(g, state.btb_config.load(Ordering::Relaxed));
     let index = BtbIndex::from_bits(g, regs.read_pmd(g.btb_index_pmd())?);
@@ -500,5 +547,8 @@ fn read_dear_or_btb<R: PmcPmdAccess>(
         }
     }
     regs.write_pmd(g.btb_index_pmd(), 0)?;
-    Ok((None, Some(sample)))
+    Ok(Captured {
+        btb: Some(sample),
+        ..Captured::NONE
+    })
 }

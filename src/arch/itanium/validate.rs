@@ -8,40 +8,55 @@
 //!
 //! # The checks, in order
 //!
+//! Perfmon's order (`pfm_write_pmcs`; the reference's "PMC write path",
+//! steps 1 -> 2 -> 3 -> 4): the register, then the privilege rule on the
+//! value *as written*, then `oi` forced, then the model checker (reserved
+//! bits restored, Itanium 2 PMC4's enable bit). The crate's own checks
+//! (field widths, catalog, EARs) sit where they see the value they need.
+//!
 //! 1. The register must be implemented ([`PmcError::NotImplemented`]) and
 //!    not one of the control registers PMC0-3, which perfmon refuses
 //!    ([`PmcError::ControlRegister`]; the driver writes PMC0 itself, as a
 //!    [`crate::arch::itanium::Pmc0`]).
-//! 2. Field values the register cannot hold, refused under every policy
+//! 2. Privilege, per [`PrivilegePolicy`]: perfmon requires `pm` = 1 in
+//!    system-wide and 0 in per-task sessions for any value other than the
+//!    power-up one ([`PmcError::PrivilegeMismatch`]), and judges both the
+//!    comparison and `pm` on the value as written, before step 4 forces
+//!    `oi` and restores reserved bits (`perfmon.c`: `value !=
+//!    PMC_DFL_VAL(cnum) && is_system ^ pmc_pm`, with `pmc_pm` read from the
+//!    written value at the descriptor's `pm_pos`). So system-wide, Itanium 2
+//!    PMC4 = 80_0000h (its power-up value, `pm` = 0) is accepted and
+//!    written as 80_0020h, and PMC10 = 1_0000h (the power-up value but for
+//!    reserved bit 16, `pm` = 0) is refused, although its merged value is
+//!    the power-up one.
+//! 3. Field values the register cannot hold, refused under every policy
 //!    because dropping them would change what is counted: an Itanium event
 //!    code above 7Fh in bit 15 ([`PmcError::EventCodeTooWide`]), an Itanium
 //!    PMC6/7 threshold in bit 22 ([`PmcError::ThresholdTooWide`]; VTune's
 //!    Itanium event help), an instruction set mask on the branch trace
 //!    buffer ([`PmcError::IsmNotApplicable`]; VTune: "The instruction set
 //!    mask applies to PMC\[4, 5, 6, 7, 10, 11\] but not to PMC\[12\]").
-//! 3. Reserved bits, per [`ReservedPolicy`]: bits outside the register's
+//! 4. Reserved bits, per [`ReservedPolicy`]: bits outside the register's
 //!    writable fields ([`crate::arch::itanium::PmcInfo`]) are either
 //!    replaced by their power-up values (perfmon's behaviour,
 //!    `pfm_mck_reserved`) or refused ([`PmcError::ReservedBits`]; on
 //!    Montecito a changed ISM gets [`PmcError::IsmFixed`]).
-//! 4. Policy: perfmon forces `oi` on every counter (it virtualises 64-bit
-//!    counters) and the power enable bit on Itanium 2 PMC4; it requires
-//!    `pm` = 1 in system-wide and 0 in per-task sessions for any value other
-//!    than the power-up one ([`PmcError::PrivilegeMismatch`]). Each is an
-//!    option of [`Policy`].
-//! 5. Counters (every generation, against its catalog): the
+//! 5. Forced bits, per [`Policy`]: perfmon forces `oi` on every counter (it
+//!    virtualises 64-bit counters; its step 3) and the power enable bit on
+//!    Itanium 2 PMC4 (`pfm_mck_pmc_check`, step 4).
+//! 6. Counters (every generation, against its catalog): the
 //!    event code must be in the catalog ([`PmcError::UnknownEvent`]), the
 //!    counter must be one the event allows ([`PmcError::EventNotOnCounter`]),
 //!    and a non-zero threshold must be below the event's maximum increment
 //!    ([`PmcError::ThresholdNotBelowMaxIncrement`]): the counter adds one in
 //!    cycles where the count exceeds the threshold (VTune), so a
 //!    threshold at or above the maximum never counts.
-//! 6. EARs: the D-EAR mode 3 of Itanium 2 is undefined
+//! 7. EARs: the D-EAR mode 3 of Itanium 2 is undefined
 //!    ([`PmcError::UndefinedEarMode`]); unit masks that encode nothing are
 //!    refused ([`PmcError::UndefinedEarUmask`]), and so is an L2 fill asked
 //!    of the Itanium I-EAR ([`PmcError::L2FillNotOnItanium`]; HP Caliper's
 //!    itlb measurement).
-//! 7. Itanium 2 PMC8/13/14 (Montecito PMC32/41/38): perfmon refuses the
+//! 8. Itanium 2 PMC8/13/14 (Montecito PMC32/41/38): perfmon refuses the
 //!    combination that "can produce inconsistencies in tagging i-side events
 //!    in L1D and L2 caches": no DBR pair enabled in PMC13 (bits 48:45 zero),
 //!    PMC8 not ignoring the address range (`ig_ad` clear), and IBR pair 0 or
@@ -57,18 +72,34 @@
 //! = 0; Itanium 2: PMC13 or PMC14 active, see
 //! [`crate::arch::itanium::opcode`]).
 //!
-//! # Where the validator and the model differ
+//! # Agreement with the model
 //!
-//! Every value this validator accepts under [`Policy::STRICT`] is accepted
-//! by the strict register-level model (`pmu::model::itanium`), which is
-//! written from the manuals independently; a test checks it over random
-//! values of every PMC of every generation. One disagreement is deliberate:
-//! Itanium 2 PMC12 bits 5:4 are writable in Linux perfmon's mask (followed
-//! here) but ignored in libpfm's layout (followed by the model). Nothing the
-//! driver builds sets them ([`crate::arch::itanium::BtbConfig`] never does),
-//! and the test leaves them out with that reason. The other direction (the
-//! model accepting what the validator refuses: uncatalogued events, field
-//! values perfmon refuses) is expected.
+//! The validator and the strict register-level model
+//! (`pmu::model::itanium`, written from the manuals independently, with
+//! its own bit tables) agree on every implemented PMC of every generation:
+//! every value this validator accepts under [`Policy::STRICT`] the model
+//! accepts and holds; every value refused for the register's layout
+//! (reserved bits, field widths, EAR modes and unit masks) the model
+//! refuses too; every value refused only by the catalog or perfmon's
+//! tagging rule the model, which knows no events, accepts. A test
+//! (`the_validator_and_the_strict_model_agree_on_every_pmc`) checks it
+//! exhaustively over each register's fields, with its reserved bits
+//! sampled. Where the sources disagree, one rule holds for both, stated in
+//! each one's own code:
+//!
+//! | bits | sources | the rule |
+//! |---|---|---|
+//! | Itanium 2 PMC12 bits 5:4 | perfmon's mask 0xFFFF makes them writable; libpfm3's `pmc12_ita2_reg` names them `btbc_ig1` (ignored), and perfmon's mask for the same register on Montecito (PMC39) is 0xFFCF | reserved: refused under [`ReservedPolicy::Reject`], replaced by 0 under [`ReservedPolicy::Replace`] (the hardware ignores them, so perfmon's write and this one leave it in the same state). Until issue 28 the validator followed perfmon's mask and accepted values the model refused |
+//! | Itanium 2 / Montecito I-EAR cache-mode unit masks 41h-7Fh | libpfm3 lists ten patterns (FFh ... 80h, 40h "> 0 cycles", 00h RAB hit) and nothing else | undefined, refused ([`PmcError::UndefinedEarUmask`]). Until issue 28 the model read bits 7:6 = 01b as "all misses" whatever bits 5:0 held |
+//!
+//! Two differences remain, both bits the validator treats as reserved and
+//! the model stores without effect, so the model is the more lenient (a
+//! value the validator accepts is never one the model refuses): Itanium
+//! PMC13 bits 49:32 (set in perfmon's power-up value, absent from
+//! libpfm3's layout, which has only `ta`) and Itanium 2 PMC5-7 bit 23 (the
+//! enable bit, PMC4-only per libpfm3, written on every counter by oprofile
+//! and the perf_events port; see [`crate::arch::itanium::generation`]). The
+//! test asserts these are the only ones.
 //!
 //! # Not checked
 //!
@@ -487,11 +518,27 @@ impl Validator {
         if matches!(info.kind, PmcKind::Overflow) {
             return Err(PmcError::ControlRegister { pmc });
         }
-        // 2. Values the fields cannot hold.
+        // 2. Privilege, perfmon's step 2: on the value as written, before
+        //    `oi` is forced and reserved bits are replaced.
+        if let Some(bit) = info.pm_bit(g)
+            && value != info.default
+        {
+            let pm = (value >> bit) & 1 != 0;
+            let bad = match self.policy.privilege {
+                PrivilegePolicy::Any => false,
+                PrivilegePolicy::System => !pm,
+                PrivilegePolicy::PerTask => pm,
+            };
+            if bad {
+                return Err(PmcError::PrivilegeMismatch { pmc, pm });
+            }
+        }
+        // 3. Values the fields cannot hold (on the value as written, so
+        //    that replacing reserved bits cannot change what is counted).
         if let Err(e) = field_widths(g, pmc, info, value) {
             return Err(e);
         }
-        // 3. Reserved bits.
+        // 4. Reserved bits.
         let merged = info.merge(value);
         let replaced = value ^ merged;
         if matches!(self.policy.reserved, ReservedPolicy::Reject) && replaced != 0 {
@@ -509,7 +556,9 @@ impl Validator {
                 bits: replaced,
             });
         }
-        // 4. Policy.
+        // 5. Forced bits: perfmon's step 3 (`oi`) and its model checker's
+        //    PMC4 enable bit (step 4). Both are writable bits, so forcing
+        //    before or after the merge gives the same value.
         let mut v = merged;
         if matches!(info.kind, PmcKind::Counter) {
             if self.policy.force_overflow_interrupt {
@@ -520,20 +569,7 @@ impl Validator {
             }
         }
         let forced = v ^ merged;
-        if let Some(bit) = info.pm_bit(g)
-            && v != info.default
-        {
-            let pm = (v >> bit) & 1 != 0;
-            let bad = match self.policy.privilege {
-                PrivilegePolicy::Any => false,
-                PrivilegePolicy::System => !pm,
-                PrivilegePolicy::PerTask => pm,
-            };
-            if bad {
-                return Err(PmcError::PrivilegeMismatch { pmc, pm });
-            }
-        }
-        // 5-7. Per register.
+        // 6-8. Per register.
         let mut range = RangeEffect {
             instruction: false,
             data: false,

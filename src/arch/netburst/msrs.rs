@@ -351,6 +351,14 @@ impl CounterSet {
         CounterSet(bits & ((1 << Counter::ALL.len()) - 1))
     }
 
+    /// The set of `bits`, known to name counters only (bits 17:0): the PMI
+    /// handler's result, made of bits it took from sets of counters,
+    /// without [`CounterSet::from_bits_truncate`]'s mask.
+    pub(crate) const fn from_counter_bits(bits: u32) -> CounterSet {
+        debug_assert!(bits >> Counter::ALL.len() == 0);
+        CounterSet(bits)
+    }
+
     /// This set without `c`.
     pub const fn without(self, c: Counter) -> CounterSet {
         CounterSet(self.0 & !(1 << c as u32))

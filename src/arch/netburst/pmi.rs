@@ -122,7 +122,10 @@ pub const fn overflow_rule() -> OverflowRule {
 struct Slots {
     preset: [AtomicU64; 32],
     n: [AtomicU64; 32],
-    cccr: [AtomicU64; 32],
+    /// CCCR images: 32 bits, bits 63:32 being reserved (SDM's CCCR figure;
+    /// [`CccrValue`] keeps them zero), so the handler's WRMSR gives EDX = 0
+    /// without computing it.
+    cccr: [AtomicU32; 32],
     periods: [AtomicU64; 32],
     /// `FORCE_OVF` counters: the count at the last service.
     last: [AtomicU64; 32],
@@ -205,6 +208,7 @@ impl PmiState {
     #[allow(clippy::declare_interior_mutable_const)]
     pub(super) const fn new() -> Self {
         const Z64: AtomicU64 = AtomicU64::new(0);
+        const Z32: AtomicU32 = AtomicU32::new(0);
 
         const THREAD: PerThread = PerThread {
             armed: AtomicU32::new(0),
@@ -218,7 +222,7 @@ impl PmiState {
             slot: Slots {
                 preset: [Z64; 32],
                 n: [Z64; 32],
-                cccr: [Z64; 32],
+                cccr: [Z32; 32],
                 periods: [Z64; 32],
                 last: [Z64; 32],
             },
@@ -281,7 +285,8 @@ impl PmiState {
     /// `forced` a `FORCE_OVF` one; `cccr` is the image it runs with, which
     /// the handler writes back to clear `OVF`.
     pub(super) fn arm(&self, lp: LogicalProcessor, c: Counter, cccr: CccrValue, forced: bool) {
-        self.slot.cccr[usize::from(c.index())].store(cccr.bits(), Ordering::Release);
+        // CccrValue's reserved bits 63:32 are zero by construction.
+        self.slot.cccr[usize::from(c.index())].store(cccr.bits() as u32, Ordering::Release);
         let set = CounterSet::EMPTY.with(c).bits();
         let thread = &self.thread[lp as usize];
         let (mask, other) = if forced {
@@ -368,9 +373,10 @@ impl PmiState {
 /// found; a PMI without any overflow is counted as spurious. See the
 /// [module documentation](self) for the traffic and why it is exact.
 ///
-/// Per armed counter the handler does nothing beyond its RDPMC and at most
-/// two comparisons with the constants computed at configure time
-/// ([`Rearm`]); per overflowed
+/// Per armed counter the handler does nothing beyond its RDPMC and
+/// comparisons with the constants computed at configure time ([`Rearm`]):
+/// one for a counter not past its overflow (every armed counter but the
+/// one that interrupted, usually), two for one past it; per overflowed
 /// counter, the two writes, its period count and the sample. It executes no
 /// locked instruction ([`PmiState`]).
 ///
@@ -441,27 +447,42 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
     let thread = &state.thread[lp as usize];
     bump(&thread.interrupts, 1);
     let mut overflowed = 0u32;
-    let mut rest = thread.armed.load(Ordering::Acquire);
+    let mut rest = u64::from(thread.armed.load(Ordering::Acquire));
     // A loop tested at its end: one branch per counter.
     if rest != 0 {
         loop {
-            let n = rest.trailing_zeros();
+            // `rest` is not zero here (the loop's test), so its lowest bit
+            // needs no zero case (measured: one instruction per counter).
+            let n = core::num::NonZeroU64::new(rest).map_or(0, |r| r.trailing_zeros());
             rest &= rest - 1;
             let i = n as usize % 32;
-            let rearm = Rearm {
-                preset: state.slot.preset[i].load(Ordering::Relaxed),
-                n: state.slot.n[i].load(Ordering::Relaxed),
-            };
-            let (periods, value) = rearm.rearm(msr.read_pmc(n)?);
-            if periods != 0 {
-                msr.write_msr(Counter::MSR_BASE + n, value)?;
-                msr.write_msr(
-                    Cccr::MSR_BASE + n,
-                    state.slot.cccr[i].load(Ordering::Relaxed),
-                )?;
-                bump(&state.slot.periods[i], periods);
+            let raw = msr.read_pmc(n)?;
+            // `Rearm::rearm`, in the order the usual interrupt wants (issue
+            // 28, measured: README, Performance): a counter not past its
+            // overflow, as all but the interrupting one usually are, costs
+            // one comparison; the usual overflow (fewer than N events past
+            // it: one period) a second, and compiles to constants; a whole
+            // period or more past it (rare) divides, in a cold branch.
+            let preset = state.slot.preset[i].load(Ordering::Relaxed);
+            if raw >= preset {
+                // Not past its overflow (or not sampling: preset 0).
+            } else if raw < state.slot.n[i].load(Ordering::Relaxed) {
+                service(state, msr, &mut sink, n, 1, preset + raw, rip)?;
                 overflowed |= 1 << n;
-                sink.sample(Sample::new(n as u8, periods, rip));
+            } else {
+                core::hint::cold_path();
+                let rearm = Rearm {
+                    preset,
+                    n: state.slot.n[i].load(Ordering::Relaxed),
+                };
+                let (periods, reload) = rearm.rearm(raw);
+                if periods != 0 {
+                    // The periods beyond the usual one here, the usual one
+                    // with the usual case's code.
+                    bump(&state.slot.periods[i], periods - 1);
+                    service(state, msr, &mut sink, n, periods, reload, rip)?;
+                    overflowed |= 1 << n;
+                }
             }
             if rest == 0 {
                 break;
@@ -479,8 +500,34 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
     }
     lvt.write_lvt_perf_counter(entry);
     Ok(PmiOutcome {
-        overflowed: CounterSet::from_bits_truncate(overflowed),
+        // Bits of armed counters (`armed`, `rare` less `PEBS_ARMED`, the
+        // PEBS counters' bits): counters only.
+        overflowed: CounterSet::from_counter_bits(overflowed),
     })
+}
+
+/// One overflowed sampling counter `n` that completed `periods`: reload it
+/// with `reload`, clear its `OVF` with its CCCR image, count the periods and
+/// hand the sample to the sink.
+#[inline(always)]
+fn service<M: MsrAccess, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    sink: &mut S,
+    n: u32,
+    periods: u64,
+    reload: u64,
+    rip: u64,
+) -> Result<(), M::Error> {
+    let i = n as usize % 32;
+    msr.write_msr(Counter::MSR_BASE + n, reload)?;
+    msr.write_msr(
+        Cccr::MSR_BASE + n,
+        u64::from(state.slot.cccr[i].load(Ordering::Relaxed)),
+    )?;
+    bump(&state.slot.periods[i], 1);
+    sink.sample(Sample::new(n as u8, periods, rip));
+    Ok(())
 }
 
 /// The out-of-line part of the handler, for what `lp`'s `rare` holds: the
@@ -523,7 +570,7 @@ fn service_rare<M: MsrAccess>(
         state.slot.last[i].store(raw, Ordering::Relaxed);
         msr.write_msr(
             Cccr::MSR_BASE + n,
-            state.slot.cccr[i].load(Ordering::Relaxed),
+            u64::from(state.slot.cccr[i].load(Ordering::Relaxed)),
         )?;
         bump(&state.slot.periods[i], increments);
         serviced |= 1 << n;

@@ -149,7 +149,11 @@
 //!    defaults. PMDs and PSR bits start at zero (the model's choice).
 //! 7. **Writable bits.** Where Linux perfmon's mask exists (Itanium 2,
 //!    Montecito) it is used, except: Itanium 2 PMC12 bits 5:4 are ignored
-//!    per libpfm's layout (perfmon's mask passes them); Itanium 2 counter
+//!    per libpfm's layout (`btbc_ig1`; perfmon's Itanium 2 mask 0xFFFF
+//!    passes them, its Montecito mask for the same register, PMC39, 0xFFCF,
+//!    does not), so strict checking refuses them; the driver's validator
+//!    follows the same rule since issue 28 (before, it followed perfmon's
+//!    mask and accepted what this model refuses); Itanium 2 counter
 //!    bits 27:26, writable per perfmon, "must be zero" per libpfm, are kept
 //!    but strict checking refuses them; Itanium 2 PMC8/9 bit 32 is `ig` in
 //!    libpfm but writable per perfmon: writable. Itanium (perfmon: no mask):
@@ -166,9 +170,11 @@
 //!    model sign-extends on read.
 //! 10. **Latency code 0Fh ("LAT_NONE")** in Itanium EAR cache mode: read as
 //!     "no miss qualifies". Itanium 2 I-EAR cache umasks other than the ten
-//!     libpfm lists are undefined (the model generalises the 1...10...0
-//!     pattern and "01xxxxxx = all misses"; see
-//!     `tables::itanium2_iear_cache_select`).
+//!     libpfm lists (FFh, FEh, FCh, F8h, F0h, E0h, C0h, 80h, 40h, 00h) are
+//!     undefined, and strict checking refuses them; no source defines
+//!     41h-7Fh, which until issue 28 the model read as "all misses" like
+//!     40h (see `tables::itanium2_iear_cache_select`). The driver's
+//!     validator has the same rule in its own code (`LatencyFilter`).
 //! 11. **BTB target entries.** libpfm3's layout gives `b` (1 = source), and
 //!     the sources take an entry as valid if b|mp != 0; a target entry must
 //!     then carry mp = 1. The model writes source entries b = 1,

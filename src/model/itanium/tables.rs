@@ -342,7 +342,9 @@ pub const fn pmc_spec(generation: Generation, n: u32) -> Option<RegSpec> {
         (Itanium2, 10) => RegSpec::rw(0xFFFF),
         // D-EAR: plm, pm 6, mode 8:7, umask 19:16, ism 25:24.
         (Itanium2, 11) => RegSpec::rw(0x030F_01CF),
-        // BTB: plm, pm, ds, tm, ptm, ppm, brt (5:4 ignored).
+        // BTB: plm, pm, ds, tm, ptm, ppm, brt; 5:4 ignored (libpfm3's
+        // `btbc_ig1`, and perfmon's mask for Montecito's PMC39), not
+        // writable as perfmon's Itanium 2 mask 0xFFFF has them.
         (Itanium2, 12) => RegSpec::rw(0xFFCF),
         (Itanium2, 13) => RegSpec::with_reset(DBR_CONFIG, DBR_CONFIG_RESET),
         (Itanium2, 14) => RegSpec::with_reset(0x2492, 0x0DB6_0DB6_0DB6_0DB6),
@@ -467,7 +469,7 @@ pub const fn itanium2_dear_threshold(umask: u64) -> Option<u32> {
 pub enum IearCacheSelect {
     /// umask 00h: only misses that hit the RAB (L1I_EAR_CACHE_RAB).
     RabHit,
-    /// umask 01xxxxxxb: every L1I miss ("> 0 cycles", L1I_EAR_CACHE_LAT0).
+    /// umask 40h: every L1I miss ("> 0 cycles", L1I_EAR_CACHE_LAT0).
     AllMisses,
     /// umask 1...10...0b: misses whose latency is at least this.
     AtLeast(u32),
@@ -477,14 +479,17 @@ pub enum IearCacheSelect {
 /// Montecito I-EAR. libpfm3 lists FFh >= 4, FEh >= 8, FCh >= 16,
 /// F8h >= 32, F0h >= 128, E0h >= 256, C0h >= 1024, 80h >= 4096, 40h "> 0
 /// cycles" and 00h "RAB hit"; the model reads bit 7 set as a run of ones
-/// from the top whose length selects the threshold, bits 7:6 = 01b as "all
-/// misses" whatever bits 5:0 hold, and anything else as undefined (`None`).
+/// from the top whose length selects the threshold (the eight listed
+/// patterns are all such runs), 40h as "all misses", and anything else as
+/// undefined (`None`): no source defines 41h-7Fh (until issue 28 the model
+/// read bits 7:6 = 01b as "all misses" whatever bits 5:0 held, and accepted
+/// values the driver's validator refuses; one rule now, the sources' list).
 pub const fn itanium2_iear_cache_select(umask: u64) -> Option<IearCacheSelect> {
     let umask = (umask & 0xFF) as u8;
     if umask == 0 {
         return Some(IearCacheSelect::RabHit);
     }
-    if umask & 0xC0 == 0x40 {
+    if umask == 0x40 {
         return Some(IearCacheSelect::AllMisses);
     }
     if umask & 0x80 == 0 || umask.leading_ones() + umask.trailing_zeros() != 8 {

@@ -302,6 +302,63 @@ impl ItlbSample {
     }
 }
 
+/// One I-EAR capture in cache mode: an instruction cache miss, the line
+/// it missed on and its latency (as pfmon's I-EAR sample printers and VTune
+/// report them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct IcacheSample {
+    /// The 32-byte-aligned address of the instruction cache line that
+    /// missed (PMD0 / Montecito PMD34 bits 63:5).
+    pub line: u64,
+    /// The miss latency in cycles (PMD1 / PMD35 bits 11:0).
+    pub latency: u16,
+    /// The latency counter overflowed: the latency is above FFFh (Itanium 2
+    /// and Montecito PMD1 / PMD35 bit 12; never on Itanium, whose PMD1 has
+    /// no such bit).
+    pub latency_overflow: bool,
+}
+
+impl IcacheSample {
+    /// Decode the I-EAR's PMDs for an I-EAR configured as `config` (with
+    /// [`IearSample::decode`]). `None` unless it is a valid cache-mode
+    /// capture.
+    pub const fn decode(config: IearConfig, pmd0: u64, pmd1: u64) -> Option<IcacheSample> {
+        match config.mode() {
+            IearMode::CacheMiss => Self::from_cache_pmds(config.generation, pmd0, pmd1),
+            _ => None,
+        }
+    }
+
+    /// [`IcacheSample::decode`] for an I-EAR known to be in cache mode:
+    /// what the overflow handler calls, the mode having been checked when
+    /// the counter was configured. Per generation (libpfm3's PMD layouts,
+    /// pfmon's decoders): valid when Itanium PMD0 `v` (bit 0) is set, or
+    /// Itanium 2 / Montecito PMD0 (PMD34) `stat` (1:0) is non-zero; the
+    /// line is bits 63:5; the latency PMD1 (PMD35) bits 11:0, and from
+    /// Itanium 2 on its bit 12 says the latency overflowed. Agrees with
+    /// [`IearSample::decode`] (tested).
+    #[inline]
+    pub const fn from_cache_pmds(
+        generation: Generation,
+        pmd0: u64,
+        pmd1: u64,
+    ) -> Option<IcacheSample> {
+        let (valid, latency_overflow) = match generation {
+            Generation::Itanium => (pmd0 & 1 != 0, false),
+            _ => (pmd0 & 3 != 0, pmd1 & (1 << 12) != 0),
+        };
+        if !valid {
+            return None;
+        }
+        Some(IcacheSample {
+            line: pmd0 & !0x1F,
+            latency: (pmd1 & 0xFFF) as u16,
+            latency_overflow,
+        })
+    }
+}
+
 /// What an I-EAR sample captured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -100,7 +100,7 @@ mod iear;
 mod ipear;
 
 pub use dear::{DearConfig, DearEvent, DearMode, DearSample, InstructionAddress};
-pub use iear::{IearConfig, IearEvent, IearMode, IearSample, ItlbSample};
+pub use iear::{IcacheSample, IearConfig, IearEvent, IearMode, IearSample, ItlbSample};
 pub use ipear::IpEarConfig;
 
 /// An EAR latency threshold: capture only misses whose latency is at least

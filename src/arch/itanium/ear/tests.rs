@@ -587,3 +587,93 @@ fn handler_itlb_decoder_agrees_with_the_general_decoder() {
         }
     }
 }
+
+/// Cache-mode samples, per generation: Itanium's `v` bit and 12-bit
+/// latency (its PMD1 bit 12 is not an overflow bit), Itanium 2 and
+/// Montecito's `stat` and latency overflow bit.
+#[test]
+fn icache_samples_per_generation() {
+    let cache = IearConfig::cache_misses(ITA, LatencyFilter::AtLeast8).unwrap();
+    assert_eq!(
+        IcacheSample::decode(cache, 0x4000_1234_5678_9AE1, 0xF123),
+        Some(IcacheSample {
+            line: 0x4000_1234_5678_9AE0,
+            latency: 0x123,
+            latency_overflow: false,
+        })
+    );
+    // v = 0: no capture, whatever bit 1 (TLB mode's fill bit) says.
+    assert_eq!(
+        IcacheSample::decode(cache, 0x4000_0000_0000_0042, 0x10),
+        None
+    );
+    for g in [ITA2, MONT] {
+        let cache = IearConfig::cache_misses(g, LatencyFilter::AtLeast4).unwrap();
+        assert_eq!(
+            IcacheSample::decode(cache, 0x1_0000_0040 | 0b01, 0x1FFF),
+            Some(IcacheSample {
+                line: 0x1_0000_0040,
+                latency: 0xFFF,
+                latency_overflow: true,
+            })
+        );
+        assert_eq!(
+            IcacheSample::decode(cache, 0x2_0000_0060 | 0b01, 0x0ABC),
+            Some(IcacheSample {
+                line: 0x2_0000_0060,
+                latency: 0xABC,
+                latency_overflow: false,
+            })
+        );
+        assert_eq!(IcacheSample::decode(cache, 0x1_0000_0040, 0x20), None);
+        // A TLB-mode or switched-off I-EAR holds no cache capture.
+        let tlb = IearConfig::tlb_misses(g, TlbFills::ALL).unwrap();
+        assert_eq!(IcacheSample::decode(tlb, 0x1_0000_0041, 0x20), None);
+        let off = IearConfig::from_bits(g, 1 << 12).unwrap();
+        assert_eq!(off.mode(), IearMode::Off);
+        assert_eq!(IcacheSample::decode(off, 0x1_0000_0041, 0x20), None);
+    }
+    assert_eq!(ITA.iear_latency_pmd(), 1);
+    assert_eq!(ITA2.iear_latency_pmd(), 1);
+    assert_eq!(MONT.iear_latency_pmd(), 35);
+}
+
+/// The handler's cache-mode decoder agrees with the general decoder on
+/// every combination of the low bits and of the latency PMD's bits 13:11,
+/// on every generation; in TLB mode there is no cache sample.
+#[test]
+fn handler_icache_decoder_agrees_with_the_general_decoder() {
+    for g in [ITA, ITA2, MONT] {
+        let cache = IearConfig::cache_misses(g, LatencyFilter::AtLeast8).unwrap();
+        let fills = TlbFills {
+            l2: g != ITA,
+            ..TlbFills::ALL
+        };
+        let tlb = IearConfig::tlb_misses(g, fills).unwrap();
+        for low in 0..32u64 {
+            for high in 0..8u64 {
+                let pmd0 = 0x4000_0000_1234_5600 | low;
+                let pmd1 = 0x7A5 | high << 11;
+                let s = IearSample::decode(cache, pmd0, pmd1);
+                let general = match s.event {
+                    IearEvent::CacheMiss {
+                        latency,
+                        latency_overflow,
+                    } if s.valid => Some(IcacheSample {
+                        line: s.line,
+                        latency,
+                        latency_overflow,
+                    }),
+                    _ => None,
+                };
+                assert_eq!(
+                    IcacheSample::from_cache_pmds(g, pmd0, pmd1),
+                    general,
+                    "{g:?} {low:#x} {pmd1:#x}"
+                );
+                assert_eq!(IcacheSample::decode(cache, pmd0, pmd1), general);
+                assert_eq!(IcacheSample::decode(tlb, pmd0, pmd1), None);
+            }
+        }
+    }
+}

@@ -331,6 +331,89 @@ fn each_illegal_case_has_its_own_error() {
     assert_eq!(seen.len(), 15);
 }
 
+/// Perfmon's order (`pfm_write_pmcs`, the reference's "PMC write path"
+/// steps 2 -> 3 -> 4): the privilege rule is judged on the value as
+/// written, before `oi` is forced and reserved bits are restored.
+#[test]
+fn privilege_is_judged_on_the_value_as_written() {
+    let system = Policy {
+        privilege: PrivilegePolicy::System,
+        ..Policy::PERFMON
+    };
+    let per_task = Policy {
+        privilege: PrivilegePolicy::PerTask,
+        ..Policy::PERFMON
+    };
+    // Itanium 2 PMC4 = 80_0000h is its power-up value (pm = 0): no
+    // privilege check, then oi forced: written as 80_0020h. Judged after
+    // forcing (80_0020h differs from the power-up value, pm = 0) it was
+    // refused.
+    for p in [system, per_task, Policy::PERFMON] {
+        assert_eq!(
+            validate(ITA2, p, 4, 0x80_0000),
+            Ok(Accepted {
+                value: 0x80_0020,
+                replaced: 0,
+                forced: 0x20,
+                range: RangeEffect::default(),
+            })
+        );
+    }
+    // The same value with oi already set is no longer the power-up value:
+    // system-wide it needs pm = 1.
+    assert_eq!(
+        validate(ITA2, system, 4, 0x80_0020),
+        Err(PmcError::PrivilegeMismatch { pmc: 4, pm: false })
+    );
+    // Itanium 2 PMC10 = 1_0000h differs from its power-up value (0) only in
+    // reserved bit 16 (writable 15:0), pm (bit 4) = 0: refused system-wide,
+    // although restoring the reserved bit gives the power-up value.
+    assert_eq!(
+        validate(ITA2, system, 10, 0x1_0000),
+        Err(PmcError::PrivilegeMismatch { pmc: 10, pm: false })
+    );
+    // Per task (pm = 0 wanted) it passes, the bit restored.
+    assert_eq!(
+        validate(ITA2, per_task, 10, 0x1_0000),
+        Ok(Accepted {
+            value: 0,
+            replaced: 0x1_0000,
+            forced: 0,
+            range: RangeEffect::default(),
+        })
+    );
+    // pm is read from the value as written too: Itanium 2 PMC5 with pm = 1
+    // and a reserved bit (23 on PMC5) passes system-wide, the bit restored
+    // and oi forced.
+    let raw = ctr(ITA2, 5, 0x12, 0, 0) | 1 << 6 | 1 << 23;
+    assert_eq!(
+        validate(ITA2, system, 5, raw),
+        Ok(Accepted {
+            value: ctr(ITA2, 5, 0x12, 0, 0) | 1 << 6 | 1 << 5,
+            replaced: 1 << 23,
+            forced: 1 << 5,
+            range: RangeEffect::default(),
+        })
+    );
+    // Under the strict policy nothing is forced or restored: the privilege
+    // rule still comes first.
+    let strict_system = Policy {
+        privilege: PrivilegePolicy::System,
+        ..Policy::STRICT
+    };
+    assert_eq!(
+        validate(ITA2, strict_system, 10, 0x1_0000),
+        Err(PmcError::PrivilegeMismatch { pmc: 10, pm: false })
+    );
+    assert_eq!(
+        validate(ITA2, strict_system, 10, 0x1_0010),
+        Err(PmcError::ReservedBits {
+            pmc: 10,
+            bits: 0x1_0000
+        })
+    );
+}
+
 #[test]
 fn errors_display_distinct_messages() {
     let all = [
@@ -651,17 +734,164 @@ fn model_generation(g: Generation) -> crate::model::itanium::Generation {
     }
 }
 
-/// Issue 10, case 4, as a property over every PMC of every generation:
-/// every value the STRICT validator accepts, a strict model (written from
-/// the manuals independently) accepts too. Validator and model see the same
-/// sequence of accepted writes, so register interdependencies (Itanium 2
-/// PMC8/13/14) are checked against the same state. Values are random, half
-/// of them with the reserved bits at their power-up values so that the
-/// field checks run; the other direction (the model accepting what the
-/// validator refuses) is allowed and counted.
+/// A field of a register layout: lowest bit, width.
+#[derive(Clone, Copy, Debug)]
+struct F(u32, u32);
+
+impl F {
+    const fn mask(self) -> u64 {
+        (u64::MAX >> (64 - self.1)) << self.0
+    }
+}
+
+/// Fields at most this wide in all (per group) are enumerated jointly;
+/// wider ones (opcode masks and match values, 27 or 41 bits) are sampled.
+const JOINT_BITS: u32 = 16;
+
+/// The fields of PMC `pmc` on `g`, in groups enumerated jointly. This
+/// test's own table, from libpfm3's register layouts (`pfmlib_itanium.h`,
+/// `pfmlib_itanium2.h`, `pfmlib_montecito.h`; the reference notes'
+/// sections 3-7), not from the validator's writable masks: bits in no field
+/// are the layout's reserved (`ig`) bits. Where the sources disagree on a
+/// field's extent the table takes the widest (Itanium PMC6/7 threshold
+/// 22:20 as libpfm3, not VTune's 21:20; the Itanium 2 enable bit 23 on
+/// every counter, as libpfm3's struct has it), so the disputed bits are
+/// enumerated, not only sampled.
+fn layout(g: Generation, pmc: u8) -> std::vec::Vec<std::vec::Vec<F>> {
+    use std::vec;
+    let (plm, ev, oi, pm6) = (F(0, 4), F(4, 1), F(5, 1), F(6, 1));
+    let counter_event = |es_bits| vec![F(8, es_bits), F(16, 4), F(20, 3)];
+    // Itanium 2 and Montecito BTB/ETB: plm, pm 6, ds 7, tm, ptm, ppm, brt.
+    let btb2 = vec![vec![
+        plm,
+        pm6,
+        F(7, 1),
+        F(8, 2),
+        F(10, 2),
+        F(12, 2),
+        F(14, 2),
+    ]];
+    // D-EAR: plm, pm 6, mode 8:7, umask 19:16, ism 25:24.
+    let dear2 = vec![vec![plm, pm6, F(7, 2), F(16, 4), F(24, 2)]];
+    // DBR configuration: cfg_dbrp0-3, ena_dbrp0-3.
+    let dbr = vec![vec![F(3, 2), F(11, 2), F(19, 2), F(27, 2), F(45, 4)]];
+    // IBR configuration: ibrp0-3, fine.
+    let ibr = vec![vec![F(1, 1), F(4, 1), F(7, 1), F(10, 1), F(13, 1)]];
+    match (g, pmc) {
+        (_, 1..=3) => vec![],
+        (ITA | ITA2, 0) => vec![vec![F(0, 1), F(4, 4)]],
+        (MONT, 0) => vec![vec![F(0, 1), F(4, 12)]],
+        (ITA, 4..=7) => vec![counter_event(7), vec![plm, ev, oi, pm6, F(24, 2)]],
+        (ITA2, 4..=7) => vec![counter_event(8), vec![plm, ev, oi, pm6, F(23, 1), F(24, 2)]],
+        (MONT, 4..=15) => vec![
+            counter_event(8),
+            vec![plm, ev, oi, pm6, F(24, 2), F(26, 1), F(27, 4)],
+        ],
+        // Itanium: mask 29:3, match 59:33, b/f/i/m 63:60.
+        (ITA, 8 | 9) => vec![vec![F(60, 4)], vec![F(3, 27)], vec![F(33, 27)]],
+        // Itanium 2: ig_ad 0, inv 1, mask 29:3, match 59:33, b/f/i/m.
+        (ITA2, 8 | 9) => vec![
+            vec![F(0, 1), F(1, 1), F(60, 4)],
+            vec![F(3, 27)],
+            vec![F(33, 27)],
+        ],
+        // Itanium I-EAR: plm, pm 6, tlb 7, umask 19:16, ism 25:24; the
+        // D-EAR also pt 28.
+        (ITA, 10) => vec![vec![plm, pm6, F(7, 1), F(16, 4), F(24, 2)]],
+        (ITA, 11) => vec![vec![plm, pm6, F(7, 1), F(16, 4), F(24, 2), F(28, 1)]],
+        // Itanium BTB: plm, pm 6, tar 7, tm, ptm, ppm, bpt 14, bac 15.
+        (ITA, 12) => vec![vec![
+            plm,
+            pm6,
+            F(7, 1),
+            F(8, 2),
+            F(10, 2),
+            F(12, 2),
+            F(14, 1),
+            F(15, 1),
+        ]],
+        (ITA, 13) => vec![vec![F(0, 1)]],
+        // Itanium 2 I-EAR: plm, pm 4, umask 12:5 / ct 13:12, ism 15:14.
+        (ITA2, 10) => vec![vec![plm, F(4, 1), F(5, 7), F(12, 2), F(14, 2)]],
+        (ITA2, 11) | (MONT, 40) => dear2,
+        (ITA2, 12) | (MONT, 39) => btb2,
+        (ITA2, 13) | (MONT, 41) => dbr,
+        (ITA2, 14) | (MONT, 38) => ibr,
+        (ITA2, 15) | (MONT, 36) => vec![vec![F(0, 4)]],
+        // Montecito opcode matchers: mask 40:0, b/f/i/m 51:48, inv 56,
+        // ig_ad 57; match values 40:0.
+        (MONT, 32 | 34) => vec![vec![F(48, 4), F(56, 1), F(57, 1)], vec![F(0, 41)]],
+        (MONT, 33 | 35) => vec![vec![F(0, 41)]],
+        // Montecito I-EAR: as Itanium 2's without ism.
+        (MONT, 37) => vec![vec![plm, F(4, 1), F(5, 7), F(12, 2)]],
+        // IP-EAR: plm, pm 6, mode 10:8, delay 18:11.
+        (MONT, 42) => vec![vec![plm, pm6, F(8, 3), F(11, 8)]],
+        _ => panic!("{g:?} PMC{pmc} has no layout in this table"),
+    }
+}
+
+/// Whether a validator refusal is about the register's layout (a bit or a
+/// field value the register cannot hold), which the strict model judges
+/// too, rather than the catalog or perfmon's policy, of which the model
+/// knows nothing.
+fn layout_refusal(e: PmcError) -> bool {
+    match e {
+        PmcError::ReservedBits { .. }
+        | PmcError::IsmFixed { .. }
+        | PmcError::EventCodeTooWide { .. }
+        | PmcError::ThresholdTooWide { .. }
+        | PmcError::IsmNotApplicable { .. }
+        | PmcError::UndefinedEarMode { .. }
+        | PmcError::UndefinedEarUmask { .. }
+        | PmcError::L2FillNotOnItanium { .. } => true,
+        PmcError::NotImplemented { .. }
+        | PmcError::ControlRegister { .. }
+        | PmcError::PrivilegeMismatch { .. }
+        | PmcError::UnknownEvent { .. }
+        | PmcError::EventNotOnCounter { .. }
+        | PmcError::ThresholdNotBelowMaxIncrement { .. }
+        | PmcError::InconsistentTagging { .. } => false,
+    }
+}
+
+/// Where the strict model is deliberately more lenient than the validator:
+/// bits the validator treats as reserved but the model stores (their
+/// power-up value is not what matters to the hardware). Each is recorded in
+/// both module docs: Itanium PMC13 bits 49:32 (perfmon's power-up value
+/// sets them; libpfm3's layout has only `ta`), Itanium 2 PMC5-7 bit 23 (the
+/// enable bit, PMC4-only per libpfm3, written on every counter by oprofile
+/// and the perf_events port).
+fn lenient_model_bits(g: Generation, pmc: u8) -> u64 {
+    match (g, pmc) {
+        (ITA, 13) => 0x0003_FFFF_0000_0000,
+        (ITA2, 5..=7) => 1 << 23,
+        _ => 0,
+    }
+}
+
+/// Issue 28: the validator and the strict model agree on every implemented
+/// PMC of all three generations, PMC0-3 and Itanium 2 PMC12 included:
+///
+/// * every value the STRICT validator accepts, the model accepts and holds
+///   exactly;
+/// * every value the validator refuses for a catalog or policy reason
+///   (unknown event, event not on this counter, threshold, PMC8/13/14
+///   tagging) is one the model accepts, since those checks run only on
+///   values whose layout passed;
+/// * every value the validator refuses for its layout, the model refuses
+///   too, except the bits of [`lenient_model_bits`] (asserted to be
+///   exactly those, each seen).
+///
+/// Values: every combination of each field group of the register's layout
+/// ([`layout`], up to 2^16 per group; the groups of a register cycle
+/// against each other so that each group meets many values of the others),
+/// wide address fields sampled (zero, all ones, each single bit, random),
+/// each with its reserved bits at the power-up value and again perturbed
+/// (each reserved bit flipped in turn, or a random pattern). Validator and
+/// model see the same writes, so PMC8/13/14's interdependence is checked
+/// against the same state.
 #[test]
-fn every_value_the_validator_accepts_the_strict_model_accepts() {
-    const PER_REGISTER: u32 = 20_000;
+fn the_validator_and_the_strict_model_agree_on_every_pmc() {
     for (g, seed) in [
         (ITA, 0x2545_F491_4F6C_DD1D),
         (ITA2, 0x9E37_79B9_7F4A_7C15),
@@ -670,42 +900,116 @@ fn every_value_the_validator_accepts_the_strict_model_accepts() {
         let mut rng = XorShift(seed);
         let mut v = Validator::new(g, Policy::STRICT);
         let mut m = crate::model::itanium::ItaniumModel::new(model_generation(g));
-        let (mut accepted, mut stricter, mut disputed) = (0u64, 0u64, 0u64);
+        let (mut accepted, mut catalog, mut both_refuse) = (0u64, 0u64, 0u64);
         let mut wrong = std::vec::Vec::new();
         for pmc in g.implemented_pmcs().iter() {
-            let info = g.pmc(pmc).unwrap();
-            for round in 0..PER_REGISTER {
-                let raw = rng.next();
-                let value = if round & 1 == 1 { info.merge(raw) } else { raw };
-                match v.write(pmc, value) {
-                    // Itanium 2 PMC12 bits 5:4: writable per perfmon's mask
-                    // (the validator), ignored per libpfm's layout (the
-                    // model); recorded in both module docs, and nothing the
-                    // driver builds sets them (`BtbConfig` never does).
-                    Ok(_) if g == ITA2 && pmc == 12 && value & 0x30 != 0 => disputed += 1,
-                    Ok(_) => {
-                        accepted += 1;
-                        if let Err(f) = m.write_pmc(u32::from(pmc), value) {
-                            wrong.push(std::format!("{g:?} PMC{pmc} {value:#x}: {f:?}"));
+            let default = g.pmc(pmc).unwrap().default;
+            let groups = layout(g, pmc);
+            let fields: u64 = groups.iter().flatten().fold(0, |a, f| a | f.mask());
+            let reserved = !fields;
+            let reserved_bits: std::vec::Vec<u32> =
+                (0..64).filter(|b| reserved & (1 << b) != 0).collect();
+            let joint: std::vec::Vec<u32> = groups
+                .iter()
+                .map(|grp| grp.iter().map(|f| f.1).sum())
+                .collect();
+            let rounds = joint
+                .iter()
+                .filter(|&&b| b <= JOINT_BITS)
+                .map(|&b| 1u64 << b)
+                .max()
+                .unwrap_or(1)
+                .max(4096);
+            let mut lenient_seen = 0u64;
+            for r in 0..rounds {
+                let mut value = default & reserved;
+                for (j, grp) in groups.iter().enumerate() {
+                    let bits = joint[j];
+                    let x = if bits <= JOINT_BITS {
+                        // Every value once per block of 2^bits rounds, in a
+                        // different order and pairing each block.
+                        let size = 1u64 << bits;
+                        let block = (r / size).wrapping_add(j as u64);
+                        let order = (r % size).wrapping_mul(0x9E37_79B9 | 1) % size;
+                        let pairing =
+                            (block.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) & (size - 1);
+                        order ^ pairing
+                    } else {
+                        match r % 4 {
+                            0 => 0,
+                            1 => u64::MAX,
+                            2 => 1 << ((r / 4) % u64::from(bits)),
+                            _ => rng.next(),
                         }
+                    };
+                    // Spread x over the group's fields, lowest field first.
+                    let mut rest = x;
+                    for f in grp {
+                        value |= (rest << f.0) & f.mask();
+                        rest >>= f.1;
                     }
-                    Err(_) => {
-                        let mut probe = m.clone();
-                        stricter += u64::from(probe.write_pmc(u32::from(pmc), value).is_ok());
+                }
+                let perturbed = if reserved_bits.is_empty() {
+                    value ^ (rng.next() & !reserved)
+                } else if r % 2 == 0 {
+                    value ^ 1 << reserved_bits[(r / 2) as usize % reserved_bits.len()]
+                } else {
+                    value ^ (rng.next() & reserved)
+                };
+                for value in [value, perturbed] {
+                    let model = m.write_pmc(u32::from(pmc), value);
+                    match v.write(pmc, value) {
+                        Ok(a) => {
+                            accepted += 1;
+                            assert_eq!(a.value, value);
+                            match model {
+                                Ok(()) if m.read_pmc(u32::from(pmc)) == Ok(value) => {}
+                                other => wrong.push(std::format!(
+                                    "{g:?} PMC{pmc} {value:#x}: accepted; model {other:?}, holds {:?}",
+                                    m.read_pmc(u32::from(pmc))
+                                )),
+                            }
+                        }
+                        Err(e) if layout_refusal(e) => match (e, model) {
+                            (_, Err(_)) => both_refuse += 1,
+                            (PmcError::ReservedBits { bits, .. }, Ok(()))
+                                if bits & !lenient_model_bits(g, pmc) == 0 =>
+                            {
+                                lenient_seen |= bits;
+                            }
+                            (e, Ok(())) => wrong.push(std::format!(
+                                "{g:?} PMC{pmc} {value:#x}: validator {e:?}, model accepts"
+                            )),
+                        },
+                        Err(PmcError::ControlRegister { .. }) => {}
+                        Err(e) => {
+                            catalog += 1;
+                            if let Err(f) = model {
+                                wrong.push(std::format!(
+                                    "{g:?} PMC{pmc} {value:#x}: validator {e:?}, model {f:?}"
+                                ));
+                            }
+                        }
                     }
                 }
             }
+            assert_eq!(
+                lenient_seen,
+                lenient_model_bits(g, pmc),
+                "{g:?} PMC{pmc}: the model's lenient bits"
+            );
         }
         assert!(
             wrong.is_empty(),
-            "{} accepted values refused by the model, e.g. {:?}",
+            "{} disagreements, e.g. {:#?}",
             wrong.len(),
             &wrong[..wrong.len().min(8)]
         );
-        assert!(accepted > 10_000, "{g:?}: {accepted} accepted");
+        assert!(accepted > 40_000, "{g:?}: {accepted} accepted");
+        assert!(catalog > 40_000, "{g:?}: {catalog} catalog refusals");
         std::println!(
-            "{g:?}: {accepted} accepted by both; {stricter} refused by the validator only; \
-             {disputed} disputed (Itanium 2 PMC12 bits 5:4)"
+            "{g:?}: {accepted} accepted by both; {both_refuse} refused by both (layout); \
+             {catalog} refused by the validator's catalog or tagging checks, accepted by the model"
         );
     }
 }

@@ -8,10 +8,10 @@ use std::vec::Vec;
 use super::*;
 use crate::arch::itanium::btb::{BranchRecord, BtbConfig, PredictionMask, TakenMask};
 use crate::arch::itanium::ear::{
-    DearConfig, DearEvent, DearSample, InstructionAddress, LatencyFilter,
+    DearConfig, DearEvent, DearSample, IcacheSample, IearConfig, InstructionAddress, LatencyFilter,
 };
 use crate::arch::itanium::fields::Slot;
-use crate::model::itanium::{Branch, DataMiss};
+use crate::model::itanium::{Branch, DataMiss, FetchMiss};
 
 fn dear_cache(g: Generation) -> DearConfig {
     DearConfig::cache_misses(g, LatencyFilter::AtLeast64)
@@ -591,4 +591,169 @@ fn erased_handles_sample_the_dear_and_the_btb() {
     assert_eq!(model(&mut d).pmc(40), DearConfig::info(g).default);
     assert_eq!(model(&mut d).pmc(39), BtbConfig::info(g).default);
     assert!(d.claimed().is_empty());
+}
+
+fn iear_cache(g: Generation) -> IearConfig {
+    IearConfig::cache_misses(g, LatencyFilter::AtLeast128)
+        .unwrap()
+        .with_plm(Plm::ALL)
+        .with_privileged(true)
+}
+
+/// The sample the I-EAR decoder should make of an instruction cache miss
+/// the model captured: the 32-byte line, the latency as its PMD1 records it
+/// (12 bits; Itanium saturates at FFFh, Itanium 2 and Montecito set the
+/// overflow bit beyond).
+fn icache_sample(g: Generation, address: u64, latency: u32) -> IcacheSample {
+    IcacheSample {
+        line: address & !0x1F,
+        latency: latency.min(0xFFF) as u16,
+        latency_overflow: g != Generation::Itanium && latency > 0xFFF,
+    }
+}
+
+/// I-EAR cache mode through the driver (issue 28): every Nth instruction
+/// cache miss at or above 128 cycles, on every generation. Misses below
+/// the threshold are neither captured nor counted; each overflow hands
+/// over the Nth capture (line, latency, latency overflow) for 1 PMC0 read,
+/// 2 I-EAR PMD reads (PMD0/1, Montecito PMD34/35), 1 reload and the PMC0
+/// write.
+#[test]
+fn iear_samples_every_nth_icache_miss() {
+    for g in Generation::ALL {
+        let state = crate::testing::itanium_pmu();
+        let (mut d, c) = driver!(&state, g);
+        let hw = HwCounter::new(g, 6).unwrap();
+        let cfg = CounterConfig::icache_sampling(hw, sa(g, 2), iear_cache(g)).unwrap();
+        assert_eq!(cfg.pmc.es(), iear_event_code(g));
+        let c6 = c.c6.configure(&mut d, &cfg).unwrap();
+        assert_eq!(
+            d.regs().take_counts(),
+            counts(0, 2, 0, 1),
+            "configure: I-EAR PMC, counter PMC, PMD"
+        );
+        assert!(c6.programmed().captures_icache());
+        assert!(!c6.programmed().captures_itlb());
+        let c6 = c6.enable(&mut d).unwrap();
+        let (mut out, mut expected, mut captured) = (Vec::new(), Vec::new(), 0);
+        for i in 0..42u64 {
+            let latency = [130u32, 12, 128, 300, 127, 1000, 5000][i as usize % 7];
+            // Not line-aligned: the line is bits 63:5.
+            let address = 0x4000_0000 + i * 0x1040 + 0x13;
+            model(&mut d).fetch_miss(FetchMiss::cache(address, latency));
+            if latency >= 128 {
+                captured += 1;
+                if captured % 2 == 0 {
+                    expected.push(icache_sample(g, address, latency));
+                }
+            }
+            if model(&mut d).take_interrupt().is_some() {
+                d.regs().clear();
+                handle_pmi(state.pmi(), d.regs(), i, |s| out.push(s)).unwrap();
+                assert_eq!(d.regs().take_counts(), counts(1, 1, 2, 1), "{g:?}");
+            }
+        }
+        let got: Vec<_> = out.iter().map(|s| s.icache.unwrap()).collect();
+        assert_eq!(got, expected, "{g:?}");
+        assert_eq!(got.len(), 15);
+        // 5000 cycles: saturated on Itanium, the overflow bit after.
+        assert!(
+            got.iter()
+                .any(|s| s.latency == 0xFFF && s.latency_overflow == (g != Generation::Itanium))
+        );
+        assert!(
+            out.iter()
+                .all(|s| s.itlb.is_none() && s.dear.is_none() && s.btb.is_none())
+        );
+        assert_eq!(state.pmi().periods(6), captured / 2);
+        assert_eq!(state.pmi().ear_invalid(), 0);
+        d.regs().clear();
+        let _ = c6.release(&mut d).unwrap();
+        assert_eq!(d.regs().take_counts(), counts(1, 2, 0, 1), "release");
+        assert_eq!(
+            model(&mut d).pmc(u32::from(g.iear_pmc())),
+            IearConfig::info(g).default,
+            "the I-EAR PMC back at its power-up value"
+        );
+        d.retire();
+    }
+}
+
+/// The exact register log of one cache-mode I-EAR overflow on Montecito
+/// (PMD34, PMD35) and Itanium (PMD0, PMD1, `v` bit), and a capture the
+/// PMDs say is invalid: counted in `ear_invalid`, handed on without
+/// `icache`.
+#[test]
+fn icache_register_log_and_invalid_capture() {
+    for (g, pmd0, pmd1, address_value, latency_value) in [
+        // Montecito: stat 01b; latency 300.
+        (Generation::Montecito, 34, 35, 0x4000_0040 | 1, 300),
+        // Itanium: v = 1; latency 300.
+        (Generation::Itanium, 0, 1, 0x4000_0040 | 1, 300),
+    ] {
+        let state = crate::testing::itanium_pmu();
+        let (mut d, c) = driver!(&state, g);
+        let cfg =
+            CounterConfig::icache_sampling(HwCounter::new(g, 5).unwrap(), sa(g, 1), iear_cache(g))
+                .unwrap();
+        let _c5 =
+            c.c5.configure(&mut d, &cfg)
+                .unwrap()
+                .enable(&mut d)
+                .unwrap();
+        model(&mut d).fetch_miss(FetchMiss::cache(0x4000_0047, 300));
+        assert!(model(&mut d).take_interrupt().is_some());
+        d.regs().clear();
+        let mut out = Vec::new();
+        handle_pmi(state.pmi(), d.regs(), 9, |s| out.push(s)).unwrap();
+        let reload = g.counter_mask();
+        assert_eq!(
+            d.regs().log(),
+            [
+                // fr and counter 5's overflow bit.
+                Access::ReadPmc {
+                    pmc: 0,
+                    value: 1 | 1 << 5
+                },
+                Access::ReadPmd {
+                    pmd: pmd0,
+                    value: address_value
+                },
+                Access::ReadPmd {
+                    pmd: pmd1,
+                    value: latency_value
+                },
+                Access::WritePmd {
+                    pmd: 5,
+                    value: reload
+                },
+                Access::WritePmc { pmc: 0, value: 0 },
+            ],
+            "{g:?}"
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            out[0].icache,
+            Some(IcacheSample {
+                line: 0x4000_0040,
+                latency: 300,
+                latency_overflow: false
+            })
+        );
+        assert_eq!(out[0].sample.rip, 9);
+        // The next overflow finds the address PMD cleared (v = 0 / stat =
+        // 0): no capture to hand on.
+        model(&mut d).fetch_miss(FetchMiss::cache(0x4000_0087, 200));
+        assert!(model(&mut d).take_interrupt().is_some());
+        model(&mut d)
+            .write_pmd(u32::from(pmd0), 0x4000_0080)
+            .unwrap();
+        out.clear();
+        handle_pmi(state.pmi(), d.regs(), 10, |s| out.push(s)).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].icache, None);
+        assert_eq!(state.pmi().ear_invalid(), 1);
+        assert_eq!(state.pmi().periods(5), 2);
+        d.retire();
+    }
 }
