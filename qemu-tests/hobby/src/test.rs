@@ -1,19 +1,26 @@
 //! The test-case runner of the test kernels.
 //!
 //! A kernel lists its cases and hands them to [`run`]. The output is the
-//! protocol `tests/qemu.rs` on the host reads:
+//! protocol `tests/qemu.rs` on the host reads (`qemu-tests/host`, whose
+//! crate documentation describes the same lines):
 //!
 //! ```text
 //! suite <name>: <n> cases
 //! test <suite>::<case> ... ok
 //! test <suite>::<case> ... FAILED
 //!     <why>
+//! test <suite>::<case> ... skipped: <reason>
 //! suite <name>: <p> passed, <f> failed
+//! suite <name>: <p> passed, <f> failed, <s> skipped   (when a case was skipped)
 //! ```
 //!
-//! A case fails when it returns `Err`, panics, or raises an exception; the
-//! run goes on with the next case either way. The kernel exits with the
-//! success code only when every case passed.
+//! A case fails when it returns `Err` from [`fail!`](crate::fail!) (or
+//! `?`), panics, or raises an exception; it is skipped when it returns
+//! through [`skip!`](crate::skip!): what it needs is not there (a real PMU,
+//! in a guest whose hypervisor exposes none), which is neither a pass nor a
+//! failure. The run goes on with the next case either way. The kernel exits
+//! with the success code when no case failed (skipped cases do not fail the
+//! run; the host counts them apart and never as passed).
 
 use core::fmt;
 
@@ -21,10 +28,20 @@ use crate::exit::{ExitCode, exit_qemu};
 use crate::fault::{Fault, catch};
 use crate::println;
 
-/// A failed case. The message lives in a static buffer (no allocator, and a
-/// small `Err` for every case to return); the runner prints it.
+/// A case that did not pass: it failed ([`Failure::new`],
+/// [`fail!`](crate::fail!)) or was skipped ([`Failure::skipped`],
+/// [`skip!`](crate::skip!)). The message lives in a static buffer (no
+/// allocator, and a small `Err` for every case to return); the runner
+/// prints it.
 #[derive(Debug)]
-pub struct Failure(());
+pub struct Failure(Verdict);
+
+/// Whether a [`Failure`] is a failure or a skip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Failed,
+    Skipped,
+}
 
 /// The last failure message, cut at 240 bytes.
 struct Message {
@@ -40,11 +57,26 @@ static MESSAGE: spin::Mutex<Message> = spin::Mutex::new(Message {
 impl Failure {
     /// Records a failure message and returns the failure.
     pub fn new(args: fmt::Arguments<'_>) -> Self {
+        Self::record(Verdict::Failed, args)
+    }
+
+    /// Records why the case is skipped and returns the skip: the case
+    /// neither passed nor failed (see [`skip!`](crate::skip!)).
+    pub fn skipped(args: fmt::Arguments<'_>) -> Self {
+        Self::record(Verdict::Skipped, args)
+    }
+
+    /// Whether this is a skip rather than a failure.
+    pub fn is_skip(&self) -> bool {
+        self.0 == Verdict::Skipped
+    }
+
+    fn record(verdict: Verdict, args: fmt::Arguments<'_>) -> Self {
         let mut message = MESSAGE.lock();
         message.len = 0;
         // Overflow is the only error, and it just cuts the message.
         let _ = fmt::write(&mut *message, args);
-        Self(())
+        Self(verdict)
     }
 }
 
@@ -132,6 +164,18 @@ macro_rules! fail {
     };
 }
 
+/// Skips the case with a formatted reason: what the case needs is not
+/// there (say what, and how to get it), so it neither passes nor fails. The
+/// reason is printed on the case's line (`... skipped: <reason>`), without
+/// the source location [`fail!`](crate::fail!) adds: a skip is not a
+/// defect to find.
+#[macro_export]
+macro_rules! skip {
+    ($($arg:tt)+) => {
+        return Err($crate::test::Failure::skipped(format_args!($($arg)+)))
+    };
+}
+
 /// Fails the case with a formatted message unless the condition holds.
 #[macro_export]
 macro_rules! check {
@@ -176,15 +220,27 @@ macro_rules! check_eq {
     };
 }
 
-/// Runs every case of `suite`, reports each, and exits QEMU with the verdict.
+/// Runs every case of `suite`, reports each, and exits QEMU with the verdict:
+/// success when no case failed.
 pub fn run(suite: &str, cases: &[Case]) -> ! {
     println!("suite {suite}: {} cases", cases.len());
     let mut failed = 0usize;
+    let mut skipped = 0usize;
     for case in cases {
         // SAFETY: the contract every `Case` keeps (see [`Case`]).
         match unsafe { catch(case.run) } {
             Ok(Ok(())) => println!("test {suite}::{} ... ok", case.name),
-            Ok(Err(Failure(()))) => {
+            Ok(Err(Failure(Verdict::Skipped))) => {
+                skipped += 1;
+                let message = MESSAGE.lock();
+                // One line: the host reads the reason up to its end.
+                println!(
+                    "test {suite}::{} ... skipped: {}",
+                    case.name,
+                    OneLine(message.as_str())
+                );
+            }
+            Ok(Err(Failure(Verdict::Failed))) => {
                 failed += 1;
                 let message = MESSAGE.lock();
                 println!(
@@ -206,13 +262,30 @@ pub fn run(suite: &str, cases: &[Case]) -> ! {
             }
         }
     }
-    println!(
-        "suite {suite}: {} passed, {failed} failed",
-        cases.len() - failed
-    );
+    let passed = cases.len() - failed - skipped;
+    if skipped == 0 {
+        println!("suite {suite}: {passed} passed, {failed} failed");
+    } else {
+        println!("suite {suite}: {passed} passed, {failed} failed, {skipped} skipped");
+    }
     exit_qemu(if failed == 0 {
         ExitCode::Success
     } else {
         ExitCode::Failure
     })
+}
+
+/// A text printed on one line: each line break becomes a space.
+struct OneLine<'a>(&'a str);
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, line) in self.0.lines().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            f.write_str(line)?;
+        }
+        Ok(())
+    }
 }

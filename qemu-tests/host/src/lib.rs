@@ -17,6 +17,38 @@
 //! passes when it exits with the success code. A run whose exit status does
 //! not match what it reported, that hangs, or that stops before reporting all
 //! its cases, adds a failure.
+//!
+//! # Case lines
+//!
+//! The lines [`judge`] reads from a test kernel's console (everything else
+//! is the kernel's own output):
+//!
+//! ```text
+//! suite <name>: <n> cases                   the plan: n case lines must follow
+//! test <suite>::<case> ... ok               passed
+//! test <suite>::<case> ... FAILED           failed; the next line, indented
+//!     <why>                                 by four spaces, says why
+//! test <suite>::<case> ... skipped: <why>   skipped (what the case needs is not
+//!                                           there, e.g. a real PMU): neither
+//!                                           passed nor failed
+//! ```
+//!
+//! A skipped case counts as reported, never as passed and not as failed;
+//! its reason is printed after the verdict. A case listed as `expect-fail`
+//! that is skipped fails (it did not fail as it must).
+//!
+//! Each case becomes one line here, `qemu <kernel>[<config>]::<case> ...
+//! ok|FAILED|skipped: <why>`, and [`Workspace::test_all`] ends with the tally
+//! `N passed, N failed`, or `N passed, N failed, N skipped` when a case was
+//! skipped ([`tally`]). The run succeeds when nothing failed and something
+//! passed.
+//!
+//! # Accelerator
+//!
+//! `PMU_QEMU_ACCEL` (`tcg`, the default, or `kvm`: `-enable-kvm -cpu host`,
+//! refused when `/dev/kvm` is not usable) says how every kernel boots; see
+//! [`qemu::Accel`] for the exact arguments. The runners print it on their
+//! first line.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -72,14 +104,67 @@ impl Run {
     }
 }
 
+/// What became of one case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// It passed (an expected failure that failed as it must passes).
+    Passed,
+    /// It failed.
+    Failed,
+    /// The kernel skipped it: neither passed nor failed.
+    Skipped,
+}
+
+impl Verdict {
+    /// The word of the host's case line.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Passed => "ok",
+            Verdict::Failed => "FAILED",
+            Verdict::Skipped => "skipped",
+        }
+    }
+}
+
 /// The verdict on one case.
+#[derive(Debug)]
 pub struct CaseResult {
     /// The case's name (`run` for a kernel that is not a test suite).
     pub name: String,
-    /// Whether it passed (an expected failure that failed as it must passes).
-    pub passed: bool,
+    /// What became of it.
+    pub verdict: Verdict,
     /// What to print after the verdict.
     pub note: String,
+}
+
+impl CaseResult {
+    fn new(name: impl Into<String>, verdict: Verdict, note: String) -> CaseResult {
+        CaseResult {
+            name: name.into(),
+            verdict,
+            note,
+        }
+    }
+
+    /// Whether it passed.
+    pub fn passed(&self) -> bool {
+        self.verdict == Verdict::Passed
+    }
+
+    /// Whether it failed.
+    pub fn failed(&self) -> bool {
+        self.verdict == Verdict::Failed
+    }
+}
+
+/// The tally line: `N passed, N failed`, and `, N skipped` when `skipped` is
+/// not zero.
+pub fn tally(passed: usize, failed: usize, skipped: usize) -> String {
+    if skipped == 0 {
+        format!("{passed} passed, {failed} failed")
+    } else {
+        format!("{passed} passed, {failed} failed, {skipped} skipped")
+    }
 }
 
 /// The repository and the tools the kernels are built and booted with.
@@ -191,8 +276,9 @@ impl Workspace {
         self.target_dir.join(TARGET).join("debug").join(&run.kernel)
     }
 
-    /// Boots `run` with the console on this terminal; returns its verdict.
-    pub fn boot_attached(&self, run: &Run) -> ExitCode {
+    /// Boots `run` under `accel` with the console on this terminal; returns
+    /// its verdict.
+    pub fn boot_attached(&self, run: &Run, accel: qemu::Accel) -> ExitCode {
         if run.qemu_args.is_empty() {
             println!("qemu: booting {}", run.label());
         } else {
@@ -202,7 +288,7 @@ impl Workspace {
                 run.qemu_args.join(" ")
             );
         }
-        let boot = qemu::boot(&self.kernel(run), &run.qemu_args, true);
+        let boot = qemu::boot(&self.kernel(run), accel, &run.qemu_args, true);
         if !boot.success {
             eprintln!("qemu: {}", boot.said);
         }
@@ -213,9 +299,19 @@ impl Workspace {
         }
     }
 
-    /// Boots every run (two or more at a time), prints every case, and ends
-    /// with `N passed, N failed`. Succeeds when nothing failed.
+    /// Boots every run (two or more at a time) under the accelerator
+    /// `PMU_QEMU_ACCEL` names (printed first), prints every case, and ends
+    /// with the [`tally`]: `N passed, N failed` (`, N skipped` when a case
+    /// was skipped). Succeeds when nothing failed and something passed.
     pub fn test_all(&self) -> ExitCode {
+        let accel = match qemu::Accel::from_env() {
+            Ok(accel) => accel,
+            Err(e) => {
+                eprintln!("qemu: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("qemu: {accel}");
         // The defmt decoder (a host program on a large library) builds in
         // the background while the kernels build and boot.
         let decoder = self.build_decoder_in_background();
@@ -260,7 +356,7 @@ impl Workspace {
                         } else {
                             (None, Some(cores.read().unwrap_or_else(|e| e.into_inner())))
                         };
-                        let mut cases = boot(&self.kernel(run), run, &self.target_dir);
+                        let mut cases = boot(&self.kernel(run), run, accel, &self.target_dir);
                         if run.defmt {
                             cases.push(check_defmt(
                                 &self.kernel(run),
@@ -270,21 +366,21 @@ impl Workspace {
                         }
                         let mut out = String::new();
                         for case in &cases {
-                            let verdict = if case.passed { "ok" } else { "FAILED" };
+                            let verdict = case.verdict.word();
                             let (label, name, note) = (run.label(), &case.name, &case.note);
                             out += &format!("qemu {label}::{name} ... {verdict}{note}\n");
                         }
                         print!("{out}");
                         let mut results = results.lock().unwrap();
-                        results.extend(cases.into_iter().map(|c| c.passed));
+                        results.extend(cases.into_iter().map(|c| c.verdict));
                     }
                 });
             }
         });
         let results = results.into_inner().unwrap();
-        let passed = results.iter().filter(|&&p| p).count();
-        let failed = results.len() - passed;
-        println!("{passed} passed, {failed} failed");
+        let count = |v: Verdict| results.iter().filter(|&&r| r == v).count();
+        let (passed, failed) = (count(Verdict::Passed), count(Verdict::Failed));
+        println!("{}", tally(passed, failed, count(Verdict::Skipped)));
         if failed == 0 && passed > 0 {
             ExitCode::SUCCESS
         } else {
@@ -383,8 +479,8 @@ fn defmt_frames(kernel: &Path, target_dir: &Path) -> PathBuf {
     target_dir.join(format!("{name}.defmt"))
 }
 
-/// Boots one kernel and judges what it printed.
-fn boot(kernel: &Path, run: &Run, target_dir: &Path) -> Vec<CaseResult> {
+/// Boots one kernel under `accel` and judges what it printed.
+fn boot(kernel: &Path, run: &Run, accel: qemu::Accel, target_dir: &Path) -> Vec<CaseResult> {
     let mut args = run.qemu_args.clone();
     if run.defmt {
         // COM1 is the console (`-serial stdio`); the second `-serial` is COM2.
@@ -394,7 +490,7 @@ fn boot(kernel: &Path, run: &Run, target_dir: &Path) -> Vec<CaseResult> {
             defmt_frames(kernel, target_dir).display()
         ));
     }
-    let boot = qemu::boot(kernel, &args, false);
+    let boot = qemu::boot(kernel, accel, &args, false);
     if run.defmt {
         // Kept for `check_defmt`, which compares with the decoded frames.
         let _ = fs::write(
@@ -403,7 +499,7 @@ fn boot(kernel: &Path, run: &Run, target_dir: &Path) -> Vec<CaseResult> {
         );
     }
     let mut results = judge(&boot.console, boot.success, &boot.said, run);
-    if results.iter().any(|r| !r.passed)
+    if results.iter().any(CaseResult::failed)
         && let Some(last) = results.last_mut()
     {
         last.note += "\n    --- kernel console ---\n";
@@ -424,10 +520,13 @@ fn check_defmt(
     target_dir: &Path,
     decoder: &dyn Fn() -> Result<PathBuf, String>,
 ) -> CaseResult {
-    let case = |passed, note: String| CaseResult {
-        name: "defmt_decoded".into(),
-        passed,
-        note,
+    let case = |passed, note: String| {
+        let verdict = if passed {
+            Verdict::Passed
+        } else {
+            Verdict::Failed
+        };
+        CaseResult::new("defmt_decoded", verdict, note)
     };
     let decoder = match decoder() {
         Ok(d) => d,
@@ -476,6 +575,7 @@ fn check_defmt(
 /// Turns a kernel's console output and exit status into case results: one
 /// per case of a `hobby::test` suite (all planned cases must report, and the
 /// exit status must agree with them), or one `run` case for any other kernel.
+/// The lines it reads are in the [crate documentation](crate#case-lines).
 pub fn judge(console: &str, exit_success: bool, runner_said: &str, run: &Run) -> Vec<CaseResult> {
     let planned = console.lines().find_map(|l| {
         let rest = l.strip_prefix("suite ")?;
@@ -484,14 +584,10 @@ pub fn judge(console: &str, exit_success: bool, runner_said: &str, run: &Run) ->
     });
     let Some(planned) = planned else {
         // Not a test kernel: the run is the case.
-        return vec![CaseResult {
-            name: "run".into(),
-            passed: exit_success,
-            note: if exit_success {
-                String::new()
-            } else {
-                format!("\n    {runner_said}")
-            },
+        return vec![if exit_success {
+            CaseResult::new("run", Verdict::Passed, String::new())
+        } else {
+            CaseResult::new("run", Verdict::Failed, format!("\n    {runner_said}"))
         }];
     };
 
@@ -502,78 +598,85 @@ pub fn judge(console: &str, exit_success: bool, runner_said: &str, run: &Run) ->
         let Some(rest) = line.strip_prefix("test ") else {
             continue;
         };
-        let (name, passed) = if let Some(name) = rest.strip_suffix(" ... ok") {
-            (name, true)
+        let (name, verdict, why) = if let Some(name) = rest.strip_suffix(" ... ok") {
+            (name, Verdict::Passed, String::new())
         } else if let Some(name) = rest.strip_suffix(" ... FAILED") {
-            (name, false)
+            let why = match lines.peek() {
+                Some(next) if next.starts_with("    ") => next.trim().to_string(),
+                _ => String::new(),
+            };
+            (name, Verdict::Failed, why)
+        } else if let Some((name, why)) = rest.split_once(" ... skipped: ") {
+            (name, Verdict::Skipped, why.trim().to_string())
         } else {
             continue;
         };
         let case = name.rsplit("::").next().unwrap_or(name).to_string();
-        let why = match lines.peek() {
-            Some(next) if next.starts_with("    ") => next.trim().to_string(),
-            _ => String::new(),
-        };
-        if !passed {
+        if verdict == Verdict::Failed {
             kernel_failures += 1;
         }
         let expected = run.expect_fail.iter().find(|(c, _)| *c == case);
-        results.push(match (expected, passed) {
-            (None, true) => CaseResult {
-                name: case,
-                passed: true,
-                note: String::new(),
-            },
-            (None, false) => CaseResult {
-                name: case,
-                passed: false,
-                note: format!("\n    {why}"),
-            },
-            (Some((_, reason)), false) if why.contains(reason.as_str()) => CaseResult {
-                name: case,
-                passed: true,
-                note: format!(" (failed as it must: {why})"),
-            },
-            (Some((_, reason)), false) => CaseResult {
-                name: case,
-                passed: false,
-                note: format!("\n    must fail with `{reason}`, failed with `{why}`"),
-            },
-            (Some(_), true) => CaseResult {
-                name: case,
-                passed: false,
-                note: "\n    passed, but this case must fail".into(),
-            },
+        results.push(match (expected, verdict) {
+            (None, Verdict::Passed) => CaseResult::new(case, Verdict::Passed, String::new()),
+            (None, Verdict::Failed) => {
+                CaseResult::new(case, Verdict::Failed, format!("\n    {why}"))
+            }
+            (None, Verdict::Skipped) => CaseResult::new(case, Verdict::Skipped, format!(": {why}")),
+            (Some((_, reason)), Verdict::Failed) if why.contains(reason.as_str()) => {
+                CaseResult::new(
+                    case,
+                    Verdict::Passed,
+                    format!(" (failed as it must: {why})"),
+                )
+            }
+            (Some((_, reason)), Verdict::Failed) => CaseResult::new(
+                case,
+                Verdict::Failed,
+                format!("\n    must fail with `{reason}`, failed with `{why}`"),
+            ),
+            (Some(_), Verdict::Passed) => CaseResult::new(
+                case,
+                Verdict::Failed,
+                "\n    passed, but this case must fail".into(),
+            ),
+            (Some((_, reason)), Verdict::Skipped) => CaseResult::new(
+                case,
+                Verdict::Failed,
+                format!("\n    skipped ({why}), but this case must fail with `{reason}`"),
+            ),
         });
     }
     for (case, _) in &run.expect_fail {
         if !results.iter().any(|r| r.name == *case) {
-            results.push(CaseResult {
-                name: case.clone(),
-                passed: false,
-                note: "\n    expected to fail, but never reported".into(),
-            });
+            results.push(CaseResult::new(
+                case.clone(),
+                Verdict::Failed,
+                "\n    expected to fail, but never reported".into(),
+            ));
         }
     }
     let reported = results.len().min(planned);
     if reported < planned {
-        results.push(CaseResult {
-            name: "(run)".into(),
-            passed: false,
-            note: format!(
+        results.push(CaseResult::new(
+            "(run)",
+            Verdict::Failed,
+            format!(
                 "\n    {} of {planned} cases never reported; {runner_said}",
                 planned - reported
             ),
-        });
+        ));
     } else if exit_success != (kernel_failures == 0) {
-        results.push(CaseResult {
-            name: "(run)".into(),
-            passed: false,
-            note: format!(
+        results.push(CaseResult::new(
+            "(run)",
+            Verdict::Failed,
+            format!(
                 "\n    exit status says {}, the cases say {kernel_failures} failed; {runner_said}",
                 if exit_success { "success" } else { "failure" }
             ),
-        });
+        ));
     }
     results
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,9 +1,11 @@
 //! `cargo qemu <kernel> [config]`: builds the kernels and boots one under
 //! QEMU with its console on this terminal. `cargo qemu` alone lists them.
+//! `PMU_QEMU_ACCEL=kvm cargo qemu <kernel>` boots it under KVM on the host's
+//! CPU (`qemu_host::qemu::Accel`); the first line says which accelerator.
 
 use std::process::ExitCode;
 
-use qemu_host::Workspace;
+use qemu_host::{Workspace, qemu};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -22,6 +24,14 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     };
+    let accel = match qemu::Accel::from_env() {
+        Ok(accel) => accel,
+        Err(e) => {
+            eprintln!("qemu: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("qemu: {accel}");
     let config = rest.first();
     let Some(run) = runs
         .iter()
@@ -34,5 +44,5 @@ fn main() -> ExitCode {
         eprintln!("qemu: {e}");
         return ExitCode::FAILURE;
     }
-    workspace.boot_attached(run)
+    workspace.boot_attached(run, accel)
 }

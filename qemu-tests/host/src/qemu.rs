@@ -5,7 +5,26 @@
 //! writes 10H for success (QEMU exits with status 33 = 10H << 1 | 1) and
 //! anything else for failure. A triple fault (QEMU exits 0 under
 //! `-no-reboot`), any other status, or no verdict within the timeout fails.
+//!
+//! # The accelerator
+//!
+//! `PMU_QEMU_ACCEL` picks how QEMU runs the kernel ([`Accel::from_env`]):
+//!
+//! | value | QEMU arguments | the guest's CPU |
+//! |---|---|---|
+//! | unset, empty or `tcg` | `-accel tcg` (unless the kernel's header names an `-accel` of its own, such as `-accel tcg,thread=multi`) | QEMU's emulated model (`qemu64`, or the kernel's `-cpu`): no PMU, CPUID leaf 0AH version 0 |
+//! | `kvm` | `-enable-kvm -cpu host,-arch-capabilities` (a kernel's own `-cpu` is kept: a kernel that checks an emulated CPU model still gets it; a kernel's `-accel tcg...` is dropped) | the host's CPU, with the PMU the host's KVM exposes (none on a host without one or with `enable_pmu=0`) |
+//!
+//! `-arch-capabilities` hides `IA32_ARCH_CAPABILITIES` (CPUID.07H:EDX\[29\])
+//! from the guest, which no kernel here uses: QEMU 7.2 aborts at start
+//! ("failed to set MSR 0x10a") where the host's KVM refuses the value
+//! `-cpu host` derives for it (seen on a nested AMD EPYC host).
+//!
+//! `kvm` is refused, before anything boots, when `/dev/kvm` cannot be opened
+//! for reading and writing. The runners print the accelerator on their
+//! first line.
 
+use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -15,6 +34,116 @@ use std::time::{Duration, Instant};
 /// The QEMU binary (`$QEMU`, default `qemu-system-x86_64`).
 pub fn qemu_binary() -> String {
     std::env::var("QEMU").unwrap_or_else(|_| "qemu-system-x86_64".into())
+}
+
+/// How QEMU runs the kernels: `PMU_QEMU_ACCEL` (see the [module
+/// documentation](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    /// QEMU's own emulation (the default): the same on every host.
+    Tcg,
+    /// The host's CPU under KVM (`-enable-kvm -cpu host,-arch-capabilities`).
+    Kvm,
+}
+
+/// The CPU model of a KVM boot: the host's (module documentation: why
+/// without `arch-capabilities`).
+const HOST_CPU: &str = "host,-arch-capabilities";
+
+/// The device KVM is reached through.
+const KVM_DEVICE: &str = "/dev/kvm";
+
+impl Accel {
+    /// The accelerator `PMU_QEMU_ACCEL` asks for; for `kvm`, only when
+    /// `/dev/kvm` can be opened for reading and writing. The error says why
+    /// not, for people.
+    pub fn from_env() -> Result<Accel, String> {
+        let value = std::env::var("PMU_QEMU_ACCEL").ok();
+        let accel = Accel::parse(value.as_deref())?;
+        if accel == Accel::Kvm {
+            kvm_usable(Path::new(KVM_DEVICE))?;
+        }
+        Ok(accel)
+    }
+
+    /// The accelerator a `PMU_QEMU_ACCEL` value names (unset or empty:
+    /// TCG), without checking that it can run.
+    pub fn parse(value: Option<&str>) -> Result<Accel, String> {
+        match value.map(str::trim) {
+            None | Some("") | Some("tcg") => Ok(Accel::Tcg),
+            Some("kvm") => Ok(Accel::Kvm),
+            Some(other) => Err(format!(
+                "PMU_QEMU_ACCEL={other}: not an accelerator the runner knows; use tcg (the default) or kvm"
+            )),
+        }
+    }
+
+    /// The QEMU arguments for a kernel whose header asks for `kernel_args`:
+    /// the accelerator's and the kernel's, merged (see the [module
+    /// documentation](self)).
+    pub fn qemu_args(self, kernel_args: &[String]) -> Vec<String> {
+        let names = |option: &str| kernel_args.iter().any(|a| a == option);
+        let mut args = Vec::new();
+        match self {
+            Accel::Tcg => {
+                if !names("-accel") {
+                    args.extend(["-accel".to_string(), "tcg".to_string()]);
+                }
+                args.extend(kernel_args.iter().cloned());
+            }
+            Accel::Kvm => {
+                args.push("-enable-kvm".into());
+                if !names("-cpu") {
+                    args.extend(["-cpu".to_string(), HOST_CPU.to_string()]);
+                }
+                let mut rest = kernel_args.iter();
+                while let Some(a) = rest.next() {
+                    // KVM runs each virtual CPU on a host thread of its
+                    // own: a kernel's TCG options do not apply.
+                    if a == "-accel" {
+                        match rest.next() {
+                            Some(v) if v.starts_with("tcg") => continue,
+                            Some(v) => args.extend([a.clone(), v.clone()]),
+                            None => args.push(a.clone()),
+                        }
+                    } else {
+                        args.push(a.clone());
+                    }
+                }
+            }
+        }
+        args
+    }
+}
+
+impl fmt::Display for Accel {
+    /// The line the runners print first.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Accel::Tcg => f.write_str(
+                "accelerator tcg (QEMU's emulated CPU, no PMU; PMU_QEMU_ACCEL=kvm runs on the host's CPU)",
+            ),
+            Accel::Kvm => f.write_str(
+                "accelerator kvm (PMU_QEMU_ACCEL=kvm: -enable-kvm -cpu host,-arch-capabilities: the host's CPU and whatever PMU its KVM exposes)",
+            ),
+        }
+    }
+}
+
+/// Whether KVM can be used through `device`: it opens for reading and
+/// writing, as QEMU opens it.
+pub(crate) fn kvm_usable(device: &Path) -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(device)
+        .map(drop)
+        .map_err(|e| {
+            format!(
+                "PMU_QEMU_ACCEL=kvm, but {} is not usable ({e}): KVM needs a host with hardware virtualization, the kvm module loaded and read-write access to {0} (the kvm group); unset PMU_QEMU_ACCEL to run under TCG",
+                device.display()
+            )
+        })
 }
 
 /// Seconds before a kernel without a verdict counts as hung
@@ -76,10 +205,12 @@ pub struct Boot {
     pub said: String,
 }
 
-/// Boots `kernel` with `args` added to the fixed QEMU command line. With
-/// `echo`, console lines are copied to this process's stdout as they come.
-pub fn boot(kernel: &Path, args: &[String], echo: bool) -> Boot {
+/// Boots `kernel` under `accel` with `args` (the kernel's) added to the
+/// fixed QEMU command line ([`Accel::qemu_args`]). With `echo`, console
+/// lines are copied to this process's stdout as they come.
+pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
     let qemu = qemu_binary();
+    let args = accel.qemu_args(args);
     let spawned = Command::new(&qemu)
         .args([
             "-M", "pc", "-m", "128M", "-display", "none", "-monitor", "none",
@@ -91,7 +222,7 @@ pub fn boot(kernel: &Path, args: &[String], echo: bool) -> Boot {
             "-kernel",
         ])
         .arg(kernel)
-        .args(args)
+        .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

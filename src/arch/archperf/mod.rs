@@ -35,6 +35,7 @@
 //! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone |
 //! | [`pmi`] | the PMI handler: one status read, one acknowledgement |
 //! | [`multiplex`] | more events than general counters, rotated on the caller's tick, each rotation one `GLOBAL_CTRL` write |
+//! | [`bounds`] | the intervals a count on a real PMU may fall in (retired instructions of a known loop, cycles against the TSC), for the real-PMU cases of the `archperf` QEMU kernel |
 //!
 //! The register-level model the tests run the driver against is
 //! `crate::model::archperf` (feature `model`), written from the SDM
@@ -42,6 +43,7 @@
 //! (KVM with `-cpu host`, on a host that has one), the `archperf` QEMU
 //! kernel runs the same cases on the real counters.
 
+pub mod bounds;
 pub mod driver;
 pub mod events;
 pub mod msrs;

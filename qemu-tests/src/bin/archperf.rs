@@ -1,0 +1,823 @@
+//! Intel's architectural PMU driver (`pmu::arch::archperf`) in a real
+//! kernel, two ways.
+//!
+//! On the architectural-PMU model (`Config::skylake()`: four 48-bit general
+//! counters, three fixed counters, version 4), under TCG or KVM alike:
+//! counting on general and fixed counters, sampling whose overflow PMIs go
+//! through the real local APIC as real interrupts (a fixed vector, with the
+//! interrupted RIP, and an NMI), a group started and stopped by one
+//! `IA32_PERF_GLOBAL_CTRL` write, and counters the firmware left enabled
+//! left alone. Every count in these cases comes from the model, not
+//! hardware, and is exact.
+//!
+//! On the real PMU (the `real_*` cases), detected with CPUID and the real
+//! MSRs: retired instructions of a loop of known length within
+//! `pmu::arch::archperf::bounds`'s interval, core cycles against the TSC,
+//! and an overflow PMI whose interrupted RIP is inside the loop, all through
+//! the crate's driver and handler on `X86Msr`. QEMU's TCG has no PMU
+//! (CPUID leaf 0AH version 0), nor has a KVM guest on a host that exposes
+//! none: these cases are then skipped with that reason. On a host whose KVM
+//! exposes its PMU they run:
+//!
+//! ```text
+//! PMU_QEMU_ACCEL=kvm cargo qemu archperf
+//! ```
+#![no_std]
+#![no_main]
+
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+
+use hobby::boot::BootInfo;
+use hobby::idt::{self, InterruptFrame};
+use hobby::pmi;
+use hobby::test::{Failure, Outcome};
+use hobby::{case, check, check_eq, fail, println, skip};
+use pmu::access::{AccessCounts, MsrAccess, Recording, X86Msr};
+use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::archperf::bounds;
+use pmu::arch::archperf::driver::{
+    ArchPerfDriver, ArchPerfmon, ConfigError, CounterConfig, Counters,
+};
+use pmu::arch::archperf::pmi::handle_pmi;
+use pmu::arch::archperf::{ArchEvent, ArchPerfPmu, Counter, CounterSet, EventSpec};
+use pmu::counter::{AnyHandle, DriverError, ErasedError, Group, Owner, StateTag};
+use pmu::detect::{self, Cpuid, HardwareCpuid};
+use pmu::model::archperf::{
+    ArchPerfModel, ArchPerfMsr, Config, Event, IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL,
+    IA32_PERFEVTSEL0, SharedArchPerfModel,
+};
+use pmu::sampling::{SampleAfter, SampleBuffer};
+
+hobby::entry_point!(main);
+
+/// The model's PMIs ([`pmi::deliver`]).
+const PMI_VECTOR: u8 = 0xF0;
+/// The real PMU's PMIs.
+const REAL_PMI_VECTOR: u8 = 0xF1;
+const NMI_VECTOR: u8 = 2;
+
+const INSTRUCTIONS: (u8, u8) = (0xC0, 0x00);
+const CYCLES: (u8, u8) = (0x3C, 0x00);
+const REF_CYCLES: (u8, u8) = (0x3C, 0x01);
+
+static MODEL: SharedArchPerfModel = SharedArchPerfModel::new(Config::skylake());
+/// The PMU value of the running model case (its own `static`, `setup!`),
+/// for the model's PMI handler; null before the first case.
+static MODEL_CPU: AtomicPtr<ArchPerfPmu> = AtomicPtr::new(core::ptr::null_mut());
+static NMI_MODE: AtomicBool = AtomicBool::new(false);
+static SAMPLES: SampleBuffer<256> = SampleBuffer::new();
+static HANDLED: AtomicU64 = AtomicU64::new(0);
+static HANDLER_ERRORS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: the real PMU of CPU 0, the one CPU this kernel runs on; this is
+// its one value (the model cases use values of their own).
+static CPU0: ArchPerfPmu = unsafe { ArchPerfPmu::new() };
+static REAL_SAMPLES: SampleBuffer<256> = SampleBuffer::new();
+static REAL_HANDLED: AtomicU64 = AtomicU64::new(0);
+
+type Driver<O> = ArchPerfDriver<'static, O, Recording<ArchPerfMsr<'static>, 16>>;
+
+fn main(_: &'static BootInfo) -> ! {
+    println!(
+        "archperf: the model cases count on the architectural PMU model (Skylake configuration): their counts come from the model, not hardware"
+    );
+    println!(
+        "archperf: the real_* cases count on the real PMU when this guest has one, and are skipped otherwise"
+    );
+    pmi::local_apic().enable(Vector::new(0xFF).unwrap());
+    idt::set_handler(PMI_VECTOR, on_model_pmi);
+    idt::set_handler(NMI_VECTOR, on_model_pmi);
+    idt::set_handler(REAL_PMI_VECTOR, on_real_pmi);
+    hobby::test::run(
+        "archperf",
+        &[
+            case!(counting_on_general_and_fixed_counters),
+            case!(sampling_pmis_are_real_interrupts_with_the_interrupted_rip),
+            case!(pmi_as_nmi),
+            case!(a_group_starts_and_stops_with_one_global_ctrl_write),
+            case!(counters_the_firmware_enabled_are_left_alone),
+            case!(real_retired_instructions_within_bounds),
+            case!(real_core_cycles_against_the_tsc),
+            case!(real_overflow_pmi_inside_the_loop),
+        ],
+    )
+}
+
+// ---------------------------------------------------------------------------
+// The model cases.
+
+fn model_entry() -> LvtPerfCounter {
+    if NMI_MODE.load(Ordering::SeqCst) {
+        LvtPerfCounter::new(PmiDelivery::Nmi)
+    } else {
+        LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(PMI_VECTOR).unwrap()))
+    }
+}
+
+/// The PMU value of the running model case, once a case has taken it.
+fn model_cpu() -> Option<&'static ArchPerfPmu> {
+    // SAFETY: `MODEL_CPU` is null or the address of a case's `static`
+    // value (`take`), which lives for ever and is only shared.
+    unsafe { MODEL_CPU.load(Ordering::SeqCst).as_ref() }
+}
+
+/// The model's PMI, as a fixed vector or an NMI: the driver's handler with
+/// the interrupted RIP (it unmasks the LVT entry the delivery masked), then
+/// EOI for a vector.
+fn on_model_pmi(frame: &InterruptFrame) {
+    let mut apic = pmi::local_apic();
+    let serviced = model_cpu().is_some_and(|cpu| {
+        handle_pmi(
+            cpu.pmi(),
+            &mut MODEL.msr(),
+            &mut apic,
+            model_entry(),
+            frame.rip,
+            |s| {
+                SAMPLES.push(s);
+            },
+        )
+        .is_ok()
+    });
+    if !serviced {
+        HANDLER_ERRORS.fetch_add(1, Ordering::SeqCst);
+    }
+    HANDLED.fetch_add(1, Ordering::SeqCst);
+    if frame.vector != u64::from(NMI_VECTOR) {
+        apic.eoi();
+    }
+}
+
+/// A fresh model and a driver of it, for the calling case's own owner type
+/// and PMU value (a case that fails with counters claimed leaves the next
+/// one a clean PMU); `$firmware` runs on the reset model before the take.
+macro_rules! setup {
+    ($nmi:expr) => {
+        setup!($nmi, |_| Ok(()))
+    };
+    ($nmi:expr, $firmware:expr) => {{
+        pmu::owner!(Case);
+        // SAFETY: the model, reset for this case, is a logical processor
+        // of its own, and this is its one value.
+        static CASE_CPU: ArchPerfPmu = unsafe { ArchPerfPmu::new() };
+        take::<Case>(&CASE_CPU, $nmi, $firmware)
+    }};
+}
+
+fn take<O: Owner>(
+    cpu: &'static ArchPerfPmu,
+    nmi: bool,
+    firmware: fn(&mut ArchPerfModel) -> Result<(), pmu::model::archperf::Fault>,
+) -> Result<(Driver<O>, Counters<O>), Failure> {
+    MODEL.reset();
+    MODEL.with(firmware)?;
+    MODEL_CPU.store(core::ptr::from_ref(cpu).cast_mut(), Ordering::SeqCst);
+    NMI_MODE.store(nmi, Ordering::SeqCst);
+    SAMPLES.drain(|_| {});
+    HANDLED.store(0, Ordering::SeqCst);
+    HANDLER_ERRORS.store(0, Ordering::SeqCst);
+    pmi::local_apic().set_perf_counter_entry(model_entry());
+    let info = MODEL
+        .detect()
+        .ok_or("detection on the model found no architectural PMU")?;
+    let (mut d, c) = ArchPerfDriver::<O, _>::take(Recording::new(MODEL.msr()), &info, cpu)?;
+    d.msr().clear();
+    Ok((d, c))
+}
+
+fn inject((select, umask): (u8, u8), n: u64) {
+    MODEL.with(|m| m.inject(Event::new(select, umask, n)));
+}
+
+fn traffic<O: Owner>(d: &mut Driver<O>) -> (u32, u32, u32) {
+    let AccessCounts {
+        msr_reads,
+        msr_writes,
+        rdpmc,
+        ..
+    } = d.msr().take_counts();
+    (msr_reads, msr_writes, rdpmc)
+}
+
+fn spec(s: &str) -> Result<EventSpec, Failure> {
+    Ok(s.parse::<EventSpec>()?)
+}
+
+/// Instructions and core cycles, each on a general and on its fixed
+/// counter: exact counts, nothing counted while halted.
+fn counting_on_general_and_fixed_counters() -> Outcome {
+    let (mut d, c) = setup!(false)?;
+    let instructions = CounterConfig::counting(spec("instructions")?);
+    let cycles = CounterConfig::counting(spec("cycles")?);
+    let g0 = c.g0.configure(&mut d, &instructions)?.enable(&mut d)?;
+    let g1 = c.g1.configure(&mut d, &cycles)?.enable(&mut d)?;
+    let f0 = c.f0.ok_or("fixed counter 0")?;
+    let f0 = f0.configure(&mut d, &instructions)?.enable(&mut d)?;
+    let f1 = c.f1.ok_or("fixed counter 1")?;
+    let f1 = f1.configure(&mut d, &cycles)?.enable(&mut d)?;
+    check_eq!(
+        MODEL.with(|m| m.global_ctrl()),
+        0b11 | 0b11 << 32,
+        "two general and two fixed enable bits"
+    );
+    inject(INSTRUCTIONS, 1000);
+    inject(CYCLES, 250);
+    inject(REF_CYCLES, 40);
+    let counts = [
+        g0.read(&mut d)?,
+        g1.read(&mut d)?,
+        f0.read(&mut d)?,
+        f1.read(&mut d)?,
+    ];
+    check_eq!(counts, [1000, 250, 1000, 250]);
+    println!(
+        "archperf: 1000 instructions and 250 core cycles injected, counted {counts:?} on PMC0, PMC1, FIXED_CTR0, FIXED_CTR1 (model)"
+    );
+    let (g0, g1) = (g0.halt(&mut d)?, g1.halt(&mut d)?);
+    let (f0, f1) = (f0.halt(&mut d)?, f1.halt(&mut d)?);
+    check_eq!(MODEL.with(|m| m.global_ctrl()), 0, "every enable bit clear");
+    inject(INSTRUCTIONS, 7);
+    inject(CYCLES, 7);
+    check_eq!(
+        [
+            g0.read(&mut d)?,
+            g1.read(&mut d)?,
+            f0.read(&mut d)?,
+            f1.read(&mut d)?
+        ],
+        [1000, 250, 1000, 250],
+        "halted counters keep their counts"
+    );
+    let (g0, g1) = (g0.release(&mut d)?, g1.release(&mut d)?);
+    let (f0, f1) = (f0.release(&mut d)?, f1.release(&mut d)?);
+    check_eq!(MODEL.with(|m| m.fixed_ctrl()), 0, "fixed fields cleared");
+    let _msr = d.give_back(Counters {
+        g0,
+        g1,
+        f0: Some(f0),
+        f1: Some(f1),
+        ..c
+    });
+    Ok(())
+}
+
+/// A sampling counter (every 100 instructions): each overflow's PMI goes
+/// through the real APIC as a real interrupt, and the driver's handler sees
+/// the interrupted RIP: an instruction of the bounded wait
+/// [`pmi::inject`] opens interrupts for ([`pmi::wait_window`]; under TCG
+/// always its first after the STI shadow, under KVM wherever the
+/// hypervisor delivers it); then with skid, each period still exactly 100.
+fn sampling_pmis_are_real_interrupts_with_the_interrupted_rip() -> Outcome {
+    let (mut d, c) = setup!(false)?;
+    let n = SampleAfter::new(100, d.overflow_rule())?;
+    let g0 =
+        c.g0.configure(
+            &mut d,
+            &CounterConfig::counting(spec("instructions")?).sampling(n),
+        )?
+        .enable(&mut d)?;
+    let window = pmi::wait_window(); // every delivery interrupts an instruction here
+    let pmis = pmi::inject(&MODEL, Event::new(INSTRUCTIONS.0, INSTRUCTIONS.1, 1000))?;
+    check_eq!(
+        pmis,
+        10,
+        "a PMI with each overflow: the model raises it in the clock of the wrap"
+    );
+    check_eq!(
+        HANDLED.load(Ordering::SeqCst),
+        10,
+        "each reached the handler"
+    );
+    let (mut samples, mut wrong) = (0, 0);
+    SAMPLES.drain(|s| {
+        samples += 1;
+        wrong += u32::from(!window.contains(&s.rip) || s.counter != 0 || s.periods != 1);
+    });
+    check_eq!(
+        (samples, wrong),
+        (10, 0),
+        "10 samples at the interrupted RIP"
+    );
+    check!(
+        !pmi::local_apic().perf_counter_entry().is_masked(),
+        "the handler unmasked the LVT entry"
+    );
+    check_eq!(d.pmi_state().periods(0), 10);
+    check_eq!(
+        n.split(g0.read(&mut d)?),
+        (0, 0),
+        "nothing owed, no residual"
+    );
+    println!(
+        "archperf: 1000 instructions, sample after 100: 10 PMIs as real interrupts at RIPs in [{:#x}, {:#x}] (model)",
+        window.start(),
+        window.end()
+    );
+
+    // With a skid of 3 the PMI comes 3 instructions after each overflow;
+    // the handler keeps them in the next period.
+    MODEL.with(|m| m.set_skid(3));
+    let pmis = pmi::inject(&MODEL, Event::new(INSTRUCTIONS.0, INSTRUCTIONS.1, 1000))?;
+    check_eq!(pmis, 9, "the 10th overflow's PMI is 3 instructions away");
+    let g0 = g0.halt(&mut d)?;
+    check_eq!(d.pmi_state().periods_at_halt(0), 1, "the halt found it");
+    let (owed, residual) = n.split(g0.read(&mut d)?);
+    check_eq!(
+        (d.pmi_state().periods(0) + owed) * 100 + residual,
+        2000,
+        "events = periods x N + residual"
+    );
+    check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
+    let g0 = g0.release(&mut d)?;
+    let _msr = d.give_back(Counters { g0, ..c });
+    Ok(())
+}
+
+/// The same PMIs delivered as NMIs: they arrive with interrupts disabled.
+fn pmi_as_nmi() -> Outcome {
+    let (mut d, c) = setup!(true)?;
+    let n = SampleAfter::new(50, d.overflow_rule())?;
+    let f1 = c.f1.ok_or("fixed counter 1")?;
+    let f1 = f1
+        .configure(
+            &mut d,
+            &CounterConfig::counting(spec("cycles")?).sampling(n),
+        )?
+        .enable(&mut d)?;
+    let pmis = pmi::inject(&MODEL, Event::new(CYCLES.0, CYCLES.1, 500))?;
+    check_eq!(pmis, 10);
+    check_eq!(HANDLED.load(Ordering::SeqCst), 10);
+    let mut samples = 0;
+    SAMPLES.drain(|s| samples += u32::from(s.counter == 33 && s.periods == 1));
+    check_eq!(
+        samples,
+        10,
+        "fixed counter 1 (GLOBAL bit 33), one period each"
+    );
+    check_eq!(
+        pmi::local_apic().perf_counter_entry(),
+        LvtPerfCounter::new(PmiDelivery::Nmi),
+        "the NMI entry, unmasked"
+    );
+    check_eq!(d.pmi_state().periods(33), 10);
+    check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
+    let f1 = f1.halt(&mut d)?.release(&mut d)?;
+    let _msr = d.give_back(Counters { f1: Some(f1), ..c });
+    Ok(())
+}
+
+/// Four counters in a group: one `GLOBAL_CTRL` write starts them, one
+/// stops them (the model's `GLOBAL_CTRL` shows all four bits at once), and
+/// a read is one snapshot.
+fn a_group_starts_and_stops_with_one_global_ctrl_write() -> Outcome {
+    let (mut d, c) = setup!(false)?;
+    let instructions = CounterConfig::counting(spec("instructions")?);
+    let cycles = CounterConfig::counting(spec("cycles")?);
+    let mut all = c.erase_all();
+    // g0, g1, fixed 0 and fixed 1 (places 0, 1, 8, 9 of `erase_all`).
+    for (place, config) in [
+        (0, &instructions),
+        (1, &cycles),
+        (8, &instructions),
+        (9, &cycles),
+    ] {
+        all[place]
+            .as_mut()
+            .ok_or("a counter of the Skylake model")?
+            .configure(&mut d, config)?;
+    }
+    let members = [0, 1, 8, 9].map(|place| all[place].take());
+    let [Some(a), Some(b), Some(e), Some(f)] = members else {
+        fail!("a configured counter went missing");
+    };
+    let mut g = match Group::new([a, b, e, f]) {
+        Ok(g) => g,
+        Err((e, _)) => fail!("group: {e}"),
+    };
+    traffic(&mut d);
+    g.start(&mut d)?;
+    check_eq!(
+        traffic(&mut d),
+        (0, 1, 0),
+        "one GLOBAL_CTRL write starts four"
+    );
+    check_eq!(MODEL.with(|m| m.global_ctrl()), 0b11 | 0b11 << 32);
+    inject(INSTRUCTIONS, 700);
+    inject(CYCLES, 300);
+    check_eq!(g.read(&mut d)?, [700, 300, 700, 300]);
+    check_eq!(
+        traffic(&mut d),
+        (0, 2, 4),
+        "stopped, four RDPMCs, restarted: one snapshot"
+    );
+    g.stop(&mut d)?;
+    check_eq!(
+        traffic(&mut d),
+        (0, 1, 0),
+        "one GLOBAL_CTRL write stops four"
+    );
+    check_eq!(MODEL.with(|m| m.global_ctrl()), 0);
+    inject(INSTRUCTIONS, 5);
+    check_eq!(g.read(&mut d)?, [700, 300, 700, 300]);
+    println!(
+        "archperf: a group of 4 started and stopped with one GLOBAL_CTRL write each, counted [700, 300, 700, 300] (model)"
+    );
+    let [a, b, e, f] = g.into_members();
+    for (place, mut m) in [(0, a), (1, b), (8, e), (9, f)] {
+        m.release(&mut d)?;
+        all[place] = Some(m);
+    }
+    match Counters::from_erased(all) {
+        Ok(c) => {
+            let _msr = d.give_back(c);
+            Ok(())
+        }
+        Err(_) => fail!("a handle did not come back unclaimed"),
+    }
+}
+
+/// General counter 1 and fixed counter 2 enabled before the take, as a
+/// firmware would leave them: reported, never written, their enable bits
+/// kept in every `GLOBAL_CTRL` write, configuring them refused; they count
+/// on.
+fn counters_the_firmware_enabled_are_left_alone() -> Outcome {
+    const FIRMWARE_SELECT: u64 = 0x3C | 1 << 17 | 1 << 22; // cycles, OS, EN
+    const FIRMWARE_GLOBAL: u64 = 1 << 1 | 1 << 34;
+    fn firmware(m: &mut ArchPerfModel) -> Result<(), pmu::model::archperf::Fault> {
+        m.write_msr(IA32_PERFEVTSEL0 + 1, FIRMWARE_SELECT)?;
+        m.write_msr(IA32_FIXED_CTR_CTRL, 0b0011 << 8)?; // fixed 2: OS and USR
+        m.write_msr(IA32_PERF_GLOBAL_CTRL, FIRMWARE_GLOBAL)
+    }
+    let (mut d, c) = setup!(false, firmware)?;
+    let (g1, f2) = (
+        Counter::general(1).ok_or("PMC1")?,
+        Counter::fixed(2).ok_or("FIXED_CTR2")?,
+    );
+    check_eq!(d.firmware(), CounterSet::EMPTY.with(g1).with(f2));
+    check_eq!(MODEL.with(|m| m.global_ctrl()), FIRMWARE_GLOBAL);
+    let cycles = CounterConfig::counting(spec("cycles")?);
+    let refused = match c.g1.configure(&mut d, &cycles) {
+        Ok(_) => fail!("the firmware's counter was configured"),
+        Err(e) => e,
+    };
+    check_eq!(
+        refused.error,
+        DriverError::Config(ConfigError::UsedByFirmware(1))
+    );
+    let g0 = c.g0.configure(&mut d, &cycles)?.enable(&mut d)?;
+    check_eq!(
+        MODEL.with(|m| m.global_ctrl()),
+        1 | FIRMWARE_GLOBAL,
+        "the driver's write keeps the firmware's bits"
+    );
+    inject(CYCLES, 100);
+    inject(REF_CYCLES, 30);
+    check_eq!(g0.read(&mut d)?, 100);
+    check_eq!(
+        MODEL.with(|m| (m.counter(1), m.fixed(2))),
+        (100, 30),
+        "the firmware's counters count on"
+    );
+    let g0 = g0.halt(&mut d)?.release(&mut d)?;
+    check_eq!(MODEL.with(|m| m.global_ctrl()), FIRMWARE_GLOBAL);
+    check_eq!(
+        MODEL.with(|m| (m.evtsel(1), m.fixed_ctrl())),
+        (FIRMWARE_SELECT, 0b0011 << 8),
+        "never written"
+    );
+    let _msr = d.give_back(Counters {
+        g0,
+        g1: refused.counter,
+        ..c
+    });
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The real cases.
+
+/// Iterations of the measured loop.
+const ITERATIONS: u64 = 1_000_000;
+/// Instructions per iteration of [`counted_loop`] and [`sampled_loop`]:
+/// ADD, DEC, JNZ (a macro-fused DEC/JNZ still retires as two).
+const LOOP_INSTRUCTIONS: u64 = 3;
+/// Instructions outside the loop between the counter's start and stop: the
+/// return from the enabling call into the loop, and the call to the
+/// stopping write (a few hundred in this unoptimised kernel); 20 000 is
+/// generous.
+const PATH_OVERHEAD: u64 = 20_000;
+/// The sampling case's period.
+const SAMPLE_AFTER: u64 = 100_000;
+
+pmu::owner!(Real);
+
+type RealDriver = ArchPerfDriver<'static, Real, X86Msr>;
+type Handles = [Option<AnyHandle<ArchPerfmon>>; 12];
+
+fn real_msr() -> X86Msr {
+    // SAFETY: ring 0, on CPU 0 (this kernel starts no other CPU); detection
+    // reads only the MSRs CPUID enumerates, and the driver and its handler
+    // access only the PMU registers of the counters detection found.
+    unsafe { X86Msr::new() }
+}
+
+fn real_entry() -> LvtPerfCounter {
+    LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(REAL_PMI_VECTOR).unwrap()))
+}
+
+/// The real PMU's interrupt: the driver's handler on the real registers,
+/// then EOI.
+fn on_real_pmi(frame: &InterruptFrame) {
+    let mut apic = pmi::local_apic();
+    let Ok(_) = handle_pmi(
+        CPU0.pmi(),
+        &mut real_msr(),
+        &mut apic,
+        real_entry(),
+        frame.rip,
+        |s| {
+            REAL_SAMPLES.push(s);
+        },
+    );
+    REAL_HANDLED.fetch_add(1, Ordering::SeqCst);
+    apic.eoi();
+}
+
+/// The architectural PMU this guest exposes, or the skip that says there is
+/// none.
+fn real_pmu() -> Result<detect::ArchPerf, Failure> {
+    let cpuid = HardwareCpuid;
+    let max_leaf = cpuid.cpuid(0, 0).eax;
+    let version = if max_leaf >= 0xA {
+        cpuid.cpuid(0xA, 0).eax & 0xFF
+    } else {
+        0
+    };
+    if version == 0 {
+        skip!("no PMU exposed to this guest (CPUID leaf 0AH version 0)");
+    }
+    let Ok(found) = detect::detect(&cpuid, &mut real_msr());
+    match found.arch_perf() {
+        Some(cpu) => Ok(cpu),
+        None => skip!(
+            "CPUID leaf 0AH version {version}, but no architectural PMU this crate drives: {found}"
+        ),
+    }
+}
+
+/// Takes the real PMU, runs `body` on the driver and the run-time handles
+/// (which it uses in place), then releases whatever is claimed and gives
+/// the PMU back, whether `body` passed or not.
+fn with_real_pmu(body: fn(&mut RealDriver, &mut Handles) -> Outcome) -> Outcome {
+    let cpu = real_pmu()?;
+    println!(
+        "archperf: real PMU: architectural PMU version {}, {} general counters",
+        cpu.version(),
+        cpu.general()
+    );
+    let (mut d, c) = ArchPerfDriver::<Real, _>::take(real_msr(), &cpu, &CPU0)?;
+    let mut handles = c.erase_all();
+    let outcome = body(&mut d, &mut handles);
+    let mut released = Ok(());
+    for h in handles.iter_mut().flatten() {
+        if h.state() != StateTag::Unclaimed
+            && let Err(e) = h.release(&mut d)
+        {
+            released = Err(e);
+        }
+    }
+    pmi::local_apic().set_perf_counter_entry(real_entry().masked());
+    let given_back = match Counters::from_erased(handles) {
+        Ok(c) => {
+            let _msr = d.give_back(c);
+            true
+        }
+        Err(_) => false,
+    };
+    outcome?;
+    released?;
+    check!(given_back, "a counter handle did not come back unclaimed");
+    Ok(())
+}
+
+/// The first general counter the firmware does not use.
+fn free_general(d: &RealDriver, handles: &Handles) -> Result<usize, Failure> {
+    let free = (0..8u8).find(|&i| {
+        handles[usize::from(i)].is_some()
+            && Counter::general(i).is_some_and(|c| !d.firmware().contains(c))
+    });
+    match free {
+        Some(i) => Ok(usize::from(i)),
+        None => skip!("the firmware uses every general counter"),
+    }
+}
+
+/// Configures `h` to count `event` (sampling every `n`, if given); an
+/// architectural event CPUID says is unavailable skips the case.
+fn configure(
+    d: &mut RealDriver,
+    h: &mut AnyHandle<ArchPerfmon>,
+    event: EventSpec,
+    n: Option<SampleAfter>,
+) -> Outcome {
+    let mut config = CounterConfig::counting(event);
+    config.sampling = n;
+    match h.configure(d, &config) {
+        Ok(()) => Ok(()),
+        Err(ErasedError::Driver(DriverError::Config(ConfigError::EventUnavailable { event }))) => {
+            skip!("this CPU says the architectural event {event} is not available (CPUID.0AH:EBX)")
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `iterations` iterations of ADD, DEC, JNZ: [`LOOP_INSTRUCTIONS`] each, and
+/// at least one core cycle each (the DEC chain). `iterations` > 0.
+#[inline(never)]
+fn counted_loop(iterations: u64) {
+    // SAFETY: register-only arithmetic and a backward branch that ends when
+    // the count reaches zero (it starts above zero).
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "add {acc}, 1",
+            "dec {n}",
+            "jnz 2b",
+            n = inout(reg) iterations.max(1) => _,
+            acc = inout(reg) 0u64 => _,
+            options(nomem, nostack),
+        );
+    }
+}
+
+/// [`counted_loop`] with interrupts enabled: returns the address of the
+/// loop's first instruction and of the CLI after it. A PMI taken while it
+/// runs interrupts an instruction in that range (inclusive: one taken just
+/// before the CLI has its address); none can be taken outside it.
+#[inline(never)]
+fn sampled_loop(iterations: u64) -> (u64, u64) {
+    let (start, end): (u64, u64);
+    // SAFETY: the loop of `counted_loop`, with interrupts enabled around
+    // it and disabled again after it; the interrupt entry stubs preserve
+    // every register.
+    unsafe {
+        core::arch::asm!(
+            "lea {start}, [rip + 2f]",
+            "lea {end}, [rip + 3f]",
+            "sti",
+            "2:",
+            "add {acc}, 1",
+            "dec {n}",
+            "jnz 2b",
+            "3:",
+            "cli",
+            start = out(reg) start,
+            end = out(reg) end,
+            n = inout(reg) iterations.max(1) => _,
+            acc = inout(reg) 0u64 => _,
+        );
+    }
+    (start, end)
+}
+
+/// RDTSC, ordered with the code around it.
+fn fenced_rdtsc() -> u64 {
+    let (low, high): (u32, u32);
+    // SAFETY: LFENCE and RDTSC only order execution and read the TSC into
+    // EDX:EAX (CPL 0; CR4.TSD is clear).
+    unsafe {
+        core::arch::asm!("lfence", "rdtsc", "lfence", out("eax") low, out("edx") high, options(nostack));
+    }
+    u64::from(high) << 32 | u64::from(low)
+}
+
+fn real_retired_instructions_within_bounds() -> Outcome {
+    with_real_pmu(retired_instructions)
+}
+
+/// Retired instructions of [`ITERATIONS`] iterations of [`counted_loop`] on
+/// a general counter: within [`bounds::loop_instructions`]' interval.
+fn retired_instructions(d: &mut RealDriver, handles: &mut Handles) -> Outcome {
+    let i = free_general(d, handles)?;
+    let h = handles[i].as_mut().ok_or("a general counter")?;
+    configure(d, h, EventSpec::arch(ArchEvent::InstructionsRetired), None)?;
+    let allowed = bounds::loop_instructions(LOOP_INSTRUCTIONS, ITERATIONS, PATH_OVERHEAD)?;
+    h.enable(d)?;
+    counted_loop(ITERATIONS);
+    h.halt(d)?;
+    let measured = h.read(d)?;
+    println!(
+        "archperf: real PMU: PMC{i} counted {measured} instructions retired over {ITERATIONS} iterations of a {LOOP_INSTRUCTIONS}-instruction loop (allowed {allowed})"
+    );
+    bounds::retired_instructions_within(allowed, measured)?;
+    Ok(())
+}
+
+fn real_core_cycles_against_the_tsc() -> Outcome {
+    with_real_pmu(core_cycles)
+}
+
+/// Unhalted core cycles of the loop (fixed counter 1, or a general counter
+/// where there is none free), against the TSC read around the counting
+/// window: [`bounds::cycles_against_tsc`].
+fn core_cycles(d: &mut RealDriver, handles: &mut Handles) -> Outcome {
+    let fixed1 = Counter::fixed(1).filter(|c| !d.firmware().contains(*c));
+    let i = match (fixed1, &handles[9]) {
+        (Some(_), Some(_)) => 9,
+        _ => free_general(d, handles)?,
+    };
+    let h = handles[i].as_mut().ok_or("a counter")?;
+    configure(d, h, EventSpec::arch(ArchEvent::CoreCycles), None)?;
+    let before = fenced_rdtsc();
+    h.enable(d)?;
+    counted_loop(ITERATIONS);
+    h.halt(d)?;
+    let ticks = fenced_rdtsc().wrapping_sub(before);
+    let cycles = h.read(d)?;
+    let allowed = bounds::cycles_against_tsc(cycles, ticks, ITERATIONS)?;
+    println!(
+        "archperf: real PMU: {} counted {cycles} core cycles over {ticks} TSC ticks ({}.{:02} per tick; allowed {allowed})",
+        if i == 9 {
+            "FIXED_CTR1"
+        } else {
+            "a general counter"
+        },
+        cycles / ticks.max(1),
+        cycles * 100 / ticks.max(1) % 100,
+    );
+    Ok(())
+}
+
+fn real_overflow_pmi_inside_the_loop() -> Outcome {
+    with_real_pmu(overflow_pmi)
+}
+
+/// Instructions sampled every [`SAMPLE_AFTER`] while [`sampled_loop`] runs:
+/// the real PMU's overflow PMIs reach the driver's handler through the
+/// local APIC, each at an interrupted RIP inside the loop, and every
+/// instruction is accounted for.
+fn overflow_pmi(d: &mut RealDriver, handles: &mut Handles) -> Outcome {
+    if d.cpu().version() < 2 {
+        // The handler finds the overflowed counters in
+        // IA32_PERF_GLOBAL_STATUS, which version 1 does not have.
+        skip!(
+            "architectural PMU version 1: the PMI handler needs IA32_PERF_GLOBAL_STATUS (version 2)"
+        );
+    }
+    let i = free_general(d, handles)?;
+    let index = i as u8;
+    let n = SampleAfter::new(SAMPLE_AFTER, d.overflow_rule())?;
+    let h = handles[i].as_mut().ok_or("a general counter")?;
+    configure(
+        d,
+        h,
+        EventSpec::arch(ArchEvent::InstructionsRetired),
+        Some(n),
+    )?;
+    REAL_SAMPLES.drain(|_| {});
+    REAL_HANDLED.store(0, Ordering::SeqCst);
+    pmi::local_apic().set_perf_counter_entry(real_entry());
+    h.enable(d)?;
+    let (start, end) = sampled_loop(ITERATIONS);
+    h.halt(d)?;
+    // A PMI the APIC still holds (raised after the loop's CLI) comes now,
+    // to a disarmed counter: no sample. Bounded: a pending interrupt is
+    // taken as soon as the STI shadow ends.
+    x86_64::instructions::interrupts::enable();
+    for _ in 0..10_000 {
+        core::hint::spin_loop();
+    }
+    x86_64::instructions::interrupts::disable();
+    let (owed, residual) = n.split(h.read(d)?);
+    let periods = CPU0.pmi().periods(index);
+    let (mut inside, mut outside, mut sampled, mut foreign) = (0u64, 0u64, 0u64, 0u64);
+    REAL_SAMPLES.drain(|s| {
+        if (start..=end).contains(&s.rip) {
+            inside += 1;
+        } else {
+            outside += 1;
+        }
+        sampled += u64::from(s.periods);
+        foreign += u64::from(s.counter != index);
+    });
+    println!(
+        "archperf: real PMU: {} PMIs, {inside} samples in the loop [{start:#x}, {end:#x}], {outside} outside; {periods} periods of {SAMPLE_AFTER} ({} found at the halt), residual {residual}",
+        REAL_HANDLED.load(Ordering::SeqCst),
+        CPU0.pmi().periods_at_halt(index),
+    );
+    check_eq!(foreign, 0, "samples of another counter");
+    check_eq!(outside, 0, "samples interrupting code outside the loop");
+    check!(inside >= 1, "no overflow PMI arrived while the loop ran");
+    check_eq!(
+        sampled + CPU0.pmi().periods_at_halt(index),
+        periods,
+        "every period sampled or found at the halt"
+    );
+    let counted = (periods + owed) * SAMPLE_AFTER + residual;
+    check!(
+        counted >= LOOP_INSTRUCTIONS * ITERATIONS,
+        "{counted} instructions accounted for, fewer than the loop's {}",
+        LOOP_INSTRUCTIONS * ITERATIONS
+    );
+    Ok(())
+}
