@@ -1,0 +1,489 @@
+//! The statistical profiler itself, whatever PMU counts for it: shared by
+//! `profiler.rs` (the NetBurst PMU model) and `profiler_archperf.rs`
+//! (Intel's architectural PMU, real or modelled), each of which includes it
+//! with `#[path = "profiler/shared.rs"] mod shared;` and boots through
+//! [`main`] with its [`Architecture`].
+//!
+//! Here: the workloads and their expected shares ([`WORKLOADS`]), the
+//! per-CPU bookkeeping (samples, tick clocks, carried cycles, findings), the
+//! timer tick that feeds a model with real time (TSC) up to its PMI, the
+//! method (a calibration run counting cycles without interrupts, N = cycles
+//! / [`TARGET_SAMPLES`], then the sampled run and its accounting:
+//! [`CycleCounter::profile`]), one profile per CPU with a driver each, and
+//! the report with its verdict. In each binary: its PMU or model and its
+//! driver, the counter it programs and how, its PMI handler, its tick.
+//!
+//! Why a module of the examples and not of the `hobby` kernel library: this
+//! is one example's method and report (its workloads' expected shares, its
+//! 6-point verdict, its output lines), which two binaries of that example
+//! share; `hobby` holds what any test kernel needs (boot, interrupts, the
+//! APIC timer and TSC, SMP, the workload functions themselves), which this
+//! builds on. In a folder of its own because every `examples/*.rs` is a
+//! kernel the QEMU harness boots.
+
+use core::fmt;
+use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+
+use hobby::boot::BootInfo;
+use hobby::exit::{ExitCode, exit_qemu};
+use hobby::idt::{self, InterruptFrame};
+use hobby::test::Failure;
+use hobby::timer::{self, ApicTimer, Divide, TickClock};
+use hobby::workload::{self, SYMBOLS};
+use hobby::{pmi, println, smp};
+use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
+use pmu::counter::{AnyHandle, Arch, Driver, Owner};
+use pmu::sampling::{self, OverflowRule, SampleAfter, SampleBuffer};
+use x86_64::instructions::interrupts;
+
+/// The timer tick's vector.
+const TIMER_VECTOR: u8 = 0xE1;
+/// The PMI's vector.
+const PMI_VECTOR: u8 = 0xF0;
+/// The model's tick where interrupts are cheap (TCG): 200 µs.
+pub const TICK_NS: u64 = 200_000;
+/// The samples a profile aims at, per CPU.
+const TARGET_SAMPLES: u64 = 1000;
+/// The calibration run, at the 200 µs tick: with [`TARGET_SAMPLES`], a
+/// sample period of about 500 µs of cycles, 2.5 ticks, more than a tick
+/// plus the tick and PMI handlers (the NetBurst model's injection takes
+/// 150-300 µs in a debug build, two CPUs sharing it), so that no tick owes
+/// a model more than one sample. A longer tick lengthens it in proportion
+/// ([`calibration_ns`]).
+const CALIBRATION_NS: u64 = 500_000_000;
+
+/// Per CPU: its samples, which its PMI handler pushes.
+pub static SAMPLES: [SampleBuffer<4096>; 2] = [const { SampleBuffer::new() }; 2];
+/// Per CPU: the TSC time its model's last tick reached.
+static CLOCK: [TickClock; 2] = [const { TickClock::new() }; 2];
+/// Per CPU: the cycles a tick carried over to the next (past its model's
+/// PMI).
+static CARRY: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+/// The APIC timer count of the model's tick ([`set_tick`]).
+static APIC_COUNT: AtomicU64 = AtomicU64::new(100_000);
+/// The TSC's rate.
+static TSC_HZ: AtomicU64 = AtomicU64::new(0);
+/// The model's tick ([`set_tick`]).
+static TICK: AtomicU64 = AtomicU64::new(TICK_NS);
+
+/// What a CPU's profile found, for the boot CPU to print.
+struct Profile {
+    rounds: AtomicU64,
+    sampled_rounds: AtomicU64,
+    calibration_cycles: AtomicU64,
+    n: AtomicU64,
+    sampled_cycles: AtomicU64,
+    at_halt: AtomicU64,
+    counter: AtomicU8,
+    counts: [AtomicU64; 4],
+    failed: AtomicU64,
+}
+
+static PROFILE: [Profile; 2] = [const {
+    Profile {
+        rounds: AtomicU64::new(0),
+        sampled_rounds: AtomicU64::new(0),
+        calibration_cycles: AtomicU64::new(0),
+        n: AtomicU64::new(0),
+        sampled_cycles: AtomicU64::new(0),
+        at_halt: AtomicU64::new(0),
+        counter: AtomicU8::new(0),
+        counts: [const { AtomicU64::new(0) }; 4],
+        failed: AtomicU64::new(0),
+    }
+}; 2];
+
+/// A workload: its name, one round of it, and its expected shares of
+/// `work_1x`, `work_2x`, `work_4x` (costs 1, 2, 4).
+type Workload = (&'static str, fn(), [f64; 3]);
+
+/// Each CPU's workload.
+const WORKLOADS: [Workload; 2] = [
+    (
+        "work_1x, work_2x, work_4x",
+        round_1_2_4,
+        [1.0 / 7.0, 2.0 / 7.0, 4.0 / 7.0],
+    ),
+    (
+        "work_4x, work_1x, work_1x",
+        round_2_0_4,
+        [2.0 / 6.0, 0.0, 4.0 / 6.0],
+    ),
+];
+
+fn round_1_2_4() {
+    workload::run(1);
+}
+
+fn round_2_0_4() {
+    workload::work_4x();
+    workload::work_1x();
+    workload::work_1x();
+}
+
+/// One architecture's part of the profiler: what [`main`] asks of the
+/// binary.
+pub trait Architecture {
+    /// The binary's name: its first line and its verdict line start with it.
+    const NAME: &'static str;
+    /// What the counter counts, for the report ("cycles", "core cycles").
+    const EVENT: &'static str;
+    /// Whether the sampled run repeats the calibration run's rounds (and so
+    /// lasts longer by the time its PMIs take, which the NetBurst model's
+    /// RUNNING counts too, as a Pentium 4's would), rather than last as long
+    /// as the calibration run (whatever a round takes this time, with an
+    /// emulator's code cache warming up or a hypervisor's exits: the sample
+    /// count stays about [`TARGET_SAMPLES`]; the report then gives the
+    /// sampled run's rounds).
+    const SAME_ROUNDS: bool;
+
+    /// Says what counts, in the lines after the first, having decided what
+    /// must be decided before anything runs (a real PMU or a model).
+    fn introduce();
+    /// Whether a real PMU counts; else a model does, which the timer's
+    /// ticks feed during the runs ([`Architecture::feed`]).
+    fn real() -> bool;
+    /// The end of the line that gives the TSC's and the APIC timer's rates:
+    /// the CPUs (`cpus` of them) and their drivers.
+    fn machine(f: &mut fmt::Formatter<'_>, cpus: usize) -> fmt::Result;
+    /// Picks the model's tick, on CPU 0 before any profile runs
+    /// ([`set_tick`]; 200 µs if it is never called).
+    fn choose_tick(cal: &timer::Calibration);
+    /// `cycles` happen on CPU `cpu`'s model, up to the one that raises its
+    /// PMI: how many happened, and whether a PMI was taken from the model
+    /// (the tick then delivers it through the APIC).
+    fn feed(cpu: usize, cycles: u64) -> (u64, bool);
+    /// The PMI entry, on every CPU: the driver's handler pushes the samples
+    /// to this CPU's [`SAMPLES`], then EOI.
+    fn on_pmi(frame: &InterruptFrame);
+    /// The profile of CPU `cpu`, with a driver of its own (owner `O`): takes
+    /// it, runs [`CycleCounter::profile`] on the counter it picks, gives it
+    /// back.
+    fn profile<O: Owner>(cpu: usize) -> Result<(), Failure>;
+    /// What CPU `cpu` counted on (counter `counter`), for its report.
+    fn place(cpu: usize, counter: u8) -> &'static str;
+}
+
+/// What the counts come from, for the report.
+pub fn source<P: Architecture>() -> &'static str {
+    if P::real() { "real PMU" } else { "model" }
+}
+
+/// This CPU's local APIC.
+pub fn apic() -> LocalApic {
+    pmi::local_apic()
+}
+
+/// This CPU's APIC timer.
+pub fn apic_timer() -> ApicTimer {
+    // SAFETY: as for `apic`: the same identity-mapped page, this CPU's.
+    unsafe { ApicTimer::at_default_base() }
+}
+
+/// The LVT performance-counter entry: the PMI as a fixed interrupt on
+/// [`PMI_VECTOR`].
+pub fn entry() -> LvtPerfCounter {
+    LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(PMI_VECTOR).unwrap()))
+}
+
+/// The APIC timer count of a tick of `ns`.
+pub fn tick_count(cal: &timer::Calibration, ns: u64) -> u32 {
+    cal.count_for(ns, Divide::By1)
+}
+
+/// The model's tick becomes `ns`.
+pub fn set_tick(cal: &timer::Calibration, ns: u64) {
+    TICK.store(ns, Ordering::SeqCst);
+    APIC_COUNT.store(u64::from(tick_count(cal, ns)), Ordering::SeqCst);
+}
+
+/// The calibration run's length: [`CALIBRATION_NS`] at the 200 µs tick,
+/// as many times longer as the tick is (the sample period stays 2.5
+/// ticks).
+pub fn calibration_ns() -> u64 {
+    CALIBRATION_NS * (TICK.load(Ordering::SeqCst) / TICK_NS).max(1)
+}
+
+/// Starts CPU `cpu`'s ticks, every `count` APIC timer counts, its model's
+/// clock starting now with nothing carried over; returns the timer, to stop.
+pub fn start_ticks(cpu: usize, count: u32) -> ApicTimer {
+    let mut timer = apic_timer();
+    CARRY[cpu].store(0, Ordering::SeqCst);
+    CLOCK[cpu].start();
+    timer.start_periodic(Vector::new(TIMER_VECTOR).unwrap(), Divide::By1, count);
+    timer
+}
+
+/// The timer tick, on every CPU: the cycles that passed on this CPU since
+/// its last tick (and those carried over) happen on its model, up to the
+/// one that raises its PMI; the rest waits for the next tick, so the PMI is
+/// taken before more cycles count. The PMI is sent through this CPU's APIC
+/// and taken as soon as the tick handler returns, at the workload's RIP.
+/// One sample per tick at most: a tick that lasted several sample periods
+/// (a virtual CPU descheduled by a busy host) does not put several samples
+/// on one RIP; its cycles are sampled at the next ticks' RIPs instead (the
+/// sample period is kept above a tick's cycles, handlers included, see
+/// [`CALIBRATION_NS`]).
+fn on_tick<P: Architecture>(_: &InterruptFrame) {
+    let cpu = smp::cpu().min(1);
+    let cycles = CLOCK[cpu].tick() + CARRY[cpu].swap(0, Ordering::SeqCst);
+    let (injected, taken) = P::feed(cpu, cycles);
+    CARRY[cpu].store(cycles - injected, Ordering::SeqCst);
+    if taken {
+        pmi::deliver(&mut apic());
+    }
+    apic_timer().eoi();
+}
+
+/// Runs `round` for `rounds` rounds (or, with `rounds == 0`, for about
+/// `ns`, whole rounds) on CPU `cpu` with interrupts enabled and, where a
+/// model counts, its timer ticking; returns the rounds run.
+fn profile_run<P: Architecture>(cpu: usize, round: fn(), rounds: u64, ns: u64) -> u64 {
+    let count = APIC_COUNT.load(Ordering::SeqCst) as u32;
+    let timer = (!P::real()).then(|| start_ticks(cpu, count));
+    interrupts::enable();
+    let mut done = 0;
+    if rounds > 0 {
+        while done < rounds {
+            round();
+            done += 1;
+        }
+    } else {
+        let tsc_hz = TSC_HZ.load(Ordering::SeqCst);
+        let limit = (tsc_hz as u128 * ns as u128 / 1_000_000_000) as u64;
+        let start = timer::rdtsc();
+        while timer::rdtsc().wrapping_sub(start) < limit {
+            round();
+            done += 1;
+        }
+    }
+    interrupts::disable();
+    if let Some(mut timer) = timer {
+        timer.stop();
+    }
+    done
+}
+
+/// The counter a CPU's profile counts its cycles on, as the architecture's
+/// part picked and programs it.
+pub struct CycleCounter<'a, A: Arch, D: Driver<A>> {
+    /// The CPU's driver.
+    pub driver: &'a mut D,
+    /// The counter's handle, unclaimed (and unclaimed again after).
+    pub handle: &'a mut AnyHandle<A>,
+    /// Counting the cycles, without interrupts.
+    pub counting: D::Config,
+    /// A configuration made to sample every `n` events.
+    pub sample_every: fn(D::Config, SampleAfter) -> D::Config,
+    /// How the counter overflows into a PMI.
+    pub rule: OverflowRule,
+    /// What the PMI handler accounted on counter `n`: the periods it
+    /// serviced, and those it found at a halt (its `periods` and
+    /// `periods_at_halt`).
+    pub periods: &'a dyn Fn(u8) -> (u64, u64),
+}
+
+impl<A: Arch, D: Driver<A>> CycleCounter<'_, A, D>
+where
+    D::Config: Copy,
+{
+    /// CPU `cpu`'s profile: a calibration run counting its workload's
+    /// cycles for about [`calibration_ns`], N from it, then the sampled
+    /// run, as long or as many rounds ([`Architecture::SAME_ROUNDS`]); the
+    /// findings go to the report.
+    pub fn profile<P: Architecture>(self, cpu: usize) -> Result<(), Failure> {
+        let Self {
+            driver: d,
+            handle: h,
+            counting,
+            sample_every,
+            rule,
+            periods,
+        } = self;
+        let (_, round, _) = WORKLOADS[cpu];
+        let counter = h.index();
+
+        // Calibration: count the run's cycles without interrupts.
+        h.configure(d, &counting)?;
+        h.enable(d)?;
+        let rounds = profile_run::<P>(cpu, round, 0, calibration_ns());
+        h.halt(d)?;
+        let cycles = h.read(d)? + CARRY[cpu].load(Ordering::SeqCst);
+        h.release(d)?;
+        let n = sampling::calibrate(cycles, TARGET_SAMPLES, rule)?;
+
+        // The profile.
+        h.configure(d, &sample_every(counting, n))?;
+        h.enable(d)?;
+        let repeat = if P::SAME_ROUNDS { rounds } else { 0 };
+        let sampled_rounds = profile_run::<P>(cpu, round, repeat, calibration_ns());
+        h.halt(d)?;
+        let (owed, residual) = n.split(h.read(d)?);
+        let (serviced, at_halt) = periods(counter);
+        let sampled = (serviced + owed) * n.get() + residual + CARRY[cpu].load(Ordering::SeqCst);
+        let p = &PROFILE[cpu];
+        SAMPLES[cpu].drain(|s| {
+            let i = SYMBOLS.position(s.rip as usize).unwrap_or(3);
+            p.counts[i].fetch_add(u64::from(s.periods), Ordering::SeqCst);
+        });
+        p.rounds.store(rounds, Ordering::SeqCst);
+        p.sampled_rounds.store(sampled_rounds, Ordering::SeqCst);
+        p.calibration_cycles.store(cycles, Ordering::SeqCst);
+        p.n.store(n.get(), Ordering::SeqCst);
+        p.sampled_cycles.store(sampled, Ordering::SeqCst);
+        p.at_halt.store(at_halt, Ordering::SeqCst);
+        p.counter.store(counter, Ordering::SeqCst);
+        h.release(d)?;
+        Ok(())
+    }
+}
+
+/// The kernel's main: the profiler on architecture `P`, every CPU (two at
+/// most) profiled at once, then the report; exits QEMU with its verdict.
+pub fn main<P: Architecture>(_: &'static BootInfo) -> ! {
+    println!("pmu example: {}", P::NAME);
+    P::introduce();
+    println!("  interrupts, APICs, RIPs and symbols: real");
+    match run::<P>() {
+        Ok(true) => exit_qemu(ExitCode::Success),
+        Ok(false) => exit_qemu(ExitCode::Failure),
+        Err(e) => {
+            println!("{} failed: {}", P::NAME, e.message());
+            exit_qemu(ExitCode::Failure)
+        }
+    }
+}
+
+/// CPU `cpu`'s profile, its PMIs coming on [`PMI_VECTOR`].
+fn profile<P: Architecture, O: Owner>(cpu: usize) -> Result<(), Failure> {
+    apic().set_perf_counter_entry(entry());
+    P::profile::<O>(cpu)
+}
+
+/// CPU 1's profile, run there.
+fn ap_profile<P: Architecture>(cpu: usize) -> u64 {
+    pmu::owner!(Cpu1);
+    match profile::<P, Cpu1>(cpu) {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("  CPU {cpu}: {}", e.message());
+            PROFILE[cpu].failed.store(1, Ordering::SeqCst);
+            1
+        }
+    }
+}
+
+/// A share drawn as a bar of `#`, 40 columns for 100 %.
+struct Bar(f64);
+
+impl fmt::Display for Bar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = (self.0.clamp(0.0, 1.0) * 40.0 + 0.5) as usize;
+        (0..n).try_for_each(|_| f.write_str("#"))
+    }
+}
+
+/// Prints CPU `cpu`'s profile; whether its shares are within 6 points of
+/// the expected ones.
+fn report<P: Architecture>(cpu: usize) -> bool {
+    let p = &PROFILE[cpu];
+    let (what, _, expected) = WORKLOADS[cpu];
+    let counts: [u64; 4] = core::array::from_fn(|i| p.counts[i].load(Ordering::SeqCst));
+    let (cycles, sampled, n) = (
+        p.calibration_cycles.load(Ordering::SeqCst),
+        p.sampled_cycles.load(Ordering::SeqCst),
+        p.n.load(Ordering::SeqCst),
+    );
+    println!(
+        "CPU {cpu} ({}), workload {what}: calibration {} rounds = {cycles} {} ({}) -> sample after {n} cycles",
+        P::place(cpu, p.counter.load(Ordering::SeqCst)),
+        p.rounds.load(Ordering::SeqCst),
+        P::EVENT,
+        source::<P>(),
+    );
+    let inside: u64 = counts[..3].iter().sum();
+    let total = inside + counts[3];
+    // Why not exactly the target: a run that repeats the calibration's
+    // rounds is longer by the time its interrupt handlers take, which is
+    // CPL-0 time the cycles count too (as on a Pentium 4); a run as long
+    // as the calibration's differs by the rounding to whole rounds on a
+    // model (whose cycles are TSC time), and by the core's varying
+    // frequency on a real PMU. Each sample is still exactly N cycles.
+    let sampled_rounds = p.sampled_rounds.load(Ordering::SeqCst);
+    let rounds = fmt::from_fn(|f| {
+        if P::SAME_ROUNDS {
+            Ok(())
+        } else {
+            write!(f, " ({sampled_rounds} rounds)")
+        }
+    });
+    println!(
+        "  {total} samples ({} dropped, {} found at halt); the sampled run{rounds} counted {sampled} cycles, {}.{:02} x the calibration run's: {} periods of {n}",
+        SAMPLES[cpu].dropped(),
+        p.at_halt.load(Ordering::SeqCst),
+        sampled / cycles.max(1),
+        sampled * 100 / cycles.max(1) % 100,
+        sampled / n.max(1),
+    );
+    println!(
+        "  {:<10} {:>8} {:>8} {:>9}",
+        "function", "samples", "share", "expected"
+    );
+    let mut ok = p.failed.load(Ordering::SeqCst) == 0
+        && inside >= TARGET_SAMPLES / 2
+        && counts[3] * 20 <= total;
+    for (i, expected) in expected.iter().enumerate().rev() {
+        let share = counts[i] as f64 / inside.max(1) as f64;
+        println!(
+            "  {:<10} {:>8} {:>7.1}% {:>8.1}%  {}",
+            SYMBOLS.get(i).name,
+            counts[i],
+            share * 100.0,
+            expected * 100.0,
+            Bar(share)
+        );
+        // Within 6 points: about 4 standard errors at ~1000 samples.
+        ok &= (share - expected).abs() < 0.06;
+    }
+    println!("  {:<10} {:>8}", "(other)", counts[3]);
+    ok
+}
+
+/// Sets up the interrupts and the timer, starts CPU 1, profiles every CPU
+/// at once and reports each; whether every CPU's shares were right.
+fn run<P: Architecture>() -> Result<bool, Failure> {
+    apic().enable(Vector::new(0xFF).unwrap());
+    idt::set_handler(TIMER_VECTOR, on_tick::<P>);
+    idt::set_handler(PMI_VECTOR, P::on_pmi);
+    let cal = timer::calibrate_best_of(&mut apic_timer(), 11_932, 5);
+    TSC_HZ.store(cal.tsc_hz, Ordering::SeqCst);
+    let cpus = smp::start_aps(2).unwrap_or_else(|_| smp::online());
+    println!(
+        "  TSC {} MHz, APIC timer {} MHz, {}",
+        cal.tsc_hz / 1_000_000,
+        cal.apic_hz / 1_000_000,
+        fmt::from_fn(|f| P::machine(f, cpus))
+    );
+    P::choose_tick(&cal);
+    if cpus > 1 {
+        smp::run_on(1, ap_profile::<P>)?;
+    }
+    pmu::owner!(Cpu0);
+    let here = profile::<P, Cpu0>(0);
+    if cpus > 1 {
+        smp::wait(1)?;
+    }
+    here?;
+    let mut ok = true;
+    for cpu in 0..cpus.min(2) {
+        ok &= report::<P>(cpu);
+    }
+    println!(
+        "{}: {}: every CPU's shares {} within 6 points of its workload's (counts from the {})",
+        P::NAME,
+        if ok { "PASS" } else { "FAIL" },
+        if ok { "are" } else { "are not" },
+        source::<P>()
+    );
+    Ok(ok)
+}
