@@ -29,6 +29,8 @@ pub mod netburst;
 #[cfg(any(test, feature = "model"))]
 pub mod vpmu;
 
+use crate::apic::{LvtPerfCounter, PmiDelivery};
+
 /// What to do with a guest's access to a PMU MSR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -44,4 +46,86 @@ pub enum Verdict<G> {
     /// Inject #GP into the guest, as the hardware would (or as the policy
     /// requires), for this reason; nothing changes.
     InjectGp(G),
+}
+
+/// A guest's virtual local APIC LVT performance-counter entry (offset 340H)
+/// and its pending PMI: one for every NetBurst guest, whether its PMU is
+/// emulated ([`vpmu::VirtualPmu`]) or world-switched on the hardware
+/// ([`netburst::PmuContext`]).
+///
+/// A NetBurst local APIC sets the entry's mask bit when it delivers a PMI
+/// (SDM Vol. 3B 18.15.5.8; the handler unmasks it once the overflow is
+/// serviced, as Linux's `p4_pmu_handle_irq` does); KVM delivers a guest
+/// PMI the same way, as a request flag raised on the vCPU and injected
+/// through the guest's virtual LVT entry at the next entry
+/// (`arch/x86/kvm/pmu.c`, `kvm_pmu_deliver_pmi`). So: the VMM
+/// [`raise`](VirtualLvt::raise)s a PMI for the guest (its counter
+/// overflowed with `OVF_PMI`), and at every guest entry asks
+/// [`deliver`](VirtualLvt::deliver) whether to inject one; a PMI raised
+/// while the entry is masked waits for the guest's unmasking write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct VirtualLvt {
+    entry: LvtPerfCounter,
+    pending: bool,
+    injected: u64,
+}
+
+impl Default for VirtualLvt {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl VirtualLvt {
+    /// The entry after reset (masked), no PMI pending.
+    pub const fn new() -> VirtualLvt {
+        VirtualLvt {
+            entry: LvtPerfCounter::RESET,
+            pending: false,
+            injected: 0,
+        }
+    }
+
+    /// The guest writes the entry (its writable bits: vector, delivery
+    /// mode, mask).
+    pub fn write(&mut self, entry: LvtPerfCounter) {
+        self.entry = LvtPerfCounter::from_bits(entry.writable_bits());
+    }
+
+    /// The entry as the guest reads it (with the mask bit a delivery set).
+    pub const fn entry(&self) -> LvtPerfCounter {
+        self.entry
+    }
+
+    /// A PMI for the guest: delivered at the next entry at which the entry
+    /// is unmasked. PMIs raised before that merge into one, as the APIC's
+    /// one pending interrupt does.
+    pub fn raise(&mut self) {
+        self.pending = true;
+    }
+
+    /// Whether a PMI waits for delivery.
+    pub const fn pending(&self) -> bool {
+        self.pending
+    }
+
+    /// At guest entry: the PMI to inject, if one is pending and the entry
+    /// is unmasked with a delivery mode a PMI can use; delivering it masks
+    /// the entry.
+    pub fn deliver(&mut self) -> Option<PmiDelivery> {
+        if !self.pending || self.entry.is_masked() {
+            return None;
+        }
+        let delivery = self.entry.delivery()?;
+        self.pending = false;
+        self.entry = self.entry.masked();
+        self.injected += 1;
+        Some(delivery)
+    }
+
+    /// PMIs delivered so far.
+    pub const fn injected(&self) -> u64 {
+        self.injected
+    }
 }

@@ -236,11 +236,11 @@ mod two {
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
     use pmu::sampling::{SampleAfter, SampleBuffer};
-    use pmu::virt::Verdict;
     use pmu::virt::netburst::{
-        EventFilter, GuestPolicy, PmuContext, check_read, check_write, emulate_rdpmc,
-        misc_enable_pmu_bits,
+        EventFilter, GuestPolicy, MISC_ENABLE_PMU_BITS, PmuContext, check_read, check_write,
+        emulate_rdpmc, scrub_all,
     };
+    use pmu::virt::{Verdict, VirtualLvt};
 
     /// The physical PMU: the model playing a one-processor Prescott.
     static HW: spin::Mutex<NetBurstModel> =
@@ -250,10 +250,10 @@ mod two {
     pub const POLICY: GuestPolicy = GuestPolicy {
         model: 3,
         logical_processors: 1,
-        pebs: false,
         filter: EventFilter::Deny(&[Event::X87FpUop]),
         host_counters: CounterSet::EMPTY.with(Counter::BpuCounter0),
         host_escrs: EscrSet::EMPTY.with(Escr::FsbEscr0),
+        host_tagging: false,
     };
 
     /// A guest's registers while it is not running.
@@ -263,8 +263,8 @@ mod two {
     struct Guest {
         regs: Regs,
         ctx: PmuContext,
-        lvt: LvtPerfCounter,
-        pmi_pending: bool,
+        /// Its virtual LVT entry and pending PMI (the crate's).
+        lvt: VirtualLvt,
         pce: bool,
         done: bool,
         result: u64,
@@ -284,8 +284,7 @@ mod two {
             Guest {
                 regs: Regs([0; 15], 0, 0, 0),
                 ctx: PmuContext::new(),
-                lvt: LvtPerfCounter::RESET,
-                pmi_pending: false,
+                lvt: VirtualLvt::new(),
                 pce: true,
                 done: false,
                 result: 0,
@@ -379,9 +378,7 @@ mod two {
     /// At guest entry: its pending PMI, if its virtual LVT entry lets it
     /// through (which masks the entry, as a NetBurst APIC does).
     fn maybe_pmi(frame: &mut InterruptFrame, guest: &mut Guest, g: usize) {
-        if guest.pmi_pending && !guest.lvt.is_masked() {
-            guest.pmi_pending = false;
-            guest.lvt = guest.lvt.masked();
+        if guest.lvt.deliver().is_some() {
             guest.in_pmi = true;
             PMIS[g].fetch_add(1, Ordering::SeqCst);
             deliver(frame, guest_pmi_entry as *const () as u64);
@@ -403,10 +400,17 @@ mod two {
         } else {
             (&mut b[0], &mut a[0])
         };
+        // An overflow whose PMI the switch withdrew is the guest's PMI,
+        // delivered at its next entry.
         let ok = cur
             .ctx
             .save(hw)
-            .and_then(|()| cur.ctx.scrub(hw))
+            .and_then(|owed| {
+                if !owed.is_empty() {
+                    cur.lvt.raise();
+                }
+                cur.ctx.scrub(hw)
+            })
             .and_then(|()| nxt.ctx.restore(hw));
         if ok.is_err() {
             super::HOST_FAULTS.fetch_add(1, Ordering::SeqCst);
@@ -439,7 +443,14 @@ mod two {
         HOST_FED.fetch_add(cycles, Ordering::SeqCst);
         hw.inject(RUNNING.on(ModelLp::T0, Privilege::Os, cycles));
         if hw.take_pmi(ModelLp::T0).is_some() {
-            guests[g].pmi_pending = true;
+            // The host's PMI: the guest's if one of its counters overflowed.
+            match guests[g].ctx.take_overflows(&mut *hw) {
+                Ok(mine) if !mine.is_empty() => guests[g].lvt.raise(),
+                Ok(_) => {}
+                Err(_) => {
+                    super::HOST_FAULTS.fetch_add(1, Ordering::SeqCst);
+                }
+            }
         }
         switch(frame, &mut guests, &mut hw);
         let g = CURRENT.load(Ordering::SeqCst);
@@ -472,7 +483,7 @@ mod two {
             }
             [0x0F, 0x32] => match check_read(&POLICY, msr) {
                 Verdict::Apply => hw.read_msr(msr).ok().map(Some),
-                Verdict::Emulate if msr == 0x1A0 => Some(Some(misc_enable_pmu_bits(&POLICY))),
+                Verdict::Emulate if msr == 0x1A0 => Some(Some(MISC_ENABLE_PMU_BITS)),
                 _ => None,
             },
             [0x0F, 0x33] => {
@@ -509,7 +520,9 @@ mod two {
         let mut guests = GUESTS.lock();
         match frame.vector as u8 {
             SET_LVT => {
-                guests[g].lvt = LvtPerfCounter::from_bits(frame.rax as u32);
+                guests[g]
+                    .lvt
+                    .write(LvtPerfCounter::from_bits(frame.rax as u32));
                 guests[g].in_pmi = false;
                 maybe_pmi(frame, &mut guests[g], g);
             }
@@ -737,6 +750,8 @@ mod two {
             hw.write_msr(0x3A2, 0x2600_0200 | 1 << 3)
                 .map_err(|_| "host ESCR")?;
             hw.write_msr(0x360, 0x3_D000).map_err(|_| "host CCCR")?;
+            // Every register a guest can read starts from its neutral image.
+            scrub_all(&POLICY, &mut *hw).map_err(|_| "scrub")?;
         }
         // SAFETY: the handlers only rewrite guest (CPL 3) frames, to
         // resume a guest or enter one of its handlers on its own stack, or
