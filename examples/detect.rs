@@ -25,6 +25,7 @@ fn main(_: &'static BootInfo) -> ! {
     match found.pmu {
         PmuKind::NetBurst(nb) if nb.usable() => println!("a NetBurst PMU this crate can drive"),
         PmuKind::NetBurst(_) => println!("a NetBurst signature without its PMU (as under QEMU)"),
+        PmuKind::ArchPerf(_) => println!("an architectural PMU (CPUID leaf 0AH)"),
         PmuKind::None(_) => println!("no PMU this crate drives; the tests use its software models"),
     }
     exit_qemu(ExitCode::Success)
