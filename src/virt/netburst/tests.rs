@@ -6,6 +6,8 @@
 
 use std::vec::Vec;
 
+mod isolation;
+
 use super::*;
 use crate::access::{AccessCounts, Recording};
 use crate::arch::netburst::cccr::ActiveThread;
