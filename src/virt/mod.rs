@@ -3,19 +3,25 @@
 //!
 //! * [`netburst`]: classify a guest's MSR access ([`netburst::classify`]),
 //!   validate a guest write against a [`netburst::GuestPolicy`] (reserved
-//!   bits, the other logical processor's bits for a guest with one, the
-//!   PEBS/DS policy, an event allow/deny list, registers the host keeps),
-//!   answered as [`Verdict`]; emulate RDPMC ([`netburst::emulate_rdpmc`]:
-//!   the 40-bit width, the fast-read bit 31, CR4.PCE and the CPL); and the
-//!   world switch ([`netburst::PmuContext`]): a guest's (or the host's) PMU
-//!   state saved and restored in a safe order, touching only the registers
-//!   in use.
+//!   bits, the other logical processor's bits and the active-thread field
+//!   for a guest with one, an event allow/deny list, registers and tagging
+//!   the host keeps; PEBS and the DS area always refused), answered as
+//!   [`Verdict`]; emulate RDPMC ([`netburst::emulate_rdpmc`]: the 40-bit
+//!   width, the fast-read bit 31, CR4.PCE and the CPL); and the world
+//!   switch ([`netburst::PmuContext`]): a guest's (or the host's) PMU state
+//!   saved and restored in a safe order, touching only the registers in
+//!   use, leaving no switched-out counter running and no register a guest
+//!   can read holding another context's value.
 //! * [`itanium`]: guest PMC writes through the arch layer's
-//!   [`Validator`](crate::arch::itanium::validate::Validator), PMDs, and the
-//!   world switch under PMC0.fr.
+//!   [`Validator`](crate::arch::itanium::validate::Validator) as Linux
+//!   perfmon treats them (a refused write is dropped, never a fault), PMDs,
+//!   and the world switch under PMC0.fr with a virtual PMC0.
+//! * [`VirtualLvt`]: a guest's virtual LVT performance-counter entry,
+//!   masked on delivery as on NetBurst, PMIs injected at guest entry; used
+//!   by both NetBurst paths.
 //! * [`vpmu`] (feature `model`): an emulated NetBurst PMU for a guest on a
-//!   host without one: the register-level model as the virtual PMU, a
-//!   virtual LVT entry masked on delivery, PMIs injected at guest entry.
+//!   host without one: the register-level model as the virtual PMU, checked
+//!   by the same rules as the world-switched path, with a [`VirtualLvt`].
 //!
 //! KVM and Xen need an architectural PMU (CPUID leaf 0AH) and offer no
 //! NetBurst guest PMU; the checks here follow what they do for theirs
@@ -39,7 +45,7 @@ pub enum Verdict<G> {
     /// hardware while the guest's context is loaded).
     Apply,
     /// Legal, but the register is virtual: the VMM answers it itself (a
-    /// read of IA32_MISC_ENABLE, the guest's DS area address).
+    /// read of IA32_MISC_ENABLE).
     Emulate,
     /// Not a PMU register: the VMM's own business.
     NotPmu,
