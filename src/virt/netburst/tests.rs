@@ -1,8 +1,11 @@
 //! The NetBurst virtualisation support against the NetBurst model (a test
 //! instrument written from the manuals): classification, every kind of
 //! illegal guest write (cross-checked with the model where the hardware
-//! itself faults), RDPMC, and the world switch's exact traffic and
-//! isolation over 1,000 switches. Counts come from the model.
+//! itself faults), RDPMC, the world switch's exact traffic and isolation
+//! over 1,000 switches, and issue 23's reproductions (the cascade leak,
+//! `MSR_TC_PRECISE_EVENT`, the active-thread field, unimplemented MSRs,
+//! PEBS, the extended cascade, host tagging, PMIs across the switch);
+//! `isolation` checks the property at random. Counts come from the model.
 
 use std::vec::Vec;
 
