@@ -113,16 +113,16 @@ impl GuestValidator {
 pub struct GuestPolicy {
     /// The generation the guest sees.
     pub generation: Generation,
-    /// Registers the host keeps: a number here is the host's PMC and PMD
-    /// of that number (a counter's pair), and the PMDs such a PMC controls
-    /// (an EAR's or the branch trace buffer's).
+    /// The PMCs the host keeps, and with them the PMDs each controls
+    /// (perfmon's `dep_pmd`): a counter's own PMD, an EAR's or the branch
+    /// trace buffer's.
     pub host_counters: RegSet,
 }
 
 impl GuestPolicy {
     /// The PMDs the host keeps.
     const fn host_pmds(&self) -> RegSet {
-        let mut set = self.host_counters;
+        let mut set = RegSet::EMPTY;
         let mut n = 0;
         while n < 64 {
             if self.host_counters.contains(n)

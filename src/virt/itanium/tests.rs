@@ -133,6 +133,7 @@ fn guest_pmc_writes_are_treated_as_perfmon_treats_them() {
             Err(GuestFault::HostOwned { reg: pmd })
         );
     }
+    assert_eq!(check_pmd_read(&ear, 11), Ok(()), "PMD11 is a BTB record");
 }
 
 /// Issue 23, Itanium: a guest's PMC5 counting cycles and its D-EAR's
