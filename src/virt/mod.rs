@@ -3,19 +3,25 @@
 //!
 //! * [`netburst`]: classify a guest's MSR access ([`netburst::classify`]),
 //!   validate a guest write against a [`netburst::GuestPolicy`] (reserved
-//!   bits, the other logical processor's bits for a guest with one, the
-//!   PEBS/DS policy, an event allow/deny list, registers the host keeps),
-//!   answered as [`Verdict`]; emulate RDPMC ([`netburst::emulate_rdpmc`]:
-//!   the 40-bit width, the fast-read bit 31, CR4.PCE and the CPL); and the
-//!   world switch ([`netburst::PmuContext`]): a guest's (or the host's) PMU
-//!   state saved and restored in a safe order, touching only the registers
-//!   in use.
+//!   bits, the other logical processor's bits and the active-thread field
+//!   for a guest with one, an event allow/deny list, registers and tagging
+//!   the host keeps; PEBS and the DS area always refused), answered as
+//!   [`Verdict`]; emulate RDPMC ([`netburst::emulate_rdpmc`]: the 40-bit
+//!   width, the fast-read bit 31, CR4.PCE and the CPL); and the world
+//!   switch ([`netburst::PmuContext`]): a guest's (or the host's) PMU state
+//!   saved and restored in a safe order, touching only the registers in
+//!   use, leaving no switched-out counter running and no register a guest
+//!   can read holding another context's value.
 //! * [`itanium`]: guest PMC writes through the arch layer's
-//!   [`Validator`](crate::arch::itanium::validate::Validator), PMDs, and the
-//!   world switch under PMC0.fr.
+//!   [`Validator`](crate::arch::itanium::validate::Validator) as Linux
+//!   perfmon treats them (a refused write is dropped, never a fault), PMDs,
+//!   and the world switch under PMC0.fr with a virtual PMC0.
+//! * [`VirtualLvt`]: a guest's virtual LVT performance-counter entry,
+//!   masked on delivery as on NetBurst, PMIs injected at guest entry; used
+//!   by both NetBurst paths.
 //! * [`vpmu`] (feature `model`): an emulated NetBurst PMU for a guest on a
-//!   host without one: the register-level model as the virtual PMU, a
-//!   virtual LVT entry masked on delivery, PMIs injected at guest entry.
+//!   host without one: the register-level model as the virtual PMU, checked
+//!   by the same rules as the world-switched path, with a [`VirtualLvt`].
 //!
 //! KVM and Xen need an architectural PMU (CPUID leaf 0AH) and offer no
 //! NetBurst guest PMU; the checks here follow what they do for theirs
@@ -29,6 +35,8 @@ pub mod netburst;
 #[cfg(any(test, feature = "model"))]
 pub mod vpmu;
 
+use crate::apic::{LvtPerfCounter, PmiDelivery};
+
 /// What to do with a guest's access to a PMU MSR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -37,11 +45,93 @@ pub enum Verdict<G> {
     /// hardware while the guest's context is loaded).
     Apply,
     /// Legal, but the register is virtual: the VMM answers it itself (a
-    /// read of IA32_MISC_ENABLE, the guest's DS area address).
+    /// read of IA32_MISC_ENABLE).
     Emulate,
     /// Not a PMU register: the VMM's own business.
     NotPmu,
     /// Inject #GP into the guest, as the hardware would (or as the policy
     /// requires), for this reason; nothing changes.
     InjectGp(G),
+}
+
+/// A guest's virtual local APIC LVT performance-counter entry (offset 340H)
+/// and its pending PMI: one for every NetBurst guest, whether its PMU is
+/// emulated ([`vpmu::VirtualPmu`]) or world-switched on the hardware
+/// ([`netburst::PmuContext`]).
+///
+/// A NetBurst local APIC sets the entry's mask bit when it delivers a PMI
+/// (SDM Vol. 3B 18.15.5.8; the handler unmasks it once the overflow is
+/// serviced, as Linux's `p4_pmu_handle_irq` does); KVM delivers a guest
+/// PMI the same way, as a request flag raised on the vCPU and injected
+/// through the guest's virtual LVT entry at the next entry
+/// (`arch/x86/kvm/pmu.c`, `kvm_pmu_deliver_pmi`). So: the VMM
+/// [`raise`](VirtualLvt::raise)s a PMI for the guest (its counter
+/// overflowed with `OVF_PMI`), and at every guest entry asks
+/// [`deliver`](VirtualLvt::deliver) whether to inject one; a PMI raised
+/// while the entry is masked waits for the guest's unmasking write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct VirtualLvt {
+    entry: LvtPerfCounter,
+    pending: bool,
+    injected: u64,
+}
+
+impl Default for VirtualLvt {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl VirtualLvt {
+    /// The entry after reset (masked), no PMI pending.
+    pub const fn new() -> VirtualLvt {
+        VirtualLvt {
+            entry: LvtPerfCounter::RESET,
+            pending: false,
+            injected: 0,
+        }
+    }
+
+    /// The guest writes the entry (its writable bits: vector, delivery
+    /// mode, mask).
+    pub fn write(&mut self, entry: LvtPerfCounter) {
+        self.entry = LvtPerfCounter::from_bits(entry.writable_bits());
+    }
+
+    /// The entry as the guest reads it (with the mask bit a delivery set).
+    pub const fn entry(&self) -> LvtPerfCounter {
+        self.entry
+    }
+
+    /// A PMI for the guest: delivered at the next entry at which the entry
+    /// is unmasked. PMIs raised before that merge into one, as the APIC's
+    /// one pending interrupt does.
+    pub fn raise(&mut self) {
+        self.pending = true;
+    }
+
+    /// Whether a PMI waits for delivery.
+    pub const fn pending(&self) -> bool {
+        self.pending
+    }
+
+    /// At guest entry: the PMI to inject, if one is pending and the entry
+    /// is unmasked with a delivery mode a PMI can use; delivering it masks
+    /// the entry.
+    pub fn deliver(&mut self) -> Option<PmiDelivery> {
+        if !self.pending || self.entry.is_masked() {
+            return None;
+        }
+        let delivery = self.entry.delivery()?;
+        self.pending = false;
+        self.entry = self.entry.masked();
+        self.injected += 1;
+        Some(delivery)
+    }
+
+    /// PMIs delivered so far.
+    pub const fn injected(&self) -> u64 {
+        self.injected
+    }
 }

@@ -21,6 +21,17 @@
 //! own RIP (the virtual LVT entry masked on delivery); over 30 illegal
 //! writes are each a #GP in the guest; RDPMC works with the guest's CR4.PCE
 //! and faults without. QEMU has no PMU: every count comes from the model.
+//!
+//! Third case: issue 23's cascade leak, contained. Guest 0 cascades
+//! counter 3 from counter 1 and lets counter 1 wrap on its last event (its
+//! PMI still to come); the world switch takes both CCCRs idle; guest 1
+//! then counts 100 events on counter 2 through FSB_ESCR1, the ESCR guest
+//! 0's counter 3 selects, and reads that counter and its CCCR: 0 and the
+//! idle image, not 100 and guest 0's 4003C000H; its one-processor
+//! violations (a CCCR with active thread 01b, an unimplemented PMU MSR,
+//! PEBS, the DS area) are #GPs. Back in guest 0 the owed PMI arrives
+//! through the crate's virtual LVT entry (`pmu::virt::VirtualLvt`, masked
+//! by the delivery) and its counters are as it left them.
 #![no_std]
 #![no_main]
 
@@ -70,6 +81,7 @@ fn main(_: &'static BootInfo) -> ! {
         &[
             case!(a_guest_driver_traps_and_is_emulated),
             case!(two_guests_share_the_pmu_by_world_switch),
+            case!(a_switched_out_cascade_is_contained),
         ],
     )
 }
@@ -236,11 +248,11 @@ mod two {
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
     use pmu::sampling::{SampleAfter, SampleBuffer};
-    use pmu::virt::Verdict;
     use pmu::virt::netburst::{
-        EventFilter, GuestPolicy, PmuContext, check_read, check_write, emulate_rdpmc,
-        misc_enable_pmu_bits,
+        EventFilter, GuestPolicy, MISC_ENABLE_PMU_BITS, PmuContext, check_read, check_write,
+        emulate_rdpmc, scrub_all,
     };
+    use pmu::virt::{Verdict, VirtualLvt};
 
     /// The physical PMU: the model playing a one-processor Prescott.
     static HW: spin::Mutex<NetBurstModel> =
@@ -250,10 +262,10 @@ mod two {
     pub const POLICY: GuestPolicy = GuestPolicy {
         model: 3,
         logical_processors: 1,
-        pebs: false,
         filter: EventFilter::Deny(&[Event::X87FpUop]),
         host_counters: CounterSet::EMPTY.with(Counter::BpuCounter0),
         host_escrs: EscrSet::EMPTY.with(Escr::FsbEscr0),
+        host_tagging: false,
     };
 
     /// A guest's registers while it is not running.
@@ -263,8 +275,8 @@ mod two {
     struct Guest {
         regs: Regs,
         ctx: PmuContext,
-        lvt: LvtPerfCounter,
-        pmi_pending: bool,
+        /// Its virtual LVT entry and pending PMI (the crate's).
+        lvt: VirtualLvt,
         pce: bool,
         done: bool,
         result: u64,
@@ -284,8 +296,7 @@ mod two {
             Guest {
                 regs: Regs([0; 15], 0, 0, 0),
                 ctx: PmuContext::new(),
-                lvt: LvtPerfCounter::RESET,
-                pmi_pending: false,
+                lvt: VirtualLvt::new(),
                 pce: true,
                 done: false,
                 result: 0,
@@ -379,9 +390,7 @@ mod two {
     /// At guest entry: its pending PMI, if its virtual LVT entry lets it
     /// through (which masks the entry, as a NetBurst APIC does).
     fn maybe_pmi(frame: &mut InterruptFrame, guest: &mut Guest, g: usize) {
-        if guest.pmi_pending && !guest.lvt.is_masked() {
-            guest.pmi_pending = false;
-            guest.lvt = guest.lvt.masked();
+        if guest.lvt.deliver().is_some() {
             guest.in_pmi = true;
             PMIS[g].fetch_add(1, Ordering::SeqCst);
             deliver(frame, guest_pmi_entry as *const () as u64);
@@ -403,10 +412,17 @@ mod two {
         } else {
             (&mut b[0], &mut a[0])
         };
+        // An overflow whose PMI the switch withdrew is the guest's PMI,
+        // delivered at its next entry.
         let ok = cur
             .ctx
             .save(hw)
-            .and_then(|()| cur.ctx.scrub(hw))
+            .and_then(|owed| {
+                if !owed.is_empty() {
+                    cur.lvt.raise();
+                }
+                cur.ctx.scrub(hw)
+            })
             .and_then(|()| nxt.ctx.restore(hw));
         if ok.is_err() {
             super::HOST_FAULTS.fetch_add(1, Ordering::SeqCst);
@@ -439,7 +455,14 @@ mod two {
         HOST_FED.fetch_add(cycles, Ordering::SeqCst);
         hw.inject(RUNNING.on(ModelLp::T0, Privilege::Os, cycles));
         if hw.take_pmi(ModelLp::T0).is_some() {
-            guests[g].pmi_pending = true;
+            // The host's PMI: the guest's if one of its counters overflowed.
+            match guests[g].ctx.take_overflows(&mut *hw) {
+                Ok(mine) if !mine.is_empty() => guests[g].lvt.raise(),
+                Ok(_) => {}
+                Err(_) => {
+                    super::HOST_FAULTS.fetch_add(1, Ordering::SeqCst);
+                }
+            }
         }
         switch(frame, &mut guests, &mut hw);
         let g = CURRENT.load(Ordering::SeqCst);
@@ -472,7 +495,7 @@ mod two {
             }
             [0x0F, 0x32] => match check_read(&POLICY, msr) {
                 Verdict::Apply => hw.read_msr(msr).ok().map(Some),
-                Verdict::Emulate if msr == 0x1A0 => Some(Some(misc_enable_pmu_bits(&POLICY))),
+                Verdict::Emulate if msr == 0x1A0 => Some(Some(MISC_ENABLE_PMU_BITS)),
                 _ => None,
             },
             [0x0F, 0x33] => {
@@ -509,7 +532,9 @@ mod two {
         let mut guests = GUESTS.lock();
         match frame.vector as u8 {
             SET_LVT => {
-                guests[g].lvt = LvtPerfCounter::from_bits(frame.rax as u32);
+                guests[g]
+                    .lvt
+                    .write(LvtPerfCounter::from_bits(frame.rax as u32));
                 guests[g].in_pmi = false;
                 maybe_pmi(frame, &mut guests[g], g);
             }
@@ -737,6 +762,8 @@ mod two {
             hw.write_msr(0x3A2, 0x2600_0200 | 1 << 3)
                 .map_err(|_| "host ESCR")?;
             hw.write_msr(0x360, 0x3_D000).map_err(|_| "host CCCR")?;
+            // Every register a guest can read starts from its neutral image.
+            scrub_all(&POLICY, &mut *hw).map_err(|_| "scrub")?;
         }
         // SAFETY: the handlers only rewrite guest (CPL 3) frames, to
         // resume a guest or enter one of its handlers on its own stack, or
@@ -775,6 +802,362 @@ mod two {
             ticks: TICKS.load(Ordering::SeqCst),
         })
     }
+}
+
+mod leak {
+    //! Issue 23's cascade leak on one physical PMU (the model), two guests
+    //! run one after the other, a world switch between them.
+
+    use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    use hobby::idt::{self, InterruptFrame};
+    use hobby::user;
+    use pmu::access::{MsrAccess, X86Msr};
+    use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+    use pmu::arch::netburst::{Counter, CounterSet, Escr, EscrSet};
+    use pmu::model::netburst::{
+        Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
+    };
+    use pmu::virt::netburst::{GuestPolicy, PmuContext, check_read, check_write, scrub_all};
+    use pmu::virt::{Verdict, VirtualLvt};
+
+    /// The physical PMU: the model playing a one-processor Prescott.
+    static HW: spin::Mutex<NetBurstModel> =
+        spin::Mutex::new(NetBurstModel::new(Config::new(3, false)));
+    /// The host keeps counter 0 and FSB_ESCR0.
+    const POLICY: GuestPolicy = GuestPolicy {
+        host_counters: CounterSet::EMPTY.with(Counter::BpuCounter0),
+        host_escrs: EscrSet::EMPTY.with(Escr::FsbEscr0),
+        ..GuestPolicy::new(3)
+    };
+
+    struct Vm {
+        ctx: [PmuContext; 2],
+        lvt: [VirtualLvt; 2],
+    }
+
+    static VM: spin::Mutex<Vm> = spin::Mutex::new(Vm {
+        ctx: [PmuContext::new(), PmuContext::new()],
+        lvt: [VirtualLvt::new(), VirtualLvt::new()],
+    });
+    static CURRENT: AtomicUsize = AtomicUsize::new(0);
+    /// #GPs injected into each guest.
+    pub static GPS: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+    /// PMIs guest 0's handler took.
+    pub static PMIS: AtomicU64 = AtomicU64::new(0);
+    /// What the guests read, by slot (see the guests).
+    pub static SEEN: [AtomicU64; 8] = [const { AtomicU64::new(u64::MAX) }; 8];
+    pub static HOST_FAULTS: AtomicU64 = AtomicU64::new(0);
+    const FEED: u8 = 0x82;
+    const SET_LVT: u8 = 0x83;
+    const ENTER: u8 = 0x84;
+    /// BPU_fetch_request TCMISS (BPU_ESCR0/1, select 03H) and
+    /// global_power_events RUNNING (FSB_ESCR0/1, select 13H).
+    const FETCH: EventKind = EventKind::new(EscrGroup::Bpu, 0x03, 1);
+    const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
+    /// CCCR3 as guest 0 writes it: CASCADE, ESCR select 6, active thread
+    /// 11b (the issue's 4003C000H).
+    pub const CASCADED_CCCR3: u64 = 0x4003_C000;
+
+    fn fault() {
+        HOST_FAULTS.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The world switch: the running guest's context saved (an overflow
+    /// whose PMI it withdrew raised on the guest's virtual LVT) and
+    /// scrubbed, the other's restored.
+    pub fn switch_to(next: usize) {
+        let g = CURRENT.load(Ordering::SeqCst);
+        let mut vm = VM.lock();
+        let mut hw = HW.lock();
+        match vm.ctx[g].save(&mut *hw) {
+            Ok(owed) if !owed.is_empty() => vm.lvt[g].raise(),
+            Ok(_) => {}
+            Err(_) => fault(),
+        }
+        if vm.ctx[g].scrub(&mut *hw).is_err() || vm.ctx[next].restore(&mut *hw).is_err() {
+            fault();
+        }
+        CURRENT.store(next, Ordering::SeqCst);
+    }
+
+    /// A guest's RDMSR/WRMSR: checked by its policy and applied to the
+    /// physical PMU (its context is loaded), or a #GP into the guest.
+    fn on_gp(frame: &mut InterruptFrame) -> bool {
+        if frame.cs & 3 != 3 {
+            return false;
+        }
+        let g = CURRENT.load(Ordering::SeqCst);
+        // SAFETY: the faulting instruction's first bytes, mapped.
+        let opcode = unsafe { core::ptr::read_unaligned(frame.rip as *const [u8; 2]) };
+        let msr = frame.rcx as u32;
+        let mut vm = VM.lock();
+        let mut hw = HW.lock();
+        let answer: Option<Option<u64>> = match opcode {
+            [0x0F, 0x30] => {
+                let value = frame.rdx << 32 | (frame.rax & 0xFFFF_FFFF);
+                match check_write(&POLICY, msr, value) {
+                    Verdict::Apply => {
+                        vm.ctx[g].record(msr, value);
+                        hw.write_msr(msr, value).ok().map(|()| None)
+                    }
+                    _ => None,
+                }
+            }
+            [0x0F, 0x32] => match check_read(&POLICY, msr) {
+                Verdict::Apply => hw.read_msr(msr).ok().map(Some),
+                _ => None,
+            },
+            _ => None,
+        };
+        match answer {
+            Some(value) => {
+                if let Some(v) = value {
+                    frame.rax = v & 0xFFFF_FFFF;
+                    frame.rdx = v >> 32;
+                }
+                frame.rip += 2;
+            }
+            None => {
+                GPS[g].fetch_add(1, Ordering::SeqCst);
+                frame.rsp -= 8;
+                // SAFETY: the guest's own stack, mapped, with room below
+                // its stack pointer.
+                unsafe { (frame.rsp as *mut u64).write(frame.rip) };
+                frame.rip = guest_gp_entry as *const () as u64;
+            }
+        }
+        true
+    }
+
+    /// Hypercalls: FEED (RAX events of kind RDX, 0 FETCH or 1 RUNNING,
+    /// the guest caused; the host's PMI, if the model raised one, is the
+    /// guest's when its counters overflowed), SET_LVT (RAX: the entry),
+    /// ENTER (the guest's entry point: its pending PMI, if its entry lets
+    /// it through).
+    fn on_hypercall(frame: &mut InterruptFrame) -> bool {
+        if frame.cs & 3 != 3 {
+            return false;
+        }
+        let g = CURRENT.load(Ordering::SeqCst);
+        let mut vm = VM.lock();
+        match frame.vector as u8 {
+            FEED => {
+                let mut hw = HW.lock();
+                let kind = if frame.rdx == 0 { FETCH } else { RUNNING };
+                hw.inject(kind.on(ModelLp::T0, Privilege::Os, frame.rax));
+                if hw.take_pmi(ModelLp::T0).is_some() {
+                    match vm.ctx[g].take_overflows(&mut *hw) {
+                        Ok(mine) if !mine.is_empty() => vm.lvt[g].raise(),
+                        Ok(_) => {}
+                        Err(_) => fault(),
+                    }
+                }
+            }
+            SET_LVT => vm.lvt[g].write(LvtPerfCounter::from_bits(frame.rax as u32)),
+            _ => {
+                if vm.lvt[g].deliver().is_some() {
+                    frame.rsp -= 8;
+                    // SAFETY: as in `on_gp`.
+                    unsafe { (frame.rsp as *mut u64).write(frame.rip) };
+                    frame.rip = guest_pmi_entry as *const () as u64;
+                }
+            }
+        }
+        true
+    }
+
+    /// The guests' #GP handler (CPL 3): resumes after the 2-byte
+    /// instruction (the hypervisor counted it).
+    #[unsafe(naked)]
+    unsafe extern "C" fn guest_gp_entry() {
+        core::arch::naked_asm!("add qword ptr [rsp], 2", "ret")
+    }
+
+    /// Guest 0's PMI handler (CPL 3): counts the PMI.
+    #[unsafe(naked)]
+    unsafe extern "C" fn guest_pmi_entry() {
+        core::arch::naked_asm!(
+            "lock inc qword ptr [rip + {pmis}]",
+            "ret",
+            pmis = sym PMIS,
+        )
+    }
+
+    struct GuestLvt;
+
+    impl LvtPerfCounterEntry for GuestLvt {
+        fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
+            // SAFETY: the SET_LVT hypercall gate, opened to CPL 3.
+            unsafe { core::arch::asm!("int 0x83", in("rax") u64::from(entry.bits())) };
+        }
+    }
+
+    fn feed(kind: u64, n: u64) {
+        // SAFETY: the FEED hypercall gate, opened to CPL 3.
+        unsafe { core::arch::asm!("int 0x82", in("rax") n, in("rdx") kind) };
+    }
+
+    fn msr() -> X86Msr {
+        // SAFETY: the guest believes it runs at CPL 0; every access traps
+        // to the hypervisor, which emulates it.
+        unsafe { X86Msr::new() }
+    }
+
+    /// Guest 0, first slice: counter 1 counts fetch requests on BPU_ESCR0
+    /// from 10 below the wrap, with OVF_PMI; counter 3 cascades from it
+    /// through FSB_ESCR1 (ESCR select 6), which guest 0 leaves at 0; 10
+    /// events wrap counter 1 on the last one. SEEN\[0\]: its CCCR1.
+    extern "C" fn guest0_first(_: u64) -> ! {
+        let mut m = msr();
+        let Some(vector) = Vector::new(0xF0) else {
+            user::exit(1)
+        };
+        GuestLvt.write_lvt_perf_counter(LvtPerfCounter::new(PmiDelivery::Fixed(vector)));
+        let Ok(()) = m.write_msr(0x3B2, 0x03 << 25 | 1 << 9 | 1 << 3);
+        let Ok(()) = m.write_msr(0x301, (1 << 40) - 10);
+        let Ok(()) = m.write_msr(0x361, 0x3_1000 | 1 << 26);
+        let Ok(()) = m.write_msr(0x363, CASCADED_CCCR3);
+        feed(0, 10);
+        let Ok(v) = m.read_msr(0x361);
+        SEEN[0].store(v, Ordering::SeqCst);
+        user::exit(0)
+    }
+
+    /// Guest 1: its counter 2 on FSB_ESCR1 counts 100 RUNNING events;
+    /// SEEN\[1..4\]: CCCR3, counter 3, counter 2. Then four writes a
+    /// one-processor guest without PEBS may not make.
+    extern "C" fn guest1(_: u64) -> ! {
+        let mut m = msr();
+        let Ok(()) = m.write_msr(0x3A3, 0x13 << 25 | 1 << 9 | 1 << 3);
+        let Ok(()) = m.write_msr(0x302, 0);
+        let Ok(()) = m.write_msr(0x362, 0x3_D000);
+        feed(1, 100);
+        for (slot, reg) in [(1, 0x363), (2, 0x303), (3, 0x302)] {
+            let Ok(v) = m.read_msr(reg);
+            SEEN[slot].store(v, Ordering::SeqCst);
+        }
+        for (reg, value) in [
+            (0x363, 0x1_0000),
+            (0x312, 0),
+            (0x3F1, 1 << 25),
+            (0x600, 0x1000),
+        ] {
+            let Ok(()) = m.write_msr(reg, value);
+        }
+        user::exit(0)
+    }
+
+    /// Guest 0 again: entered (its owed PMI delivered), SEEN\[4..7\]:
+    /// counter 3, CCCR3, counter 1.
+    extern "C" fn guest0_again(_: u64) -> ! {
+        // SAFETY: the ENTER hypercall gate, opened to CPL 3.
+        unsafe { core::arch::asm!("int 0x84") };
+        let mut m = msr();
+        for (slot, reg) in [(4, 0x303), (5, 0x363), (6, 0x301)] {
+            let Ok(v) = m.read_msr(reg);
+            SEEN[slot].store(v, Ordering::SeqCst);
+        }
+        user::exit(0)
+    }
+
+    static mut STACK: [u8; 64 * 1024] = [0; 64 * 1024];
+
+    /// Runs guest 0, switches, guest 1, switches back, guest 0. Returns
+    /// the host's counter, its CCCR and ESCR, and whether guest 0's LVT
+    /// entry is masked.
+    pub fn run() -> Result<(u64, u64, u64, bool), &'static str> {
+        {
+            let mut hw = HW.lock();
+            // The host's own counter 0 on FSB_ESCR0: RUNNING at CPL 0.
+            hw.write_msr(0x3A2, 0x2600_0200 | 1 << 3)
+                .map_err(|_| "host ESCR")?;
+            hw.write_msr(0x360, 0x3_D000).map_err(|_| "host CCCR")?;
+            scrub_all(&POLICY, &mut *hw).map_err(|_| "scrub")?;
+        }
+        // SAFETY: the handlers only rewrite guest (CPL 3) frames, to
+        // resume a guest or enter one of its handlers on its own stack.
+        unsafe {
+            idt::set_frame_handler(13, on_gp);
+            for v in [FEED, SET_LVT, ENTER] {
+                idt::set_frame_handler(v, on_hypercall);
+                idt::allow_from_user(v);
+            }
+        }
+        let stack = &raw mut STACK;
+        let guests: [(extern "C" fn(u64) -> !, Option<usize>); 3] = [
+            (guest0_first, Some(1)),
+            (guest1, Some(0)),
+            (guest0_again, None),
+        ];
+        for (guest, next) in guests {
+            // SAFETY: each guest runs at CPL 3 on this stack (nothing else
+            // uses it) and ends with the exit hypercall.
+            unsafe { user::run(guest, 0, &mut *stack) }.map_err(|_| "user mode")?;
+            if let Some(n) = next {
+                switch_to(n);
+            }
+        }
+        let mut hw = HW.lock();
+        let escr = hw.read_msr(0x3A2).map_err(|_| "host ESCR")?;
+        let masked = VM.lock().lvt[0].entry().is_masked();
+        Ok((hw.counter(0), hw.cccr(0), escr, masked))
+    }
+}
+
+fn a_switched_out_cascade_is_contained() -> Outcome {
+    use leak::*;
+    let (host, host_cccr, host_escr, masked) = leak::run()?;
+    let seen = |i: usize| SEEN[i].load(Ordering::SeqCst);
+    check_eq!(
+        HOST_FAULTS.load(Ordering::SeqCst),
+        0,
+        "a switch access faulted"
+    );
+    check_eq!(seen(0) >> 31 & 1, 1, "guest 0's counter 1 wrapped (OVF)");
+    check_eq!(seen(1), 0x3_0000, "guest 1 reads CCCR3 idle, not 4003C000H");
+    check_eq!(
+        seen(2),
+        0,
+        "guest 0's counter 3 counted none of guest 1's events"
+    );
+    check_eq!(seen(3), 100, "guest 1's own counter 2");
+    check_eq!(
+        GPS[1].load(Ordering::SeqCst),
+        4,
+        "active thread 01b, 312H, PEBS, DS area: each a #GP in guest 1"
+    );
+    check_eq!(
+        GPS[0].load(Ordering::SeqCst),
+        0,
+        "guest 0's writes all legal"
+    );
+    check_eq!(
+        PMIS.load(Ordering::SeqCst),
+        1,
+        "guest 0's overflow PMI, owed across the switch, delivered once"
+    );
+    check!(masked, "its virtual LVT entry masked by the delivery");
+    check_eq!(seen(4), 0, "guest 0's counter 3 as it left it");
+    check_eq!(seen(5), CASCADED_CCCR3, "and its CCCR3");
+    check_eq!(seen(6), 0, "counter 1 wrapped at its 10th event");
+    check_eq!(
+        host,
+        100,
+        "the host's counter: guest 1's 100 RUNNING events"
+    );
+    check_eq!(host_cccr, 0x3_D000, "the host's CCCR untouched");
+    check_eq!(host_escr, 0x2600_0200 | 1 << 3, "the host's ESCR untouched");
+    println!(
+        "hypervisor: cascade leak contained: after the switch guest 1 read CCCR3 {:#x} and counter 3 = {} (guest 0's cascade idle), its own counter 2 = {}; guest 0 got back CCCR3 {:#x}, counter 3 = {} and its owed PMI through the virtual LVT; 4 #GPs in guest 1; the host's counter {} (model)",
+        seen(1),
+        seen(2),
+        seen(3),
+        seen(5),
+        seen(4),
+        host
+    );
+    Ok(())
 }
 
 static HOST_FAULTS: AtomicU64 = AtomicU64::new(0);

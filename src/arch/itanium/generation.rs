@@ -250,6 +250,43 @@ impl Generation {
         }
     }
 
+    /// The bits of PMD `index` the hardware keeps on a write (the others
+    /// are ignored: a write cannot set them); `None` if the PMD is not
+    /// implemented. A counter keeps its W bits (SDM Vol. 2 7.2: bits 63:W
+    /// ignore writes; Linux perfmon writes `value & ovfl_val`). The EAR and
+    /// branch trace PMDs keep their fields and drop their `ig` bits
+    /// (libpfm3's layouts: Itanium `pmd0_ita_reg` ig 4:2, `pmd3_ita_reg`
+    /// ig 61:12, `pmd17_ita_reg` ig 1; Itanium 2 `pmd1_ita2_reg` latency
+    /// 11:0 and overflow 12, `pmd3_ita2_reg` 15:0, `pmd16_ita2_reg` bbi,
+    /// full and b1/bruflush per record with 2 ig bits each; Montecito
+    /// `pmd38` ebi 3:0, ig 4, full 5, `pmd39` b1/bruflush per record).
+    pub const fn pmd_writable(self, index: u8) -> Option<u64> {
+        const ALL: u64 = u64::MAX;
+        /// An I-EAR address PMD: ig 4:2.
+        const IEAR_ADDRESS: u64 = !(0b111 << 2);
+        /// b1 and bruflush of each record's 4-bit extension.
+        const EXTENSIONS: u64 = 0x3333_3333_3333_3333;
+        let kind = match self.pmd(index) {
+            Some(k) => k,
+            None => return None,
+        };
+        Some(match (self, kind) {
+            (_, PmdKind::Counter) => self.counter_mask(),
+            (_, PmdKind::IearAddress) => IEAR_ADDRESS,
+            (Generation::Itanium, PmdKind::IearLatency) => 0xFFF,
+            (_, PmdKind::IearLatency) => 0x1FFF,
+            (_, PmdKind::DearAddress | PmdKind::BtbRecord) => ALL,
+            (Generation::Itanium, PmdKind::DearLatency) => 0b11 << 62 | 0xFFF,
+            (_, PmdKind::DearLatency) => 0xFFFF,
+            (Generation::Itanium, PmdKind::DearInstruction) => !0b10,
+            (_, PmdKind::DearInstruction) => ALL,
+            (Generation::Itanium, PmdKind::BtbIndex) => 0xF,
+            (Generation::Itanium2, PmdKind::BtbIndex) => 0xF | (EXTENSIONS & 0xFFFF_FFFF) << 4,
+            (Generation::Montecito, PmdKind::BtbIndex) => 0xF | 1 << 5,
+            (_, PmdKind::BtbExtension) => EXTENSIONS,
+        })
+    }
+
     /// What PMD `index` is on this generation; `None` if not implemented.
     pub const fn pmd(self, index: u8) -> Option<PmdKind> {
         if !self.implemented_pmds().contains(index) {
@@ -878,5 +915,39 @@ mod tests {
         assert_eq!(pm(Generation::Itanium2, 5), Some(6));
         assert_eq!(pm(Generation::Itanium2, 13), None);
         assert_eq!(pm(Generation::Itanium2, 0), None);
+    }
+
+    /// The PMD layouts agree with the register-level model's (transcribed
+    /// from the same libpfm3 layouts separately): on every implemented PMD
+    /// of every generation the model keeps the writable mask and refuses
+    /// each bit outside it (a bit the hardware ignores); an unimplemented
+    /// PMD has no mask and the model refuses it.
+    #[test]
+    fn pmd_layouts_agree_with_the_model() {
+        use crate::model::itanium::{Generation as ModelGeneration, ItaniumModel};
+        let mut masks = 0;
+        for (g, mg) in [
+            (Generation::Itanium, ModelGeneration::Itanium),
+            (Generation::Itanium2, ModelGeneration::Itanium2),
+            (Generation::Montecito, ModelGeneration::Montecito),
+        ] {
+            for pmd in 0..=255u8 {
+                let mut m = ItaniumModel::new(mg);
+                match g.pmd_writable(pmd) {
+                    Some(w) => {
+                        masks += 1;
+                        assert!(m.write_pmd(u32::from(pmd), w).is_ok(), "{g:?} PMD{pmd}");
+                        for bit in (0..64).filter(|b| w & 1 << b == 0) {
+                            assert!(
+                                m.write_pmd(u32::from(pmd), 1 << bit).is_err(),
+                                "{g:?} PMD{pmd} bit {bit}"
+                            );
+                        }
+                    }
+                    None => assert!(m.write_pmd(u32::from(pmd), 0).is_err(), "{g:?} PMD{pmd}"),
+                }
+            }
+        }
+        assert_eq!(masks, 18 + 18 + 35);
     }
 }

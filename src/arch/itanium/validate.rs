@@ -648,6 +648,19 @@ impl Validator {
     }
 }
 
+/// The bits of PMC `pmc` of `generation` whose writability the sources
+/// dispute (see the module documentation): Itanium 2 PMC12 bits 5:4,
+/// writable in Linux perfmon's mask, ignored in libpfm's layout. A value
+/// with them set is one the hardware may not keep; the driver never sets
+/// them, and the hypervisor support gives them their power-up value 0
+/// (`pmu::virt::itanium`).
+pub const fn disputed_bits(generation: Generation, pmc: u8) -> u64 {
+    match (generation, pmc) {
+        (Generation::Itanium2, 12) => 0b11 << 4,
+        _ => 0,
+    }
+}
+
 /// Check `value` for PMC `pmc` of `generation` with a fresh [`Validator`]
 /// (tagging registers at their power-up values).
 pub const fn validate(

@@ -172,6 +172,16 @@ impl CccrValue {
         }
     }
 
+    /// The image of a CCCR no one uses: disabled, every field clear except
+    /// the active-thread field, which is 11b. Parts without Hyper-Threading
+    /// require 11b there (SDM Figure 18-45, "must be set to 11B"; the model
+    /// raises #GP otherwise); on Hyper-Threading parts 11b is harmless in a
+    /// disabled CCCR. The driver gives it to a free counter, and the world
+    /// switch (`pmu::virt::netburst`) to a switched-out one: no `ENABLE`,
+    /// `CASCADE`, extended cascade, `FORCE_OVF`, `OVF_PMI` or `OVF`, so the
+    /// counter neither counts nor starts another.
+    pub const IDLE: CccrValue = CccrValue(0).with_active_thread(ActiveThread::Any);
+
     /// A disabled CCCR routing ESCR-select `select`, active thread 11b and
     /// every other field clear.
     pub const fn new(select: EscrSelect) -> CccrValue {

@@ -171,14 +171,10 @@ const fn pebs_reset(s: SampleAfter) -> u64 {
     s.at_residual(1)
 }
 
-/// The value a free CCCR is given: disabled, every field clear except the
-/// active-thread field, which is 11b. Parts without Hyper-Threading require
-/// 11b there (SDM Figure 18-45, "must be set to 11B"; the model raises #GP
-/// otherwise, which is how this was found); on Hyper-Threading parts 11b
-/// is harmless in a disabled CCCR.
-const IDLE_CCCR: u64 = CccrValue::from_bits_truncate(0)
-    .with_active_thread(ActiveThread::Any)
-    .bits();
+/// The value a free CCCR is given: [`CccrValue::IDLE`] (active thread 11b,
+/// every other field clear; the model's #GP on a non-HT CCCR without 11b
+/// is how the requirement was found).
+const IDLE_CCCR: u64 = CccrValue::IDLE.bits();
 
 /// The NetBurst architecture, as a type parameter of [`counter::Handle`].
 #[derive(Debug)]
