@@ -318,6 +318,71 @@ fn skid_is_kept_in_the_next_period() {
     );
 }
 
+/// Skid of 1 to 100 events ([`ArchPerfModel::set_skid`]), on a general
+/// and a fixed counter: the PMI comes `skid` increments after the
+/// overflow, and the handler, re-arming relative to the count it reads,
+/// keeps those events (and any the delivery adds) in the next period or in
+/// whole periods: each sample completes exactly `1 + (skid + late) div N`
+/// periods, and `events = periods x N + residual` at the end.
+#[test]
+fn skid_of_1_to_100_events_keeps_every_count_exact() {
+    let mut rnd = crate::testing::rng(0x5C1D_0002);
+    crate::owner!(Skid);
+    for skid in 1..=100u64 {
+        for (fixed, n) in [(false, 3u64), (false, 37), (true, 250)] {
+            let pmu = crate::testing::archperf_pmu();
+            let (mut d, c) = take::<Skid>(&pmu, Config::skylake());
+            model(&mut d).set_skid(skid);
+            let rule = if fixed {
+                d.fixed_overflow_rule()
+            } else {
+                d.overflow_rule()
+            };
+            let sa = SampleAfter::new(n, rule).unwrap();
+            let config = CounterConfig::counting(spec("instructions")).sampling(sa);
+            let mut all = c.erase_all();
+            let slot = if fixed { 8 } else { 0 };
+            let mut h = all[slot].take().unwrap();
+            h.configure(&mut d, &config).unwrap();
+            h.enable(&mut d).unwrap();
+            let (mut lvt, mut samples, mut events) = (Lvt::default(), Vec::new(), 0u64);
+            let mut left = 4 * (n + skid);
+            while left > 0 {
+                let run = model(&mut d).inject_until_pmi(Event::new(0xC0, 0, left));
+                (events, left) = (events + run.injected, left - run.injected);
+                if !run.pmi_pending {
+                    continue;
+                }
+                let late = rnd(4).min(left);
+                inject(&mut d, INSTRUCTIONS, late);
+                (events, left) = (events + late, left - late);
+                let before = samples.len();
+                assert!(service(&mut d, &mut lvt, events, &mut samples));
+                assert_eq!(
+                    u64::from(samples[before].periods),
+                    1 + (skid + late) / n,
+                    "skid {skid}, N = {n}, fixed {fixed}"
+                );
+            }
+            let (owed, residual) = sa.split(h.read(&mut d).unwrap());
+            let periods = pmu.pmi().periods(h.index());
+            let what = format!("skid {skid}, N = {n}, fixed {fixed}");
+            assert_eq!(events, (periods + owed) * n + residual, "{what}");
+            let sampled: u64 = samples.iter().map(|s| u64::from(s.periods)).sum();
+            assert_eq!(sampled, periods, "{what}");
+            assert!(periods >= 3, "{what}: {periods} periods");
+            assert_eq!(pmu.pmi().spurious(), 0, "{what}");
+            h.halt(&mut d).unwrap();
+            h.release(&mut d).unwrap();
+            all[slot] = Some(h);
+            let Ok(counters) = Counters::from_erased(all) else {
+                panic!("every token back")
+            };
+            let _ = d.give_back(counters);
+        }
+    }
+}
+
 /// Counters the firmware left enabled are reported and left alone: never
 /// written, their GLOBAL_CTRL bit kept, configuring them refused.
 #[test]
