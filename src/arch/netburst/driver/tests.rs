@@ -1565,6 +1565,7 @@ fn erased_handles_reach_force_ovf_and_both_ways_of_halting_a_cascade() {
 }
 
 mod group;
+mod interrupts;
 mod ownership;
 mod package;
 mod tagging;
