@@ -126,3 +126,56 @@ impl<B: crate::access::PmcPmdAccess, H: Interrupt<B>> crate::access::PmcPmdAcces
         self.inner.write_pmd(n, value)
     }
 }
+
+/// Where, relative to the call under test, a sweep's overflow happens or
+/// its interrupt is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum At {
+    /// Nowhere (the run without an interrupt).
+    Never,
+    /// Before the call's access with this number (0-based).
+    Access(usize),
+    /// After the call returns.
+    After,
+}
+
+impl At {
+    /// The access number, if inside the call.
+    pub(crate) const fn access(self) -> Option<usize> {
+        match self {
+            At::Access(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+/// The interleavings of one call that a test sweeps: `case(overflow,
+/// take)` runs the call on a fresh rig with the PMU overflowing and the
+/// interrupt taken where they say, checks, and returns the call's accesses.
+/// First the call without either; then, for every access of it and after
+/// it, the overflow there with the interrupt taken after the call; with
+/// `inside` (the contract lets the interrupt land inside the call), also
+/// taken at that access and at every later one of the call as it runs with
+/// that overflow (an interrupt comes some instructions after its overflow,
+/// and the overflow may change the call's accesses). Returns the cases run.
+pub(crate) fn sweep(inside: bool, mut case: impl FnMut(At, At) -> usize) -> usize {
+    let accesses = case(At::Never, At::Never);
+    assert!(accesses > 0, "a call without a register access");
+    let mut runs = 1;
+    for at in 0..=accesses {
+        let overflow = if at < accesses {
+            At::Access(at)
+        } else {
+            At::After
+        };
+        let with_overflow = case(overflow, At::After);
+        runs += 1;
+        if inside && at < accesses {
+            for taken in at..with_overflow {
+                case(overflow, At::Access(taken));
+                runs += 1;
+            }
+        }
+    }
+    runs
+}

@@ -1080,3 +1080,4 @@ fn unclaimed_tokens_are_zero_sized() {
 
 mod captures;
 mod group;
+mod interrupts;

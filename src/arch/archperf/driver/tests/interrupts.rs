@@ -1,7 +1,9 @@
 //! Interrupts at any instant (issue 24): the counters overflow before every
-//! register access of every driver operation, and the PMI is taken there
-//! or at any later access the contract allows, as a fixed vector and as an
-//! NMI; after each, conservation and the register state.
+//! register access of every driver operation (and after it), and the PMI
+//! is taken after the call and, where the contract lets it land inside, at
+//! that access or any later one of the call ([`sweep`]: a PMI comes some
+//! instructions after its overflow), as a fixed vector and as an NMI;
+//! after each, conservation and the register state.
 //!
 //! # What the architectural PMU's contract allows
 //!
@@ -23,7 +25,8 @@
 //! (PMC1, core cycles, every 7), always sampling, so that every PMI has
 //! work; `B` (PMC2, instructions), counting. An overflow brings 8 of each
 //! event: every running sampling counter passes its overflow, by up to 7
-//! events (one or two periods). The ground truth is the model's: the
+//! events (one or two periods). Each interleaving runs with `X` started in
+//! 5 phases of `S`'s period. The ground truth is the model's: the
 //! events each counter counted are the increments the injections gave it.
 //! After each run, for every claimed counter: a sampling one conserves
 //! `counted = (periods + owed) x N + residual`, its samples add up to its
@@ -31,13 +34,14 @@
 //! past its overflow and its status bit is clear; a counting one holds
 //! exactly what it counted; its `IA32_PERFEVTSELx` is the handle's image
 //! and its `IA32_PERF_GLOBAL_CTRL` bit is set exactly while it is enabled;
-//! an unclaimed counter's select is 0 and its enable bit clear; the
+//! an unclaimed counter's select and count are 0 and its enable bit clear;
+//! the
 //! handler's armed set is exactly the running sampling counters.
 
 use super::*;
 use crate::arch::archperf::pmi::PmiState;
 use crate::counter::{AnyHandle, StateTag};
-use crate::testing::{Interrupt, Interrupting};
+use crate::testing::{At, Interrupt, Interrupting, sweep};
 
 const X: usize = 0;
 const S: usize = 1;
@@ -167,7 +171,7 @@ struct Rig<'s, O: Owner> {
 }
 
 impl<'s, O: Owner> Rig<'s, O> {
-    fn new(pmu: &'s ArchPerfPmu, op: Op, delivery: Delivery) -> Self {
+    fn new(pmu: &'s ArchPerfPmu, op: Op, delivery: Delivery, phase: u64) -> Self {
         let m = ArchPerfModel::new(Config::skylake());
         let info = cpu(&m);
         let pmi = Pmi {
@@ -187,6 +191,10 @@ impl<'s, O: Owner> Rig<'s, O> {
             h: c.erase_all(),
         };
         rig.bring(S, StateTag::Enabled);
+        // Where `S` is in its period when `X` starts.
+        let r = rig.d.msr();
+        r.hook.inject(&mut r.inner, CYCLES, phase);
+        r.hook.deliver(&mut r.inner);
         let x = match op {
             Op::Configure => StateTag::Unclaimed,
             Op::Enable | Op::GroupStart => StateTag::Configured,
@@ -360,60 +368,50 @@ impl<'s, O: Owner> Rig<'s, O> {
     }
 }
 
-/// Every operation; the overflow before every access and the PMI taken at
-/// that access or any later one the contract allows (module docs), as a
-/// vector and as an NMI: conservation and the register state after each.
+/// Every operation; the overflow before every access and the PMI taken
+/// after the call and, where the contract lets it land inside, at that
+/// access and at every later one ([`sweep`]), as a vector and as an NMI:
+/// conservation and the register state after each.
 #[test]
 fn a_pmi_at_every_access_of_every_operation() {
     crate::owner!(Swept);
     let (mut runs, mut with_pmi) = (0, 0);
     for op in Op::ALL {
-        let pmu = crate::testing::archperf_pmu();
-        let mut rig = Rig::<Swept>::new(&pmu, op, Delivery::Nmi);
-        rig.d.msr().arm();
-        rig.run(op);
-        let accesses = rig.d.msr().accesses();
-        rig.check(&format!("{op:?} without an interrupt"));
-        retire(rig);
-        assert!(accesses > 0, "{op:?}");
-        for delivery in Delivery::ALL {
+        for (delivery, phase) in Delivery::ALL
+            .into_iter()
+            .flat_map(|d| (0..5).map(move |p| (d, p)))
+        {
             let inside = delivery == Delivery::Nmi || !op.masked();
-            for at in 0..=accesses {
-                let takes = if inside {
-                    at..=accesses
-                } else {
-                    accesses..=accesses
-                };
-                for taken in takes {
-                    let what = format!(
-                        "{op:?}, {delivery:?}: overflow before access {at}, PMI before access {taken} of {accesses}"
-                    );
-                    let pmu = crate::testing::archperf_pmu();
-                    let mut rig = Rig::<Swept>::new(&pmu, op, delivery);
-                    let r = rig.d.msr();
-                    let handled = r.hook.handled;
-                    r.hook.raised = false;
-                    r.hook.overflow_at = (at < accesses).then_some(at);
-                    r.hook.take_at = (taken < accesses).then_some(taken);
-                    r.arm();
-                    rig.run(op);
-                    let r = rig.d.msr();
-                    assert!(r.accesses() > at.min(accesses - 1), "{what}");
-                    if at == accesses {
-                        r.hook.overflow(&mut r.inner);
-                    }
-                    // A PMI still pending is taken once the call returns.
-                    r.hook.deliver(&mut r.inner);
-                    assert!(
-                        !r.hook.raised || r.hook.handled > handled,
-                        "{what}: the PMI was taken"
-                    );
-                    with_pmi += usize::from(r.hook.handled > handled);
-                    rig.check(&what);
-                    retire(rig);
-                    runs += 1;
+            runs += sweep(inside, |overflow, take| {
+                let what = format!(
+                    "{op:?} phase {phase}, {delivery:?}: overflow {overflow:?}, PMI {take:?}"
+                );
+                let pmu = crate::testing::archperf_pmu();
+                let mut rig = Rig::<Swept>::new(&pmu, op, delivery, phase);
+                let r = rig.d.msr();
+                let handled = r.hook.handled;
+                r.hook.raised = false;
+                (r.hook.overflow_at, r.hook.take_at) = (overflow.access(), take.access());
+                r.arm();
+                rig.run(op);
+                let r = rig.d.msr();
+                let accesses = r.accesses();
+                let last = overflow.access().max(take.access());
+                assert!(last.is_none_or(|a| a < accesses), "{what}: in the call");
+                if overflow == At::After {
+                    r.hook.overflow(&mut r.inner);
                 }
-            }
+                // A PMI still pending is taken once the call returns.
+                r.hook.deliver(&mut r.inner);
+                assert!(
+                    !r.hook.raised || r.hook.handled > handled,
+                    "{what}: the PMI was taken"
+                );
+                with_pmi += usize::from(r.hook.handled > handled);
+                rig.check(&what);
+                retire(rig);
+                accesses
+            });
         }
     }
     std::println!("architectural PMU: {runs} interleavings, a PMI taken in {with_pmi}");

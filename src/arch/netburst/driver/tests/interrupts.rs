@@ -1,7 +1,9 @@
-//! Interrupts at any instant (issue 24): a PMI taken before every register
-//! access of every driver operation, as a fixed vector and as an NMI, with
-//! the model raising overflows there so that the handler has work; after
-//! each, conservation and the register state.
+//! Interrupts at any instant (issue 24): the counters overflow before every
+//! register access of every driver operation (and after it), and the PMI
+//! is taken after the call and, where the contract lets it land inside, at
+//! that access or any later one of the call ([`sweep`]: a PMI comes some
+//! instructions after its overflow), as a fixed vector and as an NMI;
+//! after each, conservation and the register state.
 //!
 //! # What NetBurst's contract allows
 //!
@@ -23,9 +25,10 @@
 //! every PMI has work; `A` (0, `global_power_events` RUNNING on FSB_ESCR0,
 //! every 4), sampling; `B` (2, RUNNING on FSB_ESCR1), counting, or
 //! cascaded from `A` (it counts while `A`'s `OVF` is set: from `A`'s
-//! overflow to the handler's service). An interrupt's events are 8 of
-//! each kind: every running sampling counter passes its overflow (once,
-//! by up to 7 events: one or two periods) and raises its PMI.
+//! overflow to the handler's service). An overflow brings 8 events of each
+//! kind: every running sampling counter passes its overflow (once, by up
+//! to 7 events: one or two periods) and raises its PMI. Each interleaving
+//! runs with `X` started in 5 phases of the others' periods.
 //!
 //! The ground truth is the model's: the events each counter counted are
 //! the increments the injections gave it (no driver or handler access is
@@ -34,16 +37,16 @@
 //! add up to its periods less those a halt found, and, every PMI
 //! delivered, it is not past its overflow and its `OVF` is clear (a
 //! running counter left past it would wait 2^40 events for its next PMI);
-//! a counting one holds exactly what it counted. Every
-//! CCCR is the handle's image (the state's `ENABLE` or `CASCADE`, `OVF`
-//! aside) or, unclaimed, idle; the handler's armed set is exactly the
-//! running sampling counters; every ESCR is as in the run without an
+//! a counting one holds exactly what it counted. Every CCCR is the
+//! handle's image (the state's `ENABLE` or `CASCADE`, `OVF` aside) or,
+//! unclaimed, idle with its counter 0; the handler's armed set is exactly
+//! the running sampling counters; every ESCR is as in the run without an
 //! interrupt.
 
 use super::*;
 use crate::arch::netburst::pmi::PmiState;
 use crate::counter::Group;
-use crate::testing::{Interrupt, Interrupting};
+use crate::testing::{At, Interrupt, Interrupting, sweep};
 
 const MASK: u64 = (1 << 40) - 1;
 const X: usize = 12;
@@ -202,7 +205,7 @@ struct Rig<'s, O: Owner> {
 }
 
 impl<'s, O: Owner> Rig<'s, O> {
-    fn new(pmu: &'s NetBurstPmu, op: Op, delivery: Delivery) -> Self {
+    fn new(pmu: &'s NetBurstPmu, op: Op, delivery: Delivery, phase: u64) -> Self {
         let m = NetBurstModel::new(Config::prescott_ht());
         let info = cpu(&m);
         let pmi = Pmi {
@@ -225,6 +228,11 @@ impl<'s, O: Owner> Rig<'s, O> {
             rig.configure(n);
             rig.on(n, |h, d| h.enable(d).unwrap());
         }
+        // Where `S` and `A` are in their periods when `X` starts.
+        let r = rig.d.msr();
+        r.hook.inject(&mut r.inner, INSTR, phase);
+        r.hook.inject(&mut r.inner, RUNNING, phase);
+        r.hook.deliver(&mut r.inner);
         let x = match op {
             Op::Configure => StateTag::Unclaimed,
             Op::Enable | Op::GroupStart => StateTag::Configured,
@@ -409,62 +417,54 @@ impl<'s, O: Owner> Rig<'s, O> {
     }
 }
 
-/// Every operation; the overflow before every access and the PMI taken at
-/// that access or any later one the contract allows (module docs), as a
-/// vector and as an NMI: conservation and the register state after each.
+/// Every operation; the overflow before every access and the PMI taken
+/// after the call and, where the contract lets it land inside, at that
+/// access and at every later one ([`sweep`]), as a vector and as an NMI:
+/// conservation and the register state after each.
 #[test]
 fn a_pmi_at_every_access_of_every_operation() {
     crate::owner!(Swept);
     let (mut runs, mut with_pmi) = (0, 0);
     for op in Op::ALL {
-        // The run without an interrupt: how many accesses, and the ESCRs.
-        let pmu = crate::testing::netburst_pmu();
-        let mut rig = Rig::<Swept>::new(&pmu, op, Delivery::Nmi);
-        rig.d.msr().arm();
-        rig.run(op);
-        let accesses = rig.d.msr().accesses();
-        let reference = rig.escrs();
-        rig.check(&reference, &format!("{op:?} without an interrupt"));
-        rig.d.retire();
-        assert!(accesses > 0, "{op:?}");
-        for delivery in Delivery::ALL {
+        for (delivery, phase) in Delivery::ALL
+            .into_iter()
+            .flat_map(|d| (0..5).map(move |p| (d, p)))
+        {
             let inside = delivery == Delivery::Nmi || !op.masked();
-            for at in 0..=accesses {
-                let takes = if inside {
-                    at..=accesses
-                } else {
-                    accesses..=accesses
-                };
-                for taken in takes {
-                    let what = format!(
-                        "{op:?}, {delivery:?}: overflow before access {at}, PMI before access {taken} of {accesses}"
-                    );
-                    let pmu = crate::testing::netburst_pmu();
-                    let mut rig = Rig::<Swept>::new(&pmu, op, delivery);
-                    let r = rig.d.msr();
-                    let handled = r.hook.handled;
-                    r.hook.raised = false;
-                    r.hook.overflow_at = (at < accesses).then_some(at);
-                    r.hook.take_at = (taken < accesses).then_some(taken);
-                    r.arm();
-                    rig.run(op);
-                    let r = rig.d.msr();
-                    assert!(r.accesses() > at.min(accesses - 1), "{what}");
-                    if at == accesses {
-                        r.hook.overflow(&mut r.inner);
-                    }
-                    // A PMI still pending is taken once the call returns.
-                    r.hook.deliver(&mut r.inner);
-                    assert!(
-                        !r.hook.raised || r.hook.handled > handled,
-                        "{what}: the PMI was taken"
-                    );
-                    with_pmi += usize::from(r.hook.handled > handled);
-                    rig.check(&reference, &what);
-                    rig.d.retire();
-                    runs += 1;
+            let mut reference = Vec::new();
+            runs += sweep(inside, |overflow, take| {
+                let what = format!(
+                    "{op:?} phase {phase}, {delivery:?}: overflow {overflow:?}, PMI {take:?}"
+                );
+                let pmu = crate::testing::netburst_pmu();
+                let mut rig = Rig::<Swept>::new(&pmu, op, delivery, phase);
+                let r = rig.d.msr();
+                let handled = r.hook.handled;
+                r.hook.raised = false;
+                (r.hook.overflow_at, r.hook.take_at) = (overflow.access(), take.access());
+                r.arm();
+                rig.run(op);
+                let r = rig.d.msr();
+                let accesses = r.accesses();
+                let last = overflow.access().max(take.access());
+                assert!(last.is_none_or(|a| a < accesses), "{what}: in the call");
+                if overflow == At::After {
+                    r.hook.overflow(&mut r.inner);
                 }
-            }
+                // A PMI still pending is taken once the call returns.
+                r.hook.deliver(&mut r.inner);
+                assert!(
+                    !r.hook.raised || r.hook.handled > handled,
+                    "{what}: the PMI was taken"
+                );
+                with_pmi += usize::from(r.hook.handled > handled);
+                if overflow == At::Never {
+                    reference = rig.escrs();
+                }
+                rig.check(&reference, &what);
+                rig.d.retire();
+                accesses
+            });
         }
     }
     std::println!("NetBurst: {runs} interleavings, a PMI taken in {with_pmi}");
