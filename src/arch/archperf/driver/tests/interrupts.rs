@@ -434,3 +434,134 @@ fn retire<O: Owner>(mut rig: Rig<'_, O>) {
     };
     let _ = rig.d.give_back(counters);
 }
+
+/// The events a multiplexer rotates on PMC0-PMC2 (raw selects the overflow
+/// does not bring), each 100 per tick.
+const ROTATED: [u8; 4] = [0x10, 0x11, 0x12, 0x13];
+
+/// What a rotation leaves that the PMI must not change: the multiplexer's
+/// counts, and PMC0-PMC2's selects, enable bits and counts.
+type Rotated = (Vec<crate::multiplex::Multiplexed>, [u64; 3], u64, [u64; 3]);
+
+/// A multiplexer's rotation ([`Multiplexer::tick`]) with the overflow
+/// before every access and the PMI taken after the call (a vector: the
+/// rotation's bracket is called with the PMU interrupt masked) or also at
+/// that access and at every later one (an NMI), `S` (PMC3, cycles, every
+/// 5) sampling beside the multiplexer so that the PMI has work: the
+/// rotation's counts and registers are those of the run without an
+/// interrupt (the overflow's cycles are not among the rotated events), and
+/// `S` conserves its events, serviced, its samples exact.
+#[test]
+fn a_pmi_at_every_access_of_a_multiplexer_rotation() {
+    use crate::arch::archperf::multiplex::Multiplexer;
+    crate::owner!(Rotating);
+    let (mut runs, mut with_pmi) = (0, 0);
+    for (delivery, phase) in Delivery::ALL
+        .into_iter()
+        .flat_map(|d| (0..5).map(move |p| (d, p)))
+    {
+        let mut reference: Option<Rotated> = None;
+        runs += sweep(delivery == Delivery::Nmi, |overflow, take| {
+            let what = format!(
+                "rotation phase {phase}, {delivery:?}: overflow {overflow:?}, PMI {take:?}"
+            );
+            let pmu = crate::testing::archperf_pmu();
+            let m = ArchPerfModel::new(Config::skylake());
+            let info = cpu(&m);
+            let pmi = Pmi {
+                state: pmu.pmi(),
+                entry: delivery.entry(),
+                overflow_at: None,
+                take_at: None,
+                counted: [0; 4],
+                samples: Vec::new(),
+                lvt: Vec::new(),
+                handled: 0,
+                raised: false,
+            };
+            let (mut d, c) =
+                ArchPerfDriver::<Rotating, _>::take(Interrupting::new(m, pmi), &info, &pmu)
+                    .unwrap();
+            let mut handles = c.erase_all();
+            let mut s = handles[3].take().unwrap();
+            let n = SampleAfter::new(5, d.overflow_rule()).unwrap();
+            let config = CounterConfig::counting(spec("cycles")).sampling(n);
+            s.configure(&mut d, &config).unwrap();
+            s.enable(&mut d).unwrap();
+            let events = ROTATED.map(|s| EventSpec::raw(s, 0));
+            let mut mux = Multiplexer::<4>::new(handles, &events).unwrap();
+            let tick = |d: &mut ArchPerfDriver<'_, Rotating, Regs<'_>>| {
+                let r = d.msr();
+                for select in ROTATED {
+                    r.inner.inject(Event::new(select, 0, 100));
+                }
+                r.hook.inject(&mut r.inner, CYCLES, 8);
+                r.hook.deliver(&mut r.inner);
+            };
+            let r = d.msr();
+            r.hook.inject(&mut r.inner, CYCLES, phase);
+            mux.tick(&mut d, 0).unwrap();
+            for _ in 0..2 {
+                tick(&mut d);
+                mux.tick(&mut d, 1).unwrap();
+            }
+            tick(&mut d);
+            let r = d.msr();
+            let handled = r.hook.handled;
+            (r.hook.overflow_at, r.hook.take_at) = (overflow.access(), take.access());
+            r.arm();
+            mux.tick(&mut d, 1).unwrap();
+            let r = d.msr();
+            let accesses = r.accesses();
+            let last = overflow.access().max(take.access());
+            assert!(last.is_none_or(|a| a < accesses), "{what}: in the call");
+            if overflow == At::After {
+                r.hook.overflow(&mut r.inner);
+            }
+            r.hook.deliver(&mut r.inner);
+            with_pmi += usize::from(r.hook.handled > handled);
+            (r.hook.overflow_at, r.hook.take_at) = (None, None);
+            let model = &r.inner;
+            let rotated: Rotated = (
+                mux.results().to_vec(),
+                core::array::from_fn(|n| model.evtsel(n)),
+                model.global_ctrl() & 0b111,
+                core::array::from_fn(|n| model.counter(n)),
+            );
+            match &reference {
+                None => reference = Some(rotated),
+                Some(r) => assert_eq!(&rotated, r, "{what}: the rotation"),
+            }
+            let r = d.msr();
+            let (pmi, raw) = (&r.hook, r.inner.counter(3));
+            let (owed, residual) = n.split(raw);
+            let periods = pmu.pmi().periods(3);
+            assert_eq!(owed, 0, "{what}: S serviced");
+            assert_eq!(
+                pmi.counted[3],
+                periods * 5 + residual,
+                "{what}: S conserves its events"
+            );
+            let sampled: u64 = pmi.samples.iter().map(|s| u64::from(s.periods)).sum();
+            assert_eq!(sampled, periods, "{what}: S's samples");
+            assert_eq!(pmu.pmi().armed().bits(), 1 << 3, "{what}: armed");
+            assert_eq!(
+                r.inner.global_status(),
+                0,
+                "{what}: every overflow acknowledged"
+            );
+            mux.finish(&mut d, 0).unwrap();
+            s.release(&mut d).unwrap();
+            let Ok(mut handles) = mux.into_handles() else {
+                panic!("{what}: nothing runs")
+            };
+            handles[3] = Some(s);
+            let Ok(counters) = Counters::from_erased(handles) else {
+                panic!("every token back")
+            };
+            let _ = d.give_back(counters);
+            accesses
+        });
+    }
+    std::println!("architectural PMU rotation: {runs} interleavings, a PMI taken in {with_pmi}");
+}

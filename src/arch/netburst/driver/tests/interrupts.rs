@@ -469,3 +469,234 @@ fn a_pmi_at_every_access_of_every_operation() {
     }
     std::println!("NetBurst: {runs} interleavings, a PMI taken in {with_pmi}");
 }
+
+/// One logical processor's view of a model two drivers share.
+struct Lp<'m> {
+    model: &'m std::sync::Mutex<NetBurstModel>,
+    lp: ModelLp,
+}
+
+impl Lp<'_> {
+    fn with<R>(&self, f: impl FnOnce(&mut crate::model::netburst::ThreadView<'_>) -> R) -> R {
+        let mut m = self.model.lock().unwrap();
+        f(&mut m.thread(self.lp).unwrap())
+    }
+}
+
+impl MsrAccess for Lp<'_> {
+    type Error = crate::model::netburst::Fault;
+    fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
+        self.with(|v| v.read_msr(msr))
+    }
+    fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
+        self.with(|v| v.write_msr(msr, value))
+    }
+    fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+        self.with(|v| v.read_pmc(index))
+    }
+}
+
+/// T1's PMU interrupt, on T1's CPU, between the accesses of T0's driver
+/// (the two logical processors share the PMU, SDM 18.16: at the register
+/// level their accesses interleave at any point): where T1's counter
+/// overflows and where T1's handler runs, and what it all counted.
+struct OtherCpu<'s, 'm> {
+    model: &'m std::sync::Mutex<NetBurstModel>,
+    state: &'s PmiState,
+    overflow_at: Option<usize>,
+    take_at: Option<usize>,
+    /// The events T1's counter (12) counted.
+    counted: u64,
+    samples: Vec<Sample>,
+    handled: u64,
+}
+
+impl OtherCpu<'_, '_> {
+    fn overflow(&mut self) {
+        let mut m = self.model.lock().unwrap();
+        let before = m.counter(X);
+        m.inject(INSTR.on(ModelLp::T1, Privilege::Os, 8));
+        self.counted += m.counter(X).wrapping_sub(before) & MASK;
+    }
+
+    fn deliver(&mut self) {
+        let mut m = self.model.lock().unwrap();
+        if m.take_pmi(ModelLp::T1).is_none() {
+            return;
+        }
+        self.handled += 1;
+        let samples = &mut self.samples;
+        let mut t1 = m.thread(ModelLp::T1).unwrap();
+        let mut lvt = Lvt::default();
+        handle_pmi(
+            self.state,
+            LogicalProcessor::T1,
+            &mut t1,
+            &mut lvt,
+            entry(),
+            self.handled,
+            |s| samples.push(s),
+        )
+        .unwrap();
+    }
+}
+
+impl<'m> Interrupt<Lp<'m>> for OtherCpu<'_, 'm> {
+    fn before(&mut self, at: usize, _: &mut Lp<'m>) {
+        if self.overflow_at == Some(at) {
+            self.overflow();
+        }
+        if self.take_at == Some(at) {
+            self.deliver();
+        }
+    }
+}
+
+/// What a rotation leaves that T1's PMI must not change: the
+/// multiplexer's counts, and every register but T1's counter and CCCR.
+type Rotated = (Vec<crate::multiplex::Multiplexed>, Vec<Option<u64>>);
+
+/// A multiplexer's rotation ([`crate::arch::netburst::multiplex::Multiplexer::tick`])
+/// on T0 (four FSB events, two at a time), with T1's sampling counter (12,
+/// `instr_retired`, every 5) overflowing before every access of it and
+/// T1's handler running at that access or any later one, or after (the
+/// other CPU's interrupt is not masked by T0's calls): the rotation's
+/// counts and every register but T1's are those of the run without T1's
+/// interrupt, and T1's counter conserves its events, serviced, its
+/// samples exact, its CCCR its image.
+#[test]
+fn the_other_cpus_pmi_at_every_access_of_a_rotation() {
+    use crate::arch::netburst::multiplex::Multiplexer;
+    use crate::arch::netburst::schedule::Part;
+    crate::owner!(Rot0);
+    crate::owner!(Rot1);
+    let fsb = [
+        (
+            "global_power_events:RUNNING:k",
+            EventKind::new(EscrGroup::Fsb, 0x13, 1),
+        ),
+        (
+            "FSB_data_activity:DRDY_DRV:k",
+            EventKind::new(EscrGroup::Fsb, 0x17, 1),
+        ),
+        (
+            "b2b_cycles:BIT1:k",
+            EventKind::new(EscrGroup::Fsb, 0x16, 1 << 1),
+        ),
+        ("bnr:BIT0:k", EventKind::new(EscrGroup::Fsb, 0x08, 1)),
+    ];
+    let mut runs = 0;
+    for phase in 0..5 {
+        let mut reference: Option<Rotated> = None;
+        runs += sweep(true, |overflow, take| {
+            let what = format!("rotation phase {phase}: overflow {overflow:?}, T1's PMI {take:?}");
+            let model = std::sync::Mutex::new(NetBurstModel::new(Config::prescott_ht()));
+            let info = cpu(&model.lock().unwrap());
+            let pmu = crate::testing::netburst_pmu();
+            let hook = OtherCpu {
+                model: &model,
+                state: pmu.pmi(),
+                overflow_at: None,
+                take_at: None,
+                counted: 0,
+                samples: Vec::new(),
+                handled: 0,
+            };
+            let t0 = Interrupting::new(
+                Lp {
+                    model: &model,
+                    lp: ModelLp::T0,
+                },
+                hook,
+            );
+            let (mut d0, c0) =
+                NetBurstDriver::<Rot0, _>::take_for(LogicalProcessor::T0, t0, &info, &pmu).unwrap();
+            let t1 = Lp {
+                model: &model,
+                lp: ModelLp::T1,
+            };
+            let (mut d1, c1) =
+                NetBurstDriver::<Rot1, _>::take_for(LogicalProcessor::T1, t1, &info, &pmu).unwrap();
+            let x = config(X).on(LogicalProcessor::T1);
+            let x = c1
+                .c12
+                .configure(&mut d1, &x)
+                .unwrap()
+                .enable(&mut d1)
+                .unwrap();
+            let list = fsb.map(|(s, _)| (spec(s), LogicalProcessor::T0));
+            let mut mux = Multiplexer::<4>::new(Part::new(3, 1), c0.erase_all(), &list).unwrap();
+            model
+                .lock()
+                .unwrap()
+                .inject(INSTR.on(ModelLp::T1, Privilege::Os, phase));
+            d0.msr().hook.counted += phase;
+            mux.tick(&mut d0, 0).unwrap();
+            for round in 0..3 {
+                for (_, kind) in fsb {
+                    let mut m = model.lock().unwrap();
+                    m.inject(kind.on(ModelLp::T0, Privilege::Os, 100));
+                }
+                d0.msr().hook.overflow();
+                d0.msr().hook.deliver();
+                if round < 2 {
+                    mux.tick(&mut d0, 1).unwrap();
+                }
+            }
+            let r = d0.msr();
+            (r.hook.overflow_at, r.hook.take_at) = (overflow.access(), take.access());
+            r.arm();
+            mux.tick(&mut d0, 1).unwrap();
+            let r = d0.msr();
+            let accesses = r.accesses();
+            let last = overflow.access().max(take.access());
+            assert!(last.is_none_or(|a| a < accesses), "{what}: in the call");
+            if overflow == At::After {
+                r.hook.overflow();
+            }
+            r.hook.deliver();
+            (r.hook.overflow_at, r.hook.take_at) = (None, None);
+            let registers: Vec<Option<u64>> = {
+                let mut m = model.lock().unwrap();
+                (0x300..0x3F3)
+                    .filter(|&msr| msr != 0x300 + X as u32 && msr != 0x360 + X as u32)
+                    .map(|msr| m.read_msr(msr).ok())
+                    .collect()
+            };
+            let rotated: Rotated = (mux.results().to_vec(), registers);
+            match &reference {
+                None => reference = Some(rotated),
+                Some(r) => assert_eq!(&rotated, r, "{what}: the rotation"),
+            }
+            let sa = SampleAfter::new(5, overflow_rule()).unwrap();
+            let (raw, cccr) = {
+                let m = model.lock().unwrap();
+                (m.counter(X), m.cccr(X))
+            };
+            let (owed, residual) = sa.split(raw);
+            let periods = pmu.pmi().periods(X as u8);
+            let hook = &d0.msr().hook;
+            assert_eq!(owed, 0, "{what}: T1's counter serviced");
+            assert_eq!(
+                hook.counted,
+                periods * 5 + residual,
+                "{what}: T1's counter conserves its events"
+            );
+            let sampled: u64 = hook.samples.iter().map(|s| u64::from(s.periods)).sum();
+            assert_eq!(sampled, periods, "{what}: T1's samples");
+            assert_eq!(
+                cccr,
+                x.programmed().cccr().with_enable(true).bits(),
+                "{what}: T1's CCCR"
+            );
+            let armed = CounterSet::EMPTY.with(Counter::IqCounter0);
+            assert_eq!(pmu.pmi().armed(LogicalProcessor::T1), armed, "{what}");
+            assert!(pmu.pmi().armed(LogicalProcessor::T0).is_empty(), "{what}");
+            mux.finish(&mut d0, 0).unwrap();
+            let _ = x.halt(&mut d1).unwrap().release(&mut d1).unwrap();
+            let _ = (d0.retire(), d1.retire());
+            accesses
+        });
+    }
+    std::println!("NetBurst rotation: {runs} interleavings");
+}
