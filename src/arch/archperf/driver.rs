@@ -398,11 +398,10 @@ pub struct ArchPerfDriver<'s, O: Owner, M: MsrAccess> {
     /// counters stopped (for a snapshot), or an image change is owed.
     stopped: bool,
     dirty: bool,
-    /// Sampling counters halted inside a bracket, by slot (general `n` at
-    /// `n`, fixed `i` at `8 + i`): they stop with the bracket's
-    /// `GLOBAL_CTRL` write, so the overflow a halt must find is read after
-    /// it ([`counter::Driver::thaw`]).
-    halting: [Option<SampleAfter>; 12],
+    /// Sampling counters halted inside a bracket: they stop with the
+    /// bracket's `GLOBAL_CTRL` write, so the overflow a halt must find is
+    /// read after it ([`counter::Driver::thaw`]).
+    halting: CounterSet,
     _owner: PhantomData<O>,
 }
 
@@ -453,7 +452,7 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
                     freeze: 0,
                     stopped: false,
                     dirty: false,
-                    halting: [None; 12],
+                    halting: CounterSet::EMPTY,
                     _owner: PhantomData,
                 };
                 Ok((driver, Counters::issue(present)))
@@ -717,7 +716,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
     fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let c = self.counter(n)?;
         // Halted and started again in one bracket: it never stopped.
-        self.halting[halt_slot(c)] = None;
+        self.halting = self.halting.without(c);
         if p.sampling.is_some() {
             self.pmu.pmi().arm(c, true);
         }
@@ -735,7 +734,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
             // Inside a bracket the counter runs on until the thaw's
             // `GLOBAL_CTRL` write: an overflow before it would escape a
             // read now, so the thaw reads it (same accesses, later).
-            self.halting[halt_slot(c)] = Some(s);
+            self.halting = self.halting.with(c);
             return Ok(());
         }
         self.account_halt(c, s)
@@ -758,7 +757,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let c = self.counter(n)?;
-        self.halting[halt_slot(c)] = None;
+        self.halting = self.halting.without(c);
         self.pmu.pmi().arm(c, false);
         if self.running.contains(c) {
             self.set_running(c, p, false)?;
@@ -800,12 +799,17 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
         // The sampling counters halted inside the bracket stopped with the
         // write above: what they owe now is final (a failed access leaves
         // the rest for the next thaw).
-        for i in 0..self.halting.len() {
-            let Some(s) = self.halting[i] else { continue };
-            let n = if i < 8 { i as u8 } else { 24 + i as u8 };
-            let c = self.counter(n)?;
-            self.account_halt(c, s)?;
-            self.halting[i] = None;
+        for c in self.halting.iter() {
+            let rule = if c.is_fixed() {
+                self.fixed_overflow_rule()
+            } else {
+                self.overflow_rule()
+            };
+            // Its sample-after value, as configured (so accepted then).
+            if let Ok(s) = SampleAfter::new(self.pmu.pmi().period(c), rule) {
+                self.account_halt(c, s)?;
+            }
+            self.halting = self.halting.without(c);
         }
         Ok(())
     }
@@ -829,16 +833,6 @@ impl<O: Owner, M: MsrAccess> ArchPerfDriver<'_, O, M> {
             }
         }
         Ok(())
-    }
-}
-
-/// Counter `c`'s place in [`ArchPerfDriver`]'s `halting`: general `n` at
-/// `n`, fixed `i` at `8 + i`.
-const fn halt_slot(c: Counter) -> usize {
-    if c.is_fixed() {
-        8 + c.number() as usize % 4
-    } else {
-        c.number() as usize % 8
     }
 }
 

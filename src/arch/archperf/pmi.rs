@@ -168,6 +168,11 @@ impl PmiState {
         self.at_halt[i].store(0, Ordering::Release);
     }
 
+    /// Counter `c`'s sample-after value `N` (0 if it does not sample).
+    pub(super) fn period(&self, c: Counter) -> u64 {
+        self.n[slot(c)].load(Ordering::Relaxed)
+    }
+
     /// Counter `c` is armed for the handler (or not).
     pub(super) fn arm(&self, c: Counter, on: bool) {
         let bit = CounterSet::EMPTY.with(c).bits();
