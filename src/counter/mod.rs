@@ -261,10 +261,13 @@ pub trait Driver<A: Arch> {
     /// so that the operations in between ([`Group`]'s) take effect at one
     /// instant too, if the PMU has such a control (Itanium's PMC0.fr). The
     /// default, for a PMU without one (NetBurst has no global enable, SDM
-    /// 18.15), writes nothing. Like every driver call, the bracket runs with
-    /// the PMU interrupt masked on this CPU from freeze to thaw (a handler
-    /// run inside it would service overflows the thaw then writes back).
-    /// Brackets may nest; the outermost freezes and thaws.
+    /// 18.15), writes nothing. The bracket runs with the PMU interrupt
+    /// masked on this CPU from freeze to thaw; Itanium's needs it whatever
+    /// the interrupt's vector (a handler run inside it would service
+    /// overflows the thaw then writes back: `arch::itanium::driver`,
+    /// "Interrupts inside driver calls"), while NetBurst's and the
+    /// architectural PMU's stay exact with an NMI at any access (tested
+    /// at every one). Brackets may nest; the outermost freezes and thaws.
     fn freeze(&mut self) -> Result<(), Self::Error> {
         Ok(())
     }

@@ -18,7 +18,7 @@
 //! | halt, sampling counter | 0 | 1 (+2) | 1 | as above; RDPMC to find an overflow whose PMI the halt cancelled, then the counter rewritten and its status bit acknowledged |
 //! | read | 0 | 0 | 1 | RDPMC (bit 30 for a fixed counter) |
 //! | release | 0 | 2 | 0 | `PERFEVTSELx` = 0 (or the fixed field cleared), the counter 0 |
-//! | group start or stop ([`crate::counter::Group`]) | 0 | 1 | 0 | one `GLOBAL_CTRL` write: every member starts (stops) at one instant |
+//! | group start or stop ([`crate::counter::Group`]) | 0 | 1 (+2 per sampling member stopped past its overflow) | 0 (stop: 1 per sampling member) | one `GLOBAL_CTRL` write: every member starts (stops) at one instant; a stopped sampling member is then read as a halt reads it, after the write, when it has really stopped |
 //! | group read | 0 | 2 | K | `GLOBAL_CTRL` stopped, K RDPMCs, restored: one snapshot |
 //! | PMI | 1 | 1 + 1 per overflowed counter | 1 per overflowed counter | [`super::pmi`] |
 //!
@@ -398,6 +398,10 @@ pub struct ArchPerfDriver<'s, O: Owner, M: MsrAccess> {
     /// counters stopped (for a snapshot), or an image change is owed.
     stopped: bool,
     dirty: bool,
+    /// Sampling counters halted inside a bracket: they stop with the
+    /// bracket's `GLOBAL_CTRL` write, so the overflow a halt must find is
+    /// read after it ([`counter::Driver::thaw`]).
+    halting: CounterSet,
     _owner: PhantomData<O>,
 }
 
@@ -448,6 +452,7 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
                     freeze: 0,
                     stopped: false,
                     dirty: false,
+                    halting: CounterSet::EMPTY,
                     _owner: PhantomData,
                 };
                 Ok((driver, Counters::issue(present)))
@@ -710,6 +715,8 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
 
     fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let c = self.counter(n)?;
+        // Halted and started again in one bracket: it never stopped.
+        self.halting = self.halting.without(c);
         if p.sampling.is_some() {
             self.pmu.pmi().arm(c, true);
         }
@@ -723,21 +730,14 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
         let Some(s) = p.sampling else {
             return Ok(());
         };
-        // An overflow whose PMI the halt cancelled (the handler now finds
-        // the counter disarmed): its periods are accounted here, and the
-        // counter is put at the same point of its next period.
-        let raw = self.msr.read_pmc(c.rdpmc().ecx()).map_err(Error::Access)?;
-        let (owed, residual) = s.split(raw);
-        if owed > 0 {
-            self.pmu.pmi().add_halt_periods(c, owed);
-            self.write_counter(c, s.at_residual(residual))?;
-            if self.global() {
-                self.msr
-                    .write_msr(IA32_PERF_GLOBAL_OVF_CTRL, CounterSet::EMPTY.with(c).bits())
-                    .map_err(Error::Access)?;
-            }
+        if self.freeze > 0 {
+            // Inside a bracket the counter runs on until the thaw's
+            // `GLOBAL_CTRL` write: an overflow before it would escape a
+            // read now, so the thaw reads it (same accesses, later).
+            self.halting = self.halting.with(c);
+            return Ok(());
         }
-        Ok(())
+        self.account_halt(c, s)
     }
 
     fn cascade(&mut self, n: u8, _from: u8, _p: &Programmed) -> Result<(), Self::Error> {
@@ -757,6 +757,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let c = self.counter(n)?;
+        self.halting = self.halting.without(c);
         self.pmu.pmi().arm(c, false);
         if self.running.contains(c) {
             self.set_running(c, p, false)?;
@@ -784,16 +785,54 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
     }
 
     fn thaw(&mut self) -> Result<(), Self::Error> {
-        if self.freeze == 0 {
-            return Ok(());
+        if self.freeze > 0 {
+            self.freeze -= 1;
+            if self.freeze > 0 {
+                return Ok(());
+            }
+            if self.dirty || self.stopped {
+                self.stopped = false;
+                self.dirty = false;
+                self.write_global()?;
+            }
         }
-        self.freeze -= 1;
-        if self.freeze > 0 || !(self.dirty || self.stopped) {
-            return Ok(());
+        // The sampling counters halted inside the bracket stopped with the
+        // write above: what they owe now is final (a failed access leaves
+        // the rest for the next thaw).
+        for c in self.halting.iter() {
+            let rule = if c.is_fixed() {
+                self.fixed_overflow_rule()
+            } else {
+                self.overflow_rule()
+            };
+            // Its sample-after value, as configured (so accepted then).
+            if let Ok(s) = SampleAfter::new(self.pmu.pmi().period(c), rule) {
+                self.account_halt(c, s)?;
+            }
+            self.halting = self.halting.without(c);
         }
-        self.stopped = false;
-        self.dirty = false;
-        self.write_global()
+        Ok(())
+    }
+}
+
+impl<O: Owner, M: MsrAccess> ArchPerfDriver<'_, O, M> {
+    /// A halted sampling counter `c` (disarmed and stopped) whose overflow
+    /// the halt cancelled (the handler now finds it disarmed): its periods
+    /// are accounted here, the counter put at the same point of its next
+    /// period and its status bit acknowledged. 1 RDPMC (+2 WRMSR).
+    fn account_halt(&mut self, c: Counter, s: SampleAfter) -> Result<(), Error<M::Error>> {
+        let raw = self.msr.read_pmc(c.rdpmc().ecx()).map_err(Error::Access)?;
+        let (owed, residual) = s.split(raw);
+        if owed > 0 {
+            self.pmu.pmi().add_halt_periods(c, owed);
+            self.write_counter(c, s.at_residual(residual))?;
+            if self.global() {
+                self.msr
+                    .write_msr(IA32_PERF_GLOBAL_OVF_CTRL, CounterSet::EMPTY.with(c).bits())
+                    .map_err(Error::Access)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -58,6 +58,11 @@ pub const fn overflow_rule(width: u8) -> OverflowRule {
 /// Every location the handler writes has one writer at a time (the
 /// handler of this logical processor, or the driver halting a counter after
 /// disarming it), so the handler updates it with a plain load and store.
+/// The handler may interrupt a driver call of its CPU at any register
+/// access, as a vector PMI or an NMI (a group's or a multiplexer's bracket
+/// is called with the PMU interrupt masked, which holds only the vector):
+/// every count stays exact, tested at every access of every operation
+/// (`driver/tests/interrupts.rs`).
 pub struct PmiState {
     /// The armed counters, as `GLOBAL` bits.
     armed: AtomicU64,
@@ -161,6 +166,11 @@ impl PmiState {
         self.n[i].store(r.n, Ordering::Release);
         self.periods[i].store(0, Ordering::Release);
         self.at_halt[i].store(0, Ordering::Release);
+    }
+
+    /// Counter `c`'s sample-after value `N` (0 if it does not sample).
+    pub(super) fn period(&self, c: Counter) -> u64 {
+        self.n[slot(c)].load(Ordering::Relaxed)
     }
 
     /// Counter `c` is armed for the handler (or not).

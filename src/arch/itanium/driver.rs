@@ -62,6 +62,28 @@
 //! | release | 0 (sampling: 1) | 1 (+1 I-EAR, D-EAR or BTB PMC) (+1 if an overflow was pending) | 0 | 1 | PMC at its power-up value, PMD 0; a sampling counter's pending overflow withdrawn from PMC0 |
 //! | overflow interrupt ([`super::pmi`]) | 1 | 1 | 1 per TLB-mode I-EAR sample, 2 per cache-mode I-EAR sample, 3 per D-EAR sample, 1 + records (+1 Montecito) per BTB sample (+1 per overflowed counter whose event can count more than 1 per cycle) | 1 per overflowed counter (+1 per BTB sample) | PMC0, captures, reloads, PMC0 = 0 last |
 //!
+//! # Interrupts inside driver calls
+//!
+//! The driver is called with the PMU interrupt held, whatever vector
+//! delivers it: an ordinary one (PMV.vector 16-255) or vector 2, the NMI
+//! (SDM Vol. 2 5.8.1). A group's freeze and thaw
+//! ([`crate::counter::Driver::freeze`]), the release of a sampling counter
+//! and, on the first-generation Itanium, its halt edit PMC0 by a
+//! read-modify-write (the halt also accounts an overflow from a count it
+//! read first), while the handler rewrites PMC0 whole, and PMC0 has no
+//! atomic update (SDM Vol. 2 7.2.1: resetting the overflow and freeze bits
+//! is software's responsibility): a handler run between the read and the
+//! write leaves the PMU frozen with an overflow bit it already serviced, or
+//! counts a period twice (`driver/tests/interrupts.rs` shows each). The
+//! task priority does not hold vector 2 (TPR.mmi masks "essentially all
+//! but NMI", SDM Vol. 2 Part 2 10.3.3): a kernel delivering the PMU
+//! interrupt as the NMI holds it with PSR.i clear during driver calls
+//! (no external interrupt, vector 2 included, is taken then, SDM Vol. 2
+//! 5.8.2). The other calls (configure, enable, resume, read, the halt on
+//! Itanium 2 and Montecito, the release of a counting counter) keep every
+//! count exact with the interrupt taken at any of their accesses (tested
+//! at every one).
+//!
 //! # Validation
 //!
 //! Every PMC value the driver writes for a configuration (the counter's

@@ -142,7 +142,8 @@ impl Slots {
 /// updated with a plain load and store, no locked instruction: an Itanium
 /// PMU belongs to one CPU, whose handler runs to completion before a driver
 /// call it interrupted resumes, and the driver is called with the PMU
-/// interrupt masked (see `clear_pending_overflow` in [`super::driver`]).
+/// interrupt held, whatever its vector (see "Interrupts inside driver
+/// calls" in [`super::driver`]).
 /// (Were the rule broken a count could be wrong, never memory: the
 /// locations are atomics.)
 pub struct PmiState {

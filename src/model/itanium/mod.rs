@@ -109,7 +109,13 @@
 //! and instruction/data address-range restriction (PMC13/14, Montecito
 //! PMC38/41, PMC11.pt): stored with their masks, no effect (inject the
 //! tagged events directly); the PMV (vector, mask) and interrupt delivery
-//! (the harness's job, as the LVT is for NetBurst); DCR.pp; Privileged
+//! (the harness's job, as the LVT is for NetBurst); a PMI skid: a real
+//! processor takes the interrupt some instructions after the overflow too,
+//! but the overflow itself set PMC0.fr, which "suspends event monitoring"
+//! (SDM Vol. 2 7.2.2), so no event counts between the overflow and the
+//! handler and a skid could change only the interrupted IIP, which the
+//! harness chooses (the NetBurst and architectural-PMU models, whose
+//! counters run on after the overflow, have a skid: `set_skid`); DCR.pp; Privileged
 //! Operation faults at CPL > 0 and NaT consumption; serialization (writes
 //! take effect at once); Montecito's second hardware thread (the `all` bit
 //! is stored), its IP-EAR (PMC42 stored, the ETB always records branches);

@@ -59,8 +59,10 @@
 //!   0 counts nothing (18.15.5.9).
 //! * **Overflow** (`overflow.rs`): 40-bit wrap sets the sticky OVF; FORCE_OVF
 //!   makes every increment an overflow; with OVF_PMI_T0/T1 the PMI line of
-//!   T0/T1 is raised on the next increment after the overflow (18.15.5.8);
-//!   the line stays pending until [`NetBurstModel::take_pmi`]. Cascading:
+//!   T0/T1 is raised on the next increment after the overflow (18.15.5.8),
+//!   or, with a skid ([`NetBurstModel::set_skid`]), that many increments
+//!   of the counter later still, as a real PMI comes some events after its
+//!   overflow; the line stays pending until [`NetBurstModel::take_pmi`]. Cascading:
 //!   a counter with CASCADE runs while its alternate's OVF is set (the
 //!   pairs of SDM 18.15.5.6: 0<->2, 1<->3, ..., 12<->14, 13<->15, 14->16,
 //!   15->17) and halts when CASCADE or that OVF is cleared (18.15.5.5);
@@ -77,9 +79,10 @@
 //! # What it does not model
 //!
 //! Timing and the real microarchitecture: events are whatever the test
-//! injects (no pipeline, caches, TLBs or bus; no skid; a µop batch executes
-//! and retires one µop per clock); the exact clock on which hardware raises
-//! the PMI or writes PEBS records; the IA32_MISC_ENABLE bits other than 7, 11
+//! injects (no pipeline, caches, TLBs or bus; a µop batch executes and
+//! retires one µop per clock); the exact clock on which hardware raises the
+//! PMI (the skid is the test's choice, in increments of the overflowed
+//! counter) or writes PEBS records; the IA32_MISC_ENABLE bits other than 7, 11
 //! and 12 have no effect; MSR_TC_PRECISE_EVENT has no effect; the Xeon-with-L3
 //! iFSB counters (RDPMC 18-25, MSRs 107CCH-107D3H); BTS; errata (counter
 //! write erratum N15, the "broken CCCR1" Linux avoids, no PMI in cascade

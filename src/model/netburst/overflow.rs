@@ -54,24 +54,44 @@ impl NetBurstModel {
     /// stop exactly where a PMI may come: every counter whose CCCR has
     /// `OVF_PMI_T0` or `OVF_PMI_T1` needs `2^40 - value` increments to wrap,
     /// one increment at most per occurrence, and raises the PMI on the
-    /// increment after (SDM 18.15.5.8); with its `OVF` or `FORCE_OVF` set, or
-    /// PEBS enabled for either logical processor (an assist may interrupt
-    /// with any occurrence), the next occurrence may raise it: 0.
+    /// increment after (SDM 18.15.5.8), [`skid`](Self::set_skid) increments
+    /// later still; one whose PMI is due raises it with the last increment
+    /// still owed; with its `OVF` or `FORCE_OVF` set and no PMI due, or PEBS
+    /// enabled for either logical processor (an assist may interrupt with
+    /// any occurrence), the next occurrence may raise it: 0.
     pub fn events_without_pmi(&self) -> u64 {
         if self.pebs_enable & (tables::pebs_enable::MY_THR | tables::pebs_enable::OTH_THR) != 0 {
             return 0;
         }
         (0..COUNTERS)
             .filter(|&c| self.cccrs[c] & (cccr::OVF_PMI_T0 | cccr::OVF_PMI_T1) != 0)
-            .map(|c| {
-                if self.cccrs[c] & (cccr::OVF | cccr::FORCE_OVF) != 0 {
-                    0
-                } else {
-                    (1u64 << COUNTER_BITS) - self.counters[c]
-                }
+            .map(|c| match self.pmi_due[c] {
+                Some(owed) => owed - 1,
+                None if self.cccrs[c] & (cccr::OVF | cccr::FORCE_OVF) != 0 => 0,
+                None => ((1u64 << COUNTER_BITS) - self.counters[c]).saturating_add(self.skid),
             })
             .min()
             .unwrap_or(u64::MAX)
+    }
+
+    /// Sets the PMI skid: with `events` = 0 (the default) a counter's PMI
+    /// rises with its first increment after the clock in which it
+    /// overflowed (SDM 18.15.5.8: "on the next event count after the counter
+    /// has overflowed"); otherwise with its `1 + events`-th, as a real
+    /// processor's PMI comes some events after the overflow that caused it.
+    /// An overflow of a counter whose PMI is already due joins it (one PMI
+    /// line per logical processor); an overflow in or after the clock in
+    /// which the PMI rises owes a PMI of its own (with `FORCE_OVF`, where
+    /// every increment overflows, a PMI every `1 + events` increments).
+    /// Clearing the counter's `OVF` (or both its `OVF_PMI` bits) withdraws
+    /// a PMI still due, as without skid.
+    pub fn set_skid(&mut self, events: u64) {
+        self.skid = events;
+    }
+
+    /// The PMI skid (see [`set_skid`](Self::set_skid)).
+    pub const fn skid(&self) -> u64 {
+        self.skid
     }
 
     /// Whether a PMI is pending on logical processor `lp`.
@@ -186,43 +206,142 @@ impl NetBurstModel {
         {
             return;
         }
-        // "The PMI is generated on the next event count after the counter has
-        // overflowed" (SDM 18.15.5.8).
-        if self.pmi_armed[c] {
-            self.pmi_armed[c] = false;
-            self.raise_counter_pmi(c);
-        }
         let total = u128::from(inc.first) + u128::from(inc.later) * u128::from(later_cycles);
-        let sum = u128::from(self.counters[c]) + total;
+        let before = self.counters[c];
+        let sum = u128::from(before) + total;
         let wraps = sum >> COUNTER_BITS;
         self.counters[c] = (sum as u64) & COUNTER_MASK;
         let force = self.cccrs[c] & cccr::FORCE_OVF != 0;
+        // "The PMI is generated on the next event count after the counter has
+        // overflowed" (SDM 18.15.5.8), the skid later still.
+        if self.cccrs[c] & (cccr::OVF_PMI_T0 | cccr::OVF_PMI_T1) != 0 {
+            let step = Step {
+                first: u128::from(inc.first),
+                later: if later_cycles > 0 {
+                    u128::from(inc.later)
+                } else {
+                    0
+                },
+                clocks: 1 + u128::from(later_cycles),
+            };
+            let wrap = Wraps {
+                force,
+                first: (1u128 << COUNTER_BITS) - u128::from(before),
+            };
+            let (raised, due) = pmi_over(step, wrap, self.pmi_due[c], self.skid);
+            self.pmi_due[c] = due;
+            if raised {
+                self.raise_counter_pmi(c);
+            }
+        } else {
+            self.pmi_due[c] = None;
+        }
         if wraps == 0 && !force {
             return;
         }
         self.cccrs[c] |= cccr::OVF;
-        // Did an overflow happen before the last incrementing clock (so an
-        // increment followed it), and did one happen in the last?
-        let last_inc = if later_cycles > 0 {
-            inc.later
-        } else {
-            inc.first
-        };
-        let (followed, in_last) = if force {
-            (incrementing >= 2, true)
-        } else {
-            let in_last = sum - u128::from(last_inc) < (wraps << COUNTER_BITS);
-            (!in_last || wraps >= 2, in_last)
-        };
-        if self.cccrs[c] & (cccr::OVF_PMI_T0 | cccr::OVF_PMI_T1) != 0 {
-            if followed {
-                self.raise_counter_pmi(c);
-            }
-            self.pmi_armed[c] = in_last;
-        }
         if let Some(t) = self.pebs_thread_of(c) {
             self.pebs[t].armed = true;
         }
+    }
+}
+
+/// One run of identical clocks as one counter sees it: `first` increments
+/// in clock 1, `later` in each of clocks 2 to `clocks`.
+#[derive(Clone, Copy)]
+struct Step {
+    first: u128,
+    later: u128,
+    clocks: u128,
+}
+
+impl Step {
+    /// The counter's increments in clocks 1 to `j`.
+    const fn through(self, j: u128) -> u128 {
+        if j == 0 {
+            0
+        } else {
+            self.first + (j - 1) * self.later
+        }
+    }
+
+    /// The clock (1-based) in which the counter's `k`-th increment (k >= 1)
+    /// of the step comes, if it does.
+    fn clock_of(self, k: u128) -> Option<u128> {
+        if self.first >= k {
+            Some(1)
+        } else if self.later == 0 {
+            None
+        } else {
+            let j = 1 + (k - self.first).div_ceil(self.later);
+            (j <= self.clocks).then_some(j)
+        }
+    }
+}
+
+/// Where a counter overflows in a step, by increment (1-based): at `first`
+/// and every `2^40` after, or (`FORCE_OVF`) at every increment.
+#[derive(Clone, Copy)]
+struct Wraps {
+    force: bool,
+    first: u128,
+}
+
+impl Wraps {
+    /// The first overflow after increment `x`.
+    const fn after(self, x: u128) -> u128 {
+        let period = 1u128 << COUNTER_BITS;
+        if self.force {
+            x + 1
+        } else if x < self.first {
+            self.first
+        } else {
+            self.first + ((x - self.first) / period + 1) * period
+        }
+    }
+}
+
+/// The PMI of a counter with `OVF_PMI` over `step`: whether it rises in the
+/// step, and the increments still owed after it by a PMI that is due. `due`
+/// is what was owed before the step; an overflow owes a PMI at the
+/// `1 + skid`-th increment after its clock and joins one already due; one
+/// in or after the clock in which a PMI rises owes its own
+/// ([`NetBurstModel::set_skid`]).
+fn pmi_over(step: Step, wraps: Wraps, due: Option<u64>, skid: u64) -> (bool, Option<u64>) {
+    let total = step.through(step.clocks);
+    let owed = |clock: u128| step.through(clock) + 1 + u128::from(skid);
+    // The increment (of this step) with which the PMI due rises.
+    let mut at = match due {
+        Some(d) => u128::from(d),
+        None => {
+            let w = wraps.after(0);
+            if w > total {
+                return (false, None);
+            }
+            step.clock_of(w).map_or(u128::MAX, owed)
+        }
+    };
+    let mut raised = false;
+    loop {
+        let Some(fire) = step.clock_of(at) else {
+            let left = at - total;
+            return (raised, Some(left.min(u128::from(u64::MAX)) as u64));
+        };
+        raised = true;
+        // With FORCE_OVF every clock that increments overflows, so the PMIs
+        // rise every ceil((1 + skid) / later) clocks from here on: jump to
+        // the last one in the step.
+        let fire = if wraps.force && step.later > 0 {
+            let stride = (1 + u128::from(skid)).div_ceil(step.later);
+            fire + (step.clocks - fire) / stride * stride
+        } else {
+            fire
+        };
+        let w = wraps.after(step.through(fire - 1));
+        if w > total {
+            return (raised, None);
+        }
+        at = step.clock_of(w).map_or(u128::MAX, owed);
     }
 }
 

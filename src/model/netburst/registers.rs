@@ -273,8 +273,12 @@ pub struct NetBurstModel {
     pub(super) threads: [ThreadState; 2],
     /// Threshold output of the previous cycle, for EDGE.
     pub(super) edge_prev: [bool; COUNTERS],
-    /// Overflowed with OVF_PMI set: the next increment raises the PMI.
-    pub(super) pmi_armed: [bool; COUNTERS],
+    /// A PMI owed by an overflow with OVF_PMI set and not yet raised: the
+    /// counter's increments still to come (from the clock after the
+    /// overflow's) until it rises: 1 + the skid ([`NetBurstModel::set_skid`]).
+    pub(super) pmi_due: [Option<u64>; COUNTERS],
+    /// The PMI skid, in increments of the overflowed counter.
+    pub(super) skid: u64,
     pub(super) pmi: [PmiLine; 2],
     pub(super) pebs: [PebsState; 2],
 }
@@ -305,7 +309,8 @@ impl NetBurstModel {
                 ThreadState::new(config.hyper_threading),
             ],
             edge_prev: [false; COUNTERS],
-            pmi_armed: [false; COUNTERS],
+            pmi_due: [None; COUNTERS],
+            skid: 0,
             pmi: [PmiLine::NONE; 2],
             pebs: [PebsState::EMPTY; 2],
         }
@@ -495,9 +500,9 @@ impl NetBurstModel {
             self.edge_prev[n] = false;
         }
         // Clearing OVF (or both OVF_PMI bits) withdraws a PMI that was waiting
-        // for the next increment after the overflow.
+        // for its increments after the overflow (the skid's included).
         if value & cccr::OVF == 0 || value & (cccr::OVF_PMI_T0 | cccr::OVF_PMI_T1) == 0 {
-            self.pmi_armed[n] = false;
+            self.pmi_due[n] = None;
         }
         self.cccrs[n] = value;
     }

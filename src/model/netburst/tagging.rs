@@ -434,7 +434,7 @@ impl NetBurstModel {
         let threshold_reached = end >= ds.pebs_interrupt_threshold;
         self.counters[c] = self.pebs[t].ds.pebs_counter_reset & COUNTER_MASK;
         // The assist consumed the overflow the PMI would have reported.
-        self.pmi_armed[c] = false;
+        self.pmi_due[c] = None;
         if threshold_reached {
             self.raise_pmi(t, None);
         }

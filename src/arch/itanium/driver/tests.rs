@@ -613,6 +613,41 @@ fn conservation_over_randomised_runs() {
     }
 }
 
+/// A late interrupt (the skid of the other architectures' models, 1 to 100
+/// events between the overflow and the handler) changes no Itanium count:
+/// the overflow froze the PMU (PMC0.fr, SDM Vol. 2 7.2.2), so those events
+/// are not counted, each interrupt completes exactly one period and the
+/// handler reloads the preset; `events = periods x N + residual` with the
+/// events the model counted.
+#[test]
+fn events_between_the_overflow_and_a_late_handler_are_not_counted() {
+    for g in Generation::ALL {
+        let state = crate::testing::itanium_pmu();
+        let (mut d, c) = driver!(&state, g);
+        let s = sa(g, 10);
+        let c5 =
+            c.c5.configure(&mut d, &cycles_on(g, 5).sampling(s))
+                .unwrap();
+        let c5 = c5.enable(&mut d).unwrap();
+        let (mut events, mut out) = (0u64, Vec::new());
+        for late in 1..=100u64 {
+            let got = model(&mut d).inject(Event::new(CYCLES, 0, 10 + late));
+            assert!(got.froze, "{g:?}");
+            assert_eq!(got.counted_cycles, 10, "{g:?}: frozen from the overflow on");
+            events += got.counted_cycles;
+            assert_eq!(c5.read(&mut d).unwrap(), 0, "{g:?}: wrapped to 0 and held");
+            assert!(model(&mut d).take_interrupt().is_some());
+            handle_pmi(state.pmi(), d.regs(), late, |o| out.push(o)).unwrap();
+            assert_eq!(out.last().map(|o| o.sample.periods), Some(1), "{g:?}");
+        }
+        let (owed, residual) = s.split(c5.read(&mut d).unwrap());
+        assert_eq!((owed, residual), (0, 0), "{g:?}");
+        assert_eq!(events, state.pmi().periods(5) * 10 + residual, "{g:?}");
+        assert_eq!(state.pmi().periods(5), 100, "{g:?}");
+        d.retire();
+    }
+}
+
 /// The overflow between a halt's PMC write and the interrupt: on Itanium
 /// the halt saves the reloaded point, the handler counts the period once.
 #[test]
@@ -1045,3 +1080,4 @@ fn unclaimed_tokens_are_zero_sized() {
 
 mod captures;
 mod group;
+mod interrupts;

@@ -596,6 +596,65 @@ fn conservation_over_randomised_runs() {
     }
 }
 
+/// PMI skid (the model's, [`NetBurstModel::set_skid`]): with a skid of 1
+/// to 100 events the PMI comes `1 + skid` events after the overflow, and
+/// the handler, which re-arms relative to the count it reads, keeps those
+/// events (and any the PMI's delivery adds) in the next period, or in
+/// whole periods when they are more than `N`: each sample completes
+/// exactly `1 + (1 + skid + late) div N` periods, and
+/// `events = periods x N + residual` at the end.
+#[test]
+fn skid_of_1_to_100_events_keeps_every_count_exact() {
+    let mut rnd = crate::testing::rng(0x5C1D_0001);
+    crate::owner!(Skid);
+    for skid in 1..=100u64 {
+        for n in [3u64, 37, 250] {
+            let state = crate::testing::netburst_pmu();
+            let (mut d, c) = take::<Skid>(&state, Config::prescott_ht());
+            model(&mut d).set_skid(skid);
+            let sa = SampleAfter::new(n, overflow_rule()).unwrap();
+            let c0 = c.c0.configure(&mut d, &running().sampling(sa)).unwrap();
+            let c0 = c0.enable(&mut d).unwrap();
+            let (mut lvt, mut samples, mut events) = (Lvt::default(), Vec::new(), 0u64);
+            let mut left = 4 * (n + skid);
+            while left > 0 {
+                // Up to the event that raises the PMI, then `late` more
+                // before the handler runs.
+                let chunk = model(&mut d).events_without_pmi().clamp(1, left);
+                inject(&mut d, RUNNING, chunk);
+                (events, left) = (events + chunk, left - chunk);
+                if !model(&mut d).pmi_pending(ModelLp::T0) {
+                    continue;
+                }
+                let late = rnd(4).min(left);
+                inject(&mut d, RUNNING, late);
+                (events, left) = (events + late, left - late);
+                let before = samples.len();
+                assert!(service(&mut d, &state, &mut lvt, events, &mut samples));
+                let got: &Sample = &samples[before];
+                assert_eq!(
+                    u64::from(got.periods),
+                    1 + (1 + skid + late) / n,
+                    "skid {skid}, N = {n}"
+                );
+            }
+            let (owed, residual) = sa.split(c0.read(&mut d).unwrap());
+            let periods = state.pmi().periods(0);
+            assert_eq!(
+                events,
+                (periods + owed) * n + residual,
+                "skid {skid}, N = {n}"
+            );
+            let sampled: u64 = samples.iter().map(|s| u64::from(s.periods)).sum();
+            assert_eq!(sampled, periods, "skid {skid}, N = {n}");
+            assert!(periods >= 3, "skid {skid}, N = {n}: {periods} periods");
+            assert_eq!(state.pmi().spurious(LogicalProcessor::T0), 0);
+            let c0 = c0.halt(&mut d).unwrap().release(&mut d).unwrap();
+            let _ = d.give_back(Counters { c0, ..c });
+        }
+    }
+}
+
 /// A PMI raised but not yet taken when the counter is halted: the halt
 /// accounts for the period, the late PMI is spurious, nothing is counted
 /// twice; also the overflow-but-no-PMI-yet boundary.
@@ -1506,6 +1565,7 @@ fn erased_handles_reach_force_ovf_and_both_ways_of_halting_a_cascade() {
 }
 
 mod group;
+mod interrupts;
 mod ownership;
 mod package;
 mod tagging;

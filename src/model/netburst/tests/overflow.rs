@@ -98,6 +98,152 @@ fn force_ovf_overflows_on_every_increment() {
     assert_eq!(m.read_pmc(2), Ok(5));
 }
 
+/// With a skid of `s` the PMI rises with the counter's `1 + s`-th
+/// increment after the clock of its overflow, one event per clock; events
+/// the counter does not count do not advance it; `events_without_pmi` says
+/// exactly how far it is.
+#[test]
+fn skid_delays_the_pmi_by_counter_increments() {
+    for skid in [0, 1, 2, 7, 100] {
+        let mut m = ht();
+        m.set_skid(skid);
+        assert_eq!(m.skid(), skid);
+        let kind = program(&mut m, 12, cccr::OVF_PMI_T0);
+        let other = program(&mut m, 4, 0);
+        m.write_msr(0x30C, WRAP - 2).unwrap();
+        // The wrap with the second event, the PMI 1 + skid events later.
+        assert_eq!(m.events_without_pmi(), 2 + skid, "skid {skid}");
+        m.inject(kind.on(T0, OS, 1 + skid));
+        m.inject(other.on(T0, OS, 500));
+        assert_eq!(m.events_without_pmi(), 1, "skid {skid}");
+        m.inject(kind.on(T0, OS, 1));
+        assert_eq!(m.events_without_pmi(), 0, "skid {skid}");
+        assert!(!m.pmi_pending(T0), "skid {skid}: one increment short");
+        m.inject(kind.on(T0, OS, 1));
+        assert_eq!(m.take_pmi(T0).map(|l| l.counters), Some(1 << 12));
+        assert_eq!(m.read_pmc(12), Ok(1 + skid), "skid {skid}");
+        // In bulk, in one call: the same count.
+        let mut m = ht();
+        m.set_skid(skid);
+        let kind = program(&mut m, 12, cccr::OVF_PMI_T0);
+        m.write_msr(0x30C, WRAP - 2).unwrap();
+        m.inject(kind.on(T0, OS, 2 + skid));
+        assert!(!m.pmi_pending(T0), "skid {skid}");
+        m.inject(kind.on(T0, OS, 1));
+        assert!(m.pmi_pending(T0), "skid {skid}");
+        m.take_pmi(T0);
+        m.write_msr(0x30C, WRAP - 2).unwrap();
+        m.inject(kind.on(T0, OS, 2 + skid));
+        assert!(!m.pmi_pending(T0), "skid {skid}");
+        m.inject(kind.on(T0, OS, 1));
+        assert!(
+            m.pmi_pending(T0),
+            "skid {skid}: a wrap owes its PMI with OVF still set"
+        );
+    }
+}
+
+/// The increments of the overflow's own clock do not count towards the
+/// skid (the PMI comes with the next event count, SDM 18.15.5.8); those of
+/// the next clock do, all of them.
+#[test]
+fn skid_counts_from_the_clock_after_the_overflow() {
+    for (skid, pending) in [(0, true), (2, true), (3, false)] {
+        let mut m = ht();
+        m.set_skid(skid);
+        let kind = program(&mut m, 12, cccr::OVF_PMI_T0);
+        m.write_msr(0x30C, WRAP - 1).unwrap();
+        m.cycle(&[kind.on(T0, OS, 5)]);
+        assert_eq!(m.read_pmc(12), Ok(4), "wrapped by the first of five");
+        assert!(!m.pmi_pending(T0), "skid {skid}");
+        m.cycle(&[kind.on(T0, OS, 3)]);
+        assert_eq!(m.pmi_pending(T0), pending, "skid {skid}");
+    }
+}
+
+/// Clearing OVF withdraws a PMI still in its skid, as it does without one.
+#[test]
+fn clearing_ovf_withdraws_a_pmi_in_its_skid() {
+    let mut m = ht();
+    m.set_skid(5);
+    let kind = program(&mut m, 12, cccr::OVF_PMI_T0);
+    m.write_msr(0x30C, WRAP - 1).unwrap();
+    m.inject(kind.on(T0, OS, 4));
+    let v = m.read_msr(0x36C).unwrap();
+    m.write_msr(0x36C, v & !cccr::OVF).unwrap();
+    m.inject(kind.on(T0, OS, 100));
+    assert!(!m.pmi_pending(T0));
+    assert_eq!(m.read_pmc(12), Ok(103));
+}
+
+/// FORCE_OVF with a skid: every increment overflows, the first PMI rises
+/// `1 + skid` clocks after the first, and the overflow in the clock that
+/// raises it owes the next one, `1 + skid` clocks later (taken each clock).
+#[test]
+fn force_ovf_with_skid_interrupts_every_one_plus_skid_increments() {
+    for skid in [0, 1, 3] {
+        let mut m = ht();
+        m.set_skid(skid);
+        let kind = program(&mut m, 2, cccr::FORCE_OVF | cccr::OVF_PMI_T0);
+        let raised: Vec<u64> = (1..=20)
+            .filter(|_| {
+                m.inject(kind.on(T0, OS, 1));
+                m.take_pmi(T0).is_some()
+            })
+            .collect();
+        let expected: Vec<u64> = (1..=20)
+            .filter(|c| c % (1 + skid) == 1 % (1 + skid) && *c > 1)
+            .collect();
+        assert_eq!(raised, expected, "skid {skid}");
+    }
+}
+
+/// The PMI computed over a bulk injection is the one a clock-by-clock run
+/// raises: random presets, skids, FORCE_OVF, batch sizes, multi-count
+/// clocks and OVF clears, with the line taken after each batch in both.
+#[test]
+fn bulk_and_clock_by_clock_agree_on_the_pmi_with_skid() {
+    let mut rng = Rng(0x5EED_5C1D);
+    for round in 0..300 {
+        let skid = rng.next() % 12;
+        let force = rng.next().is_multiple_of(4);
+        let extra = cccr::OVF_PMI_T0 | if force { cccr::FORCE_OVF } else { 0 };
+        let mut bulk = ht();
+        bulk.set_skid(skid);
+        let kind = program(&mut bulk, 12, extra);
+        bulk.write_msr(0x30C, WRAP - 1 - rng.next() % 20).unwrap();
+        let mut unit = bulk.clone();
+        for batch in 0..12 {
+            let per_clock = 1 + rng.next() % 3;
+            let clocks = rng.next() % 9;
+            for _ in 0..clocks {
+                unit.cycle(&[kind.on(T0, OS, per_clock)]);
+            }
+            if per_clock == 1 {
+                bulk.inject(kind.on(T0, OS, clocks));
+            } else {
+                for _ in 0..clocks {
+                    bulk.cycle(&[kind.on(T0, OS, per_clock)]);
+                }
+            }
+            let what = format!("round {round} batch {batch} skid {skid} force {force}");
+            assert_eq!(bulk.take_pmi(T0), unit.take_pmi(T0), "{what}");
+            assert_eq!(bulk.read_pmc(12), unit.read_pmc(12), "{what}");
+            assert_eq!(
+                bulk.events_without_pmi(),
+                unit.events_without_pmi(),
+                "{what}"
+            );
+            if rng.next().is_multiple_of(5) {
+                for m in [&mut bulk, &mut unit] {
+                    let v = m.read_msr(0x36C).unwrap();
+                    m.write_msr(0x36C, v & !cccr::OVF).unwrap();
+                }
+            }
+        }
+    }
+}
+
 /// Every (from, to) pair of counters in the same block.
 fn same_block_pairs() -> impl Iterator<Item = (usize, usize)> {
     (0..18)
