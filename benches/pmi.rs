@@ -36,7 +36,7 @@
 //! the real one does, and the bench reported 40/94/71 (NetBurst 1/1, 4/4,
 //! spurious) and 52 (Itanium 2 with one counter overflowed) where the same
 //! handlers, measured by this bench with the real shapes, execute
-//! 53/131/92 and 48 (the README's Performance section has the figures
+//! 53/131/92 and 48 (the guide's performance page, `src/guide/performance.md`, has the figures
 //! after issue 28's changes to the handlers).
 //!
 //! After the figures the bench inspects each handler's object code

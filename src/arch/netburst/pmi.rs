@@ -36,7 +36,7 @@
 //!
 //! Linux's handler, for comparison, reads each active counter's CCCR *and*
 //! the counter and RDPMCs it (2-3 reads per counter per PMI) and writes the
-//! counter twice (erratum N15); see the README's traffic table.
+//! counter twice (erratum N15); see the traffic table in the guide's counters page.
 //!
 //! A PMI that finds no counter past its overflow is spurious: counted, and
 //! the LVT entry is still unmasked. A PMI that races with a halt finds the
@@ -458,7 +458,7 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
             let i = n as usize % 32;
             let raw = msr.read_pmc(n)?;
             // `Rearm::rearm`, in the order the usual interrupt wants (issue
-            // 28, measured: README, Performance): a counter not past its
+            // 28, measured: guide, performance): a counter not past its
             // overflow, as all but the interrupting one usually are, costs
             // one comparison; the usual overflow (fewer than N events past
             // it: one period) a second, and compiles to constants; a whole

@@ -252,7 +252,7 @@ fn release_clears_a_front_end_tagging_escr() {
     let _ = (c12, c13, c14);
 }
 
-/// The README's MSR-traffic table, operation by operation.
+/// The MSR-traffic table of the guide's counters page, operation by operation.
 #[test]
 fn msr_traffic_per_operation_is_exact() {
     let state = crate::testing::netburst_pmu();
