@@ -21,6 +21,7 @@ pub mod itanium;
 pub mod netburst;
 
 pub use field::Field;
+pub(crate) use field::register;
 
 #[cfg(test)]
 mod tests {

@@ -711,6 +711,16 @@ impl EscrSelect {
     pub const fn get(self) -> u8 {
         self.0
     }
+
+    /// From the CCCR's field (`register!`).
+    pub(crate) const fn from_field(v: u64) -> EscrSelect {
+        EscrSelect::from_bits_truncate(v as u8)
+    }
+
+    /// As the CCCR's field (`register!`).
+    pub(crate) const fn into_field(self) -> u64 {
+        self.0 as u64
+    }
 }
 
 /// A set of ESCRs (bit i = `Escr::ALL[i]`, MSR-address order).
