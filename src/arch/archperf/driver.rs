@@ -480,7 +480,7 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
             if let Some(evtsel) = c.evtsel() {
                 let v = msr.read_msr(evtsel)?;
                 selects[usize::from(c.number()) % 8] = v;
-                if PerfEvtSel::from_bits(v).is_none_or(PerfEvtSel::enabled) {
+                if PerfEvtSel::from_bits(v).is_none_or(PerfEvtSel::enable) {
                     firmware = firmware.with(c);
                 }
             }
