@@ -17,6 +17,7 @@
 
 pub mod archperf;
 mod field;
+pub mod ia32;
 pub mod itanium;
 pub mod netburst;
 

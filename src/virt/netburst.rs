@@ -128,14 +128,15 @@
 //! sees its sibling's share in them ([`EventFilter`] can deny them).
 
 use crate::access::MsrAccess;
+use crate::arch::ia32::MiscEnable;
 use crate::arch::netburst::cccr::{ActiveThread, CccrValue};
 use crate::arch::netburst::escr::EscrValue;
 use crate::arch::netburst::events::Event;
 use crate::arch::netburst::msrs::{
     COUNTER_MASK, Counter, CounterSet, Escr, EscrSet, IA32_DS_AREA, IA32_MISC_ENABLE,
-    MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT, MSR_TC_PRECISE_EVENT,
+    MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT, MSR_TC_PRECISE_EVENT, RdpmcIndex,
 };
-use crate::arch::netburst::tagging::{PEBS_ENABLE_OTHER_THREAD, PEBS_ENABLE_PEBS};
+use crate::arch::netburst::tagging_msrs::{PebsEnable, PebsMatrixVert, TcPreciseEvent};
 
 pub use super::{Verdict, VirtualLvt};
 
@@ -399,23 +400,18 @@ impl core::error::Error for GuestGp {}
 
 /// Counters are 40 bits wide (SDM 18.15.2): bits 63:40 are reserved.
 const COUNTER_RESERVED: u64 = !COUNTER_MASK;
-/// `MSR_PEBS_ENABLE`: 23:13 reserved except 15 and 16 (Table 19-33's
-/// `Tagged_mispred_branch`; see the model's note on Table 35-41), 63:27
-/// reserved.
-const PEBS_ENABLE_RESERVED: u64 = !0x07FF_FFFF | (0x00FF_E000 & !(3 << 15));
-/// `MSR_PEBS_MATRIX_VERT`: bits 0, 1 and 4 (Table 19-33).
-const MATRIX_VERT_RESERVED: u64 = !0x13;
-/// `MSR_TC_PRECISE_EVENT`: its layout is undocumented; bits 15:0 are
-/// taken (perfctr saw FC00H in them), 63:16 refused, as on the model.
-const TC_PRECISE_EVENT_RESERVED: u64 = !0xFFFF;
-/// `MSR_TC_PRECISE_EVENT` after reset, as perfctr observed ("seems to have
-/// a default value of 0xFC00 ... leave it alone"): its neutral image.
-pub const TC_PRECISE_EVENT_RESET: u64 = 0xFC00;
+/// `MSR_TC_PRECISE_EVENT` after reset, as perfctr observed: its neutral
+/// image ([`TcPreciseEvent::RESET`]).
+pub const TC_PRECISE_EVENT_RESET: u64 = TcPreciseEvent::RESET.bits();
 /// The `IA32_MISC_ENABLE` bits a guest reads from the PMU's part of the
 /// register: performance monitoring available (bit 7), BTS unavailable
 /// (bit 11) and PEBS unavailable (bit 12), all read-only (SDM Vol. 3C
 /// Table 35-41). The VMM answers the other bits.
-pub const MISC_ENABLE_PMU_BITS: u64 = 1 << 7 | 1 << 11 | 1 << 12;
+pub const MISC_ENABLE_PMU_BITS: u64 = MiscEnable::from_bits(0)
+    .with_perf_mon_available(true)
+    .with_bts_unavailable(true)
+    .with_pebs_unavailable(true)
+    .bits();
 
 /// The tagging MSRs, in the order of [`PmuContext`]'s slots: 3F0H-3F2H.
 const TAGGING_MSRS: [u32; 3] = [MSR_TC_PRECISE_EVENT, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT];
@@ -512,23 +508,24 @@ fn write_rule(p: &GuestPolicy, msr: u32, value: u64) -> Result<Verdict<GuestGp>,
         }
         MsrClass::PebsEnable => {
             host_tagging()?;
-            reserved(value & PEBS_ENABLE_RESERVED)?;
-            if !p.ht() && value & PEBS_ENABLE_OTHER_THREAD != 0 {
+            reserved(value & PebsEnable::RESERVED)?;
+            let v = PebsEnable::from_bits(value);
+            if !p.ht() && v.enable_pebs_oth_thr() {
                 return Err(GuestGp::OtherLogicalProcessor { msr });
             }
-            if value & (PEBS_ENABLE_PEBS | PEBS_ENABLE_OTHER_THREAD) != 0 {
+            if v.enable_pebs_my_thr() || v.enable_pebs_oth_thr() {
                 return Err(GuestGp::PebsRefused { msr });
             }
             Ok(Verdict::Apply)
         }
         MsrClass::PebsMatrixVert => {
             host_tagging()?;
-            reserved(value & MATRIX_VERT_RESERVED)?;
+            reserved(value & PebsMatrixVert::RESERVED)?;
             Ok(Verdict::Apply)
         }
         MsrClass::TcPreciseEvent => {
             host_tagging()?;
-            reserved(value & TC_PRECISE_EVENT_RESERVED)?;
+            reserved(value & TcPreciseEvent::RESERVED)?;
             Ok(Verdict::Apply)
         }
         MsrClass::DsArea => Err(GuestGp::PebsRefused { msr }),
@@ -588,17 +585,14 @@ pub fn emulate_rdpmc(
     if cpl > 0 && !cr4_pce {
         return Err(GuestGp::RdpmcNotAllowed);
     }
-    const FAST: u32 = 1 << 31;
-    let index = ecx & !FAST;
-    let c = match Counter::from_index(index as u8) {
-        Some(c) if index < 18 => c,
-        _ => return Err(GuestGp::RdpmcIndex { ecx }),
+    let Some((index, c)) = RdpmcIndex::from_ecx(ecx).and_then(|i| Some((i, i.counter()?))) else {
+        return Err(GuestGp::RdpmcIndex { ecx });
     };
     if policy.host_counters.contains(c) {
         return Err(GuestGp::HostOwned { msr: c.msr() });
     }
     let v = counter(c) & !COUNTER_RESERVED;
-    Ok(if ecx & FAST != 0 { v & 0xFFFF_FFFF } else { v })
+    Ok(if index.fast() { u64::from(v as u32) } else { v })
 }
 
 /// Gives every register a guest under `policy` can read its neutral image:

@@ -96,6 +96,7 @@ pub mod physical;
 pub mod pmi;
 pub mod schedule;
 pub mod tagging;
+pub mod tagging_msrs;
 pub mod thread;
 
 pub use cccr::{ActiveThread, CccrValue, ExtendedCascade, Threshold};
@@ -111,4 +112,5 @@ pub use tagging::{
     ExecUpstream, ExecutionTagging, FrontEndTagging, ReplayTagging, TaggedCounter, TaggingError,
     TaggingPlan,
 };
+pub use tagging_msrs::{PebsEnable, PebsMatrixVert, TcPreciseEvent};
 pub use thread::{CplState, LogicalProcessor, Privilege};

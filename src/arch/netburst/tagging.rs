@@ -36,6 +36,7 @@ use super::escr::{EventMask, TagValue};
 use super::events::{Constraint, Event, MaskInfo, MaskKind, ReplayMetric};
 use super::msrs::{Counter, CounterSet, Escr, EscrSet};
 use super::parse::{EventSpec, Pmu};
+use super::tagging_msrs::{PebsEnable, PebsMatrixVert};
 
 /// What an event does for tagging, or needs, as the bits of one byte
 /// (precomputed in every [`EventSpec`], so that the driver's check costs a
@@ -123,46 +124,29 @@ impl TagBits {
 /// select: the metric bits of `MSR_PEBS_ENABLE` and the
 /// `MSR_PEBS_MATRIX_VERT` image (Table 19-33).
 pub const fn replay_registers(metrics: u16) -> (u64, u64) {
-    let (mut enable, mut vert) = (0, 0);
+    let (mut enable, mut vert) = (PebsEnable::OFF, PebsMatrixVert::OFF);
     let mut i = 0;
     while i < ReplayMetric::ALL.len() {
         let m = ReplayMetric::ALL[i];
         if metrics & (1 << m as u16) != 0 {
-            enable |= m.pebs_enable_bits();
-            vert |= m.matrix_vert_bits();
+            enable = enable.union(m.pebs_enable());
+            vert = vert.union(m.matrix_vert());
         }
         i += 1;
     }
-    (enable, vert)
+    (enable.bits(), vert.bits())
 }
-
-/// `MSR_PEBS_ENABLE` bit 24, `UOP_Tag`: enable replay tagging.
-pub const PEBS_ENABLE_UOP_TAG: u64 = 1 << 24;
-/// `MSR_PEBS_ENABLE` bit 25, `ENABLE_PEBS_MY_THR` (`ENABLE_PEBS` on non-HT
-/// parts). SDM 18.15.7.1 calls bit 24 "Enable PEBS"; Table 35-41 and 18.16.3
-/// put PEBS at bit 25, which this crate follows.
-pub const PEBS_ENABLE_PEBS: u64 = 1 << 25;
-/// `MSR_PEBS_ENABLE` bit 26, `ENABLE_PEBS_OTH_THR`: PEBS for the other
-/// logical processor of a Hyper-Threading package (SDM 18.16.3; reserved
-/// without Hyper-Threading).
-pub const PEBS_ENABLE_OTHER_THREAD: u64 = 1 << 26;
 
 /// The `MSR_PEBS_ENABLE` image, as written by one logical processor: the
 /// replay metrics' bits (Table 19-33) with `UOP_Tag` when there are any,
 /// and PEBS for the writer (`my_thread`) and for the other logical
 /// processor (`other_thread`).
 pub const fn pebs_enable_image(metric_bits: u64, my_thread: bool, other_thread: bool) -> u64 {
-    let mut v = metric_bits;
-    if metric_bits != 0 {
-        v |= PEBS_ENABLE_UOP_TAG;
-    }
-    if my_thread {
-        v |= PEBS_ENABLE_PEBS;
-    }
-    if other_thread {
-        v |= PEBS_ENABLE_OTHER_THREAD;
-    }
-    v
+    PebsEnable::from_bits(metric_bits)
+        .with_uop_tag(metric_bits != 0)
+        .with_enable_pebs_my_thr(my_thread)
+        .with_enable_pebs_oth_thr(other_thread)
+        .bits()
 }
 
 /// One counter of a tagging set-up: the event to configure on `counter`'s

@@ -43,6 +43,7 @@
 use super::escr::{EventMask, EventSelect};
 use super::msrs::Escr;
 use super::msrs::EscrSelect;
+use super::tagging_msrs::{PebsEnable, PebsMatrixVert};
 
 /// Which SDM table an event comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -183,27 +184,29 @@ impl ReplayMetric {
     ///
     /// libpfm3 adds bit 0 for `Tagged_mispred_branch`; the SDM and Linux do
     /// not, and neither does this crate.
-    pub const fn pebs_enable_bits(self) -> u64 {
+    pub const fn pebs_enable(self) -> PebsEnable {
+        let off = PebsEnable::OFF;
         match self {
-            ReplayMetric::L1LoadMiss => 1 << 0,
-            ReplayMetric::L2LoadMiss => 1 << 1,
+            ReplayMetric::L1LoadMiss => off.with_l1_load_miss(true),
+            ReplayMetric::L2LoadMiss => off.with_l2_load_miss(true),
             ReplayMetric::DtlbLoadMiss
             | ReplayMetric::DtlbStoreMiss
-            | ReplayMetric::DtlbAllMiss => 1 << 2,
-            ReplayMetric::TaggedMispredBranch => 1 << 15 | 1 << 16,
-            ReplayMetric::MobLoadReplay => 1 << 9,
-            ReplayMetric::SplitLoad | ReplayMetric::SplitStore => 1 << 10,
+            | ReplayMetric::DtlbAllMiss => off.with_dtlb_miss(true),
+            ReplayMetric::TaggedMispredBranch => off.with_tagged_mispred_branch(0b11),
+            ReplayMetric::MobLoadReplay => off.with_mob_load_replay(true),
+            ReplayMetric::SplitLoad | ReplayMetric::SplitStore => off.with_split(true),
         }
     }
 
     /// The `MSR_PEBS_MATRIX_VERT` bits (Table 19-33: bit 0 loads, bit 1
     /// stores, bit 4 tagged mispredicted branches).
-    pub const fn matrix_vert_bits(self) -> u64 {
+    pub const fn matrix_vert(self) -> PebsMatrixVert {
+        let off = PebsMatrixVert::OFF;
         match self {
-            ReplayMetric::DtlbStoreMiss | ReplayMetric::SplitStore => 1 << 1,
-            ReplayMetric::DtlbAllMiss => 1 << 0 | 1 << 1,
-            ReplayMetric::TaggedMispredBranch => 1 << 4,
-            _ => 1 << 0,
+            ReplayMetric::DtlbStoreMiss | ReplayMetric::SplitStore => off.with_stores(true),
+            ReplayMetric::DtlbAllMiss => off.with_loads(true).with_stores(true),
+            ReplayMetric::TaggedMispredBranch => off.with_tagged_mispred_branch(true),
+            _ => off.with_loads(true),
         }
     }
 

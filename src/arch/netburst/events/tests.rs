@@ -552,8 +552,13 @@ fn replay_metrics_match_table_19_33() {
         (ReplayMetric::SplitStore, 0x0100_0400, 0x2),
     ];
     for (mt, en, vert) in expect {
-        assert_eq!(mt.pebs_enable_bits() | 1 << 24, en, "{}", mt.name());
-        assert_eq!(mt.matrix_vert_bits(), vert, "{}", mt.name());
+        assert_eq!(
+            mt.pebs_enable().with_uop_tag(true).bits(),
+            en,
+            "{}",
+            mt.name()
+        );
+        assert_eq!(mt.matrix_vert().bits(), vert, "{}", mt.name());
     }
     let up = ReplayMetric::SplitLoad.upstream().unwrap();
     assert_eq!(
