@@ -35,7 +35,7 @@
 //! ```
 //! use pmu::arch::itanium::dear_report::DearReport;
 //! use pmu::arch::itanium::ear::{DearEvent, DearSample, InstructionAddress};
-//! use pmu::arch::itanium::itlb_report::{Function, LoadModule};
+//! use pmu::arch::itanium::report::{Function, LoadModule};
 //! use pmu::arch::itanium::Slot;
 //!
 //! let funcs = [Function { name: "walk", start: 0x1000, end: 0x2000 }];
@@ -56,12 +56,12 @@
 use core::fmt;
 
 use super::ear::{DearEvent, DearSample};
-use super::itlb_report::{
-    DASHES, FillCounts, FunctionKey, LoadModule, RULE, Symbols, Table, Tally, Tenths, order_key,
-};
-
+use super::itlb_report::FillCounts;
 #[cfg(doc)]
-use super::itlb_report::Function;
+use super::report::Function;
+use super::report::{
+    DASHES, FunctionKey, LoadModule, RULE, Symbols, Table, Tally, Tenths, order_key,
+};
 
 /// What one function or data address accumulated: samples, latencies of
 /// the cache-mode samples, TLB fill levels of the TLB-mode ones, ALAT
@@ -178,7 +178,7 @@ pub struct DearReport<'a, const FUNCTIONS: usize, const ADDRESSES: usize> {
 impl<'a, const FUNCTIONS: usize, const ADDRESSES: usize> DearReport<'a, FUNCTIONS, ADDRESSES> {
     /// An empty report over `symbols`.
     pub const fn new(symbols: &'a [LoadModule<'a>]) -> Self {
-        const NONE: FunctionKey = (super::itlb_report::UNKNOWN, super::itlb_report::UNKNOWN);
+        const NONE: FunctionKey = (super::report::UNKNOWN, super::report::UNKNOWN);
         DearReport {
             symbols,
             sample_after: None,
@@ -208,7 +208,7 @@ impl<'a, const FUNCTIONS: usize, const ADDRESSES: usize> DearReport<'a, FUNCTION
         let symbols = Symbols(self.symbols);
         let function = match s.instruction {
             Some(i) => symbols.function_of(symbols.module_of(i.address()), i.address()),
-            None => (super::itlb_report::UNKNOWN, super::itlb_report::UNKNOWN),
+            None => (super::report::UNKNOWN, super::report::UNKNOWN),
         };
         if !self.functions.add(function, s) {
             self.not_tabulated.functions += 1;

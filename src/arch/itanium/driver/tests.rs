@@ -780,7 +780,8 @@ fn erased_handles_refuse_cascading() {
 /// injected mix.
 #[test]
 fn handler_samples_make_the_itlb_report() {
-    use crate::arch::itanium::itlb_report::{Function, ItlbReport, L2Fills, LoadModule};
+    use crate::arch::itanium::itlb_report::{ItlbReport, L2Fills};
+    use crate::arch::itanium::report::{Function, LoadModule};
     const FNS: &[Function<'static>] = &[Function {
         name: "hot",
         start: 0x4000_0000,
