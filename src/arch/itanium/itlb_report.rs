@@ -371,11 +371,11 @@ fn summary_head(f: &mut fmt::Formatter<'_>, title: &str) -> fmt::Result {
 
 const TILDES: &str = "~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~";
 
-impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Display
-    for ItlbReport<'_, MODULES, FUNCTIONS, LINES>
+impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize>
+    ItlbReport<'_, MODULES, FUNCTIONS, LINES>
 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let total = self.total.total();
+    /// The title, the sampling rate and the note on L2 fills.
+    fn header(&self, f: &mut fmt::Formatter<'_>, total: u64) -> fmt::Result {
         writeln!(
             f,
             "itlb measurement: sampled instruction TLB misses (I-EAR)"
@@ -390,8 +390,11 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
                 "L2 fills are not reported for, and do not apply to, Itanium systems (n/a)"
             )?;
         }
+        Ok(())
+    }
 
-        // Load modules.
+    /// The load-module summary.
+    fn module_summary(&self, f: &mut fmt::Formatter<'_>, total: u64) -> fmt::Result {
         summary_head(f, "Load Module")?;
         writeln!(
             f,
@@ -414,16 +417,13 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
         )?;
         self.fills(f, &self.total)?;
         writeln!(f, "  [total]")?;
+        Ok(())
+    }
 
-        // Functions.
-        let width = self
-            .functions
-            .rows()
-            .iter()
-            .map(|r| self.function_name(r.key).len())
-            .max()
-            .unwrap_or(0)
-            .max("Function".len());
+    /// The function summary.
+    fn function_summary(&self, f: &mut fmt::Formatter<'_>, total: u64) -> fmt::Result {
+        let width =
+            Symbols(self.symbols).function_width(self.functions.rows().iter().map(|r| r.key));
         summary_head(f, "Function")?;
         writeln!(
             f,
@@ -442,8 +442,11 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
             )?;
         }
         writeln!(f, "{RULE}")?;
+        Ok(())
+    }
 
-        // Cache lines, per function.
+    /// Each function's cache lines, ranked as the function summary.
+    fn function_details(&self, f: &mut fmt::Formatter<'_>, total: u64) -> fmt::Result {
         writeln!(f, "\nFunction Details")?;
         for func in self.functions.ranked(|&k| order_key(k)) {
             writeln!(
@@ -468,37 +471,44 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
                 "{:>7} {:>8} {:>8} {:>8} {:>8}  Cache Line",
                 "Misses", "Misses", "Fill", "Fill", "Fill"
             )?;
-            let mut previous: Option<u64> = None;
-            loop {
-                // The function's next line in address order.
-                let next = self
-                    .lines
-                    .rows()
-                    .iter()
-                    .filter(|r| r.key.1 == func.key && previous.is_none_or(|p| r.key.0 > p))
-                    .min_by_key(|r| r.key.0);
-                let Some(line) = next else { break };
-                match previous {
-                    None => writeln!(f, "{DASHES}")?,
-                    Some(p) if p + LINE_BYTES != line.key.0 => {
-                        writeln!(f, "{TILDES}\n{DASHES}")?;
-                    }
-                    Some(_) => {}
-                }
-                let n = line.counts.total();
-                write!(f, "{:>7} {:>8}", Tenths::percent(n, total), n)?;
-                self.fills(f, &line.counts)?;
-                writeln!(f, "  {:#018x}\n{DASHES}", line.key.0)?;
-                previous = Some(line.key.0);
-            }
+            self.cache_lines(f, func.key, total)?;
         }
         writeln!(f, "{RULE}")?;
+        Ok(())
+    }
+
+    /// `function`'s cache lines in address order, a gap between lines that
+    /// are not adjacent.
+    fn cache_lines(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        function: FunctionKey,
+        total: u64,
+    ) -> fmt::Result {
+        let mut previous: Option<u64> = None;
+        for line in self.lines.ascending(|k| k.0, |k| k.1 == function) {
+            match previous {
+                None => writeln!(f, "{DASHES}")?,
+                Some(p) if p + LINE_BYTES != line.key.0 => writeln!(f, "{TILDES}\n{DASHES}")?,
+                Some(_) => {}
+            }
+            let n = line.counts.total();
+            write!(f, "{:>7} {:>8}", Tenths::percent(n, total), n)?;
+            self.fills(f, &line.counts)?;
+            writeln!(f, "  {:#018x}\n{DASHES}", line.key.0)?;
+            previous = Some(line.key.0);
+        }
+        Ok(())
+    }
+
+    /// What the tables could not hold, and the refused samples.
+    fn footer(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nt = self.not_tabulated;
         if !nt.is_empty() {
             writeln!(
                 f,
                 "Tables full, misses not tabulated: {} by load module (capacity {MODULES}), \
-                 {} by function (capacity {FUNCTIONS}), {} by cache line (capacity {LINES})",
+                     {} by function (capacity {FUNCTIONS}), {} by cache line (capacity {LINES})",
                 nt.modules, nt.functions, nt.lines
             )?;
         }
@@ -510,6 +520,19 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
             )?;
         }
         Ok(())
+    }
+}
+
+impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Display
+    for ItlbReport<'_, MODULES, FUNCTIONS, LINES>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total = self.total.total();
+        self.header(f, total)?;
+        self.module_summary(f, total)?;
+        self.function_summary(f, total)?;
+        self.function_details(f, total)?;
+        self.footer(f)
     }
 }
 

@@ -104,6 +104,25 @@ impl<K: Copy + Eq, C: Tally, const N: usize> Table<K, C, N> {
         true
     }
 
+    /// The rows `keep` selects, in ascending order of `order` (distinct
+    /// per row): a function's addresses in address order, with no storage.
+    pub(crate) fn ascending<'t>(
+        &'t self,
+        order: impl Fn(&K) -> u64 + Copy + 't,
+        keep: impl Fn(&K) -> bool + Copy + 't,
+    ) -> impl Iterator<Item = &'t Row<K, C>> + 't {
+        let mut last: Option<u64> = None;
+        core::iter::from_fn(move || {
+            let next = self
+                .rows()
+                .iter()
+                .filter(|r| keep(&r.key) && last.is_none_or(|l| order(&r.key) > l))
+                .min_by_key(|r| order(&r.key))?;
+            last = Some(order(&next.key));
+            Some(next)
+        })
+    }
+
     /// The rows by count, most first, ties by `order`; at most N² compares,
     /// no storage (the tables are small).
     pub(crate) fn ranked<'t>(
@@ -166,6 +185,15 @@ impl<'a> Symbols<'a> {
             .iter()
             .position(|f| f.name == function)?;
         Some((u16::try_from(m).ok()?, u16::try_from(f).ok()?))
+    }
+
+    /// The width of the longest function name among `keys`, at least that
+    /// of the heading "Function".
+    pub(crate) fn function_width(self, keys: impl Iterator<Item = FunctionKey>) -> usize {
+        keys.map(|k| self.function_name(k).len())
+            .max()
+            .unwrap_or(0)
+            .max("Function".len())
     }
 
     pub(crate) fn module_name(self, m: u16) -> &'a str {
