@@ -446,43 +446,21 @@ fn write_rule(p: &GuestPolicy, msr: u32, value: u64) -> Result<Verdict<GuestGp>,
         }
     };
     match classify(msr) {
-        MsrClass::NotPmu => Ok(Verdict::NotPmu),
-        MsrClass::Unimplemented => Err(GuestGp::NoSuchMsr { msr }),
+        MsrClass::NotPmu => return Ok(Verdict::NotPmu),
+        MsrClass::Unimplemented => return Err(GuestGp::NoSuchMsr { msr }),
         MsrClass::Counter(c) => {
             host_counter(p, c, msr)?;
             reserved(value & COUNTER_RESERVED)?;
-            Ok(Verdict::Apply)
         }
         MsrClass::Cccr(c) => {
             host_counter(p, c, msr)?;
             reserved(value & CccrValue::reserved_mask(c.cccr(), p.model))?;
-            let v = CccrValue::from_bits_truncate_for(value, c.cccr(), p.model);
-            if !p.ht() && v.ovf_pmi_t1() {
-                return Err(GuestGp::OtherLogicalProcessor { msr });
-            }
-            if !p.ht() && v.active_thread() != ActiveThread::Any {
-                return Err(GuestGp::ActiveThreadMustBeAny { msr });
-            }
-            // The ESCR it selects, and the counters it cascades from, must
-            // not be the host's: the guest would count the host's events,
-            // or start counting on the host's overflow.
-            let runs = v.enable() || v.cascade() || v.extended_cascade();
-            if let Some(e) = c.escr_for_select(v.escr_select(), p.model)
-                && p.host_escrs.contains(e)
-                && runs
-            {
-                return Err(GuestGp::HostOwned { msr });
-            }
-            if v.cascade() && p.host_counters.contains(c.cascade_source()) {
-                return Err(GuestGp::HostOwned { msr });
-            }
-            if v.extended_cascade()
-                && let Some(from) = c.extended_cascade_source(p.model)
-                && p.host_counters.contains(from)
-            {
-                return Err(GuestGp::HostOwned { msr });
-            }
-            Ok(Verdict::Apply)
+            cccr_rule(
+                p,
+                c,
+                msr,
+                CccrValue::from_bits_truncate_for(value, c.cccr(), p.model),
+            )?;
         }
         MsrClass::Escr(e) => {
             if !e.available_on(p.model) {
@@ -492,19 +470,7 @@ fn write_rule(p: &GuestPolicy, msr: u32, value: u64) -> Result<Verdict<GuestGp>,
                 return Err(GuestGp::HostOwned { msr });
             }
             reserved(value & EscrValue::RESERVED)?;
-            let v = EscrValue::from_bits_truncate(value);
-            if !p.ht() && (v.t1_os() || v.t1_usr()) {
-                return Err(GuestGp::OtherLogicalProcessor { msr });
-            }
-            let counts = v.t0_os() || v.t0_usr() || v.t1_os() || v.t1_usr();
-            let select = v.event_select().get();
-            if counts && !p.allows(e, select) {
-                return Err(GuestGp::Filtered { escr: e, select });
-            }
-            if counts && p.host_tagging && takes_part_in_tagging(e, v) {
-                return Err(GuestGp::TaggingRefused { msr });
-            }
-            Ok(Verdict::Apply)
+            escr_rule(p, e, msr, EscrValue::from_bits_truncate(value))?;
         }
         MsrClass::PebsEnable => {
             host_tagging()?;
@@ -516,21 +482,67 @@ fn write_rule(p: &GuestPolicy, msr: u32, value: u64) -> Result<Verdict<GuestGp>,
             if v.enable_pebs_my_thr() || v.enable_pebs_oth_thr() {
                 return Err(GuestGp::PebsRefused { msr });
             }
-            Ok(Verdict::Apply)
         }
         MsrClass::PebsMatrixVert => {
             host_tagging()?;
             reserved(value & PebsMatrixVert::RESERVED)?;
-            Ok(Verdict::Apply)
         }
         MsrClass::TcPreciseEvent => {
             host_tagging()?;
             reserved(value & TcPreciseEvent::RESERVED)?;
-            Ok(Verdict::Apply)
         }
-        MsrClass::DsArea => Err(GuestGp::PebsRefused { msr }),
-        MsrClass::MiscEnable => Err(GuestGp::ReadOnly { msr }),
+        MsrClass::DsArea => return Err(GuestGp::PebsRefused { msr }),
+        MsrClass::MiscEnable => return Err(GuestGp::ReadOnly { msr }),
     }
+    Ok(Verdict::Apply)
+}
+
+/// A CCCR image without reserved bits, for counter `c`: the logical
+/// processors the guest has, and the host's ESCRs and counters.
+fn cccr_rule(p: &GuestPolicy, c: Counter, msr: u32, v: CccrValue) -> Result<(), GuestGp> {
+    if !p.ht() && v.ovf_pmi_t1() {
+        return Err(GuestGp::OtherLogicalProcessor { msr });
+    }
+    if !p.ht() && v.active_thread() != ActiveThread::Any {
+        return Err(GuestGp::ActiveThreadMustBeAny { msr });
+    }
+    // The ESCR it selects, and the counters it cascades from, must not be
+    // the host's: the guest would count the host's events, or start
+    // counting on the host's overflow.
+    let runs = v.enable() || v.cascade() || v.extended_cascade();
+    if let Some(e) = c.escr_for_select(v.escr_select(), p.model)
+        && p.host_escrs.contains(e)
+        && runs
+    {
+        return Err(GuestGp::HostOwned { msr });
+    }
+    if v.cascade() && p.host_counters.contains(c.cascade_source()) {
+        return Err(GuestGp::HostOwned { msr });
+    }
+    if v.extended_cascade()
+        && let Some(from) = c.extended_cascade_source(p.model)
+        && p.host_counters.contains(from)
+    {
+        return Err(GuestGp::HostOwned { msr });
+    }
+    Ok(())
+}
+
+/// An ESCR image without reserved bits, on a guest's ESCR `e`: its logical
+/// processors, the event filter and the host's tagging.
+fn escr_rule(p: &GuestPolicy, e: Escr, msr: u32, v: EscrValue) -> Result<(), GuestGp> {
+    if !p.ht() && (v.t1_os() || v.t1_usr()) {
+        return Err(GuestGp::OtherLogicalProcessor { msr });
+    }
+    let counts = v.t0_os() || v.t0_usr() || v.t1_os() || v.t1_usr();
+    let select = v.event_select().get();
+    if counts && !p.allows(e, select) {
+        return Err(GuestGp::Filtered { escr: e, select });
+    }
+    if counts && p.host_tagging && takes_part_in_tagging(e, v) {
+        return Err(GuestGp::TaggingRefused { msr });
+    }
+    Ok(())
 }
 
 fn host_counter(p: &GuestPolicy, c: Counter, msr: u32) -> Result<(), GuestGp> {
