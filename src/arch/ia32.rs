@@ -117,6 +117,18 @@ impl Leaf01Edx {
     }
 }
 
+/// The privilege level of the code an event occurs in, as x86 PMUs
+/// distinguish it: the NetBurst ESCR's `OS`/`USR` flags, `IA32_PERFEVTSELx`'s
+/// `OS`/`USR` bits, the fixed counters' fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Privilege {
+    /// CPL 0.
+    Os,
+    /// CPL 1, 2 or 3.
+    Usr,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

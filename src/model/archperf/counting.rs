@@ -8,16 +8,8 @@ use super::tables::{
     ArchEvent, FIXED_EVENTS, MAX_FIXED, MAX_GP, SLOTS, evtsel, fixed_ctrl, global_status,
 };
 
-/// The privilege level the logical processor executes at when an event
-/// occurs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Privilege {
-    /// CPL 0: counted by PERFEVTSELx.OS / the fixed field's bit 0.
-    Os,
-    /// CPL 1, 2 or 3: counted by PERFEVTSELx.USR / the fixed field's bit 1.
-    Usr,
-}
+/// The privilege level an event occurs at: the driver's vocabulary type.
+pub use crate::arch::ia32::Privilege;
 
 /// Occurrences of a performance event, as a PERFEVTSEL would select it:
 /// event select and unit mask (matched exactly), at a privilege level.

@@ -12,6 +12,7 @@ use super::tables::{
     self, Generation, IearCacheSelect, itanium_dear_threshold, itanium_iear_threshold,
     itanium2_dear_threshold, itanium2_iear_cache_select, tlb_umask,
 };
+use crate::model::itanium::tables::Tables;
 use bit_field::BitField;
 use core::ops::Range;
 

@@ -4,6 +4,7 @@
 
 use super::counting::InterruptLine;
 use super::tables::{self, Generation, PmdKind, RegSpec, counter};
+use crate::model::itanium::tables::Tables;
 use bit_field::BitField;
 
 /// Number of PMC (and PMD) slots the model keeps: every implemented register
@@ -283,7 +284,7 @@ impl ItaniumModel {
 
     /// Counter `n`'s W-bit count, without sign extension; 0 if `n` is not a
     /// counter.
-    pub const fn counter(&self, n: u32) -> u64 {
+    pub fn counter(&self, n: u32) -> u64 {
         if self.generation.is_counter(n) {
             self.pmd[n as usize]
         } else {
@@ -417,7 +418,7 @@ impl ItaniumModel {
     fn pmd_value(&self, r: u32) -> u64 {
         let v = self.pmd[r as usize];
         if self.generation.is_counter(r) {
-            let w = self.generation.counter_width();
+            let w = self.generation.pmd_width();
             // Sign-extend bit W-1 into 63:W.
             (((v << (64 - w)) as i64) >> (64 - w)) as u64
         } else {
@@ -459,10 +460,10 @@ impl ItaniumModel {
         let strict = self.checking == Checking::Strict;
         let kept = match kind {
             PmdKind::Counter => {
-                let mask = self.generation.counter_mask();
+                let mask = self.generation.pmd_mask();
                 if strict {
                     let upper = value & !mask;
-                    let negative = value & (1 << (self.generation.counter_width() - 1)) != 0;
+                    let negative = value & (1 << (self.generation.pmd_width() - 1)) != 0;
                     if upper != 0 && !(negative && upper == !mask) {
                         return Err(Self::fault(
                             Access::WritePmd,

@@ -7,15 +7,8 @@ use super::registers::{LogicalProcessor, NetBurstModel};
 use super::tables::{self, EscrGroup, Specificity, cccr, escr};
 use bit_field::BitField;
 
-/// The privilege level a logical processor executes at, as the ESCR sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Privilege {
-    /// CPL 0: counted by T0_OS / T1_OS.
-    Os,
-    /// CPL 1, 2 or 3: counted by T0_USR / T1_USR.
-    Usr,
-}
+/// The privilege level an event occurs at: the driver's vocabulary type.
+pub use crate::arch::ia32::Privilege;
 
 /// The state of a logical processor that the PMU sees: whether it is active
 /// (not halted; the CCCR active-thread field, SDM 18.16.2) and its current

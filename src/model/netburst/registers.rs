@@ -13,47 +13,10 @@ use super::tables::{
 };
 use super::tagging::PebsState;
 
-/// One of the two logical processors (hyper-threads) that share the PMU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum LogicalProcessor {
-    /// Logical processor 0 (thread 0, T0).
-    T0,
-    /// Logical processor 1 (thread 1, T1); exists only with Hyper-Threading.
-    T1,
-}
-
-/// The driver's name for the same logical processor (the model keeps its own
-/// type so that it is written independently of the driver).
-impl From<crate::arch::netburst::LogicalProcessor> for LogicalProcessor {
-    fn from(lp: crate::arch::netburst::LogicalProcessor) -> Self {
-        match lp {
-            crate::arch::netburst::LogicalProcessor::T0 => LogicalProcessor::T0,
-            crate::arch::netburst::LogicalProcessor::T1 => LogicalProcessor::T1,
-        }
-    }
-}
-
-impl LogicalProcessor {
-    /// 0 or 1.
-    pub const fn index(self) -> usize {
-        match self {
-            Self::T0 => 0,
-            Self::T1 => 1,
-        }
-    }
-
-    /// The sibling logical processor.
-    pub const fn other(self) -> Self {
-        match self {
-            Self::T0 => Self::T1,
-            Self::T1 => Self::T0,
-        }
-    }
-
-    /// Both, T0 first.
-    pub const ALL: [Self; 2] = [Self::T0, Self::T1];
-}
+/// One of the two logical processors (hyper-threads) that share the PMU:
+/// the driver's vocabulary type (the model keeps its own bit tables, not
+/// its own words for the same concepts).
+pub use crate::arch::netburst::LogicalProcessor;
 
 /// What the modelled processor is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

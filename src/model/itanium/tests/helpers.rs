@@ -1,7 +1,7 @@
 //! Shared helpers for the Itanium model tests.
 
 pub use crate::access::MsrAccess;
-pub use crate::model::itanium::tables::{counter, events, pmc0};
+pub use crate::model::itanium::tables::{Tables, counter, events, pmc0};
 pub use crate::model::itanium::*;
 pub use Generation::{Itanium, Itanium2, Montecito};
 
@@ -19,7 +19,7 @@ pub fn ready(g: Generation) -> ItaniumModel {
 
 /// 2^W.
 pub fn wrap(g: Generation) -> u64 {
-    1 << g.counter_width()
+    1 << g.pmd_width()
 }
 
 /// The generic counters of `g`.

@@ -3,6 +3,7 @@
 //! user-level reads.
 
 use super::helpers::*;
+use crate::model::itanium::tables::Tables;
 
 /// The implemented PMCs of Linux perfmon's tables (`perfmon_*.h`),
 /// transcribed here independently of `tables::pmc_spec`.
