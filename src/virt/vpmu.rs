@@ -31,7 +31,7 @@ pub struct VirtualPmu {
 }
 
 /// What a guest access did.
-pub type Access<T> = Result<T, GuestGp>;
+pub type GuestResult<T> = Result<T, GuestGp>;
 
 /// The model's #GP as the guest's: only reached if [`check_write`] applied
 /// a write the model refuses, which the isolation tests show it never
@@ -67,7 +67,7 @@ impl VirtualPmu {
 
     /// The guest's WRMSR of a PMU register (`Ok(false)`: not a PMU
     /// register, the VMM's). A refused write changes nothing.
-    pub fn wrmsr(&mut self, msr: u32, value: u64) -> Access<bool> {
+    pub fn wrmsr(&mut self, msr: u32, value: u64) -> GuestResult<bool> {
         match check_write(&self.policy, msr, value) {
             Verdict::NotPmu => Ok(false),
             Verdict::InjectGp(gp) => Err(gp),
@@ -82,7 +82,7 @@ impl VirtualPmu {
 
     /// The guest's RDMSR of a PMU register (`Ok(None)`: not a PMU
     /// register).
-    pub fn rdmsr(&mut self, msr: u32) -> Access<Option<u64>> {
+    pub fn rdmsr(&mut self, msr: u32) -> GuestResult<Option<u64>> {
         match check_read(&self.policy, msr) {
             Verdict::NotPmu => Ok(None),
             Verdict::InjectGp(gp) => Err(gp),
@@ -96,7 +96,7 @@ impl VirtualPmu {
     }
 
     /// The guest's RDPMC at `cpl` with its CR4.PCE.
-    pub fn rdpmc(&mut self, ecx: u32, cr4_pce: bool, cpl: u8) -> Access<u64> {
+    pub fn rdpmc(&mut self, ecx: u32, cr4_pce: bool, cpl: u8) -> GuestResult<u64> {
         let model = &self.model;
         emulate_rdpmc(&self.policy, ecx, cr4_pce, cpl, |c: Counter| {
             model.counter(usize::from(c.index()))

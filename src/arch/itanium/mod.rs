@@ -139,7 +139,7 @@ pub mod validate;
 
 pub use btb::{BtbConfig, BtbEntry, BtbIndex, BtbRecord};
 pub use ear::{DearConfig, DearSample, IearConfig, IearSample, LatencyFilter, TlbFill, TlbFills};
-pub use events::{EventInfo, EventKind};
+pub use events::{EventInfo, EventType};
 pub use fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Slot, Threshold, Umask};
 pub use generation::{Counter, Generation, PmcInfo, PmcKind, PmdKind, RegSet};
 pub use physical::ItaniumPmu;

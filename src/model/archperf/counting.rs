@@ -4,6 +4,7 @@
 //! the fixed counters' events and enables (SDM 20.2.2).
 
 use super::registers::ArchPerfModel;
+use super::tables::Encoding;
 use super::tables::{
     ArchEvent, FIXED_EVENTS, MAX_FIXED, MAX_GP, SLOTS, evtsel, fixed_ctrl, global_status,
 };
@@ -42,8 +43,8 @@ impl Event {
     }
 
     /// `count` occurrences of the architectural event `event` at CPL 0.
-    pub const fn arch(event: ArchEvent, count: u64) -> Self {
-        Self::new(event.select(), event.umask(), count)
+    pub fn arch(event: ArchEvent, count: u64) -> Self {
+        Self::new(event.select_code(), event.umask_code(), count)
     }
 
     /// The same occurrences at `privilege`.
@@ -57,8 +58,8 @@ impl Event {
     }
 
     /// Whether this is the architectural event `event`.
-    pub const fn is(&self, event: ArchEvent) -> bool {
-        self.select == event.select() && self.umask == event.umask()
+    pub fn is(&self, event: ArchEvent) -> bool {
+        self.select == event.select_code() && self.umask == event.umask_code()
     }
 }
 

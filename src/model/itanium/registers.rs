@@ -3,7 +3,7 @@
 //! PMU looks at, and user-level PMD reads.
 
 use super::counting::InterruptLine;
-use super::tables::{self, Generation, PmdKind, RegSpec, counter};
+use super::tables::{self, Generation, PmdRule, RegSpec, counter};
 use crate::model::itanium::tables::Tables;
 use bit_field::BitField;
 
@@ -37,7 +37,7 @@ pub enum Checking {
 /// Which access faulted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Access {
+pub enum AccessKind {
     /// `mov r = pmc[n]`.
     ReadPmc,
     /// `mov pmc[n] = r`.
@@ -106,7 +106,7 @@ pub enum Fault {
     /// [`Checking`]).
     ReservedRegisterField {
         /// The access.
-        access: Access,
+        access: AccessKind,
         /// The register number as given.
         index: u32,
         /// What is wrong with it.
@@ -310,7 +310,7 @@ impl ItaniumModel {
         }
     }
 
-    fn fault(access: Access, index: u32, violation: Violation) -> Fault {
+    fn fault(access: AccessKind, index: u32, violation: Violation) -> Fault {
         Fault::ReservedRegisterField {
             access,
             index,
@@ -320,7 +320,7 @@ impl ItaniumModel {
 
     /// Resolves index `n` for `access`: `Some(register)` when implemented,
     /// `None` when the hardware would read zero / drop the write.
-    fn locate(&self, access: Access, n: u32) -> Result<Option<u32>, Fault> {
+    fn locate(&self, access: AccessKind, n: u32) -> Result<Option<u32>, Fault> {
         let strict = self.checking == Checking::Strict;
         let r = if n > 0xFF {
             if strict {
@@ -331,8 +331,8 @@ impl ItaniumModel {
             n
         };
         let implemented = match access {
-            Access::ReadPmc | Access::WritePmc => tables::pmc_spec(self.generation, r).is_some(),
-            Access::ReadPmd | Access::WritePmd => tables::pmd_kind(self.generation, r).is_some(),
+            AccessKind::ReadPmc | AccessKind::WritePmc => tables::pmc_spec(self.generation, r).is_some(),
+            AccessKind::ReadPmd | AccessKind::WritePmd => tables::pmd_kind(self.generation, r).is_some(),
         };
         if implemented {
             Ok(Some(r))
@@ -345,7 +345,7 @@ impl ItaniumModel {
 
     /// `mov r = pmc[n]` at CPL 0.
     pub fn read_pmc(&self, n: u32) -> Result<u64, Fault> {
-        Ok(match self.locate(Access::ReadPmc, n)? {
+        Ok(match self.locate(AccessKind::ReadPmc, n)? {
             Some(r) => self.pmc[r as usize],
             None => 0,
         })
@@ -354,7 +354,7 @@ impl ItaniumModel {
     /// `mov pmc[n] = value` at CPL 0 (followed by the serialization software
     /// issues: the write takes effect at once).
     pub fn write_pmc(&mut self, n: u32, value: u64) -> Result<(), Fault> {
-        let Some(r) = self.locate(Access::WritePmc, n)? else {
+        let Some(r) = self.locate(AccessKind::WritePmc, n)? else {
             return Ok(());
         };
         let Some(spec) = tables::pmc_spec(self.generation, r) else {
@@ -362,7 +362,7 @@ impl ItaniumModel {
         };
         if self.checking == Checking::Strict {
             self.check_pmc(r, &spec, value)
-                .map_err(|v| Self::fault(Access::WritePmc, n, v))?;
+                .map_err(|v| Self::fault(AccessKind::WritePmc, n, v))?;
         }
         self.pmc[r as usize] = (value & spec.writable) | (spec.reset & !spec.writable);
         Ok(())
@@ -395,7 +395,7 @@ impl ItaniumModel {
     /// `mov r = pmd[n]` at CPL 0. Counter PMDs read with bits 63:W copying
     /// bit W-1.
     pub fn read_pmd(&self, n: u32) -> Result<u64, Fault> {
-        Ok(match self.locate(Access::ReadPmd, n)? {
+        Ok(match self.locate(AccessKind::ReadPmd, n)? {
             Some(r) => self.pmd_value(r),
             None => 0,
         })
@@ -406,7 +406,7 @@ impl ItaniumModel {
     /// VTune's Itanium event help say; otherwise as
     /// [`read_pmd`](Self::read_pmd).
     pub fn read_pmd_user(&self, n: u32) -> Result<u64, Fault> {
-        let Some(r) = self.locate(Access::ReadPmd, n)? else {
+        let Some(r) = self.locate(AccessKind::ReadPmd, n)? else {
             return Ok(0);
         };
         if self.psr.sp || self.privileged_pmd(r) {
@@ -451,7 +451,7 @@ impl ItaniumModel {
     /// extension of bit W-1, e.g. a value read back). Other PMDs keep their
     /// defined bits.
     pub fn write_pmd(&mut self, n: u32, value: u64) -> Result<(), Fault> {
-        let Some(r) = self.locate(Access::WritePmd, n)? else {
+        let Some(r) = self.locate(AccessKind::WritePmd, n)? else {
             return Ok(());
         };
         let Some(kind) = tables::pmd_kind(self.generation, r) else {
@@ -459,14 +459,14 @@ impl ItaniumModel {
         };
         let strict = self.checking == Checking::Strict;
         let kept = match kind {
-            PmdKind::Counter => {
+            PmdRule::Counter => {
                 let mask = self.generation.pmd_mask();
                 if strict {
                     let upper = value & !mask;
                     let negative = value & (1 << (self.generation.pmd_width() - 1)) != 0;
                     if upper != 0 && !(negative && upper == !mask) {
                         return Err(Self::fault(
-                            Access::WritePmd,
+                            AccessKind::WritePmd,
                             n,
                             Violation::FixedBits { bits: upper },
                         ));
@@ -474,11 +474,11 @@ impl ItaniumModel {
                 }
                 value & mask
             }
-            PmdKind::Data { writable } => {
+            PmdRule::Data { writable } => {
                 let ignored = value & !writable;
                 if strict && ignored != 0 {
                     return Err(Self::fault(
-                        Access::WritePmd,
+                        AccessKind::WritePmd,
                         n,
                         Violation::FixedBits { bits: ignored },
                     ));

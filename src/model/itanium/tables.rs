@@ -363,7 +363,7 @@ pub const fn pmc_spec(generation: Generation, n: u32) -> Option<RegSpec> {
 
 /// What a PMD is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PmdKind {
+pub enum PmdRule {
     /// A generic counter: W count bits; bits 63:W ignored on writes and read
     /// as a copy of bit W-1 (libpfm3's `pmd_sxt32`/`pmd_sxt47`).
     Counter,
@@ -383,10 +383,10 @@ const ITA2_BTB_INDEX: u64 = 0xF | (0x3333_3333 << 4);
 
 /// The PMD `n` of `generation`, or `None` if it is not implemented
 /// (Linux perfmon's tables; layouts from libpfm3's EAR and BTB registers).
-pub fn pmd_kind(generation: Generation, n: u32) -> Option<PmdKind> {
+pub fn pmd_kind(generation: Generation, n: u32) -> Option<PmdRule> {
     use Generation::*;
     if generation.is_counter(n) {
-        return Some(PmdKind::Counter);
+        return Some(PmdRule::Counter);
     }
     let writable = match (generation, n) {
         (Itanium | Itanium2, 0) => IEAR_ADDRESS,
@@ -413,7 +413,7 @@ pub fn pmd_kind(generation: Generation, n: u32) -> Option<PmdKind> {
         (Montecito, 48..=63) => ALL,
         _ => return None,
     };
-    Some(PmdKind::Data { writable })
+    Some(PmdRule::Data { writable })
 }
 
 /// Itanium I-EAR cache mode: PMC10.umask is a latency-threshold code, code

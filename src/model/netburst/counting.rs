@@ -188,7 +188,11 @@ impl NetBurstModel {
             (LogicalProcessor::T1, Privilege::Usr) => escr::T1_USR,
         };
         match tables::specificity(kind.group, kind.select) {
-            Specificity::ThreadSpecific => escr_value & bit(thread, privilege) != 0,
+            // The model's table lists every event TS or TI (Table 19-34);
+            // an unlisted one would be qualified per thread, as TS.
+            Specificity::ThreadSpecific | Specificity::Unlisted => {
+                escr_value & bit(thread, privilege) != 0
+            }
             Specificity::ThreadIndependent => {
                 let os = escr_value & (escr::T0_OS | escr::T1_OS) != 0;
                 let usr = escr_value & (escr::T0_USR | escr::T1_USR) != 0;

@@ -13,7 +13,7 @@ fn event_helpers() {
     assert!(e.is(ArchEvent::InstructionsRetired));
     assert!(!e.is(ArchEvent::CoreCycles));
     // Table 20-1.
-    let table: [(u8, u8); 8] = ArchEvent::ALL.map(|a| (a.select(), a.umask()));
+    let table: [(u8, u8); 8] = ArchEvent::ALL.map(|a| (a.select_code(), a.umask_code()));
     assert_eq!(
         table,
         [
@@ -28,7 +28,7 @@ fn event_helpers() {
         ]
     );
     assert_eq!(
-        ArchEvent::ALL.map(ArchEvent::index),
+        ArchEvent::ALL.map(Encoding::cpuid_bit),
         [0, 1, 2, 3, 4, 5, 6, 7]
     );
     assert_eq!(

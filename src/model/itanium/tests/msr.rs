@@ -39,14 +39,14 @@ fn adapter_faults() {
     assert_eq!(
         msr.read_msr(PMC_BASE + 14),
         Err(Fault::ReservedRegisterField {
-            access: Access::ReadPmc,
+            access: AccessKind::ReadPmc,
             index: 14,
             violation: Violation::Unimplemented
         })
     );
     assert_eq!(
         msr.read_pmc(18).map(|_| ()),
-        rrf(Access::ReadPmd, 18, Violation::Unimplemented)
+        rrf(AccessKind::ReadPmd, 18, Violation::Unimplemented)
     );
     assert_eq!(
         msr.write_msr(PMC_BASE + 6, 1 << 22),
