@@ -131,7 +131,7 @@ use crate::access::MsrAccess;
 use crate::arch::ia32::MiscEnable;
 use crate::arch::netburst::cccr::{ActiveThread, CccrValue};
 use crate::arch::netburst::escr::EscrValue;
-use crate::arch::netburst::events::Event;
+use crate::arch::netburst::events::EventName;
 use crate::arch::netburst::msrs::{
     COUNTER_MASK, Counter, CounterSet, Escr, EscrSet, IA32_DS_AREA, IA32_MISC_ENABLE,
     MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT, MSR_TC_PRECISE_EVENT, RdpmcIndex,
@@ -209,9 +209,9 @@ pub enum EventFilter {
     AllowAll,
     /// Only these (an event select the catalog does not know for its ESCR
     /// is refused).
-    Allow(&'static [Event]),
+    Allow(&'static [EventName]),
     /// Every event but these.
-    Deny(&'static [Event]),
+    Deny(&'static [EventName]),
 }
 
 /// What a guest is shown and allowed. There is no PEBS option: guest PEBS
@@ -271,8 +271,8 @@ impl GuestPolicy {
 }
 
 /// The catalog's event with event select `select` on `escr`, if any.
-fn event_on(escr: Escr, select: u8) -> Option<Event> {
-    Event::ALL
+fn event_on(escr: Escr, select: u8) -> Option<EventName> {
+    EventName::ALL
         .iter()
         .find(|e| e.info().event_select.get() == select && e.allows(escr))
         .copied()
@@ -281,16 +281,16 @@ fn event_on(escr: Escr, select: u8) -> Option<Event> {
 /// Whether an ESCR image (one that counts: some `T*_OS`/`T*_USR` bit set)
 /// tags µops or counts tagged ones: `Tag_Enable` (execution tagging, SDM
 /// 18.15.6.3), an event that tags µops for another counter
-/// ([`Event::tags_uops`]: `uop_type`, the replay metrics' upstream
+/// ([`EventName::tags_uops`]: `uop_type`, the replay metrics' upstream
 /// events), an at-retirement event that counts tagged µops
-/// ([`Event::needs_tagging`]), or `instr_retired` with `NBOGUSTAG` or
+/// ([`EventName::needs_tagging`]), or `instr_retired` with `NBOGUSTAG` or
 /// `BOGUSTAG` (mask bits 1 and 3, SDM Table 19-29).
 fn takes_part_in_tagging(escr: Escr, v: EscrValue) -> bool {
     if v.tag_enable() {
         return true;
     }
     match event_on(escr, v.event_select().get()) {
-        Some(Event::InstrRetired) => v.event_mask().0 & 0b1010 != 0,
+        Some(EventName::InstrRetired) => v.event_mask().0 & 0b1010 != 0,
         Some(e) => e.tags_uops() || e.needs_tagging().is_some(),
         None => false,
     }

@@ -241,7 +241,7 @@ mod two {
     use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
     use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
     use pmu::arch::netburst::{
-        Counter, CounterSet, Escr, EscrSet, Event, EventSpec, LogicalProcessor, NetBurstPmu,
+        Counter, CounterSet, Escr, EscrSet, EventName, EventSpec, LogicalProcessor, NetBurstPmu,
     };
     use pmu::counter::Owner;
     use pmu::model::netburst::{
@@ -262,7 +262,7 @@ mod two {
     pub const POLICY: GuestPolicy = GuestPolicy {
         model: 3,
         logical_processors: 1,
-        filter: EventFilter::Deny(&[Event::X87FpUop]),
+        filter: EventFilter::Deny(&[EventName::X87FpUop]),
         host_counters: CounterSet::EMPTY.with(Counter::BpuCounter0),
         host_escrs: EscrSet::EMPTY.with(Escr::FsbEscr0),
         host_tagging: false,

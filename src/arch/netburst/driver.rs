@@ -151,7 +151,7 @@ use core::marker::PhantomData;
 use super::cccr::{ActiveThread, CccrValue, ExtendedCascade};
 use super::ds::{DsArea, PebsRecord};
 use super::escr::ThreadCpl;
-use super::events::{Event, Tagging};
+use super::events::{EventName, Tagging};
 use super::msrs::{Counter, CounterSet, Escr, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use super::parse::EventSpec;
 use super::physical::{Joined, NetBurstPmu, Refused};
@@ -212,7 +212,7 @@ impl Programmed {
     /// Whether the ESCR tags µops for other counters: its image has
     /// `Tag_Enable` (ESCR bit 4, execution tagging, SDM 18.15.6.3) or its
     /// event is a front-end or replay tagging one
-    /// ([`Event::tags_uops`](super::Event::tags_uops)). Such an ESCR acts
+    /// ([`EventName::tags_uops`](super::EventName::tags_uops)). Such an ESCR acts
     /// whether or not its own counter counts, so `release` clears it.
     pub const fn escr_tags(&self) -> bool {
         self.escr_tags
@@ -517,7 +517,7 @@ pub enum ConfigError {
     /// counter of the same logical processor first (Table 19-33).
     MissingUpstream {
         /// The event.
-        event: Event,
+        event: EventName,
     },
     /// Replay tagging is set up with other metrics by a claimed counter:
     /// `MSR_PEBS_ENABLE` and `MSR_PEBS_MATRIX_VERT` are one per package.

@@ -102,7 +102,8 @@ pub mod thread;
 pub use cccr::{ActiveThread, CccrValue, ExtendedCascade, Threshold};
 pub use escr::{EscrValue, EventMask, EventSelect, ReservedBits, TagValue, ThreadCpl};
 pub use events::{
-    Constraint, Counting, Event, EventInfo, MaskInfo, MaskKind, ReplayMetric, Specificity, Tagging,
+    Constraint, Counting, EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric, Specificity,
+    Tagging,
 };
 pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, EscrSelect, EscrSet, Pair};
 pub use parse::{EventSpec, Modifier, ParseError, ParseErrorKind, Pmu};

@@ -39,7 +39,7 @@ pub struct Config {
     /// Fixed-function counter width in bits (CPUID.0AH:EDX\[12:5\]).
     pub fixed_width: u8,
     /// CPUID.0AH:EBX: bit `i` set means architectural event `i` (Table 20-1
-    /// order, [`super::ArchEvent::index`]) is NOT available.
+    /// order, [`super::Encoding::cpuid_bit`]) is NOT available.
     pub unavailable: u32,
     /// Length of the EBX vector (CPUID.0AH:EAX\[31:24\]).
     pub ebx_length: u8,

@@ -224,4 +224,4 @@ pub use registers::{
 };
 #[cfg(target_arch = "x86_64")]
 pub use shared::{ItaniumRegs, SharedItanium};
-pub use tables::{Generation, Layout};
+pub use tables::{Generation, Layout, Tables};

@@ -331,8 +331,12 @@ impl ItaniumModel {
             n
         };
         let implemented = match access {
-            AccessKind::ReadPmc | AccessKind::WritePmc => tables::pmc_spec(self.generation, r).is_some(),
-            AccessKind::ReadPmd | AccessKind::WritePmd => tables::pmd_kind(self.generation, r).is_some(),
+            AccessKind::ReadPmc | AccessKind::WritePmc => {
+                tables::pmc_spec(self.generation, r).is_some()
+            }
+            AccessKind::ReadPmd | AccessKind::WritePmd => {
+                tables::pmd_kind(self.generation, r).is_some()
+            }
         };
         if implemented {
             Ok(Some(r))

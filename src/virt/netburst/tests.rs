@@ -41,7 +41,7 @@ const CRU_ESCR0: u32 = 0x3B8;
 /// the host keeps counter 0 and FSB_ESCR0.
 fn policy() -> GuestPolicy {
     GuestPolicy {
-        filter: EventFilter::Deny(&[Event::X87FpUop]),
+        filter: EventFilter::Deny(&[EventName::X87FpUop]),
         host_counters: CounterSet::EMPTY.with(Counter::BpuCounter0),
         host_escrs: EscrSet::EMPTY.with(Escr::FsbEscr0),
         ..GuestPolicy::new(3)

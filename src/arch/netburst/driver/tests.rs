@@ -1045,7 +1045,7 @@ fn every_catalog_event_counts_on_every_escr_and_counter_it_may_use() {
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let mut all = c.erase_all();
     let mut checked = 0;
-    for event in crate::arch::netburst::Event::ALL {
+    for event in crate::arch::netburst::EventName::ALL {
         let info = event.info();
         // At-retirement events count tagged µops as they retire (SDM
         // Table 19-29): the tagging tests drive those through the model's

@@ -298,7 +298,11 @@ fn counter_pmd_width_and_sign_extension() {
         assert_eq!(m.counter(5), itanium2_preset);
         assert_eq!(
             m.write_pmd(5, 1 << 47),
-            rrf(AccessKind::WritePmd, 5, Violation::FixedBits { bits: 1 << 47 })
+            rrf(
+                AccessKind::WritePmd,
+                5,
+                Violation::FixedBits { bits: 1 << 47 }
+            )
         );
     }
 }

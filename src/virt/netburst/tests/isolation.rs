@@ -263,7 +263,7 @@ fn random_writes(p: &GuestPolicy, seed: u64, n: u64) -> WriteTally {
 /// One-processor Prescott, the host keeps counter 0 and FSB_ESCR0,
 /// `x87_FP_uop` denied (the `hypervisor` kernel's policy).
 const PRESCOTT_HOST_COUNTER: GuestPolicy = GuestPolicy {
-    filter: EventFilter::Deny(&[Event::X87FpUop]),
+    filter: EventFilter::Deny(&[EventName::X87FpUop]),
     host_counters: CounterSet::EMPTY.with(Counter::BpuCounter0),
     host_escrs: EscrSet::EMPTY.with(Escr::FsbEscr0),
     ..GuestPolicy::new(3)
@@ -298,9 +298,9 @@ fn policies() -> [(&'static str, GuestPolicy, u64); 4] {
             GuestPolicy {
                 logical_processors: 2,
                 filter: EventFilter::Allow(&[
-                    Event::GlobalPowerEvents,
-                    Event::InstrRetired,
-                    Event::ExecutionEvent,
+                    EventName::GlobalPowerEvents,
+                    EventName::InstrRetired,
+                    EventName::ExecutionEvent,
                 ]),
                 ..GuestPolicy::new(4)
             },
