@@ -157,7 +157,7 @@ pub mod shapes {
         }
 
         #[inline]
-        fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+        fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
             let value: u64;
             // SAFETY: the placeholder reads `PMC_FILE[ECX & FFFFh]` into
             // EDX:EAX and touches nothing else (as RDMSR's above); the join
@@ -300,7 +300,7 @@ impl pmu::access::MsrAccess for File {
     fn write_msr(&mut self, _: u32, _: u64) -> Result<(), Self::Error> {
         Ok(())
     }
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
         Ok(self.counter[index as usize & 63])
     }
 }

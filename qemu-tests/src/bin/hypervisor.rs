@@ -685,10 +685,10 @@ mod two {
         }
         // SAFETY: the SET_PCE gate, opened to CPL 3.
         unsafe { core::arch::asm!("int 0x84", in("rax") 0u64) };
-        let Ok(_) = msr.read_pmc(2);
+        let Ok(_) = msr.rdpmc(2);
         // SAFETY: as above.
         unsafe { core::arch::asm!("int 0x84", in("rax") 1u64) };
-        let Ok(v) = msr.read_pmc(2);
+        let Ok(v) = msr.rdpmc(2);
         RDPMC_WITH_PCE.fetch_add(u64::from(v == 0), Ordering::SeqCst);
         let cpu = pmu::detect::NetBurst {
             model: 3,

@@ -752,7 +752,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
             self.stopped = true;
             self.write_global()?;
         }
-        self.msr.read_pmc(c.rdpmc().ecx()).map_err(Error::Access)
+        self.msr.rdpmc(c.rdpmc().ecx()).map_err(Error::Access)
     }
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
@@ -821,7 +821,7 @@ impl<O: Owner, M: MsrAccess> ArchPerfDriver<'_, O, M> {
     /// are accounted here, the counter put at the same point of its next
     /// period and its status bit acknowledged. 1 RDPMC (+2 WRMSR).
     fn account_halt(&mut self, c: Counter, s: SampleAfter) -> Result<(), Error<M::Error>> {
-        let raw = self.msr.read_pmc(c.rdpmc().ecx()).map_err(Error::Access)?;
+        let raw = self.msr.rdpmc(c.rdpmc().ecx()).map_err(Error::Access)?;
         let (owed, residual) = s.split(raw);
         if owed > 0 {
             self.pmu.pmi().add_halt_periods(c, owed);

@@ -1280,7 +1280,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         if p.force_ovf {
             // The increments since the last service are owed: the halt
             // accounts for them (its CCCR write cleared `OVF`).
-            let raw = self.msr.read_pmc(u32::from(n)).map_err(Error::Access)?;
+            let raw = self.msr.rdpmc(u32::from(n)).map_err(Error::Access)?;
             let owed = self.pmu.pmi().forced_increments(n, raw);
             if owed > 0 {
                 self.pmu.pmi().add_halt_periods(n, owed);
@@ -1290,7 +1290,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         let Some(s) = p.sampling else {
             return Ok(());
         };
-        let raw = self.msr.read_pmc(u32::from(n)).map_err(Error::Access)?;
+        let raw = self.msr.rdpmc(u32::from(n)).map_err(Error::Access)?;
         let (owed, residual) = s.split(raw);
         if owed > 0 {
             self.pmu.pmi().add_halt_periods(n, owed);
@@ -1334,7 +1334,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
     }
 
     fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
-        self.msr.read_pmc(u32::from(n)).map_err(Error::Access)
+        self.msr.rdpmc(u32::from(n)).map_err(Error::Access)
     }
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {

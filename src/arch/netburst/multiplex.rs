@@ -407,9 +407,9 @@ mod tests {
             self.access()?;
             self.m.write_msr(msr, value)
         }
-        fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+        fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
             self.access()?;
-            self.m.read_pmc(index)
+            self.m.rdpmc(index)
         }
     }
 

@@ -456,7 +456,7 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
             let n = core::num::NonZeroU64::new(rest).map_or(0, |r| r.trailing_zeros());
             rest &= rest - 1;
             let i = n as usize % 32;
-            let raw = msr.read_pmc(n)?;
+            let raw = msr.rdpmc(n)?;
             // `Rearm::rearm`, in the order the usual interrupt wants (issue
             // 28, measured: guide, performance): a counter not past its
             // overflow, as all but the interrupting one usually are, costs
@@ -561,7 +561,7 @@ fn service_rare<M: MsrAccess>(
         let n = rest.trailing_zeros();
         rest &= rest - 1;
         let i = n as usize % 32;
-        let raw = msr.read_pmc(n)?;
+        let raw = msr.rdpmc(n)?;
         let last = state.slot.last[i].load(Ordering::Relaxed);
         let increments = raw.wrapping_sub(last) & overflow_rule().mask();
         if increments == 0 {

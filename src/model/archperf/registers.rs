@@ -867,7 +867,7 @@ impl MsrAccess for ArchPerfModel {
         self.write(msr, value)
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
         self.rdpmc(index)
     }
 }

@@ -532,7 +532,7 @@ impl MsrAccess for NetBurstModel {
         self.write(LogicalProcessor::T0, msr, value)
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
         self.rdpmc(index)
     }
 }
@@ -578,7 +578,7 @@ impl MsrAccess for ThreadView<'_> {
         self.model.write(self.lp, msr, value)
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
         self.model.rdpmc(index)
     }
 }

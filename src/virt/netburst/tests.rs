@@ -401,8 +401,8 @@ fn rdpmc_is_emulated_as_the_hardware_answers() {
     // The model's RDPMC agrees on the width and the fast read.
     let mut m = NetBurstModel::new(Config::new(3, false));
     m.write_msr(0x305, 0xAB_1234_5678).unwrap();
-    assert_eq!(m.read_pmc(5), Ok(0xAB_1234_5678));
-    assert_eq!(m.read_pmc(1 << 31 | 5), Ok(0x1234_5678));
+    assert_eq!(m.rdpmc(5), Ok(0xAB_1234_5678));
+    assert_eq!(m.rdpmc(1 << 31 | 5), Ok(0x1234_5678));
 }
 
 type Model = Recording<NetBurstModel, 64>;
