@@ -41,7 +41,7 @@
 //!
 //! let mut msr = Recording::<_, 8>::new(NetBurstModel::new(Config::prescott_ht()));
 //! msr.write_msr(0x300, 5)?;              // MSR_BPU_COUNTER0
-//! assert_eq!(msr.read_pmc(0)?, 5);       // RDPMC 0
+//! assert_eq!(msr.rdpmc(0)?, 5);       // RDPMC 0
 //! assert_eq!(msr.take_counts(), AccessCounts::msr(0, 1, 1));
 //! # Ok::<(), pmu::model::netburst::Fault>(())
 //! ```

@@ -34,7 +34,7 @@
 //! let done = m.inject_until_pmi(instr);        // one per clock
 //! assert_eq!(done, Injected { injected: 3, pmi_pending: true });
 //! assert_eq!(m.read_msr(0x38E)?, 1);           // IA32_PERF_GLOBAL_STATUS: PMC0
-//! assert_eq!(m.read_pmc(0)?, 0);
+//! assert_eq!(m.rdpmc(0)?, 0);
 //! assert!(m.take_pmi());
 //! m.write_msr(0x390, 1)?;                      // acknowledge
 //! assert_eq!(m.global_status(), 0);

@@ -868,7 +868,7 @@ impl MsrAccess for ArchPerfModel {
     }
 
     fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
-        self.rdpmc(index)
+        ArchPerfModel::rdpmc(self, index)
     }
 }
 

@@ -533,7 +533,7 @@ impl MsrAccess for NetBurstModel {
     }
 
     fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
-        self.rdpmc(index)
+        NetBurstModel::rdpmc(self, index)
     }
 }
 

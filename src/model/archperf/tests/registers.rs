@@ -558,16 +558,16 @@ fn rdpmc_forms() {
         Config::skylake(),
         Config::alder_lake_p_core(),
     ] {
-        let mut m = ArchPerfModel::new(config);
+        let m = ArchPerfModel::new(config);
         for ecx in [1 << 31, (1 << 31) | 1, (1 << 31) | (1 << 30)] {
             assert_eq!(reason(m.rdpmc(ecx)), GpReason::FastReadUnsupported);
         }
     }
-    let mut v1 = ArchPerfModel::new(Config::v1());
+    let v1 = ArchPerfModel::new(Config::v1());
     v1.rdpmc(1).unwrap();
     assert_eq!(reason(v1.rdpmc(2)), GpReason::NoSuchCounter);
     assert_eq!(reason(v1.rdpmc(1 << 30)), GpReason::NoSuchCounter);
-    let mut adl = ArchPerfModel::new(Config::alder_lake_p_core());
+    let adl = ArchPerfModel::new(Config::alder_lake_p_core());
     adl.rdpmc(7).unwrap();
     adl.rdpmc((1 << 30) | 3).unwrap();
     assert_eq!(reason(adl.rdpmc(8)), GpReason::NoSuchCounter);
