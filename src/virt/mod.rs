@@ -37,23 +37,6 @@ pub mod vpmu;
 
 use crate::apic::{LvtPerfCounter, PmiDelivery};
 
-/// What to do with a guest's access to a PMU MSR.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Verdict<G> {
-    /// Legal: record it in the guest's context (and write it to the
-    /// hardware while the guest's context is loaded).
-    Apply,
-    /// Legal, but the register is virtual: the VMM answers it itself (a
-    /// read of IA32_MISC_ENABLE).
-    Emulate,
-    /// Not a PMU register: the VMM's own business.
-    NotPmu,
-    /// Inject #GP into the guest, as the hardware would (or as the policy
-    /// requires), for this reason; nothing changes.
-    InjectGp(G),
-}
-
 /// A guest's virtual local APIC LVT performance-counter entry (offset 340H)
 /// and its pending PMI: one for every NetBurst guest, whether its PMU is
 /// emulated ([`vpmu::VirtualPmu`]) or world-switched on the hardware

@@ -5,8 +5,8 @@
 //!
 //! | exit | call | then |
 //! |---|---|---|
-//! | WRMSR | [`check_write`] | [`Verdict::Apply`]: [`PmuContext::record`] (and the WRMSR itself while the guest's context is loaded); [`Verdict::InjectGp`]: inject #GP; [`Verdict::NotPmu`]: the VMM's |
-//! | RDMSR | [`check_read`] | [`Verdict::Apply`]: the register's value (the hardware's while loaded, else [`PmuContext::read`]); [`Verdict::Emulate`]: [`MISC_ENABLE_PMU_BITS`] for `IA32_MISC_ENABLE` |
+//! | WRMSR | [`check_msr_write`] | [`Verdict::Apply`]: [`PmuContext::record`] (and the WRMSR itself while the guest's context is loaded); [`Verdict::InjectGp`]: inject #GP; [`Verdict::NotPmu`]: the VMM's |
+//! | RDMSR | [`check_msr_read`] | [`Verdict::Apply`]: the register's value (the hardware's while loaded, else [`PmuContext::read`]); [`Verdict::Emulate`]: [`MISC_ENABLE_PMU_BITS`] for `IA32_MISC_ENABLE` |
 //! | RDPMC | [`emulate_rdpmc`] | the value into EDX:EAX, or #GP |
 //! | the host's PMI while the guest is loaded | [`PmuContext::take_overflows`] | not empty: [`VirtualLvt::raise`] |
 //! | VM exit that leaves the CPU (vCPU put, preemption) | [`PmuContext::save`] (not empty: [`VirtualLvt::raise`]), then [`PmuContext::scrub`] | |
@@ -36,7 +36,7 @@
 //! and `k` WRMSR, a scrub `k + e + t` WRMSR and a restore `e + t + 2k`
 //! WRMSR, where switching all 84 registers would write 84 for each.
 //!
-//! After a switch every register a guest may read ([`check_read`]
+//! After a switch every register a guest may read ([`check_msr_read`]
 //! answers [`Verdict::Apply`]) holds either its own value or its neutral
 //! image (counters and ESCRs 0, a CCCR [`CccrValue::IDLE`], the tagging
 //! MSRs their reset values), never another context's; the registers the
@@ -138,7 +138,7 @@ use crate::arch::netburst::msrs::{
 };
 use crate::arch::netburst::tagging_msrs::{PebsEnable, PebsMatrixVert, TcPreciseEvent};
 
-pub use super::{Verdict, VirtualLvt};
+pub use super::VirtualLvt;
 
 /// Which PMU register an MSR number is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -398,6 +398,24 @@ impl core::fmt::Display for GuestGp {
 
 impl core::error::Error for GuestGp {}
 
+/// What to do with a guest's access to a PMU MSR (NetBurst: an illegal
+/// access is a #GP in the guest, as on the hardware).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Verdict<G> {
+    /// Legal: record it in the guest's context (and write it to the
+    /// hardware while the guest's context is loaded).
+    Apply,
+    /// Legal, but the register is virtual: the VMM answers it itself (a
+    /// read of IA32_MISC_ENABLE).
+    Emulate,
+    /// Not a PMU register: the VMM's own business.
+    NotPmu,
+    /// Inject #GP into the guest, as the hardware would (or as the policy
+    /// requires), for this reason; nothing changes.
+    InjectGp(G),
+}
+
 /// Counters are 40 bits wide (SDM 18.15.2): bits 63:40 are reserved.
 const COUNTER_RESERVED: u64 = !COUNTER_MASK;
 /// `MSR_TC_PRECISE_EVENT` after reset, as perfctr observed: its neutral
@@ -423,7 +441,7 @@ const TAGGING_NEUTRAL: [u64; 3] = [TC_PRECISE_EVENT_RESET, 0, 0];
 /// is changed here. Every write answered [`Verdict::Apply`] is one the
 /// guest's processor takes without #GP (the isolation tests check a
 /// million random writes per policy against the NetBurst model).
-pub fn check_write(policy: &GuestPolicy, msr: u32, value: u64) -> Verdict<GuestGp> {
+pub fn check_msr_write(policy: &GuestPolicy, msr: u32, value: u64) -> Verdict<GuestGp> {
     match write_rule(policy, msr, value) {
         Ok(v) => v,
         Err(gp) => Verdict::InjectGp(gp),
@@ -557,7 +575,7 @@ fn host_counter(p: &GuestPolicy, c: Counter, msr: u32) -> Result<(), GuestGp> {
 /// #GP (a guest never learns of them), as do unimplemented MSRs of the
 /// PMU's range and `IA32_DS_AREA`; `IA32_MISC_ENABLE`'s PMU bits are the
 /// VMM's to answer ([`MISC_ENABLE_PMU_BITS`]).
-pub fn check_read(policy: &GuestPolicy, msr: u32) -> Verdict<GuestGp> {
+pub fn check_msr_read(policy: &GuestPolicy, msr: u32) -> Verdict<GuestGp> {
     match classify(msr) {
         MsrClass::NotPmu => Verdict::NotPmu,
         MsrClass::Unimplemented => Verdict::InjectGp(GuestGp::NoSuchMsr { msr }),
@@ -677,7 +695,7 @@ impl PmuContext {
         }
     }
 
-    /// Records a write the side made (for a guest: one [`check_write`]
+    /// Records a write the side made (for a guest: one [`check_msr_write`]
     /// answered [`Verdict::Apply`]). Returns `false` for an MSR that is not
     /// part of the context.
     pub fn record(&mut self, msr: u32, value: u64) -> bool {

@@ -15,7 +15,7 @@
 //! playing the host's Pentium 4), switched by the APIC timer over 1,000
 //! times with a PMU world switch each time (`pmu::virt::netburst::
 //! PmuContext`), while the host keeps its own counter: the guests' MSR
-//! accesses are checked by `pmu::virt::netburst::check_write`/`check_read`
+//! accesses are checked by `pmu::virt::netburst::check_msr_write`/`check_msr_read`
 //! and applied to the physical PMU while the guest is loaded; each guest
 //! samples its own workload and gets its PMIs in its own handler with its
 //! own RIP (the virtual LVT entry masked on delivery); over 30 illegal
@@ -248,11 +248,12 @@ mod two {
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
     use pmu::sampling::{SampleAfter, SampleBuffer};
+    use pmu::virt::VirtualLvt;
+    use pmu::virt::netburst::Verdict;
     use pmu::virt::netburst::{
-        EventFilter, GuestPolicy, MISC_ENABLE_PMU_BITS, PmuContext, check_read, check_write,
-        emulate_rdpmc, scrub_all,
+        EventFilter, GuestPolicy, MISC_ENABLE_PMU_BITS, PmuContext, check_msr_read,
+        check_msr_write, emulate_rdpmc, scrub_all,
     };
-    use pmu::virt::{Verdict, VirtualLvt};
 
     /// The physical PMU: the model playing a one-processor Prescott.
     static HW: spin::Mutex<NetBurstModel> =
@@ -485,7 +486,7 @@ mod two {
         let answer: Option<Option<u64>> = match opcode {
             [0x0F, 0x30] => {
                 let value = frame.rdx << 32 | (frame.rax & 0xFFFF_FFFF);
-                match check_write(&POLICY, msr, value) {
+                match check_msr_write(&POLICY, msr, value) {
                     Verdict::Apply => {
                         guests[g].ctx.record(msr, value);
                         hw.write_msr(msr, value).ok().map(|()| None)
@@ -493,7 +494,7 @@ mod two {
                     _ => None,
                 }
             }
-            [0x0F, 0x32] => match check_read(&POLICY, msr) {
+            [0x0F, 0x32] => match check_msr_read(&POLICY, msr) {
                 Verdict::Apply => hw.read_msr(msr).ok().map(Some),
                 Verdict::Emulate if msr == 0x1A0 => Some(Some(MISC_ENABLE_PMU_BITS)),
                 _ => None,
@@ -818,8 +819,11 @@ mod leak {
     use pmu::model::netburst::{
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
-    use pmu::virt::netburst::{GuestPolicy, PmuContext, check_read, check_write, scrub_all};
-    use pmu::virt::{Verdict, VirtualLvt};
+    use pmu::virt::VirtualLvt;
+    use pmu::virt::netburst::Verdict;
+    use pmu::virt::netburst::{
+        GuestPolicy, PmuContext, check_msr_read, check_msr_write, scrub_all,
+    };
 
     /// The physical PMU: the model playing a one-processor Prescott.
     static HW: spin::Mutex<NetBurstModel> =
@@ -896,7 +900,7 @@ mod leak {
         let answer: Option<Option<u64>> = match opcode {
             [0x0F, 0x30] => {
                 let value = frame.rdx << 32 | (frame.rax & 0xFFFF_FFFF);
-                match check_write(&POLICY, msr, value) {
+                match check_msr_write(&POLICY, msr, value) {
                     Verdict::Apply => {
                         vm.ctx[g].record(msr, value);
                         hw.write_msr(msr, value).ok().map(|()| None)
@@ -904,7 +908,7 @@ mod leak {
                     _ => None,
                 }
             }
-            [0x0F, 0x32] => match check_read(&POLICY, msr) {
+            [0x0F, 0x32] => match check_msr_read(&POLICY, msr) {
                 Verdict::Apply => hw.read_msr(msr).ok().map(Some),
                 _ => None,
             },

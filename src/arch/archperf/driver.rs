@@ -82,7 +82,7 @@ pub enum ArchPerfmon {}
 /// A counter handle of the architectural PMU: counter `N` (its `GLOBAL`
 /// bit: general counters 0-7, fixed counters 32-35) of the PMU owned by
 /// `O`, in state `S`.
-pub type ArchCounter<O, const N: u8, S> = counter::Handle<ArchPerfmon, O, N, S>;
+pub type ArchPerfHandle<O, const N: u8, S> = counter::Handle<ArchPerfmon, O, N, S>;
 
 /// What a claimed counter remembers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,25 +134,25 @@ impl Arch for ArchPerfmon {
 #[derive(Debug)]
 #[allow(missing_docs)]
 pub struct Counters<O: Owner> {
-    pub g0: ArchCounter<O, 0, Unclaimed>,
-    pub g1: ArchCounter<O, 1, Unclaimed>,
-    pub g2: Option<ArchCounter<O, 2, Unclaimed>>,
-    pub g3: Option<ArchCounter<O, 3, Unclaimed>>,
-    pub g4: Option<ArchCounter<O, 4, Unclaimed>>,
-    pub g5: Option<ArchCounter<O, 5, Unclaimed>>,
-    pub g6: Option<ArchCounter<O, 6, Unclaimed>>,
-    pub g7: Option<ArchCounter<O, 7, Unclaimed>>,
-    pub f0: Option<ArchCounter<O, 32, Unclaimed>>,
-    pub f1: Option<ArchCounter<O, 33, Unclaimed>>,
-    pub f2: Option<ArchCounter<O, 34, Unclaimed>>,
-    pub f3: Option<ArchCounter<O, 35, Unclaimed>>,
+    pub g0: ArchPerfHandle<O, 0, Unclaimed>,
+    pub g1: ArchPerfHandle<O, 1, Unclaimed>,
+    pub g2: Option<ArchPerfHandle<O, 2, Unclaimed>>,
+    pub g3: Option<ArchPerfHandle<O, 3, Unclaimed>>,
+    pub g4: Option<ArchPerfHandle<O, 4, Unclaimed>>,
+    pub g5: Option<ArchPerfHandle<O, 5, Unclaimed>>,
+    pub g6: Option<ArchPerfHandle<O, 6, Unclaimed>>,
+    pub g7: Option<ArchPerfHandle<O, 7, Unclaimed>>,
+    pub f0: Option<ArchPerfHandle<O, 32, Unclaimed>>,
+    pub f1: Option<ArchPerfHandle<O, 33, Unclaimed>>,
+    pub f2: Option<ArchPerfHandle<O, 34, Unclaimed>>,
+    pub f3: Option<ArchPerfHandle<O, 35, Unclaimed>>,
 }
 
 impl<O: Owner> Counters<O> {
     fn issue(present: CounterSet) -> Counters<O> {
         fn token<O: Owner, const N: u8>(
             present: CounterSet,
-        ) -> Option<ArchCounter<O, N, Unclaimed>> {
+        ) -> Option<ArchPerfHandle<O, N, Unclaimed>> {
             Counter::from_index(N)
                 .filter(|c| present.contains(*c))
                 .map(|_| counter::Handle::token())

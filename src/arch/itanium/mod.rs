@@ -144,5 +144,5 @@ pub use fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Slot, Threshold,
 pub use generation::{Counter, Generation, PmcInfo, PmcKind, PmdKind, RegSet};
 pub use physical::ItaniumPmu;
 pub use pmc::{CounterPmc, Pmc0};
-pub use pmd::CounterValue;
+pub use pmd::CounterPmd;
 pub use validate::{Accepted, PmcError, Policy, ReservedPolicy, Validator};

@@ -182,7 +182,7 @@ pub enum NetBurst {}
 
 /// A NetBurst counter handle: counter `N` of the PMU owned by `O`, in
 /// state `S`.
-pub type NbCounter<O, const N: u8, S> = counter::Handle<NetBurst, O, N, S>;
+pub type NetBurstHandle<O, const N: u8, S> = counter::Handle<NetBurst, O, N, S>;
 
 /// What a claimed NetBurst counter remembers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -320,7 +320,7 @@ macro_rules! counters {
         #[derive(Debug)]
         #[allow(missing_docs)]
         pub struct Counters<O: Owner> {
-            $(pub $field: NbCounter<O, $n, Unclaimed>,)*
+            $(pub $field: NetBurstHandle<O, $n, Unclaimed>,)*
         }
 
         impl<O: Owner> Counters<O> {
@@ -967,7 +967,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     /// to halt a cascaded counter (SDM 18.15.5.6); the other is halting it.
     pub fn clear_overflow<const N: u8, S: State + Readable>(
         &mut self,
-        counter: &NbCounter<O, N, S>,
+        counter: &NetBurstHandle<O, N, S>,
     ) -> Result<(), Error<M::Error>> {
         self.clear_overflow_at(N, counter.programmed(), S::TAG)
     }
@@ -1008,8 +1008,8 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     /// ([`ConfigError::NoExtendedCascade`]).
     pub fn cascade_extended<const N: u8, const FROM: u8, S: CanCascade, S2: Readable>(
         &mut self,
-        counter: NbCounter<O, N, S>,
-        source: &NbCounter<O, FROM, S2>,
+        counter: NetBurstHandle<O, N, S>,
+        source: &NetBurstHandle<O, FROM, S2>,
     ) -> Transition<NetBurst, O, N, S, Cascaded, Error<M::Error>> {
         let _ = source;
         let p = *counter.programmed();

@@ -363,7 +363,7 @@ impl NetBurstModel {
 
     /// The reserved bits of a write of `value` to `reg`, or the must-be-one
     /// violation; `Ok` when the write is legal.
-    fn check_write(&self, reg: Reg, value: u64) -> Result<(), GpReason> {
+    fn check_msr_write(&self, reg: Reg, value: u64) -> Result<(), GpReason> {
         let ht = self.config.hyper_threading;
         let reserved = match reg {
             Reg::Counter(_) => !COUNTER_MASK,
@@ -429,7 +429,7 @@ impl NetBurstModel {
         value: u64,
     ) -> Result<(), Fault> {
         let reg = self.lookup(Instruction::Wrmsr, msr)?;
-        self.check_write(reg, value)
+        self.check_msr_write(reg, value)
             .map_err(|reason| Fault::GeneralProtection {
                 instruction: Instruction::Wrmsr,
                 ecx: msr,

@@ -1072,7 +1072,7 @@ fn unclaimed_tokens_are_zero_sized() {
     crate::owner!(Sized);
     use core::mem::size_of;
     assert_eq!(
-        size_of::<IaCounter<Sized, 4, crate::counter::state::Unclaimed>>(),
+        size_of::<ItaniumHandle<Sized, 4, crate::counter::state::Unclaimed>>(),
         0
     );
     assert_eq!(size_of::<MontecitoCounters<Sized>>(), 0);

@@ -791,10 +791,11 @@ fn erased_handles_check_the_same_rules() {
     );
     c16.cascade_from(&c14, &mut d).unwrap();
     assert_eq!(c16.state(), StateTag::Cascaded);
-    let typed = NbCounter::<Pkg, 16, Configured>::from_erased(c16).unwrap_err();
-    let typed = NbCounter::<Pkg, 16, crate::counter::state::Cascaded>::from_erased(typed).unwrap();
+    let typed = NetBurstHandle::<Pkg, 16, Configured>::from_erased(c16).unwrap_err();
+    let typed =
+        NetBurstHandle::<Pkg, 16, crate::counter::state::Cascaded>::from_erased(typed).unwrap();
     let _ = typed.halt(&mut d).unwrap();
-    let _ = NbCounter::<Pkg, 0, Enabled>::from_erased(a).unwrap();
+    let _ = NetBurstHandle::<Pkg, 0, Enabled>::from_erased(a).unwrap();
 }
 
 #[test]
@@ -1194,12 +1195,12 @@ fn unclaimed_tokens_are_zero_sized() {
     crate::owner!(Sized);
     use core::mem::size_of;
     assert_eq!(
-        size_of::<NbCounter<Sized, 0, crate::counter::state::Unclaimed>>(),
+        size_of::<NetBurstHandle<Sized, 0, crate::counter::state::Unclaimed>>(),
         0
     );
     assert_eq!(size_of::<Counters<Sized>>(), 0);
     assert_eq!(
-        size_of::<NbCounter<Sized, 0, Enabled>>(),
+        size_of::<NetBurstHandle<Sized, 0, Enabled>>(),
         size_of::<Programmed>()
     );
 }
