@@ -390,12 +390,15 @@ impl PmiState {
 /// found; a PMI without any overflow is counted as spurious. See the
 /// [module documentation](self) for the traffic and why it is exact.
 ///
-/// Per armed counter the handler does nothing beyond its RDPMC and
-/// comparisons with the constants computed at configure time ([`Rearm`]):
-/// one for a counter not past its overflow (every armed counter but the
-/// one that interrupted, usually), two for one past it; per overflowed
-/// counter, the two writes, its period count and the sample. It executes no
-/// locked instruction ([`PmiState`]).
+/// Per armed counter the handler does nothing beyond its RDPMC and a
+/// comparison with the preset computed at configure time ([`Rearm`]), all
+/// a counter not past its overflow costs (every armed counter but the one
+/// that interrupted, usually); for one past it, the reload `preset + raw`
+/// and a test of its bit 40 (clear: fewer than `N` events past the
+/// overflow, the usual case), the two writes, its period count and the
+/// sample. A counter a period or more past its overflow, a `FORCE_OVF`
+/// counter and the PEBS buffer are left to an out-of-line continuation of
+/// the handler. It executes no locked instruction ([`PmiState`]).
 ///
 /// If a register access fails (only a model can fail), the handler stops and
 /// returns the error with the LVT entry still masked.
