@@ -214,8 +214,9 @@ impl SampleAfter {
 /// ([`Rearm::rearm`]: one for the usual overflow of fewer than `N` events
 /// past the wrap, two for a counter that has not overflowed; the NetBurst
 /// handler tests the preset first, one comparison for a counter not past
-/// its overflow, two for the usual overflow), and only a counter a whole
-/// period or more past its wrap needs a division.
+/// its overflow, then bit `w` of `preset + raw`, clear exactly for the
+/// usual overflow), and only a counter a whole period or more past its
+/// wrap needs a division.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Rearm {

@@ -1263,6 +1263,80 @@ fn force_ovf_interrupts_on_every_increment_and_counts_on() {
     let _ = c0.release(&mut d).unwrap();
 }
 
+/// The handler's rare cases in one PMI with usual ones, in both orders: a
+/// `FORCE_OVF` counter and a counter three periods past its overflow leave
+/// the handler's loop for its out-of-line continuation, which services
+/// them and every counter after them exactly as the loop would (issue 28:
+/// the loop keeps nothing for them). Exact samples, periods, counter
+/// values and traffic.
+#[test]
+fn rare_counters_hand_the_rest_of_the_pmi_out_of_line() {
+    let state = crate::testing::netburst_pmu();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    let n = SampleAfter::new(20, overflow_rule()).unwrap();
+    let cfg = |s: &str, e: Escr| CounterConfig::counting(spec(s), e);
+    let (c0, c1, c12, c14) = (
+        cfg("global_power_events:RUNNING:k", Escr::FsbEscr0),
+        cfg("BSQ_cache_reference:RD_2ndL_HITS:k", Escr::BsuEscr0),
+        cfg("instr_retired:NBOGUSNTAG:k", Escr::CruEscr0),
+        cfg("branch_retired:MMNP:k", Escr::CruEscr3),
+    );
+    let kinds = [&c0, &c1, &c12, &c14].map(|c| EventKind::for_spec(&c.event, c.escr).unwrap());
+    let h0 = c.c0.configure(&mut d, &c0.sampling(n)).unwrap();
+    let h1 = c.c1.configure(&mut d, &c1.every_increment()).unwrap();
+    let h12 = c.c12.configure(&mut d, &c12.sampling(n)).unwrap();
+    let h14 = c.c14.configure(&mut d, &c14.sampling(n)).unwrap();
+    let (h0, h1, h12, h14) = (
+        h0.enable(&mut d).unwrap(),
+        h1.enable(&mut d).unwrap(),
+        h12.enable(&mut d).unwrap(),
+        h14.enable(&mut d).unwrap(),
+    );
+    let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
+    // Counter 0 the usual overflow, 1 three increments, 12 three periods
+    // and 5 events past its preset (45 past its overflow), 14 the usual
+    // overflow: the loop hands over at counter 1.
+    for (k, events) in [(0, 21), (1, 3), (2, 65), (3, 21)] {
+        inject(&mut d, kinds[k], events);
+    }
+    d.msr().clear();
+    assert!(service(&mut d, &state, &mut lvt, 0x10, &mut samples));
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 2 + 1 + 2 + 2, 4),
+        "4 RDPMC; counter and CCCR, CCCR only for FORCE_OVF"
+    );
+    assert_eq!(
+        samples,
+        [(0, 1), (1, 3), (12, 3), (14, 1)].map(|(c, p)| Sample::new(c, p, 0x10))
+    );
+    assert_eq!(lvt.0, [entry()]);
+    // The second PMI: counter 0 hands over (one event into its period,
+    // 47 more: two periods and 8 events), then 1 (one increment), 12 the
+    // usual overflow (5 + 16), 14 not past (1 + 4).
+    for (k, events) in [(0, 47), (1, 1), (2, 16), (3, 4)] {
+        inject(&mut d, kinds[k], events);
+    }
+    d.msr().clear();
+    assert!(service(&mut d, &state, &mut lvt, 0x20, &mut samples));
+    assert_eq!(d.msr().take_counts(), counts(0, 2 + 1 + 2, 4));
+    assert_eq!(
+        samples[4..],
+        [(0, 2), (1, 1), (12, 1)].map(|(c, p)| Sample::new(c, p, 0x20))
+    );
+    assert_eq!(lvt.0.len(), 2);
+    assert_eq!(state.pmi().spurious(LogicalProcessor::T0), 0);
+    for (c, periods) in [(0, 3), (1, 4), (12, 4), (14, 1)] {
+        assert_eq!(state.pmi().periods(c), periods, "counter {c}");
+    }
+    assert_eq!(h0.read(&mut d).unwrap(), n.at_residual(8));
+    assert_eq!(h1.read(&mut d).unwrap(), 4, "FORCE_OVF counts on");
+    assert_eq!(h12.read(&mut d).unwrap(), n.at_residual(1));
+    assert_eq!(h14.read(&mut d).unwrap(), n.at_residual(5));
+    assert!(handler_finds_nothing(&mut d, &state, &mut lvt));
+    let _ = (h0, h1, h12, h14);
+}
+
 /// Counters 16 and 17 cascade only from 14 and 15 (SDM 18.15.5.6), and a
 /// cascaded counter halts either way (18.15.5.5): clearing the alternate's
 /// `OVF`, or clearing its own `CASCADE`.

@@ -195,6 +195,79 @@ fn a_closure_sink_gets_precise_rips() {
     c16.release(&mut d).unwrap();
 }
 
+/// With PEBS armed the whole handler runs out of line (issue 28): the
+/// sampling and `FORCE_OVF` counters beside the PEBS counter are serviced
+/// exactly as by the usual loop, then the buffer is drained. Exact
+/// samples, records, periods and traffic; a PMI with nothing to service
+/// still counts as spurious.
+#[test]
+fn pebs_beside_sampling_and_force_ovf_counters() {
+    let state = crate::testing::netburst_pmu();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    d.set_pebs_area(LogicalProcessor::T0, area::<4>()).unwrap();
+    let c16 = c.c16.configure(&mut d, &l1_miss_pebs(3, 1)).unwrap();
+    let c16 = c16.enable(&mut d).unwrap();
+    let n = SampleAfter::new(20, overflow_rule()).unwrap();
+    let c0 = c.c0.configure(&mut d, &running().sampling(n)).unwrap();
+    let c0 = c0.enable(&mut d).unwrap();
+    let bsq = CounterConfig::counting(spec("BSQ_cache_reference:RD_2ndL_HITS:k"), Escr::BsuEscr0);
+    let c1 = c.c1.configure(&mut d, &bsq.every_increment()).unwrap();
+    let c1 = c1.enable(&mut d).unwrap();
+    let bsq = EventKind::for_spec(&bsq.event, bsq.escr).unwrap();
+
+    model(&mut d).set_pebs_registers(ModelLp::T0, state_at(0x5000));
+    l1_missing_loads(&mut d, 3);
+    inject(&mut d, RUNNING, 21);
+    inject(&mut d, bsq, 2);
+    assert!(model(&mut d).take_pmi(ModelLp::T0).is_some());
+    d.msr().clear();
+    let (mut sink, mut lvt) = (Records::default(), Lvt::default());
+    let mut pmi = |d: &mut Nb<'_, _>, sink: &mut Records| {
+        handle_pmi_into(
+            state.pmi(),
+            LogicalProcessor::T0,
+            d.msr(),
+            &mut lvt,
+            entry(),
+            0x40,
+            sink,
+        )
+        .unwrap()
+    };
+    let out = pmi(&mut d, &mut sink);
+    assert_eq!(
+        out.overflowed,
+        CounterSet::EMPTY
+            .with(Counter::BpuCounter0)
+            .with(Counter::BpuCounter1)
+            .with(Counter::IqCounter4)
+    );
+    assert_eq!(
+        d.msr().take_counts(),
+        counts(0, 2 + 1, 2),
+        "RDPMC 0 and 1; counter and CCCR of 0, CCCR of 1; the records are memory"
+    );
+    assert_eq!(
+        sink.samples,
+        [Sample::new(0, 1, 0x40), Sample::new(1, 2, 0x40)]
+    );
+    let rips: Vec<u64> = sink
+        .records
+        .iter()
+        .map(|(n, r)| (u64::from(*n) << 32) | r.rip)
+        .collect();
+    assert_eq!(rips, [16 << 32 | 0x5000]);
+    assert_eq!([0, 1, 16].map(|c| state.pmi().periods(c)), [1, 2, 1]);
+    assert_eq!(c0.read(&mut d).unwrap(), n.at_residual(1));
+    // Nothing more: spurious, with the same reads.
+    d.msr().clear();
+    let out = pmi(&mut d, &mut sink);
+    assert!(out.is_spurious());
+    assert_eq!(d.msr().take_counts(), counts(0, 0, 2));
+    assert_eq!(state.pmi().spurious(LogicalProcessor::T0), 1);
+    let _ = (c0, c1, c16);
+}
+
 /// What PEBS refuses, each with the handle back and nothing written.
 #[test]
 fn pebs_refusals() {
