@@ -6,7 +6,7 @@
 //!   bits, the other logical processor's bits and the active-thread field
 //!   for a guest with one, an event allow/deny list, registers and tagging
 //!   the host keeps; PEBS and the DS area always refused), answered as
-//!   [`Verdict`]; emulate RDPMC ([`netburst::emulate_rdpmc`]: the 40-bit
+//!   [`netburst::Verdict`]; emulate RDPMC ([`netburst::emulate_rdpmc`]: the 40-bit
 //!   width, the fast-read bit 31, CR4.PCE and the CPL); and the world
 //!   switch ([`netburst::PmuContext`]): a guest's (or the host's) PMU state
 //!   saved and restored in a safe order, touching only the registers in
