@@ -36,7 +36,7 @@
 //! the real one does, and the bench reported 40/94/71 (NetBurst 1/1, 4/4,
 //! spurious) and 52 (Itanium 2 with one counter overflowed) where the same
 //! handlers, measured by this bench with the real shapes, execute
-//! 53/131/92 and 48 (the README's Performance section has the figures
+//! 53/131/92 and 48 (the guide's performance page, `src/guide/performance.md`, has the figures
 //! after issue 28's changes to the handlers).
 //!
 //! After the figures the bench inspects each handler's object code
@@ -157,7 +157,7 @@ pub mod shapes {
         }
 
         #[inline]
-        fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+        fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
             let value: u64;
             // SAFETY: the placeholder reads `PMC_FILE[ECX & FFFFh]` into
             // EDX:EAX and touches nothing else (as RDMSR's above); the join
@@ -300,7 +300,7 @@ impl pmu::access::MsrAccess for File {
     fn write_msr(&mut self, _: u32, _: u64) -> Result<(), Self::Error> {
         Ok(())
     }
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
         Ok(self.counter[index as usize & 63])
     }
 }

@@ -17,7 +17,7 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
 use hobby::test::Failure;
-use pmu::arch::netburst::driver::{CounterConfig, Counters, NbCounter, NetBurstDriver};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver, NetBurstHandle};
 use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 use pmu::counter::rules::Readable;
 use pmu::counter::state::State;
@@ -60,8 +60,8 @@ fn main(_: &'static BootInfo) -> ! {
 /// the high counter (which started with the event after the overflow).
 fn virtual_count<const L: u8, const H: u8, S1: State + Readable, S2: State + Readable>(
     pmu: &mut Driver,
-    low: &NbCounter<Package0, L, S1>,
-    high: &NbCounter<Package0, H, S2>,
+    low: &NetBurstHandle<Package0, L, S1>,
+    high: &NetBurstHandle<Package0, H, S2>,
 ) -> Result<u64, Failure> {
     let ovf = MODEL.with(|m| m.cccr(usize::from(L)) & 1 << 31 != 0);
     let lo = low.read(pmu)?;

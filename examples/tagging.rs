@@ -49,8 +49,8 @@ use hobby::println;
 use hobby::test::Failure;
 use pmu::arch::netburst::driver::{ConfigError, CounterConfig, Counters, NetBurst, NetBurstDriver};
 use pmu::arch::netburst::{
-    Counter, Event, ExecUpstream, ExecutionTagging, NetBurstPmu, TagValue, Tagging, TaggingError,
-    TaggingPlan,
+    Counter, EventName, ExecUpstream, ExecutionTagging, NetBurstPmu, TagValue, Tagging,
+    TaggingError, TaggingPlan,
 };
 use pmu::counter::{AnyHandle, DriverError};
 use pmu::model::netburst::{
@@ -69,8 +69,8 @@ type Driver = NetBurstDriver<'static, Package, ModelMsr<'static>>;
 
 /// The two upstream events, their tag values and the counters that count
 /// them (and keep their FIRM ESCRs powered, SDM 18.15.5.9).
-const PACKED_SP: (Event, Counter, u8) = (Event::PackedSpUop, Counter::FlameCounter0, 1);
-const X87_FP: (Event, Counter, u8) = (Event::X87FpUop, Counter::FlameCounter2, 2);
+const PACKED_SP: (EventName, Counter, u8) = (EventName::PackedSpUop, Counter::FlameCounter0, 1);
+const X87_FP: (EventName, Counter, u8) = (EventName::X87FpUop, Counter::FlameCounter2, 2);
 /// The downstream `execution_event` counters: 12 is fed by `CRU_ESCR2`, 14
 /// by `CRU_ESCR3`.
 const DOWN_A: Counter = Counter::IqCounter0;
@@ -145,7 +145,7 @@ fn tag(v: u8) -> Result<TagValue, Failure> {
     Ok(TagValue::new(v).ok_or("tag value out of range")?)
 }
 
-fn upstream((event, counter, value): (Event, Counter, u8)) -> Result<ExecUpstream, Failure> {
+fn upstream((event, counter, value): (EventName, Counter, u8)) -> Result<ExecUpstream, Failure> {
     Ok(ExecUpstream {
         event,
         counter,
@@ -159,7 +159,7 @@ fn plan(
     counter: Counter,
     nbogus: u8,
     bogus: u8,
-    ups: &[(Event, Counter, u8)],
+    ups: &[(EventName, Counter, u8)],
 ) -> Result<TaggingPlan, Failure> {
     let mut t = ExecutionTagging::new(counter, tag(nbogus)?, tag(bogus)?, OS, USR);
     for &u in ups {

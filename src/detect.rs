@@ -544,7 +544,7 @@ mod tests {
         fn write_msr(&mut self, msr: u32, _: u64) -> Result<(), u32> {
             Err(msr)
         }
-        fn read_pmc(&mut self, _: u32) -> Result<u64, u32> {
+        fn rdpmc(&mut self, _: u32) -> Result<u64, u32> {
             panic!("detection must never execute RDPMC")
         }
     }

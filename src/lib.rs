@@ -1,21 +1,26 @@
 //! `pmu`: a bare-metal driver for CPU performance-monitoring units (Intel
-//! NetBurst and Itanium). `no_std`, no allocator.
+//! NetBurst, Intel Itanium and Intel's architectural PMU). `no_std`, no
+//! allocator.
 //!
 //! # Where to start
 //!
-//! * **The drivers**: [`arch::netburst::driver::NetBurstDriver`] and
-//!   [`arch::itanium::driver::ItaniumDriver`]. A driver is *taken* once
+//! * **The guide** ([`guide`]): how to use the crate, page by page
+//!   (counters and sampling, ownership, many CPUs, each architecture,
+//!   your kernel, your hypervisor, testing, measured figures).
+//! * **The drivers**: [`arch::netburst::driver::NetBurstDriver`],
+//!   [`arch::itanium::driver::ItaniumDriver`] and
+//!   [`arch::archperf::driver::ArchPerfDriver`]. A driver is *taken* once
 //!   per PMU for an owner type ([`owner!`]) and hands out typestate counter
 //!   handles ([`counter::Handle`]): configure, enable, halt, resume,
 //!   cascade, read, release, each with exactly the register accesses the
 //!   hardware needs.
-//! * **The overflow interrupt handlers**: [`arch::netburst::pmi::handle_pmi`]
-//!   and [`arch::itanium::pmi::handle_pmi`], called from the kernel's PMU
+//! * **The overflow interrupt handlers**: [`arch::netburst::pmi::handle_pmi`],
+//!   [`arch::itanium::pmi::handle_pmi`] and [`arch::archperf::pmi::handle_pmi`], called from the kernel's PMU
 //!   interrupt (or NMI); lock-free, allocation-free, and exact about the
 //!   events they account ([`sampling`]).
-//! * **The models** (feature `model`): `model::netburst::NetBurstModel` and
-//!   `model::itanium::ItaniumModel`, register-level PMU models written
-//!   from the manuals, which the tests drive the real driver against (QEMU
+//! * **The models** (feature `model`): `model::netburst::NetBurstModel`,
+//!   `model::itanium::ItaniumModel` and `model::archperf::ArchPerfModel`,
+//!   register-level PMU models written from the manuals, which the tests drive the real driver against (QEMU
 //!   has no PMU).
 //!
 //! ```
@@ -67,6 +72,7 @@ pub mod counter;
 pub mod detect;
 #[cfg(target_arch = "x86_64")]
 pub mod entry;
+pub mod guide;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod multiplex;

@@ -5,13 +5,23 @@
 //! estimate performance-counter libraries give (Linux perf's
 //! `time_enabled`/`time_running`).
 //!
-//! Each architecture's multiplexer decides where events can run
-//! ([`crate::arch::netburst::multiplex`] through NetBurst's exact scheduler,
-//! [`crate::arch::archperf::multiplex`] on the general counters); the
-//! bookkeeping they share is here: [`Multiplexed`] per event, and
-//! [`Rotation`], which charges every event its time and offers the events
-//! least run first, so that events competing for the counters share them
-//! evenly.
+//! One multiplexer serves every architecture: [`Multiplexer`] holds a
+//! driver's run-time handles and the events, and on each
+//! [`Multiplexer::tick`] reads the running events, charges every event the
+//! tick's time ([`Rotation`]: least run first, so that events competing for
+//! the counters share them evenly), asks the architecture's [`Placement`]
+//! where the next set runs, and moves only the events whose place changes,
+//! inside one bracket of the driver ([`crate::counter::Driver::freeze`]:
+//! one `GLOBAL_CTRL` write on the architectural PMU, nothing on NetBurst).
+//! An event that keeps its place counts on untouched. The placements:
+//! [`crate::arch::netburst::multiplex`] through NetBurst's exact scheduler,
+//! [`crate::arch::archperf::multiplex`] on the general counters.
+//!
+//! A register access that fails (only a model refuses one) returns the
+//! error with every claimed counter still tracked: the next tick, or
+//! [`Multiplexer::finish`], releases it.
+
+use crate::counter::{AnyHandle, Arch, Driver, ErasedError, StateTag};
 
 /// One event's multiplexed count. Times are in whatever unit the caller's
 /// clock ticks (timer ticks, TSC cycles).
@@ -162,6 +172,280 @@ impl<P: Copy, const E: usize> Rotation<P, E> {
     /// The places of the running events.
     pub fn places(&self) -> impl Iterator<Item = P> + '_ {
         self.on[..self.n].iter().flatten().map(|(p, _)| *p)
+    }
+}
+
+/// Where an architecture's events can run: the part of what
+/// [`Multiplexer`] asks that does not depend on the driver's owner or
+/// backend. A placement holds a driver's run-time handles and the events.
+pub trait Placement {
+    /// The architecture.
+    type Arch: Arch;
+    /// Where a running event is (the counter, and on NetBurst its ESCR).
+    type Place: Copy + PartialEq + core::fmt::Debug;
+    /// A counter's configuration (the driver's).
+    type Config;
+    /// The handles, as the caller gave them.
+    type Handles;
+
+    /// The handle of the counter at `place`.
+    fn handle(&mut self, place: Self::Place) -> Option<&mut AnyHandle<Self::Arch>>;
+    /// The same, to read.
+    fn handle_ref(&self, place: Self::Place) -> Option<&AnyHandle<Self::Arch>>;
+    /// The configuration that counts event `i` at `place` (`None` if there
+    /// is no event `i`).
+    fn config(&self, i: usize, place: Self::Place) -> Option<Self::Config>;
+    /// Whether every handle is unclaimed (nothing runs).
+    fn all_unclaimed(&self) -> bool;
+    /// The handles back.
+    fn into_handles(self) -> Self::Handles;
+}
+
+/// The part of a [`Placement`] that asks driver `D`: the counters' width,
+/// and what else the package holds.
+pub trait PlaceOn<D: Driver<Self::Arch, Config = Self::Config>>: Placement {
+    /// Counts wrap at this mask (the counters' width).
+    fn count_mask(&self, d: &D) -> u64;
+    /// The next set: `order` lists the events least run first, `now` where
+    /// each runs (`None`: it does not); `next` receives where each is to
+    /// run, as many as fit beside what the driver's package holds
+    /// otherwise. An event keeping its place is given the place it has.
+    fn choose(
+        &self,
+        d: &D,
+        order: &[usize],
+        now: &[Option<Self::Place>],
+        next: &mut [Option<Self::Place>],
+    );
+}
+
+/// The error of a rotation: a refused transition or register access.
+pub type RotateError<D, A> = ErasedError<<D as Driver<A>>::Error>;
+
+/// Up to `E` events multiplexed on the counters of one driver, placed by
+/// `P` ([`Placement`]).
+#[derive(Debug)]
+pub struct Multiplexer<P: Placement, const E: usize> {
+    placement: P,
+    rotation: Rotation<P::Place, E>,
+}
+
+impl<P: Placement, const E: usize> Multiplexer<P, E> {
+    /// `n` events (at most `E`) placed by `placement`; nothing runs until
+    /// the first [`Multiplexer::tick`].
+    pub(crate) fn with_placement(placement: P, n: usize) -> Self {
+        Multiplexer {
+            placement,
+            rotation: Rotation::new(n),
+        }
+    }
+
+    /// One rotation: the running events are read, every event is charged
+    /// `dt` (the running ones their counts), and the next set is placed
+    /// (least run first): events staying where they are keep counting,
+    /// the others are released, the new ones configured and enabled, all
+    /// in one bracket of the driver. The first call (with `dt` 0) starts.
+    pub fn tick<D>(&mut self, d: &mut D, dt: u64) -> Result<(), RotateError<D, P::Arch>>
+    where
+        D: Driver<P::Arch, Config = P::Config>,
+        P: PlaceOn<D>,
+    {
+        self.account(d, dt)?;
+        let n = self.rotation.len();
+        let mut order = [0usize; E];
+        for (slot, i) in order.iter_mut().zip(self.rotation.least_run_first()) {
+            *slot = i;
+        }
+        let mut now = [None; E];
+        for (i, p) in now.iter_mut().enumerate().take(n) {
+            *p = self.rotation.place(i);
+        }
+        let mut next = [None; E];
+        self.placement
+            .choose(d, &order[..n], &now[..n], &mut next[..n]);
+        d.freeze().map_err(ErasedError::Driver)?;
+        let moved = self.move_events(d, &order[..n], &now[..n], &next[..n]);
+        d.thaw().map_err(ErasedError::Driver)?;
+        moved
+    }
+
+    /// Releases the events whose place changes, then configures the
+    /// arrivals and enables each placed event that is not counting yet.
+    fn move_events<D>(
+        &mut self,
+        d: &mut D,
+        order: &[usize],
+        now: &[Option<P::Place>],
+        next: &[Option<P::Place>],
+    ) -> Result<(), RotateError<D, P::Arch>>
+    where
+        D: Driver<P::Arch, Config = P::Config>,
+        P: PlaceOn<D>,
+    {
+        for i in (0..now.len()).filter(|&i| now[i] != next[i]) {
+            self.release(d, i)?;
+        }
+        // Arrivals in the order they were chosen (least run first).
+        for &i in order {
+            let Some(place) = next[i] else { continue };
+            let Some(config) = self.placement.config(i, place) else {
+                continue;
+            };
+            let Some(h) = self.placement.handle(place) else {
+                continue;
+            };
+            if now[i] != Some(place) {
+                h.configure(d, &config)?;
+                // Configured with the counter at 0.
+                self.rotation.set_place(i, Some(place));
+            }
+            if h.state() == StateTag::Configured {
+                h.enable(d)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the running events and charges every event `dt`.
+    fn account<D>(&mut self, d: &mut D, dt: u64) -> Result<(), RotateError<D, P::Arch>>
+    where
+        D: Driver<P::Arch, Config = P::Config>,
+        P: PlaceOn<D>,
+    {
+        let mask = self.placement.count_mask(d);
+        let placement = &self.placement;
+        self.rotation
+            .account(dt, mask, |p| match placement.handle_ref(p) {
+                Some(h) => h.read(d),
+                None => Ok(0),
+            })
+    }
+
+    /// Releases event `i`'s counter, if it holds one (forgotten only once
+    /// released).
+    fn release<D>(&mut self, d: &mut D, i: usize) -> Result<(), RotateError<D, P::Arch>>
+    where
+        D: Driver<P::Arch, Config = P::Config>,
+        P: PlaceOn<D>,
+    {
+        if let Some(p) = self.rotation.place(i) {
+            if let Some(h) = self.placement.handle(p) {
+                h.release(d)?;
+            }
+            self.rotation.set_place(i, None);
+        }
+        Ok(())
+    }
+
+    /// Ends the run: the last `dt` charged, every counter released.
+    pub fn finish<D>(&mut self, d: &mut D, dt: u64) -> Result<(), RotateError<D, P::Arch>>
+    where
+        D: Driver<P::Arch, Config = P::Config>,
+        P: PlaceOn<D>,
+    {
+        self.account(d, dt)?;
+        (0..self.rotation.len()).try_for_each(|i| self.release(d, i))
+    }
+
+    /// The events' counts so far, in the order given.
+    pub fn results(&self) -> &[Multiplexed] {
+        self.rotation.results()
+    }
+
+    /// Which events are on a counter now.
+    pub fn running(&self) -> impl Iterator<Item = usize> + '_ {
+        self.rotation.running()
+    }
+
+    /// Where the running events are.
+    pub fn places(&self) -> impl Iterator<Item = P::Place> + '_ {
+        self.rotation.places()
+    }
+
+    /// The handles back, once nothing runs (after [`Multiplexer::finish`]);
+    /// `Err(self)` while an event is still on a counter.
+    #[allow(
+        clippy::result_large_err,
+        reason = "hands the multiplexer back by value"
+    )]
+    pub fn into_handles(self) -> Result<P::Handles, Self> {
+        if !self.placement.all_unclaimed() {
+            return Err(self);
+        }
+        Ok(self.placement.into_handles())
+    }
+}
+
+/// The estimate tests every architecture's multiplexer passes, on the
+/// same workloads: four events of which two fit at once, run for `ticks`
+/// rotations by an architecture's test (`Run`: the results, the true
+/// totals, and the most events seen running at once).
+#[cfg(test)]
+pub(crate) mod estimate_tests {
+    use std::println;
+
+    use super::Multiplexed;
+
+    /// An architecture's run: `ticks` ticks in which event `i` occurs
+    /// `rate(i, t)` times in tick `t`.
+    pub(crate) type Run<'a> =
+        &'a dyn Fn(u64, &dyn Fn(usize, u64) -> u64) -> ([Multiplexed; 4], [u64; 4], u32);
+
+    /// Constant rates: every event runs half the time, and the scaled
+    /// estimate is exact.
+    pub(crate) fn constant_rates_are_estimated_exactly(run: Run<'_>) {
+        let rates = [100, 37, 5, 250];
+        let (results, truth, most) = run(400, &|i, _| rates[i]);
+        assert_eq!(most, 2, "two events at once");
+        for i in 0..4 {
+            assert_eq!(results[i].enabled, 400);
+            assert_eq!(results[i].running, 200, "round robin: half the ticks each");
+            assert_eq!(results[i].estimate(), Some(truth[i]), "event {i}");
+        }
+    }
+
+    /// The estimates' errors, measured and printed.
+    fn errors(run: Run<'_>, rate: &dyn Fn(usize, u64) -> u64) -> [f64; 4] {
+        let (results, truth, _) = run(400, rate);
+        core::array::from_fn(|i| {
+            let est = results[i].estimate().unwrap() as f64;
+            let err = (est - truth[i] as f64).abs() / truth[i] as f64;
+            println!(
+                "multiplexed event {i}: true {} estimate {} (raw {} running {}/{}): error {:.3} %",
+                truth[i],
+                est,
+                results[i].raw,
+                results[i].running,
+                results[i].enabled,
+                err * 100.0
+            );
+            err
+        })
+    }
+
+    /// Rates that change slowly against the rotation (a ramp, a decline, a
+    /// square wave of 100 ticks, a rate doubling every 100 ticks): each
+    /// event runs two of every four ticks, evenly spread, and the estimates'
+    /// error stays under 1 % (measured and printed).
+    pub(crate) fn changing_rates_are_estimated_within_a_bound(run: Run<'_>) {
+        let worst = errors(run, &|i, t| match i {
+            0 => 100 + t / 4,
+            1 => 300 - t / 2,
+            2 => [10, 30][((t / 50) % 2) as usize],
+            _ => 20 << (t / 100),
+        });
+        assert!(worst.iter().all(|&e| e < 0.01), "{worst:?}");
+    }
+
+    /// The limit of any multiplexing estimate: events whose rate changes in
+    /// step with the rotation are seen only in some phases. Here the pairs
+    /// {0, 1} and {2, 3} alternate in a four-tick pattern (run, off, off,
+    /// run), and every event occurs exactly in the first pair's ticks: the
+    /// first pair's estimates are double the truth, the second's zero
+    /// (100 % error each).
+    pub(crate) fn a_rate_in_step_with_the_rotation_defeats_the_estimate(run: Run<'_>) {
+        let worst = errors(run, &|_, t| [100, 0, 0, 100][(t % 4) as usize]);
+        assert_eq!(worst, [1.0; 4]);
     }
 }
 

@@ -95,9 +95,9 @@ impl<B: crate::access::MsrAccess, H: Interrupt<B>> crate::access::MsrAccess for 
         self.inner.write_msr(msr, value)
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, B::Error> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, B::Error> {
         self.access();
-        self.inner.read_pmc(index)
+        self.inner.rdpmc(index)
     }
 }
 

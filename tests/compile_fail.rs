@@ -18,7 +18,7 @@ use pmu::arch::netburst::driver::{Counters, CounterConfig, NetBurstDriver};
 use pmu::access::MsrAccess;
 use pmu::access::PmcPmdAccess;
 use pmu::arch::itanium::driver::{CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver};
-use pmu::arch::netburst::driver::NbCounter;
+use pmu::arch::netburst::driver::NetBurstHandle;
 use pmu::counter::Owner;
 use pmu::counter::state::{Configured, Unclaimed};
 pmu::owner!(A);
@@ -138,7 +138,7 @@ const CASES: &[Case] = &[
         // driver B (whose own counter 0 could then be configured too).
         name: "foreign_handle",
         body: "let c0 = c.c0.configure(d, &cfg).unwrap(); \
-               fn other<M: MsrAccess>(b: &mut NetBurstDriver<'_, B, M>, c0: NbCounter<A, 0, Configured>) { \
+               fn other<M: MsrAccess>(b: &mut NetBurstDriver<'_, B, M>, c0: NetBurstHandle<A, 0, Configured>) { \
                let _ = c0.enable(b); }",
         expect: &[
             "this counter was issued by the driver of owner `A`",
@@ -148,7 +148,7 @@ const CASES: &[Case] = &[
     Case {
         name: "foreign_cascade_source",
         body: "fn other<M: MsrAccess>(b: &mut NetBurstDriver<'_, B, M>, cb: Counters<B>, \
-               c0: NbCounter<A, 0, Configured>, cfg: CounterConfig) { \
+               c0: NetBurstHandle<A, 0, Configured>, cfg: CounterConfig) { \
                let c2 = cb.c2.configure(b, &cfg).unwrap(); let _ = c2.cascade_from(&c0, b); }",
         expect: &["mismatched types"],
     },
@@ -227,7 +227,7 @@ const CASES: &[Case] = &[
     Case {
         // Tokens come only from `take`: no public constructor.
         name: "forge_a_token",
-        body: "let _t = NbCounter::<A, 0, Unclaimed>::token();",
+        body: "let _t = NetBurstHandle::<A, 0, Unclaimed>::token();",
         expect: &["private"],
     },
     // `pmu::netburst_event!` runs the event-string parser at compile time:

@@ -41,7 +41,7 @@
 //!
 //! let mut msr = Recording::<_, 8>::new(NetBurstModel::new(Config::prescott_ht()));
 //! msr.write_msr(0x300, 5)?;              // MSR_BPU_COUNTER0
-//! assert_eq!(msr.read_pmc(0)?, 5);       // RDPMC 0
+//! assert_eq!(msr.rdpmc(0)?, 5);       // RDPMC 0
 //! assert_eq!(msr.take_counts(), AccessCounts::msr(0, 1, 1));
 //! # Ok::<(), pmu::model::netburst::Fault>(())
 //! ```
@@ -70,11 +70,13 @@ pub trait MsrAccess {
     /// WRMSR: write `value` to the model-specific register at `msr`.
     fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error>;
 
-    /// RDPMC: read performance counter `index`, the value placed in ECX.
+    /// RDPMC: read performance counter `index`, the value placed in ECX
+    /// (named for the instruction, as `read_pmc` on [`PmcPmdAccess`] names
+    /// an Itanium PMC read).
     ///
     /// On NetBurst, bits 30:0 of ECX select the counter (0-17) and bit 31
     /// requests a "fast" read of the low 32 bits only (SDM Vol. 2B, RDPMC).
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error>;
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error>;
 }
 
 impl<T: MsrAccess + ?Sized> MsrAccess for &mut T {
@@ -91,8 +93,8 @@ impl<T: MsrAccess + ?Sized> MsrAccess for &mut T {
     }
 
     #[inline]
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
-        (**self).read_pmc(index)
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+        (**self).rdpmc(index)
     }
 }
 

@@ -245,10 +245,10 @@ impl<B: MsrAccess, const N: usize> MsrAccess for Recording<B, N> {
         )
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, B::Error> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, B::Error> {
         self.record(
             |c| &mut c.rdpmc,
-            |b| b.read_pmc(index),
+            |b| b.rdpmc(index),
             |&value| Access::Rdpmc { index, value },
         )
     }
@@ -314,7 +314,7 @@ mod tests {
             }
         }
 
-        fn read_pmc(&mut self, index: u32) -> Result<u64, u32> {
+        fn rdpmc(&mut self, index: u32) -> Result<u64, u32> {
             Ok(u64::from(index) * 2)
         }
     }
@@ -324,7 +324,7 @@ mod tests {
         let mut rec: Recording<_, 8> = Recording::new(OneMsr(5));
         assert_eq!(rec.read_msr(0x10), Ok(5));
         assert_eq!(rec.write_msr(0x10, 7), Ok(()));
-        assert_eq!(rec.read_pmc(3), Ok(6));
+        assert_eq!(rec.rdpmc(3), Ok(6));
         assert_eq!(rec.read_msr(0x10), Ok(7));
         assert_eq!(rec.counts(), AccessCounts::msr(2, 1, 1));
         assert_eq!(rec.counts().total(), 4);
@@ -363,7 +363,7 @@ mod tests {
     fn a_full_log_keeps_counting() {
         let mut rec: Recording<_, 2> = Recording::new(OneMsr(0));
         for i in 0..5 {
-            rec.read_pmc(i).unwrap();
+            rec.rdpmc(i).unwrap();
         }
         assert_eq!(rec.counts().rdpmc, 5);
         assert_eq!(rec.log().len(), 2);
@@ -377,7 +377,7 @@ mod tests {
     #[test]
     fn works_through_a_mutable_reference() {
         fn touch(mut msr: impl MsrAccess) {
-            let _ = msr.read_pmc(1);
+            let _ = msr.rdpmc(1);
         }
         let mut rec: Recording<_, 1> = Recording::new(OneMsr(0));
         touch(&mut rec);

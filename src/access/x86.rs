@@ -76,7 +76,7 @@ impl MsrAccess for X86Msr {
     }
 
     #[inline]
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Infallible> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Infallible> {
         let value: u64;
         // SAFETY: `X86Msr::new`'s contract: CPL0 and a counter index that
         // exists on this CPU. RDPMC only reads a counter into EDX:EAX, and

@@ -1,6 +1,8 @@
-//! One declarative style for register fields, shared by both
-//! architectures' layouts: a [`Field`] is a position and a width, and every
-//! typed register image reads and writes its fields through one.
+//! One declarative way to declare a register, shared by every
+//! architecture's layouts and by the models: a [`Field`] is a position and a
+//! width, and `register!` declares a typed register image from a list of
+//! fields, generating its accessors, so no register image is shifted or
+//! masked by hand anywhere else.
 
 /// A bit field of a 64-bit register: `bits` bits starting at bit `lsb`.
 ///
@@ -93,6 +95,103 @@ impl Field {
         self.set(raw, on as u64)
     }
 }
+
+/// Declares a register image type and its fields, in the spirit of
+/// `tock-registers`' `register_bitfields!`: one line per field, with its
+/// bits (as the manual's figure writes them, `lsb` or `lsb..=msb`) and,
+/// optionally, a getter and a `with_` setter and the type they speak:
+///
+/// ```text
+/// register! {
+///     /// An ESCR image (SDM Figure 18-44).
+///     #[derive(Clone, Copy)]
+///     pub struct EscrValue(u64) {
+///         /// Tag enable.
+///         TAG_ENABLE: 4 => tag_enable, with_tag_enable: bool;
+///         /// Event select.
+///         EVENT_SELECT: 25..=30 => event_select, with_event_select: EventSelect;
+///         /// Bit 31: reserved, no accessor.
+///         pub(crate) SPARE: 31;
+///     }
+/// }
+/// ```
+///
+/// It defines the tuple struct over its storage (`u8`, `u16`, `u32` or
+/// `u64`), an associated [`Field`] constant per field (private unless given
+/// a visibility), `DEFINED` (every bit some field declares), `bits()`, and
+/// the accessors: `bool` for one-bit flags, the storage integers as they
+/// are, and any other type through its `from_field(u64) -> Self` and
+/// `into_field(self) -> u64` (`const fn`s, total: a field value always
+/// converts). Every accessor is a `const fn`.
+macro_rules! register {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident($repr:ident) {
+            $(
+                $(#[$fmeta:meta])*
+                $fvis:vis $field:ident : $lsb:literal $(..= $msb:literal)?
+                    $(=> $get:ident, $set:ident : $ty:tt)?;
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name($repr);
+
+        #[allow(dead_code)]
+        impl $name {
+            $(
+                $(#[$fmeta])*
+                $fvis const $field: $crate::arch::Field =
+                    $crate::arch::Field::new($lsb, $crate::arch::register!(@width $lsb $(, $msb)?));
+            )*
+
+            /// Every bit that one of the register's fields declares.
+            pub const DEFINED: u64 = 0 $(| Self::$field.mask())*;
+
+            /// The register image.
+            pub const fn bits(self) -> $repr {
+                self.0
+            }
+
+            $(
+                $crate::arch::register!(
+                    @accessors $name, $repr, $field, [$(#[$fmeta])*] $(, $get, $set, $ty)?
+                );
+            )*
+        }
+    };
+    (@accessors $name:ident, $repr:ident, $field:ident, [$(#[$m:meta])*]) => {};
+    (
+        @accessors $name:ident, $repr:ident, $field:ident, [$(#[$m:meta])*],
+        $get:ident, $set:ident, $ty:tt
+    ) => {
+        $(#[$m])*
+        pub const fn $get(self) -> $ty {
+            $crate::arch::register!(@get $ty, Self::$field, self.0 as u64)
+        }
+
+        #[doc = concat!("With `", stringify!($field), "` replaced ([`",
+            stringify!($name), "::", stringify!($get), "`]).")]
+        pub const fn $set(self, v: $ty) -> $name {
+            $name(Self::$field.set(self.0 as u64, $crate::arch::register!(@put $ty, v)) as $repr)
+        }
+    };
+    (@width $lsb:literal) => { 1 };
+    (@width $lsb:literal, $msb:literal) => { $msb - $lsb + 1 };
+    (@get bool, $f:expr, $raw:expr) => { $f.flag($raw) };
+    (@get u8, $f:expr, $raw:expr) => { $f.get($raw) as u8 };
+    (@get u16, $f:expr, $raw:expr) => { $f.get($raw) as u16 };
+    (@get u32, $f:expr, $raw:expr) => { $f.get($raw) as u32 };
+    (@get u64, $f:expr, $raw:expr) => { $f.get($raw) };
+    (@get $ty:ident, $f:expr, $raw:expr) => { $ty::from_field($f.get($raw)) };
+    (@put bool, $v:expr) => { $v as u64 };
+    (@put u8, $v:expr) => { $v as u64 };
+    (@put u16, $v:expr) => { $v as u64 };
+    (@put u32, $v:expr) => { $v as u64 };
+    (@put u64, $v:expr) => { $v };
+    (@put $ty:ident, $v:expr) => { $v.into_field() };
+}
+pub(crate) use register;
 
 #[cfg(test)]
 mod tests {

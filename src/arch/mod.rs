@@ -17,10 +17,12 @@
 
 pub mod archperf;
 mod field;
+pub mod ia32;
 pub mod itanium;
 pub mod netburst;
 
 pub use field::Field;
+pub(crate) use field::register;
 
 #[cfg(test)]
 mod tests {

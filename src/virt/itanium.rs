@@ -139,7 +139,7 @@ impl GuestPolicy {
 /// Why a guest access is refused (dropped, never a fault).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum GuestFault {
+pub enum GuestRefusal {
     /// The [`Validator`] refused the PMC value, as perfmon refuses it.
     Pmc(PmcError),
     /// A register the host keeps.
@@ -154,17 +154,17 @@ pub enum GuestFault {
     },
 }
 
-impl core::fmt::Display for GuestFault {
+impl core::fmt::Display for GuestRefusal {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            GuestFault::Pmc(e) => write!(f, "{e}"),
-            GuestFault::HostOwned { reg } => write!(f, "register {reg} belongs to the host"),
-            GuestFault::NoSuchPmd { pmd } => write!(f, "no PMD{pmd} on this generation"),
+            GuestRefusal::Pmc(e) => write!(f, "{e}"),
+            GuestRefusal::HostOwned { reg } => write!(f, "register {reg} belongs to the host"),
+            GuestRefusal::NoSuchPmd { pmd } => write!(f, "no PMD{pmd} on this generation"),
         }
     }
 }
 
-impl core::error::Error for GuestFault {}
+impl core::error::Error for GuestRefusal {}
 
 /// What the VMM does with a guest's PMC write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,7 +178,7 @@ pub enum PmcWrite {
     Virtual,
     /// Dropped, as perfmon refuses it; the guest sees no fault and the
     /// register keeps its value.
-    Ignore(GuestFault),
+    Ignore(GuestRefusal),
 }
 
 /// What the VMM does with a guest's PMD write.
@@ -191,7 +191,7 @@ pub enum PmdWrite {
     Apply(u64),
     /// Dropped: an unimplemented or host PMD, whose writes the guest's
     /// processor would ignore.
-    Ignore(GuestFault),
+    Ignore(GuestRefusal),
 }
 
 /// The guest writes `value` to PMC `pmc`: PMC0-3 are the guest's virtual
@@ -208,23 +208,23 @@ pub fn check_pmc_write(
         return PmcWrite::Virtual;
     }
     if policy.host_counters.contains(pmc) {
-        return PmcWrite::Ignore(GuestFault::HostOwned { reg: pmc });
+        return PmcWrite::Ignore(GuestRefusal::HostOwned { reg: pmc });
     }
     match validator.0.write(pmc, value) {
         Ok(a) => PmcWrite::Apply(a.value & !disputed_bits(policy.generation, pmc)),
-        Err(e) => PmcWrite::Ignore(GuestFault::Pmc(e)),
+        Err(e) => PmcWrite::Ignore(GuestRefusal::Pmc(e)),
     }
 }
 
 /// The guest reads PMD `pmd`: `Err` for an unimplemented PMD or one the
 /// host keeps, which the guest reads as 0 (an unimplemented PMD's value,
 /// SDM Vol. 2 7.2).
-pub fn check_pmd_read(policy: &GuestPolicy, pmd: u8) -> Result<(), GuestFault> {
+pub fn check_pmd_read(policy: &GuestPolicy, pmd: u8) -> Result<(), GuestRefusal> {
     if !policy.generation.implemented_pmds().contains(pmd) {
-        return Err(GuestFault::NoSuchPmd { pmd });
+        return Err(GuestRefusal::NoSuchPmd { pmd });
     }
     if policy.host_pmds().contains(pmd) {
-        return Err(GuestFault::HostOwned { reg: pmd });
+        return Err(GuestRefusal::HostOwned { reg: pmd });
     }
     Ok(())
 }
@@ -236,7 +236,7 @@ pub fn check_pmd_write(policy: &GuestPolicy, pmd: u8, value: u64) -> PmdWrite {
     }
     match policy.generation.pmd_writable(pmd) {
         Some(keep) => PmdWrite::Apply(value & keep),
-        None => PmdWrite::Ignore(GuestFault::NoSuchPmd { pmd }),
+        None => PmdWrite::Ignore(GuestRefusal::NoSuchPmd { pmd }),
     }
 }
 

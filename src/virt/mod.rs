@@ -6,7 +6,7 @@
 //!   bits, the other logical processor's bits and the active-thread field
 //!   for a guest with one, an event allow/deny list, registers and tagging
 //!   the host keeps; PEBS and the DS area always refused), answered as
-//!   [`Verdict`]; emulate RDPMC ([`netburst::emulate_rdpmc`]: the 40-bit
+//!   [`netburst::Verdict`]; emulate RDPMC ([`netburst::emulate_rdpmc`]: the 40-bit
 //!   width, the fast-read bit 31, CR4.PCE and the CPL); and the world
 //!   switch ([`netburst::PmuContext`]): a guest's (or the host's) PMU state
 //!   saved and restored in a safe order, touching only the registers in
@@ -36,23 +36,6 @@ pub mod netburst;
 pub mod vpmu;
 
 use crate::apic::{LvtPerfCounter, PmiDelivery};
-
-/// What to do with a guest's access to a PMU MSR.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Verdict<G> {
-    /// Legal: record it in the guest's context (and write it to the
-    /// hardware while the guest's context is loaded).
-    Apply,
-    /// Legal, but the register is virtual: the VMM answers it itself (a
-    /// read of IA32_MISC_ENABLE).
-    Emulate,
-    /// Not a PMU register: the VMM's own business.
-    NotPmu,
-    /// Inject #GP into the guest, as the hardware would (or as the policy
-    /// requires), for this reason; nothing changes.
-    InjectGp(G),
-}
 
 /// A guest's virtual local APIC LVT performance-counter entry (offset 340H)
 /// and its pending PMI: one for every NetBurst guest, whether its PMU is

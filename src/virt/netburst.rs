@@ -5,8 +5,8 @@
 //!
 //! | exit | call | then |
 //! |---|---|---|
-//! | WRMSR | [`check_write`] | [`Verdict::Apply`]: [`PmuContext::record`] (and the WRMSR itself while the guest's context is loaded); [`Verdict::InjectGp`]: inject #GP; [`Verdict::NotPmu`]: the VMM's |
-//! | RDMSR | [`check_read`] | [`Verdict::Apply`]: the register's value (the hardware's while loaded, else [`PmuContext::read`]); [`Verdict::Emulate`]: [`MISC_ENABLE_PMU_BITS`] for `IA32_MISC_ENABLE` |
+//! | WRMSR | [`check_msr_write`] | [`Verdict::Apply`]: [`PmuContext::record`] (and the WRMSR itself while the guest's context is loaded); [`Verdict::InjectGp`]: inject #GP; [`Verdict::NotPmu`]: the VMM's |
+//! | RDMSR | [`check_msr_read`] | [`Verdict::Apply`]: the register's value (the hardware's while loaded, else [`PmuContext::read`]); [`Verdict::Emulate`]: [`MISC_ENABLE_PMU_BITS`] for `IA32_MISC_ENABLE` |
 //! | RDPMC | [`emulate_rdpmc`] | the value into EDX:EAX, or #GP |
 //! | the host's PMI while the guest is loaded | [`PmuContext::take_overflows`] | not empty: [`VirtualLvt::raise`] |
 //! | VM exit that leaves the CPU (vCPU put, preemption) | [`PmuContext::save`] (not empty: [`VirtualLvt::raise`]), then [`PmuContext::scrub`] | |
@@ -36,7 +36,7 @@
 //! and `k` WRMSR, a scrub `k + e + t` WRMSR and a restore `e + t + 2k`
 //! WRMSR, where switching all 84 registers would write 84 for each.
 //!
-//! After a switch every register a guest may read ([`check_read`]
+//! After a switch every register a guest may read ([`check_msr_read`]
 //! answers [`Verdict::Apply`]) holds either its own value or its neutral
 //! image (counters and ESCRs 0, a CCCR [`CccrValue::IDLE`], the tagging
 //! MSRs their reset values), never another context's; the registers the
@@ -128,16 +128,17 @@
 //! sees its sibling's share in them ([`EventFilter`] can deny them).
 
 use crate::access::MsrAccess;
+use crate::arch::ia32::MiscEnable;
 use crate::arch::netburst::cccr::{ActiveThread, CccrValue};
 use crate::arch::netburst::escr::EscrValue;
-use crate::arch::netburst::events::Event;
+use crate::arch::netburst::events::EventName;
 use crate::arch::netburst::msrs::{
     COUNTER_MASK, Counter, CounterSet, Escr, EscrSet, IA32_DS_AREA, IA32_MISC_ENABLE,
-    MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT, MSR_TC_PRECISE_EVENT,
+    MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT, MSR_TC_PRECISE_EVENT, RdpmcIndex,
 };
-use crate::arch::netburst::tagging::{PEBS_ENABLE_OTHER_THREAD, PEBS_ENABLE_PEBS};
+use crate::arch::netburst::tagging_msrs::{PebsEnable, PebsMatrixVert, TcPreciseEvent};
 
-pub use super::{Verdict, VirtualLvt};
+pub use super::VirtualLvt;
 
 /// Which PMU register an MSR number is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,9 +209,9 @@ pub enum EventFilter {
     AllowAll,
     /// Only these (an event select the catalog does not know for its ESCR
     /// is refused).
-    Allow(&'static [Event]),
+    Allow(&'static [EventName]),
     /// Every event but these.
-    Deny(&'static [Event]),
+    Deny(&'static [EventName]),
 }
 
 /// What a guest is shown and allowed. There is no PEBS option: guest PEBS
@@ -270,8 +271,8 @@ impl GuestPolicy {
 }
 
 /// The catalog's event with event select `select` on `escr`, if any.
-fn event_on(escr: Escr, select: u8) -> Option<Event> {
-    Event::ALL
+fn event_on(escr: Escr, select: u8) -> Option<EventName> {
+    EventName::ALL
         .iter()
         .find(|e| e.info().event_select.get() == select && e.allows(escr))
         .copied()
@@ -280,16 +281,16 @@ fn event_on(escr: Escr, select: u8) -> Option<Event> {
 /// Whether an ESCR image (one that counts: some `T*_OS`/`T*_USR` bit set)
 /// tags µops or counts tagged ones: `Tag_Enable` (execution tagging, SDM
 /// 18.15.6.3), an event that tags µops for another counter
-/// ([`Event::tags_uops`]: `uop_type`, the replay metrics' upstream
+/// ([`EventName::tags_uops`]: `uop_type`, the replay metrics' upstream
 /// events), an at-retirement event that counts tagged µops
-/// ([`Event::needs_tagging`]), or `instr_retired` with `NBOGUSTAG` or
+/// ([`EventName::needs_tagging`]), or `instr_retired` with `NBOGUSTAG` or
 /// `BOGUSTAG` (mask bits 1 and 3, SDM Table 19-29).
 fn takes_part_in_tagging(escr: Escr, v: EscrValue) -> bool {
     if v.tag_enable() {
         return true;
     }
     match event_on(escr, v.event_select().get()) {
-        Some(Event::InstrRetired) => v.event_mask().0 & 0b1010 != 0,
+        Some(EventName::InstrRetired) => v.event_mask().0 & 0b1010 != 0,
         Some(e) => e.tags_uops() || e.needs_tagging().is_some(),
         None => false,
     }
@@ -397,25 +398,38 @@ impl core::fmt::Display for GuestGp {
 
 impl core::error::Error for GuestGp {}
 
+/// What to do with a guest's access to a PMU MSR (NetBurst: an illegal
+/// access is a #GP in the guest, as on the hardware).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Verdict<G> {
+    /// Legal: record it in the guest's context (and write it to the
+    /// hardware while the guest's context is loaded).
+    Apply,
+    /// Legal, but the register is virtual: the VMM answers it itself (a
+    /// read of IA32_MISC_ENABLE).
+    Emulate,
+    /// Not a PMU register: the VMM's own business.
+    NotPmu,
+    /// Inject #GP into the guest, as the hardware would (or as the policy
+    /// requires), for this reason; nothing changes.
+    InjectGp(G),
+}
+
 /// Counters are 40 bits wide (SDM 18.15.2): bits 63:40 are reserved.
 const COUNTER_RESERVED: u64 = !COUNTER_MASK;
-/// `MSR_PEBS_ENABLE`: 23:13 reserved except 15 and 16 (Table 19-33's
-/// `Tagged_mispred_branch`; see the model's note on Table 35-41), 63:27
-/// reserved.
-const PEBS_ENABLE_RESERVED: u64 = !0x07FF_FFFF | (0x00FF_E000 & !(3 << 15));
-/// `MSR_PEBS_MATRIX_VERT`: bits 0, 1 and 4 (Table 19-33).
-const MATRIX_VERT_RESERVED: u64 = !0x13;
-/// `MSR_TC_PRECISE_EVENT`: its layout is undocumented; bits 15:0 are
-/// taken (perfctr saw FC00H in them), 63:16 refused, as on the model.
-const TC_PRECISE_EVENT_RESERVED: u64 = !0xFFFF;
-/// `MSR_TC_PRECISE_EVENT` after reset, as perfctr observed ("seems to have
-/// a default value of 0xFC00 ... leave it alone"): its neutral image.
-pub const TC_PRECISE_EVENT_RESET: u64 = 0xFC00;
+/// `MSR_TC_PRECISE_EVENT` after reset, as perfctr observed: its neutral
+/// image ([`TcPreciseEvent::RESET`]).
+pub const TC_PRECISE_EVENT_RESET: u64 = TcPreciseEvent::RESET.bits();
 /// The `IA32_MISC_ENABLE` bits a guest reads from the PMU's part of the
 /// register: performance monitoring available (bit 7), BTS unavailable
 /// (bit 11) and PEBS unavailable (bit 12), all read-only (SDM Vol. 3C
 /// Table 35-41). The VMM answers the other bits.
-pub const MISC_ENABLE_PMU_BITS: u64 = 1 << 7 | 1 << 11 | 1 << 12;
+pub const MISC_ENABLE_PMU_BITS: u64 = MiscEnable::from_bits(0)
+    .with_perf_mon_available(true)
+    .with_bts_unavailable(true)
+    .with_pebs_unavailable(true)
+    .bits();
 
 /// The tagging MSRs, in the order of [`PmuContext`]'s slots: 3F0H-3F2H.
 const TAGGING_MSRS: [u32; 3] = [MSR_TC_PRECISE_EVENT, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT];
@@ -427,7 +441,7 @@ const TAGGING_NEUTRAL: [u64; 3] = [TC_PRECISE_EVENT_RESET, 0, 0];
 /// is changed here. Every write answered [`Verdict::Apply`] is one the
 /// guest's processor takes without #GP (the isolation tests check a
 /// million random writes per policy against the NetBurst model).
-pub fn check_write(policy: &GuestPolicy, msr: u32, value: u64) -> Verdict<GuestGp> {
+pub fn check_msr_write(policy: &GuestPolicy, msr: u32, value: u64) -> Verdict<GuestGp> {
     match write_rule(policy, msr, value) {
         Ok(v) => v,
         Err(gp) => Verdict::InjectGp(gp),
@@ -450,43 +464,21 @@ fn write_rule(p: &GuestPolicy, msr: u32, value: u64) -> Result<Verdict<GuestGp>,
         }
     };
     match classify(msr) {
-        MsrClass::NotPmu => Ok(Verdict::NotPmu),
-        MsrClass::Unimplemented => Err(GuestGp::NoSuchMsr { msr }),
+        MsrClass::NotPmu => return Ok(Verdict::NotPmu),
+        MsrClass::Unimplemented => return Err(GuestGp::NoSuchMsr { msr }),
         MsrClass::Counter(c) => {
             host_counter(p, c, msr)?;
             reserved(value & COUNTER_RESERVED)?;
-            Ok(Verdict::Apply)
         }
         MsrClass::Cccr(c) => {
             host_counter(p, c, msr)?;
             reserved(value & CccrValue::reserved_mask(c.cccr(), p.model))?;
-            let v = CccrValue::from_bits_truncate_for(value, c.cccr(), p.model);
-            if !p.ht() && v.ovf_pmi_t1() {
-                return Err(GuestGp::OtherLogicalProcessor { msr });
-            }
-            if !p.ht() && v.active_thread() != ActiveThread::Any {
-                return Err(GuestGp::ActiveThreadMustBeAny { msr });
-            }
-            // The ESCR it selects, and the counters it cascades from, must
-            // not be the host's: the guest would count the host's events,
-            // or start counting on the host's overflow.
-            let runs = v.enable() || v.cascade() || v.extended_cascade();
-            if let Some(e) = c.escr_for_select(v.escr_select(), p.model)
-                && p.host_escrs.contains(e)
-                && runs
-            {
-                return Err(GuestGp::HostOwned { msr });
-            }
-            if v.cascade() && p.host_counters.contains(c.cascade_source()) {
-                return Err(GuestGp::HostOwned { msr });
-            }
-            if v.extended_cascade()
-                && let Some(from) = c.extended_cascade_source(p.model)
-                && p.host_counters.contains(from)
-            {
-                return Err(GuestGp::HostOwned { msr });
-            }
-            Ok(Verdict::Apply)
+            cccr_rule(
+                p,
+                c,
+                msr,
+                CccrValue::from_bits_truncate_for(value, c.cccr(), p.model),
+            )?;
         }
         MsrClass::Escr(e) => {
             if !e.available_on(p.model) {
@@ -496,44 +488,79 @@ fn write_rule(p: &GuestPolicy, msr: u32, value: u64) -> Result<Verdict<GuestGp>,
                 return Err(GuestGp::HostOwned { msr });
             }
             reserved(value & EscrValue::RESERVED)?;
-            let v = EscrValue::from_bits_truncate(value);
-            if !p.ht() && (v.t1_os() || v.t1_usr()) {
-                return Err(GuestGp::OtherLogicalProcessor { msr });
-            }
-            let counts = v.t0_os() || v.t0_usr() || v.t1_os() || v.t1_usr();
-            let select = v.event_select().get();
-            if counts && !p.allows(e, select) {
-                return Err(GuestGp::Filtered { escr: e, select });
-            }
-            if counts && p.host_tagging && takes_part_in_tagging(e, v) {
-                return Err(GuestGp::TaggingRefused { msr });
-            }
-            Ok(Verdict::Apply)
+            escr_rule(p, e, msr, EscrValue::from_bits_truncate(value))?;
         }
         MsrClass::PebsEnable => {
             host_tagging()?;
-            reserved(value & PEBS_ENABLE_RESERVED)?;
-            if !p.ht() && value & PEBS_ENABLE_OTHER_THREAD != 0 {
+            reserved(value & PebsEnable::RESERVED)?;
+            let v = PebsEnable::from_bits(value);
+            if !p.ht() && v.enable_pebs_oth_thr() {
                 return Err(GuestGp::OtherLogicalProcessor { msr });
             }
-            if value & (PEBS_ENABLE_PEBS | PEBS_ENABLE_OTHER_THREAD) != 0 {
+            if v.enable_pebs_my_thr() || v.enable_pebs_oth_thr() {
                 return Err(GuestGp::PebsRefused { msr });
             }
-            Ok(Verdict::Apply)
         }
         MsrClass::PebsMatrixVert => {
             host_tagging()?;
-            reserved(value & MATRIX_VERT_RESERVED)?;
-            Ok(Verdict::Apply)
+            reserved(value & PebsMatrixVert::RESERVED)?;
         }
         MsrClass::TcPreciseEvent => {
             host_tagging()?;
-            reserved(value & TC_PRECISE_EVENT_RESERVED)?;
-            Ok(Verdict::Apply)
+            reserved(value & TcPreciseEvent::RESERVED)?;
         }
-        MsrClass::DsArea => Err(GuestGp::PebsRefused { msr }),
-        MsrClass::MiscEnable => Err(GuestGp::ReadOnly { msr }),
+        MsrClass::DsArea => return Err(GuestGp::PebsRefused { msr }),
+        MsrClass::MiscEnable => return Err(GuestGp::ReadOnly { msr }),
     }
+    Ok(Verdict::Apply)
+}
+
+/// A CCCR image without reserved bits, for counter `c`: the logical
+/// processors the guest has, and the host's ESCRs and counters.
+fn cccr_rule(p: &GuestPolicy, c: Counter, msr: u32, v: CccrValue) -> Result<(), GuestGp> {
+    if !p.ht() && v.ovf_pmi_t1() {
+        return Err(GuestGp::OtherLogicalProcessor { msr });
+    }
+    if !p.ht() && v.active_thread() != ActiveThread::Any {
+        return Err(GuestGp::ActiveThreadMustBeAny { msr });
+    }
+    // The ESCR it selects, and the counters it cascades from, must not be
+    // the host's: the guest would count the host's events, or start
+    // counting on the host's overflow.
+    let runs = v.enable() || v.cascade() || v.extended_cascade();
+    if let Some(e) = c.escr_for_select(v.escr_select(), p.model)
+        && p.host_escrs.contains(e)
+        && runs
+    {
+        return Err(GuestGp::HostOwned { msr });
+    }
+    if v.cascade() && p.host_counters.contains(c.cascade_source()) {
+        return Err(GuestGp::HostOwned { msr });
+    }
+    if v.extended_cascade()
+        && let Some(from) = c.extended_cascade_source(p.model)
+        && p.host_counters.contains(from)
+    {
+        return Err(GuestGp::HostOwned { msr });
+    }
+    Ok(())
+}
+
+/// An ESCR image without reserved bits, on a guest's ESCR `e`: its logical
+/// processors, the event filter and the host's tagging.
+fn escr_rule(p: &GuestPolicy, e: Escr, msr: u32, v: EscrValue) -> Result<(), GuestGp> {
+    if !p.ht() && (v.t1_os() || v.t1_usr()) {
+        return Err(GuestGp::OtherLogicalProcessor { msr });
+    }
+    let counts = v.t0_os() || v.t0_usr() || v.t1_os() || v.t1_usr();
+    let select = v.event_select().get();
+    if counts && !p.allows(e, select) {
+        return Err(GuestGp::Filtered { escr: e, select });
+    }
+    if counts && p.host_tagging && takes_part_in_tagging(e, v) {
+        return Err(GuestGp::TaggingRefused { msr });
+    }
+    Ok(())
 }
 
 fn host_counter(p: &GuestPolicy, c: Counter, msr: u32) -> Result<(), GuestGp> {
@@ -548,7 +575,7 @@ fn host_counter(p: &GuestPolicy, c: Counter, msr: u32) -> Result<(), GuestGp> {
 /// #GP (a guest never learns of them), as do unimplemented MSRs of the
 /// PMU's range and `IA32_DS_AREA`; `IA32_MISC_ENABLE`'s PMU bits are the
 /// VMM's to answer ([`MISC_ENABLE_PMU_BITS`]).
-pub fn check_read(policy: &GuestPolicy, msr: u32) -> Verdict<GuestGp> {
+pub fn check_msr_read(policy: &GuestPolicy, msr: u32) -> Verdict<GuestGp> {
     match classify(msr) {
         MsrClass::NotPmu => Verdict::NotPmu,
         MsrClass::Unimplemented => Verdict::InjectGp(GuestGp::NoSuchMsr { msr }),
@@ -588,17 +615,14 @@ pub fn emulate_rdpmc(
     if cpl > 0 && !cr4_pce {
         return Err(GuestGp::RdpmcNotAllowed);
     }
-    const FAST: u32 = 1 << 31;
-    let index = ecx & !FAST;
-    let c = match Counter::from_index(index as u8) {
-        Some(c) if index < 18 => c,
-        _ => return Err(GuestGp::RdpmcIndex { ecx }),
+    let Some((index, c)) = RdpmcIndex::from_ecx(ecx).and_then(|i| Some((i, i.counter()?))) else {
+        return Err(GuestGp::RdpmcIndex { ecx });
     };
     if policy.host_counters.contains(c) {
         return Err(GuestGp::HostOwned { msr: c.msr() });
     }
     let v = counter(c) & !COUNTER_RESERVED;
-    Ok(if ecx & FAST != 0 { v & 0xFFFF_FFFF } else { v })
+    Ok(if index.fast() { u64::from(v as u32) } else { v })
 }
 
 /// Gives every register a guest under `policy` can read its neutral image:
@@ -671,7 +695,7 @@ impl PmuContext {
         }
     }
 
-    /// Records a write the side made (for a guest: one [`check_write`]
+    /// Records a write the side made (for a guest: one [`check_msr_write`]
     /// answered [`Verdict::Apply`]). Returns `false` for an MSR that is not
     /// part of the context.
     pub fn record(&mut self, msr: u32, value: u64) -> bool {

@@ -2,7 +2,7 @@
 //! Pentium 4 PMU even on a host without one. The register-level NetBurst
 //! model holds the virtual PMU's registers and counts what the hypervisor
 //! feeds it; every guest access is first checked against the guest's
-//! [`GuestPolicy`] by the same [`check_write`]/[`check_read`] as the
+//! [`GuestPolicy`] by the same [`check_msr_write`]/[`check_msr_read`] as the
 //! world-switched path, the one rule for both (a write they apply the
 //! model takes: the isolation tests run the same million random writes
 //! through both); the guest's local APIC performance-counter entry is the
@@ -13,10 +13,11 @@
 //! The guest is shown one logical processor (T0 of the model), without
 //! PEBS.
 
+use super::VirtualLvt;
+use super::netburst::Verdict;
 use super::netburst::{
-    GuestGp, GuestPolicy, MISC_ENABLE_PMU_BITS, check_read, check_write, emulate_rdpmc,
+    GuestGp, GuestPolicy, MISC_ENABLE_PMU_BITS, check_msr_read, check_msr_write, emulate_rdpmc,
 };
-use super::{Verdict, VirtualLvt};
 use crate::access::MsrAccess;
 use crate::apic::{LvtPerfCounter, PmiDelivery};
 use crate::arch::netburst::msrs::Counter;
@@ -31,9 +32,9 @@ pub struct VirtualPmu {
 }
 
 /// What a guest access did.
-pub type Access<T> = Result<T, GuestGp>;
+pub type GuestResult<T> = Result<T, GuestGp>;
 
-/// The model's #GP as the guest's: only reached if [`check_write`] applied
+/// The model's #GP as the guest's: only reached if [`check_msr_write`] applied
 /// a write the model refuses, which the isolation tests show it never
 /// does; the model's answer is the hardware's, so it is passed on rather
 /// than hidden.
@@ -67,14 +68,17 @@ impl VirtualPmu {
 
     /// The guest's WRMSR of a PMU register (`Ok(false)`: not a PMU
     /// register, the VMM's). A refused write changes nothing.
-    pub fn wrmsr(&mut self, msr: u32, value: u64) -> Access<bool> {
-        match check_write(&self.policy, msr, value) {
+    pub fn wrmsr(&mut self, msr: u32, value: u64) -> GuestResult<bool> {
+        match check_msr_write(&self.policy, msr, value) {
             Verdict::NotPmu => Ok(false),
             Verdict::InjectGp(gp) => Err(gp),
             Verdict::Emulate => Ok(true),
             Verdict::Apply => {
                 let written = self.model.write_msr(msr, value);
-                debug_assert!(written.is_ok(), "check_write applied {msr:#x} {value:#x}");
+                debug_assert!(
+                    written.is_ok(),
+                    "check_msr_write applied {msr:#x} {value:#x}"
+                );
                 written.map(|()| true).map_err(|f| model_gp(msr, f))
             }
         }
@@ -82,8 +86,8 @@ impl VirtualPmu {
 
     /// The guest's RDMSR of a PMU register (`Ok(None)`: not a PMU
     /// register).
-    pub fn rdmsr(&mut self, msr: u32) -> Access<Option<u64>> {
-        match check_read(&self.policy, msr) {
+    pub fn rdmsr(&mut self, msr: u32) -> GuestResult<Option<u64>> {
+        match check_msr_read(&self.policy, msr) {
             Verdict::NotPmu => Ok(None),
             Verdict::InjectGp(gp) => Err(gp),
             Verdict::Emulate => Ok(Some(MISC_ENABLE_PMU_BITS)),
@@ -96,7 +100,7 @@ impl VirtualPmu {
     }
 
     /// The guest's RDPMC at `cpl` with its CR4.PCE.
-    pub fn rdpmc(&mut self, ecx: u32, cr4_pce: bool, cpl: u8) -> Access<u64> {
+    pub fn rdpmc(&mut self, ecx: u32, cr4_pce: bool, cpl: u8) -> GuestResult<u64> {
         let model = &self.model;
         emulate_rdpmc(&self.policy, ecx, cr4_pce, cpl, |c: Counter| {
             model.counter(usize::from(c.index()))

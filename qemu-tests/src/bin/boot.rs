@@ -123,7 +123,7 @@ fn faulting_rdpmc_is_an_error_not_a_crash() -> Outcome {
     // is caught, and RDPMC has no other effect.
     let mut msr = unsafe { X86Msr::new() };
     // SAFETY: the closure holds nothing that must be dropped or released.
-    let result = unsafe { catch(|| msr.read_pmc(0)) };
+    let result = unsafe { catch(|| msr.rdpmc(0)) };
     println!("boot: RDPMC 0 -> {result:?}");
     let Err(Fault::Exception { vector, rip, .. }) = result else {
         fail!("RDPMC did not fault: {result:?}")

@@ -13,7 +13,7 @@ use pmu::access::{AccessCounts, Recording};
 use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use pmu::arch::netburst::LogicalProcessor as Lp;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
-use pmu::arch::netburst::driver::{NbCounter, NetBurst};
+use pmu::arch::netburst::driver::{NetBurst, NetBurstHandle};
 use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 use pmu::counter::state::Unclaimed;
@@ -496,7 +496,7 @@ fn pmi_and_halt_traffic_in_every_case() -> Outcome {
 /// One configured counter of a cascade pair: its token, its event on its
 /// ESCR, and the model's event that it counts.
 struct Side<O: Owner, const N: u8> {
-    token: NbCounter<O, N, Unclaimed>,
+    token: NetBurstHandle<O, N, Unclaimed>,
     spec: &'static str,
     escr: Escr,
 }

@@ -19,8 +19,8 @@ use pmu::arch::itanium::btb::{BranchRecord, BtbConfig};
 use pmu::arch::itanium::dear_report::DearReport;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{DearConfig, DearSample, IcacheSample, IearConfig, LatencyFilter};
-use pmu::arch::itanium::itlb_report::{Function, LoadModule};
 use pmu::arch::itanium::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::itanium::report::{Function, LoadModule};
 use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, Plm, Slot};
 use pmu::model::itanium::{
     Branch, DataMiss, FetchMiss, Generation as ModelGeneration, SharedItanium,

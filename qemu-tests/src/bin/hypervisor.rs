@@ -15,7 +15,7 @@
 //! playing the host's Pentium 4), switched by the APIC timer over 1,000
 //! times with a PMU world switch each time (`pmu::virt::netburst::
 //! PmuContext`), while the host keeps its own counter: the guests' MSR
-//! accesses are checked by `pmu::virt::netburst::check_write`/`check_read`
+//! accesses are checked by `pmu::virt::netburst::check_msr_write`/`check_msr_read`
 //! and applied to the physical PMU while the guest is loaded; each guest
 //! samples its own workload and gets its PMIs in its own handler with its
 //! own RIP (the virtual LVT entry masked on delivery); over 30 illegal
@@ -241,18 +241,19 @@ mod two {
     use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
     use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
     use pmu::arch::netburst::{
-        Counter, CounterSet, Escr, EscrSet, Event, EventSpec, LogicalProcessor, NetBurstPmu,
+        Counter, CounterSet, Escr, EscrSet, EventName, EventSpec, LogicalProcessor, NetBurstPmu,
     };
     use pmu::counter::Owner;
     use pmu::model::netburst::{
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
     use pmu::sampling::{SampleAfter, SampleBuffer};
+    use pmu::virt::VirtualLvt;
+    use pmu::virt::netburst::Verdict;
     use pmu::virt::netburst::{
-        EventFilter, GuestPolicy, MISC_ENABLE_PMU_BITS, PmuContext, check_read, check_write,
-        emulate_rdpmc, scrub_all,
+        EventFilter, GuestPolicy, MISC_ENABLE_PMU_BITS, PmuContext, check_msr_read,
+        check_msr_write, emulate_rdpmc, scrub_all,
     };
-    use pmu::virt::{Verdict, VirtualLvt};
 
     /// The physical PMU: the model playing a one-processor Prescott.
     static HW: spin::Mutex<NetBurstModel> =
@@ -262,7 +263,7 @@ mod two {
     pub const POLICY: GuestPolicy = GuestPolicy {
         model: 3,
         logical_processors: 1,
-        filter: EventFilter::Deny(&[Event::X87FpUop]),
+        filter: EventFilter::Deny(&[EventName::X87FpUop]),
         host_counters: CounterSet::EMPTY.with(Counter::BpuCounter0),
         host_escrs: EscrSet::EMPTY.with(Escr::FsbEscr0),
         host_tagging: false,
@@ -485,7 +486,7 @@ mod two {
         let answer: Option<Option<u64>> = match opcode {
             [0x0F, 0x30] => {
                 let value = frame.rdx << 32 | (frame.rax & 0xFFFF_FFFF);
-                match check_write(&POLICY, msr, value) {
+                match check_msr_write(&POLICY, msr, value) {
                     Verdict::Apply => {
                         guests[g].ctx.record(msr, value);
                         hw.write_msr(msr, value).ok().map(|()| None)
@@ -493,7 +494,7 @@ mod two {
                     _ => None,
                 }
             }
-            [0x0F, 0x32] => match check_read(&POLICY, msr) {
+            [0x0F, 0x32] => match check_msr_read(&POLICY, msr) {
                 Verdict::Apply => hw.read_msr(msr).ok().map(Some),
                 Verdict::Emulate if msr == 0x1A0 => Some(Some(MISC_ENABLE_PMU_BITS)),
                 _ => None,
@@ -685,10 +686,10 @@ mod two {
         }
         // SAFETY: the SET_PCE gate, opened to CPL 3.
         unsafe { core::arch::asm!("int 0x84", in("rax") 0u64) };
-        let Ok(_) = msr.read_pmc(2);
+        let Ok(_) = msr.rdpmc(2);
         // SAFETY: as above.
         unsafe { core::arch::asm!("int 0x84", in("rax") 1u64) };
-        let Ok(v) = msr.read_pmc(2);
+        let Ok(v) = msr.rdpmc(2);
         RDPMC_WITH_PCE.fetch_add(u64::from(v == 0), Ordering::SeqCst);
         let cpu = pmu::detect::NetBurst {
             model: 3,
@@ -818,8 +819,11 @@ mod leak {
     use pmu::model::netburst::{
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
-    use pmu::virt::netburst::{GuestPolicy, PmuContext, check_read, check_write, scrub_all};
-    use pmu::virt::{Verdict, VirtualLvt};
+    use pmu::virt::VirtualLvt;
+    use pmu::virt::netburst::Verdict;
+    use pmu::virt::netburst::{
+        GuestPolicy, PmuContext, check_msr_read, check_msr_write, scrub_all,
+    };
 
     /// The physical PMU: the model playing a one-processor Prescott.
     static HW: spin::Mutex<NetBurstModel> =
@@ -896,7 +900,7 @@ mod leak {
         let answer: Option<Option<u64>> = match opcode {
             [0x0F, 0x30] => {
                 let value = frame.rdx << 32 | (frame.rax & 0xFFFF_FFFF);
-                match check_write(&POLICY, msr, value) {
+                match check_msr_write(&POLICY, msr, value) {
                     Verdict::Apply => {
                         vm.ctx[g].record(msr, value);
                         hw.write_msr(msr, value).ok().map(|()| None)
@@ -904,7 +908,7 @@ mod leak {
                     _ => None,
                 }
             }
-            [0x0F, 0x32] => match check_read(&POLICY, msr) {
+            [0x0F, 0x32] => match check_msr_read(&POLICY, msr) {
                 Verdict::Apply => hw.read_msr(msr).ok().map(Some),
                 _ => None,
             },

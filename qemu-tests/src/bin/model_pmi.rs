@@ -108,7 +108,7 @@ fn driver_encoded_event_overflows_the_model_into_a_real_pmi() -> Outcome {
         apic.perf_counter_entry().is_masked(),
         "LVT entry masked by the PMI"
     );
-    let count = model.read_pmc(0).unwrap_or(u64::MAX);
+    let count = model.rdpmc(0).unwrap_or(u64::MAX);
     println!("model_pmi: PMI at RIP {window:#x}, counter 0 = {count} after {n} events (model)");
     check_eq!(count, 1);
     Ok(())

@@ -19,7 +19,7 @@ use pmu::arch::itanium::driver::{
     CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver,
 };
 use pmu::arch::itanium::fields::{EventCode, Plm};
-use pmu::arch::itanium::{Counter as IaCounter, Generation, ItaniumPmu, pmc};
+use pmu::arch::itanium::{Counter as ItaniumHandle, Generation, ItaniumPmu, pmc};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::multiplex::Multiplexer;
 use pmu::arch::netburst::schedule::Part;
@@ -290,7 +290,7 @@ fn group_itanium_freeze() -> Outcome {
     let (mut d, c) = ItaniumDriver::<Core0, _>::take(ITANIUM.regs(), G, &CORE0)?;
     let mut members = [c.c4.erase(), c.c5.erase(), c.c6.erase()];
     for (m, n) in members.iter_mut().zip(4..) {
-        let hw = IaCounter::new(G, n).ok_or("no such counter")?;
+        let hw = ItaniumHandle::new(G, n).ok_or("no such counter")?;
         let code = EventCode::new(G, 0x12).ok_or("CPU_CYCLES")?;
         let pmc = pmc::CounterPmc::new(hw, code)?
             .with_plm(Plm::ALL)

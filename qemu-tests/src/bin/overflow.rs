@@ -20,7 +20,7 @@ use hobby::pmi::{self, Delivery, interrupt_window};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::netburst::driver::{CounterConfig, Counters, NbCounter, NetBurstDriver};
+use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver, NetBurstHandle};
 use pmu::arch::netburst::ds::PebsArea;
 use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
@@ -150,9 +150,9 @@ fn take<O: Owner>(package: &'static NetBurstPmu, nmi: bool) -> (Driver<O>, Count
 /// Configure and enable a counter.
 fn start<O: Owner, const N: u8>(
     d: &mut Driver<O>,
-    token: NbCounter<O, N, Unclaimed>,
+    token: NetBurstHandle<O, N, Unclaimed>,
     cfg: &CounterConfig,
-) -> Result<NbCounter<O, N, Enabled>, ()> {
+) -> Result<NetBurstHandle<O, N, Enabled>, ()> {
     token
         .configure(d, cfg)
         .map_err(|_| ())?

@@ -32,7 +32,7 @@ fn unguarded_rdpmc() -> Outcome {
     // SAFETY: deliberately breaks the "counter exists" promise; the runner
     // catches the #UD, and RDPMC has no other effect.
     let mut msr = unsafe { X86Msr::new() };
-    let _ = msr.read_pmc(0);
+    let _ = msr.rdpmc(0);
     Ok(())
 }
 

@@ -376,7 +376,7 @@ fn inject_until_pmi_stops_exactly_at_the_pmi() -> Outcome {
                 pmi_pending: true
             }
         );
-        check_eq!(MODEL.msr().read_pmc(0).ok(), Some(1));
+        check_eq!(MODEL.msr().rdpmc(0).ok(), Some(1));
         check!(MODEL.with(|m| m.cccr(0)) & OVF != 0, "OVF set");
         // Nothing more counts while the PMI is pending.
         let again = MODEL.inject_until_pmi(RUNNING.on(LogicalProcessor::T0, Privilege::Os, 50));

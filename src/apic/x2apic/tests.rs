@@ -110,7 +110,7 @@ impl MsrAccess for Model {
         Ok(())
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Gp> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Gp> {
         Err(Gp::Unknown(index))
     }
 }
@@ -203,7 +203,7 @@ fn the_pmi_handler_unmasks_through_the_x2apic() {
             self.0.insert(msr, value);
             Ok(())
         }
-        fn read_pmc(&mut self, _: u32) -> Result<u64, Infallible> {
+        fn rdpmc(&mut self, _: u32) -> Result<u64, Infallible> {
             Ok(0)
         }
     }

@@ -82,7 +82,7 @@ pub enum ArchPerfmon {}
 /// A counter handle of the architectural PMU: counter `N` (its `GLOBAL`
 /// bit: general counters 0-7, fixed counters 32-35) of the PMU owned by
 /// `O`, in state `S`.
-pub type ArchCounter<O, const N: u8, S> = counter::Handle<ArchPerfmon, O, N, S>;
+pub type ArchPerfHandle<O, const N: u8, S> = counter::Handle<ArchPerfmon, O, N, S>;
 
 /// What a claimed counter remembers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,25 +134,25 @@ impl Arch for ArchPerfmon {
 #[derive(Debug)]
 #[allow(missing_docs)]
 pub struct Counters<O: Owner> {
-    pub g0: ArchCounter<O, 0, Unclaimed>,
-    pub g1: ArchCounter<O, 1, Unclaimed>,
-    pub g2: Option<ArchCounter<O, 2, Unclaimed>>,
-    pub g3: Option<ArchCounter<O, 3, Unclaimed>>,
-    pub g4: Option<ArchCounter<O, 4, Unclaimed>>,
-    pub g5: Option<ArchCounter<O, 5, Unclaimed>>,
-    pub g6: Option<ArchCounter<O, 6, Unclaimed>>,
-    pub g7: Option<ArchCounter<O, 7, Unclaimed>>,
-    pub f0: Option<ArchCounter<O, 32, Unclaimed>>,
-    pub f1: Option<ArchCounter<O, 33, Unclaimed>>,
-    pub f2: Option<ArchCounter<O, 34, Unclaimed>>,
-    pub f3: Option<ArchCounter<O, 35, Unclaimed>>,
+    pub g0: ArchPerfHandle<O, 0, Unclaimed>,
+    pub g1: ArchPerfHandle<O, 1, Unclaimed>,
+    pub g2: Option<ArchPerfHandle<O, 2, Unclaimed>>,
+    pub g3: Option<ArchPerfHandle<O, 3, Unclaimed>>,
+    pub g4: Option<ArchPerfHandle<O, 4, Unclaimed>>,
+    pub g5: Option<ArchPerfHandle<O, 5, Unclaimed>>,
+    pub g6: Option<ArchPerfHandle<O, 6, Unclaimed>>,
+    pub g7: Option<ArchPerfHandle<O, 7, Unclaimed>>,
+    pub f0: Option<ArchPerfHandle<O, 32, Unclaimed>>,
+    pub f1: Option<ArchPerfHandle<O, 33, Unclaimed>>,
+    pub f2: Option<ArchPerfHandle<O, 34, Unclaimed>>,
+    pub f3: Option<ArchPerfHandle<O, 35, Unclaimed>>,
 }
 
 impl<O: Owner> Counters<O> {
     fn issue(present: CounterSet) -> Counters<O> {
         fn token<O: Owner, const N: u8>(
             present: CounterSet,
-        ) -> Option<ArchCounter<O, N, Unclaimed>> {
+        ) -> Option<ArchPerfHandle<O, N, Unclaimed>> {
             Counter::from_index(N)
                 .filter(|c| present.contains(*c))
                 .map(|_| counter::Handle::token())
@@ -480,7 +480,7 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
             if let Some(evtsel) = c.evtsel() {
                 let v = msr.read_msr(evtsel)?;
                 selects[usize::from(c.number()) % 8] = v;
-                if PerfEvtSel::from_bits(v).is_none_or(PerfEvtSel::enabled) {
+                if PerfEvtSel::from_bits(v).is_none_or(PerfEvtSel::enable) {
                     firmware = firmware.with(c);
                 }
             }
@@ -752,7 +752,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
             self.stopped = true;
             self.write_global()?;
         }
-        self.msr.read_pmc(c.rdpmc().ecx()).map_err(Error::Access)
+        self.msr.rdpmc(c.rdpmc().ecx()).map_err(Error::Access)
     }
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
@@ -821,7 +821,7 @@ impl<O: Owner, M: MsrAccess> ArchPerfDriver<'_, O, M> {
     /// are accounted here, the counter put at the same point of its next
     /// period and its status bit acknowledged. 1 RDPMC (+2 WRMSR).
     fn account_halt(&mut self, c: Counter, s: SampleAfter) -> Result<(), Error<M::Error>> {
-        let raw = self.msr.read_pmc(c.rdpmc().ecx()).map_err(Error::Access)?;
+        let raw = self.msr.rdpmc(c.rdpmc().ecx()).map_err(Error::Access)?;
         let (owed, residual) = s.split(raw);
         if owed > 0 {
             self.pmu.pmi().add_halt_periods(c, owed);

@@ -20,7 +20,7 @@
 //! is bit 32 + i; the crate numbers its counter handles the same way
 //! ([`Counter`]).
 
-use crate::arch::Field;
+use crate::arch::{Field, register};
 
 /// `IA32_PMC0`; general counter n is `IA32_PMC0 + n`.
 pub const IA32_PMC0: u32 = 0xC1;
@@ -222,210 +222,109 @@ impl CounterSet {
     }
 }
 
-/// `IA32_PERFEVTSELn` (SDM Vol. 3B Figure "Layout of IA32_PERFEVTSELx
-/// MSRs"):
-///
-/// | bits | field |
-/// |---|---|
-/// | 7:0 | event select |
-/// | 15:8 | unit mask (UMASK) |
-/// | 16 | USR: count at CPL 1-3 |
-/// | 17 | OS: count at CPL 0 |
-/// | 18 | E: edge detect |
-/// | 19 | PC: pin control |
-/// | 20 | INT: APIC interrupt on overflow |
-/// | 21 | AnyThread (v3; deprecated where CPUID.0AH:EDX\[15\] says so) |
-/// | 22 | EN: enable |
-/// | 23 | INV: invert the CMASK comparison |
-/// | 31:24 | CMASK: count cycles with at least this many events (0: count events) |
-/// | 63:32 | reserved (a write that sets one raises #GP) |
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct PerfEvtSel(u64);
+register! {
+    /// `IA32_PERFEVTSELn` (SDM Vol. 3B Figure "Layout of IA32_PERFEVTSELx
+    /// MSRs"):
+    ///
+    /// | bits | field |
+    /// |---|---|
+    /// | 7:0 | event select |
+    /// | 15:8 | unit mask (UMASK) |
+    /// | 16 | USR: count at CPL 1-3 |
+    /// | 17 | OS: count at CPL 0 |
+    /// | 18 | E: edge detect |
+    /// | 19 | PC: pin control |
+    /// | 20 | INT: APIC interrupt on overflow |
+    /// | 21 | AnyThread (v3; deprecated where CPUID.0AH:EDX\[15\] says so) |
+    /// | 22 | EN: enable |
+    /// | 23 | INV: invert the CMASK comparison |
+    /// | 31:24 | CMASK: count cycles with at least this many events (0: count events) |
+    /// | 63:32 | reserved (a write that sets one raises #GP) |
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct PerfEvtSel(u64) {
+        /// Event select, bits 7:0.
+        EVENT: 0..=7 => event, with_event: u8;
+        /// Unit mask, bits 15:8.
+        UMASK: 8..=15 => umask, with_umask: u8;
+        /// USR, bit 16: count at CPL above 0.
+        USR: 16 => usr, with_usr: bool;
+        /// OS, bit 17: count at CPL 0.
+        OS: 17 => os, with_os: bool;
+        /// E, bit 18: edge detect.
+        EDGE: 18 => edge, with_edge: bool;
+        /// PC, bit 19: pin control.
+        PC: 19 => pc, with_pc: bool;
+        /// INT, bit 20: APIC interrupt on overflow.
+        INT: 20 => int, with_int: bool;
+        /// AnyThread, bit 21.
+        ANY: 21 => any_thread, with_any_thread: bool;
+        /// EN, bit 22: enable.
+        EN: 22 => enable, with_enable: bool;
+        /// INV, bit 23: invert the CMASK comparison.
+        INV: 23 => inv, with_inv: bool;
+        /// CMASK, bits 31:24.
+        CMASK: 24..=31 => cmask, with_cmask: u8;
+    }
+}
 
 impl PerfEvtSel {
-    /// Event select, bits 7:0.
-    pub const EVENT: Field = Field::new(0, 8);
-    /// Unit mask, bits 15:8.
-    pub const UMASK: Field = Field::new(8, 8);
-    /// USR, bit 16.
-    pub const USR: Field = Field::new(16, 1);
-    /// OS, bit 17.
-    pub const OS: Field = Field::new(17, 1);
-    /// Edge detect, bit 18.
-    pub const EDGE: Field = Field::new(18, 1);
-    /// Pin control, bit 19.
-    pub const PC: Field = Field::new(19, 1);
-    /// INT, bit 20.
-    pub const INT: Field = Field::new(20, 1);
-    /// AnyThread, bit 21.
-    pub const ANY: Field = Field::new(21, 1);
-    /// EN, bit 22.
-    pub const EN: Field = Field::new(22, 1);
-    /// INV, bit 23.
-    pub const INV: Field = Field::new(23, 1);
-    /// CMASK, bits 31:24.
-    pub const CMASK: Field = Field::new(24, 8);
-    /// The reserved bits 63:32.
-    pub const RESERVED: Field = Field::new(32, 32);
-
     /// Event `select` with unit mask `umask`, nothing else set.
     pub const fn new(select: u8, umask: u8) -> PerfEvtSel {
-        PerfEvtSel(Self::UMASK.set(Self::EVENT.set(0, select as u64), umask as u64))
+        PerfEvtSel(0).with_event(select).with_umask(umask)
     }
 
-    /// The image `raw`; `None` if it sets a reserved bit.
+    /// The image `raw`; `None` if it sets a reserved bit (63:32).
     pub const fn from_bits(raw: u64) -> Option<PerfEvtSel> {
-        if Self::RESERVED.get(raw) != 0 {
+        if raw & !Self::DEFINED != 0 {
             None
         } else {
             Some(PerfEvtSel(raw))
         }
     }
+}
 
-    /// The image.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
-
-    const fn flag(self, f: Field, on: bool) -> PerfEvtSel {
-        PerfEvtSel(f.set(self.0, on as u64))
-    }
-
-    /// The event select.
-    pub const fn event(self) -> u8 {
-        Self::EVENT.get(self.0) as u8
-    }
-
-    /// The unit mask.
-    pub const fn umask(self) -> u8 {
-        Self::UMASK.get(self.0) as u8
-    }
-
-    /// CMASK.
-    pub const fn cmask(self) -> u8 {
-        Self::CMASK.get(self.0) as u8
-    }
-
-    /// Whether EN is set.
-    pub const fn enabled(self) -> bool {
-        Self::EN.get(self.0) != 0
-    }
-
-    /// Whether INT is set.
-    pub const fn interrupts(self) -> bool {
-        Self::INT.get(self.0) != 0
-    }
-
-    /// Whether INV is set.
-    pub const fn inverted(self) -> bool {
-        Self::INV.get(self.0) != 0
-    }
-
-    /// Whether E is set.
-    pub const fn edge(self) -> bool {
-        Self::EDGE.get(self.0) != 0
-    }
-
-    /// Whether AnyThread is set.
-    pub const fn any_thread(self) -> bool {
-        Self::ANY.get(self.0) != 0
-    }
-
-    /// Whether USR is set.
-    pub const fn usr(self) -> bool {
-        Self::USR.get(self.0) != 0
-    }
-
-    /// Whether OS is set.
-    pub const fn os(self) -> bool {
-        Self::OS.get(self.0) != 0
-    }
-
-    /// With USR.
-    pub const fn with_usr(self, on: bool) -> PerfEvtSel {
-        self.flag(Self::USR, on)
-    }
-
-    /// With OS.
-    pub const fn with_os(self, on: bool) -> PerfEvtSel {
-        self.flag(Self::OS, on)
-    }
-
-    /// With E.
-    pub const fn with_edge(self, on: bool) -> PerfEvtSel {
-        self.flag(Self::EDGE, on)
-    }
-
-    /// With INT.
-    pub const fn with_int(self, on: bool) -> PerfEvtSel {
-        self.flag(Self::INT, on)
-    }
-
-    /// With AnyThread.
-    pub const fn with_any_thread(self, on: bool) -> PerfEvtSel {
-        self.flag(Self::ANY, on)
-    }
-
-    /// With EN.
-    pub const fn with_enable(self, on: bool) -> PerfEvtSel {
-        self.flag(Self::EN, on)
-    }
-
-    /// With INV.
-    pub const fn with_inv(self, on: bool) -> PerfEvtSel {
-        self.flag(Self::INV, on)
-    }
-
-    /// With CMASK.
-    pub const fn with_cmask(self, cmask: u8) -> PerfEvtSel {
-        PerfEvtSel(Self::CMASK.set(self.0, cmask as u64))
+register! {
+    /// One fixed counter's 4-bit field of `IA32_FIXED_CTR_CTRL` (SDM Vol. 3B
+    /// Figure "Layout of IA32_FIXED_CTR_CTRL MSR"): bit 0 OS (count at CPL 0),
+    /// bit 1 USR (CPL above 0), bit 2 AnyThread (v3), bit 3 PMI on overflow.
+    /// The counter counts when OS or USR is set (and its `GLOBAL_CTRL` bit).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct FixedCtl(u8) {
+        /// OS, bit 0: count at CPL 0.
+        OS: 0 => os, with_os: bool;
+        /// USR, bit 1: count at CPL above 0.
+        USR: 1 => usr, with_usr: bool;
+        /// AnyThread, bit 2 (v3).
+        ANY: 2 => any_thread, with_any_thread: bool;
+        /// PMI, bit 3: interrupt on overflow.
+        PMI: 3 => pmi, with_pmi: bool;
     }
 }
 
-/// One fixed counter's 4-bit field of `IA32_FIXED_CTR_CTRL` (SDM Vol. 3B
-/// Figure "Layout of IA32_FIXED_CTR_CTRL MSR"): bit 0 OS (count at CPL 0),
-/// bit 1 USR (CPL above 0), bit 2 AnyThread (v3), bit 3 PMI on overflow.
-/// The counter counts when OS or USR is set (and its `GLOBAL_CTRL` bit).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct FixedCtl(u8);
-
 impl FixedCtl {
-    /// OS, bit 0.
-    pub const OS: Field = Field::new(0, 1);
-    /// USR, bit 1.
-    pub const USR: Field = Field::new(1, 1);
-    /// AnyThread, bit 2.
-    pub const ANY: Field = Field::new(2, 1);
-    /// PMI, bit 3.
-    pub const PMI: Field = Field::new(3, 1);
-
     /// Counting nothing (the field 0).
     pub const OFF: FixedCtl = FixedCtl(0);
 
     /// Counting at the privileges given, with or without a PMI.
     pub const fn new(os: bool, usr: bool, pmi: bool) -> FixedCtl {
-        let v = Self::PMI.set(
-            Self::USR.set(Self::OS.set(0, os as u64), usr as u64),
-            pmi as u64,
-        );
-        FixedCtl(v as u8)
-    }
-
-    /// The 4 bits.
-    pub const fn bits(self) -> u8 {
-        self.0
+        FixedCtl::OFF.with_os(os).with_usr(usr).with_pmi(pmi)
     }
 
     /// Whether the counter counts at some privilege.
     pub const fn counts(self) -> bool {
-        Self::OS.get(self.0 as u64) != 0 || Self::USR.get(self.0 as u64) != 0
+        self.os() || self.usr()
     }
 
-    /// Whether its overflow raises a PMI.
-    pub const fn pmi(self) -> bool {
-        Self::PMI.get(self.0 as u64) != 0
+    /// From `IA32_FIXED_CTR_CTRL`'s 4-bit field (`register!`).
+    const fn from_field(v: u64) -> FixedCtl {
+        FixedCtl(v as u8 & 0xF)
+    }
+
+    /// As `IA32_FIXED_CTR_CTRL`'s 4-bit field (`register!`).
+    const fn into_field(self) -> u64 {
+        self.0 as u64
     }
 }
 
@@ -453,60 +352,60 @@ impl FixedCtrCtrl {
 
     /// Fixed counter `i`'s control.
     pub const fn get(self, i: u8) -> FixedCtl {
-        FixedCtl(Self::field(i).get(self.0) as u8)
+        FixedCtl::from_field(Self::field(i).get(self.0))
     }
 
     /// With fixed counter `i`'s control set to `c`.
     pub const fn with(self, i: u8, c: FixedCtl) -> FixedCtrCtrl {
-        FixedCtrCtrl(Self::field(i).set(self.0, c.0 as u64))
+        FixedCtrCtrl(Self::field(i).set(self.0, c.into_field()))
     }
 }
 
-/// `IA32_PERF_CAPABILITIES` (SDM Vol. 3B "Performance Monitoring
-/// Capabilities"); only what the driver uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct PerfCapabilities(u64);
+register! {
+    /// `IA32_PERF_CAPABILITIES` (SDM Vol. 3B "Performance Monitoring
+    /// Capabilities"); only what the driver uses.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct PerfCapabilities(u64) {
+        /// `FW_WRITE`, bit 13: the `IA32_A_PMCx` full-width aliases exist.
+        FULL_WIDTH_WRITE: 13 => full_width_write, with_full_width_write: bool;
+    }
+}
 
 impl PerfCapabilities {
-    /// `FW_WRITE`, bit 13: the `IA32_A_PMCx` full-width aliases exist.
-    pub const FULL_WIDTH_WRITE: Field = Field::new(13, 1);
-
     /// The image `raw`.
     pub const fn from_bits(raw: u64) -> PerfCapabilities {
         PerfCapabilities(raw)
     }
+}
 
-    /// Whether full-width writes are supported.
-    pub const fn full_width_write(self) -> bool {
-        Self::FULL_WIDTH_WRITE.get(self.0) != 0
+register! {
+    /// RDPMC's ECX (SDM Vol. 2B RDPMC): bits 29:0 the counter, bit 30 a fixed
+    /// counter, bit 31 a fast read of the low 32 bits (on processors that
+    /// support it).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct RdpmcIndex(u32) {
+        /// The counter number, bits 29:0.
+        COUNTER: 0..=29 => counter, with_counter: u32;
+        /// Fixed-counter select, bit 30.
+        FIXED: 30 => fixed, with_fixed: bool;
+        /// Fast read of the low 32 bits, bit 31.
+        FAST: 31 => is_fast, with_fast: bool;
     }
 }
 
-/// RDPMC's ECX (SDM Vol. 2B RDPMC): bits 29:0 the counter, bit 30 a fixed
-/// counter, bit 31 a fast read of the low 32 bits (on processors that
-/// support it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct RdpmcIndex(u32);
-
 impl RdpmcIndex {
-    /// The counter number, bits 29:0.
-    pub const COUNTER: Field = Field::new(0, 30);
-    /// Fixed-counter select, bit 30.
-    pub const FIXED: Field = Field::new(30, 1);
-    /// Fast read, bit 31.
-    pub const FAST: Field = Field::new(31, 1);
-
     /// ECX for `c`, full width.
     pub const fn new(c: Counter) -> RdpmcIndex {
-        let v = Self::FIXED.set(Self::COUNTER.set(0, c.number() as u64), c.is_fixed() as u64);
-        RdpmcIndex(v as u32)
+        RdpmcIndex(0)
+            .with_counter(c.number() as u32)
+            .with_fixed(c.is_fixed())
     }
 
     /// The same with the fast-read bit.
     pub const fn fast(self) -> RdpmcIndex {
-        RdpmcIndex(Self::FAST.set(self.0 as u64, 1) as u32)
+        self.with_fast(true)
     }
 
     /// The ECX value.
@@ -529,33 +428,61 @@ pub struct Leaf0A {
     pub regs: [u32; 4],
 }
 
+register! {
+    /// CPUID.0AH:EAX.
+    #[derive(Clone, Copy)]
+    struct Leaf0AEax(u32) {
+        /// Version ID, bits 7:0.
+        VERSION: 0..=7 => version, with_version: u8;
+        /// General counters per logical processor, bits 15:8.
+        GENERAL: 8..=15 => general, with_general: u8;
+        /// Their width, bits 23:16.
+        GENERAL_WIDTH: 16..=23 => general_width, with_general_width: u8;
+        /// The length of EBX's event vector, bits 31:24.
+        VECTOR_LENGTH: 24..=31 => vector_length, with_vector_length: u8;
+    }
+}
+
+register! {
+    /// CPUID.0AH:EDX.
+    #[derive(Clone, Copy)]
+    struct Leaf0AEdx(u32) {
+        /// Contiguous fixed counters, bits 4:0.
+        FIXED: 0..=4 => fixed, with_fixed: u8;
+        /// Their width, bits 12:5.
+        FIXED_WIDTH: 5..=12 => fixed_width, with_fixed_width: u8;
+        /// AnyThread deprecated, bit 15.
+        ANY_DEPRECATED: 15 => any_deprecated, with_any_deprecated: bool;
+    }
+}
+
 impl Leaf0A {
-    const VERSION: Field = Field::new(0, 8);
-    const GENERAL: Field = Field::new(8, 8);
-    const GENERAL_WIDTH: Field = Field::new(16, 8);
-    const VECTOR_LENGTH: Field = Field::new(24, 8);
-    const FIXED: Field = Field::new(0, 5);
-    const FIXED_WIDTH: Field = Field::new(5, 8);
-    const ANY_DEPRECATED: Field = Field::new(15, 1);
+    const fn eax(self) -> Leaf0AEax {
+        Leaf0AEax(self.regs[0])
+    }
+
+    const fn edx(self) -> Leaf0AEdx {
+        Leaf0AEdx(self.regs[3])
+    }
 
     /// The version ID (0: no architectural PMU).
     pub const fn version(self) -> u8 {
-        Self::VERSION.get(self.regs[0] as u64) as u8
+        self.eax().version()
     }
 
     /// General counters per logical processor.
     pub const fn general(self) -> u8 {
-        Self::GENERAL.get(self.regs[0] as u64) as u8
+        self.eax().general()
     }
 
     /// Their width in bits.
     pub const fn general_width(self) -> u8 {
-        Self::GENERAL_WIDTH.get(self.regs[0] as u64) as u8
+        self.eax().general_width()
     }
 
     /// The length of EBX's event vector.
     pub const fn vector_length(self) -> u8 {
-        Self::VECTOR_LENGTH.get(self.regs[0] as u64) as u8
+        self.eax().vector_length()
     }
 
     /// Architectural event `k` (the EBX bit of [`super::events::ArchEvent`])
@@ -569,7 +496,7 @@ impl Leaf0A {
         if self.version() < 2 {
             0
         } else {
-            Self::FIXED.get(self.regs[3] as u64) as u8
+            self.edx().fixed()
         }
     }
 
@@ -578,7 +505,7 @@ impl Leaf0A {
         if self.version() < 2 {
             0
         } else {
-            Self::FIXED_WIDTH.get(self.regs[3] as u64) as u8
+            self.edx().fixed_width()
         }
     }
 
@@ -591,6 +518,6 @@ impl Leaf0A {
 
     /// AnyThread is deprecated (EDX\[15\]).
     pub const fn any_thread_deprecated(self) -> bool {
-        Self::ANY_DEPRECATED.get(self.regs[3] as u64) != 0
+        self.edx().any_deprecated()
     }
 }

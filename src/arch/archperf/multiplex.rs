@@ -48,8 +48,10 @@ use super::driver::{ArchPerfDriver, ArchPerfmon, CounterConfig, Error};
 use super::events::EventSpec;
 use super::msrs::{Counter, MAX_GENERAL};
 use crate::access::MsrAccess;
-use crate::counter::{AnyHandle, Driver, ErasedError, Owner, StateTag};
+use crate::counter::{AnyHandle, ErasedError, Owner, StateTag};
+#[cfg(doc)]
 use crate::multiplex::{Multiplexed, Rotation};
+use crate::multiplex::{PlaceOn, Placement};
 
 /// The handles of a driver in [`super::driver::Counters::erase_all`]'s
 /// form.
@@ -88,12 +90,16 @@ impl core::error::Error for MultiplexError {}
 pub type RotateError<E> = ErasedError<Error<E>>;
 
 /// Up to `E` events multiplexed on the general counters of one driver,
-/// whose run-time handles it holds.
+/// whose run-time handles it holds: the crate's one multiplexer
+/// ([`crate::multiplex::Multiplexer`]) placing events on the general
+/// counters ([`Events`]).
+pub type Multiplexer<const E: usize> = crate::multiplex::Multiplexer<Events<E>, E>;
+
+/// What the architectural PMU's [`Multiplexer`] places: the events and the
+/// driver's run-time handles.
 #[derive(Debug)]
-pub struct Multiplexer<const E: usize> {
+pub struct Events<const E: usize> {
     events: [EventSpec; E],
-    /// The counts, and the general counter each running event is on.
-    rotation: Rotation<u8, E>,
     handles: Handles,
 }
 
@@ -122,145 +128,79 @@ impl<const E: usize> Multiplexer<E> {
         }
         let mut list = [EventSpec::raw(0, 0); E];
         list[..events.len()].copy_from_slice(events);
-        Ok(Multiplexer {
+        let placement = Events {
             events: list,
-            rotation: Rotation::new(events.len()),
             handles,
-        })
+        };
+        Ok(Self::with_placement(placement, events.len()))
     }
+}
 
-    /// One rotation: the running events are read, every event is charged
-    /// `dt` (the running ones their counts), and the events least run so
-    /// far take the general counters: those staying keep counting, the
-    /// others are released and the newcomers configured and enabled, all
-    /// in one bracket (one `GLOBAL_CTRL` write). The first call (with `dt`
-    /// 0) starts.
-    pub fn tick<O: Owner, M: MsrAccess>(
-        &mut self,
-        d: &mut ArchPerfDriver<'_, O, M>,
-        dt: u64,
-    ) -> Result<(), RotateError<M::Error>> {
-        self.account(d, dt)?;
-        let free = self.general(d);
-        let mut chosen = [false; E];
-        for i in self.rotation.least_run_first().take(free) {
-            chosen[i] = true;
-        }
-        d.freeze().map_err(ErasedError::Driver)?;
-        let moved = self.move_events(d, &chosen);
-        d.thaw().map_err(ErasedError::Driver)?;
-        moved
-    }
-
-    /// Releases the events not `chosen` and places the chosen ones not
-    /// running on the counters freed.
-    fn move_events<O: Owner, M: MsrAccess>(
-        &mut self,
-        d: &mut ArchPerfDriver<'_, O, M>,
-        chosen: &[bool; E],
-    ) -> Result<(), RotateError<M::Error>> {
-        for i in (0..self.rotation.len()).filter(|&i| !chosen[i]) {
-            self.release(d, i)?;
-        }
-        for i in (0..self.rotation.len()).filter(|&i| chosen[i]) {
-            if self.rotation.place(i).is_some() {
-                continue;
-            }
-            let Some(n) = self.free_counter(d) else {
-                break;
-            };
-            if let Some(h) = self.handles[usize::from(n)].as_mut() {
-                h.configure(d, &CounterConfig::counting(self.events[i]))?;
-                self.rotation.set_place(i, Some(n));
-                h.enable(d)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The general counters the events can use: those with a handle that
-    /// the firmware does not use.
+impl<const E: usize> Events<E> {
+    /// Whether general counter `n` can take an event: it has a handle and
+    /// the firmware does not use it.
     fn usable<O: Owner, M: MsrAccess>(&self, d: &ArchPerfDriver<'_, O, M>, n: u8) -> bool {
         self.handles[usize::from(n)].is_some()
             && Counter::general(n).is_some_and(|c| !d.firmware().contains(c))
     }
+}
 
-    fn general<O: Owner, M: MsrAccess>(&self, d: &ArchPerfDriver<'_, O, M>) -> usize {
-        (0..MAX_GENERAL).filter(|&n| self.usable(d, n)).count()
+impl<const E: usize> Placement for Events<E> {
+    type Arch = ArchPerfmon;
+    /// A general counter's number.
+    type Place = u8;
+    type Config = CounterConfig;
+    type Handles = Handles;
+
+    fn handle(&mut self, n: u8) -> Option<&mut AnyHandle<ArchPerfmon>> {
+        self.handles.get_mut(usize::from(n))?.as_mut()
     }
 
-    /// The lowest usable general counter no event is on.
-    fn free_counter<O: Owner, M: MsrAccess>(&self, d: &ArchPerfDriver<'_, O, M>) -> Option<u8> {
-        (0..MAX_GENERAL).find(|&n| self.usable(d, n) && self.rotation.places().all(|p| p != n))
+    fn handle_ref(&self, n: u8) -> Option<&AnyHandle<ArchPerfmon>> {
+        self.handles.get(usize::from(n))?.as_ref()
     }
 
-    /// Reads the running events and charges every event `dt`.
-    fn account<O: Owner, M: MsrAccess>(
-        &mut self,
-        d: &mut ArchPerfDriver<'_, O, M>,
-        dt: u64,
-    ) -> Result<(), RotateError<M::Error>> {
-        let mask = d.overflow_rule().mask();
-        let handles = &self.handles;
-        self.rotation
-            .account(dt, mask, |n| match &handles[usize::from(n)] {
-                Some(h) => h.read(d),
-                None => Ok(0),
-            })
+    fn config(&self, i: usize, _: u8) -> Option<CounterConfig> {
+        Some(CounterConfig::counting(*self.events.get(i)?))
     }
 
-    /// Releases event `i`'s counter, if it holds one (forgotten only once
-    /// released).
-    fn release<O: Owner, M: MsrAccess>(
-        &mut self,
-        d: &mut ArchPerfDriver<'_, O, M>,
-        i: usize,
-    ) -> Result<(), RotateError<M::Error>> {
-        if let Some(n) = self.rotation.place(i) {
-            if let Some(h) = self.handles[usize::from(n)].as_mut() {
-                h.release(d)?;
-            }
-            self.rotation.set_place(i, None);
-        }
-        Ok(())
-    }
-
-    /// Ends the run: the last `dt` charged, every counter released.
-    pub fn finish<O: Owner, M: MsrAccess>(
-        &mut self,
-        d: &mut ArchPerfDriver<'_, O, M>,
-        dt: u64,
-    ) -> Result<(), RotateError<M::Error>> {
-        self.account(d, dt)?;
-        (0..self.rotation.len()).try_for_each(|i| self.release(d, i))
-    }
-
-    /// The events' counts so far, in the order given.
-    pub fn results(&self) -> &[Multiplexed] {
-        self.rotation.results()
-    }
-
-    /// Which events are on a counter now.
-    pub fn running(&self) -> impl Iterator<Item = usize> + '_ {
-        self.rotation.running()
-    }
-
-    /// The handles back, once nothing runs (after [`Multiplexer::finish`]);
-    /// `Err(self)` while an event is still on a counter.
-    #[allow(
-        clippy::result_large_err,
-        reason = "hands the multiplexer back by value"
-    )]
-    pub fn into_handles(self) -> Result<Handles, Self> {
-        if self
-            .handles
+    fn all_unclaimed(&self) -> bool {
+        self.handles
             .iter()
             .flatten()
-            .any(|h| h.state() != StateTag::Unclaimed)
-        {
-            return Err(self);
+            .all(|h| h.state() == StateTag::Unclaimed)
+    }
+
+    fn into_handles(self) -> Handles {
+        self.handles
+    }
+}
+
+impl<O: Owner, M: MsrAccess, const E: usize> PlaceOn<ArchPerfDriver<'_, O, M>> for Events<E> {
+    fn count_mask(&self, d: &ArchPerfDriver<'_, O, M>) -> u64 {
+        d.overflow_rule().mask()
+    }
+
+    /// The events least run first take the usable general counters: those
+    /// running keep theirs, the others (in the order given) the lowest
+    /// usable counters left free.
+    fn choose(
+        &self,
+        d: &ArchPerfDriver<'_, O, M>,
+        order: &[usize],
+        now: &[Option<u8>],
+        next: &mut [Option<u8>],
+    ) {
+        let usable = (0..MAX_GENERAL).filter(|&n| self.usable(d, n)).count();
+        let mut chosen = [false; E];
+        for &i in order.iter().take(usable) {
+            chosen[i] = true;
+            next[i] = now[i];
         }
-        Ok(self.handles)
+        for i in (0..next.len()).filter(|&i| chosen[i] && now[i].is_none()) {
+            let taken = |n: u8| next.contains(&Some(n));
+            next[i] = (0..MAX_GENERAL).find(|&n| self.usable(d, n) && !taken(n));
+        }
     }
 }
 
@@ -273,6 +213,7 @@ mod tests {
     use crate::arch::archperf::driver::Counters;
     use crate::arch::archperf::msrs::IA32_PERFEVTSEL0;
     use crate::model::archperf::{ArchPerfModel, Config, Event};
+    use crate::multiplex::{Multiplexed, estimate_tests};
 
     fn take<O: Owner>(
         pmu: &crate::arch::archperf::ArchPerfPmu,
@@ -294,6 +235,60 @@ mod tests {
         n: u64,
     ) {
         d.msr().inner_mut().inject(Event::new(select, 0, n));
+    }
+
+    /// Runs `ticks` ticks of four events on a part with two general
+    /// counters (a Core 2) in which event `i` occurs `rate(i, t)` times in
+    /// tick `t`; returns the results, the true totals and the most events
+    /// that ran at once.
+    fn run<O: Owner>(
+        ticks: u64,
+        rate: &dyn Fn(usize, u64) -> u64,
+    ) -> ([Multiplexed; 4], [u64; 4], u32) {
+        let pmu = crate::testing::archperf_pmu();
+        let (mut d, c) = take::<O>(&pmu, ArchPerfModel::new(Config::core2()));
+        let selects = [0x10u8, 0x11, 0x12, 0x13];
+        let events = selects.map(|s| EventSpec::raw(s, 0));
+        let mut m = Multiplexer::<4>::new(c.erase_all(), &events)
+            .map_err(|(e, _)| e)
+            .unwrap();
+        m.tick(&mut d, 0).unwrap();
+        let (mut truth, mut most) = ([0u64; 4], 0);
+        for t in 0..ticks {
+            most = most.max(m.running().count() as u32);
+            for (i, s) in selects.into_iter().enumerate() {
+                inject(&mut d, s, rate(i, t));
+                truth[i] += rate(i, t);
+            }
+            m.tick(&mut d, 1).unwrap();
+        }
+        m.finish(&mut d, 0).unwrap();
+        let results: [Multiplexed; 4] = core::array::from_fn(|i| m.results()[i]);
+        let c = Counters::<O>::from_erased(m.into_handles().unwrap()).unwrap();
+        let _ = d.give_back(c);
+        (results, truth, most)
+    }
+
+    /// The shared estimate tests ([`crate::multiplex::estimate_tests`]), the
+    /// same workloads as NetBurst's: four events, two general counters.
+    #[test]
+    fn constant_rates_are_estimated_exactly() {
+        crate::owner!(Constant);
+        estimate_tests::constant_rates_are_estimated_exactly(&|t, r| run::<Constant>(t, r));
+    }
+
+    #[test]
+    fn changing_rates_are_estimated_within_a_bound() {
+        crate::owner!(Changing);
+        estimate_tests::changing_rates_are_estimated_within_a_bound(&|t, r| run::<Changing>(t, r));
+    }
+
+    #[test]
+    fn a_rate_in_step_with_the_rotation_defeats_the_estimate() {
+        crate::owner!(Aliased);
+        estimate_tests::a_rate_in_step_with_the_rotation_defeats_the_estimate(&|t, r| {
+            run::<Aliased>(t, r)
+        });
     }
 
     /// Six events on four general counters at constant rates: each runs

@@ -231,7 +231,7 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
             n: state.n[i].load(Ordering::Relaxed),
         };
         let access = state.access[i].load(Ordering::Relaxed);
-        let (periods, value) = rearm.rearm(msr.read_pmc((access >> 32) as u32)?);
+        let (periods, value) = rearm.rearm(msr.rdpmc((access >> 32) as u32)?);
         if periods != 0 {
             msr.write_msr(access as u32, value)?;
             bump(&state.periods[i], periods);

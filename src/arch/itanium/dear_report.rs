@@ -35,7 +35,7 @@
 //! ```
 //! use pmu::arch::itanium::dear_report::DearReport;
 //! use pmu::arch::itanium::ear::{DearEvent, DearSample, InstructionAddress};
-//! use pmu::arch::itanium::itlb_report::{Function, LoadModule};
+//! use pmu::arch::itanium::report::{Function, LoadModule};
 //! use pmu::arch::itanium::Slot;
 //!
 //! let funcs = [Function { name: "walk", start: 0x1000, end: 0x2000 }];
@@ -56,12 +56,12 @@
 use core::fmt;
 
 use super::ear::{DearEvent, DearSample};
-use super::itlb_report::{
-    DASHES, FillCounts, FunctionKey, LoadModule, RULE, Symbols, Table, Tally, Tenths, order_key,
-};
-
+use super::itlb_report::FillCounts;
 #[cfg(doc)]
-use super::itlb_report::Function;
+use super::report::Function;
+use super::report::{
+    DASHES, FunctionKey, LoadModule, RULE, Symbols, Table, Tally, Tenths, order_key,
+};
 
 /// What one function or data address accumulated: samples, latencies of
 /// the cache-mode samples, TLB fill levels of the TLB-mode ones, ALAT
@@ -178,7 +178,7 @@ pub struct DearReport<'a, const FUNCTIONS: usize, const ADDRESSES: usize> {
 impl<'a, const FUNCTIONS: usize, const ADDRESSES: usize> DearReport<'a, FUNCTIONS, ADDRESSES> {
     /// An empty report over `symbols`.
     pub const fn new(symbols: &'a [LoadModule<'a>]) -> Self {
-        const NONE: FunctionKey = (super::itlb_report::UNKNOWN, super::itlb_report::UNKNOWN);
+        const NONE: FunctionKey = (super::report::UNKNOWN, super::report::UNKNOWN);
         DearReport {
             symbols,
             sample_after: None,
@@ -208,7 +208,7 @@ impl<'a, const FUNCTIONS: usize, const ADDRESSES: usize> DearReport<'a, FUNCTION
         let symbols = Symbols(self.symbols);
         let function = match s.instruction {
             Some(i) => symbols.function_of(symbols.module_of(i.address()), i.address()),
-            None => (super::itlb_report::UNKNOWN, super::itlb_report::UNKNOWN),
+            None => (super::report::UNKNOWN, super::report::UNKNOWN),
         };
         if !self.functions.add(function, s) {
             self.not_tabulated.functions += 1;
@@ -255,12 +255,9 @@ impl<'a, const FUNCTIONS: usize, const ADDRESSES: usize> DearReport<'a, FUNCTION
     }
 }
 
-impl<const FUNCTIONS: usize, const ADDRESSES: usize> fmt::Display
-    for DearReport<'_, FUNCTIONS, ADDRESSES>
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let symbols = Symbols(self.symbols);
-        let total = self.total.samples;
+impl<const FUNCTIONS: usize, const ADDRESSES: usize> DearReport<'_, FUNCTIONS, ADDRESSES> {
+    /// The title and the sampling rate.
+    fn header(&self, f: &mut fmt::Formatter<'_>, total: u64) -> fmt::Result {
         writeln!(
             f,
             "dear measurement: sampled data cache, data TLB and ALAT misses (D-EAR)"
@@ -272,14 +269,17 @@ impl<const FUNCTIONS: usize, const ADDRESSES: usize> fmt::Display
             )?,
             None => writeln!(f, "Samples: {total}")?,
         }
-        let width = self
-            .functions
-            .rows()
-            .iter()
-            .map(|r| symbols.function_name(r.key).len())
-            .max()
-            .unwrap_or(0)
-            .max("Function".len());
+        Ok(())
+    }
+
+    /// The function summary and the totals.
+    fn function_summary(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        symbols: Symbols<'_>,
+        total: u64,
+    ) -> fmt::Result {
+        let width = symbols.function_width(self.functions.rows().iter().map(|r| r.key));
         writeln!(f, "\nFunction Summary\n{RULE}")?;
         writeln!(
             f,
@@ -324,7 +324,11 @@ impl<const FUNCTIONS: usize, const ADDRESSES: usize> fmt::Display
         )?;
         Self::latency_columns(f, &self.total)?;
         writeln!(f, "  [total]")?;
+        Ok(())
+    }
 
+    /// Each function's data addresses, in address order.
+    fn function_details(&self, f: &mut fmt::Formatter<'_>, symbols: Symbols<'_>) -> fmt::Result {
         writeln!(f, "\nFunction Details")?;
         for func in self.functions.ranked(|&k| order_key(k)) {
             writeln!(
@@ -340,15 +344,7 @@ impl<const FUNCTIONS: usize, const ADDRESSES: usize> fmt::Display
                 "Sampled", "Avg Lat", "Max Lat", "L2TLB", "HPW", "Soft", "ALAT", "Data Address"
             )?;
             writeln!(f, "{DASHES}")?;
-            let mut previous: Option<u64> = None;
-            loop {
-                let next = self
-                    .addresses
-                    .rows()
-                    .iter()
-                    .filter(|r| r.key.1 == func.key && previous.is_none_or(|p| r.key.0 > p))
-                    .min_by_key(|r| r.key.0);
-                let Some(row) = next else { break };
+            for row in self.addresses.ascending(|k| k.0, |k| k.1 == func.key) {
                 write!(f, "{:>8}", row.counts.samples)?;
                 Self::latency_columns(f, &row.counts)?;
                 write!(f, "  {:#018x}  ", row.key.0)?;
@@ -356,10 +352,14 @@ impl<const FUNCTIONS: usize, const ADDRESSES: usize> fmt::Display
                     Some(ip) => writeln!(f, "{ip:#018x}")?,
                     None => writeln!(f, "(not valid)")?,
                 }
-                previous = Some(row.key.0);
             }
         }
         writeln!(f, "{RULE}")?;
+        Ok(())
+    }
+
+    /// What the tables could not hold, and the overflowed latencies.
+    fn footer(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nt = self.not_tabulated;
         if nt.functions + nt.addresses > 0 {
             writeln!(
@@ -377,6 +377,19 @@ impl<const FUNCTIONS: usize, const ADDRESSES: usize> fmt::Display
             )?;
         }
         Ok(())
+    }
+}
+
+impl<const FUNCTIONS: usize, const ADDRESSES: usize> fmt::Display
+    for DearReport<'_, FUNCTIONS, ADDRESSES>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let symbols = Symbols(self.symbols);
+        let total = self.total.samples;
+        self.header(f, total)?;
+        self.function_summary(f, symbols, total)?;
+        self.function_details(f, symbols)?;
+        self.footer(f)
     }
 }
 

@@ -282,7 +282,7 @@ pub enum Itanium {}
 
 /// An Itanium counter handle: counter `N` (PMC/PMD N) of the PMU owned by
 /// `O`, in state `S`.
-pub type IaCounter<O, const N: u8, S> = counter::Handle<Itanium, O, N, S>;
+pub type ItaniumHandle<O, const N: u8, S> = counter::Handle<Itanium, O, N, S>;
 
 /// What to count on a counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -668,10 +668,10 @@ impl Arch for Itanium {
 #[derive(Debug)]
 #[allow(missing_docs)]
 pub struct Counters<O: Owner> {
-    pub c4: IaCounter<O, 4, Unclaimed>,
-    pub c5: IaCounter<O, 5, Unclaimed>,
-    pub c6: IaCounter<O, 6, Unclaimed>,
-    pub c7: IaCounter<O, 7, Unclaimed>,
+    pub c4: ItaniumHandle<O, 4, Unclaimed>,
+    pub c5: ItaniumHandle<O, 5, Unclaimed>,
+    pub c6: ItaniumHandle<O, 6, Unclaimed>,
+    pub c7: ItaniumHandle<O, 7, Unclaimed>,
     /// Montecito's counters 8-15 (`None` before Montecito).
     pub montecito: Option<MontecitoCounters<O>>,
 }
@@ -681,14 +681,14 @@ pub struct Counters<O: Owner> {
 #[derive(Debug)]
 #[allow(missing_docs)]
 pub struct MontecitoCounters<O: Owner> {
-    pub c8: IaCounter<O, 8, Unclaimed>,
-    pub c9: IaCounter<O, 9, Unclaimed>,
-    pub c10: IaCounter<O, 10, Unclaimed>,
-    pub c11: IaCounter<O, 11, Unclaimed>,
-    pub c12: IaCounter<O, 12, Unclaimed>,
-    pub c13: IaCounter<O, 13, Unclaimed>,
-    pub c14: IaCounter<O, 14, Unclaimed>,
-    pub c15: IaCounter<O, 15, Unclaimed>,
+    pub c8: ItaniumHandle<O, 8, Unclaimed>,
+    pub c9: ItaniumHandle<O, 9, Unclaimed>,
+    pub c10: ItaniumHandle<O, 10, Unclaimed>,
+    pub c11: ItaniumHandle<O, 11, Unclaimed>,
+    pub c12: ItaniumHandle<O, 12, Unclaimed>,
+    pub c13: ItaniumHandle<O, 13, Unclaimed>,
+    pub c14: ItaniumHandle<O, 14, Unclaimed>,
+    pub c15: ItaniumHandle<O, 15, Unclaimed>,
 }
 
 impl<O: Owner> Counters<O> {

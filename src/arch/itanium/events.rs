@@ -11,7 +11,7 @@
 //!
 //! * [`EventInfo::code`] goes into the counter's `es` field and
 //!   [`EventInfo::umask`] into its unit mask, except for the EAR "virtual"
-//!   events ([`EventKind::is_ear`]): there the counter counts the EAR's
+//!   events ([`EventType::is_ear`]): there the counter counts the EAR's
 //!   captures (Itanium `INSTRUCTION_EAR_EVENTS` 23h / `DATA_EAR_EVENTS` 67h,
 //!   Itanium 2 `L1I_EAR_EVENTS` 43h / `DATA_EAR_EVENTS` C8h) with unit mask
 //!   0, and the entry's unit mask is the EAR configuration's
@@ -28,7 +28,7 @@
 //! * Montecito: most events count on PMC/PMD4-15, 98 on PMC4-9 only, and
 //!   `CPU_OP_CYCLES_HALTED` on PMC10 only; its branch trace buffer is the
 //!   execution trace buffer (`ETB_EVENT`, with `BRANCH_EVENT` as libpfm's
-//!   alias), recorded as [`EventKind::Btb`]. Each event has a thread
+//!   alias), recorded as [`EventType::Btb`]. Each event has a thread
 //!   attribution class ([`ThreadAttribution`]).
 //! * Itanium 2 and Montecito cache-group events ([`CacheGroup`]): events of different
 //!   sets of one group cannot be measured together, at least one L1D-group
@@ -85,7 +85,7 @@ pub struct Qualifiers {
 /// EAR and BTB events, and plain ones (libpfm3's EAR and BTB event types).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum EventKind {
+pub enum EventType {
     /// An ordinary counting event.
     Plain,
     /// Captures branches into the branch trace buffer (`BRANCH_EVENT`).
@@ -102,7 +102,7 @@ pub enum EventKind {
     DearAlat,
 }
 
-impl EventKind {
+impl EventType {
     /// Whether it is an EAR event (the unit mask belongs to the EAR).
     pub const fn is_ear(self) -> bool {
         self.is_iear() || self.is_dear()
@@ -110,20 +110,20 @@ impl EventKind {
 
     /// Whether it is an instruction EAR event.
     pub const fn is_iear(self) -> bool {
-        matches!(self, EventKind::IearCache | EventKind::IearTlb)
+        matches!(self, EventType::IearCache | EventType::IearTlb)
     }
 
     /// Whether it is a data EAR event.
     pub const fn is_dear(self) -> bool {
         matches!(
             self,
-            EventKind::DearCache | EventKind::DearTlb | EventKind::DearAlat
+            EventType::DearCache | EventType::DearTlb | EventType::DearAlat
         )
     }
 
     /// Whether it is the branch trace buffer event.
     pub const fn is_btb(self) -> bool {
-        matches!(self, EventKind::Btb)
+        matches!(self, EventType::Btb)
     }
 }
 
@@ -171,7 +171,7 @@ pub struct EventInfo {
     /// The qualifiers it honours.
     pub qualifiers: Qualifiers,
     /// EAR, BTB or plain.
-    pub kind: EventKind,
+    pub kind: EventType,
     /// The Itanium 2 or Montecito cache group, if any.
     pub group: Option<CacheGroup>,
     /// Montecito's thread attribution class (`None` before Montecito).
@@ -216,13 +216,13 @@ const FLOATING: ThreadAttribution = ThreadAttribution::Floating;
 const CAUSAL: ThreadAttribution = ThreadAttribution::Causal;
 const SELF_FLOATING: ThreadAttribution = ThreadAttribution::SelfFloating;
 
-const PLAIN: EventKind = EventKind::Plain;
-const BTB: EventKind = EventKind::Btb;
-const IEAR_CACHE: EventKind = EventKind::IearCache;
-const IEAR_TLB: EventKind = EventKind::IearTlb;
-const DEAR_CACHE: EventKind = EventKind::DearCache;
-const DEAR_TLB: EventKind = EventKind::DearTlb;
-const DEAR_ALAT: EventKind = EventKind::DearAlat;
+const PLAIN: EventType = EventType::Plain;
+const BTB: EventType = EventType::Btb;
+const IEAR_CACHE: EventType = EventType::IearCache;
+const IEAR_TLB: EventType = EventType::IearTlb;
+const DEAR_CACHE: EventType = EventType::DearCache;
+const DEAR_TLB: EventType = EventType::DearTlb;
+const DEAR_ALAT: EventType = EventType::DearAlat;
 
 const NG: Option<CacheGroup> = None;
 const fn g(group: u8, set: u8) -> Option<CacheGroup> {
@@ -236,7 +236,7 @@ const fn itanium_row(
     max_increment: u8,
     counters: RegSet,
     qualifiers: Qualifiers,
-    kind: EventKind,
+    kind: EventType,
 ) -> EventInfo {
     // An Itanium 2 row without a cache group, relabelled.
     EventInfo {
@@ -262,7 +262,7 @@ const fn itanium2_row(
     max_increment: u8,
     counters: RegSet,
     qualifiers: Qualifiers,
-    kind: EventKind,
+    kind: EventType,
     group: Option<CacheGroup>,
 ) -> EventInfo {
     EventInfo {
@@ -287,7 +287,7 @@ const fn montecito_row(
     max_increment: u8,
     counters: RegSet,
     qualifiers: Qualifiers,
-    kind: EventKind,
+    kind: EventType,
     thread_attribution: ThreadAttribution,
     group: Option<CacheGroup>,
 ) -> EventInfo {
@@ -513,7 +513,7 @@ mod tests {
         u8,
         &'static [u8],
         &'static str,
-        EventKind,
+        EventType,
         Option<(u8, u8)>,
     );
 
@@ -524,90 +524,90 @@ mod tests {
     /// (libpfm's `caf`: 0 active, 1 floating, 2 causal, 3 self-floating).
     #[rustfmt::skip]
     const MONTECITO_SAMPLE: &[(Row, u8)] = &[
-        (("CPU_OP_CYCLES_ALL", 0x12, 0x0, 1, ALL12, "", EventKind::Plain, None), 2),
-        (("CPU_OP_CYCLES_QUAL", 0x12, 0x1, 1, ALL12, "IO", EventKind::Plain, None), 2),
-        (("CPU_OP_CYCLES_HALTED", 0x18, 0x0, 7, &[10], "", EventKind::Plain, None), 2),
-        (("IA64_INST_RETIRED", 0x08, 0x0, 6, ALL12, "IO", EventKind::Plain, None), 0),
-        (("NOPS_RETIRED", 0x50, 0x0, 6, ALL12, "IO", EventKind::Plain, None), 0),
-        (("BUS_ALL_SELF", 0x87, 0x2, 1, FIRST6, "", EventKind::Plain, None), 3),
-        (("ER_MEM_READ_OUT_LO", 0xB5, 0x0, 7, FIRST6, "", EventKind::Plain, None), 1),
-        (("L1D_READ_MISSES_ALL", 0xC7, 0x0, 2, ALL12, "IOD", EventKind::Plain, Some((1, 2))), 0),
-        (("BE_L1D_FPU_BUBBLE_L1D_STBUFRECIR", 0xCA, 0xE, 1, ALL12, "", EventKind::Plain, Some((1, 4))), 0),
-        (("UC_STORES_RETIRED", 0xD0, 0x0, 2, ALL12, "IOD", EventKind::Plain, Some((1, 8))), 0),
-        (("L2D_INSERT_HITS", 0xB1, 0x0, 4, ALL12, "IOD", EventKind::Plain, None), 1),
-        (("L2I_READS_ALL_ALL", 0x78, 0xF, 1, ALL12, "I", EventKind::Plain, None), 1),
-        (("L3_READS_ALL_ALL", 0xDD, 0xF, 1, ALL12, "IODM", EventKind::Plain, None), 1),
-        (("L3_LINES_REPLACED", 0xDF, 0x0, 1, ALL12, "M", EventKind::Plain, None), 1),
-        (("SI_CYCLES", 0x8E, 0x0, 1, ALL12, "", EventKind::Plain, None), 2),
-        (("THREAD_SWITCH_EVENTS_ALL", 0x0C, 0x7, 1, ALL12, "", EventKind::Plain, None), 0),
-        (("ETB_EVENT", 0x11, 0x0, 1, ALL12, "IO", EventKind::Btb, None), 0),
-        (("BRANCH_EVENT", 0x11, 0x0, 1, ALL12, "IO", EventKind::Btb, None), 0),
-        (("DATA_EAR_ALAT", 0xC8, 0x0, 1, ALL12, "IOD", EventKind::DearAlat, None), 1),
-        (("DATA_EAR_CACHE_LAT1024", 0xC8, 0x8, 1, ALL12, "IOD", EventKind::DearCache, None), 1),
-        (("DATA_EAR_TLB_VHPT_OR_FAULT", 0xC8, 0xC, 1, ALL12, "IOD", EventKind::DearTlb, None), 1),
-        (("L1I_EAR_CACHE_LAT4", 0x43, 0xFF, 1, ALL12, "I", EventKind::IearCache, None), 1),
-        (("L1I_EAR_CACHE_RAB", 0x43, 0x00, 1, ALL12, "I", EventKind::IearCache, None), 1),
-        (("L1I_EAR_TLB_L2TLB", 0x43, 0x1, 1, ALL12, "I", EventKind::IearTlb, None), 1),
+        (("CPU_OP_CYCLES_ALL", 0x12, 0x0, 1, ALL12, "", EventType::Plain, None), 2),
+        (("CPU_OP_CYCLES_QUAL", 0x12, 0x1, 1, ALL12, "IO", EventType::Plain, None), 2),
+        (("CPU_OP_CYCLES_HALTED", 0x18, 0x0, 7, &[10], "", EventType::Plain, None), 2),
+        (("IA64_INST_RETIRED", 0x08, 0x0, 6, ALL12, "IO", EventType::Plain, None), 0),
+        (("NOPS_RETIRED", 0x50, 0x0, 6, ALL12, "IO", EventType::Plain, None), 0),
+        (("BUS_ALL_SELF", 0x87, 0x2, 1, FIRST6, "", EventType::Plain, None), 3),
+        (("ER_MEM_READ_OUT_LO", 0xB5, 0x0, 7, FIRST6, "", EventType::Plain, None), 1),
+        (("L1D_READ_MISSES_ALL", 0xC7, 0x0, 2, ALL12, "IOD", EventType::Plain, Some((1, 2))), 0),
+        (("BE_L1D_FPU_BUBBLE_L1D_STBUFRECIR", 0xCA, 0xE, 1, ALL12, "", EventType::Plain, Some((1, 4))), 0),
+        (("UC_STORES_RETIRED", 0xD0, 0x0, 2, ALL12, "IOD", EventType::Plain, Some((1, 8))), 0),
+        (("L2D_INSERT_HITS", 0xB1, 0x0, 4, ALL12, "IOD", EventType::Plain, None), 1),
+        (("L2I_READS_ALL_ALL", 0x78, 0xF, 1, ALL12, "I", EventType::Plain, None), 1),
+        (("L3_READS_ALL_ALL", 0xDD, 0xF, 1, ALL12, "IODM", EventType::Plain, None), 1),
+        (("L3_LINES_REPLACED", 0xDF, 0x0, 1, ALL12, "M", EventType::Plain, None), 1),
+        (("SI_CYCLES", 0x8E, 0x0, 1, ALL12, "", EventType::Plain, None), 2),
+        (("THREAD_SWITCH_EVENTS_ALL", 0x0C, 0x7, 1, ALL12, "", EventType::Plain, None), 0),
+        (("ETB_EVENT", 0x11, 0x0, 1, ALL12, "IO", EventType::Btb, None), 0),
+        (("BRANCH_EVENT", 0x11, 0x0, 1, ALL12, "IO", EventType::Btb, None), 0),
+        (("DATA_EAR_ALAT", 0xC8, 0x0, 1, ALL12, "IOD", EventType::DearAlat, None), 1),
+        (("DATA_EAR_CACHE_LAT1024", 0xC8, 0x8, 1, ALL12, "IOD", EventType::DearCache, None), 1),
+        (("DATA_EAR_TLB_VHPT_OR_FAULT", 0xC8, 0xC, 1, ALL12, "IOD", EventType::DearTlb, None), 1),
+        (("L1I_EAR_CACHE_LAT4", 0x43, 0xFF, 1, ALL12, "I", EventType::IearCache, None), 1),
+        (("L1I_EAR_CACHE_RAB", 0x43, 0x00, 1, ALL12, "I", EventType::IearCache, None), 1),
+        (("L1I_EAR_TLB_L2TLB", 0x43, 0x1, 1, ALL12, "I", EventType::IearTlb, None), 1),
     ];
 
     #[rustfmt::skip]
     const ITANIUM_SAMPLE: &[Row] = &[
-        ("CPU_CYCLES", 0x12, 0x0, 1, &[4, 5, 6, 7], "", EventKind::Plain, None),
-        ("PIPELINE_BACKEND_FLUSH_CYCLE", 0x00, 0x0, 1, &[4, 5, 6, 7], "", EventKind::Plain, None),
-        ("IA64_INST_RETIRED", 0x08, 0x0, 6, &[4, 5], "IO", EventKind::Plain, None),
-        ("IA64_TAGGED_INST_RETIRED_PMC9", 0x08, 0x2, 6, &[4, 5], "IO", EventKind::Plain, None),
-        ("INST_DISPERSED", 0x2D, 0x0, 6, &[4, 5], "I", EventKind::Plain, None),
-        ("NOPS_RETIRED", 0x30, 0x0, 6, &[4, 5], "IO", EventKind::Plain, None),
-        ("BUS_SNOOPQ_REQ", 0x56, 0x0, 3, &[4, 5], "", EventKind::Plain, None),
-        ("ALAT_INST_CHKA_LDC_ALL", 0x36, 0x3, 2, &[4, 5, 6, 7], "IO", EventKind::Plain, None),
-        ("ALAT_REPLACEMENT_FP", 0x38, 0x1, 2, &[4, 5, 6, 7], "IOD", EventKind::Plain, None),
-        ("BRANCH_EVENT", 0x11, 0x0, 1, &[4, 5, 6, 7], "IO", EventKind::Btb, None),
-        ("BRANCH_MULTIWAY_NOT_TAKEN_WRONG_TARGET", 0x0E, 0xB, 1, &[4, 5, 6, 7], "IO", EventKind::Plain, None),
-        ("BUS_PARTIAL_SELF", 0x48, 0x2, 1, &[4, 5, 6, 7], "", EventKind::Plain, None),
-        ("FP_FLUSH_TO_ZERO", 0x0B, 0x0, 2, &[4, 5, 6, 7], "IO", EventKind::Plain, None),
-        ("L3_WRITES_L2_WRITEBACK_MISS", 0x7E, 0xA, 1, &[4, 5, 6, 7], "", EventKind::Plain, None),
-        ("INSTRUCTION_EAR_TLB_SW", 0x23, 0x8, 1, &[4, 5, 6, 7], "I", EventKind::IearTlb, None),
-        ("INSTRUCTION_EAR_TLB_VHPT", 0x23, 0x4, 1, &[4, 5, 6, 7], "I", EventKind::IearTlb, None),
-        ("INSTRUCTION_EAR_CACHE_LAT4096", 0x23, 0xA, 1, &[4, 5, 6, 7], "I", EventKind::IearCache, None),
-        ("INSTRUCTION_EAR_CACHE_LAT_NONE", 0x23, 0xF, 1, &[4, 5, 6, 7], "I", EventKind::IearCache, None),
-        ("DATA_EAR_CACHE_LAT512", 0x67, 0x8, 1, &[4, 5, 6, 7], "IO", EventKind::DearCache, None),
-        ("DATA_EAR_TLB_L2", 0x67, 0x2, 1, &[4, 5, 6, 7], "IO", EventKind::DearTlb, None),
-        ("DATA_EAR_EVENTS", 0x67, 0x0, 1, &[4, 5, 6, 7], "IOD", EventKind::Plain, None),
-        ("DTLB_INSERTS_HPW", 0x62, 0x0, 1, &[4, 5, 6, 7], "IOD", EventKind::Plain, None),
-        ("UNSTALLED_BACKEND_CYCLE", 0x05, 0x0, 1, &[4, 5, 6, 7], "", EventKind::Plain, None),
-        ("STORES_RETIRED", 0x6D, 0x0, 2, &[4, 5, 6, 7], "IOD", EventKind::Plain, None),
+        ("CPU_CYCLES", 0x12, 0x0, 1, &[4, 5, 6, 7], "", EventType::Plain, None),
+        ("PIPELINE_BACKEND_FLUSH_CYCLE", 0x00, 0x0, 1, &[4, 5, 6, 7], "", EventType::Plain, None),
+        ("IA64_INST_RETIRED", 0x08, 0x0, 6, &[4, 5], "IO", EventType::Plain, None),
+        ("IA64_TAGGED_INST_RETIRED_PMC9", 0x08, 0x2, 6, &[4, 5], "IO", EventType::Plain, None),
+        ("INST_DISPERSED", 0x2D, 0x0, 6, &[4, 5], "I", EventType::Plain, None),
+        ("NOPS_RETIRED", 0x30, 0x0, 6, &[4, 5], "IO", EventType::Plain, None),
+        ("BUS_SNOOPQ_REQ", 0x56, 0x0, 3, &[4, 5], "", EventType::Plain, None),
+        ("ALAT_INST_CHKA_LDC_ALL", 0x36, 0x3, 2, &[4, 5, 6, 7], "IO", EventType::Plain, None),
+        ("ALAT_REPLACEMENT_FP", 0x38, 0x1, 2, &[4, 5, 6, 7], "IOD", EventType::Plain, None),
+        ("BRANCH_EVENT", 0x11, 0x0, 1, &[4, 5, 6, 7], "IO", EventType::Btb, None),
+        ("BRANCH_MULTIWAY_NOT_TAKEN_WRONG_TARGET", 0x0E, 0xB, 1, &[4, 5, 6, 7], "IO", EventType::Plain, None),
+        ("BUS_PARTIAL_SELF", 0x48, 0x2, 1, &[4, 5, 6, 7], "", EventType::Plain, None),
+        ("FP_FLUSH_TO_ZERO", 0x0B, 0x0, 2, &[4, 5, 6, 7], "IO", EventType::Plain, None),
+        ("L3_WRITES_L2_WRITEBACK_MISS", 0x7E, 0xA, 1, &[4, 5, 6, 7], "", EventType::Plain, None),
+        ("INSTRUCTION_EAR_TLB_SW", 0x23, 0x8, 1, &[4, 5, 6, 7], "I", EventType::IearTlb, None),
+        ("INSTRUCTION_EAR_TLB_VHPT", 0x23, 0x4, 1, &[4, 5, 6, 7], "I", EventType::IearTlb, None),
+        ("INSTRUCTION_EAR_CACHE_LAT4096", 0x23, 0xA, 1, &[4, 5, 6, 7], "I", EventType::IearCache, None),
+        ("INSTRUCTION_EAR_CACHE_LAT_NONE", 0x23, 0xF, 1, &[4, 5, 6, 7], "I", EventType::IearCache, None),
+        ("DATA_EAR_CACHE_LAT512", 0x67, 0x8, 1, &[4, 5, 6, 7], "IO", EventType::DearCache, None),
+        ("DATA_EAR_TLB_L2", 0x67, 0x2, 1, &[4, 5, 6, 7], "IO", EventType::DearTlb, None),
+        ("DATA_EAR_EVENTS", 0x67, 0x0, 1, &[4, 5, 6, 7], "IOD", EventType::Plain, None),
+        ("DTLB_INSERTS_HPW", 0x62, 0x0, 1, &[4, 5, 6, 7], "IOD", EventType::Plain, None),
+        ("UNSTALLED_BACKEND_CYCLE", 0x05, 0x0, 1, &[4, 5, 6, 7], "", EventType::Plain, None),
+        ("STORES_RETIRED", 0x6D, 0x0, 2, &[4, 5, 6, 7], "IOD", EventType::Plain, None),
     ];
 
     #[rustfmt::skip]
     const ITANIUM2_SAMPLE: &[Row] = &[
-        ("CPU_CYCLES", 0x12, 0x0, 1, &[4, 5, 6, 7], "", EventKind::Plain, None),
-        ("BACK_END_BUBBLE_ALL", 0x00, 0x0, 1, &[4, 5, 6, 7], "", EventKind::Plain, None),
-        ("IA64_INST_RETIRED", 0x08, 0x0, 6, &[4, 5, 6, 7], "IO", EventKind::Plain, None),
-        ("NOPS_RETIRED", 0x50, 0x0, 6, &[4, 5, 6, 7], "IO", EventKind::Plain, None),
-        ("INST_DISPERSED", 0x4D, 0x0, 6, &[4, 5, 6, 7], "I", EventKind::Plain, None),
-        ("BUS_SNOOPQ_REQ", 0x96, 0x0, 7, &[4, 5, 6, 7], "", EventKind::Plain, None),
-        ("FP_OPS_RETIRED", 0x09, 0x0, 4, &[4, 5, 6, 7], "I", EventKind::Plain, None),
-        ("ALAT_CAPACITY_MISS_FP", 0x58, 0x2, 2, &[4, 5, 6, 7], "IOD", EventKind::Plain, None),
-        ("L1D_READ_MISSES_ALL", 0xC7, 0x0, 2, &[4, 5, 6, 7], "IOD", EventKind::Plain, Some((1, 1))),
-        ("L2_FORCE_RECIRC_ANY", 0xB4, 0x0, 4, &[4], "IOD", EventKind::Plain, Some((2, 2))),
-        ("L2_L3ACCESS_CANCEL_ANY", 0xB0, 0x9, 1, &[4], "IOD", EventKind::Plain, Some((2, 1))),
-        ("L3_READS_ALL_ALL", 0xDD, 0xF, 1, &[4, 5, 6, 7], "IOD", EventKind::Plain, None),
-        ("BE_L1D_FPU_BUBBLE_L1D_STBUFRECIR", 0xCA, 0xE, 1, &[4, 5, 6, 7], "", EventKind::Plain, Some((1, 2))),
-        ("L2_OZQ_CANCELS2_OZ_DATA_CONF", 0xA8, 0x6, 4, &[4, 5, 6, 7], "IOD", EventKind::Plain, Some((2, 0))),
-        ("SYLL_NOT_DISPERSED_FE", 0x4E, 0x4, 5, &[4, 5, 6, 7], "I", EventKind::Plain, None),
-        ("BR_MISPRED_DETAIL_IPREL_WRONG_TARGET", 0x5B, 0x7, 3, &[4, 5, 6, 7], "IO", EventKind::Plain, None),
-        ("EXTERN_DP_PINS_0_TO_3_PIN0_OR_PIN1_OR_PIN2", 0x9E, 0x7, 1, &[4, 5, 6, 7], "", EventKind::Plain, None),
-        ("BE_LOST_BW_DUE_TO_FE_IBFULL", 0x72, 0x5, 2, &[4, 5, 6, 7], "", EventKind::Plain, None),
-        ("BRANCH_EVENT", 0x11, 0x0, 1, &[4, 5, 6, 7], "IO", EventKind::Btb, None),
-        ("DATA_EAR_ALAT", 0xC8, 0x0, 1, &[4, 5, 6, 7], "IOD", EventKind::DearAlat, None),
-        ("DATA_EAR_CACHE_LAT4096", 0xC8, 0xA, 1, &[4, 5, 6, 7], "IOD", EventKind::DearCache, None),
-        ("DATA_EAR_TLB_VHPT_OR_FAULT", 0xC8, 0xC, 1, &[4, 5, 6, 7], "IOD", EventKind::DearTlb, None),
-        ("L1I_EAR_CACHE_LAT4", 0x43, 0xFF, 1, &[4, 5, 6, 7], "I", EventKind::IearCache, None),
-        ("L1I_EAR_CACHE_RAB", 0x43, 0x00, 1, &[4, 5, 6, 7], "I", EventKind::IearCache, None),
-        ("L1I_EAR_TLB_L2TLB_OR_VHPT", 0x43, 0x3, 1, &[4, 5, 6, 7], "I", EventKind::IearTlb, None),
-        ("L1I_EAR_EVENTS", 0x43, 0x0, 1, &[4, 5, 6, 7], "I", EventKind::Plain, None),
-        ("DTLB_INSERTS_HPW", 0xC9, 0x0, 4, &[4, 5, 6, 7], "IOD", EventKind::Plain, None),
-        ("UC_STORES_RETIRED", 0xD0, 0x0, 2, &[4, 5, 6, 7], "IOD", EventKind::Plain, Some((1, 4))),
+        ("CPU_CYCLES", 0x12, 0x0, 1, &[4, 5, 6, 7], "", EventType::Plain, None),
+        ("BACK_END_BUBBLE_ALL", 0x00, 0x0, 1, &[4, 5, 6, 7], "", EventType::Plain, None),
+        ("IA64_INST_RETIRED", 0x08, 0x0, 6, &[4, 5, 6, 7], "IO", EventType::Plain, None),
+        ("NOPS_RETIRED", 0x50, 0x0, 6, &[4, 5, 6, 7], "IO", EventType::Plain, None),
+        ("INST_DISPERSED", 0x4D, 0x0, 6, &[4, 5, 6, 7], "I", EventType::Plain, None),
+        ("BUS_SNOOPQ_REQ", 0x96, 0x0, 7, &[4, 5, 6, 7], "", EventType::Plain, None),
+        ("FP_OPS_RETIRED", 0x09, 0x0, 4, &[4, 5, 6, 7], "I", EventType::Plain, None),
+        ("ALAT_CAPACITY_MISS_FP", 0x58, 0x2, 2, &[4, 5, 6, 7], "IOD", EventType::Plain, None),
+        ("L1D_READ_MISSES_ALL", 0xC7, 0x0, 2, &[4, 5, 6, 7], "IOD", EventType::Plain, Some((1, 1))),
+        ("L2_FORCE_RECIRC_ANY", 0xB4, 0x0, 4, &[4], "IOD", EventType::Plain, Some((2, 2))),
+        ("L2_L3ACCESS_CANCEL_ANY", 0xB0, 0x9, 1, &[4], "IOD", EventType::Plain, Some((2, 1))),
+        ("L3_READS_ALL_ALL", 0xDD, 0xF, 1, &[4, 5, 6, 7], "IOD", EventType::Plain, None),
+        ("BE_L1D_FPU_BUBBLE_L1D_STBUFRECIR", 0xCA, 0xE, 1, &[4, 5, 6, 7], "", EventType::Plain, Some((1, 2))),
+        ("L2_OZQ_CANCELS2_OZ_DATA_CONF", 0xA8, 0x6, 4, &[4, 5, 6, 7], "IOD", EventType::Plain, Some((2, 0))),
+        ("SYLL_NOT_DISPERSED_FE", 0x4E, 0x4, 5, &[4, 5, 6, 7], "I", EventType::Plain, None),
+        ("BR_MISPRED_DETAIL_IPREL_WRONG_TARGET", 0x5B, 0x7, 3, &[4, 5, 6, 7], "IO", EventType::Plain, None),
+        ("EXTERN_DP_PINS_0_TO_3_PIN0_OR_PIN1_OR_PIN2", 0x9E, 0x7, 1, &[4, 5, 6, 7], "", EventType::Plain, None),
+        ("BE_LOST_BW_DUE_TO_FE_IBFULL", 0x72, 0x5, 2, &[4, 5, 6, 7], "", EventType::Plain, None),
+        ("BRANCH_EVENT", 0x11, 0x0, 1, &[4, 5, 6, 7], "IO", EventType::Btb, None),
+        ("DATA_EAR_ALAT", 0xC8, 0x0, 1, &[4, 5, 6, 7], "IOD", EventType::DearAlat, None),
+        ("DATA_EAR_CACHE_LAT4096", 0xC8, 0xA, 1, &[4, 5, 6, 7], "IOD", EventType::DearCache, None),
+        ("DATA_EAR_TLB_VHPT_OR_FAULT", 0xC8, 0xC, 1, &[4, 5, 6, 7], "IOD", EventType::DearTlb, None),
+        ("L1I_EAR_CACHE_LAT4", 0x43, 0xFF, 1, &[4, 5, 6, 7], "I", EventType::IearCache, None),
+        ("L1I_EAR_CACHE_RAB", 0x43, 0x00, 1, &[4, 5, 6, 7], "I", EventType::IearCache, None),
+        ("L1I_EAR_TLB_L2TLB_OR_VHPT", 0x43, 0x3, 1, &[4, 5, 6, 7], "I", EventType::IearTlb, None),
+        ("L1I_EAR_EVENTS", 0x43, 0x0, 1, &[4, 5, 6, 7], "I", EventType::Plain, None),
+        ("DTLB_INSERTS_HPW", 0xC9, 0x0, 4, &[4, 5, 6, 7], "IOD", EventType::Plain, None),
+        ("UC_STORES_RETIRED", 0xD0, 0x0, 2, &[4, 5, 6, 7], "IOD", EventType::Plain, Some((1, 4))),
     ];
 
     fn check(g: Generation, rows: &[Row]) {
@@ -768,12 +768,12 @@ mod tests {
         let count = |t: &[EventInfo], k| t.iter().filter(|e| e.kind == k).count();
         assert_eq!(
             [
-                EventKind::IearCache,
-                EventKind::IearTlb,
-                EventKind::DearCache,
-                EventKind::DearTlb,
-                EventKind::DearAlat,
-                EventKind::Btb
+                EventType::IearCache,
+                EventType::IearTlb,
+                EventType::DearCache,
+                EventType::DearTlb,
+                EventType::DearAlat,
+                EventType::Btb
             ]
             .map(|k| (count(ITANIUM, k), count(ITANIUM2, k), count(MONTECITO, k))),
             [

@@ -56,7 +56,8 @@
 //!
 //! ```
 //! use pmu::arch::itanium::ear::{ItlbSample, TlbFill};
-//! use pmu::arch::itanium::itlb_report::{Function, ItlbReport, L2Fills, LoadModule};
+//! use pmu::arch::itanium::itlb_report::{ItlbReport, L2Fills};
+//! use pmu::arch::itanium::report::{Function, LoadModule};
 //!
 //! let funcs = [Function { name: "main", start: 0x1000, end: 0x2000 }];
 //! let modules = [LoadModule { name: "a.out", start: 0x1000, end: 0x2000, functions: &funcs }];
@@ -73,31 +74,10 @@ use core::fmt;
 pub const LINE_BYTES: u64 = 64;
 
 use super::ear::{ItlbSample, TlbFill};
-
-/// A function: the addresses `start..end` of a load module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Function<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// First address.
-    pub start: u64,
-    /// One past the last address.
-    pub end: u64,
-}
-
-/// A load module ("shared library or the main executable", HP Caliper):
-/// `start..end` and the functions in it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoadModule<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// First address.
-    pub start: u64,
-    /// One past the last address.
-    pub end: u64,
-    /// Its functions (any order; ranges should not overlap).
-    pub functions: &'a [Function<'a>],
-}
+#[cfg(any(doc, test))]
+use super::report::Function;
+use super::report::LoadModule;
+use super::report::{DASHES, FunctionKey, RULE, Symbols, Table, Tally, Tenths, UNKNOWN, order_key};
 
 /// Whether the processor's I-EAR can report L2 ITLB fills.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -216,153 +196,6 @@ impl core::fmt::Display for Refused {
 }
 
 impl core::error::Error for Refused {}
-
-/// `None` in a key: outside every load module / function.
-pub(super) const UNKNOWN: u16 = u16::MAX;
-
-/// What a report row counts: the samples added to it (the itlb report's
-/// [`FillCounts`], the D-EAR report's latencies).
-pub(super) trait Tally: Copy {
-    /// One sample's contribution.
-    type Sample: Copy;
-    /// Nothing counted.
-    const ZERO: Self;
-    /// Count one sample.
-    fn add(&mut self, s: Self::Sample);
-    /// The samples counted.
-    fn total(&self) -> u64;
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Row<K, C> {
-    pub(super) key: K,
-    pub(super) counts: C,
-}
-
-/// A fixed-size table of rows keyed by `K` counting `C`, in insertion
-/// order.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Table<K: Copy + Eq, C: Tally, const N: usize> {
-    rows: [Row<K, C>; N],
-    len: usize,
-}
-
-impl<K: Copy + Eq, C: Tally, const N: usize> Table<K, C, N> {
-    pub(super) const fn new(empty: K) -> Self {
-        Table {
-            rows: [Row {
-                key: empty,
-                counts: C::ZERO,
-            }; N],
-            len: 0,
-        }
-    }
-
-    pub(super) fn rows(&self) -> &[Row<K, C>] {
-        &self.rows[..self.len]
-    }
-
-    /// The counts of the first row whose key satisfies `matches`.
-    pub(super) fn find(&self, matches: impl Fn(&K) -> bool) -> Option<C> {
-        self.rows()
-            .iter()
-            .find(|r| matches(&r.key))
-            .map(|r| r.counts)
-    }
-
-    /// Count `sample` in `key`'s row; `false` if the table is full.
-    pub(super) fn add(&mut self, key: K, sample: C::Sample) -> bool {
-        let i = match self.rows().iter().position(|r| r.key == key) {
-            Some(i) => i,
-            None if self.len < N => {
-                self.rows[self.len] = Row {
-                    key,
-                    counts: C::ZERO,
-                };
-                self.len += 1;
-                self.len - 1
-            }
-            None => return false,
-        };
-        self.rows[i].counts.add(sample);
-        true
-    }
-
-    /// The rows by count, most first, ties by `order`; at most N² compares,
-    /// no storage (the tables are small).
-    pub(super) fn ranked<'t>(
-        &'t self,
-        order: impl Fn(&K) -> u64 + Copy + 't,
-    ) -> impl Iterator<Item = &'t Row<K, C>> + 't {
-        let rank = move |r: &Row<K, C>| (core::cmp::Reverse(r.counts.total()), order(&r.key));
-        let mut last: Option<(core::cmp::Reverse<u64>, u64)> = None;
-        core::iter::from_fn(move || {
-            let next = self
-                .rows()
-                .iter()
-                .filter(|r| last.is_none_or(|l| rank(r) > l))
-                .min_by_key(|r| rank(r))?;
-            last = Some(rank(next));
-            Some(next)
-        })
-    }
-}
-
-/// A (module, function) key; [`UNKNOWN`] for none.
-pub(super) type FunctionKey = (u16, u16);
-
-/// Where an address is in a symbol table (the caller's load modules and
-/// their functions), shared by the itlb and D-EAR reports.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Symbols<'a>(pub(super) &'a [LoadModule<'a>]);
-
-impl<'a> Symbols<'a> {
-    /// The load module containing `address`, or [`UNKNOWN`].
-    pub(super) fn module_of(self, address: u64) -> u16 {
-        self.0
-            .iter()
-            .position(|m| (m.start..m.end).contains(&address))
-            .and_then(|i| u16::try_from(i).ok())
-            .filter(|&i| i != UNKNOWN)
-            .unwrap_or(UNKNOWN)
-    }
-
-    /// The function of `module` containing `address`.
-    pub(super) fn function_of(self, module: u16, address: u64) -> FunctionKey {
-        let Some(m) = self.0.get(usize::from(module)) else {
-            return (module, UNKNOWN);
-        };
-        let f = m
-            .functions
-            .iter()
-            .position(|f| (f.start..f.end).contains(&address))
-            .and_then(|i| u16::try_from(i).ok())
-            .filter(|&i| i != UNKNOWN)
-            .unwrap_or(UNKNOWN);
-        (module, f)
-    }
-
-    /// The key of function `function` of module `module`, by name.
-    pub(super) fn key(self, module: &str, function: &str) -> Option<FunctionKey> {
-        let m = self.0.iter().position(|m| m.name == module)?;
-        let f = self.0[m]
-            .functions
-            .iter()
-            .position(|f| f.name == function)?;
-        Some((u16::try_from(m).ok()?, u16::try_from(f).ok()?))
-    }
-
-    pub(super) fn module_name(self, m: u16) -> &'a str {
-        self.0.get(usize::from(m)).map_or("(unknown)", |m| m.name)
-    }
-
-    pub(super) fn function_name(self, (m, f): FunctionKey) -> &'a str {
-        self.0
-            .get(usize::from(m))
-            .and_then(|m| m.functions.get(usize::from(f)))
-            .map_or("(unknown)", |f| f.name)
-    }
-}
 
 /// A cache line: its address and the function it is attributed to.
 type LineKey = (u64, FunctionKey);
@@ -519,20 +352,6 @@ impl<'a, const MODULES: usize, const FUNCTIONS: usize, const LINES: usize>
     }
 }
 
-/// A percentage with one decimal, rounded half up, from integers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Tenths(u64);
-
-impl Tenths {
-    pub(super) fn percent(part: u64, whole: u64) -> Tenths {
-        if whole == 0 {
-            return Tenths(0);
-        }
-        let (p, w) = (u128::from(part), u128::from(whole));
-        Tenths(((p * 2000 + w) / (2 * w)) as u64)
-    }
-}
-
 /// A summary's title, rule and the first two lines of its column heading
 /// (the caller writes the third, which names its key columns).
 fn summary_head(f: &mut fmt::Formatter<'_>, title: &str) -> fmt::Result {
@@ -550,46 +369,13 @@ fn summary_head(f: &mut fmt::Formatter<'_>, title: &str) -> fmt::Result {
     Ok(())
 }
 
-impl fmt::Display for Tenths {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Through a small buffer so that width and alignment apply.
-        let mut buf = [0u8; 24];
-        let mut w = Cursor(&mut buf, 0);
-        let _ = fmt::write(&mut w, format_args!("{}.{}", self.0 / 10, self.0 % 10));
-        let n = w.1;
-        f.pad(core::str::from_utf8(&buf[..n]).unwrap_or("?"))
-    }
-}
-
-struct Cursor<'b>(&'b mut [u8], usize);
-
-impl fmt::Write for Cursor<'_> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self.1 + s.len();
-        if end > self.0.len() {
-            return Err(fmt::Error);
-        }
-        self.0[self.1..end].copy_from_slice(s.as_bytes());
-        self.1 = end;
-        Ok(())
-    }
-}
-
-pub(super) const RULE: &str =
-    "------------------------------------------------------------------------------";
-pub(super) const DASHES: &str =
-    "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -";
 const TILDES: &str = "~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~ ~";
 
-pub(super) fn order_key((m, f): FunctionKey) -> u64 {
-    u64::from(m) << 16 | u64::from(f)
-}
-
-impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Display
-    for ItlbReport<'_, MODULES, FUNCTIONS, LINES>
+impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize>
+    ItlbReport<'_, MODULES, FUNCTIONS, LINES>
 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let total = self.total.total();
+    /// The title, the sampling rate and the note on L2 fills.
+    fn header(&self, f: &mut fmt::Formatter<'_>, total: u64) -> fmt::Result {
         writeln!(
             f,
             "itlb measurement: sampled instruction TLB misses (I-EAR)"
@@ -604,8 +390,11 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
                 "L2 fills are not reported for, and do not apply to, Itanium systems (n/a)"
             )?;
         }
+        Ok(())
+    }
 
-        // Load modules.
+    /// The load-module summary.
+    fn module_summary(&self, f: &mut fmt::Formatter<'_>, total: u64) -> fmt::Result {
         summary_head(f, "Load Module")?;
         writeln!(
             f,
@@ -628,16 +417,13 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
         )?;
         self.fills(f, &self.total)?;
         writeln!(f, "  [total]")?;
+        Ok(())
+    }
 
-        // Functions.
-        let width = self
-            .functions
-            .rows()
-            .iter()
-            .map(|r| self.function_name(r.key).len())
-            .max()
-            .unwrap_or(0)
-            .max("Function".len());
+    /// The function summary.
+    fn function_summary(&self, f: &mut fmt::Formatter<'_>, total: u64) -> fmt::Result {
+        let width =
+            Symbols(self.symbols).function_width(self.functions.rows().iter().map(|r| r.key));
         summary_head(f, "Function")?;
         writeln!(
             f,
@@ -656,8 +442,11 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
             )?;
         }
         writeln!(f, "{RULE}")?;
+        Ok(())
+    }
 
-        // Cache lines, per function.
+    /// Each function's cache lines, ranked as the function summary.
+    fn function_details(&self, f: &mut fmt::Formatter<'_>, total: u64) -> fmt::Result {
         writeln!(f, "\nFunction Details")?;
         for func in self.functions.ranked(|&k| order_key(k)) {
             writeln!(
@@ -682,37 +471,44 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
                 "{:>7} {:>8} {:>8} {:>8} {:>8}  Cache Line",
                 "Misses", "Misses", "Fill", "Fill", "Fill"
             )?;
-            let mut previous: Option<u64> = None;
-            loop {
-                // The function's next line in address order.
-                let next = self
-                    .lines
-                    .rows()
-                    .iter()
-                    .filter(|r| r.key.1 == func.key && previous.is_none_or(|p| r.key.0 > p))
-                    .min_by_key(|r| r.key.0);
-                let Some(line) = next else { break };
-                match previous {
-                    None => writeln!(f, "{DASHES}")?,
-                    Some(p) if p + LINE_BYTES != line.key.0 => {
-                        writeln!(f, "{TILDES}\n{DASHES}")?;
-                    }
-                    Some(_) => {}
-                }
-                let n = line.counts.total();
-                write!(f, "{:>7} {:>8}", Tenths::percent(n, total), n)?;
-                self.fills(f, &line.counts)?;
-                writeln!(f, "  {:#018x}\n{DASHES}", line.key.0)?;
-                previous = Some(line.key.0);
-            }
+            self.cache_lines(f, func.key, total)?;
         }
         writeln!(f, "{RULE}")?;
+        Ok(())
+    }
+
+    /// `function`'s cache lines in address order, a gap between lines that
+    /// are not adjacent.
+    fn cache_lines(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        function: FunctionKey,
+        total: u64,
+    ) -> fmt::Result {
+        let mut previous: Option<u64> = None;
+        for line in self.lines.ascending(|k| k.0, |k| k.1 == function) {
+            match previous {
+                None => writeln!(f, "{DASHES}")?,
+                Some(p) if p + LINE_BYTES != line.key.0 => writeln!(f, "{TILDES}\n{DASHES}")?,
+                Some(_) => {}
+            }
+            let n = line.counts.total();
+            write!(f, "{:>7} {:>8}", Tenths::percent(n, total), n)?;
+            self.fills(f, &line.counts)?;
+            writeln!(f, "  {:#018x}\n{DASHES}", line.key.0)?;
+            previous = Some(line.key.0);
+        }
+        Ok(())
+    }
+
+    /// What the tables could not hold, and the refused samples.
+    fn footer(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nt = self.not_tabulated;
         if !nt.is_empty() {
             writeln!(
                 f,
                 "Tables full, misses not tabulated: {} by load module (capacity {MODULES}), \
-                 {} by function (capacity {FUNCTIONS}), {} by cache line (capacity {LINES})",
+                     {} by function (capacity {FUNCTIONS}), {} by cache line (capacity {LINES})",
                 nt.modules, nt.functions, nt.lines
             )?;
         }
@@ -724,6 +520,19 @@ impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Disp
             )?;
         }
         Ok(())
+    }
+}
+
+impl<const MODULES: usize, const FUNCTIONS: usize, const LINES: usize> fmt::Display
+    for ItlbReport<'_, MODULES, FUNCTIONS, LINES>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total = self.total.total();
+        self.header(f, total)?;
+        self.module_summary(f, total)?;
+        self.function_summary(f, total)?;
+        self.function_details(f, total)?;
+        self.footer(f)
     }
 }
 

@@ -73,6 +73,8 @@
 //! | [`ear`] | I-EAR and D-EAR configurations and sample decoders (latency, TLB fill level, valid bits) |
 //! | [`btb`] | branch trace buffer configuration, records, index and walk, source -> target records |
 //! | [`dear_report`] | a D-EAR report: sampled data addresses and latencies by function |
+//! | [`itlb_report`] | HP Caliper's itlb report: sampled instruction TLB misses by load module, function and cache line, by fill level |
+//! | [`report`] | the table core of both reports: symbol tables, fixed-size counting tables, ranking, percentages |
 //! | [`opcode`] | opcode matchers, range-restriction configuration |
 //! | [`events`] | the Itanium and Itanium 2 event catalogs, lookup by name and by code |
 //! | [`validate`] | perfmon-style PMC write validation with a distinct error per illegal case |
@@ -132,14 +134,15 @@ pub mod physical;
 pub mod pmc;
 pub mod pmd;
 pub mod pmi;
+pub mod report;
 pub mod validate;
 
 pub use btb::{BtbConfig, BtbEntry, BtbIndex, BtbRecord};
 pub use ear::{DearConfig, DearSample, IearConfig, IearSample, LatencyFilter, TlbFill, TlbFills};
-pub use events::{EventInfo, EventKind};
+pub use events::{EventInfo, EventType};
 pub use fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Slot, Threshold, Umask};
 pub use generation::{Counter, Generation, PmcInfo, PmcKind, PmdKind, RegSet};
 pub use physical::ItaniumPmu;
 pub use pmc::{CounterPmc, Pmc0};
-pub use pmd::CounterValue;
+pub use pmd::CounterPmd;
 pub use validate::{Accepted, PmcError, Policy, ReservedPolicy, Validator};

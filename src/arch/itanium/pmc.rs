@@ -222,7 +222,7 @@ impl CounterLayout {
 /// states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Mesi {
+pub struct MesiFilter {
     /// Invalid (bit 27).
     pub i: bool,
     /// Shared (bit 28).
@@ -233,14 +233,14 @@ pub struct Mesi {
     pub m: bool,
 }
 
-impl Mesi {
+impl MesiFilter {
     /// All four states (what libpfm3 programs for events that honour the
     /// filter).
-    pub const ALL: Mesi = Mesi::from_bits(0xF);
+    pub const ALL: MesiFilter = MesiFilter::from_bits(0xF);
 
     /// From the 4-bit field.
-    pub const fn from_bits(v: u64) -> Mesi {
-        Mesi {
+    pub const fn from_bits(v: u64) -> MesiFilter {
+        MesiFilter {
             i: v & 1 != 0,
             s: v & 2 != 0,
             e: v & 4 != 0,
@@ -516,15 +516,15 @@ impl CounterPmc {
     }
 
     /// Montecito's MESI filter. `None` before Montecito.
-    pub const fn mesi(self) -> Option<Mesi> {
+    pub const fn mesi(self) -> Option<MesiFilter> {
         match self.layout().mesi {
-            Some(f) => Some(Mesi::from_bits(f.get(self.bits))),
+            Some(f) => Some(MesiFilter::from_bits(f.get(self.bits))),
             None => None,
         }
     }
 
     /// With Montecito's MESI filter replaced.
-    pub const fn with_mesi(self, mesi: Mesi) -> Result<CounterPmc, FieldError> {
+    pub const fn with_mesi(self, mesi: MesiFilter) -> Result<CounterPmc, FieldError> {
         match self.layout().mesi {
             Some(f) => Ok(self.with(f.set(self.bits, mesi.bits() as u64))),
             None => Err(self.no_such("mesi")),
@@ -616,10 +616,10 @@ mod tests {
                     assert_eq!(z.with_ism(Ism::Ia64Only), Ok(z));
                     assert_eq!(diff(z.with_all_threads(true).unwrap()), 1 << 26);
                     assert_eq!(z.all_threads(), Some(false));
-                    assert_eq!(diff(z.with_mesi(Mesi::ALL).unwrap()), 0xF << 27);
-                    let only_m = Mesi {
+                    assert_eq!(diff(z.with_mesi(MesiFilter::ALL).unwrap()), 0xF << 27);
+                    let only_m = MesiFilter {
                         m: true,
-                        ..Mesi::default()
+                        ..MesiFilter::default()
                     };
                     assert_eq!(diff(z.with_mesi(only_m).unwrap()), 1 << 30);
                     assert_eq!(z.with_mesi(only_m).unwrap().mesi(), Some(only_m));
@@ -633,7 +633,7 @@ mod tests {
                     assert_eq!(z.all_threads(), None);
                     assert!(z.with_all_threads(true).is_err());
                     assert_eq!(z.mesi(), None);
-                    assert!(z.with_mesi(Mesi::ALL).is_err());
+                    assert!(z.with_mesi(MesiFilter::ALL).is_err());
                 }
                 if (g, n) == (Generation::Itanium2, 4) {
                     assert_eq!(z.enable(), Some(true));

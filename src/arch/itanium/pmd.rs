@@ -7,8 +7,8 @@
 //! W-1 ("so count values appear sign extended", SDM vol 2 §7.2); libpfm3
 //! describes both generations' PMDs as sign-extended (`pmd_sxt32`,
 //! `pmd_sxt47`).
-//! [`CounterValue::count`] therefore ignores bits 63:W, and
-//! [`CounterValue::upper_bits`] says which of the two forms a read had.
+//! [`CounterPmd::count`] therefore ignores bits 63:W, and
+//! [`CounterPmd::upper_bits`] says which of the two forms a read had.
 //!
 //! An overflow is a carry out of bit W-1 (VTune's Itanium event help, `oi`:
 //! "a carry out from bit 31" on Itanium). To sample every N events, preset
@@ -45,15 +45,15 @@ pub enum UpperBits {
 /// A value read from a counter PMD.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct CounterValue {
+pub struct CounterPmd {
     counter: Counter,
     raw: u64,
 }
 
-impl CounterValue {
+impl CounterPmd {
     /// Any raw value read from `counter`'s PMD.
-    pub const fn from_bits(counter: Counter, raw: u64) -> CounterValue {
-        CounterValue { counter, raw }
+    pub const fn from_bits(counter: Counter, raw: u64) -> CounterPmd {
+        CounterPmd { counter, raw }
     }
 
     /// The raw value.
@@ -96,7 +96,7 @@ impl CounterValue {
 
 /// The count a read of a counter PMD of `generation` gives: bits W-1:0 of
 /// `raw` (bits 63:W read as 0 or as copies of bit W-1, SDM Vol. 2 Table 7-3;
-/// see [`CounterValue::upper_bits`]).
+/// see [`CounterPmd::upper_bits`]).
 pub const fn count(generation: Generation, raw: u64) -> u64 {
     raw & generation.counter_mask()
 }
@@ -130,37 +130,37 @@ mod tests {
     #[test]
     fn count_and_upper_bits() {
         let ita = c(Generation::Itanium, 4);
-        let v = CounterValue::from_bits(ita, 0xFFFF_FFFF_8000_0001);
+        let v = CounterPmd::from_bits(ita, 0xFFFF_FFFF_8000_0001);
         assert_eq!(v.count(), 0x8000_0001);
         assert_eq!(v.upper_bits(), UpperBits::SignExtension);
         assert_eq!(
-            CounterValue::from_bits(ita, 0x7FFF_FFFF).upper_bits(),
+            CounterPmd::from_bits(ita, 0x7FFF_FFFF).upper_bits(),
             UpperBits::Zero
         );
         assert_eq!(
-            CounterValue::from_bits(ita, 0x8000_0000).upper_bits(),
+            CounterPmd::from_bits(ita, 0x8000_0000).upper_bits(),
             UpperBits::Zero
         );
         assert_eq!(
-            CounterValue::from_bits(ita, 0x1_0000_0000).upper_bits(),
+            CounterPmd::from_bits(ita, 0x1_0000_0000).upper_bits(),
             UpperBits::Other
         );
         // Sign extension of a clear bit 31 is not sign extension.
         assert_eq!(
-            CounterValue::from_bits(ita, 0xFFFF_FFFF_0000_0001).upper_bits(),
+            CounterPmd::from_bits(ita, 0xFFFF_FFFF_0000_0001).upper_bits(),
             UpperBits::Other
         );
         let ita2 = c(Generation::Itanium2, 7);
-        let v = CounterValue::from_bits(ita2, u64::MAX);
+        let v = CounterPmd::from_bits(ita2, u64::MAX);
         assert_eq!(v.count(), (1 << 47) - 1);
         assert_eq!(v.upper_bits(), UpperBits::SignExtension);
         assert_eq!(v.events_until_overflow(), 1);
         assert_eq!(
-            CounterValue::from_bits(ita2, 0).events_until_overflow(),
+            CounterPmd::from_bits(ita2, 0).events_until_overflow(),
             1 << 47
         );
         assert_eq!(
-            CounterValue::from_bits(c(Generation::Montecito, 15), 1 << 47).upper_bits(),
+            CounterPmd::from_bits(c(Generation::Montecito, 15), 1 << 47).upper_bits(),
             UpperBits::Other
         );
     }
@@ -182,7 +182,7 @@ mod tests {
         for g in Generation::ALL {
             for period in [1u64, 2, 100_000, 1 << 31] {
                 let p = sampling_preset(g, period).unwrap();
-                let v = CounterValue::from_bits(c(g, 4), p);
+                let v = CounterPmd::from_bits(c(g, 4), p);
                 assert_eq!(v.events_until_overflow(), period);
             }
         }

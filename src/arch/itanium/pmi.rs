@@ -400,7 +400,7 @@ pub fn handle_pmi<R: PmcPmdAccess>(
         let flags = state.slot.flags[usize::from(n) % SLOTS].load(Ordering::Relaxed);
         // The D-EAR, the branch trace buffer or a cache-mode I-EAR: rare,
         // so in a cold branch (no call: a call in this loop costs every
-        // interrupt its registers; README, Performance).
+        // interrupt its registers; guide, performance).
         let captured = if flags & SAMPLES_RARE != 0 {
             cold_path();
             read_captures(state, regs, flags)?

@@ -415,8 +415,8 @@ const ES: Field = Field::new(8, 8);
 const UMASK: Field = Field::new(16, 4);
 const THRESHOLD: Field = Field::new(20, 3);
 const ISM: Field = Field::new(24, 2);
-const OI: u64 = 1 << 5;
-const ENABLE: u64 = 1 << 23;
+const OI: Field = Field::new(5, 1);
+const ENABLE: Field = Field::new(23, 1);
 
 /// The registers perfmon's tagging check reads: Itanium 2 PMC8, PMC13,
 /// PMC14, or Montecito PMC32, PMC41, PMC38; `None` on Itanium.
@@ -507,7 +507,8 @@ impl Validator {
         r
     }
 
-    /// Check `value` for PMC `pmc` without remembering it.
+    /// Check `value` for PMC `pmc` without remembering it: perfmon's write
+    /// path, step by step (the module documentation).
     pub const fn check(&self, pmc: u8, value: u64) -> Result<Accepted, PmcError> {
         let g = self.generation;
         let info = match g.pmc(pmc) {
@@ -520,10 +521,44 @@ impl Validator {
         }
         // 2. Privilege, perfmon's step 2: on the value as written, before
         //    `oi` is forced and reserved bits are replaced.
-        if let Some(bit) = info.pm_bit(g)
+        if let Err(e) = self.check_privilege(pmc, info, value) {
+            return Err(e);
+        }
+        // 3. Values the fields cannot hold (on the value as written, so
+        //    that replacing reserved bits cannot change what is counted).
+        if let Err(e) = field_widths(g, pmc, info, value) {
+            return Err(e);
+        }
+        // 4. Reserved bits.
+        let merged = match self.merge_reserved(pmc, info, value) {
+            Ok(m) => m,
+            Err(e) => return Err(e),
+        };
+        // 5. Forced bits.
+        let v = self.force(pmc, info, merged);
+        // 6-8. Per register, then the tagging registers together.
+        let range = match register_rules(g, pmc, info, v) {
+            Ok(r) => r,
+            Err(e) => return Err(e),
+        };
+        if let Err(e) = self.check_tagging(pmc, v) {
+            return Err(e);
+        }
+        Ok(Accepted {
+            value: v,
+            replaced: value ^ merged,
+            forced: v ^ merged,
+            range,
+        })
+    }
+
+    /// Step 2: the `pm` bit of a register that has one, as written, against
+    /// the policy (a value equal to the power-up value passes).
+    const fn check_privilege(&self, pmc: u8, info: PmcInfo, value: u64) -> Result<(), PmcError> {
+        if let Some(bit) = info.pm_bit(self.generation)
             && value != info.default
         {
-            let pm = (value >> bit) & 1 != 0;
+            let pm = Field::new(bit, 1).flag(value);
             let bad = match self.policy.privilege {
                 PrivilegePolicy::Any => false,
                 PrivilegePolicy::System => !pm,
@@ -533,16 +568,17 @@ impl Validator {
                 return Err(PmcError::PrivilegeMismatch { pmc, pm });
             }
         }
-        // 3. Values the fields cannot hold (on the value as written, so
-        //    that replacing reserved bits cannot change what is counted).
-        if let Err(e) = field_widths(g, pmc, info, value) {
-            return Err(e);
-        }
-        // 4. Reserved bits.
+        Ok(())
+    }
+
+    /// Step 4: `value` with every bit outside the writable fields at its
+    /// power-up value, or the refusal of a value that differed there under
+    /// [`ReservedPolicy::Reject`] (Montecito's fixed ISM named as such).
+    const fn merge_reserved(&self, pmc: u8, info: PmcInfo, value: u64) -> Result<u64, PmcError> {
         let merged = info.merge(value);
         let replaced = value ^ merged;
         if matches!(self.policy.reserved, ReservedPolicy::Reject) && replaced != 0 {
-            if matches!(g, Generation::Montecito)
+            if matches!(self.generation, Generation::Montecito)
                 && matches!(info.kind, PmcKind::Counter | PmcKind::DEar)
                 && ISM.get(value) != ISM.get(info.default)
             {
@@ -556,71 +592,32 @@ impl Validator {
                 bits: replaced,
             });
         }
-        // 5. Forced bits: perfmon's step 3 (`oi`) and its model checker's
-        //    PMC4 enable bit (step 4). Both are writable bits, so forcing
-        //    before or after the merge gives the same value.
+        Ok(merged)
+    }
+
+    /// Step 5: perfmon's step 3 (`oi`) and its model checker's PMC4 enable
+    /// bit (step 4). Both are writable bits, so forcing before or after the
+    /// merge gives the same value.
+    const fn force(&self, pmc: u8, info: PmcInfo, merged: u64) -> u64 {
         let mut v = merged;
         if matches!(info.kind, PmcKind::Counter) {
             if self.policy.force_overflow_interrupt {
-                v |= OI;
+                v = OI.set_flag(v, true);
             }
-            if self.policy.force_pmc4_enable && matches!(g, Generation::Itanium2) && pmc == 4 {
-                v |= ENABLE;
+            if self.policy.force_pmc4_enable
+                && matches!(self.generation, Generation::Itanium2)
+                && pmc == 4
+            {
+                v = ENABLE.set_flag(v, true);
             }
         }
-        let forced = v ^ merged;
-        // 6-8. Per register.
-        let mut range = RangeEffect {
-            instruction: false,
-            data: false,
-        };
-        match info.kind {
-            PmcKind::Counter => {
-                if let Err(e) = counter_event(g, pmc, v) {
-                    return Err(e);
-                }
-            }
-            PmcKind::IEar => {
-                let c = IearConfig::from_bits_truncate(g, v);
-                match c.umask_problem() {
-                    Some(UmaskProblem::L2FillOnItanium) => {
-                        return Err(PmcError::L2FillNotOnItanium { pmc });
-                    }
-                    Some(UmaskProblem::Undefined(umask)) => {
-                        return Err(PmcError::UndefinedEarUmask { pmc, umask });
-                    }
-                    None => {}
-                }
-            }
-            PmcKind::DEar => {
-                let c = DearConfig::from_bits_truncate(g, v);
-                if matches!(c.mode(), DearMode::Undefined) {
-                    return Err(PmcError::UndefinedEarMode {
-                        pmc,
-                        mode: ((v >> 7) & 3) as u8,
-                    });
-                }
-                if let Some(UmaskProblem::Undefined(umask)) = c.umask_problem() {
-                    return Err(PmcError::UndefinedEarUmask { pmc, umask });
-                }
-                if let Some(false) = c.pass_tags() {
-                    range.data = true;
-                }
-            }
-            PmcKind::RangeTag => {
-                range.instruction = v & 1 == 0;
-            }
-            PmcKind::DataRange => {
-                range.data = DataRangeConfig::from_bits_truncate(v).is_active();
-            }
-            PmcKind::InstructionRange => {
-                range.instruction = match InstructionRangeConfig::from_bits_truncate(g, v) {
-                    Some(c) => c.is_active(),
-                    None => false,
-                };
-            }
-            _ => {}
-        }
+        v
+    }
+
+    /// Step 8: a write to the opcode matcher, DBR or IBR configuration must
+    /// leave the three consistent with what was accepted for the others.
+    const fn check_tagging(&self, pmc: u8, v: u64) -> Result<(), PmcError> {
+        let g = self.generation;
         if let Some((o, d, i)) = tagging_registers(g)
             && (pmc == o || pmc == d || pmc == i)
         {
@@ -639,13 +636,71 @@ impl Validator {
                 return Err(PmcError::InconsistentTagging { pmc });
             }
         }
-        Ok(Accepted {
-            value: v,
-            replaced,
-            forced,
-            range,
-        })
+        Ok(())
     }
+}
+
+/// Steps 6-7: the rules of one register kind on the value to be written
+/// (events and thresholds of a counter, EAR modes and unit masks), and
+/// which address range restrictions it turns on.
+const fn register_rules(
+    g: Generation,
+    pmc: u8,
+    info: PmcInfo,
+    v: u64,
+) -> Result<RangeEffect, PmcError> {
+    let mut range = RangeEffect {
+        instruction: false,
+        data: false,
+    };
+    match info.kind {
+        PmcKind::Counter => {
+            if let Err(e) = counter_event(g, pmc, v) {
+                return Err(e);
+            }
+        }
+        PmcKind::IEar => {
+            let c = IearConfig::from_bits_truncate(g, v);
+            match c.umask_problem() {
+                Some(UmaskProblem::L2FillOnItanium) => {
+                    return Err(PmcError::L2FillNotOnItanium { pmc });
+                }
+                Some(UmaskProblem::Undefined(umask)) => {
+                    return Err(PmcError::UndefinedEarUmask { pmc, umask });
+                }
+                None => {}
+            }
+        }
+        PmcKind::DEar => {
+            let c = DearConfig::from_bits_truncate(g, v);
+            if matches!(c.mode(), DearMode::Undefined) {
+                return Err(PmcError::UndefinedEarMode {
+                    pmc,
+                    mode: ((v >> 7) & 3) as u8,
+                });
+            }
+            if let Some(UmaskProblem::Undefined(umask)) = c.umask_problem() {
+                return Err(PmcError::UndefinedEarUmask { pmc, umask });
+            }
+            if let Some(false) = c.pass_tags() {
+                range.data = true;
+            }
+        }
+        PmcKind::RangeTag => {
+            range.instruction = v & 1 == 0;
+        }
+        PmcKind::DataRange => {
+            range.data = DataRangeConfig::from_bits_truncate(v).is_active();
+        }
+        PmcKind::InstructionRange => {
+            range.instruction = match InstructionRangeConfig::from_bits_truncate(g, v) {
+                Some(c) => c.is_active(),
+                None => false,
+            };
+        }
+        _ => {}
+    }
+    Ok(range)
 }
 
 /// The bits of PMC `pmc` of `generation` whose writability the sources

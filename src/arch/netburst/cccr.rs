@@ -40,7 +40,7 @@
 
 use super::escr::ReservedBits;
 use super::msrs::{Cccr, Counter, EscrSelect};
-use crate::arch::Field;
+use crate::arch::register;
 
 /// A 4-bit threshold (bits 23:20).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -59,6 +59,16 @@ impl Threshold {
     /// The value (0-15).
     pub const fn get(self) -> u8 {
         self.0
+    }
+
+    /// From the CCCR's field (`register!`).
+    const fn from_field(v: u64) -> Threshold {
+        Threshold(v as u8 & 0xF)
+    }
+
+    /// As the CCCR's field (`register!`).
+    const fn into_field(self) -> u64 {
+        self.0 as u64
     }
 }
 
@@ -79,13 +89,19 @@ pub enum ActiveThread {
 }
 
 impl ActiveThread {
-    const fn from_bits(b: u8) -> ActiveThread {
+    /// From the CCCR's field (`register!`).
+    const fn from_field(b: u64) -> ActiveThread {
         match b & 3 {
             0 => ActiveThread::None,
             1 => ActiveThread::Single,
             2 => ActiveThread::Both,
             _ => ActiveThread::Any,
         }
+    }
+
+    /// As the CCCR's field (`register!`).
+    const fn into_field(self) -> u64 {
+        self as u64
     }
 }
 
@@ -120,53 +136,55 @@ impl ExtendedCascade {
     }
 }
 
-/// A CCCR value whose reserved bits are zero by construction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct CccrValue(u64);
-
-// The CCCR fields (SDM Figure 18-45).
-const EXT_CASCADE: Field = Field::new(11, 1);
-const ENABLE: Field = Field::new(12, 1);
-const ESCR_SELECT: Field = Field::new(13, 3);
-const ACTIVE_THREAD: Field = Field::new(16, 2);
-const COMPARE: Field = Field::new(18, 1);
-const COMPLEMENT: Field = Field::new(19, 1);
-const THRESHOLD: Field = Field::new(20, 4);
-const EDGE: Field = Field::new(24, 1);
-const FORCE_OVF: Field = Field::new(25, 1);
-const OVF_PMI_T0: Field = Field::new(26, 1);
-const OVF_PMI_T1: Field = Field::new(27, 1);
-const CASCADE: Field = Field::new(30, 1);
-const OVF: Field = Field::new(31, 1);
-
-macro_rules! flag {
-    ($get:ident, $set:ident, $field:ident, $doc:literal) => {
-        #[doc = concat!("`", $doc, "` flag.")]
-        pub const fn $get(self) -> bool {
-            $field.flag(self.0)
-        }
-
-        #[doc = concat!("With `", $doc, "` set or cleared.")]
-        pub const fn $set(self, on: bool) -> CccrValue {
-            CccrValue($field.set_flag(self.0, on))
-        }
-    };
+register! {
+    /// A CCCR value whose reserved bits are zero by construction (SDM
+    /// Figure 18-45; the extended cascade bit, Table 18-65).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct CccrValue(u64) {
+        /// Extended cascade `CASCNTxINTOy` (bit 11), where Table 18-65
+        /// defines it: set through [`CccrValue::with_extended_cascade`].
+        EXT_CASCADE: 11;
+        /// `ENABLE` (bit 12).
+        ENABLE: 12 => enable, with_enable: bool;
+        /// ESCR select (bits 15:13).
+        ESCR_SELECT: 13..=15 => escr_select, with_escr_select: EscrSelect;
+        /// Active thread (bits 17:16).
+        ACTIVE_THREAD: 16..=17 => active_thread, with_active_thread: ActiveThread;
+        /// `COMPARE` (bit 18).
+        COMPARE: 18 => compare, with_compare: bool;
+        /// `COMPLEMENT` (bit 19).
+        COMPLEMENT: 19 => complement, with_complement: bool;
+        /// Threshold (bits 23:20; `COMPARE` is not touched by its setter).
+        THRESHOLD: 20..=23 => threshold, with_threshold: Threshold;
+        /// `EDGE` (bit 24).
+        EDGE: 24 => edge, with_edge: bool;
+        /// `FORCE_OVF` (bit 25).
+        FORCE_OVF: 25 => force_ovf, with_force_ovf: bool;
+        /// `OVF_PMI_T0` (bit 26; `OVF_PMI` on parts without Hyper-Threading).
+        OVF_PMI_T0: 26 => ovf_pmi_t0, with_ovf_pmi_t0: bool;
+        /// `OVF_PMI_T1` (bit 27; reserved on parts without Hyper-Threading).
+        OVF_PMI_T1: 27 => ovf_pmi_t1, with_ovf_pmi_t1: bool;
+        /// `CASCADE` (bit 30).
+        CASCADE: 30 => cascade, with_cascade: bool;
+        /// `OVF` (bit 31, sticky).
+        OVF: 31 => ovf, with_ovf: bool;
+    }
 }
 
 impl CccrValue {
     /// Bits reserved on every CCCR: 11:0 except as below, 29:28, 63:32.
     /// Bit 11 is included here; [`CccrValue::reserved_mask`] removes it for
     /// the CCCRs and models where it is the extended cascade flag.
-    pub const RESERVED: u64 = 0xFFFF_FFFF_3000_0FFF;
+    pub const RESERVED: u64 = !Self::DEFINED | Self::EXT_CASCADE.mask();
     /// Additionally reserved on parts without Hyper-Threading: `OVF_PMI_T1`
     /// (bit 27). (Bits 17:16 are reserved there too but must read 11b.)
-    pub const RESERVED_NON_HT_EXTRA: u64 = OVF_PMI_T1.mask();
+    pub const RESERVED_NON_HT_EXTRA: u64 = Self::OVF_PMI_T1.mask();
 
     /// The reserved bits of `cccr` on family 0Fh model `model`.
     pub const fn reserved_mask(cccr: Cccr, model: u8) -> u64 {
         if ExtendedCascade::new(cccr, model).is_some() {
-            Self::RESERVED & !EXT_CASCADE.mask()
+            Self::RESERVED & !Self::EXT_CASCADE.mask()
         } else {
             Self::RESERVED
         }
@@ -220,76 +238,16 @@ impl CccrValue {
         }
     }
 
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
-
-    /// ESCR select (bits 15:13).
-    pub const fn escr_select(self) -> EscrSelect {
-        EscrSelect::from_bits_truncate(ESCR_SELECT.get(self.0) as u8)
-    }
-
-    /// With the ESCR select replaced.
-    pub const fn with_escr_select(self, s: EscrSelect) -> CccrValue {
-        CccrValue(ESCR_SELECT.set(self.0, s.get() as u64))
-    }
-
-    /// Active thread (bits 17:16).
-    pub const fn active_thread(self) -> ActiveThread {
-        ActiveThread::from_bits(ACTIVE_THREAD.get(self.0) as u8)
-    }
-
-    /// With the active-thread field replaced.
-    pub const fn with_active_thread(self, t: ActiveThread) -> CccrValue {
-        CccrValue(ACTIVE_THREAD.set(self.0, t as u64))
-    }
-
-    /// Threshold (bits 23:20).
-    pub const fn threshold(self) -> Threshold {
-        Threshold(THRESHOLD.get(self.0) as u8)
-    }
-
-    /// With the threshold replaced (COMPARE is not touched).
-    pub const fn with_threshold(self, t: Threshold) -> CccrValue {
-        CccrValue(THRESHOLD.set(self.0, t.0 as u64))
-    }
-
     /// Extended cascade bit 11.
     pub const fn extended_cascade(self) -> bool {
-        EXT_CASCADE.flag(self.0)
+        Self::EXT_CASCADE.flag(self.0)
     }
 
     /// With extended cascade bit 11 set or cleared; needs the proof that the
     /// CCCR has it.
     pub const fn with_extended_cascade(self, _proof: ExtendedCascade, on: bool) -> CccrValue {
-        CccrValue(EXT_CASCADE.set_flag(self.0, on))
+        CccrValue(Self::EXT_CASCADE.set_flag(self.0, on))
     }
-
-    flag!(enable, with_enable, ENABLE, "ENABLE (bit 12)");
-    flag!(compare, with_compare, COMPARE, "COMPARE (bit 18)");
-    flag!(
-        complement,
-        with_complement,
-        COMPLEMENT,
-        "COMPLEMENT (bit 19)"
-    );
-    flag!(edge, with_edge, EDGE, "EDGE (bit 24)");
-    flag!(force_ovf, with_force_ovf, FORCE_OVF, "FORCE_OVF (bit 25)");
-    flag!(
-        ovf_pmi_t0,
-        with_ovf_pmi_t0,
-        OVF_PMI_T0,
-        "OVF_PMI_T0 (bit 26)"
-    );
-    flag!(
-        ovf_pmi_t1,
-        with_ovf_pmi_t1,
-        OVF_PMI_T1,
-        "OVF_PMI_T1 (bit 27)"
-    );
-    flag!(cascade, with_cascade, CASCADE, "CASCADE (bit 30)");
-    flag!(ovf, with_ovf, OVF, "OVF (bit 31)");
 }
 
 #[cfg(test)]

@@ -151,7 +151,7 @@ use core::marker::PhantomData;
 use super::cccr::{ActiveThread, CccrValue, ExtendedCascade};
 use super::ds::{DsArea, PebsRecord};
 use super::escr::ThreadCpl;
-use super::events::{Event, Tagging};
+use super::events::{EventName, Tagging};
 use super::msrs::{Counter, CounterSet, Escr, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use super::parse::EventSpec;
 use super::physical::{Joined, NetBurstPmu, Refused};
@@ -182,7 +182,7 @@ pub enum NetBurst {}
 
 /// A NetBurst counter handle: counter `N` of the PMU owned by `O`, in
 /// state `S`.
-pub type NbCounter<O, const N: u8, S> = counter::Handle<NetBurst, O, N, S>;
+pub type NetBurstHandle<O, const N: u8, S> = counter::Handle<NetBurst, O, N, S>;
 
 /// What a claimed NetBurst counter remembers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -212,7 +212,7 @@ impl Programmed {
     /// Whether the ESCR tags µops for other counters: its image has
     /// `Tag_Enable` (ESCR bit 4, execution tagging, SDM 18.15.6.3) or its
     /// event is a front-end or replay tagging one
-    /// ([`Event::tags_uops`](super::Event::tags_uops)). Such an ESCR acts
+    /// ([`EventName::tags_uops`](super::EventName::tags_uops)). Such an ESCR acts
     /// whether or not its own counter counts, so `release` clears it.
     pub const fn escr_tags(&self) -> bool {
         self.escr_tags
@@ -320,7 +320,7 @@ macro_rules! counters {
         #[derive(Debug)]
         #[allow(missing_docs)]
         pub struct Counters<O: Owner> {
-            $(pub $field: NbCounter<O, $n, Unclaimed>,)*
+            $(pub $field: NetBurstHandle<O, $n, Unclaimed>,)*
         }
 
         impl<O: Owner> Counters<O> {
@@ -517,7 +517,7 @@ pub enum ConfigError {
     /// counter of the same logical processor first (Table 19-33).
     MissingUpstream {
         /// The event.
-        event: Event,
+        event: EventName,
     },
     /// Replay tagging is set up with other metrics by a claimed counter:
     /// `MSR_PEBS_ENABLE` and `MSR_PEBS_MATRIX_VERT` are one per package.
@@ -967,7 +967,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     /// to halt a cascaded counter (SDM 18.15.5.6); the other is halting it.
     pub fn clear_overflow<const N: u8, S: State + Readable>(
         &mut self,
-        counter: &NbCounter<O, N, S>,
+        counter: &NetBurstHandle<O, N, S>,
     ) -> Result<(), Error<M::Error>> {
         self.clear_overflow_at(N, counter.programmed(), S::TAG)
     }
@@ -1008,8 +1008,8 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     /// ([`ConfigError::NoExtendedCascade`]).
     pub fn cascade_extended<const N: u8, const FROM: u8, S: CanCascade, S2: Readable>(
         &mut self,
-        counter: NbCounter<O, N, S>,
-        source: &NbCounter<O, FROM, S2>,
+        counter: NetBurstHandle<O, N, S>,
+        source: &NetBurstHandle<O, FROM, S2>,
     ) -> Transition<NetBurst, O, N, S, Cascaded, Error<M::Error>> {
         let _ = source;
         let p = *counter.programmed();
@@ -1280,7 +1280,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         if p.force_ovf {
             // The increments since the last service are owed: the halt
             // accounts for them (its CCCR write cleared `OVF`).
-            let raw = self.msr.read_pmc(u32::from(n)).map_err(Error::Access)?;
+            let raw = self.msr.rdpmc(u32::from(n)).map_err(Error::Access)?;
             let owed = self.pmu.pmi().forced_increments(n, raw);
             if owed > 0 {
                 self.pmu.pmi().add_halt_periods(n, owed);
@@ -1290,7 +1290,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         let Some(s) = p.sampling else {
             return Ok(());
         };
-        let raw = self.msr.read_pmc(u32::from(n)).map_err(Error::Access)?;
+        let raw = self.msr.rdpmc(u32::from(n)).map_err(Error::Access)?;
         let (owed, residual) = s.split(raw);
         if owed > 0 {
             self.pmu.pmi().add_halt_periods(n, owed);
@@ -1334,7 +1334,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
     }
 
     fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
-        self.msr.read_pmc(u32::from(n)).map_err(Error::Access)
+        self.msr.rdpmc(u32::from(n)).map_err(Error::Access)
     }
 
     fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {

@@ -31,7 +31,7 @@
 //! assert_eq!(EscrValue::from_bits(v.bits()), Ok(v));
 //! ```
 
-use crate::arch::Field;
+use crate::arch::register;
 
 /// A 6-bit event select (ESCR bits 30:25).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,6 +52,16 @@ impl EventSelect {
     /// The value (0-63).
     pub const fn get(self) -> u8 {
         self.0
+    }
+
+    /// From the ESCR's field (`register!`).
+    const fn from_field(v: u64) -> EventSelect {
+        EventSelect::from_bits_truncate(v as u8)
+    }
+
+    /// As the ESCR's field (`register!`).
+    const fn into_field(self) -> u64 {
+        self.0 as u64
     }
 }
 
@@ -76,6 +86,16 @@ impl EventMask {
     /// The raw 16 bits.
     pub const fn get(self) -> u16 {
         self.0
+    }
+
+    /// From the ESCR's field (`register!`).
+    const fn from_field(v: u64) -> EventMask {
+        EventMask(v as u16)
+    }
+
+    /// As the ESCR's field (`register!`).
+    const fn into_field(self) -> u64 {
+        self.0 as u64
     }
 
     /// Union.
@@ -122,6 +142,16 @@ impl TagValue {
     pub const fn get(self) -> u8 {
         self.0
     }
+
+    /// From the ESCR's field (`register!`).
+    const fn from_field(v: u64) -> TagValue {
+        TagValue::from_bits_truncate(v as u8)
+    }
+
+    /// As the ESCR's field (`register!`).
+    const fn into_field(self) -> u64 {
+        self.0 as u64
+    }
 }
 
 /// The four CPL/thread qualification flags of an ESCR (bits 3:0).
@@ -148,20 +178,35 @@ impl ThreadCpl {
 
     /// From ESCR bits 3:0 (higher bits ignored).
     pub const fn from_bits(b: u8) -> ThreadCpl {
-        ThreadCpl {
-            t0_os: b & 8 != 0,
-            t0_usr: b & 4 != 0,
-            t1_os: b & 2 != 0,
-            t1_usr: b & 1 != 0,
-        }
+        ThreadCpl::from_field(b as u64)
     }
 
     /// As ESCR bits 3:0.
     pub const fn bits(self) -> u8 {
-        (self.t0_os as u8) << 3
-            | (self.t0_usr as u8) << 2
-            | (self.t1_os as u8) << 1
-            | self.t1_usr as u8
+        self.into_field() as u8
+    }
+
+    /// From the ESCR's field (`register!`). The field starts at bit 0, so
+    /// its value is an ESCR image of bits 3:0, read with the flags' own
+    /// accessors.
+    const fn from_field(v: u64) -> ThreadCpl {
+        let escr = EscrValue(v);
+        ThreadCpl {
+            t0_os: escr.t0_os(),
+            t0_usr: escr.t0_usr(),
+            t1_os: escr.t1_os(),
+            t1_usr: escr.t1_usr(),
+        }
+    }
+
+    /// As the ESCR's field (`register!`).
+    const fn into_field(self) -> u64 {
+        EscrValue(0)
+            .with_t0_os(self.t0_os)
+            .with_t0_usr(self.t0_usr)
+            .with_t1_os(self.t1_os)
+            .with_t1_usr(self.t1_usr)
+            .0
     }
 
     /// The same OS/USR choice for both logical processors (what libpfm4's
@@ -176,24 +221,39 @@ impl ThreadCpl {
     }
 }
 
-/// An ESCR value whose reserved bits are zero by construction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct EscrValue(u64);
-
-// The ESCR fields (SDM Figure 18-44).
-const CPL: Field = Field::new(0, 4);
-const TAG_ENABLE: Field = Field::new(4, 1);
-const TAG_VALUE: Field = Field::new(5, 4);
-const EVENT_MASK: Field = Field::new(9, 16);
-const EVENT_SELECT: Field = Field::new(25, 6);
+register! {
+    /// An ESCR value whose reserved bits are zero by construction (SDM
+    /// Figure 18-44).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct EscrValue(u64) {
+        /// The CPL/thread flags (bits 3:0).
+        CPL: 0..=3 => cpl, with_cpl: ThreadCpl;
+        /// `T1_USR` (bit 0; reserved on parts without Hyper-Threading).
+        T1_USR: 0 => t1_usr, with_t1_usr: bool;
+        /// `T1_OS` (bit 1; reserved on parts without Hyper-Threading).
+        T1_OS: 1 => t1_os, with_t1_os: bool;
+        /// `T0_USR` (bit 2; `USR` on parts without Hyper-Threading).
+        T0_USR: 2 => t0_usr, with_t0_usr: bool;
+        /// `T0_OS` (bit 3; `OS` on parts without Hyper-Threading).
+        T0_OS: 3 => t0_os, with_t0_os: bool;
+        /// Tag enable (bit 4).
+        TAG_ENABLE: 4 => tag_enable, with_tag_enable: bool;
+        /// Tag value (bits 8:5).
+        TAG_VALUE: 5..=8 => tag_value, with_tag_value: TagValue;
+        /// Event mask (bits 24:9).
+        EVENT_MASK: 9..=24 => event_mask, with_event_mask: EventMask;
+        /// Event select (bits 30:25).
+        EVENT_SELECT: 25..=30 => event_select, with_event_select: EventSelect;
+    }
+}
 
 impl EscrValue {
     /// Reserved bits on Hyper-Threading parts: 31 and 63:32.
-    pub const RESERVED: u64 = 0xFFFF_FFFF_8000_0000;
+    pub const RESERVED: u64 = !Self::DEFINED;
     /// Reserved bits on parts without Hyper-Threading (Figure 18-43): also
     /// bits 1:0 (`T1_OS`, `T1_USR`).
-    pub const RESERVED_NON_HT: u64 = Self::RESERVED | 0b11;
+    pub const RESERVED_NON_HT: u64 = Self::RESERVED | Self::T1_OS.mask() | Self::T1_USR.mask();
 
     /// An ESCR selecting `select` with `mask`, no tag and no CPL flag.
     pub const fn new(select: EventSelect, mask: EventMask) -> EscrValue {
@@ -218,109 +278,6 @@ impl EscrValue {
     /// The reserved bits set in `raw`.
     pub const fn reserved_bits(raw: u64) -> u64 {
         raw & Self::RESERVED
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
-
-    /// Event select (bits 30:25).
-    pub const fn event_select(self) -> EventSelect {
-        EventSelect(EVENT_SELECT.get(self.0) as u8)
-    }
-
-    /// Event mask (bits 24:9).
-    pub const fn event_mask(self) -> EventMask {
-        EventMask(EVENT_MASK.get(self.0) as u16)
-    }
-
-    /// Tag value (bits 8:5).
-    pub const fn tag_value(self) -> TagValue {
-        TagValue(TAG_VALUE.get(self.0) as u8)
-    }
-
-    /// Tag enable (bit 4).
-    pub const fn tag_enable(self) -> bool {
-        TAG_ENABLE.flag(self.0)
-    }
-
-    /// The CPL/thread flags (bits 3:0).
-    pub const fn cpl(self) -> ThreadCpl {
-        ThreadCpl::from_bits(CPL.get(self.0) as u8)
-    }
-
-    /// `T0_OS` (bit 3).
-    pub const fn t0_os(self) -> bool {
-        self.cpl().t0_os
-    }
-
-    /// `T0_USR` (bit 2).
-    pub const fn t0_usr(self) -> bool {
-        self.cpl().t0_usr
-    }
-
-    /// `T1_OS` (bit 1).
-    pub const fn t1_os(self) -> bool {
-        self.cpl().t1_os
-    }
-
-    /// `T1_USR` (bit 0).
-    pub const fn t1_usr(self) -> bool {
-        self.cpl().t1_usr
-    }
-
-    /// With the event select replaced.
-    pub const fn with_event_select(self, s: EventSelect) -> EscrValue {
-        EscrValue(EVENT_SELECT.set(self.0, s.0 as u64))
-    }
-
-    /// With the event mask replaced.
-    pub const fn with_event_mask(self, m: EventMask) -> EscrValue {
-        EscrValue(EVENT_MASK.set(self.0, m.0 as u64))
-    }
-
-    /// With the tag value replaced.
-    pub const fn with_tag_value(self, t: TagValue) -> EscrValue {
-        EscrValue(TAG_VALUE.set(self.0, t.0 as u64))
-    }
-
-    /// With tag enable set or cleared.
-    pub const fn with_tag_enable(self, on: bool) -> EscrValue {
-        EscrValue(TAG_ENABLE.set_flag(self.0, on))
-    }
-
-    /// With the four CPL/thread flags replaced.
-    pub const fn with_cpl(self, cpl: ThreadCpl) -> EscrValue {
-        EscrValue(CPL.set(self.0, cpl.bits() as u64))
-    }
-
-    /// With `T0_OS` set or cleared.
-    pub const fn with_t0_os(self, on: bool) -> EscrValue {
-        let mut c = self.cpl();
-        c.t0_os = on;
-        self.with_cpl(c)
-    }
-
-    /// With `T0_USR` set or cleared.
-    pub const fn with_t0_usr(self, on: bool) -> EscrValue {
-        let mut c = self.cpl();
-        c.t0_usr = on;
-        self.with_cpl(c)
-    }
-
-    /// With `T1_OS` set or cleared.
-    pub const fn with_t1_os(self, on: bool) -> EscrValue {
-        let mut c = self.cpl();
-        c.t1_os = on;
-        self.with_cpl(c)
-    }
-
-    /// With `T1_USR` set or cleared.
-    pub const fn with_t1_usr(self, on: bool) -> EscrValue {
-        let mut c = self.cpl();
-        c.t1_usr = on;
-        self.with_cpl(c)
     }
 }
 

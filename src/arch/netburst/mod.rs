@@ -96,12 +96,14 @@ pub mod physical;
 pub mod pmi;
 pub mod schedule;
 pub mod tagging;
+pub mod tagging_msrs;
 pub mod thread;
 
 pub use cccr::{ActiveThread, CccrValue, ExtendedCascade, Threshold};
 pub use escr::{EscrValue, EventMask, EventSelect, ReservedBits, TagValue, ThreadCpl};
 pub use events::{
-    Constraint, Counting, Event, EventInfo, MaskInfo, MaskKind, ReplayMetric, Specificity, Tagging,
+    Constraint, Counting, EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric, Specificity,
+    Tagging,
 };
 pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, EscrSelect, EscrSet, Pair};
 pub use parse::{EventSpec, Modifier, ParseError, ParseErrorKind, Pmu};
@@ -111,4 +113,5 @@ pub use tagging::{
     ExecUpstream, ExecutionTagging, FrontEndTagging, ReplayTagging, TaggedCounter, TaggingError,
     TaggingPlan,
 };
+pub use tagging_msrs::{PebsEnable, PebsMatrixVert, TcPreciseEvent};
 pub use thread::{CplState, LogicalProcessor, Privilege};

@@ -19,6 +19,8 @@
 //! assert!(Assignment::new(Escr::CruEscr0, Counter::BpuCounter0).is_none(), "not wired");
 //! ```
 
+use crate::arch::register;
+
 /// `IA32_MISC_ENABLE`: bit 7 "performance monitoring available", bit 12
 /// "PEBS unavailable" (SDM Vol. 3C Table 35-41).
 pub const IA32_MISC_ENABLE: u32 = 0x1A0;
@@ -35,6 +37,41 @@ pub const MSR_PEBS_ENABLE: u32 = 0x3F1;
 /// `MSR_PEBS_MATRIX_VERT`: the µop type (load/store/branch) whose replays are
 /// tagged (SDM 18.15.6.4, Table 19-33).
 pub const MSR_PEBS_MATRIX_VERT: u32 = 0x3F2;
+
+register! {
+    /// RDPMC's ECX on NetBurst (SDM Vol. 2B RDPMC, Pentium 4 and Intel Xeon
+    /// processors): bits 4:0 the counter (0-17), bit 31 a fast read of the
+    /// low 32 bits; any other bit set is #GP.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct RdpmcIndex(u32) {
+        /// The counter, bits 4:0.
+        COUNTER: 0..=4 => counter_index, with_counter_index: u8;
+        /// Fast read, bit 31.
+        FAST: 31 => fast, with_fast: bool;
+    }
+}
+
+impl RdpmcIndex {
+    /// The ECX RDPMC takes: `None` if it sets a bit no field declares, or
+    /// names no counter (18 or above).
+    pub const fn from_ecx(ecx: u32) -> Option<RdpmcIndex> {
+        let v = RdpmcIndex(ecx);
+        if ecx as u64 & !Self::DEFINED != 0 {
+            None
+        } else {
+            match Counter::from_index(v.counter_index()) {
+                Some(_) => Some(v),
+                None => None,
+            }
+        }
+    }
+
+    /// The counter it names.
+    pub const fn counter(self) -> Option<Counter> {
+        Counter::from_index(self.counter_index())
+    }
+}
 
 /// Width of every NetBurst counter in bits (SDM Figure 18-44).
 pub const COUNTER_WIDTH: u32 = 40;
@@ -710,6 +747,16 @@ impl EscrSelect {
     /// The value (0-7).
     pub const fn get(self) -> u8 {
         self.0
+    }
+
+    /// From the CCCR's field (`register!`).
+    pub(crate) const fn from_field(v: u64) -> EscrSelect {
+        EscrSelect::from_bits_truncate(v as u8)
+    }
+
+    /// As the CCCR's field (`register!`).
+    pub(crate) const fn into_field(self) -> u64 {
+        self.0 as u64
     }
 }
 

@@ -17,19 +17,21 @@
 //! the turns), events that always fit count without a gap, and every event
 //! runs with as many others as fit.
 //!
-//! A register access that fails (only a model refuses one) returns the
-//! error with every claimed counter still tracked: the next tick, or
-//! [`Multiplexer::finish`], releases it.
+//! The rotation itself is the crate's one multiplexer
+//! ([`crate::multiplex::Multiplexer`]); this module is its NetBurst
+//! placement ([`Events`]).
 
 use super::driver::{CounterConfig, Error, NetBurst, NetBurstDriver};
-use super::msrs::{Assignment, CounterSet, EscrSet};
+use super::msrs::{Assignment, EscrSet};
 use super::parse::EventSpec;
 use super::pmi::overflow_rule;
 use super::schedule::{Occupied, Part, Request, ScheduleError, schedule};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
 use crate::counter::{AnyHandle, ErasedError, Owner, StateTag};
-use crate::multiplex::{Multiplexed, Rotation};
+#[cfg(any(doc, test))]
+use crate::multiplex::Multiplexed;
+use crate::multiplex::{PlaceOn, Placement};
 
 /// Why events cannot be multiplexed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,13 +73,18 @@ impl core::fmt::Display for MultiplexError {
 pub type RotateError<E> = ErasedError<Error<E>>;
 
 /// Up to `E` events multiplexed on the 18 counters of one driver, whose
-/// run-time handles it holds.
+/// run-time handles it holds: the crate's one multiplexer
+/// ([`crate::multiplex::Multiplexer`]) placing events through NetBurst's
+/// exact scheduler ([`Events`]).
+pub type Multiplexer<const E: usize> = crate::multiplex::Multiplexer<Events<E>, E>;
+
+/// What NetBurst's [`Multiplexer`] places: the events (each an event and
+/// the logical processor to count it for), the part, and the driver's 18
+/// run-time handles.
 #[derive(Debug)]
-pub struct Multiplexer<const E: usize> {
+pub struct Events<const E: usize> {
     part: Part,
     events: [Option<Request>; E],
-    /// The counts, and where each claimed event is.
-    rotation: Rotation<Assignment, E>,
     handles: [AnyHandle<NetBurst>; 18],
 }
 
@@ -106,96 +113,94 @@ impl<const E: usize> Multiplexer<E> {
         }) {
             return Err((MultiplexError::Handles { index }, handles));
         }
-        let mut m = Multiplexer {
-            part,
-            events: [None; E],
-            rotation: Rotation::new(events.len()),
-            handles,
-        };
+        let mut list = [None; E];
         for (i, &(spec, lp)) in events.iter().enumerate() {
             let r = Request::new(spec, lp);
             if let Err(why) = schedule(part, &[r], Occupied::NONE) {
-                return Err((MultiplexError::Unschedulable { index: i, why }, m.handles));
+                return Err((MultiplexError::Unschedulable { index: i, why }, handles));
             }
-            m.events[i] = Some(r);
+            list[i] = Some(r);
         }
-        Ok(m)
-    }
-
-    /// One rotation: the running events are read, every event is charged
-    /// `dt` (the running ones their counts), and the next set is placed:
-    /// events staying where they are keep counting, the others are
-    /// released, the new ones configured and enabled. The first call (with
-    /// `dt` 0) starts.
-    pub fn tick<O: Owner, M: MsrAccess>(
-        &mut self,
-        d: &mut NetBurstDriver<'_, O, M>,
-        dt: u64,
-    ) -> Result<(), RotateError<M::Error>> {
-        self.account(d, dt)?;
-        let Some((set, chosen, k)) = self.choose(d) else {
-            return self.release_all(d);
+        let placement = Events {
+            part,
+            events: list,
+            handles,
         };
-        let placed = match schedule(self.part, &set[..k], self.others(d)) {
-            Ok(p) => p,
-            Err(_) => return self.release_all(d),
-        };
-        // Which claimed events keep their place.
-        let mut keep = [false; E];
-        for (slot, a) in placed.as_slice().iter().enumerate() {
-            let i = chosen[slot];
-            keep[i] = self.rotation.place(i) == Some(*a);
-        }
-        let n = self.rotation.len();
-        for (i, _) in keep.iter().enumerate().take(n).filter(|(_, k)| !**k) {
-            self.release(d, i)?;
-        }
-        for (slot, a) in placed.as_slice().iter().enumerate() {
-            let i = chosen[slot];
-            let h = &mut self.handles[usize::from(a.counter().index())];
-            if !keep[i] {
-                let r = &set[slot];
-                h.configure(
-                    d,
-                    &CounterConfig::counting(*r.spec(), a.escr()).on(r.processor()),
-                )?;
-                // Configured with the counter at 0.
-                self.rotation.set_place(i, Some(*a));
-            }
-            if h.state() == StateTag::Configured {
-                h.enable(d)?;
-            }
-        }
-        Ok(())
+        Ok(Self::with_placement(placement, events.len()))
     }
+}
 
-    /// Reads the claimed events and charges every event `dt`.
-    fn account<O: Owner, M: MsrAccess>(
-        &mut self,
-        d: &mut NetBurstDriver<'_, O, M>,
-        dt: u64,
-    ) -> Result<(), RotateError<M::Error>> {
-        let handles = &self.handles;
-        self.rotation.account(dt, overflow_rule().mask(), |a| {
-            handles[usize::from(a.counter().index())].read(d)
-        })
-    }
-
-    /// The next set: events least run first, as many as the scheduler
-    /// places beside the other drivers' claims. The requests, which event
-    /// each is, and how many; `None` if there are no events.
-    #[allow(clippy::type_complexity, reason = "a private helper's three results")]
-    fn choose<O: Owner, M: MsrAccess>(
-        &mut self,
+impl<const E: usize> Events<E> {
+    /// What the package's other drivers hold: its claims, less the places
+    /// of the events running now.
+    fn others<O: Owner, M: MsrAccess>(
         d: &NetBurstDriver<'_, O, M>,
-    ) -> Option<([Request; 18], [usize; 18], usize)> {
-        let first = *self.events[..self.rotation.len()].iter().flatten().next()?;
-        let others = self.others(d);
+        now: &[Option<Assignment>],
+    ) -> Occupied {
+        let all = d.occupied();
+        let (mut escrs, mut counters) = (all.escrs(), all.counters());
+        for a in now.iter().flatten() {
+            escrs = escrs.difference(EscrSet::EMPTY.with(a.escr()));
+            counters = counters.without(a.counter());
+        }
+        Occupied::NONE.with_claims(escrs, counters)
+    }
+}
+
+impl<const E: usize> Placement for Events<E> {
+    type Arch = NetBurst;
+    type Place = Assignment;
+    type Config = CounterConfig;
+    type Handles = [AnyHandle<NetBurst>; 18];
+
+    fn handle(&mut self, a: Assignment) -> Option<&mut AnyHandle<NetBurst>> {
+        self.handles.get_mut(usize::from(a.counter().index()))
+    }
+
+    fn handle_ref(&self, a: Assignment) -> Option<&AnyHandle<NetBurst>> {
+        self.handles.get(usize::from(a.counter().index()))
+    }
+
+    fn config(&self, i: usize, a: Assignment) -> Option<CounterConfig> {
+        let r = self.events.get(i).copied().flatten()?;
+        Some(CounterConfig::counting(*r.spec(), a.escr()).on(r.processor()))
+    }
+
+    fn all_unclaimed(&self) -> bool {
+        self.handles
+            .iter()
+            .all(|h| h.state() == StateTag::Unclaimed)
+    }
+
+    fn into_handles(self) -> [AnyHandle<NetBurst>; 18] {
+        self.handles
+    }
+}
+
+impl<O: Owner, M: MsrAccess, const E: usize> PlaceOn<NetBurstDriver<'_, O, M>> for Events<E> {
+    fn count_mask(&self, _: &NetBurstDriver<'_, O, M>) -> u64 {
+        overflow_rule().mask()
+    }
+
+    /// Events least run first join the set while the exact scheduler can
+    /// still place the whole set beside what the package's other drivers
+    /// hold; the set is then placed as the scheduler places it.
+    fn choose(
+        &self,
+        d: &NetBurstDriver<'_, O, M>,
+        order: &[usize],
+        now: &[Option<Assignment>],
+        next: &mut [Option<Assignment>],
+    ) {
+        let others = Self::others(d, now);
+        let Some(first) = order.iter().find_map(|&i| self.events[i]) else {
+            return;
+        };
         let mut chosen = [0usize; 18];
         // Filled from the front; the filler is never scheduled.
         let mut set = [first; 18];
         let mut k = 0;
-        for i in self.rotation.least_run_first() {
+        for &i in order {
             let Some(r) = self.events[i] else { continue };
             if k == set.len() {
                 break;
@@ -206,87 +211,16 @@ impl<const E: usize> Multiplexer<E> {
                 k += 1;
             }
         }
-        Some((set, chosen, k))
-    }
-
-    /// What the package's other drivers hold: its claims, less this
-    /// multiplexer's.
-    fn others<O: Owner, M: MsrAccess>(&self, d: &NetBurstDriver<'_, O, M>) -> Occupied {
-        let all = d.occupied();
-        let (mut escrs, mut counters) = (all.escrs().bits(), all.counters().bits());
-        for a in self.rotation.places() {
-            escrs &= !EscrSet::EMPTY.with(a.escr()).bits();
-            counters &= !CounterSet::EMPTY.with(a.counter()).bits();
+        if let Ok(placed) = schedule(self.part, &set[..k], others) {
+            for (slot, a) in placed.as_slice().iter().enumerate() {
+                next[chosen[slot]] = Some(*a);
+            }
         }
-        Occupied::NONE.with_claims(
-            EscrSet::from_bits_truncate(escrs),
-            CounterSet::from_bits_truncate(counters),
-        )
-    }
-
-    /// Releases event `i`'s counter, if it holds one (forgotten only once
-    /// released).
-    fn release<O: Owner, M: MsrAccess>(
-        &mut self,
-        d: &mut NetBurstDriver<'_, O, M>,
-        i: usize,
-    ) -> Result<(), RotateError<M::Error>> {
-        if let Some(a) = self.rotation.place(i) {
-            self.handles[usize::from(a.counter().index())].release(d)?;
-            self.rotation.set_place(i, None);
-        }
-        Ok(())
-    }
-
-    fn release_all<O: Owner, M: MsrAccess>(
-        &mut self,
-        d: &mut NetBurstDriver<'_, O, M>,
-    ) -> Result<(), RotateError<M::Error>> {
-        (0..self.rotation.len()).try_for_each(|i| self.release(d, i))
-    }
-
-    /// Ends the run: the last `dt` charged, every counter released.
-    pub fn finish<O: Owner, M: MsrAccess>(
-        &mut self,
-        d: &mut NetBurstDriver<'_, O, M>,
-        dt: u64,
-    ) -> Result<(), RotateError<M::Error>> {
-        self.account(d, dt)?;
-        self.release_all(d)
-    }
-
-    /// The events' counts so far, in the order given.
-    pub fn results(&self) -> &[Multiplexed] {
-        self.rotation.results()
-    }
-
-    /// Which events are on a counter now.
-    pub fn running(&self) -> impl Iterator<Item = usize> + '_ {
-        self.rotation.running()
-    }
-
-    /// The handles back, once nothing runs (after [`Multiplexer::finish`]);
-    /// `Err(self)` while an event is still on a counter.
-    #[allow(
-        clippy::result_large_err,
-        reason = "hands the multiplexer back by value"
-    )]
-    pub fn into_handles(self) -> Result<[AnyHandle<NetBurst>; 18], Self> {
-        if self
-            .handles
-            .iter()
-            .any(|h| h.state() != StateTag::Unclaimed)
-        {
-            return Err(self);
-        }
-        Ok(self.handles)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::println;
-
     use super::*;
     use crate::access::Recording;
     use crate::arch::netburst::NetBurstPmu;
@@ -294,6 +228,7 @@ mod tests {
     use crate::model::netburst::{
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
+    use crate::multiplex::estimate_tests;
 
     fn spec(s: &str) -> EventSpec {
         s.parse().unwrap()
@@ -331,7 +266,7 @@ mod tests {
     /// tick `t`; returns the results and the true totals.
     fn run<O: Owner>(
         ticks: u64,
-        rate: impl Fn(usize, u64) -> u64,
+        rate: &dyn Fn(usize, u64) -> u64,
     ) -> ([Multiplexed; 4], [u64; 4], u32) {
         let state = crate::testing::netburst_pmu();
         let m = NetBurstModel::new(Config::prescott_ht());
@@ -361,68 +296,26 @@ mod tests {
         (results, truth, most_at_once)
     }
 
-    /// Constant rates: every event runs half the time (two of the four fit
-    /// at once), and the scaled estimate is exact.
+    /// The shared estimate tests ([`crate::multiplex::estimate_tests`]) on
+    /// four events that all need FSB_ESCR0 or FSB_ESCR1: two at once.
     #[test]
     fn constant_rates_are_estimated_exactly() {
         crate::owner!(Constant);
-        let rates = [100, 37, 5, 250];
-        let (results, truth, most) = run::<Constant>(400, |i, _| rates[i]);
-        assert_eq!(most, 2, "two FSB ESCRs: two events at once");
-        for i in 0..4 {
-            assert_eq!(results[i].enabled, 400);
-            assert_eq!(results[i].running, 200, "round robin: half the ticks each");
-            assert_eq!(results[i].estimate(), Some(truth[i]), "event {i}");
-        }
+        estimate_tests::constant_rates_are_estimated_exactly(&|t, r| run::<Constant>(t, r));
     }
 
-    /// The estimates' errors, measured and printed, for rates given per
-    /// tick.
-    fn errors<O: Owner>(rate: impl Fn(usize, u64) -> u64) -> [f64; 4] {
-        let (results, truth, _) = run::<O>(400, rate);
-        core::array::from_fn(|i| {
-            let est = results[i].estimate().unwrap() as f64;
-            let err = (est - truth[i] as f64).abs() / truth[i] as f64;
-            println!(
-                "multiplexed event {i}: true {} estimate {} (raw {} running {}/{}): error {:.3} %",
-                truth[i],
-                est,
-                results[i].raw,
-                results[i].running,
-                results[i].enabled,
-                err * 100.0
-            );
-            err
-        })
-    }
-
-    /// Rates that change slowly against the rotation (a ramp, a decline, a
-    /// square wave of 100 ticks, a rate doubling every 100 ticks): each
-    /// event runs two of every four ticks, evenly spread, and the estimates'
-    /// error stays under 1 % (measured and printed).
     #[test]
     fn changing_rates_are_estimated_within_a_bound() {
         crate::owner!(Changing);
-        let worst = errors::<Changing>(|i, t| match i {
-            0 => 100 + t / 4,
-            1 => 300 - t / 2,
-            2 => [10, 30][((t / 50) % 2) as usize],
-            _ => 20 << (t / 100),
-        });
-        assert!(worst.iter().all(|&e| e < 0.01), "{worst:?}");
+        estimate_tests::changing_rates_are_estimated_within_a_bound(&|t, r| run::<Changing>(t, r));
     }
 
-    /// The limit of any multiplexing estimate: events whose rate changes in
-    /// step with the rotation are seen only in some phases. Here the pairs
-    /// {0, 1} and {2, 3} alternate in a four-tick pattern (run, off, off,
-    /// run), and every event occurs exactly in the first pair's ticks: the
-    /// first pair's estimates are double the truth, the second's zero
-    /// (measured: 100 % error each).
     #[test]
     fn a_rate_in_step_with_the_rotation_defeats_the_estimate() {
         crate::owner!(Aliased);
-        let worst = errors::<Aliased>(|_, t| [100, 0, 0, 100][(t % 4) as usize]);
-        assert_eq!(worst, [1.0; 4]);
+        estimate_tests::a_rate_in_step_with_the_rotation_defeats_the_estimate(&|t, r| {
+            run::<Aliased>(t, r)
+        });
     }
 
     /// Events that always fit do not shift the competing events' turns:
@@ -514,9 +407,9 @@ mod tests {
             self.access()?;
             self.m.write_msr(msr, value)
         }
-        fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+        fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
             self.access()?;
-            self.m.read_pmc(index)
+            self.m.rdpmc(index)
         }
     }
 

@@ -45,7 +45,7 @@ use core::str::FromStr;
 
 use super::cccr::{CccrValue, Threshold};
 use super::escr::{EscrValue, EventMask, TagValue, ThreadCpl};
-use super::events::{Event, EventInfo, MaskInfo, MaskKind, ReplayMetric};
+use super::events::{EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric};
 use super::msrs::{Escr, EscrSelect, EscrSet};
 use super::tagging::{TagBits, replay_registers};
 
@@ -79,9 +79,9 @@ impl Pmu {
     }
 
     /// Whether the PMU has `event`.
-    pub const fn has(self, event: Event) -> bool {
+    pub const fn has(self, event: EventName) -> bool {
         match self {
-            Pmu::Netburst => !matches!(event, Event::InstrCompleted),
+            Pmu::Netburst => !matches!(event, EventName::InstrCompleted),
             Pmu::NetburstP => true,
         }
     }
@@ -161,7 +161,7 @@ pub enum ParseErrorKind {
     /// `netburst::instr_completed`).
     WrongPmu {
         /// The event.
-        event: Event,
+        event: EventName,
         /// The PMU named (or defaulted).
         pmu: Pmu,
     },
@@ -170,7 +170,7 @@ pub enum ParseErrorKind {
     /// Not a mask of this event, nor a modifier.
     UnknownMask {
         /// The event.
-        event: Event,
+        event: EventName,
     },
     /// `name=value` where `name` is not a modifier.
     UnknownModifier,
@@ -199,7 +199,7 @@ pub enum ParseErrorKind {
     /// No mask given and the event has no default mask.
     NoDefaultMask {
         /// The event.
-        event: Event,
+        event: EventName,
     },
 }
 
@@ -267,7 +267,7 @@ impl core::error::Error for ParseError {}
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct EventSpec {
     pmu: Pmu,
-    event: Event,
+    event: EventName,
     masks: u32,
     os: bool,
     usr: bool,
@@ -290,7 +290,7 @@ impl EventSpec {
     /// `event` with the masks `masks` (catalog indices, checked by the
     /// caller), counting at every CPL, and what the images need from the
     /// catalog.
-    const fn build(pmu: Pmu, event: Event, masks: u32) -> EventSpec {
+    const fn build(pmu: Pmu, event: EventName, masks: u32) -> EventSpec {
         let info = event.info();
         let mut mask = EventMask::EMPTY;
         let mut tag = 0u8;
@@ -334,7 +334,7 @@ impl EventSpec {
     /// The event with its default mask, counting at every CPL on both
     /// logical processors. Fails if the PMU lacks the event or the event has
     /// no default mask.
-    pub const fn new(pmu: Pmu, event: Event) -> Result<EventSpec, ParseErrorKind> {
+    pub const fn new(pmu: Pmu, event: EventName) -> Result<EventSpec, ParseErrorKind> {
         if !pmu.has(event) {
             return Err(ParseErrorKind::WrongPmu { event, pmu });
         }
@@ -347,7 +347,7 @@ impl EventSpec {
     /// The event with the masks at catalog indices `masks` (bit i = mask i).
     /// `None` if the set is empty, names a mask the event lacks, or the PMU
     /// lacks the event.
-    pub const fn with_masks(pmu: Pmu, event: Event, masks: u32) -> Option<EventSpec> {
+    pub const fn with_masks(pmu: Pmu, event: EventName, masks: u32) -> Option<EventSpec> {
         let n = event.info().masks.len();
         if masks == 0 || (n < 32 && masks >> n != 0) || !pmu.has(event) {
             return None;
@@ -408,7 +408,7 @@ impl EventSpec {
         if name.is_empty() {
             return err(ParseErrorKind::MissingEvent, base);
         }
-        let Some(event) = Event::from_name_bytes(name) else {
+        let Some(event) = EventName::from_name_bytes(name) else {
             return err(ParseErrorKind::UnknownEvent, base);
         };
         if !pmu.has(event) {
@@ -521,7 +521,7 @@ impl EventSpec {
     }
 
     /// The event.
-    pub const fn event(&self) -> Event {
+    pub const fn event(&self) -> EventName {
         self.event
     }
 
@@ -545,7 +545,7 @@ impl EventSpec {
     /// per-cycle count, as in Linux's cycles alias, not a count of tagged
     /// µops).
     pub const fn tags_needed(&self) -> TagBits {
-        if self.compare() && matches!(self.event, Event::ExecutionEvent) {
+        if self.compare() && matches!(self.event, EventName::ExecutionEvent) {
             TagBits(0)
         } else {
             self.needs
@@ -903,7 +903,7 @@ mod tests {
         }
         // The precomputed images agree with the catalog, for every event's
         // default spec.
-        for e in Event::ALL {
+        for e in EventName::ALL {
             let Ok(spec) = EventSpec::new(Pmu::NetburstP, e) else {
                 continue;
             };
@@ -944,7 +944,7 @@ mod tests {
                         "PFM_ERR_NOTFOUND" => matches!(
                             e.kind,
                             ParseErrorKind::WrongPmu {
-                                event: Event::InstrCompleted,
+                                event: EventName::InstrCompleted,
                                 pmu: Pmu::Netburst
                             }
                         ),
@@ -971,7 +971,7 @@ mod tests {
         assert_eq!(
             kind("global_power_events:NOPE"),
             UnknownMask {
-                event: Event::GlobalPowerEvents
+                event: EventName::GlobalPowerEvents
             }
         );
         assert_eq!(kind("global_power_events:RUNNING:"), EmptyField);
@@ -1037,13 +1037,13 @@ mod tests {
         assert_eq!(
             kind("branch_retired"),
             NoDefaultMask {
-                event: Event::BranchRetired
+                event: EventName::BranchRetired
             }
         );
         assert_eq!(
             kind("instr_completed:NBOGUS"),
             WrongPmu {
-                event: Event::InstrCompleted,
+                event: EventName::InstrCompleted,
                 pmu: Pmu::Netburst
             }
         );
@@ -1087,7 +1087,7 @@ mod tests {
             p("NETBURST_P::GLOBAL_POWER_EVENTS:running").escr_bits(),
             0x2600020f
         );
-        assert_eq!(p("uops_type:TAGLOADS").event(), Event::UopType);
+        assert_eq!(p("uops_type:TAGLOADS").event(), EventName::UopType);
         assert_eq!(
             p("mispred_branch_retired:BOGUS"),
             p("mispred_branch_retired:NBOGUS")
@@ -1127,7 +1127,7 @@ mod tests {
             Pmu::NetburstP
         };
         loop {
-            let event = Event::ALL[r.below(46)];
+            let event = EventName::ALL[r.below(46)];
             let n = event.info().masks.len();
             let masks = (r.next() as u32) & ((1u32 << n) - 1);
             if let Some(s) = EventSpec::with_masks(pmu, event, masks) {
@@ -1228,7 +1228,7 @@ mod tests {
 
     #[test]
     fn every_event_with_a_default_parses_bare() {
-        for e in Event::ALL {
+        for e in EventName::ALL {
             let s = EventSpec::parse(e.name(), Pmu::NetburstP);
             assert_eq!(s.is_ok(), e.info().default_mask().is_some(), "{}", e.name());
             // Each single mask by name.

@@ -36,7 +36,7 @@
 //!
 //! Linux's handler, for comparison, reads each active counter's CCCR *and*
 //! the counter and RDPMCs it (2-3 reads per counter per PMI) and writes the
-//! counter twice (erratum N15); see the README's traffic table.
+//! counter twice (erratum N15); see the traffic table in the guide's counters page.
 //!
 //! A PMI that finds no counter past its overflow is spurious: counted, and
 //! the LVT entry is still unmasked. A PMI that races with a halt finds the
@@ -482,9 +482,9 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
         // instruction per counter).
         let n = core::num::NonZeroU64::new(rest).map_or(0, |r| r.trailing_zeros());
         let i = n as usize % SLOTS;
-        let raw = msr.read_pmc(n)?;
+        let raw = msr.rdpmc(n)?;
         // `Rearm::rearm`, in the order the usual interrupt wants (issue
-        // 28, measured: README, Performance): a counter not past its
+        // 28, measured: guide, performance): a counter not past its
         // overflow, as all but the interrupting one usually are, costs
         // one comparison; the usual overflow (fewer than N events past
         // it: one period) a bit test of the reload it computes anyway.
@@ -587,7 +587,7 @@ fn service<M: MsrAccess, S: Sink>(
 ///
 /// Then it ends the interrupt as the usual handler does. Cold, and called
 /// only as the handler's last act, so that the usual loop keeps no register
-/// for the rare cases, only the arguments it passes on (measured: README,
+/// for the rare cases, only the arguments it passes on (measured: guide,
 /// Performance).
 #[cold]
 #[inline(never)]
@@ -618,7 +618,7 @@ fn service_rare<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
     while counters != 0 {
         let n = counters.trailing_zeros() % 32;
         counters &= counters - 1;
-        let raw = msr.read_pmc(n)?;
+        let raw = msr.rdpmc(n)?;
         overflowed |= service_any(state, msr, &mut sink, n, raw, rip)?;
     }
     if rest & PEBS_ARMED != 0 {

@@ -18,11 +18,11 @@
 //! value 1, `execution_event` on counter 12 counts the tagged non-bogus ones.
 //!
 //! ```
-//! use pmu::arch::netburst::{Counter, Escr, Event, ExecUpstream, ExecutionTagging, TagValue};
+//! use pmu::arch::netburst::{Counter, Escr, EventName, ExecUpstream, ExecutionTagging, TagValue};
 //!
 //! let tag = TagValue::new(1).unwrap();
 //! let plan = ExecutionTagging::new(Counter::IqCounter0, tag, TagValue::new(0).unwrap(), true, false)
-//!     .with_upstream(ExecUpstream { event: Event::X87FpUop, counter: Counter::FlameCounter0, tag })?
+//!     .with_upstream(ExecUpstream { event: EventName::X87FpUop, counter: Counter::FlameCounter0, tag })?
 //!     .plan()?;
 //! let (up, down) = (plan.iter().next().unwrap(), plan.downstream());
 //! assert_eq!((up.counter, up.escr), (Counter::FlameCounter0, Escr::FirmEscr0));
@@ -33,9 +33,10 @@
 //! ```
 
 use super::escr::{EventMask, TagValue};
-use super::events::{Constraint, Event, MaskInfo, MaskKind, ReplayMetric};
+use super::events::{Constraint, EventName, MaskInfo, MaskKind, ReplayMetric};
 use super::msrs::{Counter, CounterSet, Escr, EscrSet};
 use super::parse::{EventSpec, Pmu};
+use super::tagging_msrs::{PebsEnable, PebsMatrixVert};
 
 /// What an event does for tagging, or needs, as the bits of one byte
 /// (precomputed in every [`EventSpec`], so that the driver's check costs a
@@ -59,9 +60,9 @@ impl TagBits {
     /// What an ESCR programmed with `event`, `mask` and (for execution
     /// tagging) tag bits `tag` provides, on any ESCR the event allows
     /// (see [`TagBits::on`]).
-    pub const fn provided(event: Event, mask: EventMask, tag: u8) -> TagBits {
+    pub const fn provided(event: EventName, mask: EventMask, tag: u8) -> TagBits {
         let mut t = tag & 0xF;
-        if matches!(event, Event::UopType) && mask.0 & 0b110 != 0 {
+        if matches!(event, EventName::UopType) && mask.0 & 0b110 != 0 {
             t |= Self::FRONT_END;
         }
         let mut i = 0;
@@ -98,11 +99,11 @@ impl TagBits {
 
     /// What a downstream `event` with `mask` and replay metrics `metrics`
     /// (bit `m as u16` per metric) needs other claimed ESCRs to provide.
-    pub const fn needed(event: Event, mask: EventMask, metrics: u16) -> TagBits {
+    pub const fn needed(event: EventName, mask: EventMask, metrics: u16) -> TagBits {
         match event {
-            Event::FrontEndEvent => TagBits(Self::FRONT_END),
-            Event::ExecutionEvent => TagBits(mask.execution_tag_bits()),
-            Event::ReplayEvent => {
+            EventName::FrontEndEvent => TagBits(Self::FRONT_END),
+            EventName::ExecutionEvent => TagBits(mask.execution_tag_bits()),
+            EventName::ReplayEvent => {
                 let mut t = 0;
                 let mut i = 0;
                 while i < Self::UPSTREAM.len() {
@@ -123,46 +124,29 @@ impl TagBits {
 /// select: the metric bits of `MSR_PEBS_ENABLE` and the
 /// `MSR_PEBS_MATRIX_VERT` image (Table 19-33).
 pub const fn replay_registers(metrics: u16) -> (u64, u64) {
-    let (mut enable, mut vert) = (0, 0);
+    let (mut enable, mut vert) = (PebsEnable::OFF, PebsMatrixVert::OFF);
     let mut i = 0;
     while i < ReplayMetric::ALL.len() {
         let m = ReplayMetric::ALL[i];
         if metrics & (1 << m as u16) != 0 {
-            enable |= m.pebs_enable_bits();
-            vert |= m.matrix_vert_bits();
+            enable = enable.union(m.pebs_enable());
+            vert = vert.union(m.matrix_vert());
         }
         i += 1;
     }
-    (enable, vert)
+    (enable.bits(), vert.bits())
 }
-
-/// `MSR_PEBS_ENABLE` bit 24, `UOP_Tag`: enable replay tagging.
-pub const PEBS_ENABLE_UOP_TAG: u64 = 1 << 24;
-/// `MSR_PEBS_ENABLE` bit 25, `ENABLE_PEBS_MY_THR` (`ENABLE_PEBS` on non-HT
-/// parts). SDM 18.15.7.1 calls bit 24 "Enable PEBS"; Table 35-41 and 18.16.3
-/// put PEBS at bit 25, which this crate follows.
-pub const PEBS_ENABLE_PEBS: u64 = 1 << 25;
-/// `MSR_PEBS_ENABLE` bit 26, `ENABLE_PEBS_OTH_THR`: PEBS for the other
-/// logical processor of a Hyper-Threading package (SDM 18.16.3; reserved
-/// without Hyper-Threading).
-pub const PEBS_ENABLE_OTHER_THREAD: u64 = 1 << 26;
 
 /// The `MSR_PEBS_ENABLE` image, as written by one logical processor: the
 /// replay metrics' bits (Table 19-33) with `UOP_Tag` when there are any,
 /// and PEBS for the writer (`my_thread`) and for the other logical
 /// processor (`other_thread`).
 pub const fn pebs_enable_image(metric_bits: u64, my_thread: bool, other_thread: bool) -> u64 {
-    let mut v = metric_bits;
-    if metric_bits != 0 {
-        v |= PEBS_ENABLE_UOP_TAG;
-    }
-    if my_thread {
-        v |= PEBS_ENABLE_PEBS;
-    }
-    if other_thread {
-        v |= PEBS_ENABLE_OTHER_THREAD;
-    }
-    v
+    PebsEnable::from_bits(metric_bits)
+        .with_uop_tag(metric_bits != 0)
+        .with_enable_pebs_my_thr(my_thread)
+        .with_enable_pebs_oth_thr(other_thread)
+        .bits()
 }
 
 /// One counter of a tagging set-up: the event to configure on `counter`'s
@@ -260,9 +244,9 @@ pub enum TaggingError {
     /// An upstream with a zero tag value.
     EmptyTag,
     /// The event is not an execution-tagging upstream event.
-    NotAnUpstreamEvent(Event),
+    NotAnUpstreamEvent(EventName),
     /// The upstream event cannot be counted on this counter.
-    UpstreamCounterNotFed(Event, Counter),
+    UpstreamCounterNotFed(EventName, Counter),
     /// Two events need the same ESCR.
     EscrConflict(Escr),
     /// Two events need the same counter.
@@ -332,7 +316,7 @@ fn downstream_escr(counter: Counter) -> Result<Escr, TaggingError> {
 }
 
 /// The ESCR among `event`'s allowed ones that feeds `counter`.
-fn escr_for(event: Event, counter: Counter) -> Result<Escr, TaggingError> {
+fn escr_for(event: EventName, counter: Counter) -> Result<Escr, TaggingError> {
     event
         .info()
         .escrs
@@ -345,7 +329,7 @@ fn escr_for(event: Event, counter: Counter) -> Result<Escr, TaggingError> {
 /// `event` with the catalog masks `pick` selects, counting at the CPLs
 /// given.
 fn spec(
-    event: Event,
+    event: EventName,
     pick: impl Fn(&MaskInfo) -> bool,
     os: bool,
     usr: bool,
@@ -400,7 +384,7 @@ impl FrontEndTagging {
             return Err(TaggingError::SameCounter(self.counter));
         }
         let down = downstream_escr(self.counter)?;
-        let up = escr_for(Event::UopType, self.upstream)?;
+        let up = escr_for(EventName::UopType, self.upstream)?;
         let (loads, stores) = (self.tag_loads, self.tag_stores);
         let tags = move |m: &MaskInfo| {
             (loads && m.kind == MaskKind::Bit(1)) || (stores && m.kind == MaskKind::Bit(2))
@@ -412,12 +396,12 @@ impl FrontEndTagging {
         let mut plan = TaggingPlan::new(TaggedCounter {
             counter: self.counter,
             escr: down,
-            event: spec(Event::FrontEndEvent, counted, self.os, self.usr)?,
+            event: spec(EventName::FrontEndEvent, counted, self.os, self.usr)?,
         });
         plan.push(TaggedCounter {
             counter: self.upstream,
             escr: up,
-            event: spec(Event::UopType, tags, self.os, self.usr)?,
+            event: spec(EventName::UopType, tags, self.os, self.usr)?,
         })?;
         Ok(plan)
     }
@@ -428,7 +412,7 @@ impl FrontEndTagging {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ExecUpstream {
     /// The event (one of the `*_uop` events of Table 19-32).
-    pub event: Event,
+    pub event: EventName,
     /// The counter that counts it (and keeps its ESCR powered).
     pub counter: Counter,
     /// The tag bits it sets.
@@ -501,7 +485,7 @@ impl ExecutionTagging {
         let mut plan = TaggingPlan::new(TaggedCounter {
             counter: self.counter,
             escr: down,
-            event: spec(Event::ExecutionEvent, counts, self.os, self.usr)?,
+            event: spec(EventName::ExecutionEvent, counts, self.os, self.usr)?,
         });
         let mut tags = 0u8;
         let mut escrs_used = EscrSet::EMPTY;
@@ -511,7 +495,7 @@ impl ExecutionTagging {
                 .event
                 .info()
                 .constraints
-                .contains(&Constraint::TagsFor(Event::ExecutionEvent))
+                .contains(&Constraint::TagsFor(EventName::ExecutionEvent))
             {
                 return Err(TaggingError::NotAnUpstreamEvent(u.event));
             }
@@ -604,7 +588,7 @@ impl ReplayTagging {
         let mut plan = TaggingPlan::new(TaggedCounter {
             counter: self.counter,
             escr: down,
-            event: spec(Event::ReplayEvent, counts, self.os, self.usr)?,
+            event: spec(EventName::ReplayEvent, counts, self.os, self.usr)?,
         });
         match (self.metric.upstream(), self.upstream_counter) {
             (Some(up), Some(c)) => {
@@ -701,7 +685,7 @@ mod tests {
                 upstream: BpuCounter0,
                 ..fe
             }),
-            TaggingError::UpstreamCounterNotFed(Event::UopType, BpuCounter0)
+            TaggingError::UpstreamCounterNotFed(EventName::UopType, BpuCounter0)
         );
         assert_eq!(
             refused(FrontEndTagging {
@@ -729,12 +713,12 @@ mod tests {
     #[test]
     fn execution_tagging() {
         let up0 = ExecUpstream {
-            event: Event::PackedSpUop,
+            event: EventName::PackedSpUop,
             counter: FlameCounter0,
             tag: tag(1),
         };
         let up1 = ExecUpstream {
-            event: Event::X87FpUop,
+            event: EventName::X87FpUop,
             counter: FlameCounter2,
             tag: tag(2),
         };
@@ -808,7 +792,7 @@ mod tests {
             .unwrap();
         assert_eq!(e.plan(), Err(TaggingError::EscrConflict(Escr::FirmEscr0)));
         let bad = ExecUpstream {
-            event: Event::GlobalPowerEvents,
+            event: EventName::GlobalPowerEvents,
             ..up0
         };
         let e = ExecutionTagging::new(IqCounter1, tag(1), tag(0), true, true)
@@ -816,7 +800,9 @@ mod tests {
             .unwrap();
         assert_eq!(
             e.plan(),
-            Err(TaggingError::NotAnUpstreamEvent(Event::GlobalPowerEvents))
+            Err(TaggingError::NotAnUpstreamEvent(
+                EventName::GlobalPowerEvents
+            ))
         );
         let unfed = ExecUpstream {
             counter: IqCounter0,
@@ -828,7 +814,7 @@ mod tests {
         assert_eq!(
             e.plan(),
             Err(TaggingError::UpstreamCounterNotFed(
-                Event::PackedSpUop,
+                EventName::PackedSpUop,
                 IqCounter0
             ))
         );
@@ -908,7 +894,7 @@ mod tests {
         assert_eq!(
             r.plan(),
             Err(TaggingError::UpstreamCounterNotFed(
-                Event::LoadPortReplay,
+                EventName::LoadPortReplay,
                 FlameCounter0
             ))
         );

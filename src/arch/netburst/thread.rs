@@ -37,6 +37,7 @@
 
 use super::escr::ThreadCpl;
 use super::events::Specificity;
+pub use crate::arch::ia32::Privilege;
 
 /// A logical processor of a Hyper-Threading core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,6 +50,17 @@ pub enum LogicalProcessor {
 }
 
 impl LogicalProcessor {
+    /// Both, T0 first.
+    pub const ALL: [LogicalProcessor; 2] = [LogicalProcessor::T0, LogicalProcessor::T1];
+
+    /// 0 or 1.
+    pub const fn index(self) -> usize {
+        match self {
+            LogicalProcessor::T0 => 0,
+            LogicalProcessor::T1 => 1,
+        }
+    }
+
     /// The other logical processor of the core.
     pub const fn other(self) -> LogicalProcessor {
         match self {
@@ -56,16 +68,6 @@ impl LogicalProcessor {
             LogicalProcessor::T1 => LogicalProcessor::T0,
         }
     }
-}
-
-/// A privilege level as the ESCR distinguishes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Privilege {
-    /// CPL 0.
-    Os,
-    /// CPL 1, 2 or 3.
-    Usr,
 }
 
 /// Where both logical processors currently are.

@@ -4,20 +4,13 @@
 //! the fixed counters' events and enables (SDM 20.2.2).
 
 use super::registers::ArchPerfModel;
+use super::tables::Encoding;
 use super::tables::{
     ArchEvent, FIXED_EVENTS, MAX_FIXED, MAX_GP, SLOTS, evtsel, fixed_ctrl, global_status,
 };
 
-/// The privilege level the logical processor executes at when an event
-/// occurs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Privilege {
-    /// CPL 0: counted by PERFEVTSELx.OS / the fixed field's bit 0.
-    Os,
-    /// CPL 1, 2 or 3: counted by PERFEVTSELx.USR / the fixed field's bit 1.
-    Usr,
-}
+/// The privilege level an event occurs at: the driver's vocabulary type.
+pub use crate::arch::ia32::Privilege;
 
 /// Occurrences of a performance event, as a PERFEVTSEL would select it:
 /// event select and unit mask (matched exactly), at a privilege level.
@@ -50,8 +43,8 @@ impl Event {
     }
 
     /// `count` occurrences of the architectural event `event` at CPL 0.
-    pub const fn arch(event: ArchEvent, count: u64) -> Self {
-        Self::new(event.select(), event.umask(), count)
+    pub fn arch(event: ArchEvent, count: u64) -> Self {
+        Self::new(event.select_code(), event.umask_code(), count)
     }
 
     /// The same occurrences at `privilege`.
@@ -65,8 +58,8 @@ impl Event {
     }
 
     /// Whether this is the architectural event `event`.
-    pub const fn is(&self, event: ArchEvent) -> bool {
-        self.select == event.select() && self.umask == event.umask()
+    pub fn is(&self, event: ArchEvent) -> bool {
+        self.select == event.select_code() && self.umask == event.umask_code()
     }
 }
 

@@ -34,7 +34,7 @@
 //! let done = m.inject_until_pmi(instr);        // one per clock
 //! assert_eq!(done, Injected { injected: 3, pmi_pending: true });
 //! assert_eq!(m.read_msr(0x38E)?, 1);           // IA32_PERF_GLOBAL_STATUS: PMC0
-//! assert_eq!(m.read_pmc(0)?, 0);
+//! assert_eq!(m.rdpmc(0)?, 0);
 //! assert!(m.take_pmi());
 //! m.write_msr(0x390, 1)?;                      // acknowledge
 //! assert_eq!(m.global_status(), 0);
@@ -236,8 +236,8 @@ pub use registers::{
 #[cfg(target_arch = "x86_64")]
 pub use shared::{ArchPerfMsr, SharedArchPerfModel};
 pub use tables::{
-    ArchEvent, FIXED_EVENTS, IA32_A_PMC0, IA32_DEBUGCTL, IA32_FIXED_CTR_CTRL, IA32_FIXED_CTR0,
-    IA32_PERF_CAPABILITIES, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_INUSE,
+    ArchEvent, Encoding, FIXED_EVENTS, IA32_A_PMC0, IA32_DEBUGCTL, IA32_FIXED_CTR_CTRL,
+    IA32_FIXED_CTR0, IA32_PERF_CAPABILITIES, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_INUSE,
     IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS, IA32_PERF_GLOBAL_STATUS_RESET,
     IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0, MAX_FIXED, MAX_GP, debugctl, evtsel,
     fixed_ctrl, global_status, perf_capabilities, rdpmc,

@@ -39,7 +39,7 @@ pub struct Config {
     /// Fixed-function counter width in bits (CPUID.0AH:EDX\[12:5\]).
     pub fixed_width: u8,
     /// CPUID.0AH:EBX: bit `i` set means architectural event `i` (Table 20-1
-    /// order, [`super::ArchEvent::index`]) is NOT available.
+    /// order, [`super::Encoding::cpuid_bit`]) is NOT available.
     pub unavailable: u32,
     /// Length of the EBX vector (CPUID.0AH:EAX\[31:24\]).
     pub ebx_length: u8,
@@ -767,7 +767,7 @@ impl ArchPerfModel {
     }
 
     /// The #GP rule a write of `value` to `reg` breaks, if any.
-    fn check_write(&self, reg: Reg, value: u64) -> Result<(), GpReason> {
+    fn check_msr_write(&self, reg: Reg, value: u64) -> Result<(), GpReason> {
         let c = &self.config;
         let writable = match reg {
             // Legacy writes take EAX sign-extended; EDX is ignored (20.2.6).
@@ -806,7 +806,7 @@ impl ArchPerfModel {
     pub(super) fn write(&mut self, msr: u32, value: u64) -> Result<(), Fault> {
         let gp = |reason| Fault::gp(Instruction::Wrmsr, msr, reason);
         let reg = self.decode(msr).ok_or(gp(GpReason::UnknownMsr))?;
-        self.check_write(reg, value).map_err(gp)?;
+        self.check_msr_write(reg, value).map_err(gp)?;
         match reg {
             Reg::Pmc(i) => {
                 // EAX[31:0] sign-extended to 64 bits, kept to the width.
@@ -828,7 +828,7 @@ impl ArchPerfModel {
             Reg::GlobalStatusSet => self.global_status |= value,
             Reg::DebugCtl => self.debugctl = value,
             Reg::GlobalStatus | Reg::GlobalInUse | Reg::PerfCapabilities => {
-                unreachable!("read-only MSRs fault in check_write")
+                unreachable!("read-only MSRs fault in check_msr_write")
             }
         }
         Ok(())
@@ -867,8 +867,8 @@ impl MsrAccess for ArchPerfModel {
         self.write(msr, value)
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
-        self.rdpmc(index)
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
+        ArchPerfModel::rdpmc(self, index)
     }
 }
 

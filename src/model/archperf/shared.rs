@@ -127,8 +127,8 @@ impl MsrAccess for ArchPerfMsr<'_> {
         self.shared.with(|model| model.write_msr(msr, value))
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
-        self.shared.with(|model| model.read_pmc(index))
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
+        self.shared.with(|model| model.rdpmc(index))
     }
 }
 

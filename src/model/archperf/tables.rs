@@ -157,47 +157,37 @@ pub mod rdpmc {
 /// The pre-defined architectural performance events (SDM Vol. 3B Table 20-1,
 /// "UMask and Event Select Encodings for Pre-Defined Architectural
 /// Performance Events"), in CPUID.0AH:EBX bit order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum ArchEvent {
-    /// UnHalted Core Cycles: 3CH / 00H (EBX bit 0).
-    CoreCycles,
-    /// Instruction Retired: C0H / 00H (EBX bit 1).
-    InstructionsRetired,
-    /// UnHalted Reference Cycles: 3CH / 01H (EBX bit 2).
-    ReferenceCycles,
-    /// LLC Reference: 2EH / 4FH (EBX bit 3).
-    LlcReferences,
-    /// LLC Misses: 2EH / 41H (EBX bit 4).
-    LlcMisses,
-    /// Branch Instruction Retired: C4H / 00H (EBX bit 5).
-    BranchInstructionsRetired,
-    /// Branch Misses Retired: C5H / 00H (EBX bit 6).
-    BranchMissesRetired,
-    /// Topdown Slots: A4H / 01H (EBX bit 7).
-    TopdownSlots,
+/// The pre-defined architectural events: the driver's vocabulary type. The
+/// model's encoding of each ([`Encoding`]) is its own transcription.
+pub use crate::arch::archperf::ArchEvent;
+
+/// The model's own encoding of each architectural event (SDM Vol. 3B Table
+/// 20-1), transcribed independently of the driver's.
+pub trait Encoding: Copy {
+    /// The event's bit in CPUID.0AH:EBX (set: not available).
+    fn cpuid_bit(self) -> u32;
+    /// The event select (PERFEVTSEL bits 7:0).
+    fn select_code(self) -> u8;
+    /// The unit mask (PERFEVTSEL bits 15:8).
+    fn umask_code(self) -> u8;
 }
 
-impl ArchEvent {
-    /// Every event, in EBX bit order.
-    pub const ALL: [Self; 8] = [
-        Self::CoreCycles,
-        Self::InstructionsRetired,
-        Self::ReferenceCycles,
-        Self::LlcReferences,
-        Self::LlcMisses,
-        Self::BranchInstructionsRetired,
-        Self::BranchMissesRetired,
-        Self::TopdownSlots,
-    ];
-
-    /// The event's bit in CPUID.0AH:EBX (set: not available).
-    pub const fn index(self) -> u32 {
-        self as u32
+impl Encoding for ArchEvent {
+    fn cpuid_bit(self) -> u32 {
+        match self {
+            Self::CoreCycles => 0,
+            Self::InstructionsRetired => 1,
+            Self::ReferenceCycles => 2,
+            Self::LlcReferences => 3,
+            Self::LlcMisses => 4,
+            Self::BranchInstructionsRetired => 5,
+            Self::BranchMissesRetired => 6,
+            Self::TopdownSlots => 7,
+        }
     }
 
     /// The event select (PERFEVTSEL bits 7:0).
-    pub const fn select(self) -> u8 {
+    fn select_code(self) -> u8 {
         match self {
             Self::CoreCycles | Self::ReferenceCycles => 0x3C,
             Self::InstructionsRetired => 0xC0,
@@ -209,7 +199,7 @@ impl ArchEvent {
     }
 
     /// The unit mask (PERFEVTSEL bits 15:8).
-    pub const fn umask(self) -> u8 {
+    fn umask_code(self) -> u8 {
         match self {
             Self::CoreCycles
             | Self::InstructionsRetired

@@ -96,7 +96,7 @@ impl<M: BorrowMut<ItaniumModel>> MsrAccess for MsrAdapter<M> {
         }
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
         ItaniumModel::read_pmd(self.0.borrow_mut(), index)
     }
 }

@@ -7,6 +7,7 @@ use super::counting::{Event, InstructionSet};
 use super::ear::Capture;
 use super::registers::ItaniumModel;
 use super::tables::Generation;
+use crate::model::itanium::tables::Tables;
 use bit_field::BitField;
 
 /// The kind of a branch, for the Itanium 2 / Montecito `brt` filter (PMC12

@@ -7,6 +7,7 @@
 
 use super::registers::ItaniumModel;
 use super::tables::{Generation, counter, pmc0};
+use crate::model::itanium::tables::Tables;
 use bit_field::BitField;
 
 /// The instruction set executing when an event occurs (PSR.is).
@@ -205,7 +206,7 @@ impl ItaniumModel {
 
     /// How many times counter `n` strobed its BPM pin (`ev` set, a wrap);
     /// on Itanium PMC4-7 strobe BPM0-3. 0 for a non-counter.
-    pub const fn bpm_strobes(&self, n: u32) -> u64 {
+    pub fn bpm_strobes(&self, n: u32) -> u64 {
         if self.generation.is_counter(n) {
             self.strobes[n as usize]
         } else {
@@ -254,7 +255,7 @@ impl ItaniumModel {
             };
         }
         let generation = self.generation;
-        let w = generation.counter_width();
+        let w = generation.pmd_width();
         // Per counter: increment in each full cycle, and in the last
         // (partial) cycle.
         let mut incs = [(0u64, 0u64); 16];
@@ -278,7 +279,7 @@ impl ItaniumModel {
                 freeze = true;
             }
         }
-        let mask = generation.counter_mask();
+        let mask = generation.pmd_mask();
         let mut raised = 0u64;
         for c in 4..=generation.last_counter() {
             let (a, b) = incs[c as usize];

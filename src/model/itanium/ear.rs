@@ -12,22 +12,12 @@ use super::tables::{
     self, Generation, IearCacheSelect, itanium_dear_threshold, itanium_iear_threshold,
     itanium2_dear_threshold, itanium2_iear_cache_select, tlb_umask,
 };
+use crate::model::itanium::tables::Tables;
 use bit_field::BitField;
 use core::ops::Range;
 
-/// Which level of the translation hierarchy satisfied a TLB miss (HP
-/// Caliper: "L2 instruction TLB, HPW, or software").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum TlbFill {
-    /// Hit in the second-level TLB (L2 ITLB / L2 DTLB). On Itanium the I-EAR
-    /// has no such option ("L2 fills ... do not apply to Itanium systems").
-    L2,
-    /// Filled by the hardware page walker from the VHPT.
-    Hpw,
-    /// Filled by software (the TLB-miss fault handler).
-    Software,
-}
+/// Which mechanism filled the instruction TLB: the driver's vocabulary type.
+pub use crate::arch::itanium::ear::TlbFill;
 
 /// An instruction fetch that missed, for the I-EAR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -220,8 +220,8 @@ pub use btb::{Branch, BranchKind};
 pub use counting::{Delivery, Event, InstructionSet, Interrupt, MAX_PER_CYCLE, Mesi};
 pub use ear::{Capture, DataMiss, FetchMiss, TlbFill};
 pub use registers::{
-    Access, Checking, Fault, ItaniumModel, Psr, REGISTER_SLOTS, ReservedField, Violation,
+    AccessKind, Checking, Fault, ItaniumModel, Psr, REGISTER_SLOTS, ReservedField, Violation,
 };
 #[cfg(target_arch = "x86_64")]
 pub use shared::{ItaniumRegs, SharedItanium};
-pub use tables::{Generation, Layout};
+pub use tables::{Generation, Layout, Tables};

@@ -3,7 +3,8 @@
 //! PMU looks at, and user-level PMD reads.
 
 use super::counting::InterruptLine;
-use super::tables::{self, Generation, PmdKind, RegSpec, counter};
+use super::tables::{self, Generation, PmdRule, RegSpec, counter};
+use crate::model::itanium::tables::Tables;
 use bit_field::BitField;
 
 /// Number of PMC (and PMD) slots the model keeps: every implemented register
@@ -36,7 +37,7 @@ pub enum Checking {
 /// Which access faulted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Access {
+pub enum AccessKind {
     /// `mov r = pmc[n]`.
     ReadPmc,
     /// `mov pmc[n] = r`.
@@ -105,7 +106,7 @@ pub enum Fault {
     /// [`Checking`]).
     ReservedRegisterField {
         /// The access.
-        access: Access,
+        access: AccessKind,
         /// The register number as given.
         index: u32,
         /// What is wrong with it.
@@ -283,7 +284,7 @@ impl ItaniumModel {
 
     /// Counter `n`'s W-bit count, without sign extension; 0 if `n` is not a
     /// counter.
-    pub const fn counter(&self, n: u32) -> u64 {
+    pub fn counter(&self, n: u32) -> u64 {
         if self.generation.is_counter(n) {
             self.pmd[n as usize]
         } else {
@@ -309,7 +310,7 @@ impl ItaniumModel {
         }
     }
 
-    fn fault(access: Access, index: u32, violation: Violation) -> Fault {
+    fn fault(access: AccessKind, index: u32, violation: Violation) -> Fault {
         Fault::ReservedRegisterField {
             access,
             index,
@@ -319,7 +320,7 @@ impl ItaniumModel {
 
     /// Resolves index `n` for `access`: `Some(register)` when implemented,
     /// `None` when the hardware would read zero / drop the write.
-    fn locate(&self, access: Access, n: u32) -> Result<Option<u32>, Fault> {
+    fn locate(&self, access: AccessKind, n: u32) -> Result<Option<u32>, Fault> {
         let strict = self.checking == Checking::Strict;
         let r = if n > 0xFF {
             if strict {
@@ -330,8 +331,12 @@ impl ItaniumModel {
             n
         };
         let implemented = match access {
-            Access::ReadPmc | Access::WritePmc => tables::pmc_spec(self.generation, r).is_some(),
-            Access::ReadPmd | Access::WritePmd => tables::pmd_kind(self.generation, r).is_some(),
+            AccessKind::ReadPmc | AccessKind::WritePmc => {
+                tables::pmc_spec(self.generation, r).is_some()
+            }
+            AccessKind::ReadPmd | AccessKind::WritePmd => {
+                tables::pmd_kind(self.generation, r).is_some()
+            }
         };
         if implemented {
             Ok(Some(r))
@@ -344,7 +349,7 @@ impl ItaniumModel {
 
     /// `mov r = pmc[n]` at CPL 0.
     pub fn read_pmc(&self, n: u32) -> Result<u64, Fault> {
-        Ok(match self.locate(Access::ReadPmc, n)? {
+        Ok(match self.locate(AccessKind::ReadPmc, n)? {
             Some(r) => self.pmc[r as usize],
             None => 0,
         })
@@ -353,7 +358,7 @@ impl ItaniumModel {
     /// `mov pmc[n] = value` at CPL 0 (followed by the serialization software
     /// issues: the write takes effect at once).
     pub fn write_pmc(&mut self, n: u32, value: u64) -> Result<(), Fault> {
-        let Some(r) = self.locate(Access::WritePmc, n)? else {
+        let Some(r) = self.locate(AccessKind::WritePmc, n)? else {
             return Ok(());
         };
         let Some(spec) = tables::pmc_spec(self.generation, r) else {
@@ -361,7 +366,7 @@ impl ItaniumModel {
         };
         if self.checking == Checking::Strict {
             self.check_pmc(r, &spec, value)
-                .map_err(|v| Self::fault(Access::WritePmc, n, v))?;
+                .map_err(|v| Self::fault(AccessKind::WritePmc, n, v))?;
         }
         self.pmc[r as usize] = (value & spec.writable) | (spec.reset & !spec.writable);
         Ok(())
@@ -394,7 +399,7 @@ impl ItaniumModel {
     /// `mov r = pmd[n]` at CPL 0. Counter PMDs read with bits 63:W copying
     /// bit W-1.
     pub fn read_pmd(&self, n: u32) -> Result<u64, Fault> {
-        Ok(match self.locate(Access::ReadPmd, n)? {
+        Ok(match self.locate(AccessKind::ReadPmd, n)? {
             Some(r) => self.pmd_value(r),
             None => 0,
         })
@@ -405,7 +410,7 @@ impl ItaniumModel {
     /// VTune's Itanium event help say; otherwise as
     /// [`read_pmd`](Self::read_pmd).
     pub fn read_pmd_user(&self, n: u32) -> Result<u64, Fault> {
-        let Some(r) = self.locate(Access::ReadPmd, n)? else {
+        let Some(r) = self.locate(AccessKind::ReadPmd, n)? else {
             return Ok(0);
         };
         if self.psr.sp || self.privileged_pmd(r) {
@@ -417,7 +422,7 @@ impl ItaniumModel {
     fn pmd_value(&self, r: u32) -> u64 {
         let v = self.pmd[r as usize];
         if self.generation.is_counter(r) {
-            let w = self.generation.counter_width();
+            let w = self.generation.pmd_width();
             // Sign-extend bit W-1 into 63:W.
             (((v << (64 - w)) as i64) >> (64 - w)) as u64
         } else {
@@ -450,7 +455,7 @@ impl ItaniumModel {
     /// extension of bit W-1, e.g. a value read back). Other PMDs keep their
     /// defined bits.
     pub fn write_pmd(&mut self, n: u32, value: u64) -> Result<(), Fault> {
-        let Some(r) = self.locate(Access::WritePmd, n)? else {
+        let Some(r) = self.locate(AccessKind::WritePmd, n)? else {
             return Ok(());
         };
         let Some(kind) = tables::pmd_kind(self.generation, r) else {
@@ -458,14 +463,14 @@ impl ItaniumModel {
         };
         let strict = self.checking == Checking::Strict;
         let kept = match kind {
-            PmdKind::Counter => {
-                let mask = self.generation.counter_mask();
+            PmdRule::Counter => {
+                let mask = self.generation.pmd_mask();
                 if strict {
                     let upper = value & !mask;
-                    let negative = value & (1 << (self.generation.counter_width() - 1)) != 0;
+                    let negative = value & (1 << (self.generation.pmd_width() - 1)) != 0;
                     if upper != 0 && !(negative && upper == !mask) {
                         return Err(Self::fault(
-                            Access::WritePmd,
+                            AccessKind::WritePmd,
                             n,
                             Violation::FixedBits { bits: upper },
                         ));
@@ -473,11 +478,11 @@ impl ItaniumModel {
                 }
                 value & mask
             }
-            PmdKind::Data { writable } => {
+            PmdRule::Data { writable } => {
                 let ignored = value & !writable;
                 if strict && ignored != 0 {
                     return Err(Self::fault(
-                        Access::WritePmd,
+                        AccessKind::WritePmd,
                         n,
                         Violation::FixedBits { bits: ignored },
                     ));

@@ -11,75 +11,68 @@
 //! purpose: the model is a test instrument, and two transcriptions catch each
 //! other's mistakes.
 
-/// An Itanium-family PMU generation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Generation {
-    /// Itanium (Merced, CPUID family 07h): PMC/PMD4-7, 32-bit counters,
-    /// 7-bit event select, I-EAR PMC10, D-EAR PMC11, BTB PMC12.
-    Itanium,
-    /// Itanium 2 (McKinley and Madison, family 1Fh): PMC/PMD4-7, 47-bit
-    /// counters, 8-bit event select, the PMC4 enable bit 23, new EAR and BTB
-    /// layouts at the same register numbers.
-    Itanium2,
-    /// Dual-core Itanium 2 (Montecito, 9000/9100, family 20h): PMC/PMD4-15,
-    /// 47-bit counters, I-EAR PMC37, D-EAR PMC40, ETB PMC39 (16 entries).
-    Montecito,
+/// An Itanium-family PMU generation: the driver's vocabulary type. The
+/// model's facts about each ([`Tables`]) are its own transcription.
+pub use crate::arch::itanium::Generation;
+
+/// The model's own facts about each generation, transcribed independently
+/// of the driver's (`crate::arch::itanium::generation`).
+pub trait Tables: Copy {
+    /// Counter width W in bits.
+    fn pmd_width(self) -> u32;
+    /// The W count bits of a counter PMD.
+    fn pmd_mask(self) -> u64;
+    /// The last generic counter.
+    fn last_counter(self) -> u32;
+    /// Whether PMC/PMD `n` is a generic counter pair.
+    fn is_counter(self, n: u32) -> bool;
+    /// The mask of the PMC event-select field's value.
+    fn event_select_mask(self) -> u64;
+    /// The EAR and branch-trace register numbers and event codes.
+    fn layout(self) -> Layout;
 }
 
-impl Generation {
-    /// Every generation, oldest first.
-    pub const ALL: [Self; 3] = [Self::Itanium, Self::Itanium2, Self::Montecito];
-
+impl Tables for Generation {
     /// Counter width W in bits (Linux perfmon's `ovfl_val`, libpfm3: 32 on
     /// Itanium, 47 after).
-    pub const fn counter_width(self) -> u32 {
+    fn pmd_width(self) -> u32 {
         match self {
-            Self::Itanium => 32,
-            Self::Itanium2 | Self::Montecito => 47,
+            Generation::Itanium => 32,
+            Generation::Itanium2 | Generation::Montecito => 47,
         }
     }
 
     /// The W count bits of a counter PMD.
-    pub const fn counter_mask(self) -> u64 {
-        (1 << self.counter_width()) - 1
+    fn pmd_mask(self) -> u64 {
+        (1 << self.pmd_width()) - 1
     }
 
     /// The last generic counter: PMC/PMD4..=7, or 4..=15 on Montecito.
-    pub const fn last_counter(self) -> u32 {
+    fn last_counter(self) -> u32 {
         match self {
-            Self::Itanium | Self::Itanium2 => 7,
-            Self::Montecito => 15,
+            Generation::Itanium | Generation::Itanium2 => 7,
+            Generation::Montecito => 15,
         }
     }
 
     /// Whether PMC/PMD `n` is a generic counter pair.
-    pub const fn is_counter(self, n: u32) -> bool {
+    fn is_counter(self, n: u32) -> bool {
         n >= 4 && n <= self.last_counter()
-    }
-
-    /// The CPUID family number (Linux perfmon's `pmu_family`).
-    pub const fn cpuid_family(self) -> u8 {
-        match self {
-            Self::Itanium => 0x07,
-            Self::Itanium2 => 0x1F,
-            Self::Montecito => 0x20,
-        }
     }
 
     /// Width of the PMC event-select field: 7 bits (14:8) on Itanium, where
     /// bit 15 is ignored; 8 bits (15:8) after.
-    pub const fn event_select_mask(self) -> u64 {
+    fn event_select_mask(self) -> u64 {
         match self {
-            Self::Itanium => 0x7F,
-            Self::Itanium2 | Self::Montecito => 0xFF,
+            Generation::Itanium => 0x7F,
+            Generation::Itanium2 | Generation::Montecito => 0xFF,
         }
     }
 
     /// The EAR and branch-trace register numbers and event codes.
-    pub const fn layout(self) -> Layout {
+    fn layout(self) -> Layout {
         match self {
-            Self::Itanium => Layout {
+            Generation::Itanium => Layout {
                 iear_pmc: 10,
                 iear_pm_bit: 6,
                 iear_pmd_address: 0,
@@ -97,7 +90,7 @@ impl Generation {
                 dear_events: events::itanium::DATA_EAR_EVENTS,
                 branch_event: events::BRANCH_EVENT,
             },
-            Self::Itanium2 => Layout {
+            Generation::Itanium2 => Layout {
                 iear_pmc: 10,
                 iear_pm_bit: 4,
                 iear_pmd_address: 0,
@@ -116,7 +109,7 @@ impl Generation {
                 dear_events: events::itanium2::DATA_EAR_EVENTS,
                 branch_event: events::BRANCH_EVENT,
             },
-            Self::Montecito => Layout {
+            Generation::Montecito => Layout {
                 iear_pmc: 37,
                 iear_pm_bit: 4,
                 iear_pmd_address: 34,
@@ -370,7 +363,7 @@ pub const fn pmc_spec(generation: Generation, n: u32) -> Option<RegSpec> {
 
 /// What a PMD is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PmdKind {
+pub enum PmdRule {
     /// A generic counter: W count bits; bits 63:W ignored on writes and read
     /// as a copy of bit W-1 (libpfm3's `pmd_sxt32`/`pmd_sxt47`).
     Counter,
@@ -390,10 +383,10 @@ const ITA2_BTB_INDEX: u64 = 0xF | (0x3333_3333 << 4);
 
 /// The PMD `n` of `generation`, or `None` if it is not implemented
 /// (Linux perfmon's tables; layouts from libpfm3's EAR and BTB registers).
-pub const fn pmd_kind(generation: Generation, n: u32) -> Option<PmdKind> {
+pub fn pmd_kind(generation: Generation, n: u32) -> Option<PmdRule> {
     use Generation::*;
     if generation.is_counter(n) {
-        return Some(PmdKind::Counter);
+        return Some(PmdRule::Counter);
     }
     let writable = match (generation, n) {
         (Itanium | Itanium2, 0) => IEAR_ADDRESS,
@@ -420,7 +413,7 @@ pub const fn pmd_kind(generation: Generation, n: u32) -> Option<PmdKind> {
         (Montecito, 48..=63) => ALL,
         _ => return None,
     };
-    Some(PmdKind::Data { writable })
+    Some(PmdRule::Data { writable })
 }
 
 /// Itanium I-EAR cache mode: PMC10.umask is a latency-threshold code, code

@@ -7,15 +7,8 @@ use super::registers::{LogicalProcessor, NetBurstModel};
 use super::tables::{self, EscrGroup, Specificity, cccr, escr};
 use bit_field::BitField;
 
-/// The privilege level a logical processor executes at, as the ESCR sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Privilege {
-    /// CPL 0: counted by T0_OS / T1_OS.
-    Os,
-    /// CPL 1, 2 or 3: counted by T0_USR / T1_USR.
-    Usr,
-}
+/// The privilege level an event occurs at: the driver's vocabulary type.
+pub use crate::arch::ia32::Privilege;
 
 /// The state of a logical processor that the PMU sees: whether it is active
 /// (not halted; the CCCR active-thread field, SDM 18.16.2) and its current
@@ -195,7 +188,11 @@ impl NetBurstModel {
             (LogicalProcessor::T1, Privilege::Usr) => escr::T1_USR,
         };
         match tables::specificity(kind.group, kind.select) {
-            Specificity::ThreadSpecific => escr_value & bit(thread, privilege) != 0,
+            // The model's table lists every event TS or TI (Table 19-34);
+            // an unlisted one would be qualified per thread, as TS.
+            Specificity::ThreadSpecific | Specificity::Unlisted => {
+                escr_value & bit(thread, privilege) != 0
+            }
             Specificity::ThreadIndependent => {
                 let os = escr_value & (escr::T0_OS | escr::T1_OS) != 0;
                 let usr = escr_value & (escr::T0_USR | escr::T1_USR) != 0;

@@ -24,7 +24,7 @@
 //! let instr = EventKind::new(EscrGroup::Cru01, 0x02, 1);
 //! m.inject(instr.on(LogicalProcessor::T0, Privilege::Os, 100));
 //! m.cycle(&[instr.on(LogicalProcessor::T0, Privilege::Os, 3)]); // 3 in one clock
-//! assert_eq!(m.read_pmc(12)?, 103);
+//! assert_eq!(m.rdpmc(12)?, 103);
 //! assert!(m.take_pmi(LogicalProcessor::T0).is_none(), "no OVF_PMI bit set");
 //! # Ok(())
 //! # }

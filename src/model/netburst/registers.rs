@@ -13,47 +13,10 @@ use super::tables::{
 };
 use super::tagging::PebsState;
 
-/// One of the two logical processors (hyper-threads) that share the PMU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum LogicalProcessor {
-    /// Logical processor 0 (thread 0, T0).
-    T0,
-    /// Logical processor 1 (thread 1, T1); exists only with Hyper-Threading.
-    T1,
-}
-
-/// The driver's name for the same logical processor (the model keeps its own
-/// type so that it is written independently of the driver).
-impl From<crate::arch::netburst::LogicalProcessor> for LogicalProcessor {
-    fn from(lp: crate::arch::netburst::LogicalProcessor) -> Self {
-        match lp {
-            crate::arch::netburst::LogicalProcessor::T0 => LogicalProcessor::T0,
-            crate::arch::netburst::LogicalProcessor::T1 => LogicalProcessor::T1,
-        }
-    }
-}
-
-impl LogicalProcessor {
-    /// 0 or 1.
-    pub const fn index(self) -> usize {
-        match self {
-            Self::T0 => 0,
-            Self::T1 => 1,
-        }
-    }
-
-    /// The sibling logical processor.
-    pub const fn other(self) -> Self {
-        match self {
-            Self::T0 => Self::T1,
-            Self::T1 => Self::T0,
-        }
-    }
-
-    /// Both, T0 first.
-    pub const ALL: [Self; 2] = [Self::T0, Self::T1];
-}
+/// One of the two logical processors (hyper-threads) that share the PMU:
+/// the driver's vocabulary type (the model keeps its own bit tables, not
+/// its own words for the same concepts).
+pub use crate::arch::netburst::LogicalProcessor;
 
 /// What the modelled processor is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -400,7 +363,7 @@ impl NetBurstModel {
 
     /// The reserved bits of a write of `value` to `reg`, or the must-be-one
     /// violation; `Ok` when the write is legal.
-    fn check_write(&self, reg: Reg, value: u64) -> Result<(), GpReason> {
+    fn check_msr_write(&self, reg: Reg, value: u64) -> Result<(), GpReason> {
         let ht = self.config.hyper_threading;
         let reserved = match reg {
             Reg::Counter(_) => !COUNTER_MASK,
@@ -466,7 +429,7 @@ impl NetBurstModel {
         value: u64,
     ) -> Result<(), Fault> {
         let reg = self.lookup(Instruction::Wrmsr, msr)?;
-        self.check_write(reg, value)
+        self.check_msr_write(reg, value)
             .map_err(|reason| Fault::GeneralProtection {
                 instruction: Instruction::Wrmsr,
                 ecx: msr,
@@ -569,8 +532,8 @@ impl MsrAccess for NetBurstModel {
         self.write(LogicalProcessor::T0, msr, value)
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
-        self.rdpmc(index)
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
+        NetBurstModel::rdpmc(self, index)
     }
 }
 
@@ -615,7 +578,7 @@ impl MsrAccess for ThreadView<'_> {
         self.model.write(self.lp, msr, value)
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
         self.model.rdpmc(index)
     }
 }

@@ -169,8 +169,8 @@ impl MsrAccess for ModelMsr<'_> {
         self.on_thread(|view| view.write_msr(msr, value))
     }
 
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
-        self.on_thread(|view| view.read_pmc(index))
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
+        self.on_thread(|view| view.rdpmc(index))
     }
 }
 

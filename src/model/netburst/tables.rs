@@ -121,19 +121,9 @@ pub mod matrix_vert {
     pub const DEFINED: u64 = LOADS | STORES | BRANCHES;
 }
 
-/// The counter blocks of SDM Table 18-63.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Block {
-    /// Counters 0-3.
-    Bpu,
-    /// Counters 4-7.
-    Ms,
-    /// Counters 8-11.
-    Flame,
-    /// Counters 12-17.
-    Iq,
-}
+/// A block of ESCRs and counters (SDM Table 18-63's grouping): the driver's
+/// vocabulary type.
+pub use crate::arch::netburst::Block;
 
 /// The block a counter belongs to.
 pub const fn block_of(counter: usize) -> Block {
@@ -344,16 +334,10 @@ pub const fn has_extended_cascading(model: u8) -> bool {
     matches!(model, 2 | 3 | 4 | 6)
 }
 
-/// Whether an event is thread specific (TS) or thread independent (TI), SDM
-/// 18.16.4 / Table 19-34.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Specificity {
-    /// Thread specific: Table 18-29 (Vol. 3B 18-123; 18-66 in later SDMs).
-    ThreadSpecific,
-    /// Thread independent: Table 18-30 (18-67 in later SDMs).
-    ThreadIndependent,
-}
+/// Whether an event is thread-specific or thread-independent (SDM Table
+/// 18-30): the driver's vocabulary type (the model lists no event as
+/// `Unlisted`).
+pub use crate::arch::netburst::Specificity;
 
 /// The TI events of SDM Table 19-34, by group and event select; every other
 /// event is TS. b2b_cycles (16H), bnr (08H), snoop (06H) and response (04H)

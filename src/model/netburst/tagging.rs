@@ -152,6 +152,12 @@ pub const PEBS_RECORD_SLOTS: usize = 8;
 
 /// A 64-bit-format PEBS record: the architectural state after the µop that
 /// took the PEBS assist retired.
+///
+/// One of the two names the model defines beside the driver
+/// (`crate::arch::netburst::ds::PebsRecord`), on purpose: these are memory
+/// layouts the processor writes, so the model lays them out from the SDM on
+/// its own, and a driver that reads a field at the wrong offset reads the
+/// model's record wrong.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct PebsRecord {
@@ -177,6 +183,10 @@ impl PebsRecord {
 
 /// The PEBS fields of a 64-bit DS management area (SDM 18.15.7, 64-bit DS
 /// save area format: offsets 20H-40H).
+///
+/// Defined beside the driver's (`crate::arch::netburst::ds::DsManagement`)
+/// on purpose, as [`PebsRecord`] is: a memory layout the model reads and
+/// writes from its own transcription of the SDM.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct DsManagement {

@@ -83,15 +83,15 @@ fn guest_pmc_writes_are_treated_as_perfmon_treats_them() {
     // catalog does not have: dropped, no fault.
     assert_eq!(
         check_pmc_write(&mut v, &p, 7, cycles_pmc(7)),
-        PmcWrite::Ignore(GuestFault::HostOwned { reg: 7 })
+        PmcWrite::Ignore(GuestRefusal::HostOwned { reg: 7 })
     );
     assert_eq!(
         check_pmc_write(&mut v, &p, 200, 0),
-        PmcWrite::Ignore(GuestFault::Pmc(PmcError::NotImplemented { pmc: 200 }))
+        PmcWrite::Ignore(GuestRefusal::Pmc(PmcError::NotImplemented { pmc: 200 }))
     );
     assert!(matches!(
         check_pmc_write(&mut v, &p, 5, cycles_pmc(5) & !(0xFF << 8) | 0x7F << 8),
-        PmcWrite::Ignore(GuestFault::Pmc(PmcError::UnknownEvent { pmc: 5, .. }))
+        PmcWrite::Ignore(GuestRefusal::Pmc(PmcError::UnknownEvent { pmc: 5, .. }))
     ));
     // A reserved bit gets its power-up value (pfm_mck_reserved), the
     // Itanium 2 PMC4 power enable is forced on (pfm_mck_pmc_check), and
@@ -116,10 +116,13 @@ fn guest_pmc_writes_are_treated_as_perfmon_treats_them() {
         check_pmd_write(&p, 4, u64::MAX),
         PmdWrite::Apply(G.counter_mask())
     );
-    assert_eq!(check_pmd_read(&p, 7), Err(GuestFault::HostOwned { reg: 7 }));
+    assert_eq!(
+        check_pmd_read(&p, 7),
+        Err(GuestRefusal::HostOwned { reg: 7 })
+    );
     assert_eq!(
         check_pmd_write(&p, 63, 1),
-        PmdWrite::Ignore(GuestFault::NoSuchPmd { pmd: 63 })
+        PmdWrite::Ignore(GuestRefusal::NoSuchPmd { pmd: 63 })
     );
     assert_eq!(check_pmd_write(&p, 3, u64::MAX), PmdWrite::Apply(0xFFFF));
     // A host EAR keeps its PMDs too.
@@ -130,7 +133,7 @@ fn guest_pmc_writes_are_treated_as_perfmon_treats_them() {
     for pmd in [2, 3, 17] {
         assert_eq!(
             check_pmd_read(&ear, pmd),
-            Err(GuestFault::HostOwned { reg: pmd })
+            Err(GuestRefusal::HostOwned { reg: pmd })
         );
     }
     assert_eq!(check_pmd_read(&ear, 11), Ok(()), "PMD11 is a BTB record");

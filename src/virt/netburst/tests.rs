@@ -41,7 +41,7 @@ const CRU_ESCR0: u32 = 0x3B8;
 /// the host keeps counter 0 and FSB_ESCR0.
 fn policy() -> GuestPolicy {
     GuestPolicy {
-        filter: EventFilter::Deny(&[Event::X87FpUop]),
+        filter: EventFilter::Deny(&[EventName::X87FpUop]),
         host_counters: CounterSet::EMPTY.with(Counter::BpuCounter0),
         host_escrs: EscrSet::EMPTY.with(Escr::FsbEscr0),
         ..GuestPolicy::new(3)
@@ -287,7 +287,7 @@ fn illegal_guest_writes_get_gp() {
     let mut distinct = Vec::new();
     for (policy, msr, value, why) in writes {
         assert_eq!(
-            check_write(policy, msr, value),
+            check_msr_write(policy, msr, value),
             Verdict::InjectGp(why),
             "WRMSR {msr:#x} {value:#x}"
         );
@@ -311,7 +311,7 @@ fn illegal_guest_writes_get_gp() {
     }
     assert!(distinct.len() >= 30);
     assert_eq!(
-        check_write(&p, 0x1A0, 0),
+        check_msr_write(&p, 0x1A0, 0),
         Verdict::InjectGp(ReadOnly { msr: 0x1A0 })
     );
 }
@@ -333,7 +333,7 @@ fn legal_guest_writes_apply() {
     ];
     for (msr, value) in legal {
         assert_eq!(
-            check_write(&p, msr, value),
+            check_msr_write(&p, msr, value),
             Verdict::Apply,
             "WRMSR {msr:#x} {value:#x}"
         );
@@ -343,22 +343,22 @@ fn legal_guest_writes_apply() {
             "the model refuses WRMSR {msr:#x} {value:#x}"
         );
     }
-    assert_eq!(check_write(&p, 0x10, 0), Verdict::NotPmu);
+    assert_eq!(check_msr_write(&p, 0x10, 0), Verdict::NotPmu);
     // Reads: the host's registers do not exist for the guest.
     assert_eq!(
-        check_read(&p, 0x300),
+        check_msr_read(&p, 0x300),
         Verdict::InjectGp(GuestGp::HostOwned { msr: 0x300 })
     );
     assert_eq!(
-        check_read(&p, FSB_ESCR0),
+        check_msr_read(&p, FSB_ESCR0),
         Verdict::InjectGp(GuestGp::HostOwned { msr: FSB_ESCR0 })
     );
     assert_eq!(
-        check_read(&p, 0x3BA),
+        check_msr_read(&p, 0x3BA),
         Verdict::InjectGp(GuestGp::NoSuchMsr { msr: 0x3BA })
     );
-    assert_eq!(check_read(&p, 0x301), Verdict::Apply);
-    assert_eq!(check_read(&p, 0x1A0), Verdict::Emulate);
+    assert_eq!(check_msr_read(&p, 0x301), Verdict::Apply);
+    assert_eq!(check_msr_read(&p, 0x1A0), Verdict::Emulate);
     assert_eq!(
         MISC_ENABLE_PMU_BITS,
         1 << 7 | 1 << 11 | 1 << 12,
@@ -401,8 +401,8 @@ fn rdpmc_is_emulated_as_the_hardware_answers() {
     // The model's RDPMC agrees on the width and the fast read.
     let mut m = NetBurstModel::new(Config::new(3, false));
     m.write_msr(0x305, 0xAB_1234_5678).unwrap();
-    assert_eq!(m.read_pmc(5), Ok(0xAB_1234_5678));
-    assert_eq!(m.read_pmc(1 << 31 | 5), Ok(0x1234_5678));
+    assert_eq!(m.rdpmc(5), Ok(0xAB_1234_5678));
+    assert_eq!(m.rdpmc(1 << 31 | 5), Ok(0x1234_5678));
 }
 
 type Model = Recording<NetBurstModel, 64>;
@@ -425,7 +425,7 @@ fn guest(p: &GuestPolicy) -> PmuContext {
         (0x30C, 0),
         (0x36C, cccr12.bits()),
     ] {
-        assert_eq!(check_write(p, msr, value), Verdict::Apply);
+        assert_eq!(check_msr_write(p, msr, value), Verdict::Apply);
         assert!(ctx.record(msr, value));
     }
     ctx
@@ -520,7 +520,7 @@ fn a_pending_overflow_survives_the_switch() {
 /// checked, recorded and applied (the model must take what is applied).
 fn guest_wrmsr(p: &GuestPolicy, ctx: &mut PmuContext, hw: &mut Model, msr: u32, v: u64) {
     assert_eq!(
-        check_write(p, msr, v),
+        check_msr_write(p, msr, v),
         Verdict::Apply,
         "WRMSR {msr:#x} {v:#x}"
     );
@@ -530,7 +530,7 @@ fn guest_wrmsr(p: &GuestPolicy, ctx: &mut PmuContext, hw: &mut Model, msr: u32, 
 
 /// The VMM's RDMSR exit for a guest whose context is loaded on `hw`.
 fn guest_rdmsr(p: &GuestPolicy, hw: &mut Model, msr: u32) -> u64 {
-    assert_eq!(check_read(p, msr), Verdict::Apply, "RDMSR {msr:#x}");
+    assert_eq!(check_msr_read(p, msr), Verdict::Apply, "RDMSR {msr:#x}");
     hw.read_msr(msr).unwrap()
 }
 
@@ -636,7 +636,7 @@ fn tc_precise_event_is_switched() {
     assert_eq!(guest_rdmsr(&p, &mut hw, 0x3F0), 0x1234);
     // Its undocumented upper bits are refused, as the model refuses them.
     assert_eq!(
-        check_write(&p, 0x3F0, 1 << 16),
+        check_msr_write(&p, 0x3F0, 1 << 16),
         Verdict::InjectGp(GuestGp::Reserved {
             msr: 0x3F0,
             bits: 1 << 16
@@ -671,7 +671,7 @@ fn a_one_processor_guest_cccr_needs_active_thread_11b() {
         (0x3_0000, None),
         (ENABLE | 0x3_0000, None),
     ] {
-        let verdict = check_write(&p, 0x369, value);
+        let verdict = check_msr_write(&p, 0x369, value);
         let mut m = NetBurstModel::new(Config::new(3, false));
         match want {
             Some(gp) => {
@@ -695,7 +695,7 @@ fn a_one_processor_guest_cccr_needs_active_thread_11b() {
     };
     let mut m = NetBurstModel::new(Config::new(3, true));
     for at in 0..4u64 {
-        assert_eq!(check_write(&ht, 0x369, at << 16), Verdict::Apply);
+        assert_eq!(check_msr_write(&ht, 0x369, at << 16), Verdict::Apply);
         assert!(m.write_msr(0x369, at << 16).is_ok());
     }
 }
@@ -712,11 +712,11 @@ fn unimplemented_pmu_msrs_are_gp() {
     ] {
         assert_eq!(classify(msr), MsrClass::Unimplemented);
         assert_eq!(
-            check_write(&p, msr, 0),
+            check_msr_write(&p, msr, 0),
             Verdict::InjectGp(GuestGp::NoSuchMsr { msr })
         );
         assert_eq!(
-            check_read(&p, msr),
+            check_msr_read(&p, msr),
             Verdict::InjectGp(GuestGp::NoSuchMsr { msr })
         );
     }
@@ -730,14 +730,14 @@ fn unimplemented_pmu_msrs_are_gp() {
     let mut unimplemented = 0;
     for msr in PMU_MSRS {
         let absent = m.read_msr(msr).is_err();
-        let gp = check_read(&every, msr) == Verdict::InjectGp(GuestGp::NoSuchMsr { msr });
+        let gp = check_msr_read(&every, msr) == Verdict::InjectGp(GuestGp::NoSuchMsr { msr });
         assert_eq!(absent, gp, "{msr:#x}");
         unimplemented += u32::from(gp);
     }
     // 256 addresses: 18 counters, 18 CCCRs, 45 ESCRs and 3 tagging MSRs.
     assert_eq!(unimplemented, 256 - 18 - 18 - 45 - 3);
-    assert_eq!(check_write(&p, 0x2FF, 0), Verdict::NotPmu);
-    assert_eq!(check_write(&p, 0x400, 0), Verdict::NotPmu);
+    assert_eq!(check_msr_write(&p, 0x2FF, 0), Verdict::NotPmu);
+    assert_eq!(check_msr_write(&p, 0x400, 0), Verdict::NotPmu);
 }
 
 /// Guest PEBS is refused whatever the policy (there is no PEBS option):
@@ -758,15 +758,15 @@ fn guest_pebs_is_refused() {
         (0x600, host_ds),
     ] {
         assert_eq!(
-            check_write(&p, msr, value),
+            check_msr_write(&p, msr, value),
             Verdict::InjectGp(GuestGp::PebsRefused { msr })
         );
     }
     assert_eq!(
-        check_read(&p, 0x600),
+        check_msr_read(&p, 0x600),
         Verdict::InjectGp(GuestGp::PebsRefused { msr: 0x600 })
     );
-    assert_eq!(check_write(&p, 0x3F1, 1 << 24 | 1), Verdict::Apply);
+    assert_eq!(check_msr_write(&p, 0x3F1, 1 << 24 | 1), Verdict::Apply);
     assert_eq!(hw.read_msr(0x600).unwrap(), host_ds);
     let mut v = super::super::vpmu::VirtualPmu::new(p);
     assert_eq!(
@@ -791,11 +791,11 @@ fn no_extended_cascade_from_the_host() {
     };
     let ext = 1 << 11;
     assert_eq!(
-        check_write(&p, 0x36C, 4 << 13 | ANY_THREAD | ext),
+        check_msr_write(&p, 0x36C, 4 << 13 | ANY_THREAD | ext),
         Verdict::InjectGp(GuestGp::HostOwned { msr: 0x36C })
     );
     assert_eq!(
-        check_write(&p, 0x36D, 5 << 13 | ANY_THREAD | ext),
+        check_msr_write(&p, 0x36D, 5 << 13 | ANY_THREAD | ext),
         Verdict::InjectGp(GuestGp::Reserved {
             msr: 0x36D,
             bits: ext
@@ -806,11 +806,14 @@ fn no_extended_cascade_from_the_host() {
     // fine; selecting the host's CRU_ESCR2 (select 5 on counter 16's side)
     // is not.
     assert_eq!(
-        check_write(&p, 0x36C, 5 << 13 | ANY_THREAD | ENABLE),
+        check_msr_write(&p, 0x36C, 5 << 13 | ANY_THREAD | ENABLE),
         Verdict::InjectGp(GuestGp::HostOwned { msr: 0x36C }),
         "counter 12 with select 5 reads CRU_ESCR2"
     );
-    assert_eq!(check_write(&p, 0x36C, 4 << 13 | ANY_THREAD), Verdict::Apply);
+    assert_eq!(
+        check_msr_write(&p, 0x36C, 4 << 13 | ANY_THREAD),
+        Verdict::Apply
+    );
 }
 
 /// With `host_tagging`, a guest may neither tag µops nor count tagged ones
@@ -836,7 +839,7 @@ fn a_host_that_tags_keeps_tagging() {
         (CRU_ESCR0, escr(0x02, 2) | T0_OS),              // instr_retired NBOGUSTAG
     ] {
         assert_eq!(
-            check_write(&p, msr, value),
+            check_msr_write(&p, msr, value),
             Verdict::InjectGp(GuestGp::TaggingRefused { msr }),
             "{msr:#x} {value:#x}"
         );
@@ -846,15 +849,15 @@ fn a_host_that_tags_keeps_tagging() {
         (FIRM_ESCR0, escr(0x04, 1 << 15) | tag),   // tags nothing: no T bits
         (CRU_ESCR0, escr(0x02, 1) | T0_OS),        // instr_retired NBOGUSNTAG
     ] {
-        assert_eq!(check_write(&p, msr, value), Verdict::Apply, "{msr:#x}");
+        assert_eq!(check_msr_write(&p, msr, value), Verdict::Apply, "{msr:#x}");
     }
     for msr in [0x3F0, 0x3F1, 0x3F2] {
         assert_eq!(
-            check_write(&p, msr, 0),
+            check_msr_write(&p, msr, 0),
             Verdict::InjectGp(GuestGp::HostOwned { msr })
         );
         assert_eq!(
-            check_read(&p, msr),
+            check_msr_read(&p, msr),
             Verdict::InjectGp(GuestGp::HostOwned { msr })
         );
     }
@@ -879,7 +882,7 @@ fn a_host_that_tags_keeps_tagging() {
     assert_eq!(m.counter(12), 10, "the host's own tagged µops only");
     let guest_tagging = escr(0x08, 1 << 15) | T0_OS | tag;
     assert_eq!(
-        check_write(&p, FIRM_ESCR1, guest_tagging),
+        check_msr_write(&p, FIRM_ESCR1, guest_tagging),
         Verdict::InjectGp(GuestGp::TaggingRefused { msr: FIRM_ESCR1 })
     );
     m.write_msr(FIRM_ESCR1, guest_tagging).unwrap();
@@ -977,7 +980,7 @@ fn scrub_all_leaves_only_neutral_images() {
             _ => 0,
         };
         assert_eq!(hw.read_msr(msr).unwrap(), want, "{msr:#x}");
-        if check_read(&p, msr) == Verdict::Apply {
+        if check_msr_read(&p, msr) == Verdict::Apply {
             assert_eq!(PmuContext::new().read(msr), Some(want), "{msr:#x}");
         }
     }

@@ -253,9 +253,9 @@ impl MsrAccess for Busy {
         self.0.inject(Event::new(0xC0, 0, 3));
         self.0.write_msr(msr, value)
     }
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
         self.0.inject(Event::new(0xC0, 0, 3));
-        self.0.read_pmc(index)
+        self.0.rdpmc(index)
     }
 }
 

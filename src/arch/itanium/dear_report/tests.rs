@@ -3,7 +3,7 @@
 use super::*;
 use crate::arch::itanium::ear::{InstructionAddress, TlbFill};
 use crate::arch::itanium::fields::Slot;
-use crate::arch::itanium::itlb_report::Function;
+use crate::arch::itanium::report::Function;
 use std::string::ToString;
 
 const APP_FNS: &[Function<'static>] = &[

@@ -780,7 +780,8 @@ fn erased_handles_refuse_cascading() {
 /// injected mix.
 #[test]
 fn handler_samples_make_the_itlb_report() {
-    use crate::arch::itanium::itlb_report::{Function, ItlbReport, L2Fills, LoadModule};
+    use crate::arch::itanium::itlb_report::{ItlbReport, L2Fills};
+    use crate::arch::itanium::report::{Function, LoadModule};
     const FNS: &[Function<'static>] = &[Function {
         name: "hot",
         start: 0x4000_0000,
@@ -1071,7 +1072,7 @@ fn unclaimed_tokens_are_zero_sized() {
     crate::owner!(Sized);
     use core::mem::size_of;
     assert_eq!(
-        size_of::<IaCounter<Sized, 4, crate::counter::state::Unclaimed>>(),
+        size_of::<ItaniumHandle<Sized, 4, crate::counter::state::Unclaimed>>(),
         0
     );
     assert_eq!(size_of::<MontecitoCounters<Sized>>(), 0);

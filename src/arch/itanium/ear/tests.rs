@@ -76,11 +76,11 @@ fn itanium_iear_layout() {
     for e in events::ITANIUM.iter().filter(|e| e.kind.is_iear()) {
         let c = IearConfig::from_bits(
             ITA,
-            (e.umask as u64) << 16 | ((e.kind == events::EventKind::IearTlb) as u64) << 7,
+            (e.umask as u64) << 16 | ((e.kind == events::EventType::IearTlb) as u64) << 7,
         )
         .unwrap();
         assert_eq!(c.umask_problem(), None, "{}", e.name);
-        if e.kind == events::EventKind::IearCache {
+        if e.kind == events::EventType::IearCache {
             assert!(c.latency().is_some(), "{}", e.name);
         }
     }
@@ -166,13 +166,13 @@ fn itanium2_iear_layout() {
     assert_eq!(IearConfig::pmc(MONT), 37);
     // The catalog's L1I_EAR_* unit masks decode.
     for e in events::ITANIUM2.iter().filter(|e| e.kind.is_iear()) {
-        let c = if e.kind == events::EventKind::IearCache {
+        let c = if e.kind == events::EventType::IearCache {
             IearConfig::from_bits(ITA2, (e.umask as u64) << 5 | 1 << 13).unwrap()
         } else {
             IearConfig::from_bits(ITA2, (e.umask as u64) << 5).unwrap()
         };
         assert_eq!(c.umask_problem(), None, "{}", e.name);
-        if e.kind == events::EventKind::IearCache {
+        if e.kind == events::EventType::IearCache {
             assert!(c.latency().is_some(), "{}", e.name);
         } else {
             assert!(c.tlb_fills().is_some());
@@ -302,8 +302,8 @@ fn dear_layouts() {
     for (g, t) in [(ITA, events::ITANIUM), (ITA2, events::ITANIUM2)] {
         for e in t.iter().filter(|e| e.kind.is_dear()) {
             let mode = match e.kind {
-                events::EventKind::DearCache => 0,
-                events::EventKind::DearTlb => 1,
+                events::EventType::DearCache => 0,
+                events::EventType::DearTlb => 1,
                 _ => 2,
             };
             let c = DearConfig::from_bits_truncate(

@@ -10,7 +10,7 @@
 //! OR over 18 bytes and costs a counting-only kernel little code.
 
 use super::{ConfigError, CounterConfig};
-use crate::arch::netburst::events::{Event, ReplayMetric, Tagging};
+use crate::arch::netburst::events::{EventName, ReplayMetric, Tagging};
 use crate::arch::netburst::msrs::{Counter, CounterSet};
 use crate::arch::netburst::tagging::{TagBits, pebs_enable_image};
 use crate::arch::netburst::thread::LogicalProcessor;
@@ -35,7 +35,9 @@ fn missing(missing: u8) -> ConfigError {
         .find(|(_, b)| missing & b != 0)
         .map_or(ReplayMetric::MobLoadReplay, |(m, _)| *m);
     ConfigError::MissingUpstream {
-        event: metric.upstream().map_or(Event::ReplayEvent, |u| u.event),
+        event: metric
+            .upstream()
+            .map_or(EventName::ReplayEvent, |u| u.event),
     }
 }
 
@@ -102,7 +104,7 @@ impl Package {
             return Err(missing(lacking));
         }
         let replay = c.event.replay_registers();
-        if c.event.event() == Event::ReplayEvent && replay.0 == 0 {
+        if c.event.event() == EventName::ReplayEvent && replay.0 == 0 {
             return Err(ConfigError::Untagged {
                 tagging: Tagging::Replay,
                 bit: None,

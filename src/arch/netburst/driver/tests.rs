@@ -252,7 +252,7 @@ fn release_clears_a_front_end_tagging_escr() {
     let _ = (c12, c13, c14);
 }
 
-/// The README's MSR-traffic table, operation by operation.
+/// The MSR-traffic table of the guide's counters page, operation by operation.
 #[test]
 fn msr_traffic_per_operation_is_exact() {
     let state = crate::testing::netburst_pmu();
@@ -791,10 +791,11 @@ fn erased_handles_check_the_same_rules() {
     );
     c16.cascade_from(&c14, &mut d).unwrap();
     assert_eq!(c16.state(), StateTag::Cascaded);
-    let typed = NbCounter::<Pkg, 16, Configured>::from_erased(c16).unwrap_err();
-    let typed = NbCounter::<Pkg, 16, crate::counter::state::Cascaded>::from_erased(typed).unwrap();
+    let typed = NetBurstHandle::<Pkg, 16, Configured>::from_erased(c16).unwrap_err();
+    let typed =
+        NetBurstHandle::<Pkg, 16, crate::counter::state::Cascaded>::from_erased(typed).unwrap();
     let _ = typed.halt(&mut d).unwrap();
-    let _ = NbCounter::<Pkg, 0, Enabled>::from_erased(a).unwrap();
+    let _ = NetBurstHandle::<Pkg, 0, Enabled>::from_erased(a).unwrap();
 }
 
 #[test]
@@ -1045,7 +1046,7 @@ fn every_catalog_event_counts_on_every_escr_and_counter_it_may_use() {
     let (mut d, c) = driver!(&state, Config::prescott_ht());
     let mut all = c.erase_all();
     let mut checked = 0;
-    for event in crate::arch::netburst::Event::ALL {
+    for event in crate::arch::netburst::EventName::ALL {
         let info = event.info();
         // At-retirement events count tagged µops as they retire (SDM
         // Table 19-29): the tagging tests drive those through the model's
@@ -1194,12 +1195,12 @@ fn unclaimed_tokens_are_zero_sized() {
     crate::owner!(Sized);
     use core::mem::size_of;
     assert_eq!(
-        size_of::<NbCounter<Sized, 0, crate::counter::state::Unclaimed>>(),
+        size_of::<NetBurstHandle<Sized, 0, crate::counter::state::Unclaimed>>(),
         0
     );
     assert_eq!(size_of::<Counters<Sized>>(), 0);
     assert_eq!(
-        size_of::<NbCounter<Sized, 0, Enabled>>(),
+        size_of::<NetBurstHandle<Sized, 0, Enabled>>(),
         size_of::<Programmed>()
     );
 }

@@ -3,7 +3,8 @@
 //! TS/TI qualification (Table 19-34) and constraints.
 
 use super::{
-    Constraint, Counting, Event, EventInfo, MaskInfo, MaskKind, ReplayMetric, Specificity, Tagging,
+    Constraint, Counting, EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric, Specificity,
+    Tagging,
 };
 use crate::arch::netburst::escr::EventSelect;
 use crate::arch::netburst::msrs::{Escr, EscrSelect};
@@ -136,9 +137,9 @@ const NBOGUS_BOGUS: &[MaskInfo] = &[m("NBOGUS", 0), m("BOGUS", 1)];
 
 const FSB_DISPUTED: &[Constraint] = &[C::DisputedEscrSelect { table_18_63: 6 }];
 
-const UPSTREAM_EXEC: &[Constraint] = &[C::TagsFor(Event::ExecutionEvent)];
+const UPSTREAM_EXEC: &[Constraint] = &[C::TagsFor(EventName::ExecutionEvent)];
 
-/// The catalog, indexed by `Event as usize`.
+/// The catalog, indexed by `EventName as usize`.
 pub(super) static EVENTS: [EventInfo; 46] = [
     ev(
         "TC_deliver_mode",
@@ -283,7 +284,7 @@ pub(super) static EVENTS: [EventInfo; 46] = [
         TS,
         NR,
         &[
-            C::RequiresCompanion(Event::IoqAllocation),
+            C::RequiresCompanion(EventName::IoqAllocation),
             C::ClippedAt15,
             C::FsbEscr0OnlyBeforeF27,
         ],
@@ -604,7 +605,7 @@ pub(super) static EVENTS: [EventInfo; 46] = [
             &[m("TAGLOADS", 1), m("TAGSTORES", 2)],
             TS,
             AR,
-            &[C::TagsFor(Event::FrontEndEvent)],
+            &[C::TagsFor(EventName::FrontEndEvent)],
         )
     },
     ev(

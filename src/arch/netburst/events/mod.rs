@@ -32,17 +32,18 @@
 //! # Examples
 //!
 //! ```
-//! use pmu::arch::netburst::{Counting, Escr, Event};
+//! use pmu::arch::netburst::{Counting, Escr, EventName};
 //!
-//! let e = Event::from_name("instr_retired").unwrap();
+//! let e = EventName::from_name("instr_retired").unwrap();
 //! assert_eq!(e.info().counting, Counting::AtRetirement);    // Table 19-29
 //! assert!(e.allows(Escr::CruEscr0) && !e.allows(Escr::FsbEscr0));
-//! assert_eq!(Event::ALL.len(), 46);
+//! assert_eq!(EventName::ALL.len(), 46);
 //! ```
 
 use super::escr::{EventMask, EventSelect};
 use super::msrs::Escr;
 use super::msrs::EscrSelect;
+use super::tagging_msrs::{PebsEnable, PebsMatrixVert};
 
 /// Which SDM table an event comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,12 +85,12 @@ pub enum Tagging {
 pub enum Constraint {
     /// Must be programmed together with this other event (Table 19-28:
     /// `IOQ_active_entries` with `IOQ_allocation`).
-    RequiresCompanion(Event),
+    RequiresCompanion(EventName),
     /// At-retirement counting (as a replay-tagging upstream event) must use
     /// this ESCR.
     AtRetirementEscr(Escr),
     /// An upstream event that tags µops for this downstream event.
-    TagsFor(Event),
+    TagsFor(EventName),
     /// Counts only µops tagged by this mechanism.
     NeedsTagging(Tagging),
     /// The counter increments twice per occurrence (`TC_misc`).
@@ -142,7 +143,7 @@ pub enum ReplayMetric {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ReplayUpstream {
     /// The event.
-    pub event: Event,
+    pub event: EventName,
     /// Its mask.
     pub mask: EventMask,
     /// The ESCR it must use, if restricted.
@@ -183,27 +184,29 @@ impl ReplayMetric {
     ///
     /// libpfm3 adds bit 0 for `Tagged_mispred_branch`; the SDM and Linux do
     /// not, and neither does this crate.
-    pub const fn pebs_enable_bits(self) -> u64 {
+    pub const fn pebs_enable(self) -> PebsEnable {
+        let off = PebsEnable::OFF;
         match self {
-            ReplayMetric::L1LoadMiss => 1 << 0,
-            ReplayMetric::L2LoadMiss => 1 << 1,
+            ReplayMetric::L1LoadMiss => off.with_l1_load_miss(true),
+            ReplayMetric::L2LoadMiss => off.with_l2_load_miss(true),
             ReplayMetric::DtlbLoadMiss
             | ReplayMetric::DtlbStoreMiss
-            | ReplayMetric::DtlbAllMiss => 1 << 2,
-            ReplayMetric::TaggedMispredBranch => 1 << 15 | 1 << 16,
-            ReplayMetric::MobLoadReplay => 1 << 9,
-            ReplayMetric::SplitLoad | ReplayMetric::SplitStore => 1 << 10,
+            | ReplayMetric::DtlbAllMiss => off.with_dtlb_miss(true),
+            ReplayMetric::TaggedMispredBranch => off.with_tagged_mispred_branch(0b11),
+            ReplayMetric::MobLoadReplay => off.with_mob_load_replay(true),
+            ReplayMetric::SplitLoad | ReplayMetric::SplitStore => off.with_split(true),
         }
     }
 
     /// The `MSR_PEBS_MATRIX_VERT` bits (Table 19-33: bit 0 loads, bit 1
     /// stores, bit 4 tagged mispredicted branches).
-    pub const fn matrix_vert_bits(self) -> u64 {
+    pub const fn matrix_vert(self) -> PebsMatrixVert {
+        let off = PebsMatrixVert::OFF;
         match self {
-            ReplayMetric::DtlbStoreMiss | ReplayMetric::SplitStore => 1 << 1,
-            ReplayMetric::DtlbAllMiss => 1 << 0 | 1 << 1,
-            ReplayMetric::TaggedMispredBranch => 1 << 4,
-            _ => 1 << 0,
+            ReplayMetric::DtlbStoreMiss | ReplayMetric::SplitStore => off.with_stores(true),
+            ReplayMetric::DtlbAllMiss => off.with_loads(true).with_stores(true),
+            ReplayMetric::TaggedMispredBranch => off.with_tagged_mispred_branch(true),
+            _ => off.with_loads(true),
         }
     }
 
@@ -212,17 +215,17 @@ impl ReplayMetric {
         match self {
             // PARTIAL_DATA (4) and UNALGN_ADDR (5).
             ReplayMetric::MobLoadReplay => Some(ReplayUpstream {
-                event: Event::MobLoadReplay,
+                event: EventName::MobLoadReplay,
                 mask: EventMask(1 << 4 | 1 << 5),
                 escr: None,
             }),
             ReplayMetric::SplitLoad => Some(ReplayUpstream {
-                event: Event::LoadPortReplay,
+                event: EventName::LoadPortReplay,
                 mask: EventMask(1 << 1),
                 escr: Some(Escr::SaatEscr1),
             }),
             ReplayMetric::SplitStore => Some(ReplayUpstream {
-                event: Event::StorePortReplay,
+                event: EventName::StorePortReplay,
                 mask: EventMask(1 << 1),
                 escr: Some(Escr::SaatEscr1),
             }),
@@ -283,21 +286,21 @@ pub struct EventInfo {
     pub constraints: &'static [Constraint],
 }
 
-/// Defines [`Event`] and [`Event::ALL`] from one list, so the two cannot drift.
+/// Defines [`EventName`] and [`EventName::ALL`] from one list, so the two cannot drift.
 macro_rules! events {
     ($($name:ident),+ $(,)?) => {
         /// The 46 events, in libpfm4/Linux order.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[cfg_attr(feature = "defmt", derive(defmt::Format))]
         #[repr(u8)]
-        #[allow(missing_docs)] // see `Event::info().name`
-        pub enum Event {
+        #[allow(missing_docs)] // see `EventName::info().name`
+        pub enum EventName {
             $($name),+
         }
 
-        impl Event {
+        impl EventName {
             /// All 46 events in catalog order.
-            pub const ALL: [Event; 46] = [$(Event::$name),+];
+            pub const ALL: [EventName; 46] = [$(EventName::$name),+];
         }
     };
 }
@@ -364,7 +367,7 @@ const fn names_match(sdm: &str, alias: Option<&str>, name: &[u8]) -> bool {
         }
 }
 
-impl Event {
+impl EventName {
     /// The catalog entry.
     pub const fn info(self) -> &'static EventInfo {
         &EVENTS[self as usize]
@@ -376,15 +379,15 @@ impl Event {
     }
 
     /// Look up an event by SDM or libpfm4 name, ignoring ASCII case.
-    pub const fn from_name(name: &str) -> Option<Event> {
+    pub const fn from_name(name: &str) -> Option<EventName> {
         Self::from_name_bytes(name.as_bytes())
     }
 
-    /// [`Event::from_name`] on the bytes of a name (the const parser's form).
-    pub(crate) const fn from_name_bytes(name: &[u8]) -> Option<Event> {
+    /// [`EventName::from_name`] on the bytes of a name (the const parser's form).
+    pub(crate) const fn from_name_bytes(name: &[u8]) -> Option<EventName> {
         let mut i = 0;
-        while i < Event::ALL.len() {
-            let e = Event::ALL[i];
+        while i < EventName::ALL.len() {
+            let e = EventName::ALL[i];
             if names_match(e.info().name, e.info().alias, name) {
                 return Some(e);
             }
@@ -397,7 +400,7 @@ impl Event {
     /// `instr_completed` only on models 3, 4 and 6 (SDM Table 19-29).
     pub const fn available_on(self, model: u8) -> bool {
         match self {
-            Event::InstrCompleted => matches!(model, 3 | 4 | 6),
+            EventName::InstrCompleted => matches!(model, 3 | 4 | 6),
             _ => true,
         }
     }
@@ -412,7 +415,10 @@ impl Event {
     pub const fn tags_uops(self) -> bool {
         matches!(
             self,
-            Event::UopType | Event::MobLoadReplay | Event::LoadPortReplay | Event::StorePortReplay
+            EventName::UopType
+                | EventName::MobLoadReplay
+                | EventName::LoadPortReplay
+                | EventName::StorePortReplay
         )
     }
 
@@ -422,9 +428,9 @@ impl Event {
     /// [`Constraint::NeedsTagging`] but without the catalog.
     pub const fn needs_tagging(self) -> Option<Tagging> {
         match self {
-            Event::FrontEndEvent => Some(Tagging::FrontEnd),
-            Event::ExecutionEvent => Some(Tagging::Execution),
-            Event::ReplayEvent => Some(Tagging::Replay),
+            EventName::FrontEndEvent => Some(Tagging::FrontEnd),
+            EventName::ExecutionEvent => Some(Tagging::Execution),
+            EventName::ReplayEvent => Some(Tagging::Replay),
             _ => None,
         }
     }

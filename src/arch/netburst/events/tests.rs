@@ -420,9 +420,9 @@ const REF_BR: &[(&str, u8, bool)] = &[
 
 #[test]
 fn catalog_matches_reference_table() {
-    assert_eq!(Event::ALL.len(), 46);
+    assert_eq!(EventName::ALL.len(), 46);
     assert_eq!(REF.len(), 46);
-    for (i, (e, row)) in Event::ALL.iter().zip(REF).enumerate() {
+    for (i, (e, row)) in EventName::ALL.iter().zip(REF).enumerate() {
         let (name, sel, csel, escrs, masks, tsti) = *row;
         let info = e.info();
         assert_eq!(*e as usize, i);
@@ -446,14 +446,14 @@ fn catalog_matches_reference_table() {
             _ => Specificity::Unlisted,
         };
         assert_eq!(info.specificity, spec, "{name}");
-        assert_eq!(Event::from_name(name), Some(*e));
-        assert_eq!(Event::from_name(&name.to_ascii_uppercase()), Some(*e));
+        assert_eq!(EventName::from_name(name), Some(*e));
+        assert_eq!(EventName::from_name(&name.to_ascii_uppercase()), Some(*e));
     }
 }
 
 #[test]
 fn internal_consistency() {
-    for e in Event::ALL {
+    for e in EventName::ALL {
         let info = e.info();
         // Every allowed ESCR answers to the event's CCCR select value.
         let disputed = info
@@ -502,38 +502,44 @@ fn internal_consistency() {
 #[test]
 fn disagreement_resolutions() {
     // libpfm4 alias spellings.
-    assert_eq!(Event::from_name("uops_type"), Some(Event::UopType));
-    let mbr = Event::MispredBranchRetired.info();
+    assert_eq!(EventName::from_name("uops_type"), Some(EventName::UopType));
+    let mbr = EventName::MispredBranchRetired.info();
     assert_eq!(mbr.mask_index("BOGUS"), mbr.mask_index("NBOGUS"));
     // machine_clear follows the SDM.
-    let mc = Event::MachineClear.info();
+    let mc = EventName::MachineClear.info();
     assert_eq!(
         mc.masks[mc.mask_index("SMCLEAR").unwrap()].kind,
         MaskKind::Bit(6)
     );
     // instr_completed on CRU_ESCR0/1, only on models 3, 4, 6.
-    assert_eq!(Event::InstrCompleted.info().escrs, &[CruEscr0, CruEscr1]);
+    assert_eq!(
+        EventName::InstrCompleted.info().escrs,
+        &[CruEscr0, CruEscr1]
+    );
     for model in 0..16 {
         assert_eq!(
-            Event::InstrCompleted.available_on(model),
+            EventName::InstrCompleted.available_on(model),
             matches!(model, 3 | 4 | 6)
         );
-        assert!(Event::GlobalPowerEvents.available_on(model));
+        assert!(EventName::GlobalPowerEvents.available_on(model));
     }
     // IOQ_active_entries only on FSB_ESCR1, with IOQ_allocation.
-    let ioq = Event::IoqActiveEntries.info();
+    let ioq = EventName::IoqActiveEntries.info();
     assert_eq!(ioq.escrs, &[FsbEscr1]);
     assert!(
         ioq.constraints
-            .contains(&Constraint::RequiresCompanion(Event::IoqAllocation))
+            .contains(&Constraint::RequiresCompanion(EventName::IoqAllocation))
     );
     // Table-19-34-only bits are not accepted.
     assert_eq!(
-        Event::MemoryComplete.info().valid_mask_bits(),
+        EventName::MemoryComplete.info().valid_mask_bits(),
         EventMask(0b11)
     );
-    assert_eq!(Event::WcBuffer.info().valid_mask_bits(), EventMask(0b11));
-    assert!(Event::from_name("nonexistent").is_none());
+    assert_eq!(
+        EventName::WcBuffer.info().valid_mask_bits(),
+        EventMask(0b11)
+    );
+    assert!(EventName::from_name("nonexistent").is_none());
 }
 
 #[test]
@@ -552,19 +558,24 @@ fn replay_metrics_match_table_19_33() {
         (ReplayMetric::SplitStore, 0x0100_0400, 0x2),
     ];
     for (mt, en, vert) in expect {
-        assert_eq!(mt.pebs_enable_bits() | 1 << 24, en, "{}", mt.name());
-        assert_eq!(mt.matrix_vert_bits(), vert, "{}", mt.name());
+        assert_eq!(
+            mt.pebs_enable().with_uop_tag(true).bits(),
+            en,
+            "{}",
+            mt.name()
+        );
+        assert_eq!(mt.matrix_vert().bits(), vert, "{}", mt.name());
     }
     let up = ReplayMetric::SplitLoad.upstream().unwrap();
     assert_eq!(
         (up.event, up.escr),
-        (Event::LoadPortReplay, Some(SaatEscr1))
+        (EventName::LoadPortReplay, Some(SaatEscr1))
     );
     let up = ReplayMetric::MobLoadReplay.upstream().unwrap();
     assert_eq!(up.mask, EventMask(0x30));
     assert!(ReplayMetric::L1LoadMiss.upstream().is_none());
     // Every metric is selectable by name on replay_event.
-    let re = Event::ReplayEvent.info();
+    let re = EventName::ReplayEvent.info();
     for mt in ReplayMetric::ALL {
         assert!(
             re.masks
@@ -574,17 +585,17 @@ fn replay_metrics_match_table_19_33() {
     }
 }
 
-/// `Event::tags_uops` is exactly the front-end tagging events (constraint
+/// `EventName::tags_uops` is exactly the front-end tagging events (constraint
 /// `TagsFor(front_end_event)`; execution tagging needs `Tag_Enable`) and
 /// the replay metrics' upstream events.
 #[test]
 fn tagging_events_are_the_catalogs() {
-    for e in Event::ALL {
+    for e in EventName::ALL {
         let front_end = e
             .info()
             .constraints
             .iter()
-            .any(|c| matches!(c, Constraint::TagsFor(Event::FrontEndEvent)));
+            .any(|c| matches!(c, Constraint::TagsFor(EventName::FrontEndEvent)));
         let replay = ReplayMetric::ALL
             .iter()
             .any(|m| m.upstream().is_some_and(|u| u.event == e));
@@ -592,10 +603,10 @@ fn tagging_events_are_the_catalogs() {
     }
 }
 
-/// `Event::needs_tagging` is the catalog's `NeedsTagging` constraint.
+/// `EventName::needs_tagging` is the catalog's `NeedsTagging` constraint.
 #[test]
 fn needs_tagging_is_the_catalogs() {
-    for e in Event::ALL {
+    for e in EventName::ALL {
         let catalog = e.info().constraints.iter().find_map(|c| match c {
             Constraint::NeedsTagging(t) => Some(*t),
             _ => None,

@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use crate::arch::netburst::events::Event;
+use crate::arch::netburst::events::EventName;
 use crate::arch::netburst::msrs::{CounterSet, Escr, EscrSet};
 use crate::arch::netburst::thread::LogicalProcessor;
 
@@ -19,7 +19,7 @@ use super::*;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Conflict {
     pub(super) requests: u32,
-    pub(super) events: [Event; MAX_REQUESTS],
+    pub(super) events: [EventName; MAX_REQUESTS],
     pub(super) processors: [LogicalProcessor; MAX_REQUESTS],
     pub(super) escrs: EscrSet,
     pub(super) counters: CounterSet,
@@ -48,7 +48,9 @@ impl Conflict {
     }
 
     /// The members: (request index, event, logical processor), by index.
-    pub fn members(&self) -> impl Iterator<Item = (usize, Event, LogicalProcessor)> + Clone + '_ {
+    pub fn members(
+        &self,
+    ) -> impl Iterator<Item = (usize, EventName, LogicalProcessor)> + Clone + '_ {
         (0..MAX_REQUESTS)
             .filter(|i| self.contains(*i))
             .map(|i| (i, self.events[i], self.processors[i]))
@@ -91,7 +93,7 @@ pub enum ScheduleError {
         /// Request index.
         request: usize,
         /// Its event.
-        event: Event,
+        event: EventName,
         /// Its logical processor.
         processor: LogicalProcessor,
         /// The model.
@@ -103,18 +105,18 @@ pub enum ScheduleError {
         /// Request index.
         request: usize,
         /// Its event.
-        event: Event,
+        event: EventName,
         /// Its logical processor.
         processor: LogicalProcessor,
         /// The event it needs.
-        needs: Event,
+        needs: EventName,
     },
     /// None of the event's ESCRs is usable.
     NoEscr {
         /// Request index.
         request: usize,
         /// Its event.
-        event: Event,
+        event: EventName,
         /// Its logical processor.
         processor: LogicalProcessor,
         /// Catalog ESCRs the request's restriction excludes.
@@ -129,7 +131,7 @@ pub enum ScheduleError {
         /// Request index.
         request: usize,
         /// Its event.
-        event: Event,
+        event: EventName,
         /// Its logical processor.
         processor: LogicalProcessor,
         /// Its free ESCRs.
@@ -164,7 +166,7 @@ const COUNTER_NAMES: [&str; 18] = [
 ];
 
 /// "event (request i, Tn)".
-struct Label(usize, Event, LogicalProcessor);
+struct Label(usize, EventName, LogicalProcessor);
 
 impl fmt::Display for Label {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

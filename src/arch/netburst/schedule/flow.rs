@@ -1,7 +1,7 @@
 //! The search: augmenting paths over request -> ESCR -> counter group,
 //! and the minimal conflicting subset when it fails.
 
-use crate::arch::netburst::events::{Constraint, Event};
+use crate::arch::netburst::events::{Constraint, EventName};
 use crate::arch::netburst::msrs::{Assignment, Block, Counter, CounterSet, Escr, EscrSet};
 use crate::arch::netburst::thread::LogicalProcessor;
 
@@ -478,7 +478,7 @@ impl Problem {
         }
         let mut c = Conflict {
             requests: set,
-            events: [Event::ALL[0]; MAX_REQUESTS],
+            events: [EventName::ALL[0]; MAX_REQUESTS],
             processors: [LogicalProcessor::T0; MAX_REQUESTS],
             escrs: EscrSet::from_bits_truncate(escrs),
             counters: counter_set(counters),

@@ -136,7 +136,7 @@
 //! | `CountsTwice`, `UseEdge`, `ClippedAt15` | none: they change what a count means, not where it is made |
 //!
 //! Model availability is enforced too: `instr_completed` only on models 3,
-//! 4, 6 ([`Event::available_on`]); `IQ_ESCR0/1` only on models 1, 2 (no
+//! 4, 6 ([`EventName::available_on`]); `IQ_ESCR0/1` only on models 1, 2 (no
 //! catalog event uses them).
 //!
 //! Not modelled, and left to the caller through [`Occupied`]: a request
@@ -194,7 +194,7 @@
 //! ```
 
 use super::cccr::CccrValue;
-use super::events::{Constraint, Event};
+use super::events::{Constraint, EventName};
 use super::msrs::{Assignment, Counter, CounterSet, Escr, EscrSet};
 use super::parse::EventSpec;
 use super::thread::LogicalProcessor;
@@ -264,7 +264,7 @@ impl Part {
     /// The ESCRs `event` may use on this part: its catalog ESCRs that exist
     /// here ([`Escr::available_on`]), without `FSB_ESCR1` for the
     /// [`Constraint::FsbEscr0OnlyBeforeF27`] events before F27H.
-    pub fn escrs_for(self, event: Event) -> EscrSet {
+    pub fn escrs_for(self, event: EventName) -> EscrSet {
         let info = event.info();
         let mut s = EscrSet::EMPTY;
         for &e in info.escrs {
@@ -333,7 +333,7 @@ impl Request {
     }
 
     /// The event.
-    pub const fn event(&self) -> Event {
+    pub const fn event(&self) -> EventName {
         self.spec.event()
     }
 
@@ -402,7 +402,7 @@ impl Occupied {
     }
 
     /// Plus `event` running on `a`.
-    pub const fn with_running(mut self, a: Assignment, event: Event) -> Occupied {
+    pub const fn with_running(mut self, a: Assignment, event: EventName) -> Occupied {
         self.running |= 1 << event as u32;
         self.with_assignment(a)
     }
@@ -427,7 +427,7 @@ impl Occupied {
     }
 
     /// Whether `event` was declared running.
-    pub const fn is_running(self, event: Event) -> bool {
+    pub const fn is_running(self, event: EventName) -> bool {
         self.running & (1 << event as u32) != 0
     }
 }

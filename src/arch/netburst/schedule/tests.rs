@@ -28,7 +28,7 @@ fn req(s: &str, lp: LogicalProcessor) -> Request {
 }
 
 /// `event` with its first catalog mask.
-fn ev(event: Event, lp: LogicalProcessor) -> Request {
+fn ev(event: EventName, lp: LogicalProcessor) -> Request {
     Request::new(EventSpec::with_masks(Pmu::NetburstP, event, 1).unwrap(), lp)
 }
 
@@ -84,9 +84,9 @@ fn assert_valid(part: Part, requests: &[Request], occupied: Occupied, s: &Schedu
 }
 
 /// The F27H rule, written out independently: IOQ events, signature < F27H.
-fn f27_restricted(part: Part, e: Event) -> bool {
+fn f27_restricted(part: Part, e: EventName) -> bool {
     let old = part.model() < 2 || (part.model() == 2 && part.stepping() < 7);
-    old && matches!(e, Event::IoqAllocation | Event::IoqActiveEntries)
+    old && matches!(e, EventName::IoqAllocation | EventName::IoqActiveEntries)
 }
 
 /// Every (ESCR, counter) a request could use alone, from the catalog and
@@ -244,7 +244,7 @@ impl Rng {
 /// The saturating set: two requests per BPU/MS/FLAME group, three per IQ
 /// group, two of them on single-ESCR events, alternating processors.
 fn saturating_set() -> Vec<Request> {
-    use Event::*;
+    use EventName::*;
     let events = [
         BsqAllocation,
         IoqAllocation,
@@ -455,7 +455,7 @@ fn sibling_single_escr_conflicts_are_detected() {
     assert_eq!(s.as_slice()[1].escr(), BsuEscr0);
 
     // And the same when the sibling's event is already running.
-    let occ = Occupied::NONE.with_running(s.as_slice()[0], Event::BsqActiveEntries);
+    let occ = Occupied::NONE.with_running(s.as_slice()[0], EventName::BsqActiveEntries);
     let more = [req("BSQ_cache_reference:RD_2ndL_MISS", T1)];
     let s2 = schedule(P2, &more, occ).unwrap();
     assert_valid(P2, &more, occ, &s2);
@@ -629,7 +629,7 @@ fn single_request_errors() {
         e,
         ScheduleError::EventUnavailable {
             request: 1,
-            event: Event::InstrCompleted,
+            event: EventName::InstrCompleted,
             processor: T1,
             model: 2
         }
@@ -647,9 +647,9 @@ fn single_request_errors() {
         e,
         ScheduleError::MissingCompanion {
             request: 0,
-            event: Event::IoqActiveEntries,
+            event: EventName::IoqActiveEntries,
             processor: T0,
-            needs: Event::IoqAllocation
+            needs: EventName::IoqAllocation
         }
     );
     assert_eq!(
@@ -660,7 +660,7 @@ fn single_request_errors() {
     // Satisfied by a running IOQ_allocation (of either processor).
     let occ = Occupied::NONE.with_running(
         Assignment::new(FsbEscr0, ctr(1)).unwrap(),
-        Event::IoqAllocation,
+        EventName::IoqAllocation,
     );
     let s = schedule(P2, &set, occ).unwrap();
     assert_eq!(s.as_slice()[0].escr(), FsbEscr1);
@@ -690,7 +690,7 @@ fn single_request_errors() {
                 e,
                 ScheduleError::NoEscr {
                     request: 1,
-                    event: Event::IoqActiveEntries,
+                    event: EventName::IoqActiveEntries,
                     processor: T0,
                     excluded: EscrSet::EMPTY,
                     absent: escrs(&[FsbEscr1]),
@@ -743,7 +743,7 @@ fn single_request_errors() {
         e,
         ScheduleError::NoCounter {
             request: 1,
-            event: Event::InstrRetired,
+            event: EventName::InstrRetired,
             processor: T1,
             escrs: escrs(&[CruEscr0, CruEscr1]),
             counters: counters(&[12, 13, 14, 15, 16, 17]),
@@ -771,8 +771,8 @@ fn scheduling_around_running_counters() {
     let occ = Occupied::NONE.with_schedule(&s1, &first);
     assert_eq!(occ.escrs(), s1.escrs());
     assert_eq!(occ.counters(), s1.counters());
-    assert!(occ.is_running(Event::InstrRetired));
-    assert!(!occ.is_running(Event::IoqAllocation));
+    assert!(occ.is_running(EventName::InstrRetired));
+    assert!(!occ.is_running(EventName::IoqAllocation));
     let second = [
         req("global_power_events", T1),
         req("BSQ_cache_reference:RD_2ndL_HITS", T1),
@@ -854,7 +854,7 @@ fn part_from_signature() {
     // IQ_ESCR0/1 only on models 1, 2.
     for model in 0..16 {
         let n = Part::new(model, 0)
-            .escrs_for(Event::GlobalPowerEvents)
+            .escrs_for(EventName::GlobalPowerEvents)
             .len();
         assert_eq!(n, 2);
     }
@@ -874,7 +874,7 @@ fn deterministic() {
 
 /// Random request sets (fixed seed), compared with the exhaustive checker.
 fn random_case(rng: &mut Rng, max_len: u64) -> (Part, Vec<Request>, Occupied) {
-    use Event::*;
+    use EventName::*;
     const PARTS: [(u8, u8); 8] = [
         (0, 5),
         (1, 2),
@@ -886,7 +886,7 @@ fn random_case(rng: &mut Rng, max_len: u64) -> (Part, Vec<Request>, Occupied) {
         (6, 5),
     ];
     // Events that compete for few ESCRs, drawn half the time.
-    const CONTENDED: [Event; 16] = [
+    const CONTENDED: [EventName; 16] = [
         BsqCacheReference,
         BsqAllocation,
         BsqActiveEntries,
@@ -912,7 +912,7 @@ fn random_case(rng: &mut Rng, max_len: u64) -> (Part, Vec<Request>, Occupied) {
         let e = if rng.chance(2) {
             CONTENDED[rng.below(16) as usize]
         } else {
-            Event::ALL[rng.below(46) as usize]
+            EventName::ALL[rng.below(46) as usize]
         };
         let lp = if rng.chance(2) { T0 } else { T1 };
         let mut r = ev(e, lp);
@@ -942,9 +942,9 @@ fn check_case(part: Part, reqs: &[Request], occ: Occupied, exhaustive: bool) -> 
     let result = schedule(part, reqs, occ);
     let unavailable = reqs.iter().any(|r| !r.event().available_on(part.model()));
     let missing = reqs.iter().any(|r| {
-        r.event() == Event::IoqActiveEntries
-            && !occ.is_running(Event::IoqAllocation)
-            && !reqs.iter().any(|o| o.event() == Event::IoqAllocation)
+        r.event() == EventName::IoqActiveEntries
+            && !occ.is_running(EventName::IoqAllocation)
+            && !reqs.iter().any(|o| o.event() == EventName::IoqAllocation)
     });
     match &result {
         Ok(s) => {
@@ -961,8 +961,8 @@ fn check_case(part: Part, reqs: &[Request], occ: Occupied, exhaustive: bool) -> 
             "unavailable"
         }
         Err(ScheduleError::MissingCompanion { request, needs, .. }) => {
-            assert_eq!(reqs[*request].event(), Event::IoqActiveEntries);
-            assert_eq!(*needs, Event::IoqAllocation);
+            assert_eq!(reqs[*request].event(), EventName::IoqActiveEntries);
+            assert_eq!(*needs, EventName::IoqAllocation);
             assert!(missing);
             "companion"
         }
@@ -1070,7 +1070,7 @@ fn arbitrary_inputs_never_panic() {
         let n = rng.below(25) as usize;
         let reqs: Vec<Request> = (0..n)
             .map(|_| {
-                let e = Event::ALL[rng.below(46) as usize];
+                let e = EventName::ALL[rng.below(46) as usize];
                 let lp = if rng.chance(2) { T0 } else { T1 };
                 let mut r = ev(e, lp);
                 if rng.chance(3) {
@@ -1154,7 +1154,7 @@ fn error_display_is_total() {
         ScheduleError::TooMany { requests: 0 },
         ScheduleError::NoEscr {
             request: 0,
-            event: Event::BsqAllocation,
+            event: EventName::BsqAllocation,
             processor: T0,
             excluded: EscrSet::EMPTY,
             absent: EscrSet::EMPTY,
@@ -1162,7 +1162,7 @@ fn error_display_is_total() {
         },
         ScheduleError::NoCounter {
             request: 0,
-            event: Event::BsqAllocation,
+            event: EventName::BsqAllocation,
             processor: T1,
             escrs: EscrSet::EMPTY,
             counters: CounterSet::EMPTY,

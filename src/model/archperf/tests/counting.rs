@@ -13,7 +13,7 @@ fn event_helpers() {
     assert!(e.is(ArchEvent::InstructionsRetired));
     assert!(!e.is(ArchEvent::CoreCycles));
     // Table 20-1.
-    let table: [(u8, u8); 8] = ArchEvent::ALL.map(|a| (a.select(), a.umask()));
+    let table: [(u8, u8); 8] = ArchEvent::ALL.map(|a| (a.select_code(), a.umask_code()));
     assert_eq!(
         table,
         [
@@ -28,7 +28,7 @@ fn event_helpers() {
         ]
     );
     assert_eq!(
-        ArchEvent::ALL.map(ArchEvent::index),
+        ArchEvent::ALL.map(Encoding::cpuid_bit),
         [0, 1, 2, 3, 4, 5, 6, 7]
     );
     assert_eq!(
@@ -53,24 +53,24 @@ fn gp_counter_counts_with_en_and_its_global_ctrl_bit() {
             pmi_pending: false
         }
     );
-    assert_eq!(m.read_pmc(0).unwrap(), 100);
+    assert_eq!(m.rdpmc(0).unwrap(), 100);
     // GLOBAL_CTRL bit 0 clear: stopped (SDM 20.2.2: the enables are ANDed).
     m.write_msr(GLOBAL_CTRL, 0xE).unwrap();
     m.inject(ev(INSTR, 50));
-    assert_eq!(m.read_pmc(0).unwrap(), 100);
+    assert_eq!(m.rdpmc(0).unwrap(), 100);
     m.write_msr(GLOBAL_CTRL, 0xF).unwrap();
     m.inject(ev(INSTR, 1));
-    assert_eq!(m.read_pmc(0).unwrap(), 101);
+    assert_eq!(m.rdpmc(0).unwrap(), 101);
     // EN clear: stopped.
     m.write_msr(EVTSEL0, counting(INSTR, 0) & !EN).unwrap();
     m.inject(ev(INSTR, 50));
-    assert_eq!(m.read_pmc(0).unwrap(), 101);
+    assert_eq!(m.rdpmc(0).unwrap(), 101);
     // Other events, or the same select with another unit mask: not counted.
     m.write_msr(EVTSEL0, counting(INSTR, 0)).unwrap();
     m.inject(ev(CYCLES, 10));
     m.inject(Event::new(0xC0, 0x01, 10));
     m.inject(Event::new(0xC1, 0x00, 10));
-    assert_eq!(m.read_pmc(0).unwrap(), 101);
+    assert_eq!(m.rdpmc(0).unwrap(), 101);
 }
 
 #[test]
@@ -90,11 +90,11 @@ fn version_1_counts_with_en_alone() {
     let mut m = ArchPerfModel::new(Config::v1());
     m.write_msr(EVTSEL0 + 1, counting(CYCLES, 0)).unwrap();
     m.inject(ev(CYCLES, 12));
-    assert_eq!(m.read_pmc(1).unwrap(), 12);
-    assert_eq!(m.read_pmc(0).unwrap(), 0);
+    assert_eq!(m.rdpmc(1).unwrap(), 12);
+    assert_eq!(m.rdpmc(0).unwrap(), 0);
     m.write_msr(EVTSEL0 + 1, 0).unwrap();
     m.inject(ev(CYCLES, 12));
-    assert_eq!(m.read_pmc(1).unwrap(), 12);
+    assert_eq!(m.rdpmc(1).unwrap(), 12);
 }
 
 #[test]
@@ -238,7 +238,7 @@ fn fixed_counters_follow_fixed_ctr_ctrl_and_global_ctrl() {
     m.inject(ev(REF, 6).at(USR));
     assert_eq!([0, 1, 2].map(|i| m.fixed(i)), [10, 3, 10]);
     assert_eq!(m.read_msr(FIXED0 + 2).unwrap(), 10);
-    assert_eq!(m.read_pmc((1 << 30) | 1).unwrap(), 3);
+    assert_eq!(m.rdpmc((1 << 30) | 1).unwrap(), 3);
     // GLOBAL_CTRL bit 33 clear stops fixed counter 1; a zero field stops 2.
     m.write_msr(GLOBAL_CTRL, 0x5_0000_000F).unwrap();
     m.write_msr(FIXED_CTRL, 0x021).unwrap();
@@ -278,7 +278,7 @@ fn fixed_counter_3_counts_topdown_slots() {
     m.cycle(&[ev(SLOTS, 6)]);
     m.inject(ev(SLOTS, 5));
     assert_eq!(m.fixed(3), 17);
-    assert_eq!(m.read_pmc((1 << 30) | 3).unwrap(), 17);
+    assert_eq!(m.rdpmc((1 << 30) | 3).unwrap(), 17);
     // A GP counter counts Topdown Slots (A4H/01H) too.
     m.write_msr(EVTSEL0 + 7, counting(SLOTS, 0)).unwrap();
     m.cycle(&[ev(SLOTS, 6)]);

@@ -205,7 +205,7 @@ fn pin_control_is_accepted_and_inert() {
     m.write_msr(EVTSEL0, counting(INSTR, PC)).unwrap();
     assert_eq!(m.read_msr(EVTSEL0).unwrap(), 0x4B_00C0);
     m.inject(ev(INSTR, 4));
-    assert_eq!(m.read_pmc(0).unwrap(), 4);
+    assert_eq!(m.rdpmc(0).unwrap(), 4);
 }
 
 #[test]
@@ -262,10 +262,10 @@ fn version_5_fixed_counter_bitmap() {
     let mut m = ArchPerfModel::new(config);
     for i in [0, 1, 3] {
         m.write_msr(FIXED0 + i, 7).unwrap();
-        assert_eq!(m.read_pmc((1 << 30) | i).unwrap(), 7);
+        assert_eq!(m.rdpmc((1 << 30) | i).unwrap(), 7);
     }
     absent(&mut m, FIXED0 + 2);
-    assert_eq!(reason(m.read_pmc((1 << 30) | 2)), GpReason::NoSuchCounter);
+    assert_eq!(reason(m.rdpmc((1 << 30) | 2)), GpReason::NoSuchCounter);
     m.write_msr(GLOBAL_CTRL, 0xB_0000_00FF).unwrap();
     write_faults(
         &mut m,
@@ -478,16 +478,16 @@ fn legacy_counter_writes_sign_extend_eax() {
     ] {
         c2.write_msr(PMC0 + 1, written).unwrap();
         assert_eq!(c2.read_msr(PMC0 + 1).unwrap(), stored, "{written:#X}");
-        assert_eq!(c2.read_pmc(1).unwrap(), stored);
+        assert_eq!(c2.rdpmc(1).unwrap(), stored);
         assert_eq!(c2.counter(1), stored);
     }
     // Skylake: 48 bits.
     let mut m = sky();
     m.write_msr(PMC0 + 2, 0x8000_0000).unwrap();
-    assert_eq!(m.read_pmc(2).unwrap(), 0xFFFF_8000_0000);
+    assert_eq!(m.rdpmc(2).unwrap(), 0xFFFF_8000_0000);
     assert_eq!(m.read_msr(A_PMC0 + 2).unwrap(), 0xFFFF_8000_0000);
     m.write_msr(PMC0 + 2, (-100i64) as u64).unwrap();
-    assert_eq!(m.read_pmc(2).unwrap(), (1 << 48) - 100);
+    assert_eq!(m.rdpmc(2).unwrap(), (1 << 48) - 100);
 }
 
 #[test]
@@ -497,7 +497,7 @@ fn full_width_writes() {
     assert_eq!(m.read_msr(PMC0 + 1).unwrap(), 0xFFFF_FFFF_FFFF);
     assert_eq!(m.read_msr(A_PMC0 + 1).unwrap(), 0xFFFF_FFFF_FFFF);
     m.write_msr(A_PMC0 + 1, 0x1234_0000_0001).unwrap();
-    assert_eq!(m.read_pmc(1).unwrap(), 0x1234_0000_0001);
+    assert_eq!(m.rdpmc(1).unwrap(), 0x1234_0000_0001);
     // EDX[63:COUNTERWIDTH] reserved: #GP.
     write_faults(&mut m, A_PMC0 + 1, 1 << 48, GpReason::OutOfWidth);
     write_faults(&mut m, A_PMC0 + 1, 1 << 63, GpReason::OutOfWidth);
@@ -512,7 +512,7 @@ fn fixed_counter_writes_are_full_width_and_checked() {
     assert_eq!(m.read_msr(FIXED0).unwrap(), 0xFFFF_FFFF_FFFF);
     // No sign extension for fixed counters.
     m.write_msr(FIXED0 + 1, 0x8000_0000).unwrap();
-    assert_eq!(m.read_pmc((1 << 30) | 1).unwrap(), 0x8000_0000);
+    assert_eq!(m.rdpmc((1 << 30) | 1).unwrap(), 0x8000_0000);
     assert_eq!(m.fixed(1), 0x8000_0000);
     write_faults(&mut m, FIXED0 + 2, 1 << 48, GpReason::OutOfWidth);
     let mut c2 = ArchPerfModel::new(Config::core2());
@@ -526,13 +526,13 @@ fn rdpmc_forms() {
     for i in 0..4u32 {
         m.write_msr(A_PMC0 + i, 0xAB_0000_0000 + u64::from(i))
             .unwrap();
-        assert_eq!(m.read_pmc(i).unwrap(), 0xAB_0000_0000 + u64::from(i));
+        assert_eq!(m.rdpmc(i).unwrap(), 0xAB_0000_0000 + u64::from(i));
     }
     for i in 0..3u32 {
         m.write_msr(FIXED0 + i, 0xCD_0000_0000 + u64::from(i))
             .unwrap();
         assert_eq!(
-            m.read_pmc((1 << 30) | i).unwrap(),
+            m.rdpmc((1 << 30) | i).unwrap(),
             0xCD_0000_0000 + u64::from(i)
         );
     }
@@ -546,7 +546,7 @@ fn rdpmc_forms() {
         (1 << 30) | (1 << 16),
         0x3FFF_FFFF,
     ] {
-        let e = m.read_pmc(ecx).unwrap_err();
+        let e = m.rdpmc(ecx).unwrap_err();
         assert_eq!(e.reason(), GpReason::NoSuchCounter, "{ecx:#X}");
         assert_eq!(e.instruction(), Instruction::Rdpmc);
         assert_eq!(e.ecx(), ecx);
@@ -558,20 +558,20 @@ fn rdpmc_forms() {
         Config::skylake(),
         Config::alder_lake_p_core(),
     ] {
-        let mut m = ArchPerfModel::new(config);
+        let m = ArchPerfModel::new(config);
         for ecx in [1 << 31, (1 << 31) | 1, (1 << 31) | (1 << 30)] {
-            assert_eq!(reason(m.read_pmc(ecx)), GpReason::FastReadUnsupported);
+            assert_eq!(reason(m.rdpmc(ecx)), GpReason::FastReadUnsupported);
         }
     }
-    let mut v1 = ArchPerfModel::new(Config::v1());
-    v1.read_pmc(1).unwrap();
-    assert_eq!(reason(v1.read_pmc(2)), GpReason::NoSuchCounter);
-    assert_eq!(reason(v1.read_pmc(1 << 30)), GpReason::NoSuchCounter);
-    let mut adl = ArchPerfModel::new(Config::alder_lake_p_core());
-    adl.read_pmc(7).unwrap();
-    adl.read_pmc((1 << 30) | 3).unwrap();
-    assert_eq!(reason(adl.read_pmc(8)), GpReason::NoSuchCounter);
-    assert_eq!(reason(adl.read_pmc((1 << 30) | 4)), GpReason::NoSuchCounter);
+    let v1 = ArchPerfModel::new(Config::v1());
+    v1.rdpmc(1).unwrap();
+    assert_eq!(reason(v1.rdpmc(2)), GpReason::NoSuchCounter);
+    assert_eq!(reason(v1.rdpmc(1 << 30)), GpReason::NoSuchCounter);
+    let adl = ArchPerfModel::new(Config::alder_lake_p_core());
+    adl.rdpmc(7).unwrap();
+    adl.rdpmc((1 << 30) | 3).unwrap();
+    assert_eq!(reason(adl.rdpmc(8)), GpReason::NoSuchCounter);
+    assert_eq!(reason(adl.rdpmc((1 << 30) | 4)), GpReason::NoSuchCounter);
 }
 
 #[test]
@@ -621,7 +621,7 @@ fn fault_display_and_error() {
         e.to_string(),
         "#GP(0) on RDMSR of MSR 1A0H: no such MSR on this processor"
     );
-    let e = m.read_pmc(9).unwrap_err();
+    let e = m.rdpmc(9).unwrap_err();
     assert_eq!(
         e.to_string(),
         "#GP(0) on RDPMC with ECX 0x9: no counter with that index"

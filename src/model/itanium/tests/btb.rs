@@ -2,6 +2,7 @@
 //! selection, entry format, the index and its wrap, BRANCH_EVENT sampling.
 
 use super::helpers::*;
+use crate::model::itanium::tables::Tables;
 
 const SRC: u64 = 0x4000_0000_0000_1230;
 const DST: u64 = 0x4000_0000_0000_8000;

@@ -2,6 +2,7 @@
 //! generation, their gating, and sampling every Nth event through a counter.
 
 use super::helpers::*;
+use crate::model::itanium::tables::Tables;
 
 const ADDR: u64 = 0x4000_0000_0012_3456;
 const LINE: u64 = 0x4000_0000_0012_3440; // ADDR with bits 4:0 clear

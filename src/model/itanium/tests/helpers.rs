@@ -1,7 +1,7 @@
 //! Shared helpers for the Itanium model tests.
 
 pub use crate::access::MsrAccess;
-pub use crate::model::itanium::tables::{counter, events, pmc0};
+pub use crate::model::itanium::tables::{Tables, counter, events, pmc0};
 pub use crate::model::itanium::*;
 pub use Generation::{Itanium, Itanium2, Montecito};
 
@@ -19,7 +19,7 @@ pub fn ready(g: Generation) -> ItaniumModel {
 
 /// 2^W.
 pub fn wrap(g: Generation) -> u64 {
-    1 << g.counter_width()
+    1 << g.pmd_width()
 }
 
 /// The generic counters of `g`.
@@ -53,7 +53,7 @@ pub fn cycles(n: u64) -> Event {
 }
 
 /// A strict-mode fault.
-pub fn rrf(access: Access, index: u32, violation: Violation) -> Result<(), Fault> {
+pub fn rrf(access: AccessKind, index: u32, violation: Violation) -> Result<(), Fault> {
     Err(Fault::ReservedRegisterField {
         access,
         index,
@@ -63,7 +63,7 @@ pub fn rrf(access: Access, index: u32, violation: Violation) -> Result<(), Fault
 
 /// A fixed-bits violation of a PMC write.
 pub fn pmc_fixed(index: u32, bits: u64) -> Result<(), Fault> {
-    rrf(Access::WritePmc, index, Violation::FixedBits { bits })
+    rrf(AccessKind::WritePmc, index, Violation::FixedBits { bits })
 }
 
 /// Every register, PSR and interrupt state, for before/after comparisons.

@@ -17,7 +17,7 @@ fn adapter_maps_pmcs_pmds_and_psr() {
         assert_eq!(msr.read_msr(PSR_ADDRESS), Ok(Psr::UP | Psr::PP));
         msr.model().inject(cycles(1));
         // The RDPMC slot reads the PMD, sign-extended like mov r = pmd[].
-        assert_eq!(msr.read_pmc(5), Ok((-2i64) as u64), "{g:?}");
+        assert_eq!(msr.rdpmc(5), Ok((-2i64) as u64), "{g:?}");
         assert_eq!(msr.read_msr(PMD_BASE + 5), Ok((-2i64) as u64));
         assert_eq!(m.psr(), Psr::MONITORING);
         assert_eq!(m.counter(5), wrap(g) - 2);
@@ -39,14 +39,14 @@ fn adapter_faults() {
     assert_eq!(
         msr.read_msr(PMC_BASE + 14),
         Err(Fault::ReservedRegisterField {
-            access: Access::ReadPmc,
+            access: AccessKind::ReadPmc,
             index: 14,
             violation: Violation::Unimplemented
         })
     );
     assert_eq!(
-        msr.read_pmc(18).map(|_| ()),
-        rrf(Access::ReadPmd, 18, Violation::Unimplemented)
+        msr.rdpmc(18).map(|_| ()),
+        rrf(AccessKind::ReadPmd, 18, Violation::Unimplemented)
     );
     assert_eq!(
         msr.write_msr(PMC_BASE + 6, 1 << 22),
@@ -64,7 +64,7 @@ fn adapter_under_recording_counts_accesses() {
         counter_config(Itanium2, 4, events::CPU_CYCLES, 0),
     )
     .unwrap();
-    rec.read_pmc(4).unwrap();
+    rec.rdpmc(4).unwrap();
     let counts = rec.take_counts();
     assert_eq!(
         (counts.msr_writes, counts.rdpmc, counts.msr_reads),

@@ -2,11 +2,12 @@
 //! no counting while frozen, unfreezing, ev strobes.
 
 use super::helpers::*;
+use crate::model::itanium::tables::Tables;
 
 #[test]
 fn counters_wrap_at_32_or_47_bits() {
     for g in GENERATIONS {
-        assert_eq!(g.counter_width(), if g == Itanium { 32 } else { 47 });
+        assert_eq!(g.pmd_width(), if g == Itanium { 32 } else { 47 });
         for c in counters(g) {
             let mut m = ready(g);
             program(&mut m, c, events::CPU_CYCLES, 0, 0);

@@ -3,6 +3,7 @@
 //! user-level reads.
 
 use super::helpers::*;
+use crate::model::itanium::tables::Tables;
 
 /// The implemented PMCs of Linux perfmon's tables (`perfmon_*.h`),
 /// transcribed here independently of `tables::pmc_spec`.
@@ -38,13 +39,13 @@ fn strict_faults_on_every_unimplemented_register() {
             assert_eq!(m.read_pmc(n).is_ok(), pmc, "{g:?} PMC{n}");
             assert_eq!(m.read_pmd(n).is_ok(), pmd, "{g:?} PMD{n}");
             if !pmc {
-                assert_eq!(m.read_pmc(n).map(|_| ()), unimpl(Access::ReadPmc));
-                assert_eq!(m.write_pmc(n, 0), unimpl(Access::WritePmc));
+                assert_eq!(m.read_pmc(n).map(|_| ()), unimpl(AccessKind::ReadPmc));
+                assert_eq!(m.write_pmc(n, 0), unimpl(AccessKind::WritePmc));
             }
             if !pmd {
-                assert_eq!(m.read_pmd(n).map(|_| ()), unimpl(Access::ReadPmd));
-                assert_eq!(m.write_pmd(n, 0), unimpl(Access::WritePmd));
-                assert_eq!(m.read_pmd_user(n).map(|_| ()), unimpl(Access::ReadPmd));
+                assert_eq!(m.read_pmd(n).map(|_| ()), unimpl(AccessKind::ReadPmd));
+                assert_eq!(m.write_pmd(n, 0), unimpl(AccessKind::WritePmd));
+                assert_eq!(m.read_pmd_user(n).map(|_| ()), unimpl(AccessKind::ReadPmd));
             }
         }
         assert_eq!(dump(&m), before, "{g:?}: faulting accesses changed nothing");
@@ -78,11 +79,11 @@ fn index_bits_above_seven_are_ignored_by_hardware_refused_by_strict() {
     let mut m = ItaniumModel::new(Itanium2);
     assert_eq!(
         m.write_pmd(0x104, 5),
-        rrf(Access::WritePmd, 0x104, Violation::IndexOutOfRange)
+        rrf(AccessKind::WritePmd, 0x104, Violation::IndexOutOfRange)
     );
     assert_eq!(
         m.read_pmc(0x300).map(|_| ()),
-        rrf(Access::ReadPmc, 0x300, Violation::IndexOutOfRange)
+        rrf(AccessKind::ReadPmc, 0x300, Violation::IndexOutOfRange)
     );
     m.set_checking(Checking::Hardware);
     m.write_pmd(0x104, 5).unwrap();
@@ -184,7 +185,7 @@ fn itanium2_counter_pmc_fields() {
         assert_eq!(
             m.write_pmc(7, 1 << bit),
             rrf(
-                Access::WritePmc,
+                AccessKind::WritePmc,
                 7,
                 Violation::MustBeZero { bits: 1 << bit }
             )
@@ -266,7 +267,7 @@ fn counter_pmd_width_and_sign_extension() {
     assert_eq!(
         m.write_pmd(6, itanium2_preset),
         rrf(
-            Access::WritePmd,
+            AccessKind::WritePmd,
             6,
             Violation::FixedBits {
                 bits: 0x7FFF_0000_0000
@@ -276,7 +277,7 @@ fn counter_pmd_width_and_sign_extension() {
     assert_eq!(
         m.write_pmd(6, 0xFFFF_FFFF_0000_0010),
         rrf(
-            Access::WritePmd,
+            AccessKind::WritePmd,
             6,
             Violation::FixedBits {
                 bits: 0xFFFF_FFFF_0000_0000
@@ -297,14 +298,18 @@ fn counter_pmd_width_and_sign_extension() {
         assert_eq!(m.counter(5), itanium2_preset);
         assert_eq!(
             m.write_pmd(5, 1 << 47),
-            rrf(Access::WritePmd, 5, Violation::FixedBits { bits: 1 << 47 })
+            rrf(
+                AccessKind::WritePmd,
+                5,
+                Violation::FixedBits { bits: 1 << 47 }
+            )
         );
     }
 }
 
 #[test]
 fn ear_and_btb_pmd_ignored_bits() {
-    let fixed = |n, bits| rrf(Access::WritePmd, n, Violation::FixedBits { bits });
+    let fixed = |n, bits| rrf(AccessKind::WritePmd, n, Violation::FixedBits { bits });
     let mut m = ItaniumModel::new(Itanium);
     assert_eq!(m.write_pmd(0, 0x1C), fixed(0, 0x1C), "PMD0 ig 4:2");
     assert_eq!(m.write_pmd(1, 1 << 12), fixed(1, 1 << 12), "latency 11:0");
@@ -334,7 +339,7 @@ fn ear_and_btb_pmd_ignored_bits() {
 
 #[test]
 fn undefined_ear_encodings_are_reserved_values() {
-    let reserved = |n, field| rrf(Access::WritePmc, n, Violation::ReservedValue { field });
+    let reserved = |n, field| rrf(AccessKind::WritePmc, n, Violation::ReservedValue { field });
     use ReservedField::*;
     let mut m = ItaniumModel::new(Itanium);
     // PMC10 cache mode: codes 0-0Ah and 0Fh; TLB mode: 4 and 8 only.

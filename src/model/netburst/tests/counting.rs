@@ -8,14 +8,14 @@ fn counter_halts_when_its_cccr_enable_clears() {
     let mut m = ht();
     let kind = program(&mut m, 12, 0);
     m.inject(kind.on(T0, OS, 10));
-    assert_eq!(m.read_pmc(12), Ok(10));
+    assert_eq!(m.rdpmc(12), Ok(10));
     let v = m.read_msr(0x36C).unwrap();
     m.write_msr(0x36C, v & !cccr::ENABLE).unwrap();
     m.inject(kind.on(T0, OS, 10));
-    assert_eq!(m.read_pmc(12), Ok(10), "halted");
+    assert_eq!(m.rdpmc(12), Ok(10), "halted");
     m.write_msr(0x36C, v).unwrap();
     m.inject(kind.on(T0, OS, 5));
-    assert_eq!(m.read_pmc(12), Ok(15), "restarted, count kept");
+    assert_eq!(m.rdpmc(12), Ok(15), "restarted, count kept");
 }
 
 #[test]
@@ -26,7 +26,7 @@ fn every_counter_counts_through_its_escrs_only() {
         m.inject(kind.on(T0, USR, 7));
         for n in 0..18 {
             let expect = if n == c { 7 } else { 0 };
-            assert_eq!(m.read_pmc(n as u32), Ok(expect), "programmed {c}, read {n}");
+            assert_eq!(m.rdpmc(n as u32), Ok(expect), "programmed {c}, read {n}");
         }
     }
 }
@@ -44,11 +44,11 @@ fn matching_needs_group_select_and_a_common_mask_bit() {
     m.inject(instr(0b0100).on(T0, OS, 4));
     // Same select on another group (machine_clear is 02H on CRU_ESCR2/3).
     m.inject(EventKind::new(EscrGroup::Cru23, 0x02, 0b0101).on(T0, OS, 100));
-    assert_eq!(m.read_pmc(12), Ok(7));
+    assert_eq!(m.rdpmc(12), Ok(7));
     // ESCR select 0 in the CCCR picks IQ_ESCR0, absent on model 3: nothing.
     m.write_msr(0x36C, cccr_value(0)).unwrap();
     m.inject(instr(1).on(T0, OS, 5));
-    assert_eq!(m.read_pmc(12), Ok(7));
+    assert_eq!(m.rdpmc(12), Ok(7));
 }
 
 #[test]
@@ -63,7 +63,7 @@ fn escr_side_restrictions() {
     m.write_msr(0x360, cccr_value(7)).unwrap();
     m.write_msr(0x362, cccr_value(7)).unwrap();
     m.inject(bsq.on(T0, OS, 9));
-    assert_eq!((m.read_pmc(0), m.read_pmc(2)), (Ok(9), Ok(0)));
+    assert_eq!((m.rdpmc(0), m.rdpmc(2)), (Ok(9), Ok(0)));
 }
 
 /// SDM Table 18-29 (Vol. 3B 18.16.4), transcribed: for each T0_OS/T0_USR
@@ -131,7 +131,7 @@ fn table_18_29_ts_events() {
                     0
                 };
                 assert_eq!(
-                    m.read_pmc(12),
+                    m.rdpmc(12),
                     Ok(expect),
                     "row {r} col {col} situation {letter}"
                 );
@@ -204,7 +204,7 @@ fn table_18_30_ti_events() {
                         Ti::Os => p0 == OS || p1 == OS,
                         Ti::All => true,
                     };
-                    let got = m.read_pmc(8).unwrap();
+                    let got = m.rdpmc(8).unwrap();
                     assert_eq!(
                         got,
                         if expect { 2 } else { 0 },
@@ -231,7 +231,7 @@ fn ti_event_ignores_a_halted_sibling() {
         },
     );
     m.inject(kind.on(T0, USR, 4));
-    assert_eq!(m.read_pmc(8), Ok(0));
+    assert_eq!(m.rdpmc(8), Ok(0));
     m.set_thread_state(
         T1,
         ThreadState {
@@ -240,7 +240,7 @@ fn ti_event_ignores_a_halted_sibling() {
         },
     );
     m.inject(kind.on(T0, USR, 4));
-    assert_eq!(m.read_pmc(8), Ok(4));
+    assert_eq!(m.rdpmc(8), Ok(4));
 }
 
 #[test]
@@ -253,7 +253,7 @@ fn non_ht_counts_thread_0_only() {
     m.inject(kind.on(T0, USR, 3));
     m.inject(kind.on(T0, OS, 3));
     m.inject(kind.on(T1, USR, 3));
-    assert_eq!(m.read_pmc(12), Ok(3));
+    assert_eq!(m.rdpmc(12), Ok(3));
 }
 
 #[test]
@@ -289,7 +289,7 @@ fn active_thread_field() {
             );
             m.inject(kind.on(T0, OS, 5));
             assert_eq!(
-                m.read_pmc(0),
+                m.rdpmc(0),
                 Ok(if expect[k] { 5 } else { 0 }),
                 "field {field} active {k}"
             );
@@ -301,7 +301,7 @@ fn active_thread_field() {
         m.set_thread_state(T0, ThreadState::new(false));
         m.inject(kind.on(T1, OS, 5));
         assert_eq!(
-            m.read_pmc(0),
+            m.rdpmc(0),
             Ok(if expect[1] { 5 } else { 0 }),
             "field {field}, T1 alone"
         );
@@ -314,7 +314,7 @@ fn filter_run(extra: u64, inputs: &[u64]) -> u64 {
     for &n in inputs {
         m.cycle(&[kind.on(T0, OS, n)]);
     }
-    m.read_pmc(4).unwrap()
+    m.rdpmc(4).unwrap()
 }
 
 fn thr(n: u64) -> u64 {
@@ -354,7 +354,7 @@ fn several_events_in_one_clock_add_up() {
     // Two threads' events in one clock: 2 + 2 > 3.
     m.cycle(&[kind.on(T0, OS, 2), kind.on(T1, USR, 2)]);
     m.cycle(&[kind.on(T0, OS, 2), kind.on(T1, USR, 1)]);
-    assert_eq!(m.read_pmc(12), Ok(1));
+    assert_eq!(m.rdpmc(12), Ok(1));
 }
 
 #[test]
@@ -371,11 +371,11 @@ fn non_sleep_clockticks_recipe() {
     m.idle(1000);
     m.cycle(&[]);
     m.inject(EventKind::new(EscrGroup::Bpu, 0x03, 1).on(T0, OS, 9));
-    assert_eq!(m.read_pmc(12), Ok(1010));
+    assert_eq!(m.rdpmc(12), Ok(1010));
     // With event select 0 the counter counts nothing (SDM 18.15.5.9).
     m.write_msr(0x3CC, escr_value(0, 0xFF, 0)).unwrap();
     m.idle(1000);
-    assert_eq!(m.read_pmc(12), Ok(1010));
+    assert_eq!(m.rdpmc(12), Ok(1010));
 }
 
 #[test]
@@ -397,10 +397,6 @@ fn bulk_injection_equals_clock_by_clock() {
         for _ in 0..n {
             clock.cycle(&[kind.on(T1, USR, 1)]);
         }
-        assert_eq!(
-            bulk.read_pmc(6),
-            clock.read_pmc(6),
-            "extra {extra:#x} n {n}"
-        );
+        assert_eq!(bulk.rdpmc(6), clock.rdpmc(6), "extra {extra:#x} n {n}");
     }
 }

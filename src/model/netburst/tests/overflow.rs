@@ -14,10 +14,10 @@ fn ovf_is_sticky_after_wrap_until_cleared() {
     m.inject(kind.on(T0, OS, 2));
     assert_eq!(m.read_msr(0x369).unwrap() & cccr::OVF, 0);
     m.inject(kind.on(T0, OS, 3));
-    assert_eq!(m.read_pmc(9), Ok(2), "wrapped around and kept counting");
+    assert_eq!(m.rdpmc(9), Ok(2), "wrapped around and kept counting");
     assert_ne!(m.read_msr(0x369).unwrap() & cccr::OVF, 0);
     m.inject(kind.on(T0, OS, 1000));
-    assert_eq!(m.read_pmc(9), Ok(1002));
+    assert_eq!(m.rdpmc(9), Ok(1002));
     assert_ne!(m.read_msr(0x369).unwrap() & cccr::OVF, 0, "sticky");
     // Writing the counter does not clear it; clearing the bit does.
     m.write_msr(0x309, 0).unwrap();
@@ -27,7 +27,7 @@ fn ovf_is_sticky_after_wrap_until_cleared() {
     assert_eq!(m.read_msr(0x369), Ok(v & !cccr::OVF));
     // A wrap by a huge bulk count, and two wraps at once.
     m.inject(kind.on(T0, OS, 2 * WRAP + 5));
-    assert_eq!(m.read_pmc(9), Ok(5));
+    assert_eq!(m.rdpmc(9), Ok(5));
     assert_ne!(m.read_msr(0x369).unwrap() & cccr::OVF, 0);
 }
 
@@ -88,14 +88,14 @@ fn force_ovf_overflows_on_every_increment() {
     let mut m = ht();
     let kind = program(&mut m, 2, cccr::FORCE_OVF | cccr::OVF_PMI_T0);
     m.inject(kind.on(T0, OS, 1));
-    assert_eq!(m.read_pmc(2), Ok(1));
+    assert_eq!(m.rdpmc(2), Ok(1));
     assert_ne!(m.read_msr(0x362).unwrap() & cccr::OVF, 0);
     assert!(!m.pmi_pending(T0));
     m.inject(kind.on(T0, OS, 1));
     assert!(m.take_pmi(T0).is_some());
     m.inject(kind.on(T0, OS, 3));
     assert!(m.take_pmi(T0).is_some());
-    assert_eq!(m.read_pmc(2), Ok(5));
+    assert_eq!(m.rdpmc(2), Ok(5));
 }
 
 /// With a skid of `s` the PMI rises with the counter's `1 + s`-th
@@ -121,7 +121,7 @@ fn skid_delays_the_pmi_by_counter_increments() {
         assert!(!m.pmi_pending(T0), "skid {skid}: one increment short");
         m.inject(kind.on(T0, OS, 1));
         assert_eq!(m.take_pmi(T0).map(|l| l.counters), Some(1 << 12));
-        assert_eq!(m.read_pmc(12), Ok(1 + skid), "skid {skid}");
+        assert_eq!(m.rdpmc(12), Ok(1 + skid), "skid {skid}");
         // In bulk, in one call: the same count.
         let mut m = ht();
         m.set_skid(skid);
@@ -154,7 +154,7 @@ fn skid_counts_from_the_clock_after_the_overflow() {
         let kind = program(&mut m, 12, cccr::OVF_PMI_T0);
         m.write_msr(0x30C, WRAP - 1).unwrap();
         m.cycle(&[kind.on(T0, OS, 5)]);
-        assert_eq!(m.read_pmc(12), Ok(4), "wrapped by the first of five");
+        assert_eq!(m.rdpmc(12), Ok(4), "wrapped by the first of five");
         assert!(!m.pmi_pending(T0), "skid {skid}");
         m.cycle(&[kind.on(T0, OS, 3)]);
         assert_eq!(m.pmi_pending(T0), pending, "skid {skid}");
@@ -173,7 +173,7 @@ fn clearing_ovf_withdraws_a_pmi_in_its_skid() {
     m.write_msr(0x36C, v & !cccr::OVF).unwrap();
     m.inject(kind.on(T0, OS, 100));
     assert!(!m.pmi_pending(T0));
-    assert_eq!(m.read_pmc(12), Ok(103));
+    assert_eq!(m.rdpmc(12), Ok(103));
 }
 
 /// FORCE_OVF with a skid: every increment overflows, the first PMI rises
@@ -228,7 +228,7 @@ fn bulk_and_clock_by_clock_agree_on_the_pmi_with_skid() {
             }
             let what = format!("round {round} batch {batch} skid {skid} force {force}");
             assert_eq!(bulk.take_pmi(T0), unit.take_pmi(T0), "{what}");
-            assert_eq!(bulk.read_pmc(12), unit.read_pmc(12), "{what}");
+            assert_eq!(bulk.rdpmc(12), unit.rdpmc(12), "{what}");
             assert_eq!(
                 bulk.events_without_pmi(),
                 unit.events_without_pmi(),
@@ -311,21 +311,17 @@ fn cascade_run(from: usize, to: usize) -> NetBurstModel {
 fn every_legal_cascaded_pair_counts_across_2_pow_40() {
     for (from, to) in same_block_pairs().filter(|&(a, b)| can_cascade(a, b)) {
         let mut m = cascade_run(from, to);
-        assert_eq!(m.read_pmc(from as u32), Ok(15), "{from} wrapped");
+        assert_eq!(m.rdpmc(from as u32), Ok(15), "{from} wrapped");
         assert_eq!(
-            m.read_pmc(to as u32),
+            m.rdpmc(to as u32),
             Ok(15),
             "{from} -> {to}: started after the overflow"
         );
         // Combined 80-bit count: high part counted by `to`.
         let kind = ts_setup(from).3;
         m.inject(kind.on(T1, USR, WRAP));
-        assert_eq!(m.read_pmc(from as u32), Ok(15));
-        assert_eq!(
-            m.read_pmc(to as u32),
-            Ok(15 + WRAP - WRAP),
-            "{to} wrapped too"
-        );
+        assert_eq!(m.rdpmc(from as u32), Ok(15));
+        assert_eq!(m.rdpmc(to as u32), Ok(15 + WRAP - WRAP), "{to} wrapped too");
         assert_ne!(m.read_msr(cccr_msr(to)).unwrap() & cccr::OVF, 0);
     }
 }
@@ -345,7 +341,7 @@ fn illegal_cascade_pairs_never_start() {
         let alt = cascade_alternate(to).unwrap();
         if alt != from && m.read_msr(cccr_msr(alt)).unwrap() & cccr::OVF == 0 {
             assert_eq!(
-                m.read_pmc(to as u32),
+                m.rdpmc(to as u32),
                 Ok(0),
                 "{from} -> {to} is not a cascade pair"
             );
@@ -361,17 +357,17 @@ fn halting_a_cascaded_counter() {
     let v = m.read_msr(0x370).unwrap();
     m.write_msr(0x370, v & !cccr::CASCADE).unwrap();
     m.inject(kind.on(T0, OS, 10));
-    assert_eq!(m.read_pmc(16), Ok(15), "halted by clearing CASCADE");
-    assert_eq!(m.read_pmc(14), Ok(25));
+    assert_eq!(m.rdpmc(16), Ok(15), "halted by clearing CASCADE");
+    assert_eq!(m.rdpmc(14), Ok(25));
     m.write_msr(0x370, v).unwrap();
     m.inject(kind.on(T0, OS, 10));
-    assert_eq!(m.read_pmc(16), Ok(25), "resumed");
+    assert_eq!(m.rdpmc(16), Ok(25), "resumed");
     // By clearing the alternate's OVF.
     let a = m.read_msr(0x36E).unwrap();
     m.write_msr(0x36E, a & !cccr::OVF).unwrap();
     m.inject(kind.on(T0, OS, 10));
     assert_eq!(
-        m.read_pmc(16),
+        m.rdpmc(16),
         Ok(25),
         "halted by clearing the alternate's OVF"
     );
@@ -394,7 +390,7 @@ fn cascade_chain_12_14_16() {
     // 12 overflows on event 10; 14 counts events 11-30 and overflows on 20;
     // 16 counts events 21-30.
     assert_eq!(
-        (m.read_pmc(12), m.read_pmc(14), m.read_pmc(16)),
+        (m.rdpmc(12), m.rdpmc(14), m.rdpmc(16)),
         (Ok(20), Ok(10), Ok(10))
     );
 }
@@ -410,7 +406,7 @@ fn extended_cascading_from_16_and_17() {
         .unwrap();
     m.write_msr(0x310, WRAP - 4).unwrap();
     m.inject(kind.on(T0, OS, 10));
-    assert_eq!(m.read_pmc(12), Ok(6));
+    assert_eq!(m.rdpmc(12), Ok(6));
     // CASCNT5INTO4: counter 17 starts counter 16.
     let mut m = ht();
     let kind = program(&mut m, 17, 0);
@@ -420,7 +416,7 @@ fn extended_cascading_from_16_and_17() {
         .unwrap();
     m.write_msr(0x311, WRAP - 1).unwrap();
     m.inject(kind.on(T0, OS, 10));
-    assert_eq!(m.read_pmc(16), Ok(9));
+    assert_eq!(m.rdpmc(16), Ok(9));
 }
 
 #[test]
@@ -431,18 +427,18 @@ fn cascaded_counter_with_enable_set_still_waits_for_the_overflow() {
     m.write_msr(0x305, WRAP - 3).unwrap();
     m.inject(kind.on(T0, OS, 2));
     assert_eq!(
-        m.read_pmc(7),
+        m.rdpmc(7),
         Ok(0),
         "ENABLE alone does not start a cascaded counter"
     );
     assert!(!m.is_counting(7));
     m.inject(kind.on(T0, OS, 4));
-    assert_eq!(m.read_pmc(7), Ok(3));
+    assert_eq!(m.rdpmc(7), Ok(3));
     // Clearing CASCADE leaves a plain enabled counter.
     let v = m.read_msr(0x367).unwrap();
     m.write_msr(0x367, v & !cccr::CASCADE).unwrap();
     let a = m.read_msr(0x365).unwrap();
     m.write_msr(0x365, a & !cccr::OVF).unwrap();
     m.inject(kind.on(T0, OS, 4));
-    assert_eq!(m.read_pmc(7), Ok(7));
+    assert_eq!(m.rdpmc(7), Ok(7));
 }

@@ -104,7 +104,7 @@ fn gp_perf_mon_unavailable() {
         assert_write_gp(&mut m, msr, 0, GpReason::PerfMonUnavailable);
     }
     assert_eq!(
-        m.read_pmc(0),
+        m.rdpmc(0),
         Err(gp(Instruction::Rdpmc, 0, GpReason::PerfMonUnavailable))
     );
 }
@@ -284,12 +284,12 @@ fn rdpmc_full_and_fast_reads() {
     for n in 0..18u32 {
         let v = 0xAB_0000_0000 | (u64::from(n) * 0x0101_0101);
         m.write_msr(0x300 + n, v).unwrap();
-        assert_eq!(m.read_pmc(n), Ok(v));
-        assert_eq!(m.read_pmc(n | 1 << 31), Ok(v & 0xFFFF_FFFF));
+        assert_eq!(m.rdpmc(n), Ok(v));
+        assert_eq!(m.rdpmc(n | 1 << 31), Ok(v & 0xFFFF_FFFF));
     }
     for index in [18, 25, 0x7FFF_FFFF, 18 | 1 << 31, u32::MAX] {
         assert_eq!(
-            m.read_pmc(index),
+            m.rdpmc(index),
             Err(gp(
                 Instruction::Rdpmc,
                 index,
@@ -319,7 +319,7 @@ fn random_accesses_never_panic_and_faults_change_nothing() {
         if m.write_msr(msr, value).is_err() {
             assert_eq!(dump(&mut m), before);
         }
-        let _ = m.read_pmc(rng.next() as u32);
+        let _ = m.rdpmc(rng.next() as u32);
         // The model keeps counting whatever the driver wrote.
         m.inject(EventKind::new(EscrGroup::Cru23, 0x0C, 0xFF).on(T0, OS, rng.below(5)));
         m.cycle(&[EventKind::new(EscrGroup::Bpu, 0x03, 1).on(T1, USR, rng.below(20))]);
@@ -390,7 +390,7 @@ static SHARED: spin::Mutex<NetBurstModel> =
 fn usable_in_a_static() {
     let mut m = SHARED.lock();
     m.write_msr(0x300, 5).unwrap();
-    assert_eq!(m.read_pmc(0), Ok(5));
+    assert_eq!(m.rdpmc(0), Ok(5));
     assert!(
         core::mem::size_of::<NetBurstModel>() < 8 * 1024,
         "reasonably small"
@@ -405,7 +405,7 @@ fn faults_display_the_escr_name_and_reason() {
         std::format!("{e}"),
         "#GP(0) on WRMSR to MSR_FSB_ESCR0 (3A2H): reserved bits 0x80000000 set"
     );
-    let e = m.read_pmc(18).unwrap_err();
+    let e = m.rdpmc(18).unwrap_err();
     assert_eq!(
         std::format!("{e}"),
         "#GP(0) on RDPMC of counter 12H: no counter with that index"

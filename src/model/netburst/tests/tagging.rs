@@ -44,24 +44,24 @@ fn execution_tagging_with_two_tag_values_at_once() {
     m.retire(&batch(&[SCALAR_DP], 7, false));
     m.retire(&batch(&[PACKED_SP], 3, true));
     m.retire(&batch(&[], 11, false));
-    assert_eq!(m.read_pmc(12), Ok(5), "tag 1 NBOGUS");
-    assert_eq!(m.read_pmc(14), Ok(7), "tag 2 NBOGUS");
-    assert_eq!(m.read_pmc(8), Ok(8), "upstream counters count their events");
-    assert_eq!(m.read_pmc(10), Ok(7));
+    assert_eq!(m.rdpmc(12), Ok(5), "tag 1 NBOGUS");
+    assert_eq!(m.rdpmc(14), Ok(7), "tag 2 NBOGUS");
+    assert_eq!(m.rdpmc(8), Ok(8), "upstream counters count their events");
+    assert_eq!(m.rdpmc(10), Ok(7));
     // A µop tagged by both ESCRs (tag 3) counts on both counters.
     m.retire(&batch(&[PACKED_SP, SCALAR_DP], 2, false));
-    assert_eq!((m.read_pmc(12), m.read_pmc(14)), (Ok(7), Ok(9)));
+    assert_eq!((m.rdpmc(12), m.rdpmc(14)), (Ok(7), Ok(9)));
     // BOGUS0|NBOGUS1 downstream: the bogus packed µops count too.
     let mut m = execution_setup((1 << 0) | (1 << 1), 1 << 4);
     m.retire(&batch(&[PACKED_SP], 3, true));
     m.retire(&batch(&[PACKED_SP], 4, false));
     m.retire(&batch(&[SCALAR_DP], 6, false));
     assert_eq!(
-        m.read_pmc(12),
+        m.rdpmc(12),
         Ok(10),
         "NBOGUS0|NBOGUS1: any tag bit selected counts once"
     );
-    assert_eq!(m.read_pmc(14), Ok(3), "BOGUS0");
+    assert_eq!(m.rdpmc(14), Ok(3), "BOGUS0");
 }
 
 #[test]
@@ -71,7 +71,7 @@ fn execution_tagging_needs_tag_enable_qualification_and_power() {
     let v = m.read_msr(0x3A4).unwrap();
     m.write_msr(0x3A4, v & !escr::TAG_ENABLE).unwrap();
     m.retire(&batch(&[PACKED_SP], 5, false));
-    assert_eq!(m.read_pmc(12), Ok(0));
+    assert_eq!(m.rdpmc(12), Ok(0));
     // The upstream ESCR's T0 bits do not admit T1's µops (a TI event, but
     // T1_OS/T1_USR and the other thread's state: T0 at USR is not admitted
     // by T0_OS only).
@@ -86,13 +86,13 @@ fn execution_tagging_needs_tag_enable_qualification_and_power() {
         },
     );
     m.retire(&batch(&[PACKED_SP], 5, false));
-    assert_eq!(m.read_pmc(12), Ok(0), "USR µops, OS-only upstream ESCR");
+    assert_eq!(m.rdpmc(12), Ok(0), "USR µops, OS-only upstream ESCR");
     // No counter of the FLAME block running: the FIRM ESCRs are powered down.
     let mut m = execution_setup(1, 2);
     m.write_msr(0x368, 0).unwrap();
     m.write_msr(0x36A, 0).unwrap();
     m.retire(&batch(&[PACKED_SP], 5, false));
-    assert_eq!(m.read_pmc(12), Ok(0));
+    assert_eq!(m.rdpmc(12), Ok(0));
 }
 
 #[test]
@@ -109,7 +109,7 @@ fn front_end_tagging_of_loads() {
         bogus: true,
         ..Uops::new(T0, USR, UopKind::Load, 2)
     });
-    assert_eq!(m.read_pmc(12), Ok(4));
+    assert_eq!(m.rdpmc(12), Ok(4));
 }
 
 /// 1stL_cache_load_miss_retired (Table 19-33): PEBS_ENABLE bits 0 and 24,
@@ -145,16 +145,16 @@ fn replay_tagging_of_a_cache_metric() {
         bogus: true,
         ..loads(2, replay::L1_LOAD_MISS)
     });
-    assert_eq!(m.read_pmc(12), Ok(10));
+    assert_eq!(m.rdpmc(12), Ok(10));
     // 2ndL metric: L2 misses count.
     m.write_msr(0x3F1, (1 << 24) | 2).unwrap();
     m.retire(&loads(4, replay::L1_LOAD_MISS | replay::L2_LOAD_MISS));
     m.retire(&loads(9, replay::L1_LOAD_MISS));
-    assert_eq!(m.read_pmc(12), Ok(14));
+    assert_eq!(m.rdpmc(12), Ok(14));
     // Without UOP_Tag no replay tagging.
     m.write_msr(0x3F1, 2).unwrap();
     m.retire(&loads(4, replay::L2_LOAD_MISS));
-    assert_eq!(m.read_pmc(12), Ok(14));
+    assert_eq!(m.rdpmc(12), Ok(14));
 }
 
 #[test]
@@ -162,15 +162,15 @@ fn replay_tagging_split_loads_needs_the_additional_escr() {
     let mut m = replay_setup(12);
     m.write_msr(0x3F1, (1 << 24) | replay::SPLIT).unwrap();
     m.retire(&loads(3, replay::SPLIT));
-    assert_eq!(m.read_pmc(12), Ok(0));
+    assert_eq!(m.rdpmc(12), Ok(0));
     // load_port_replay SPLIT_LD in SAAT_ESCR1, with a FLAME counter running.
     m.write_msr(0x3AF, escr_value(0x04, 1 << 1, escr::T0_OS))
         .unwrap();
     m.write_msr(0x36A, cccr_value(2)).unwrap();
     m.retire(&loads(3, replay::SPLIT));
-    assert_eq!(m.read_pmc(12), Ok(3));
+    assert_eq!(m.rdpmc(12), Ok(3));
     assert_eq!(
-        m.read_pmc(10),
+        m.rdpmc(10),
         Ok(0),
         "the SAAT counter sees no load_port_replay event"
     );
@@ -210,7 +210,7 @@ fn pebs_records_on_counter_16_for_t0() {
     // Overflow on the 3rd tagged load, assist on the 4th: record 1, reload.
     m.retire(&loads(4, replay::L1_LOAD_MISS));
     assert_eq!(m.pebs_records(T0), &[regs]);
-    assert_eq!(m.read_pmc(16), Ok(WRAP - 2));
+    assert_eq!(m.rdpmc(16), Ok(WRAP - 2));
     assert!(!m.pmi_pending(T0), "below the interrupt threshold");
     // Two more to overflow, one for the assist: record 2 reaches the
     // threshold and raises the PMI.
@@ -296,5 +296,5 @@ fn no_pebs_on_counter_17_without_hyper_threading() {
     );
     m.retire(&loads(5, replay::L1_LOAD_MISS));
     assert!(m.pebs_records(T0).is_empty());
-    assert_eq!(m.read_pmc(17), Ok(4), "counter 17 just wraps");
+    assert_eq!(m.rdpmc(17), Ok(4), "counter 17 just wraps");
 }

@@ -1,14 +1,14 @@
 //! Issue 23's isolation property, checked on the NetBurst model (a test
-//! instrument written from the manuals, independently of `check_write`):
+//! instrument written from the manuals, independently of `check_msr_write`):
 //!
 //! * random guest writes, per guest policy: a random MSR in and around the
-//!   PMU's range 300H-3FFH with a random value, through [`check_write`];
+//!   PMU's range 300H-3FFH with a random value, through [`check_msr_write`];
 //!   every write it applies the model of the guest's processor takes
 //!   (zero applied writes the hardware would #GP), every #GP it gives for
 //!   a hardware reason the model gives too, no applied write touches a
 //!   host register, no guest counter ever selects a host ESCR or cascades
 //!   from a host counter, the host's counter counts exactly its events,
-//!   and the emulated vPMU answers each write exactly as `check_write`;
+//!   and the emulated vPMU answers each write exactly as `check_msr_write`;
 //! * random world switches between two guests beside a host counter, with
 //!   cascades, extended cascades and all three tagging mechanisms in use:
 //!   after every switch each register the incoming guest can read equals
@@ -163,7 +163,7 @@ fn random_writes(p: &GuestPolicy, seed: u64, n: u64) -> WriteTally {
     let ht = p.logical_processors >= 2;
     let mut config = Config::new(p.model, ht);
     config.pebs_available = false;
-    // `applied` gets the writes check_write applies; `probe` the ones it
+    // `applied` gets the writes check_msr_write applies; `probe` the ones it
     // refuses for a hardware reason (a refused write changes nothing, so
     // one probe serves them all).
     let mut applied = NetBurstModel::new(config);
@@ -187,7 +187,7 @@ fn random_writes(p: &GuestPolicy, seed: u64, n: u64) -> WriteTally {
     for i in 0..n {
         let msr = random_msr(&mut rnd);
         let value = random_value(&mut rnd, msr);
-        let verdict = check_write(p, msr, value);
+        let verdict = check_msr_write(p, msr, value);
         match verdict {
             Verdict::Apply => {
                 t.applied += 1;
@@ -230,7 +230,7 @@ fn random_writes(p: &GuestPolicy, seed: u64, n: u64) -> WriteTally {
             };
             if !same {
                 wrong.push(std::format!(
-                    "vpmu and check_write differ on {msr:#x} {value:#x}"
+                    "vpmu and check_msr_write differ on {msr:#x} {value:#x}"
                 ));
             }
         }
@@ -263,7 +263,7 @@ fn random_writes(p: &GuestPolicy, seed: u64, n: u64) -> WriteTally {
 /// One-processor Prescott, the host keeps counter 0 and FSB_ESCR0,
 /// `x87_FP_uop` denied (the `hypervisor` kernel's policy).
 const PRESCOTT_HOST_COUNTER: GuestPolicy = GuestPolicy {
-    filter: EventFilter::Deny(&[Event::X87FpUop]),
+    filter: EventFilter::Deny(&[EventName::X87FpUop]),
     host_counters: CounterSet::EMPTY.with(Counter::BpuCounter0),
     host_escrs: EscrSet::EMPTY.with(Escr::FsbEscr0),
     ..GuestPolicy::new(3)
@@ -298,9 +298,9 @@ fn policies() -> [(&'static str, GuestPolicy, u64); 4] {
             GuestPolicy {
                 logical_processors: 2,
                 filter: EventFilter::Allow(&[
-                    Event::GlobalPowerEvents,
-                    Event::InstrRetired,
-                    Event::ExecutionEvent,
+                    EventName::GlobalPowerEvents,
+                    EventName::InstrRetired,
+                    EventName::ExecutionEvent,
                 ]),
                 ..GuestPolicy::new(4)
             },
@@ -371,11 +371,11 @@ impl Guest {
         }
     }
 
-    /// A write the guest makes while loaded: if `check_write` applies it,
+    /// A write the guest makes while loaded: if `check_msr_write` applies it,
     /// recorded, on the hardware and on the private model (both must take
     /// it).
     fn write(&mut self, p: &GuestPolicy, hw: &mut Hw, msr: u32, value: u64) {
-        if check_write(p, msr, value) == Verdict::Apply {
+        if check_msr_write(p, msr, value) == Verdict::Apply {
             assert!(self.ctx.record(msr, value));
             hw.write_msr(msr, value)
                 .unwrap_or_else(|f| panic!("applied {msr:#x} {value:#x}: {f}"));
@@ -550,7 +550,7 @@ fn random_switches(seed: u64, n: u64) -> (SwitchTally, [Guest; 2], u64) {
     let mut host = 0u64;
     let mut t = SwitchTally::default();
     let readable: Vec<u32> = PMU_MSRS
-        .filter(|&m| check_read(&p, m) == Verdict::Apply)
+        .filter(|&m| check_msr_read(&p, m) == Verdict::Apply)
         .collect();
     let mut g = 0;
     for _ in 0..n {

@@ -57,9 +57,9 @@ impl MsrAccess for Clocked {
         self.tick();
         self.m.write_msr(msr, value)
     }
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
         self.tick();
-        self.m.read_pmc(index)
+        self.m.rdpmc(index)
     }
 }
 

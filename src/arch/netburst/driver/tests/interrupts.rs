@@ -493,8 +493,8 @@ impl MsrAccess for Lp<'_> {
     fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
         self.with(|v| v.write_msr(msr, value))
     }
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Self::Error> {
-        self.with(|v| v.read_pmc(index))
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+        self.with(|v| v.rdpmc(index))
     }
 }
 

@@ -35,8 +35,8 @@ impl MsrAccess for View<'_> {
     fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Fault> {
         self.with(|v| v.write_msr(msr, value))
     }
-    fn read_pmc(&mut self, index: u32) -> Result<u64, Fault> {
-        self.with(|v| v.read_pmc(index))
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
+        self.with(|v| v.rdpmc(index))
     }
 }
 

@@ -447,7 +447,7 @@ fn replay_tagging_through_handles() {
     assert_eq!(
         e.error,
         Error::Config(ConfigError::MissingUpstream {
-            event: Event::LoadPortReplay
+            event: EventName::LoadPortReplay
         })
     );
     let untagged = CounterConfig::counting(spec("replay_event:NBOGUS:k"), Escr::CruEscr2);

@@ -1,0 +1,157 @@
+//! The IA-32 architectural registers every x86 PMU's detection and
+//! virtualization reads, declared with `register!`: `IA32_MISC_ENABLE`'s
+//! performance-monitoring bits (SDM Vol. 4 Table 2-2, "IA32_MISC_ENABLE")
+//! and CPUID leaf 01H's signature and feature bits (SDM Vol. 2A CPUID,
+//! Figure 3-6 "Version Information Returned by CPUID in EAX", Tables 3-10
+//! and 3-11).
+
+use crate::arch::register;
+
+register! {
+    /// `IA32_MISC_ENABLE` (MSR 1A0H), the bits a PMU driver reads; all three
+    /// are read-only.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct MiscEnable(u64) {
+        /// Performance monitoring available (bit 7).
+        PERF_MON_AVAILABLE: 7 => perf_mon_available, with_perf_mon_available: bool;
+        /// Branch trace storage unavailable (bit 11).
+        BTS_UNAVAILABLE: 11 => bts_unavailable, with_bts_unavailable: bool;
+        /// Processor event-based sampling unavailable (bit 12).
+        PEBS_UNAVAILABLE: 12 => pebs_unavailable, with_pebs_unavailable: bool;
+    }
+}
+
+impl MiscEnable {
+    /// The image `raw` (every bit kept).
+    pub const fn from_bits(raw: u64) -> MiscEnable {
+        MiscEnable(raw)
+    }
+}
+
+register! {
+    /// CPUID.01H:EAX, the processor signature (SDM Vol. 2A Figure 3-6).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf01Eax(u32) {
+        /// Stepping ID (bits 3:0).
+        STEPPING: 0..=3 => stepping, with_stepping: u8;
+        /// Model (bits 7:4).
+        MODEL: 4..=7 => model, with_model: u8;
+        /// Family ID (bits 11:8).
+        FAMILY: 8..=11 => family, with_family: u8;
+        /// Extended model ID (bits 19:16).
+        EXTENDED_MODEL: 16..=19 => extended_model, with_extended_model: u8;
+        /// Extended family ID (bits 27:20).
+        EXTENDED_FAMILY: 20..=27 => extended_family, with_extended_family: u8;
+    }
+}
+
+impl Leaf01Eax {
+    /// The image `raw`.
+    pub const fn from_bits(raw: u32) -> Leaf01Eax {
+        Leaf01Eax(raw)
+    }
+}
+
+register! {
+    /// CPUID.01H:EBX, the fields that give a processor's place in its
+    /// package (SDM Vol. 2A Table 3-8, "EBX").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf01Ebx(u32) {
+        /// Maximum number of addressable IDs for logical processors in this
+        /// package (bits 23:16; valid when CPUID.01H:EDX.HTT is set).
+        LOGICAL_PROCESSORS: 16..=23 => logical_processors, with_logical_processors: u8;
+        /// Initial APIC ID (bits 31:24).
+        INITIAL_APIC_ID: 24..=31 => initial_apic_id, with_initial_apic_id: u8;
+    }
+}
+
+impl Leaf01Ebx {
+    /// The image `raw`.
+    pub const fn from_bits(raw: u32) -> Leaf01Ebx {
+        Leaf01Ebx(raw)
+    }
+}
+
+register! {
+    /// CPUID.01H:ECX, the feature bits a PMU driver reads (SDM Vol. 2A
+    /// Table 3-10).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf01Ecx(u32) {
+        /// PDCM: `IA32_PERF_CAPABILITIES` exists (bit 15).
+        PDCM: 15 => pdcm, with_pdcm: bool;
+        /// x2APIC (bit 21).
+        X2APIC: 21 => x2apic, with_x2apic: bool;
+    }
+}
+
+impl Leaf01Ecx {
+    /// The image `raw`.
+    pub const fn from_bits(raw: u32) -> Leaf01Ecx {
+        Leaf01Ecx(raw)
+    }
+}
+
+register! {
+    /// CPUID.01H:EDX, the feature bits a PMU driver reads (SDM Vol. 2A
+    /// Table 3-11).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf01Edx(u32) {
+        /// MSR: RDMSR and WRMSR exist (bit 5).
+        MSR: 5 => msr, with_msr: bool;
+        /// DS: the debug store (BTS, PEBS) exists (bit 21).
+        DS: 21 => ds, with_ds: bool;
+        /// HTT: CPUID.01H:EBX\[23:16\] is valid (bit 28).
+        HTT: 28 => htt, with_htt: bool;
+    }
+}
+
+impl Leaf01Edx {
+    /// The image `raw`.
+    pub const fn from_bits(raw: u32) -> Leaf01Edx {
+        Leaf01Edx(raw)
+    }
+}
+
+/// The privilege level of the code an event occurs in, as x86 PMUs
+/// distinguish it: the NetBurst ESCR's `OS`/`USR` flags, `IA32_PERFEVTSELx`'s
+/// `OS`/`USR` bits, the fixed counters' fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Privilege {
+    /// CPL 0.
+    Os,
+    /// CPL 1, 2 or 3.
+    Usr,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The positions against the SDM's own examples and figures.
+    #[test]
+    fn fields_sit_where_the_sdm_puts_them() {
+        let misc = MiscEnable::from_bits(1 << 7 | 1 << 12);
+        assert!(misc.perf_mon_available() && misc.pebs_unavailable() && !misc.bts_unavailable());
+        // A Pentium D 9xx: family 0FH, model 6, stepping 5.
+        let sig = Leaf01Eax::from_bits(0x0000_0F65);
+        assert_eq!((sig.family(), sig.model(), sig.stepping()), (0xF, 6, 5));
+        // Haswell: extended model 3, model 0CH.
+        let hsw = Leaf01Eax::from_bits(0x0003_06C3);
+        assert_eq!(
+            (hsw.extended_model(), hsw.model(), hsw.family()),
+            (3, 0xC, 6)
+        );
+        assert_eq!(Leaf01Eax::from_bits(0x0010_0F00).extended_family(), 1);
+        let ebx = Leaf01Ebx::from_bits(0x0302_0800);
+        assert_eq!((ebx.initial_apic_id(), ebx.logical_processors()), (3, 2));
+        assert!(Leaf01Ecx::from_bits(1 << 21).x2apic());
+        let edx = Leaf01Edx::from_bits(1 << 5 | 1 << 28);
+        assert!(edx.msr() && edx.htt() && !edx.ds());
+    }
+}
