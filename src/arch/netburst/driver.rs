@@ -573,12 +573,24 @@ pub type Error<E> = counter::DriverError<ConfigError, E>;
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::NotWired { escr, counter } => write!(
-                f,
-                "{} does not feed counter {} (SDM Table 18-63)",
-                escr.name(),
-                counter.index()
-            ),
+            ConfigError::NotWired { escr, counter } => {
+                write!(
+                    f,
+                    "{} does not feed counter {}: it feeds counters ",
+                    escr.name(),
+                    counter.index()
+                )?;
+                let feeds = escr.counters();
+                for (i, c) in feeds.iter().enumerate() {
+                    let sep = match i {
+                        0 => "",
+                        _ if i + 1 == feeds.len() as usize => " and ",
+                        _ => ", ",
+                    };
+                    write!(f, "{sep}{}", c.index())?;
+                }
+                f.write_str(" (SDM Table 18-63)")
+            }
             ConfigError::EscrNotAllowed { escr } => {
                 write!(f, "the event cannot be counted on {}", escr.name())
             }

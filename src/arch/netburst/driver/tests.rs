@@ -1169,7 +1169,16 @@ fn driver_errors_display_their_reason() {
     .into();
     assert_eq!(
         std::format!("{e}"),
-        "configuration refused: MSR_CRU_ESCR0 does not feed counter 0 (SDM Table 18-63)"
+        "configuration refused: MSR_CRU_ESCR0 does not feed counter 0: it feeds counters 12, 13 and 16 (SDM Table 18-63)"
+    );
+    let e: Error<()> = ConfigError::NotWired {
+        escr: Escr::BpuEscr0,
+        counter: Counter::IqCounter0,
+    }
+    .into();
+    assert_eq!(
+        std::format!("{e}"),
+        "configuration refused: MSR_BPU_ESCR0 does not feed counter 12: it feeds counters 0 and 1 (SDM Table 18-63)"
     );
     assert_eq!(
         std::format!("{}", InitError::<()>::AlreadyTaken),
