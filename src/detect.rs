@@ -17,7 +17,10 @@
 //! The NetBurst model answers CPUID and RDMSR like a Pentium 4 with
 //! Hyper-Threading:
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::detect::{PmuKind, detect};
 //! use pmu::model::netburst::{Config, NetBurstModel};
 //!

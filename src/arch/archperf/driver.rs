@@ -41,7 +41,10 @@
 //!
 //! # Examples
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, Counters};
 //! use pmu::arch::archperf::{ArchPerfPmu, EventSpec};
 //! use pmu::model::archperf::{ArchPerfModel, Config, Event};

@@ -153,7 +153,10 @@
 //!
 //! Take an Itanium 2 PMU (the model's), count CPU cycles on PMC/PMD4:
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
 //! use pmu::arch::itanium::generation::Counter;
 //! use pmu::arch::itanium::{CounterPmc, EventCode, Generation, ItaniumPmu, Plm};

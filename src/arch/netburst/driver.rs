@@ -114,7 +114,10 @@
 //! Take the PMU of a package (here the model's), count one event, release,
 //! give the PMU back with every token:
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::arch::netburst::driver::{CounterConfig, Counters, InitError, NetBurstDriver};
 //! use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 //! use pmu::model::netburst::{Config, EventKind, LogicalProcessor, NetBurstModel, Privilege};
