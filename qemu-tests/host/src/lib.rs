@@ -80,11 +80,39 @@ impl Workspace {
         }
     }
 
+    /// A `cargo build` of kernels for [`TARGET`], from `dir`, into
+    /// `target_dir`. Without incremental compilation and with line tables
+    /// only for the crates that would carry full debug information: on a
+    /// fresh clone these builds are most of `cargo test`'s time, and the
+    /// incremental caches and full debug information of opt-level 2 code
+    /// cost about a third of it (35 to 25 CPU-seconds for the workspace's
+    /// kernels); nothing reads the kernels' DWARF beyond line numbers.
+    /// `cargo qemu` builds the same way, so the two share their artifacts.
+    fn kernel_build(dir: &Path, target_dir: &Path) -> Command {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .current_dir(dir)
+            .env("CARGO_INCREMENTAL", "0")
+            .args(["build", "--target", TARGET])
+            .args(["--config", "profile.dev.debug=\"line-tables-only\""])
+            .arg("--target-dir")
+            .arg(target_dir);
+        build
+    }
+
+    /// Where the external client is built: a target directory of its own,
+    /// so that its build runs beside the workspace's (cargo locks a target
+    /// directory for one build at a time).
+    fn client_target_dir(&self) -> PathBuf {
+        self.target_dir.join("client")
+    }
+
     /// Installs what is missing (the Rust target, QEMU) and builds every
-    /// kernel, saying what it builds and how long it took.
+    /// kernel, saying what it builds and how long it took: the workspace's
+    /// kernels and the external client at the same time.
     pub fn prepare(&self) -> Result<(), String> {
         ensure_target(&self.root)?;
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let started = std::time::Instant::now();
         let kernels = self.runs().map_or(0, |runs| {
             let mut names: Vec<_> = runs.iter().map(|k| &k.run.kernel).collect();
@@ -94,22 +122,25 @@ impl Workspace {
         println!(
             "qemu: building {kernels} kernels for {TARGET} (test kernels, examples, the external client)"
         );
-        let built = Command::new(&cargo)
-            .current_dir(&self.root)
-            .args(["build", "--quiet", "--bins", "--target", TARGET])
-            .args(["-p", "pmu-qemu-tests", "-p", "pmu-examples", "--target-dir"])
-            .arg(&self.target_dir)
+        // The external client, a workspace of its own: built from its own
+        // directory, with its own cargo configuration, as a user would.
+        let client = Self::kernel_build(&self.root.join(CLIENT), &self.client_target_dir())
+            .arg("--quiet")
+            .spawn();
+        let built = Self::kernel_build(&self.root, &self.target_dir)
+            .args([
+                "--quiet",
+                "--bins",
+                "-p",
+                "pmu-qemu-tests",
+                "-p",
+                "pmu-examples",
+            ])
             .status();
+        let client = client.and_then(|mut c| c.wait());
         if !matches!(built, Ok(s) if s.success()) {
             return Err(format!("building the kernels failed ({built:?})"));
         }
-        // The external client, a workspace of its own: built from its own
-        // directory, with its own cargo configuration, as a user would.
-        let client = Command::new(&cargo)
-            .current_dir(self.root.join(CLIENT))
-            .args(["build", "--quiet", "--target", TARGET, "--target-dir"])
-            .arg(&self.target_dir)
-            .status();
         if !matches!(client, Ok(s) if s.success()) {
             return Err(format!("building the external client failed ({client:?})"));
         }
@@ -126,35 +157,25 @@ impl Workspace {
     /// for (the first time, the crate and the kernel library too).
     pub fn prepare_one(&self, k: &KernelRun) -> Result<(), String> {
         ensure_target(&self.root)?;
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let started = std::time::Instant::now();
-        let mut build = Command::new(&cargo);
-        match k.package {
+        let built = match k.package {
             Some(package) => {
                 println!(
                     "qemu: building kernel {} (package {package}) for {TARGET}",
                     k.run.kernel
                 );
-                build.current_dir(&self.root).args([
-                    "build",
-                    "-p",
-                    package,
-                    "--bin",
-                    &k.run.kernel,
-                ]);
+                Self::kernel_build(&self.root, &self.target_dir)
+                    .args(["-p", package, "--bin", &k.run.kernel])
+                    .status()
             }
             None => {
                 println!(
                     "qemu: building kernel {} ({CLIENT}, a workspace of its own) for {TARGET}",
                     k.run.kernel
                 );
-                build.current_dir(self.root.join(CLIENT)).arg("build");
+                Self::kernel_build(&self.root.join(CLIENT), &self.client_target_dir()).status()
             }
-        }
-        let built = build
-            .args(["--target", TARGET, "--target-dir"])
-            .arg(&self.target_dir)
-            .status();
+        };
         if !matches!(built, Ok(s) if s.success()) {
             return Err(format!(
                 "building kernel {} failed ({built:?})",
@@ -191,33 +212,18 @@ impl Workspace {
         }
     }
 
-    /// Starts building `pmu-defmt-decode` (in a target directory of its own,
-    /// so that it runs beside the kernel build); the handle yields the
-    /// program's path.
-    fn build_decoder_in_background(&self) -> thread::JoinHandle<Result<PathBuf, String>> {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let root = self.root.clone();
-        let dir = self.target_dir.join("host");
-        thread::spawn(move || {
-            let status = Command::new(&cargo)
-                .current_dir(&root)
-                .args(["build", "--quiet", "-p", "pmu-defmt-decode", "--target-dir"])
-                .arg(&dir)
-                .status();
-            match status {
-                Ok(s) if s.success() => Ok(dir.join("debug").join("pmu-defmt-decode")),
-                other => Err(format!("building pmu-defmt-decode failed ({other:?})")),
-            }
-        })
-    }
-
     /// Every boot of every kernel, in name order.
     pub fn runs(&self) -> Result<Vec<KernelRun>, String> {
         discover(&self.root)
     }
 
     fn kernel(&self, run: &Run) -> PathBuf {
-        self.target_dir.join(TARGET).join("debug").join(&run.kernel)
+        let dir = if run.kernel == "client" {
+            self.client_target_dir()
+        } else {
+            self.target_dir.clone()
+        };
+        dir.join(TARGET).join("debug").join(&run.kernel)
     }
 
     /// Boots `run` under `accel` with the console on this terminal; returns
@@ -256,28 +262,12 @@ impl Workspace {
             }
         };
         println!("qemu: {accel}");
-        // The defmt decoder (a host program on a large library) builds in
-        // the background while the kernels build and boot.
-        let decoder = self.build_decoder_in_background();
         let runs = match self.prepare().and_then(|()| self.runs()) {
             Ok(runs) => runs,
             Err(e) => {
                 eprintln!("qemu: {e}");
                 return ExitCode::FAILURE;
             }
-        };
-        // Joined by the first defmt run that needs it.
-        let decoder_build = Mutex::new(Some(decoder));
-        let decoder = std::sync::OnceLock::new();
-        let decoder_path = || {
-            decoder
-                .get_or_init(|| match decoder_build.lock().unwrap().take() {
-                    Some(h) => h
-                        .join()
-                        .unwrap_or_else(|_| Err("the decoder build panicked".into())),
-                    None => Err("the decoder build is gone".into()),
-                })
-                .clone()
         };
         let next = Mutex::new(runs.iter());
         let results = Mutex::new(Vec::new());
@@ -303,11 +293,7 @@ impl Workspace {
                         };
                         let mut cases = boot(&self.kernel(run), k, accel, &self.target_dir);
                         if k.defmt {
-                            cases.push(check_defmt(
-                                &self.kernel(run),
-                                &self.target_dir,
-                                &decoder_path,
-                            ));
+                            cases.push(check_defmt(&self.kernel(run), &self.target_dir));
                         }
                         let mut out = String::new();
                         for case in &cases {
@@ -468,13 +454,9 @@ fn boot(kernel: &Path, k: &KernelRun, accel: qemu::Accel, target_dir: &Path) -> 
 
 /// The host half of a defmt kernel's check, as one more case,
 /// `defmt_decoded`: the frames the kernel wrote on COM2, decoded with its
-/// ELF by `pmu-defmt-decode`, must be exactly the lines the kernel printed
-/// after `defmt-expect: ` on its console, in order.
-fn check_defmt(
-    kernel: &Path,
-    target_dir: &Path,
-    decoder: &dyn Fn() -> Result<PathBuf, String>,
-) -> CaseResult {
+/// ELF ([`pmu_defmt_decode::decode`]), must be exactly the lines the kernel
+/// printed after `defmt-expect: ` on its console, in order.
+fn check_defmt(kernel: &Path, target_dir: &Path) -> CaseResult {
     let case = |passed, note: String| {
         let verdict = if passed {
             Verdict::Passed
@@ -483,27 +465,15 @@ fn check_defmt(
         };
         CaseResult::new("defmt_decoded", verdict, note)
     };
-    let decoder = match decoder() {
-        Ok(d) => d,
+    let frames = defmt_frames(kernel, target_dir);
+    let read = |path: &Path| fs::read(path).map_err(|e| format!("{}: {e}", path.display()));
+    let decoded = match read(kernel)
+        .and_then(|elf| read(&frames).map(|bytes| (elf, bytes)))
+        .and_then(|(elf, bytes)| pmu_defmt_decode::decode(&elf, &bytes))
+    {
+        Ok(messages) => messages,
         Err(e) => return case(false, format!("\n    {e}")),
     };
-    let frames = defmt_frames(kernel, target_dir);
-    let out = match Command::new(&decoder).arg(kernel).arg(&frames).output() {
-        Ok(out) if out.status.success() => out,
-        Ok(out) => {
-            return case(
-                false,
-                format!("\n    {}", String::from_utf8_lossy(&out.stderr).trim()),
-            );
-        }
-        Err(e) => {
-            return case(
-                false,
-                format!("\n    cannot run {}: {e}", decoder.display()),
-            );
-        }
-    };
-    let decoded = String::from_utf8_lossy(&out.stdout).into_owned();
     // The console of that run is not kept, so the expectations are read
     // back from the same boot's COM1 record: the kernel prints them there.
     let console = fs::read_to_string(frames.with_extension("console")).unwrap_or_default();
@@ -511,7 +481,7 @@ fn check_defmt(
         .lines()
         .filter_map(|l| l.strip_prefix("defmt-expect: "))
         .collect();
-    let got: Vec<&str> = decoded.lines().collect();
+    let got: Vec<&str> = decoded.iter().map(String::as_str).collect();
     if !expected.is_empty() && got == expected {
         case(true, format!(" ({} messages decoded)", got.len()))
     } else {
