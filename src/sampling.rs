@@ -277,10 +277,13 @@ pub enum CalibrationError {
 impl core::fmt::Display for CalibrationError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            CalibrationError::NoTarget => f.write_str("no samples wanted"),
-            CalibrationError::TooFewEvents { events, target } => {
-                write!(f, "{events} events cannot give {target} samples")
+            CalibrationError::NoTarget => {
+                f.write_str("the target is 0 samples: ask for at least 1")
             }
+            CalibrationError::TooFewEvents { events, target } => write!(
+                f,
+                "the measured run counted {events} events, which cannot give {target} samples even at one sample per event"
+            ),
             CalibrationError::SampleAfter(e) => e.fmt(f),
         }
     }

@@ -544,7 +544,7 @@ impl fmt::Display for ConfigError {
             ConfigError::UnitBusy { unit, owner } => {
                 write!(f, "counter {owner} owns the {}", unit.name())
             }
-            ConfigError::NoSuchCounter(n) => write!(f, "no counter {n} on this generation"),
+            ConfigError::NoSuchCounter(n) => write!(f, "this generation has no counter {n}"),
             ConfigError::CounterClaimed(n) => write!(f, "counter {n} is claimed"),
             ConfigError::NoCascade => f.write_str("Itanium counters do not cascade"),
         }

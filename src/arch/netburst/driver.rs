@@ -605,7 +605,7 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::CounterClaimed(c) => write!(f, "counter {} is claimed", c.index()),
             ConfigError::NoSuchLogicalProcessor => {
-                f.write_str("logical processor T1 on a part without Hyper-Threading")
+                f.write_str("logical processor T1 does not exist: this part has no Hyper-Threading")
             }
             ConfigError::SampleAfterRule => {
                 f.write_str("the sample-after value was checked against another counter rule")
@@ -617,7 +617,7 @@ impl fmt::Display for ConfigError {
             ConfigError::ForceOvfWithSampling => f.write_str(
                 "FORCE_OVF interrupts on every increment: it takes no sample-after value",
             ),
-            ConfigError::NoSuchCounter(n) => write!(f, "no counter {n}"),
+            ConfigError::NoSuchCounter(n) => write!(f, "there is no counter {n}: the counters are 0 to 17"),
             ConfigError::Untagged {
                 tagging: Tagging::FrontEnd,
                 ..
@@ -703,7 +703,7 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
                 f.write_str("performance monitoring is unavailable (IA32_MISC_ENABLE[7] clear)")
             }
             InitError::NoSuchLogicalProcessor => {
-                f.write_str("logical processor T1 on a part without Hyper-Threading")
+                f.write_str("logical processor T1 does not exist: this part has no Hyper-Threading")
             }
             InitError::LogicalProcessorTaken { lp } => write!(
                 f,
