@@ -1,9 +1,15 @@
 //! `pmu-defmt-decode KERNEL.elf FRAMES`: decode the defmt frames a kernel
-//! wrote with the format table in the kernel's ELF
-//! ([`pmu_defmt_decode::decode`]) and print one message per line. Fails on a
-//! missing table or a malformed frame.
+//! wrote (the bytes QEMU saved from its COM2, see `hobby::defmt_serial`)
+//! with the format table in the kernel's ELF, and print one message per
+//! line. Fails on a missing table or a malformed frame.
+//!
+//! A separate program, on the pinned `defmt-decoder` library, so that the
+//! test harness builds it (in the background) only when a kernel logs with
+//! defmt.
 
 use std::process::ExitCode;
+
+use defmt_decoder::{DecodeError, Table};
 
 fn main() -> ExitCode {
     match run() {
@@ -21,9 +27,17 @@ fn run() -> Result<(), String> {
         return Err("usage: pmu-defmt-decode KERNEL.elf FRAMES".into());
     };
     let elf = std::fs::read(elf).map_err(|e| format!("{elf}: {e}"))?;
+    let table = Table::parse(&elf)
+        .map_err(|e| format!("reading the defmt table: {e}"))?
+        .ok_or("the kernel has no .defmt section: it does not log with defmt")?;
     let bytes = std::fs::read(frames).map_err(|e| format!("{frames}: {e}"))?;
-    for message in pmu_defmt_decode::decode(&elf, &bytes)? {
-        println!("{message}");
+    let mut stream = table.new_stream_decoder();
+    stream.received(&bytes);
+    loop {
+        match stream.decode() {
+            Ok(frame) => println!("{}", frame.display_message()),
+            Err(DecodeError::UnexpectedEof) => return Ok(()),
+            Err(DecodeError::Malformed) => return Err("a malformed frame".into()),
+        }
     }
-    Ok(())
 }

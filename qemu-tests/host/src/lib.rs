@@ -3,7 +3,9 @@
 //! client (`examples/client`, a crate outside the workspace) for
 //! `x86_64-unknown-none`, boots each under QEMU with the runner's library
 //! (`pmu-qemu-run`, [`qemu::boot`]) and judges what it printed ([`judge`]:
-//! the exit code on port F4h and the case lines, documented in that crate).
+//! the exit code on port F4h and the case lines, documented in that crate);
+//! a kernel that logs with defmt has its frames decoded by
+//! `pmu-defmt-decode`, built in the background meanwhile.
 //! `tests/qemu.rs` runs them all for `cargo test`; the `qemu` binary
 //! (`cargo qemu <kernel>`) boots one.
 //!
@@ -212,6 +214,30 @@ impl Workspace {
         }
     }
 
+    /// Starts building `pmu-defmt-decode` (in a target directory of its own,
+    /// so that it runs beside the kernel build); the handle yields the
+    /// program's path. Not a library of this crate: `cargo test` builds a
+    /// package's dev-dependencies before its unit-test harness, so the
+    /// decoder's large dependency tree would run first and alone, and the
+    /// crate's long test-harness compile after it (measured: the harness
+    /// started 67 s into a cold build instead of at once).
+    fn build_decoder_in_background(&self) -> thread::JoinHandle<Result<PathBuf, String>> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let root = self.root.clone();
+        let dir = self.target_dir.join("host");
+        thread::spawn(move || {
+            let status = Command::new(&cargo)
+                .current_dir(&root)
+                .args(["build", "--quiet", "-p", "pmu-defmt-decode", "--target-dir"])
+                .arg(&dir)
+                .status();
+            match status {
+                Ok(s) if s.success() => Ok(dir.join("debug").join("pmu-defmt-decode")),
+                other => Err(format!("building pmu-defmt-decode failed ({other:?})")),
+            }
+        })
+    }
+
     /// Every boot of every kernel, in name order.
     pub fn runs(&self) -> Result<Vec<KernelRun>, String> {
         discover(&self.root)
@@ -262,12 +288,28 @@ impl Workspace {
             }
         };
         println!("qemu: {accel}");
+        // The defmt decoder (a host program on a large library) builds in
+        // the background while the kernels build and boot.
+        let decoder = self.build_decoder_in_background();
         let runs = match self.prepare().and_then(|()| self.runs()) {
             Ok(runs) => runs,
             Err(e) => {
                 eprintln!("qemu: {e}");
                 return ExitCode::FAILURE;
             }
+        };
+        // Joined by the first defmt run that needs it.
+        let decoder_build = Mutex::new(Some(decoder));
+        let decoder = std::sync::OnceLock::new();
+        let decoder_path = || {
+            decoder
+                .get_or_init(|| match decoder_build.lock().unwrap().take() {
+                    Some(h) => h
+                        .join()
+                        .unwrap_or_else(|_| Err("the decoder build panicked".into())),
+                    None => Err("the decoder build is gone".into()),
+                })
+                .clone()
         };
         let next = Mutex::new(runs.iter());
         let results = Mutex::new(Vec::new());
@@ -293,7 +335,11 @@ impl Workspace {
                         };
                         let mut cases = boot(&self.kernel(run), k, accel, &self.target_dir);
                         if k.defmt {
-                            cases.push(check_defmt(&self.kernel(run), &self.target_dir));
+                            cases.push(check_defmt(
+                                &self.kernel(run),
+                                &self.target_dir,
+                                &decoder_path,
+                            ));
                         }
                         let mut out = String::new();
                         for case in &cases {
@@ -454,9 +500,13 @@ fn boot(kernel: &Path, k: &KernelRun, accel: qemu::Accel, target_dir: &Path) -> 
 
 /// The host half of a defmt kernel's check, as one more case,
 /// `defmt_decoded`: the frames the kernel wrote on COM2, decoded with its
-/// ELF ([`pmu_defmt_decode::decode`]), must be exactly the lines the kernel
-/// printed after `defmt-expect: ` on its console, in order.
-fn check_defmt(kernel: &Path, target_dir: &Path) -> CaseResult {
+/// ELF by `pmu-defmt-decode`, must be exactly the lines the kernel printed
+/// after `defmt-expect: ` on its console, in order.
+fn check_defmt(
+    kernel: &Path,
+    target_dir: &Path,
+    decoder: &dyn Fn() -> Result<PathBuf, String>,
+) -> CaseResult {
     let case = |passed, note: String| {
         let verdict = if passed {
             Verdict::Passed
@@ -465,15 +515,27 @@ fn check_defmt(kernel: &Path, target_dir: &Path) -> CaseResult {
         };
         CaseResult::new("defmt_decoded", verdict, note)
     };
-    let frames = defmt_frames(kernel, target_dir);
-    let read = |path: &Path| fs::read(path).map_err(|e| format!("{}: {e}", path.display()));
-    let decoded = match read(kernel)
-        .and_then(|elf| read(&frames).map(|bytes| (elf, bytes)))
-        .and_then(|(elf, bytes)| pmu_defmt_decode::decode(&elf, &bytes))
-    {
-        Ok(messages) => messages,
+    let decoder = match decoder() {
+        Ok(d) => d,
         Err(e) => return case(false, format!("\n    {e}")),
     };
+    let frames = defmt_frames(kernel, target_dir);
+    let out = match Command::new(&decoder).arg(kernel).arg(&frames).output() {
+        Ok(out) if out.status.success() => out,
+        Ok(out) => {
+            return case(
+                false,
+                format!("\n    {}", String::from_utf8_lossy(&out.stderr).trim()),
+            );
+        }
+        Err(e) => {
+            return case(
+                false,
+                format!("\n    cannot run {}: {e}", decoder.display()),
+            );
+        }
+    };
+    let decoded = String::from_utf8_lossy(&out.stdout).into_owned();
     // The console of that run is not kept, so the expectations are read
     // back from the same boot's COM1 record: the kernel prints them there.
     let console = fs::read_to_string(frames.with_extension("console")).unwrap_or_default();
@@ -481,7 +543,7 @@ fn check_defmt(kernel: &Path, target_dir: &Path) -> CaseResult {
         .lines()
         .filter_map(|l| l.strip_prefix("defmt-expect: "))
         .collect();
-    let got: Vec<&str> = decoded.iter().map(String::as_str).collect();
+    let got: Vec<&str> = decoded.lines().collect();
     if !expected.is_empty() && got == expected {
         case(true, format!(" ({} messages decoded)", got.len()))
     } else {
