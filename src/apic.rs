@@ -211,6 +211,123 @@ impl LvtPerfCounterEntry for LocalApic {
     }
 }
 
+/// A local APIC through which [`deliver_model_pmi`] raises a PMU model's
+/// interrupt: the LVT performance-counter entry and a self-interrupt.
+/// [`LocalApic`] (xAPIC) and [`X2Apic`] implement it; a kernel with an APIC
+/// type of its own implements these four register operations.
+pub trait PmiApic {
+    /// A register access's error: none for the xAPIC, the MSR backend's for
+    /// the x2APIC.
+    type Error;
+
+    /// Reads the LVT performance-counter entry.
+    fn lvt_perf_counter(&mut self) -> Result<LvtPerfCounter, Self::Error>;
+
+    /// Writes the LVT performance-counter entry.
+    fn set_lvt_perf_counter(&mut self, entry: LvtPerfCounter) -> Result<(), Self::Error>;
+
+    /// Sends `vector` to this CPU, fixed delivery.
+    fn send_self_ipi(&mut self, vector: Vector) -> Result<(), Self::Error>;
+
+    /// Sends an NMI to this CPU.
+    fn send_self_nmi(&mut self) -> Result<(), Self::Error>;
+}
+
+impl PmiApic for LocalApic {
+    type Error = core::convert::Infallible;
+
+    fn lvt_perf_counter(&mut self) -> Result<LvtPerfCounter, Self::Error> {
+        Ok(self.perf_counter_entry())
+    }
+
+    fn set_lvt_perf_counter(&mut self, entry: LvtPerfCounter) -> Result<(), Self::Error> {
+        self.set_perf_counter_entry(entry);
+        Ok(())
+    }
+
+    fn send_self_ipi(&mut self, vector: Vector) -> Result<(), Self::Error> {
+        self.self_ipi(vector);
+        Ok(())
+    }
+
+    fn send_self_nmi(&mut self) -> Result<(), Self::Error> {
+        self.self_nmi();
+        Ok(())
+    }
+}
+
+/// What [`deliver_model_pmi`] did with a PMI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ModelPmi {
+    /// Sent as the entry's fixed vector: pending until interrupts are on.
+    Vector(Vector),
+    /// Sent as an NMI.
+    Nmi,
+    /// Not sent: the entry is masked (the previous PMI's handler has not
+    /// unmasked it yet).
+    Masked,
+    /// Not sent: the entry's delivery mode is neither fixed nor NMI.
+    Invalid,
+}
+
+/// Delivers one PMI a PMU model raised (its `take_pmi` returned it)
+/// through `apic`, as the APIC of a NetBurst processor or one with the
+/// architectural PMU delivers a counter's overflow: nothing while the LVT
+/// performance-counter entry is masked; otherwise it sets the entry's mask
+/// bit and sends the entry's vector, or an NMI, to this CPU. The kernel's
+/// handler then runs as for a real overflow, and must unmask the entry
+/// (the drivers' `handle_pmi` does). Emulated CPUs (QEMU's TCG) have no PMU
+/// behind the entry: this is the model's interrupt line.
+///
+/// Three or four register accesses: read the entry, write it masked, send
+/// (the x2APIC NMI reads the APIC ID first); one when the entry is masked
+/// or invalid.
+///
+/// ```
+/// use pmu::apic::{LvtPerfCounter, ModelPmi, PmiApic, PmiDelivery, Vector, deliver_model_pmi};
+///
+/// /// An APIC that records what is sent (a kernel passes its `LocalApic`).
+/// struct Apic { lvt: LvtPerfCounter, sent: Vec<&'static str> }
+/// impl PmiApic for Apic {
+///     type Error = core::convert::Infallible;
+///     fn lvt_perf_counter(&mut self) -> Result<LvtPerfCounter, Self::Error> { Ok(self.lvt) }
+///     fn set_lvt_perf_counter(&mut self, e: LvtPerfCounter) -> Result<(), Self::Error> {
+///         self.lvt = e;
+///         Ok(())
+///     }
+///     fn send_self_ipi(&mut self, _: Vector) -> Result<(), Self::Error> { Ok(self.sent.push("ipi")) }
+///     fn send_self_nmi(&mut self) -> Result<(), Self::Error> { Ok(self.sent.push("nmi")) }
+/// }
+///
+/// let vector = Vector::new(0xF0).unwrap();
+/// let mut apic = Apic { lvt: LvtPerfCounter::new(PmiDelivery::Fixed(vector)), sent: vec![] };
+/// assert_eq!(deliver_model_pmi(&mut apic), Ok(ModelPmi::Vector(vector)));
+/// assert!(apic.lvt.is_masked(), "masked by the delivery, as the hardware does");
+/// assert_eq!(deliver_model_pmi(&mut apic), Ok(ModelPmi::Masked), "until the handler unmasks it");
+/// assert_eq!(apic.sent, ["ipi"]);
+/// ```
+pub fn deliver_model_pmi<A: PmiApic + ?Sized>(apic: &mut A) -> Result<ModelPmi, A::Error> {
+    let entry = apic.lvt_perf_counter()?;
+    if entry.is_masked() {
+        return Ok(ModelPmi::Masked);
+    }
+    let Some(delivery) = entry.delivery() else {
+        return Ok(ModelPmi::Invalid);
+    };
+    apic.set_lvt_perf_counter(entry.masked())?;
+    match delivery {
+        PmiDelivery::Fixed(vector) => {
+            apic.send_self_ipi(vector)?;
+            Ok(ModelPmi::Vector(vector))
+        }
+        PmiDelivery::Nmi => {
+            apic.send_self_nmi()?;
+            Ok(ModelPmi::Nmi)
+        }
+    }
+}
+
 /// The memory-mapped local APIC of the CPU the code runs on.
 ///
 /// `!Send` and `!Sync`: every CPU sees its own APIC at the same address, so a

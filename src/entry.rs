@@ -30,10 +30,26 @@
 //! }
 //!
 //! pmu::pmi_entry!(pub pmi_stub => on_pmi);
-//! // In the kernel: point the IDT gate of the PMI vector (or vector 2, NMI)
-//! // at `pmi_stub`, e.g. with the x86_64 crate's
-//! // `idt[vector].set_handler_addr(VirtAddr::new(pmi_stub as usize as u64))`.
 //! let _stub: unsafe extern "C" fn() = pmi_stub;
+//! ```
+//!
+//! In the kernel, point the IDT gate of the PMI vector (or vector 2, NMI)
+//! at the stub; with the `x86_64` crate's IDT, through a pointer (a
+//! function cast straight to an integer warns, `function_casts_as_integer`):
+//!
+//! ```no_run
+//! # extern "C" fn on_pmi(_: &pmu::entry::PmiFrame) {}
+//! # pmu::pmi_entry!(pmi_stub => on_pmi);
+//! use x86_64::VirtAddr;
+//! use x86_64::structures::idt::InterruptDescriptorTable;
+//!
+//! const PMI_VECTOR: u8 = 0xF0;
+//! let idt: &'static mut InterruptDescriptorTable =
+//!     Box::leak(Box::new(InterruptDescriptorTable::new()));
+//! // SAFETY: `pmi_stub` is an interrupt entry (it saves every register and
+//! // returns with IRETQ), and the IDT lives for the rest of the run.
+//! unsafe { idt[PMI_VECTOR].set_handler_addr(VirtAddr::from_ptr(pmi_stub as *const ())) };
+//! idt.load();
 //! ```
 
 /// The frame the CPU pushes when it delivers an interrupt in 64-bit mode

@@ -110,7 +110,10 @@ impl OverflowRule {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum SampleAfterError {
     /// Zero: a counter cannot interrupt after no events.
-    Zero,
+    Zero {
+        /// The largest accepted value.
+        max: u64,
+    },
     /// Larger than [`OverflowRule::max_sample_after`].
     TooLarge {
         /// The largest accepted value.
@@ -121,13 +124,14 @@ pub enum SampleAfterError {
 impl core::fmt::Display for SampleAfterError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            SampleAfterError::Zero => f.write_str("a sample-after value of 0"),
-            SampleAfterError::TooLarge { max } => {
-                write!(
-                    f,
-                    "a sample-after value above {max} (half the counter range)"
-                )
-            }
+            SampleAfterError::Zero { max } => write!(
+                f,
+                "a sample-after value of 0 is not allowed: a counter interrupts after 1 to {max} events"
+            ),
+            SampleAfterError::TooLarge { max } => write!(
+                f,
+                "a sample-after value above {max} is not allowed: a counter interrupts after 1 to {max} events (half its range, so that a preset counter is never taken for a wrapped one)"
+            ),
         }
     }
 }
@@ -146,7 +150,9 @@ impl SampleAfter {
     /// `N` events per sample on a counter following `rule`.
     pub const fn new(n: u64, rule: OverflowRule) -> Result<SampleAfter, SampleAfterError> {
         if n == 0 {
-            Err(SampleAfterError::Zero)
+            Err(SampleAfterError::Zero {
+                max: rule.max_sample_after(),
+            })
         } else if n > rule.max_sample_after() {
             Err(SampleAfterError::TooLarge {
                 max: rule.max_sample_after(),
@@ -272,10 +278,13 @@ pub enum CalibrationError {
 impl core::fmt::Display for CalibrationError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            CalibrationError::NoTarget => f.write_str("no samples wanted"),
-            CalibrationError::TooFewEvents { events, target } => {
-                write!(f, "{events} events cannot give {target} samples")
+            CalibrationError::NoTarget => {
+                f.write_str("the target is 0 samples: ask for at least 1")
             }
+            CalibrationError::TooFewEvents { events, target } => write!(
+                f,
+                "the measured run counted {events} events, which cannot give {target} samples even at one sample per event"
+            ),
             CalibrationError::SampleAfter(e) => e.fmt(f),
         }
     }
@@ -464,7 +473,17 @@ mod tests {
         assert_eq!(i.rearm(0), (1, (1 << 47) - 7));
         // Itanium: an event counting 9 in the wrapping cycle leaves 9.
         assert_eq!(i.rearm(9), (2, (1 << 47) - 7 + 2));
-        assert_eq!(SampleAfter::new(0, NB), Err(SampleAfterError::Zero));
+        let zero = SampleAfter::new(0, NB).unwrap_err();
+        assert_eq!(
+            zero,
+            SampleAfterError::Zero {
+                max: 549_755_813_888
+            }
+        );
+        assert_eq!(
+            zero.to_string(),
+            "a sample-after value of 0 is not allowed: a counter interrupts after 1 to 549755813888 events"
+        );
         assert_eq!(
             SampleAfter::new((1 << 39) + 1, NB),
             Err(SampleAfterError::TooLarge { max: 1 << 39 })

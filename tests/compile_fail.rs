@@ -235,17 +235,37 @@ const CASES: &[Case] = &[
     Case {
         name: "event_unknown_mask",
         body: "let _ = pmu::netburst_event!(\"global_power_events:NOPE:k\");",
-        expect: &["unknown mask or modifier for this event"],
+        expect: &[
+            "evaluation panicked: `NOPE` at byte 20 is neither a mask of `global_power_events` nor a modifier (u, k, cmpl, e, thr=N)",
+        ],
+    },
+    Case {
+        name: "event_misspelt_suggests_the_closest",
+        body: "let _ = pmu::netburst_event!(\"instr_retird:NBOGUS\");",
+        expect: &[
+            "evaluation panicked: `instr_retird` at byte 0 is not a NetBurst event; did you mean `instr_retired`?",
+        ],
+    },
+    Case {
+        name: "event_misspelt_mask_suggests_the_closest",
+        body: "let _ = pmu::netburst_event!(\"instr_retired:NBOGUSNTG:u\");",
+        expect: &[
+            "evaluation panicked: `NBOGUSNTG` at byte 14 is neither a mask of `instr_retired` nor a modifier (u, k, cmpl, e, thr=N); did you mean `NBOGUSNTAG`?",
+        ],
     },
     Case {
         name: "event_threshold_out_of_range",
         body: "let _ = pmu::netburst_event!(\"global_power_events:RUNNING:thr=16\");",
-        expect: &["value out of range for the modifier"],
+        expect: &[
+            "evaluation panicked: the value of modifier `thr` at byte 28 is out of range: `thr` takes 0 to 15",
+        ],
     },
     Case {
         name: "event_not_on_this_pmu",
         body: "let _ = pmu::netburst_event!(\"netburst::instr_completed:NBOGUS\");",
-        expect: &["the event is not available on this PMU"],
+        expect: &[
+            "evaluation panicked: event `instr_completed` at byte 10 is not available on PMU `netburst`: it needs netburst_p (family 0Fh models 3, 4, 6), write `netburst_p::instr_completed`",
+        ],
     },
     Case {
         name: "handle_is_not_send",

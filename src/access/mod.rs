@@ -35,7 +35,10 @@
 //!
 //! Count the traffic of an access sequence on the NetBurst model:
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::access::{AccessCounts, MsrAccess, Recording};
 //! use pmu::model::netburst::{Config, NetBurstModel};
 //!

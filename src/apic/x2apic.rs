@@ -161,5 +161,27 @@ impl<M: MsrAccess<Error = core::convert::Infallible>> LvtPerfCounterEntry for X2
     }
 }
 
+/// The x2APIC delivers a model's PMI too ([`super::deliver_model_pmi`]),
+/// with the backend's errors.
+impl<M: MsrAccess> super::PmiApic for X2Apic<M> {
+    type Error = M::Error;
+
+    fn lvt_perf_counter(&mut self) -> Result<LvtPerfCounter, M::Error> {
+        self.perf_counter_entry()
+    }
+
+    fn set_lvt_perf_counter(&mut self, entry: LvtPerfCounter) -> Result<(), M::Error> {
+        self.set_perf_counter_entry(entry)
+    }
+
+    fn send_self_ipi(&mut self, vector: Vector) -> Result<(), M::Error> {
+        self.self_ipi(vector)
+    }
+
+    fn send_self_nmi(&mut self) -> Result<(), M::Error> {
+        self.self_nmi()
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,10 @@
 //! Every transition on the NetBurst model, with the register traffic the
 //! typed API promises:
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::access::{AccessCounts, Recording};
 //! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 //! use pmu::arch::netburst::{Escr, NetBurstPmu};

@@ -1,7 +1,8 @@
 //! The guide: how to use the crate, page by page, beyond the README's first
 //! steps. Each page is a module with no items, so rustdoc renders it (and
 //! docs.rs shows it) beside the API it describes, and its examples run as
-//! doc tests on the models. The same pages are plain Markdown in
+//! doc tests on the models (with the `model` feature, as the repository's
+//! `cargo test` has it). The same pages are plain Markdown in
 //! `src/guide/` of the repository.
 //!
 //! | page | what it covers |
@@ -19,6 +20,7 @@
 //! | [`platforms`] | what runs where: host, QEMU (TCG and KVM), models, hardware |
 //! | [`performance`] | measured figures: the PMI path, scheduling, footprint, test times, with date and machine |
 //! | [`layout`] | the repository's files and layers, and the dependencies |
+//! | [`packaging`] | the three published crates, and how each is tested unpacked |
 //!
 //! Sources: the Intel SDM Vol. 3B chapters 18-19 (NetBurst: 18.15-18.16,
 //! Tables 18-29, 18-30, 18-63; events: Tables 19-28 to 19-34; the
@@ -30,7 +32,13 @@
 
 macro_rules! pages {
     ($($name:ident),* $(,)?) => {$(
-        #[doc = include_str!(concat!(stringify!($name), ".md"))]
+        // The pages' examples run on the models: doc tests where the `model`
+        // feature is on (the repository's `cargo test`), as the README's.
+        #[cfg_attr(
+            any(not(doctest), feature = "model"),
+            doc = include_str!(concat!(stringify!($name), ".md"))
+        )]
+        #[cfg_attr(all(doctest, not(feature = "model")), doc = "A guide page.")]
         // A page may show a whole `build.rs` or `main.rs`, `fn main` included.
         #[allow(clippy::needless_doctest_main)]
         pub mod $name {}
@@ -55,6 +63,7 @@ pages!(
     platforms,
     performance,
     layout,
+    packaging,
 );
 
 #[cfg(test)]

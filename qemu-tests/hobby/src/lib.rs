@@ -26,6 +26,11 @@
 //! crate is empty, so that host builds of the workspace stay clean.
 #![no_std]
 
+/// The `pmu` crate this library is built on (its model PMIs and APIC types
+/// are `pmu`'s): a kernel can name it through `hobby::pmu`.
+#[doc(no_inline)]
+pub use pmu;
+
 #[cfg(target_os = "none")]
 pub mod boot;
 #[cfg(all(target_os = "none", feature = "defmt"))]

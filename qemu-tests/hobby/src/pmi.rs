@@ -11,7 +11,7 @@
 //! a shared model ([`ModelPmiLine`]: the NetBurst or the architectural-PMU
 //! model) and delivers each PMI it raises.
 
-use pmu::apic::{LocalApic, PmiDelivery};
+use pmu::apic::{LocalApic, ModelPmi};
 use pmu::model::archperf::{self, SharedArchPerfModel};
 use pmu::model::netburst::{Event, LogicalProcessor, SharedModel};
 
@@ -39,25 +39,16 @@ pub enum Delivery {
     Invalid,
 }
 
-/// Raises one PMI through `apic`'s LVT performance-counter entry.
+/// Raises one PMI through `apic`'s LVT performance-counter entry: the
+/// crate's [`pmu::apic::deliver_model_pmi`] on the xAPIC (which cannot
+/// fail), its vector as a number.
 pub fn deliver(apic: &mut LocalApic) -> Delivery {
-    let entry = apic.perf_counter_entry();
-    if entry.is_masked() {
-        return Delivery::Masked;
-    }
-    let Some(delivery) = entry.delivery() else {
-        return Delivery::Invalid;
-    };
-    apic.set_perf_counter_entry(entry.masked());
-    match delivery {
-        PmiDelivery::Fixed(vector) => {
-            apic.self_ipi(vector);
-            Delivery::Vector(vector.get())
-        }
-        PmiDelivery::Nmi => {
-            apic.self_nmi();
-            Delivery::Nmi
-        }
+    let Ok(delivered) = pmu::apic::deliver_model_pmi(apic);
+    match delivered {
+        ModelPmi::Vector(vector) => Delivery::Vector(vector.get()),
+        ModelPmi::Nmi => Delivery::Nmi,
+        ModelPmi::Masked => Delivery::Masked,
+        ModelPmi::Invalid => Delivery::Invalid,
     }
 }
 
@@ -175,8 +166,8 @@ const LVT_PERF_COUNTER: u64 = pmu::apic::DEFAULT_BASE + 0x340;
 /// inclusive. A handler that runs there sees a RIP in this range (under
 /// TCG, always the same one: the instruction after the STI shadow's).
 pub fn wait_window() -> core::ops::RangeInclusive<u64> {
-    let start = hobby_pmi_wait_window_start as *const () as usize as u64;
-    let end = hobby_pmi_wait_window_end as *const () as usize as u64;
+    let start = hobby_pmi_wait_window_start as *const () as u64;
+    let end = hobby_pmi_wait_window_end as *const () as u64;
     start..=end
 }
 

@@ -164,7 +164,7 @@ pub unsafe fn run_with(
         core::arch::asm!(
             "call {enter}",
             enter = sym hobby_user_enter,
-            in("rdi") entry as usize as u64,
+            in("rdi") entry as *const () as u64,
             in("rsi") arg,
             in("rdx") top,
             in("rcx") u64::from(cs.0),

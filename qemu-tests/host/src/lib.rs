@@ -1,54 +1,28 @@
 //! The host side of the QEMU tests: builds every test kernel
 //! (`qemu-tests/src/bin`), example kernel (`examples/`) and the external
 //! client (`examples/client`, a crate outside the workspace) for
-//! `x86_64-unknown-none`, boots each under QEMU ([`qemu::boot`], what
-//! `pmu-qemu-run` does too) and judges what it printed. `tests/qemu.rs` runs them all for `cargo test`;
-//! the `qemu` binary (`cargo qemu <kernel>`) boots one.
+//! `x86_64-unknown-none`, boots each under QEMU with the runner's library
+//! (`pmu-qemu-run`, [`qemu::boot`]) and judges what it printed ([`judge`]:
+//! the exit code on port F4h and the case lines, documented in that crate);
+//! a kernel that logs with defmt has its frames decoded by
+//! `pmu-defmt-decode`, built in the background meanwhile.
+//! `tests/qemu.rs` runs them all for `cargo test`; the `qemu` binary
+//! (`cargo qemu <kernel>`) boots one.
 //!
 //! A kernel's source says how to boot it, in its leading doc comment:
 //!
 //! ```text
 //! //! qemu-run: <config>: <extra QEMU arguments>      (one line per boot; none = one plain boot)
 //! //! expect-fail: <case>: <text the failure must contain>
+//! //! defmt: com2                                     (it logs defmt frames on COM2)
 //! ```
-//!
-//! A kernel that prints `suite <name>: <n> cases` reports its cases with the
-//! protocol of `hobby::test`; any other kernel (the examples) is one case that
-//! passes when it exits with the success code. A run whose exit status does
-//! not match what it reported, that hangs, or that stops before reporting all
-//! its cases, adds a failure.
-//!
-//! # Case lines
-//!
-//! The lines [`judge`] reads from a test kernel's console (everything else
-//! is the kernel's own output):
-//!
-//! ```text
-//! suite <name>: <n> cases                   the plan: n case lines must follow
-//! test <suite>::<case> ... ok               passed
-//! test <suite>::<case> ... FAILED           failed; the next line, indented
-//!     <why>                                 by four spaces, says why
-//! test <suite>::<case> ... skipped: <why>   skipped (what the case needs is not
-//!                                           there, e.g. a real PMU): neither
-//!                                           passed nor failed
-//! ```
-//!
-//! A skipped case counts as reported, never as passed and not as failed;
-//! its reason is printed after the verdict. A case listed as `expect-fail`
-//! that is skipped fails (it did not fail as it must).
 //!
 //! Each case becomes one line here, `qemu <kernel>[<config>]::<case> ...
 //! ok|FAILED|skipped: <why>`, and [`Workspace::test_all`] ends with the tally
 //! `N passed, N failed`, or `N passed, N failed, N skipped` when a case was
 //! skipped ([`tally`]). The run succeeds when nothing failed and something
-//! passed.
-//!
-//! # Accelerator
-//!
-//! `PMU_QEMU_ACCEL` (`tcg`, the default, or `kvm`: `-enable-kvm -cpu host`,
-//! refused when `/dev/kvm` is not usable) says how every kernel boots; see
-//! [`qemu::Accel`] for the exact arguments. The runners print it on their
-//! first line.
+//! passed. `PMU_QEMU_ACCEL` says how every kernel boots ([`qemu::Accel`]);
+//! the first line names it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -56,7 +30,21 @@ use std::process::{Command, ExitCode};
 use std::sync::Mutex;
 use std::thread;
 
-pub mod qemu;
+pub use pmu_qemu_run::{CaseResult, Run, Verdict, judge, qemu, tally};
+
+/// One boot of one kernel of the repository: the runner's [`Run`] and
+/// whether the kernel logs defmt frames on COM2 (header line `defmt: com2`),
+/// which the host decodes and checks as one more case.
+#[derive(Debug)]
+pub struct KernelRun {
+    /// The boot.
+    pub run: Run,
+    /// It logs with defmt.
+    pub defmt: bool,
+    /// The package its binary is in (`None`: the external client, a
+    /// workspace of its own).
+    pub package: Option<&'static str>,
+}
 
 /// The target the kernels are built for.
 pub const TARGET: &str = "x86_64-unknown-none";
@@ -64,108 +52,6 @@ pub const TARGET: &str = "x86_64-unknown-none";
 /// The kernel crate outside the workspace that uses `pmu` as a user's
 /// would (its binary is `client`).
 const CLIENT: &str = "examples/client";
-
-/// One boot of one kernel, as its source header describes it.
-#[derive(Debug)]
-pub struct Run {
-    /// The kernel binary's name.
-    pub kernel: String,
-    /// The configuration's name (empty for a kernel with a single plain boot).
-    pub config: String,
-    /// Extra QEMU arguments.
-    pub qemu_args: Vec<String>,
-    expect_fail: Vec<(String, String)>,
-    /// The kernel logs with defmt on COM2 (header line `defmt: com2`).
-    defmt: bool,
-}
-
-impl Run {
-    /// `kernel[config]`, or `kernel` for a plain boot.
-    pub fn label(&self) -> String {
-        if self.config.is_empty() {
-            self.kernel.clone()
-        } else {
-            format!("{}[{}]", self.kernel, self.config)
-        }
-    }
-}
-
-impl Run {
-    /// A plain boot of `kernel` with `qemu_args`, nothing expected to fail
-    /// (what `pmu-qemu-run` judges).
-    pub fn plain(kernel: &str, qemu_args: Vec<String>) -> Run {
-        Run {
-            kernel: kernel.into(),
-            config: String::new(),
-            qemu_args,
-            expect_fail: Vec::new(),
-            defmt: false,
-        }
-    }
-}
-
-/// What became of one case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// It passed (an expected failure that failed as it must passes).
-    Passed,
-    /// It failed.
-    Failed,
-    /// The kernel skipped it: neither passed nor failed.
-    Skipped,
-}
-
-impl Verdict {
-    /// The word of the host's case line.
-    pub fn word(self) -> &'static str {
-        match self {
-            Verdict::Passed => "ok",
-            Verdict::Failed => "FAILED",
-            Verdict::Skipped => "skipped",
-        }
-    }
-}
-
-/// The verdict on one case.
-#[derive(Debug)]
-pub struct CaseResult {
-    /// The case's name (`run` for a kernel that is not a test suite).
-    pub name: String,
-    /// What became of it.
-    pub verdict: Verdict,
-    /// What to print after the verdict.
-    pub note: String,
-}
-
-impl CaseResult {
-    fn new(name: impl Into<String>, verdict: Verdict, note: String) -> CaseResult {
-        CaseResult {
-            name: name.into(),
-            verdict,
-            note,
-        }
-    }
-
-    /// Whether it passed.
-    pub fn passed(&self) -> bool {
-        self.verdict == Verdict::Passed
-    }
-
-    /// Whether it failed.
-    pub fn failed(&self) -> bool {
-        self.verdict == Verdict::Failed
-    }
-}
-
-/// The tally line: `N passed, N failed`, and `, N skipped` when `skipped` is
-/// not zero.
-pub fn tally(passed: usize, failed: usize, skipped: usize) -> String {
-    if skipped == 0 {
-        format!("{passed} passed, {failed} failed")
-    } else {
-        format!("{passed} passed, {failed} failed, {skipped} skipped")
-    }
-}
 
 /// The repository and the tools the kernels are built and booted with.
 #[derive(Debug)]
@@ -196,32 +82,113 @@ impl Workspace {
         }
     }
 
+    /// A `cargo build` of kernels for [`TARGET`], from `dir`, into
+    /// `target_dir`. Without incremental compilation and with line tables
+    /// only for the crates that would carry full debug information: on a
+    /// fresh clone these builds are most of `cargo test`'s time, and the
+    /// incremental caches and full debug information of opt-level 2 code
+    /// cost about a third of it (35 to 25 CPU-seconds for the workspace's
+    /// kernels); nothing reads the kernels' DWARF beyond line numbers.
+    /// `cargo qemu` builds the same way, so the two share their artifacts.
+    fn kernel_build(dir: &Path, target_dir: &Path) -> Command {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .current_dir(dir)
+            .env("CARGO_INCREMENTAL", "0")
+            .args(["build", "--target", TARGET])
+            .args(["--config", "profile.dev.debug=\"line-tables-only\""])
+            .arg("--target-dir")
+            .arg(target_dir);
+        build
+    }
+
+    /// Where the external client is built: a target directory of its own,
+    /// so that its build runs beside the workspace's (cargo locks a target
+    /// directory for one build at a time).
+    fn client_target_dir(&self) -> PathBuf {
+        self.target_dir.join("client")
+    }
+
     /// Installs what is missing (the Rust target, QEMU) and builds every
-    /// kernel.
+    /// kernel, saying what it builds and how long it took: the workspace's
+    /// kernels and the external client at the same time.
     pub fn prepare(&self) -> Result<(), String> {
         ensure_target(&self.root)?;
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        println!("qemu: building kernels for {TARGET}");
-        let built = Command::new(&cargo)
-            .current_dir(&self.root)
-            .args(["build", "--quiet", "--bins", "--target", TARGET])
-            .args(["-p", "pmu-qemu-tests", "-p", "pmu-examples", "--target-dir"])
-            .arg(&self.target_dir)
+        let started = std::time::Instant::now();
+        let kernels = self.runs().map_or(0, |runs| {
+            let mut names: Vec<_> = runs.iter().map(|k| &k.run.kernel).collect();
+            names.dedup();
+            names.len()
+        });
+        println!(
+            "qemu: building {kernels} kernels for {TARGET} (test kernels, examples, the external client)"
+        );
+        // The external client, a workspace of its own: built from its own
+        // directory, with its own cargo configuration, as a user would.
+        let client = Self::kernel_build(&self.root.join(CLIENT), &self.client_target_dir())
+            .arg("--quiet")
+            .spawn();
+        let built = Self::kernel_build(&self.root, &self.target_dir)
+            .args([
+                "--quiet",
+                "--bins",
+                "-p",
+                "pmu-qemu-tests",
+                "-p",
+                "pmu-examples",
+            ])
             .status();
+        let client = client.and_then(|mut c| c.wait());
         if !matches!(built, Ok(s) if s.success()) {
             return Err(format!("building the kernels failed ({built:?})"));
         }
-        // The external client, a workspace of its own: built from its own
-        // directory, with its own cargo configuration, as a user would.
-        let client = Command::new(&cargo)
-            .current_dir(self.root.join(CLIENT))
-            .args(["build", "--quiet", "--target", TARGET, "--target-dir"])
-            .arg(&self.target_dir)
-            .status();
         if !matches!(client, Ok(s) if s.success()) {
             return Err(format!("building the external client failed ({client:?})"));
         }
+        println!(
+            "qemu: kernels built in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
         // Install QEMU once, before runs start in parallel.
+        qemu::ensure_qemu()
+    }
+
+    /// Installs what is missing and builds the one kernel `k` boots, with
+    /// cargo's progress on the terminal: what `cargo qemu <kernel>` waits
+    /// for (the first time, the crate and the kernel library too).
+    pub fn prepare_one(&self, k: &KernelRun) -> Result<(), String> {
+        ensure_target(&self.root)?;
+        let started = std::time::Instant::now();
+        let built = match k.package {
+            Some(package) => {
+                println!(
+                    "qemu: building kernel {} (package {package}) for {TARGET}",
+                    k.run.kernel
+                );
+                Self::kernel_build(&self.root, &self.target_dir)
+                    .args(["-p", package, "--bin", &k.run.kernel])
+                    .status()
+            }
+            None => {
+                println!(
+                    "qemu: building kernel {} ({CLIENT}, a workspace of its own) for {TARGET}",
+                    k.run.kernel
+                );
+                Self::kernel_build(&self.root.join(CLIENT), &self.client_target_dir()).status()
+            }
+        };
+        if !matches!(built, Ok(s) if s.success()) {
+            return Err(format!(
+                "building kernel {} failed ({built:?})",
+                k.run.kernel
+            ));
+        }
+        println!(
+            "qemu: {} built in {:.1} s",
+            k.run.kernel,
+            started.elapsed().as_secs_f64()
+        );
         qemu::ensure_qemu()
     }
 
@@ -249,7 +216,11 @@ impl Workspace {
 
     /// Starts building `pmu-defmt-decode` (in a target directory of its own,
     /// so that it runs beside the kernel build); the handle yields the
-    /// program's path.
+    /// program's path. Not a library of this crate: `cargo test` builds a
+    /// package's dev-dependencies before its unit-test harness, so the
+    /// decoder's large dependency tree would run first and alone, and the
+    /// crate's long test-harness compile after it (measured: the harness
+    /// started 67 s into a cold build instead of at once).
     fn build_decoder_in_background(&self) -> thread::JoinHandle<Result<PathBuf, String>> {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let root = self.root.clone();
@@ -268,12 +239,17 @@ impl Workspace {
     }
 
     /// Every boot of every kernel, in name order.
-    pub fn runs(&self) -> Result<Vec<Run>, String> {
+    pub fn runs(&self) -> Result<Vec<KernelRun>, String> {
         discover(&self.root)
     }
 
     fn kernel(&self, run: &Run) -> PathBuf {
-        self.target_dir.join(TARGET).join("debug").join(&run.kernel)
+        let dir = if run.kernel == "client" {
+            self.client_target_dir()
+        } else {
+            self.target_dir.clone()
+        };
+        dir.join(TARGET).join("debug").join(&run.kernel)
     }
 
     /// Boots `run` under `accel` with the console on this terminal; returns
@@ -348,16 +324,17 @@ impl Workspace {
                         // Take the next run and let go of the queue before
                         // booting it (a guard in a `while let` scrutinee
                         // would live for the whole boot).
-                        let run = next.lock().unwrap().next();
-                        let Some(run) = run else { break };
+                        let k = next.lock().unwrap().next();
+                        let Some(k) = k else { break };
+                        let run = &k.run;
                         let smp = run.qemu_args.iter().any(|a| a == "-smp");
                         let (_alone, _shared) = if smp {
                             (Some(cores.write().unwrap_or_else(|e| e.into_inner())), None)
                         } else {
                             (None, Some(cores.read().unwrap_or_else(|e| e.into_inner())))
                         };
-                        let mut cases = boot(&self.kernel(run), run, accel, &self.target_dir);
-                        if run.defmt {
+                        let mut cases = boot(&self.kernel(run), k, accel, &self.target_dir);
+                        if k.defmt {
                             cases.push(check_defmt(
                                 &self.kernel(run),
                                 &self.target_dir,
@@ -415,7 +392,7 @@ fn ensure_target(root: &Path) -> Result<(), String> {
 }
 
 /// Every kernel source and the boots its header asks for.
-fn discover(root: &Path) -> Result<Vec<Run>, String> {
+fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
     let mut sources = Vec::new();
     for dir in ["qemu-tests/src/bin", "examples"] {
         let entries = fs::read_dir(root.join(dir)).map_err(|e| format!("{dir}: {e}"))?;
@@ -430,10 +407,16 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
     sources.sort();
     let mut runs = Vec::new();
     for path in sources {
-        let kernel = if path.starts_with(root.join(CLIENT)) {
-            "client".to_string()
+        let (kernel, package) = if path.starts_with(root.join(CLIENT)) {
+            ("client".to_string(), None)
         } else {
-            path.file_stem().unwrap().to_string_lossy().into_owned()
+            let package = if path.starts_with(root.join("examples")) {
+                "pmu-examples"
+            } else {
+                "pmu-qemu-tests"
+            };
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, Some(package))
         };
         let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let header = text.lines().take_while(|l| l.starts_with("//!"));
@@ -459,12 +442,15 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
             configs.push((String::new(), Vec::new()));
         }
         for (config, qemu_args) in configs {
-            runs.push(Run {
-                kernel: kernel.clone(),
-                config,
-                qemu_args,
-                expect_fail: expect_fail.clone(),
+            runs.push(KernelRun {
+                run: Run {
+                    kernel: kernel.clone(),
+                    config,
+                    qemu_args,
+                    expect_fail: expect_fail.clone(),
+                },
                 defmt,
+                package,
             });
         }
     }
@@ -480,9 +466,10 @@ fn defmt_frames(kernel: &Path, target_dir: &Path) -> PathBuf {
 }
 
 /// Boots one kernel under `accel` and judges what it printed.
-fn boot(kernel: &Path, run: &Run, accel: qemu::Accel, target_dir: &Path) -> Vec<CaseResult> {
+fn boot(kernel: &Path, k: &KernelRun, accel: qemu::Accel, target_dir: &Path) -> Vec<CaseResult> {
+    let run = &k.run;
     let mut args = run.qemu_args.clone();
-    if run.defmt {
+    if k.defmt {
         // COM1 is the console (`-serial stdio`); the second `-serial` is COM2.
         args.push("-serial".into());
         args.push(format!(
@@ -491,7 +478,7 @@ fn boot(kernel: &Path, run: &Run, accel: qemu::Accel, target_dir: &Path) -> Vec<
         ));
     }
     let boot = qemu::boot(kernel, accel, &args, false);
-    if run.defmt {
+    if k.defmt {
         // Kept for `check_defmt`, which compares with the decoded frames.
         let _ = fs::write(
             defmt_frames(kernel, target_dir).with_extension("console"),
@@ -571,112 +558,3 @@ fn check_defmt(
         case(false, note)
     }
 }
-
-/// Turns a kernel's console output and exit status into case results: one
-/// per case of a `hobby::test` suite (all planned cases must report, and the
-/// exit status must agree with them), or one `run` case for any other kernel.
-/// The lines it reads are in the [crate documentation](crate#case-lines).
-pub fn judge(console: &str, exit_success: bool, runner_said: &str, run: &Run) -> Vec<CaseResult> {
-    let planned = console.lines().find_map(|l| {
-        let rest = l.strip_prefix("suite ")?;
-        let (_, count) = rest.split_once(": ")?;
-        count.strip_suffix(" cases")?.parse::<usize>().ok()
-    });
-    let Some(planned) = planned else {
-        // Not a test kernel: the run is the case.
-        return vec![if exit_success {
-            CaseResult::new("run", Verdict::Passed, String::new())
-        } else {
-            CaseResult::new("run", Verdict::Failed, format!("\n    {runner_said}"))
-        }];
-    };
-
-    let mut results = Vec::new();
-    let mut lines = console.lines().peekable();
-    let mut kernel_failures = 0;
-    while let Some(line) = lines.next() {
-        let Some(rest) = line.strip_prefix("test ") else {
-            continue;
-        };
-        let (name, verdict, why) = if let Some(name) = rest.strip_suffix(" ... ok") {
-            (name, Verdict::Passed, String::new())
-        } else if let Some(name) = rest.strip_suffix(" ... FAILED") {
-            let why = match lines.peek() {
-                Some(next) if next.starts_with("    ") => next.trim().to_string(),
-                _ => String::new(),
-            };
-            (name, Verdict::Failed, why)
-        } else if let Some((name, why)) = rest.split_once(" ... skipped: ") {
-            (name, Verdict::Skipped, why.trim().to_string())
-        } else {
-            continue;
-        };
-        let case = name.rsplit("::").next().unwrap_or(name).to_string();
-        if verdict == Verdict::Failed {
-            kernel_failures += 1;
-        }
-        let expected = run.expect_fail.iter().find(|(c, _)| *c == case);
-        results.push(match (expected, verdict) {
-            (None, Verdict::Passed) => CaseResult::new(case, Verdict::Passed, String::new()),
-            (None, Verdict::Failed) => {
-                CaseResult::new(case, Verdict::Failed, format!("\n    {why}"))
-            }
-            (None, Verdict::Skipped) => CaseResult::new(case, Verdict::Skipped, format!(": {why}")),
-            (Some((_, reason)), Verdict::Failed) if why.contains(reason.as_str()) => {
-                CaseResult::new(
-                    case,
-                    Verdict::Passed,
-                    format!(" (failed as it must: {why})"),
-                )
-            }
-            (Some((_, reason)), Verdict::Failed) => CaseResult::new(
-                case,
-                Verdict::Failed,
-                format!("\n    must fail with `{reason}`, failed with `{why}`"),
-            ),
-            (Some(_), Verdict::Passed) => CaseResult::new(
-                case,
-                Verdict::Failed,
-                "\n    passed, but this case must fail".into(),
-            ),
-            (Some((_, reason)), Verdict::Skipped) => CaseResult::new(
-                case,
-                Verdict::Failed,
-                format!("\n    skipped ({why}), but this case must fail with `{reason}`"),
-            ),
-        });
-    }
-    for (case, _) in &run.expect_fail {
-        if !results.iter().any(|r| r.name == *case) {
-            results.push(CaseResult::new(
-                case.clone(),
-                Verdict::Failed,
-                "\n    expected to fail, but never reported".into(),
-            ));
-        }
-    }
-    let reported = results.len().min(planned);
-    if reported < planned {
-        results.push(CaseResult::new(
-            "(run)",
-            Verdict::Failed,
-            format!(
-                "\n    {} of {planned} cases never reported; {runner_said}",
-                planned - reported
-            ),
-        ));
-    } else if exit_success != (kernel_failures == 0) {
-        results.push(CaseResult::new(
-            "(run)",
-            Verdict::Failed,
-            format!(
-                "\n    exit status says {}, the cases say {kernel_failures} failed; {runner_said}",
-                if exit_success { "success" } else { "failure" }
-            ),
-        ));
-    }
-    results
-}
-
-#[cfg(test)]
-mod tests;

@@ -1,5 +1,5 @@
-//! `cargo qemu <kernel> [config]`: builds the kernels and boots one under
-//! QEMU with its console on this terminal. `cargo qemu` alone lists them.
+//! `cargo qemu <kernel> [config]`: builds that kernel (cargo's progress on
+//! the terminal) and boots it under QEMU with its console on this terminal. `cargo qemu` alone lists them.
 //! `PMU_QEMU_ACCEL=kvm cargo qemu <kernel>` boots it under KVM on the host's
 //! CPU (`qemu_host::qemu::Accel`); the first line says which accelerator.
 
@@ -20,7 +20,7 @@ fn main() -> ExitCode {
     let [kernel, rest @ ..] = args.as_slice() else {
         println!("usage: cargo qemu <kernel> [config]; the kernels and their configs:");
         for run in &runs {
-            println!("  {}", run.label());
+            println!("  {}", run.run.label());
         }
         return ExitCode::SUCCESS;
     };
@@ -33,16 +33,18 @@ fn main() -> ExitCode {
     };
     println!("qemu: {accel}");
     let config = rest.first();
-    let Some(run) = runs
+    let Some(k) = runs
         .iter()
-        .find(|r| r.kernel == *kernel && config.is_none_or(|c| r.config == *c))
+        .find(|k| k.run.kernel == *kernel && config.is_none_or(|c| k.run.config == *c))
     else {
         eprintln!("qemu: no kernel {kernel} with config {config:?}; `cargo qemu` lists them");
         return ExitCode::FAILURE;
     };
-    if let Err(e) = workspace.prepare() {
+    // Only the kernel asked for, with cargo's progress: the first command
+    // of the README builds for a while on a fresh clone.
+    if let Err(e) = workspace.prepare_one(k) {
         eprintln!("qemu: {e}");
         return ExitCode::FAILURE;
     }
-    workspace.boot_attached(run, accel)
+    workspace.boot_attached(&k.run, accel)
 }

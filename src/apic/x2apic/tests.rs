@@ -247,3 +247,65 @@ fn x2apic_support_is_cpuid_leaf_1_ecx_bit_21() {
     assert!(x2apic_supported(&Leaf1(1 << 21)));
     assert!(!x2apic_supported(&Leaf1(!(1 << 21))));
 }
+
+/// A model's PMI delivered through the x2APIC (`deliver_model_pmi`): the
+/// entry read, written back masked, the vector sent with SELF IPI (or an
+/// NMI through the ICR), exactly those MSR accesses in that order; nothing
+/// but the read while the entry is masked or its delivery mode invalid.
+#[test]
+fn a_model_pmi_is_delivered_as_the_hardware_delivers_it() {
+    use crate::access::Access::{ReadMsr, WriteMsr};
+    use crate::apic::{ModelPmi, deliver_model_pmi};
+
+    let mut apic = X2Apic::enter(Recording::<_, 16>::new(Model::new())).unwrap();
+    let vector = Vector::new(0xF0).unwrap();
+    let fixed = LvtPerfCounter::new(PmiDelivery::Fixed(vector));
+    apic.set_perf_counter_entry(fixed).unwrap();
+    apic.msr().clear();
+
+    assert_eq!(deliver_model_pmi(&mut apic), Ok(ModelPmi::Vector(vector)));
+    assert_eq!(
+        apic.msr().log(),
+        [
+            ReadMsr {
+                msr: msr::LVT_PERF_COUNTER,
+                value: 0xF0
+            },
+            WriteMsr {
+                msr: msr::LVT_PERF_COUNTER,
+                value: 0x1_00F0
+            },
+            WriteMsr {
+                msr: msr::SELF_IPI,
+                value: 0xF0
+            },
+        ]
+    );
+    apic.msr().clear();
+    // Masked until the handler unmasks it: the next PMI is not sent.
+    assert_eq!(deliver_model_pmi(&mut apic), Ok(ModelPmi::Masked));
+    assert_eq!(apic.msr().take_counts(), counts(1, 0));
+    assert_eq!(apic.msr().inner_mut().self_ipis, [0xF0]);
+
+    apic.set_perf_counter_entry(LvtPerfCounter::new(PmiDelivery::Nmi))
+        .unwrap();
+    apic.msr().clear();
+    assert_eq!(deliver_model_pmi(&mut apic), Ok(ModelPmi::Nmi));
+    assert_eq!(apic.msr().take_counts(), counts(2, 2), "LVT, ID; LVT, ICR");
+    assert_eq!(apic.msr().inner_mut().icr, [7 << 32 | 0x4400]);
+    assert_eq!(apic.perf_counter_entry().map(|e| e.is_masked()), Ok(true));
+
+    // SMI delivery (010b) is no PMI delivery: nothing is sent.
+    apic.set_perf_counter_entry(LvtPerfCounter::from_bits(0b010 << 8))
+        .unwrap();
+    apic.msr().clear();
+    assert_eq!(deliver_model_pmi(&mut apic), Ok(ModelPmi::Invalid));
+    assert_eq!(apic.msr().take_counts(), counts(1, 0));
+
+    // A faulting access is the caller's error, not a panic.
+    let mut xapic_mode = X2Apic::new(Model::new());
+    assert_eq!(
+        deliver_model_pmi(&mut xapic_mode),
+        Err(Gp::NotX2ApicMode(msr::LVT_PERF_COUNTER))
+    );
+}

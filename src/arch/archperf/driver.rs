@@ -41,7 +41,10 @@
 //!
 //! # Examples
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, Counters};
 //! use pmu::arch::archperf::{ArchPerfPmu, EventSpec};
 //! use pmu::model::archperf::{ArchPerfModel, Config, Event};
@@ -382,7 +385,7 @@ impl CounterConfig {
 pub struct ArchPerfDriver<'s, O: Owner, M: MsrAccess> {
     msr: M,
     pmu: &'s ArchPerfPmu,
-    cpu: detect::ArchPerf,
+    cpu: detect::ArchPerfCpu,
     /// The counters this CPU has that the driver may use.
     present: CounterSet,
     firmware: CounterSet,
@@ -416,7 +419,7 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
     /// ([`InitError::PmuTaken`]).
     pub fn take(
         mut msr: M,
-        cpu: &detect::ArchPerf,
+        cpu: &detect::ArchPerfCpu,
         pmu: &'s ArchPerfPmu,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
         let general = cpu.general();
@@ -471,7 +474,7 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
     #[allow(clippy::type_complexity)]
     fn reset(
         msr: &mut M,
-        cpu: &detect::ArchPerf,
+        cpu: &detect::ArchPerfCpu,
         present: CounterSet,
     ) -> Result<(CounterSet, CounterSet, FixedCtrCtrl), M::Error> {
         let mut firmware = CounterSet::EMPTY;
@@ -569,7 +572,7 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
     }
 
     /// What detection found.
-    pub const fn cpu(&self) -> &detect::ArchPerf {
+    pub const fn cpu(&self) -> &detect::ArchPerfCpu {
         &self.cpu
     }
 

@@ -13,7 +13,10 @@
 //! ([`crate::counter::Driver::freeze`]): the departing events stop and the
 //! arriving ones start with one `IA32_PERF_GLOBAL_CTRL` write.
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::arch::archperf::driver::{ArchPerfDriver, Counters};
 //! use pmu::arch::archperf::multiplex::Multiplexer;
 //! use pmu::arch::archperf::{ArchPerfPmu, EventSpec};

@@ -153,7 +153,10 @@
 //!
 //! Take an Itanium 2 PMU (the model's), count CPU cycles on PMC/PMD4:
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
 //! use pmu::arch::itanium::generation::Counter;
 //! use pmu::arch::itanium::{CounterPmc, EventCode, Generation, ItaniumPmu, Plm};
@@ -541,7 +544,7 @@ impl fmt::Display for ConfigError {
             ConfigError::UnitBusy { unit, owner } => {
                 write!(f, "counter {owner} owns the {}", unit.name())
             }
-            ConfigError::NoSuchCounter(n) => write!(f, "no counter {n} on this generation"),
+            ConfigError::NoSuchCounter(n) => write!(f, "this generation has no counter {n}"),
             ConfigError::CounterClaimed(n) => write!(f, "counter {n} is claimed"),
             ConfigError::NoCascade => f.write_str("Itanium counters do not cascade"),
         }

@@ -162,7 +162,13 @@ pub struct CounterLayout {
     pub ism_fixed: bool,
 }
 
-/// Itanium (libpfm3 `pmc_ita_count_reg`; VTune's Itanium event help).
+/// The layout of a counter configuration register (PMC4-7) on the first
+/// Itanium: where `plm`, `ev`, `oi`, `pm`, the 7-bit event select (14:8),
+/// the unit mask, the threshold (3 bits, 2 on PMC6-7) and the instruction
+/// set mask lie, with no power-enable bit and no thread or MESI fields. The
+/// drivers and models encode and decode PMC4-7 through it; Itanium 2 and
+/// Montecito start from it ([`ITANIUM2_COUNTER`], [`MONTECITO_COUNTER`]).
+/// Sources: libpfm3 `pmc_ita_count_reg`, VTune's Itanium event help.
 pub const ITANIUM_COUNTER: CounterLayout = CounterLayout {
     plm: Field::new(0, 4),
     ev: Field::new(4, 1),

@@ -114,7 +114,10 @@
 //! Take the PMU of a package (here the model's), count one event, release,
 //! give the PMU back with every token:
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::arch::netburst::driver::{CounterConfig, Counters, InitError, NetBurstDriver};
 //! use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 //! use pmu::model::netburst::{Config, EventKind, LogicalProcessor, NetBurstModel, Privilege};
@@ -573,12 +576,24 @@ pub type Error<E> = counter::DriverError<ConfigError, E>;
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::NotWired { escr, counter } => write!(
-                f,
-                "{} does not feed counter {} (SDM Table 18-63)",
-                escr.name(),
-                counter.index()
-            ),
+            ConfigError::NotWired { escr, counter } => {
+                write!(
+                    f,
+                    "{} does not feed counter {}: it feeds counters ",
+                    escr.name(),
+                    counter.index()
+                )?;
+                let feeds = escr.counters();
+                for (i, c) in feeds.iter().enumerate() {
+                    let sep = match i {
+                        0 => "",
+                        _ if i + 1 == feeds.len() as usize => " and ",
+                        _ => ", ",
+                    };
+                    write!(f, "{sep}{}", c.index())?;
+                }
+                f.write_str(" (SDM Table 18-63)")
+            }
             ConfigError::EscrNotAllowed { escr } => {
                 write!(f, "the event cannot be counted on {}", escr.name())
             }
@@ -590,7 +605,7 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::CounterClaimed(c) => write!(f, "counter {} is claimed", c.index()),
             ConfigError::NoSuchLogicalProcessor => {
-                f.write_str("logical processor T1 on a part without Hyper-Threading")
+                f.write_str("logical processor T1 does not exist: this part has no Hyper-Threading")
             }
             ConfigError::SampleAfterRule => {
                 f.write_str("the sample-after value was checked against another counter rule")
@@ -602,7 +617,7 @@ impl fmt::Display for ConfigError {
             ConfigError::ForceOvfWithSampling => f.write_str(
                 "FORCE_OVF interrupts on every increment: it takes no sample-after value",
             ),
-            ConfigError::NoSuchCounter(n) => write!(f, "no counter {n}"),
+            ConfigError::NoSuchCounter(n) => write!(f, "there is no counter {n}: the counters are 0 to 17"),
             ConfigError::Untagged {
                 tagging: Tagging::FrontEnd,
                 ..
@@ -688,7 +703,7 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
                 f.write_str("performance monitoring is unavailable (IA32_MISC_ENABLE[7] clear)")
             }
             InitError::NoSuchLogicalProcessor => {
-                f.write_str("logical processor T1 on a part without Hyper-Threading")
+                f.write_str("logical processor T1 does not exist: this part has no Hyper-Threading")
             }
             InitError::LogicalProcessorTaken { lp } => write!(
                 f,
@@ -742,7 +757,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     /// processor ([`InitError::LogicalProcessorTaken`]).
     pub fn take(
         msr: M,
-        cpu: &detect::NetBurst,
+        cpu: &detect::NetBurstCpu,
         pmu: &'s NetBurstPmu,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
         Self::take_with(msr, cpu, pmu, None)
@@ -763,7 +778,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     pub fn take_for(
         lp: LogicalProcessor,
         msr: M,
-        cpu: &detect::NetBurst,
+        cpu: &detect::NetBurstCpu,
         pmu: &'s NetBurstPmu,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
         let hyper_threading = cpu.hyper_threading && cpu.logical_processors >= 2;
@@ -775,7 +790,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
 
     fn take_with(
         mut msr: M,
-        cpu: &detect::NetBurst,
+        cpu: &detect::NetBurstCpu,
         pmu: &'s NetBurstPmu,
         only: Option<LogicalProcessor>,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {

@@ -203,8 +203,13 @@ pub enum ParseErrorKind {
     },
 }
 
-/// A rejected event string: what and where (byte offset of the offending
-/// field).
+/// The longest offending field a [`ParseError`] keeps, in bytes (a longer
+/// one is cut at a character boundary).
+const FIELD_MAX: usize = 32;
+
+/// A rejected event string: what, where (byte offset of the offending
+/// field), the field itself, and the closest name the string may have
+/// meant. Its `Display` is [`ParseError::message`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ParseError {
@@ -212,32 +217,396 @@ pub struct ParseError {
     pub kind: ParseErrorKind,
     /// Byte offset into the string.
     pub offset: usize,
+    field: [u8; FIELD_MAX],
+    field_len: u8,
+    suggestion: Option<&'static str>,
 }
 
+impl ParseError {
+    /// `kind` at `offset`, about `field` (its first [`FIELD_MAX`] bytes).
+    const fn new(kind: ParseErrorKind, offset: usize, field: &[u8]) -> ParseError {
+        let mut len = if field.len() < FIELD_MAX {
+            field.len()
+        } else {
+            FIELD_MAX
+        };
+        // Cut before a UTF-8 continuation byte, so the copy stays UTF-8
+        // (the field is a piece of a `&str` split at ASCII bytes).
+        while len > 0 && len < field.len() && field[len] & 0xC0 == 0x80 {
+            len -= 1;
+        }
+        let mut bytes = [0; FIELD_MAX];
+        let mut i = 0;
+        while i < len {
+            bytes[i] = field[i];
+            i += 1;
+        }
+        ParseError {
+            kind,
+            offset,
+            field: bytes,
+            field_len: len as u8,
+            suggestion: None,
+        }
+    }
+
+    const fn suggesting(mut self, name: Option<&'static str>) -> ParseError {
+        self.suggestion = name;
+        self
+    }
+
+    /// The offending field: the event name, mask or modifier at
+    /// [`ParseError::offset`] (its first 32 bytes).
+    pub const fn field(&self) -> &str {
+        match core::str::from_utf8(self.field.split_at(self.field_len as usize).0) {
+            Ok(s) => s,
+            Err(_) => "",
+        }
+    }
+
+    /// The closest name to a misspelt event, mask or modifier (edit
+    /// distance, ignoring ASCII case), when one is close enough to be meant:
+    /// `instr_retired` for `instr_retird`.
+    pub const fn suggestion(&self) -> Option<&'static str> {
+        self.suggestion
+    }
+
+    /// The whole message, one sentence: what is wrong, where, the field,
+    /// what is allowed, and the suggestion. A `const fn`:
+    /// [`netburst_event!`](crate::netburst_event) stops the build with it.
+    ///
+    /// ```
+    /// use pmu::arch::netburst::EventSpec;
+    ///
+    /// let e = "instr_retird:NBOGUS".parse::<EventSpec>().unwrap_err();
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "`instr_retird` at byte 0 is not a NetBurst event; did you mean `instr_retired`?"
+    /// );
+    /// assert_eq!(e.message().as_str(), e.to_string());
+    /// ```
+    pub const fn message(&self) -> Message {
+        use ParseErrorKind::*;
+        let (m, field, at) = (Message::new(), self.field(), self.offset);
+        let m = match self.kind {
+            Empty => m.push("the event string is empty: name an event, such as `instr_retired`"),
+            UnknownPmu => m.code(field).push(
+                " at byte 0 is not a NetBurst PMU: write `netburst::`, `netburst_p::` or no prefix",
+            ),
+            MissingEvent => m
+                .push("the event string has no event name at byte ")
+                .number(at),
+            UnknownEvent => m.code(field).at(at).push(" is not a NetBurst event"),
+            WrongPmu { event, pmu } => {
+                let m = m
+                    .push("event ")
+                    .code(event.name())
+                    .at(at)
+                    .push(" is not available on PMU ")
+                    .code(pmu.name());
+                match pmu {
+                    Pmu::Netburst => m
+                        .push(": it needs netburst_p (family 0Fh models 3, 4, 6), write `netburst_p::")
+                        .push(event.name())
+                        .push("`"),
+                    Pmu::NetburstP => m,
+                }
+            }
+            EmptyField => m
+                .push("the field at byte ")
+                .number(at)
+                .push(" is empty: remove the extra `:`"),
+            UnknownMask { event } => m
+                .code(field)
+                .at(at)
+                .push(" is neither a mask of ")
+                .code(event.name())
+                .push(" nor a modifier (u, k, cmpl, e, thr=N)"),
+            UnknownModifier => m
+                .code(field)
+                .at(at)
+                .push(" is not a modifier: `name=value` takes u, k, cmpl, e or thr"),
+            MaskTakesNoValue => m
+                .push("mask ")
+                .code(field)
+                .at(at)
+                .push(" takes no value: write it without `=`"),
+            MissingValue { modifier } => m
+                .push("modifier ")
+                .code(modifier.name())
+                .at(at)
+                .push(" needs a value: write `thr=N` with N from 0 to 15"),
+            InvalidValue { modifier } => m
+                .push("the value of modifier ")
+                .code(modifier.name())
+                .at(at)
+                .push(" is not a number: write it in decimal or 0x hexadecimal"),
+            ValueOutOfRange { modifier } => {
+                let m = m
+                    .push("the value of modifier ")
+                    .code(modifier.name())
+                    .at(at)
+                    .push(" is out of range: ");
+                match modifier {
+                    Modifier::Thr => m.push("`thr` takes 0 to 15"),
+                    _ => m.code(modifier.name()).push(" takes 0 or 1"),
+                }
+            }
+            ModifierRepeated { modifier } => m
+                .push("modifier ")
+                .code(modifier.name())
+                .at(at)
+                .push(" is given a second time: give each modifier once"),
+            NoDefaultMask { event } => {
+                let m = m
+                    .push("event ")
+                    .code(event.name())
+                    .push(" has no default mask: name one");
+                match event.info().masks.first() {
+                    Some(mask) => m
+                        .push(", such as `")
+                        .push(event.name())
+                        .push(":")
+                        .push(mask.name)
+                        .push("`"),
+                    None => m,
+                }
+            }
+        };
+        match self.suggestion {
+            Some(name) => m.push("; did you mean ").code(name).push("?"),
+            None => m,
+        }
+    }
+}
+
+/// An error message built without an allocator, at run time or by the
+/// compiler ([`ParseError::message`]).
+#[derive(Clone, Copy)]
+pub struct Message {
+    bytes: [u8; Message::CAPACITY],
+    len: usize,
+}
+
+impl Message {
+    /// Room for the longest message (two names, a field and the text).
+    const CAPACITY: usize = 256;
+
+    const fn new() -> Message {
+        Message {
+            bytes: [0; Message::CAPACITY],
+            len: 0,
+        }
+    }
+
+    /// `s` appended; a piece that does not fit is left out whole, so the
+    /// text stays UTF-8.
+    const fn push(mut self, s: &str) -> Message {
+        let s = s.as_bytes();
+        if self.len + s.len() > Message::CAPACITY {
+            return self;
+        }
+        let mut i = 0;
+        while i < s.len() {
+            self.bytes[self.len + i] = s[i];
+            i += 1;
+        }
+        self.len += s.len();
+        self
+    }
+
+    /// `` `s` ``.
+    const fn code(self, s: &str) -> Message {
+        self.push("`").push(s).push("`")
+    }
+
+    /// ` at byte N`.
+    const fn at(self, offset: usize) -> Message {
+        self.push(" at byte ").number(offset)
+    }
+
+    /// `n` in decimal.
+    const fn number(self, n: usize) -> Message {
+        let mut digits = [0u8; 20];
+        let (mut n, mut i) = (n, digits.len());
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        match core::str::from_utf8(digits.split_at(i).1) {
+            Ok(s) => self.push(s),
+            Err(_) => self,
+        }
+    }
+
+    /// The text.
+    pub const fn as_str(&self) -> &str {
+        match core::str::from_utf8(self.bytes.split_at(self.len).0) {
+            Ok(s) => s,
+            Err(_) => "",
+        }
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Levenshtein distance between the first 48 bytes of `a` and of `b`,
+/// ignoring ASCII case.
+const fn distance(a: &[u8], b: &[u8]) -> usize {
+    const MAX: usize = 48;
+    let n = if a.len() < MAX { a.len() } else { MAX };
+    let m = if b.len() < MAX { b.len() } else { MAX };
+    let mut prev = [0usize; MAX + 1];
+    let mut cur = [0usize; MAX + 1];
+    let mut j = 0;
+    while j <= m {
+        prev[j] = j;
+        j += 1;
+    }
+    let mut i = 1;
+    while i <= n {
+        cur[0] = i;
+        let mut j = 1;
+        while j <= m {
+            let cost = if a[i - 1].eq_ignore_ascii_case(&b[j - 1]) {
+                0
+            } else {
+                1
+            };
+            let mut best = prev[j - 1] + cost;
+            if prev[j] + 1 < best {
+                best = prev[j] + 1;
+            }
+            if cur[j - 1] + 1 < best {
+                best = cur[j - 1] + 1;
+            }
+            cur[j] = best;
+            j += 1;
+        }
+        prev = cur;
+        i += 1;
+    }
+    prev[m]
+}
+
+/// The closest of the names seen so far and `name`, for a misspelling of
+/// `typed`.
+#[derive(Clone, Copy)]
+struct Closest<'t> {
+    typed: &'t [u8],
+    best: Option<(&'static str, usize)>,
+}
+
+impl<'t> Closest<'t> {
+    const fn to(typed: &'t [u8]) -> Closest<'t> {
+        Closest { typed, best: None }
+    }
+
+    const fn consider(mut self, name: &'static str) -> Closest<'t> {
+        let d = distance(self.typed, name.as_bytes());
+        match self.best {
+            Some((_, best)) if best <= d => {}
+            _ => self.best = Some((name, d)),
+        }
+        self
+    }
+
+    /// The closest name, when it is within a third of the typed length
+    /// (at least 1, at most 3 edits): far enough for `instr_retird`, near
+    /// enough not to offer `RUNNING` for `NOPE`.
+    const fn result(self) -> Option<&'static str> {
+        let mut limit = self.typed.len() / 3;
+        if limit < 1 {
+            limit = 1;
+        } else if limit > 3 {
+            limit = 3;
+        }
+        match self.best {
+            Some((name, d)) if d <= limit => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// The event of `pmu` whose name or alias is closest to `typed`.
+const fn closest_event(pmu: Pmu, typed: &[u8]) -> Option<&'static str> {
+    let mut c = Closest::to(typed);
+    let mut i = 0;
+    while i < EventName::ALL.len() {
+        let e = EventName::ALL[i];
+        if pmu.has(e) {
+            c = c.consider(e.info().name);
+            if let Some(alias) = e.info().alias {
+                c = c.consider(alias);
+            }
+        }
+        i += 1;
+    }
+    c.result()
+}
+
+/// The mask of `info` or the modifier closest to `typed` (modifiers only,
+/// when `masks` is false).
+const fn closest_field(info: &EventInfo, typed: &[u8], masks: bool) -> Option<&'static str> {
+    let mut c = Closest::to(typed);
+    let mut i = 0;
+    while masks && i < info.masks.len() {
+        c = c.consider(info.masks[i].name);
+        if let Some(alias) = info.masks[i].alias {
+            c = c.consider(alias);
+        }
+        i += 1;
+    }
+    let mut k = 0;
+    while k < Modifier::ALL.len() {
+        c = c.consider(Modifier::ALL[k].name());
+        k += 1;
+    }
+    c.result()
+}
+
+/// The kind alone, without the field and offset a [`ParseError`] adds
+/// ([`ParseErrorKind::message`], with the names it carries).
 impl fmt::Display for ParseErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use ParseErrorKind::*;
         match *self {
             WrongPmu { event, pmu } => write!(
                 f,
-                "event {} is not available on PMU {}",
+                "event `{}` is not available on PMU `{}`",
                 event.name(),
                 pmu.name()
             ),
-            UnknownMask { event } => {
-                write!(f, "unknown mask or modifier for event {}", event.name())
+            UnknownMask { event } => write!(
+                f,
+                "the field is neither a mask of `{}` nor a modifier (u, k, cmpl, e, thr=N)",
+                event.name()
+            ),
+            MissingValue { modifier }
+            | InvalidValue { modifier }
+            | ValueOutOfRange { modifier }
+            | ModifierRepeated { modifier } => {
+                write!(f, "{} (modifier `{}`)", self.message(), modifier.name())
             }
-            MissingValue { modifier } => write!(f, "modifier {} needs a value", modifier.name()),
-            InvalidValue { modifier } => {
-                write!(f, "invalid value for modifier {}", modifier.name())
-            }
-            ValueOutOfRange { modifier } => {
-                write!(f, "value out of range for modifier {}", modifier.name())
-            }
-            ModifierRepeated { modifier } => write!(f, "modifier {} repeated", modifier.name()),
-            NoDefaultMask { event } => {
-                write!(f, "event {} has no default mask; name one", event.name())
-            }
+            NoDefaultMask { event } => write!(
+                f,
+                "event `{}` has no default mask: name one of its masks",
+                event.name()
+            ),
             other => f.write_str(other.message()),
         }
     }
@@ -247,7 +616,7 @@ impl core::error::Error for ParseErrorKind {}
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at byte {}", self.kind, self.offset)
+        f.write_str(self.message().as_str())
     }
 }
 
@@ -384,19 +753,23 @@ impl EventSpec {
     /// Never panics. A `const fn`: [`netburst_event!`](crate::netburst_event)
     /// runs it at compile time.
     pub const fn parse(s: &str, default_pmu: Pmu) -> Result<EventSpec, ParseError> {
-        const fn err(kind: ParseErrorKind, offset: usize) -> Result<EventSpec, ParseError> {
-            Err(ParseError { kind, offset })
+        const fn err(
+            kind: ParseErrorKind,
+            offset: usize,
+            field: &[u8],
+        ) -> Result<EventSpec, ParseError> {
+            Err(ParseError::new(kind, offset, field))
         }
         let s = s.as_bytes();
         if s.is_empty() {
-            return err(ParseErrorKind::Empty, 0);
+            return err(ParseErrorKind::Empty, 0, s);
         }
         let (pmu, rest, base) = match find(s, b"::") {
             Some(pos) => {
                 let (head, tail) = s.split_at(pos);
                 match Pmu::from_name(head) {
                     Some(p) => (p, tail.split_at(2).1, pos + 2),
-                    None => return err(ParseErrorKind::UnknownPmu, 0),
+                    None => return err(ParseErrorKind::UnknownPmu, 0, head),
                 }
             }
             None => (default_pmu, s, 0),
@@ -406,13 +779,14 @@ impl EventSpec {
             None => rest.len(),
         });
         if name.is_empty() {
-            return err(ParseErrorKind::MissingEvent, base);
+            return err(ParseErrorKind::MissingEvent, base, name);
         }
         let Some(event) = EventName::from_name_bytes(name) else {
-            return err(ParseErrorKind::UnknownEvent, base);
+            let e = ParseError::new(ParseErrorKind::UnknownEvent, base, name);
+            return Err(e.suggesting(closest_event(pmu, name)));
         };
         if !pmu.has(event) {
-            return err(ParseErrorKind::WrongPmu { event, pmu }, base);
+            return err(ParseErrorKind::WrongPmu { event, pmu }, base, name);
         }
         let info: &EventInfo = event.info();
         let mut masks = 0u32;
@@ -432,7 +806,7 @@ impl EventSpec {
             let at = offset;
             offset += field.len();
             if field.is_empty() {
-                return err(ParseErrorKind::EmptyField, at);
+                return err(ParseErrorKind::EmptyField, at, field);
             }
             let (key, value) = match find(field, b"=") {
                 Some(p) => {
@@ -447,26 +821,36 @@ impl EventSpec {
                 continue;
             }
             let Some(modifier) = Modifier::from_name(key) else {
-                let kind = match (value, mask) {
-                    (Some(_), Some(_)) => ParseErrorKind::MaskTakesNoValue,
-                    (Some(_), None) => ParseErrorKind::UnknownModifier,
-                    (None, _) => ParseErrorKind::UnknownMask { event },
+                let (kind, suggestion) = match (value, mask) {
+                    (Some(_), Some(_)) => (ParseErrorKind::MaskTakesNoValue, None),
+                    (Some(_), None) => (
+                        ParseErrorKind::UnknownModifier,
+                        closest_field(info, key, false),
+                    ),
+                    (None, _) => (
+                        ParseErrorKind::UnknownMask { event },
+                        closest_field(info, key, true),
+                    ),
                 };
-                return err(kind, at);
+                return Err(ParseError::new(kind, at, key).suggesting(suggestion));
             };
             if seen[modifier as usize] {
-                return err(ParseErrorKind::ModifierRepeated { modifier }, at);
+                return err(ParseErrorKind::ModifierRepeated { modifier }, at, key);
             }
             seen[modifier as usize] = true;
             let v = match value {
                 None if matches!(modifier, Modifier::Thr) => {
-                    return err(ParseErrorKind::MissingValue { modifier }, at);
+                    return err(ParseErrorKind::MissingValue { modifier }, at, key);
                 }
                 None => 1,
                 Some(v) => match parse_number(v) {
                     Ok(n) => n,
-                    Err(true) => return err(ParseErrorKind::ValueOutOfRange { modifier }, at),
-                    Err(false) => return err(ParseErrorKind::InvalidValue { modifier }, at),
+                    Err(true) => {
+                        return err(ParseErrorKind::ValueOutOfRange { modifier }, at, field);
+                    }
+                    Err(false) => {
+                        return err(ParseErrorKind::InvalidValue { modifier }, at, field);
+                    }
                 },
             };
             let limit = if matches!(modifier, Modifier::Thr) {
@@ -475,7 +859,7 @@ impl EventSpec {
                 1
             };
             if v > limit {
-                return err(ParseErrorKind::ValueOutOfRange { modifier }, at);
+                return err(ParseErrorKind::ValueOutOfRange { modifier }, at, field);
             }
             let on = v != 0;
             match modifier {
@@ -499,7 +883,7 @@ impl EventSpec {
         if masks == 0 {
             match info.default_mask() {
                 Some(i) => masks = 1 << i,
-                None => return err(ParseErrorKind::NoDefaultMask { event }, base),
+                None => return err(ParseErrorKind::NoDefaultMask { event }, base, name),
             }
         }
         Ok(EventSpec::build(pmu, event, masks)
@@ -709,26 +1093,28 @@ const fn parse_number(s: &[u8]) -> Result<u64, bool> {
 }
 
 impl ParseErrorKind {
-    /// What went wrong, without the names [`ParseError`]'s `Display` adds:
-    /// the message [`netburst_event!`](crate::netburst_event) stops the
-    /// build with.
+    /// What went wrong, without the field, offset and names
+    /// [`ParseError::message`] adds (the message
+    /// [`netburst_event!`](crate::netburst_event) stops the build with).
     pub const fn message(self) -> &'static str {
         use ParseErrorKind::*;
         match self {
-            Empty => "empty event string",
-            UnknownPmu => "unknown PMU (expected netburst or netburst_p)",
-            MissingEvent => "missing event name",
-            UnknownEvent => "unknown event",
+            Empty => "the event string is empty",
+            UnknownPmu => "the PMU prefix is neither `netburst::` nor `netburst_p::`",
+            MissingEvent => "the event string has no event name",
+            UnknownEvent => "the name is not a NetBurst event",
             WrongPmu { .. } => "the event is not available on this PMU",
-            EmptyField => "empty field",
-            UnknownMask { .. } => "unknown mask or modifier for this event",
-            UnknownModifier => "unknown modifier",
-            MaskTakesNoValue => "a mask takes no value",
-            MissingValue { .. } => "the modifier needs a value",
-            InvalidValue { .. } => "invalid value for the modifier",
-            ValueOutOfRange { .. } => "value out of range for the modifier",
-            ModifierRepeated { .. } => "modifier repeated",
-            NoDefaultMask { .. } => "the event has no default mask; name one",
+            EmptyField => "a field is empty: remove the extra `:`",
+            UnknownMask { .. } => "the field is neither a mask of the event nor a modifier",
+            UnknownModifier => "the name before `=` is not a modifier (u, k, cmpl, e, thr)",
+            MaskTakesNoValue => "a mask takes no value: write it without `=`",
+            MissingValue { .. } => "the modifier needs a value: write `thr=N`, N from 0 to 15",
+            InvalidValue { .. } => "the modifier's value is not a number",
+            ValueOutOfRange { .. } => {
+                "the modifier's value is out of range: `thr` takes 0 to 15, the others 0 or 1"
+            }
+            ModifierRepeated { .. } => "a modifier is given twice: give each modifier once",
+            NoDefaultMask { .. } => "the event has no default mask: name one of its masks",
         }
     }
 }
@@ -737,8 +1123,10 @@ impl ParseErrorKind {
 /// compile time: `netburst_event!("global_power_events:RUNNING:k")` is the
 /// spec `"global_power_events:RUNNING:k".parse()` returns, built as a
 /// `const` item, so the kernel carries neither the parser nor the event
-/// catalog. The argument must be a constant expression (a literal). A string the run-time parser refuses stops the build with the
-/// same error (its [`ParseErrorKind::message`]). Strings without a PMU
+/// catalog. The argument must be a constant expression (a literal). A
+/// string the run-time parser refuses stops the build with the same
+/// message ([`ParseError::message`]: the field, its offset, what is
+/// allowed and the closest name). Strings without a PMU
 /// prefix are for `netburst`, as with `parse()`; write `netburst_p::...`
 /// for the Prescott-only `instr_completed`.
 ///
@@ -752,8 +1140,9 @@ impl ParseErrorKind {
 /// ```
 ///
 /// ```compile_fail
-/// // error: evaluation panicked: unknown mask or modifier for this event
-/// let _ = pmu::netburst_event!("global_power_events:NOPE");
+/// // error: evaluation panicked: `instr_retird` at byte 0 is not a NetBurst
+/// //        event; did you mean `instr_retired`?
+/// let _ = pmu::netburst_event!("instr_retird:NBOGUS");
 /// ```
 #[macro_export]
 macro_rules! netburst_event {
@@ -766,7 +1155,7 @@ macro_rules! netburst_event {
                 $crate::arch::netburst::Pmu::Netburst,
             ) {
                 ::core::result::Result::Ok(spec) => spec,
-                ::core::result::Result::Err(e) => ::core::panic!("{}", e.kind.message()),
+                ::core::result::Result::Err(e) => ::core::panic!("{}", e.message().as_str()),
             };
         SPEC
     }};
@@ -804,6 +1193,7 @@ impl fmt::Display for EventSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::format;
     use std::string::{String, ToString};
     use std::vec::Vec;
 
@@ -1241,5 +1631,122 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn message(s: &str) -> String {
+        EventSpec::parse(s, Pmu::Netburst).unwrap_err().to_string()
+    }
+
+    /// Every message names the field and its offset, says what is
+    /// allowed, and offers the closest name when one is near.
+    #[test]
+    fn messages_teach() {
+        let cases = [
+            (
+                "instr_retird:NBOGUS",
+                "`instr_retird` at byte 0 is not a NetBurst event; did you mean `instr_retired`?",
+            ),
+            (
+                "netburst_p::INSTR_COMPLETD",
+                "`INSTR_COMPLETD` at byte 12 is not a NetBurst event; did you mean `instr_completed`?",
+            ),
+            // `instr_completed` is no suggestion where the PMU lacks it.
+            (
+                "instr_complete",
+                "`instr_complete` at byte 0 is not a NetBurst event",
+            ),
+            (
+                "no_such_thing",
+                "`no_such_thing` at byte 0 is not a NetBurst event",
+            ),
+            (
+                "instr_retired:NBOGUSNTG:k",
+                "`NBOGUSNTG` at byte 14 is neither a mask of `instr_retired` nor a modifier (u, k, cmpl, e, thr=N); did you mean `NBOGUSNTAG`?",
+            ),
+            (
+                "global_power_events:NOPE",
+                "`NOPE` at byte 20 is neither a mask of `global_power_events` nor a modifier (u, k, cmpl, e, thr=N)",
+            ),
+            (
+                "global_power_events:tht=3",
+                "`tht` at byte 20 is not a modifier: `name=value` takes u, k, cmpl, e or thr; did you mean `thr`?",
+            ),
+            (
+                "global_power_events:thr=16",
+                "the value of modifier `thr` at byte 20 is out of range: `thr` takes 0 to 15",
+            ),
+            (
+                "global_power_events:u=2",
+                "the value of modifier `u` at byte 20 is out of range: `u` takes 0 or 1",
+            ),
+            (
+                "netburst::instr_completed:NBOGUS",
+                "event `instr_completed` at byte 10 is not available on PMU `netburst`: it needs netburst_p (family 0Fh models 3, 4, 6), write `netburst_p::instr_completed`",
+            ),
+            (
+                "pentium4::instr_retired",
+                "`pentium4` at byte 0 is not a NetBurst PMU: write `netburst::`, `netburst_p::` or no prefix",
+            ),
+            (
+                "",
+                "the event string is empty: name an event, such as `instr_retired`",
+            ),
+            (
+                "global_power_events:RUNNING:",
+                "the field at byte 28 is empty: remove the extra `:`",
+            ),
+            (
+                "global_power_events:RUNNING=1",
+                "mask `RUNNING` at byte 20 takes no value: write it without `=`",
+            ),
+            (
+                "global_power_events:u:u",
+                "modifier `u` at byte 22 is given a second time: give each modifier once",
+            ),
+        ];
+        for (s, expected) in cases {
+            assert_eq!(message(s), expected, "{s}");
+            let e = EventSpec::parse(s, Pmu::Netburst).unwrap_err();
+            assert_eq!(e.message().as_str(), expected, "{s}");
+            assert_eq!(&s[e.offset..][..e.field().len()], e.field(), "{s}");
+        }
+        let e = EventSpec::parse("instr_retird", Pmu::Netburst).unwrap_err();
+        assert_eq!(e.suggestion(), Some("instr_retired"));
+        assert_eq!(e.field(), "instr_retird");
+        // An event without a default mask says how to name one.
+        let bare = EventName::ALL
+            .into_iter()
+            .find(|e| e.info().default_mask().is_none())
+            .unwrap();
+        let text = message(bare.name());
+        assert!(
+            text.starts_with(&format!(
+                "event `{}` has no default mask: name one, such as `{}:",
+                bare.name(),
+                bare.name()
+            )),
+            "{text}"
+        );
+    }
+
+    /// A field longer than an error keeps is cut at a character boundary.
+    #[test]
+    fn long_fields_are_cut_whole() {
+        let s = "global_power_events:ééééééééééééééééééé";
+        let e = EventSpec::parse(s, Pmu::Netburst).unwrap_err();
+        assert_eq!(e.field(), "é".repeat(16));
+        assert!(e.to_string().starts_with("`éééééééééééééééé` at byte 20"));
+    }
+
+    /// The compile-time form stops the build with the same message: the
+    /// const evaluation of [`ParseError::message`] equals the run-time one.
+    #[test]
+    fn messages_are_const() {
+        const E: ParseError = match EventSpec::parse("instr_retird:NBOGUS", Pmu::Netburst) {
+            Ok(_) => panic!("parsed"),
+            Err(e) => e,
+        };
+        const TEXT: Message = E.message();
+        assert_eq!(TEXT.as_str(), message("instr_retird:NBOGUS"));
     }
 }

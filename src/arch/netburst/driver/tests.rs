@@ -23,9 +23,9 @@ type Model = Recording<NetBurstModel, 256>;
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 const INSTR: EventKind = EventKind::new(EscrGroup::Cru01, 0x02, 1);
 
-fn cpu(m: &NetBurstModel) -> detect::NetBurst {
+fn cpu(m: &NetBurstModel) -> detect::NetBurstCpu {
     let c = m.config();
-    detect::NetBurst {
+    detect::NetBurstCpu {
         model: c.model,
         msr_instructions: true,
         perf_mon_available: true,
@@ -137,7 +137,7 @@ fn init_clears_every_cccr() {
     let (mut d, _) = Nb::<Package>::take(Recording::new(m), &info, &state).unwrap();
     assert_eq!(d.msr().take_counts(), counts(0, 18, 0));
     assert_eq!(model(&mut d).cccr(12), IDLE_CCCR);
-    let off = detect::NetBurst {
+    let off = detect::NetBurstCpu {
         perf_mon_available: false,
         ..info
     };
@@ -1170,7 +1170,16 @@ fn driver_errors_display_their_reason() {
     .into();
     assert_eq!(
         std::format!("{e}"),
-        "configuration refused: MSR_CRU_ESCR0 does not feed counter 0 (SDM Table 18-63)"
+        "configuration refused: MSR_CRU_ESCR0 does not feed counter 0: it feeds counters 12, 13 and 16 (SDM Table 18-63)"
+    );
+    let e: Error<()> = ConfigError::NotWired {
+        escr: Escr::BpuEscr0,
+        counter: Counter::IqCounter0,
+    }
+    .into();
+    assert_eq!(
+        std::format!("{e}"),
+        "configuration refused: MSR_BPU_ESCR0 does not feed counter 12: it feeds counters 0 and 1 (SDM Table 18-63)"
     );
     assert_eq!(
         std::format!("{}", InitError::<()>::AlreadyTaken),

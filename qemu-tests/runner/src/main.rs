@@ -1,0 +1,101 @@
+//! `pmu-qemu-run KERNEL.elf [QEMU ARGS...]`: boots an x86_64 ELF kernel
+//! (PVH entry) under QEMU with its console on this terminal, and exits 0
+//! only when the kernel wrote the success code (10h) to port F4h and, for a
+//! kernel that reports test cases, every planned case reported and none
+//! failed. The protocol, the environment variables and the exit statuses
+//! are in the library's documentation (`pmu_qemu_run`) and the README.
+//!
+//! As the cargo runner of a kernel crate (`.cargo/config.toml`):
+//!
+//! ```toml
+//! [target.x86_64-unknown-none]
+//! runner = "pmu-qemu-run"
+//! ```
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use pmu_qemu_run::qemu;
+
+const USAGE: &str = "\
+usage: pmu-qemu-run KERNEL.elf [QEMU ARGS...]
+       pmu-qemu-run --install-only | --help | --version
+
+Boots an x86_64 ELF kernel with a PVH entry note under QEMU (console on
+COM1, copied here) and exits 0 when the run passed:
+  - the kernel wrote 10h to the isa-debug-exit port F4h (QEMU status 33);
+    any other byte, a triple fault, or no verdict in time fails;
+  - a kernel that prints `suite <name>: <n> cases` reports each case as
+    `test <suite>::<case> ... ok | FAILED | skipped: <why>` (a FAILED line
+    is followed by a line indented four spaces saying why); every planned
+    case must report, none may fail, and the exit must agree.
+
+Environment:
+  PMU_QEMU_ACCEL    tcg (default: QEMU's emulated CPU, no PMU) or kvm
+                    (-enable-kvm -cpu host,-arch-capabilities; needs a
+                    read-write /dev/kvm)
+  PMU_QEMU_TIMEOUT  seconds before a kernel without a verdict is hung (60)
+  QEMU              the QEMU binary (qemu-system-x86_64)
+
+Exit status: 0 passed, 1 failed, 2 usage or PMU_QEMU_ACCEL error,
+127 QEMU missing. --install-only installs QEMU (Debian's qemu-system-x86,
+as root with apt) when it is missing, and boots nothing.
+
+As a cargo runner, in a kernel crate's .cargo/config.toml:
+  [target.x86_64-unknown-none]
+  runner = \"pmu-qemu-run\"";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((kernel, qemu_args)) = args.split_first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    match kernel.as_str() {
+        "--help" | "-h" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        "--version" | "-V" => {
+            println!("pmu-qemu-run {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        "--install-only" => {}
+        other if other.starts_with('-') => {
+            eprintln!(
+                "pmu-qemu-run: unknown option {other}: the first argument is the kernel\n\n{USAGE}"
+            );
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
+    if let Err(e) = qemu::ensure_qemu() {
+        eprintln!("pmu-qemu-run: {e}");
+        return ExitCode::from(127);
+    }
+    if kernel == "--install-only" {
+        return ExitCode::SUCCESS;
+    }
+    let accel = match qemu::Accel::from_env() {
+        Ok(accel) => accel,
+        Err(e) => {
+            eprintln!("pmu-qemu-run: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!("pmu-qemu-run: {accel}");
+    let path = Path::new(kernel);
+    let results = pmu_qemu_run::boot_and_judge(path, accel, qemu_args);
+    let name = path
+        .file_name()
+        .map_or(kernel.clone(), |n| n.to_string_lossy().into_owned());
+    let failed: Vec<_> = results.iter().filter(|r| r.failed()).collect();
+    for r in &failed {
+        eprintln!("pmu-qemu-run: {name}::{} FAILED{}", r.name, r.note);
+    }
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
