@@ -426,7 +426,7 @@ mod netburst {
         // this is its one value.
         let package: &'static NetBurstPmu = Box::leak(Box::new(unsafe { NetBurstPmu::new() }));
         let state = package.pmi();
-        let cpu = detect::NetBurst {
+        let cpu = detect::NetBurstCpu {
             model: 3,
             msr_instructions: true,
             perf_mon_available: true,
@@ -654,7 +654,7 @@ mod archperf {
         // its own, and this is its one value.
         let cpu0: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
         let state = cpu0.pmi();
-        let cpu = detect::ArchPerf {
+        let cpu = detect::ArchPerfCpu {
             // v4, 4 x 48 bits, 7 events all available; 3 fixed x 48 bits.
             leaf: Leaf0A {
                 regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],

@@ -118,7 +118,7 @@ fn pmu_version() -> u32 {
 fn profile_on<O: Owner, M: MsrAccess>(
     cpu: usize,
     msr: M,
-    info: &detect::ArchPerf,
+    info: &detect::ArchPerfCpu,
     pmu: &'static ArchPerfPmu,
 ) -> Result<(), Failure>
 where

@@ -186,7 +186,7 @@ impl fmt::Display for CpuSignature {
 /// What detection found out about a NetBurst processor's PMU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct NetBurst {
+pub struct NetBurstCpu {
     /// The NetBurst model number (0-6; 3, 4 and 6 are the 90/65 nm parts).
     pub model: u8,
     /// CPUID.01H:EDX.MSR[bit 5]: RDMSR and WRMSR exist.
@@ -203,7 +203,7 @@ pub struct NetBurst {
     pub logical_processors: u8,
 }
 
-impl NetBurst {
+impl NetBurstCpu {
     /// Whether the driver may program the PMU: the MSRs exist and the
     /// processor says performance monitoring is available.
     pub const fn usable(&self) -> bool {
@@ -230,7 +230,7 @@ pub enum CoreType {
 /// hybrid part another logical processor may report other counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ArchPerf {
+pub struct ArchPerfCpu {
     /// CPUID leaf 0AH as read (version, counters, widths, events, fixed
     /// counters).
     pub leaf: Leaf0A,
@@ -246,7 +246,7 @@ pub struct ArchPerf {
     pub model: u8,
 }
 
-impl ArchPerf {
+impl ArchPerfCpu {
     /// The version (1-5 and later).
     pub const fn version(&self) -> u8 {
         self.leaf.version()
@@ -282,9 +282,9 @@ pub enum NoPmu {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum PmuKind {
     /// A NetBurst processor; check [`NetBurst::usable`] before programming it.
-    NetBurst(NetBurst),
+    NetBurst(NetBurstCpu),
     /// An architectural PMU (Intel, CPUID leaf 0AH).
-    ArchPerf(ArchPerf),
+    ArchPerf(ArchPerfCpu),
     /// No PMU this crate drives.
     None(NoPmu),
 }
@@ -303,7 +303,7 @@ pub struct Detection {
 
 impl Detection {
     /// The NetBurst PMU, if one was found and may be programmed.
-    pub fn usable_netburst(&self) -> Option<NetBurst> {
+    pub fn usable_netburst(&self) -> Option<NetBurstCpu> {
         match self.pmu {
             PmuKind::NetBurst(nb) if nb.usable() => Some(nb),
             _ => None,
@@ -311,7 +311,7 @@ impl Detection {
     }
 
     /// The architectural PMU, if one was found.
-    pub fn arch_perf(&self) -> Option<ArchPerf> {
+    pub fn arch_perf(&self) -> Option<ArchPerfCpu> {
         match self.pmu {
             PmuKind::ArchPerf(a) => Some(a),
             _ => None,
@@ -419,7 +419,7 @@ pub fn detect<M: MsrAccess>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detection
     } else {
         0
     };
-    detection.pmu = PmuKind::NetBurst(NetBurst {
+    detection.pmu = PmuKind::NetBurst(NetBurstCpu {
         model: sig.model,
         msr_instructions,
         perf_mon_available: misc_enable & MISC_ENABLE_PERF_MON_AVAILABLE != 0,
@@ -450,7 +450,7 @@ fn arch_perf<M: MsrAccess>(
     leaf1: CpuidResult,
     sig: CpuSignature,
     msr: &mut M,
-) -> Result<Option<ArchPerf>, M::Error> {
+) -> Result<Option<ArchPerfCpu>, M::Error> {
     if max_leaf < 0xA {
         return Ok(None);
     }
@@ -475,7 +475,7 @@ fn arch_perf<M: MsrAccess>(
             other => CoreType::Other(other),
         }
     });
-    Ok(Some(ArchPerf {
+    Ok(Some(ArchPerfCpu {
         leaf,
         full_width_write,
         hybrid,

@@ -8,7 +8,7 @@
 use pmu::access::X86Msr;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
-use pmu::detect::{self, HardwareCpuid, NetBurst};
+use pmu::detect::{self, HardwareCpuid, NetBurstCpu};
 
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::println;
@@ -46,7 +46,7 @@ pub fn count(kernel: &str, event: impl FnOnce() -> Option<EventSpec>) -> ! {
 
 fn run(
     msr: X86Msr,
-    cpu: &NetBurst,
+    cpu: &NetBurstCpu,
     event: impl FnOnce() -> Option<EventSpec>,
 ) -> Result<u64, &'static str> {
     let spec = event().ok_or("event string refused")?;

@@ -545,7 +545,7 @@ fn on_real_pmi(frame: &InterruptFrame) {
 
 /// The architectural PMU this guest exposes, or the skip that says there is
 /// none.
-fn real_pmu() -> Result<detect::ArchPerf, Failure> {
+fn real_pmu() -> Result<detect::ArchPerfCpu, Failure> {
     let cpuid = HardwareCpuid;
     let max_leaf = cpuid.cpuid(0, 0).eax;
     let version = if max_leaf >= 0xA {

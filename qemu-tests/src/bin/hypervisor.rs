@@ -169,7 +169,7 @@ extern "C" fn guest_main(_: u64) -> ! {
     // access traps to the hypervisor, which emulates it.
     let msr = unsafe { X86Msr::new() };
     // The hypervisor shows the guest a one-processor Prescott.
-    let cpu = detect::NetBurst {
+    let cpu = detect::NetBurstCpu {
         model: 3,
         msr_instructions: true,
         perf_mon_available: true,
@@ -691,7 +691,7 @@ mod two {
         unsafe { core::arch::asm!("int 0x84", in("rax") 1u64) };
         let Ok(v) = msr.rdpmc(2);
         RDPMC_WITH_PCE.fetch_add(u64::from(v == 0), Ordering::SeqCst);
-        let cpu = pmu::detect::NetBurst {
+        let cpu = pmu::detect::NetBurstCpu {
             model: 3,
             msr_instructions: true,
             perf_mon_available: true,

@@ -382,7 +382,7 @@ impl CounterConfig {
 pub struct ArchPerfDriver<'s, O: Owner, M: MsrAccess> {
     msr: M,
     pmu: &'s ArchPerfPmu,
-    cpu: detect::ArchPerf,
+    cpu: detect::ArchPerfCpu,
     /// The counters this CPU has that the driver may use.
     present: CounterSet,
     firmware: CounterSet,
@@ -416,7 +416,7 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
     /// ([`InitError::PmuTaken`]).
     pub fn take(
         mut msr: M,
-        cpu: &detect::ArchPerf,
+        cpu: &detect::ArchPerfCpu,
         pmu: &'s ArchPerfPmu,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
         let general = cpu.general();
@@ -471,7 +471,7 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
     #[allow(clippy::type_complexity)]
     fn reset(
         msr: &mut M,
-        cpu: &detect::ArchPerf,
+        cpu: &detect::ArchPerfCpu,
         present: CounterSet,
     ) -> Result<(CounterSet, CounterSet, FixedCtrCtrl), M::Error> {
         let mut firmware = CounterSet::EMPTY;
@@ -569,7 +569,7 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
     }
 
     /// What detection found.
-    pub const fn cpu(&self) -> &detect::ArchPerf {
+    pub const fn cpu(&self) -> &detect::ArchPerfCpu {
         &self.cpu
     }
 

@@ -742,7 +742,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     /// processor ([`InitError::LogicalProcessorTaken`]).
     pub fn take(
         msr: M,
-        cpu: &detect::NetBurst,
+        cpu: &detect::NetBurstCpu,
         pmu: &'s NetBurstPmu,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
         Self::take_with(msr, cpu, pmu, None)
@@ -763,7 +763,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     pub fn take_for(
         lp: LogicalProcessor,
         msr: M,
-        cpu: &detect::NetBurst,
+        cpu: &detect::NetBurstCpu,
         pmu: &'s NetBurstPmu,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
         let hyper_threading = cpu.hyper_threading && cpu.logical_processors >= 2;
@@ -775,7 +775,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
 
     fn take_with(
         mut msr: M,
-        cpu: &detect::NetBurst,
+        cpu: &detect::NetBurstCpu,
         pmu: &'s NetBurstPmu,
         only: Option<LogicalProcessor>,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {

@@ -235,7 +235,7 @@ mod tests {
     }
 
     /// The PMU the model presents, as detection reports it.
-    fn cpu(m: &NetBurstModel) -> crate::detect::NetBurst {
+    fn cpu(m: &NetBurstModel) -> crate::detect::NetBurstCpu {
         crate::detect::detect(m, &mut m.clone())
             .unwrap()
             .usable_netburst()

@@ -71,7 +71,7 @@ impl SharedArchPerfModel {
     /// The model as the driver sees it: `crate::detect::detect` run against
     /// the model's CPUID and MSRs. `None` if detection does not find an
     /// architectural PMU (which would be a model or detection bug).
-    pub fn detect(&self) -> Option<crate::detect::ArchPerf> {
+    pub fn detect(&self) -> Option<crate::detect::ArchPerfCpu> {
         self.with(|model| {
             let cpuid = model.clone();
             crate::detect::detect(&cpuid, model).ok()?.arch_perf()

@@ -94,7 +94,7 @@ impl SharedModel {
     /// The model as the driver sees it: `crate::detect::detect` run against
     /// the model's CPUID and IA32_MISC_ENABLE. `None` if detection does not
     /// find a usable NetBurst PMU (which would be a model or detection bug).
-    pub fn detect(&self) -> Option<crate::detect::NetBurst> {
+    pub fn detect(&self) -> Option<crate::detect::NetBurstCpu> {
         self.with(|model| {
             let cpuid = model.clone();
             crate::detect::detect(&cpuid, model).ok()?.usable_netburst()

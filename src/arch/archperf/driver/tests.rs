@@ -24,7 +24,7 @@ fn counts(reads: u32, writes: u32, rdpmc: u32) -> AccessCounts {
     AccessCounts::msr(reads, writes, rdpmc)
 }
 
-fn cpu(m: &ArchPerfModel) -> detect::ArchPerf {
+fn cpu(m: &ArchPerfModel) -> detect::ArchPerfCpu {
     detect::detect(m, &mut m.clone())
         .unwrap()
         .arch_perf()

@@ -23,9 +23,9 @@ type Model = Recording<NetBurstModel, 256>;
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 const INSTR: EventKind = EventKind::new(EscrGroup::Cru01, 0x02, 1);
 
-fn cpu(m: &NetBurstModel) -> detect::NetBurst {
+fn cpu(m: &NetBurstModel) -> detect::NetBurstCpu {
     let c = m.config();
-    detect::NetBurst {
+    detect::NetBurstCpu {
         model: c.model,
         msr_instructions: true,
         perf_mon_available: true,
@@ -137,7 +137,7 @@ fn init_clears_every_cccr() {
     let (mut d, _) = Nb::<Package>::take(Recording::new(m), &info, &state).unwrap();
     assert_eq!(d.msr().take_counts(), counts(0, 18, 0));
     assert_eq!(model(&mut d).cccr(12), IDLE_CCCR);
-    let off = detect::NetBurst {
+    let off = detect::NetBurstCpu {
         perf_mon_available: false,
         ..info
     };

@@ -347,7 +347,7 @@ fn pebs_refusals() {
     // A part whose IA32_MISC_ENABLE[12] says PEBS is unavailable.
     crate::owner!(NoPebs);
     let m = NetBurstModel::new(Config::prescott_ht());
-    let info = detect::NetBurst {
+    let info = detect::NetBurstCpu {
         pebs_available: false,
         ..cpu(&m)
     };
