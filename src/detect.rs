@@ -281,7 +281,7 @@ pub enum NoPmu {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum PmuKind {
-    /// A NetBurst processor; check [`NetBurst::usable`] before programming it.
+    /// A NetBurst processor; check [`NetBurstCpu::usable`] before programming it.
     NetBurst(NetBurstCpu),
     /// An architectural PMU (Intel, CPUID leaf 0AH).
     ArchPerf(ArchPerfCpu),
