@@ -542,10 +542,8 @@ mod itanium {
         iip: u64,
         sink: &mut u64,
     ) -> u64 {
-        handle_pmi(state, regs, iip, |s| {
-            *sink = sink.wrapping_add(s.sample.rip)
-        })
-        .map_or(0, |o| o.overflowed.0)
+        handle_pmi(state, regs, iip, |s| *sink = sink.wrapping_add(s.rip))
+            .map_or(0, |o| o.overflowed.0)
     }
 
     /// Itanium 2: counter 4 samples CPU cycles (event 12H), counter 7 every
@@ -589,7 +587,7 @@ mod itanium {
         d.regs().inner_mut().pmc[0] = overflowed;
         d.regs().clear();
         let mut sink = 0;
-        handle_pmi(state, d.regs(), 1, |s| sink += s.sample.rip).unwrap();
+        handle_pmi(state, d.regs(), 1, |s| sink += s.rip).unwrap();
         let t = d.regs().take_counts();
         let traffic = format!(
             "{} PMC reads, {} PMC writes, {} PMD reads, {} PMD writes",

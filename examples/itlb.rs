@@ -51,7 +51,7 @@ use pmu::model::itanium::SharedItanium;
 use pmu::model::itanium::{
     Capture, FetchMiss, Generation as ModelGeneration, TlbFill as ModelFill,
 };
-use pmu::sampling::{self, Sample, SampleBuffer};
+use pmu::sampling::{self, SampleBuffer};
 
 hobby::entry_point!(main);
 
@@ -70,7 +70,7 @@ static MODEL: SharedItanium = SharedItanium::new(ModelGeneration::Itanium2);
 static CPUS: [ItaniumPmu; 2] = [const { unsafe { ItaniumPmu::new() } }; 2];
 /// The index in `CPUS` of the processor being measured, for the handler.
 static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static SAMPLES: SampleBuffer<2048> = SampleBuffer::new();
+static SAMPLES: SampleBuffer<2048, ItlbSample> = SampleBuffer::new();
 static HANDLED: AtomicU64 = AtomicU64::new(0);
 static ERRORS: AtomicU64 = AtomicU64::new(0);
 static NO_EAR: AtomicU64 = AtomicU64::new(0);
@@ -194,17 +194,14 @@ fn pmi() -> &'static PmiState {
 
 /// The kernel's PMU interrupt entry: the driver's handler, then unmask the
 /// LVT entry (the harness's APIC delivery masks it, `hobby::pmi::deliver`)
-/// and EOI. The sample's I-EAR capture travels through the sample buffer
-/// packed into the `rip` slot.
+/// and EOI. The sample travels through the sample buffer with its I-EAR
+/// capture as its payload.
 fn on_pmi(frame: &InterruptFrame) {
     let mut apic = apic();
     let mut regs: Recording<_, 8> = Recording::new(MODEL.regs());
-    let r = handle_pmi(pmi(), &mut regs, frame.rip, |s| match s.itlb {
+    let r = handle_pmi(pmi(), &mut regs, frame.rip, |s| match s.payload.itlb() {
         Some(t) => {
-            SAMPLES.push(Sample {
-                rip: t.pack(),
-                ..s.sample
-            });
+            SAMPLES.push(s.with_payload(t));
         }
         None => {
             NO_EAR.fetch_add(1, Ordering::SeqCst);
@@ -346,9 +343,10 @@ fn run<O: Owner>(g: Generation) -> Result<bool, Failure> {
     };
     let mut report = Report::new(MODULES, l2).with_sample_after(n.get());
     let mut bad = 0u64;
-    SAMPLES.drain(|s| match ItlbSample::unpack(s.rip) {
-        Some(t) if report.record(t).is_ok() => {}
-        _ => bad += 1,
+    SAMPLES.drain(|s| {
+        if report.record(s.payload).is_err() {
+            bad += 1;
+        }
     });
     println!("{report}");
 

@@ -316,10 +316,13 @@ pub const fn calibrate(
     }
 }
 
-/// One overflow handed from the interrupt path to a consumer.
+/// One overflow handed from the interrupt path to a consumer, with what the
+/// overflow captured as a typed payload `P` (none by default; Itanium's
+/// handler gives its EAR and branch-trace captures,
+/// `crate::arch::itanium::pmi::Capture`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Sample {
+pub struct Sample<P = ()> {
     /// The counter that overflowed.
     pub counter: u8,
     /// Sample-after periods this interrupt completed for the counter (see
@@ -328,6 +331,8 @@ pub struct Sample {
     pub periods: u32,
     /// The instruction pointer the interrupt interrupted.
     pub rip: u64,
+    /// What the overflow captured.
+    pub payload: P,
 }
 
 impl Sample {
@@ -344,30 +349,67 @@ impl Sample {
                 u32::MAX
             },
             rip,
+            payload: (),
         }
     }
 }
 
-/// A fixed-size sample ring between one producer, the overflow interrupt (it
-/// may be an NMI: pushing takes no lock and never waits), and the kernel,
-/// whose readers serialise on a `spin` lock. Full means dropped, and
-/// counted.
-pub struct SampleBuffer<const CAP: usize> {
+impl<P: Copy> Sample<P> {
+    /// The same sample carrying `payload` instead.
+    #[inline(always)]
+    pub const fn with_payload<Q: Copy>(self, payload: Q) -> Sample<Q> {
+        Sample {
+            counter: self.counter,
+            periods: self.periods,
+            rip: self.rip,
+            payload,
+        }
+    }
+}
+
+/// A sample's payload as [`SampleBuffer`] stores it: one word, so that the
+/// ring stays lock-free with plain atomics. `()` stores nothing; Itanium's
+/// TLB-mode I-EAR capture ([`crate::arch::itanium::ear::ItlbSample`]) fits.
+pub trait Payload: Copy {
+    /// The payload as one word.
+    fn to_word(self) -> u64;
+    /// The payload back from a word [`Payload::to_word`] made (`None` for
+    /// any other word).
+    fn from_word(word: u64) -> Option<Self>;
+}
+
+impl Payload for () {
+    fn to_word(self) -> u64 {
+        0
+    }
+
+    fn from_word(_: u64) -> Option<()> {
+        Some(())
+    }
+}
+
+/// A fixed-size ring of samples and their payloads `P` between one
+/// producer, the overflow interrupt (it may be an NMI: pushing takes no
+/// lock and never waits), and the kernel, whose readers serialise on a
+/// `spin` lock. Full means dropped, and counted.
+pub struct SampleBuffer<const CAP: usize, P: Payload = ()> {
     rips: [AtomicU64; CAP],
     meta: [AtomicU32; CAP],
+    payloads: [AtomicU64; CAP],
     head: AtomicUsize,
     tail: AtomicUsize,
     dropped: AtomicU64,
     readers: spin::Mutex<()>,
+    payload: core::marker::PhantomData<fn(P) -> P>,
 }
 
-impl<const CAP: usize> Default for SampleBuffer<CAP> {
+impl<const CAP: usize, P: Payload> Default for SampleBuffer<CAP, P> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const CAP: usize> SampleBuffer<CAP> {
+impl<const CAP: usize, P: Payload> SampleBuffer<CAP, P> {
     /// An empty buffer (usable in a `static`).
     #[allow(clippy::declare_interior_mutable_const)]
     pub const fn new() -> Self {
@@ -377,17 +419,19 @@ impl<const CAP: usize> SampleBuffer<CAP> {
         SampleBuffer {
             rips: [Z64; CAP],
             meta: [Z32; CAP],
+            payloads: [Z64; CAP],
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             readers: spin::Mutex::new(()),
+            payload: core::marker::PhantomData,
         }
     }
 
     /// Store a sample; `false` (and counted as dropped) if the buffer is
     /// full. Only one context may push (the overflow handler of the CPU that
     /// owns the buffer); it never blocks.
-    pub fn push(&self, s: Sample) -> bool {
+    pub fn push(&self, s: Sample<P>) -> bool {
         let head = self.head.load(Ordering::Relaxed);
         let tail = self.tail.load(Ordering::Acquire);
         if head.wrapping_sub(tail) >= CAP {
@@ -398,13 +442,14 @@ impl<const CAP: usize> SampleBuffer<CAP> {
         self.rips[i].store(s.rip, Ordering::Relaxed);
         let periods = s.periods.min(0xFF_FFFF);
         self.meta[i].store(periods << 8 | u32::from(s.counter), Ordering::Relaxed);
+        self.payloads[i].store(s.payload.to_word(), Ordering::Relaxed);
         self.head.store(head.wrapping_add(1), Ordering::Release);
         true
     }
 
     /// Hand every stored sample to `f`, oldest first, and free the slots.
     /// Returns how many were drained.
-    pub fn drain(&self, mut f: impl FnMut(Sample)) -> usize {
+    pub fn drain(&self, mut f: impl FnMut(Sample<P>)) -> usize {
         let _reader = self.readers.lock();
         let head = self.head.load(Ordering::Acquire);
         let mut tail = self.tail.load(Ordering::Relaxed);
@@ -412,15 +457,26 @@ impl<const CAP: usize> SampleBuffer<CAP> {
         while tail != head {
             let i = tail % CAP;
             let meta = self.meta[i].load(Ordering::Relaxed);
-            let s = Sample {
-                counter: meta as u8,
-                periods: meta >> 8,
-                rip: self.rips[i].load(Ordering::Relaxed),
-            };
+            let rip = self.rips[i].load(Ordering::Relaxed);
+            let payload = P::from_word(self.payloads[i].load(Ordering::Relaxed));
             tail = tail.wrapping_add(1);
             self.tail.store(tail, Ordering::Release);
-            f(s);
-            n += 1;
+            // Only words `push` made are stored, so every one decodes; one
+            // that did not would be counted as dropped, not handed on.
+            match payload {
+                Some(payload) => {
+                    f(Sample {
+                        counter: meta as u8,
+                        periods: meta >> 8,
+                        rip,
+                        payload,
+                    });
+                    n += 1;
+                }
+                None => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
         }
         n
     }
@@ -597,6 +653,7 @@ mod tests {
                 counter: 3,
                 periods: 1,
                 rip: i,
+                payload: (),
             });
             assert_eq!(stored, i < 4);
         }
@@ -610,6 +667,7 @@ mod tests {
                 counter: 17,
                 periods: 2,
                 rip: round,
+                payload: ()
             }));
             let mut got = None;
             b.drain(|s| got = Some(s));
@@ -618,7 +676,8 @@ mod tests {
                 Some(Sample {
                     counter: 17,
                     periods: 2,
-                    rip: round
+                    rip: round,
+                    payload: ()
                 })
             );
         }

@@ -72,21 +72,21 @@ fn on_pmi(frame: &InterruptFrame) {
     let mut got = RECEIVED.lock();
     let r = handle_pmi(CPU0.pmi(), &mut MODEL.regs(), frame.rip, |s| {
         got.samples += 1;
-        if let Some(d) = s.dear {
+        if let Some(d) = s.payload.dear() {
             let i = got.dears;
             if let Some(slot) = got.dear.get_mut(i) {
                 *slot = Some(d);
                 got.dears += 1;
             }
         }
-        if let Some(c) = s.icache {
+        if let Some(c) = s.payload.icache() {
             let i = got.icaches;
             if let Some(slot) = got.icache.get_mut(i) {
                 *slot = Some(c);
                 got.icaches += 1;
             }
         }
-        if let Some(b) = s.btb {
+        if let Some(b) = s.payload.btb() {
             for r in b.branches() {
                 let i = got.records;
                 if let Some(slot) = got.branches.get_mut(i) {

@@ -49,7 +49,7 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
 fn on_pmi(frame: &InterruptFrame) {
     let mut regs: Recording<_, 8> = Recording::new(MODEL.regs());
     let r = handle_pmi(CORE0.pmi(), &mut regs, frame.rip, |s| {
-        SAMPLES[usize::from(s.sample.counter) % 16].fetch_add(1, Ordering::SeqCst);
+        SAMPLES[usize::from(s.counter) % 16].fetch_add(1, Ordering::SeqCst);
     });
     PMD_READS.fetch_add(u64::from(regs.counts().pmd_reads), Ordering::SeqCst);
     let mut apic = pmi::local_apic();

@@ -570,8 +570,8 @@ mod itanium {
         let cpu = hobby::smp::cpu().min(1);
         let mut regs = MODELS[cpu].regs();
         let r = handle_pmi(PMUS[cpu].pmi(), &mut regs, frame.rip, |s| {
-            SAMPLES[cpu].fetch_add(u64::from(s.sample.periods), Ordering::SeqCst);
-            if s.sample.counter != 4 {
+            SAMPLES[cpu].fetch_add(u64::from(s.periods), Ordering::SeqCst);
+            if s.counter != 4 {
                 FOREIGN.fetch_add(1, Ordering::SeqCst);
             }
         });

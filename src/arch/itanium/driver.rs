@@ -430,7 +430,7 @@ impl CounterConfig {
     /// I-EAR's privilege levels and `pm`). Add [`CounterConfig::sampling`]
     /// to sample every Nth miss at or above the latency: each overflow
     /// hands the Nth capture (line, latency) to the handler's sink as
-    /// [`OverflowSample::icache`](super::pmi::OverflowSample::icache).
+    /// [`Capture::icache`](super::pmi::Capture::icache).
     pub fn icache(counter: HwCounter, iear: IearConfig) -> Result<CounterConfig, ConfigError> {
         Self::itlb(counter, iear)
     }

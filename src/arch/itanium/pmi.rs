@@ -174,29 +174,61 @@ impl core::fmt::Debug for PmiState {
     }
 }
 
-/// One serviced overflow: the generic [`Sample`] (counter, one period, the
-/// interrupted IIP in `rip`) and, for a counter sampling the I-EAR (in TLB
-/// or cache mode), the D-EAR or the branch trace buffer, what it captured.
+/// What an overflowed Itanium counter captured, the payload of its
+/// [`Sample`]: nothing (a plain counting event), or the capture of the
+/// unit it samples (a counter samples at most one: the I-EAR in TLB or
+/// cache mode, the D-EAR, or the branch trace buffer). An invalid capture
+/// ([`PmiState::ear_invalid`]) is `None`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct OverflowSample {
-    /// Counter, periods, interrupted IIP.
-    pub sample: Sample,
-    /// The captured instruction TLB miss (`None` for a counter without the
-    /// I-EAR in TLB mode, or an invalid capture).
-    pub itlb: Option<ItlbSample>,
-    /// The captured instruction cache miss: line, latency (`None` for a
-    /// counter without the I-EAR in cache mode, or an invalid capture:
-    /// [`PmiState::ear_invalid`]).
-    pub icache: Option<IcacheSample>,
+pub enum Capture {
+    /// No capture.
+    None,
+    /// The captured instruction TLB miss.
+    Itlb(ItlbSample),
+    /// The captured instruction cache miss: line, latency.
+    Icache(IcacheSample),
     /// The D-EAR's capture: data address, latency or TLB level, and the
-    /// instruction's address (`None` for a counter without the D-EAR, or
-    /// an invalid capture: [`PmiState::ear_invalid`]).
-    pub dear: Option<DearSample>,
+    /// instruction's address.
+    Dear(DearSample),
     /// The branch trace buffer as read at the overflow; its
     /// [`BtbSample::branches`] are the source -> target records, oldest
-    /// first (`None` for a counter without the buffer).
-    pub btb: Option<BtbSample>,
+    /// first.
+    Btb(BtbSample),
+}
+
+impl Capture {
+    /// The I-EAR's TLB-mode capture, if that is what this is.
+    pub const fn itlb(&self) -> Option<ItlbSample> {
+        match self {
+            Capture::Itlb(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// The I-EAR's cache-mode capture, if that is what this is.
+    pub const fn icache(&self) -> Option<IcacheSample> {
+        match self {
+            Capture::Icache(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// The D-EAR's capture, if that is what this is.
+    pub const fn dear(&self) -> Option<DearSample> {
+        match self {
+            Capture::Dear(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// The branch trace buffer's records, if that is what this is.
+    pub const fn btb(&self) -> Option<BtbSample> {
+        match self {
+            Capture::Btb(s) => Some(*s),
+            _ => None,
+        }
+    }
 }
 
 /// What one call of [`handle_pmi`] found.
@@ -373,7 +405,7 @@ impl PmiState {
 /// The overflow interrupt handler: read PMC0 once, re-arm every overflowed
 /// sampling counter relative to what it holds, read the I-EAR (TLB or cache
 /// mode), the D-EAR or the branch trace buffer for counters sampling them, hand an
-/// [`OverflowSample`] to `sink` per overflowed counter, and unfreeze
+/// [`Sample`] with its [`Capture`] to `sink` per overflowed counter, and unfreeze
 /// (PMC0 = 0) last. See the [module documentation](self).
 ///
 /// An overflow bit of a counter that is not sampling (released, or never
@@ -388,7 +420,7 @@ pub fn handle_pmi<R: PmcPmdAccess>(
     state: &PmiState,
     regs: &mut R,
     iip: u64,
-    mut sink: impl FnMut(OverflowSample),
+    mut sink: impl FnMut(Sample<Capture>),
 ) -> Result<PmiOutcome, R::Error> {
     bump(&state.interrupts, 1);
     let pmc0 = regs.read_pmc(0)?;
@@ -405,7 +437,7 @@ pub fn handle_pmi<R: PmcPmdAccess>(
             cold_path();
             read_captures(state, regs, flags)?
         } else {
-            Captured::NONE
+            Capture::None
         };
         if service_counter(state, regs, iip, n, flags, captured, &mut sink)? {
             overflowed |= 1 << n;
@@ -441,20 +473,22 @@ fn service_counter<R: PmcPmdAccess>(
     iip: u64,
     n: u8,
     flags: u8,
-    captured: Captured,
-    sink: &mut impl FnMut(OverflowSample),
+    captured: Capture,
+    sink: &mut impl FnMut(Sample<Capture>),
 ) -> Result<bool, R::Error> {
     let i = usize::from(n) % SLOTS;
     let slot = &state.slot;
-    let itlb = if flags & SAMPLES_IEAR != 0 {
+    let capture = if flags & SAMPLES_IEAR != 0 {
         let g = state.generation();
-        let v = ItlbSample::from_tlb_pmd(g, regs.read_pmd(g.iear_address_pmd())?);
-        if v.is_none() {
-            bump(&state.ear_invalid, 1);
+        match ItlbSample::from_tlb_pmd(g, regs.read_pmd(g.iear_address_pmd())?) {
+            Some(v) => Capture::Itlb(v),
+            None => {
+                bump(&state.ear_invalid, 1);
+                Capture::None
+            }
         }
-        v
     } else {
-        None
+        captured
     };
     let rearm = slot.rearm(i);
     let (periods, reload) = if flags & READ_COUNT == 0 {
@@ -468,30 +502,8 @@ fn service_counter<R: PmcPmdAccess>(
     }
     regs.write_pmd(n, reload)?;
     bump(&slot.periods[i], periods);
-    sink(OverflowSample {
-        sample: Sample::new(n, periods, iip),
-        itlb,
-        icache: captured.icache,
-        dear: captured.dear,
-        btb: captured.btb,
-    });
+    sink(Sample::new(n, periods, iip).with_payload(capture));
     Ok(true)
-}
-
-/// What the handler's cold branch read for one counter.
-#[derive(Clone, Copy)]
-struct Captured {
-    dear: Option<DearSample>,
-    btb: Option<BtbSample>,
-    icache: Option<IcacheSample>,
-}
-
-impl Captured {
-    const NONE: Captured = Captured {
-        dear: None,
-        btb: None,
-        icache: None,
-    };
 }
 
 /// Read the D-EAR (PMD2, PMD3, PMD17; Montecito PMD32, PMD33, PMD36) for a
@@ -504,7 +516,7 @@ fn read_captures<R: PmcPmdAccess>(
     state: &PmiState,
     regs: &mut R,
     flags: u8,
-) -> Result<Captured, R::Error> {
+) -> Result<Capture, R::Error> {
     let g = state.generation();
     if flags & SAMPLES_ICACHE != 0 {
         let line = regs.read_pmd(g.iear_address_pmd())?;
@@ -513,10 +525,7 @@ fn read_captures<R: PmcPmdAccess>(
         if icache.is_none() {
             bump(&state.ear_invalid, 1);
         }
-        return Ok(Captured {
-            icache,
-            ..Captured::NONE
-        });
+        return Ok(icache.map_or(Capture::None, Capture::Icache));
     }
     if flags & SAMPLES_DEAR != 0 {
         let config = DearConfig::from_bits_truncate(g, state.dear_config.load(Ordering::Relaxed));
@@ -530,9 +539,10 @@ fn read_captures<R: PmcPmdAccess>(
         if !s.valid {
             bump(&state.ear_invalid, 1);
         }
-        return Ok(Captured {
-            dear: s.valid.then_some(s),
-            ..Captured::NONE
+        return Ok(if s.valid {
+            Capture::Dear(s)
+        } else {
+            Capture::None
         });
     }
     let config = BtbConfig::from_bits_truncate(g, state.btb_config.load(Ordering::Relaxed));
@@ -548,8 +558,5 @@ fn read_captures<R: PmcPmdAccess>(
         }
     }
     regs.write_pmd(g.btb_index_pmd(), 0)?;
-    Ok(Captured {
-        btb: Some(sample),
-        ..Captured::NONE
-    })
+    Ok(Capture::Btb(sample))
 }

@@ -3,6 +3,7 @@
 //! traffic per operation through [`Recording`]. Every count here comes from
 //! the model.
 
+use crate::sampling::{Payload, Sample};
 use std::vec::Vec;
 
 use super::*;
@@ -12,7 +13,7 @@ use crate::arch::itanium::ear::{self, ItlbSample};
 use crate::arch::itanium::ear::{IearConfig, TlbFills};
 use crate::arch::itanium::fields::{EventCode, Plm};
 use crate::arch::itanium::generation::RegSet;
-use crate::arch::itanium::pmi::{OverflowSample, handle_pmi};
+use crate::arch::itanium::pmi::{Capture, handle_pmi};
 use crate::counter::Owner;
 use crate::counter::{AnyHandle, ErasedError, StateTag};
 use crate::model::itanium::{Event, FetchMiss, ItaniumModel, Psr, TlbFill};
@@ -81,7 +82,7 @@ fn run<O: Owner>(
     state: &ItaniumPmu,
     mut n: u64,
     iip: u64,
-    out: &mut Vec<OverflowSample>,
+    out: &mut Vec<Sample<Capture>>,
 ) -> u64 {
     let mut counted = 0;
     while n > 0 {
@@ -464,8 +465,8 @@ fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     assert_eq!(o.overflowed, RegSet::single(4));
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 1));
     assert_eq!(out.len(), 1);
-    assert_eq!(out[0].sample.rip, 0x4000_0010);
-    assert_eq!(out[0].itlb, None);
+    assert_eq!(out[0].rip, 0x4000_0010);
+    assert_eq!(out[0].payload.itlb(), None);
     assert!(!model(&mut d).frozen());
     assert_eq!(a.read(&mut d).unwrap(), n.preset());
     model(&mut d).inject(Event::new(CYCLES, 0, 30));
@@ -638,7 +639,7 @@ fn events_between_the_overflow_and_a_late_handler_are_not_counted() {
             assert_eq!(c5.read(&mut d).unwrap(), 0, "{g:?}: wrapped to 0 and held");
             assert!(model(&mut d).take_interrupt().is_some());
             handle_pmi(state.pmi(), d.regs(), late, |o| out.push(o)).unwrap();
-            assert_eq!(out.last().map(|o| o.sample.periods), Some(1), "{g:?}");
+            assert_eq!(out.last().map(|o| o.periods), Some(1), "{g:?}");
         }
         let (owed, residual) = s.split(c5.read(&mut d).unwrap());
         assert_eq!((owed, residual), (0, 0), "{g:?}");
@@ -718,10 +719,10 @@ fn iear_samples_every_nth_itlb_miss() {
                 assert_eq!(d.regs().take_counts(), counts(1, 1, 1, 1), "{g:?}");
             }
         }
-        let got: Vec<_> = out.iter().map(|s| s.itlb.unwrap()).collect();
+        let got: Vec<_> = out.iter().map(|s| s.payload.itlb().unwrap()).collect();
         assert_eq!(got, expected, "{g:?}");
         for s in &got {
-            assert_eq!(ItlbSample::unpack(s.pack()), Some(*s));
+            assert_eq!(<ItlbSample as Payload>::from_word(s.to_word()), Some(*s));
         }
         assert_eq!(state.pmi().periods(7), 20);
         d.regs().clear();
@@ -811,7 +812,7 @@ fn handler_samples_make_the_itlb_report() {
         model(&mut d).fetch_miss(FetchMiss::tlb(address, fill));
         if model(&mut d).take_interrupt().is_some() {
             handle_pmi(state.pmi(), d.regs(), 0, |s| {
-                report.record(s.itlb.unwrap()).unwrap();
+                report.record(s.payload.itlb().unwrap()).unwrap();
             })
             .unwrap();
         }
@@ -859,7 +860,7 @@ fn events_counting_several_per_cycle_are_not_lost() {
                 if model(&mut d).take_interrupt().is_some() {
                     d.regs().clear();
                     let o = handle_pmi(state.pmi(), d.regs(), 0, |o| {
-                        sampled += u64::from(o.sample.periods)
+                        sampled += u64::from(o.periods)
                     });
                     assert_eq!(o.unwrap().overflowed, RegSet::single(4));
                     // The reload is relative: the counter is read first.
@@ -995,7 +996,7 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
                     // The interrupt, if one is pending; otherwise spurious.
                     model(&mut d).take_interrupt();
                     handle_pmi(state.pmi(), d.regs(), step, |o| {
-                        sampled[usize::from(o.sample.counter - 4)] += u64::from(o.sample.periods)
+                        sampled[usize::from(o.counter - 4)] += u64::from(o.periods)
                     })
                     .unwrap();
                 }

@@ -274,11 +274,13 @@ impl ItlbSample {
             fill,
         })
     }
+}
 
-    /// The sample in one `u64`: the 32-byte-aligned address with the fill
-    /// in bits 1:0 (1 L2, 2 HPW, 3 software), for a lock-free ring of
-    /// `u64` slots such as [`crate::sampling::SampleBuffer`]'s.
-    pub const fn pack(self) -> u64 {
+/// A TLB-mode capture in one word, as [`crate::sampling::SampleBuffer`]
+/// stores a payload: the 32-byte-aligned address with the fill in bits 1:0
+/// (1 L2, 2 HPW, 3 software).
+impl crate::sampling::Payload for ItlbSample {
+    fn to_word(self) -> u64 {
         (self.address & !0x1F)
             | match self.fill {
                 TlbFill::L2 => 1,
@@ -287,8 +289,7 @@ impl ItlbSample {
             }
     }
 
-    /// The inverse of [`ItlbSample::pack`].
-    pub const fn unpack(v: u64) -> Option<ItlbSample> {
+    fn from_word(v: u64) -> Option<ItlbSample> {
         let fill = match v & 3 {
             1 => TlbFill::L2,
             2 => TlbFill::Hpw,

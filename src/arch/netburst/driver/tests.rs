@@ -325,7 +325,8 @@ fn pmi_handler_traffic_is_one_read_per_armed_and_two_writes_per_overflowed() {
         [Sample {
             counter: 0,
             periods: 1,
-            rip: 0x1234
+            rip: 0x1234,
+            payload: ()
         }]
     );
     // After the reload the next period is exactly N events long: the PMI

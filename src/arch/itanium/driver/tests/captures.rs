@@ -88,9 +88,12 @@ fn dear_samples_every_nth_cache_miss() {
                 assert_eq!(d.regs().take_counts(), counts(1, 1, 3, 1), "{g:?}");
             }
         }
-        let got: Vec<_> = out.iter().map(|s| s.dear.unwrap()).collect();
+        let got: Vec<_> = out.iter().map(|s| s.payload.dear().unwrap()).collect();
         assert_eq!(got, expected, "{g:?}");
-        assert!(out.iter().all(|s| s.itlb.is_none() && s.btb.is_none()));
+        assert!(
+            out.iter()
+                .all(|s| s.payload.itlb().is_none() && s.payload.btb().is_none())
+        );
         assert_eq!(state.pmi().periods(5), captured / 2);
         assert_eq!(state.pmi().ear_invalid(), 0);
         d.regs().clear();
@@ -169,8 +172,8 @@ fn dear_register_log_on_montecito() {
         ]
     );
     assert_eq!(out.len(), 1);
-    assert_eq!(out[0].dear, Some(cache_sample(&miss)));
-    assert_eq!(out[0].sample.rip, 7);
+    assert_eq!(out[0].payload.dear(), Some(cache_sample(&miss)));
+    assert_eq!(out[0].rip, 7);
 }
 
 /// TLB mode hands over the level that filled the miss; ALAT mode (Itanium
@@ -209,7 +212,7 @@ fn dear_tlb_and_alat_modes_and_invalid_captures() {
             model(&mut d).data_miss(miss);
             assert!(model(&mut d).take_interrupt().is_some(), "{g:?} {fill:?}");
             handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
-            let s = out.pop().unwrap().dear.unwrap();
+            let s = out.pop().unwrap().payload.dear().unwrap();
             assert_eq!(s.event, DearEvent::TlbMiss { fill: Some(want) }, "{g:?}");
             assert_eq!(s.data_address, miss.address);
         }
@@ -222,7 +225,7 @@ fn dear_tlb_and_alat_modes_and_invalid_captures() {
         model(&mut d).inject(Event::new(dear_event_code(g), 0, 1));
         assert!(model(&mut d).take_interrupt().is_some());
         handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
-        assert_eq!(out.pop().unwrap().dear, None, "{g:?}");
+        assert_eq!(out.pop().unwrap().payload.dear(), None, "{g:?}");
         assert_eq!(state.pmi().ear_invalid(), 1);
         let _ = c6.release(&mut d).unwrap();
         if g != Generation::Itanium {
@@ -242,7 +245,7 @@ fn dear_tlb_and_alat_modes_and_invalid_captures() {
             model(&mut d).data_miss(DataMiss::alat(0x8000_0008, 0x4000_0200, 0));
             assert!(model(&mut d).take_interrupt().is_some());
             handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
-            let s = out.pop().unwrap().dear.unwrap();
+            let s = out.pop().unwrap().payload.dear().unwrap();
             assert_eq!(
                 (s.event, s.data_address),
                 (DearEvent::Alat, 0x8000_0008),
@@ -401,7 +404,7 @@ fn btb_samples_every_nth_branch_as_source_target_records() {
         assert_eq!(out.len(), 10, "{g:?}");
         let got: Vec<Vec<_>> = out
             .iter()
-            .map(|s| s.btb.unwrap().branches().collect())
+            .map(|s| s.payload.btb().unwrap().branches().collect())
             .collect();
         assert_eq!(got, expected, "{g:?}");
         assert!(
@@ -412,7 +415,10 @@ fn btb_samples_every_nth_branch_as_source_target_records() {
             got.iter().flatten().any(|r| r.mispredicted),
             "mispredicted branches"
         );
-        assert!(out.iter().all(|s| s.dear.is_none() && s.itlb.is_none()));
+        assert!(
+            out.iter()
+                .all(|s| s.payload.dear().is_none() && s.payload.itlb().is_none())
+        );
         d.regs().clear();
         let _ = c7.release(&mut d).unwrap();
         assert_eq!(d.regs().take_counts(), counts(1, 2, 0, 1), "release");
@@ -474,7 +480,7 @@ fn btb_trace_wraps_through_the_index() {
             Access::WritePmc { pmc: 0, value: 0 },
         ]
     );
-    let got: Vec<_> = out[0].btb.unwrap().branches().collect();
+    let got: Vec<_> = out[0].payload.btb().unwrap().branches().collect();
     let want: Vec<_> = branches[1..].iter().map(record).collect();
     assert_eq!(got, want);
     // Emptied: the next sample starts afresh.
@@ -512,7 +518,7 @@ fn btb_filters_select_the_branches() {
         }
         let got: Vec<_> = out
             .iter()
-            .flat_map(|s| s.btb.unwrap().branches().collect::<Vec<_>>())
+            .flat_map(|s| s.payload.btb().unwrap().branches().collect::<Vec<_>>())
             .collect();
         assert_eq!(got, want[..got.len()], "{g:?}");
         assert_eq!(got.len(), 8, "{g:?}: 8 of 10 taken, 2 per sample");
@@ -537,7 +543,7 @@ fn btb_filters_select_the_branches() {
         }
         let got: Vec<_> = out
             .iter()
-            .flat_map(|s| s.btb.unwrap().branches().collect::<Vec<_>>())
+            .flat_map(|s| s.payload.btb().unwrap().branches().collect::<Vec<_>>())
             .collect();
         assert_eq!(got, [record(&branch(6)), record(&branch(13))], "{g:?}");
         d.retire();
@@ -580,11 +586,11 @@ fn erased_handles_sample_the_dear_and_the_btb() {
     handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
     assert_eq!(out.len(), 2);
     assert_eq!(
-        (out[0].sample.counter, out[0].dear),
+        (out[0].counter, out[0].payload.dear()),
         (9, Some(cache_sample(&miss)))
     );
-    assert_eq!(out[1].sample.counter, 14);
-    let got: Vec<_> = out[1].btb.unwrap().branches().collect();
+    assert_eq!(out[1].counter, 14);
+    let got: Vec<_> = out[1].payload.btb().unwrap().branches().collect();
     assert_eq!(got, [record(&b0), record(&b1)]);
     dear.release(&mut d).unwrap();
     btb.release(&mut d).unwrap();
@@ -653,7 +659,7 @@ fn iear_samples_every_nth_icache_miss() {
                 assert_eq!(d.regs().take_counts(), counts(1, 1, 2, 1), "{g:?}");
             }
         }
-        let got: Vec<_> = out.iter().map(|s| s.icache.unwrap()).collect();
+        let got: Vec<_> = out.iter().map(|s| s.payload.icache().unwrap()).collect();
         assert_eq!(got, expected, "{g:?}");
         assert_eq!(got.len(), 15);
         // 5000 cycles: saturated on Itanium, the overflow bit after.
@@ -661,10 +667,9 @@ fn iear_samples_every_nth_icache_miss() {
             got.iter()
                 .any(|s| s.latency == 0xFFF && s.latency_overflow == (g != Generation::Itanium))
         );
-        assert!(
-            out.iter()
-                .all(|s| s.itlb.is_none() && s.dear.is_none() && s.btb.is_none())
-        );
+        assert!(out.iter().all(|s| s.payload.itlb().is_none()
+            && s.payload.dear().is_none()
+            && s.payload.btb().is_none()));
         assert_eq!(state.pmi().periods(6), captured / 2);
         assert_eq!(state.pmi().ear_invalid(), 0);
         d.regs().clear();
@@ -733,14 +738,14 @@ fn icache_register_log_and_invalid_capture() {
         );
         assert_eq!(out.len(), 1);
         assert_eq!(
-            out[0].icache,
+            out[0].payload.icache(),
             Some(IcacheSample {
                 line: 0x4000_0040,
                 latency: 300,
                 latency_overflow: false
             })
         );
-        assert_eq!(out[0].sample.rip, 9);
+        assert_eq!(out[0].rip, 9);
         // The next overflow finds the address PMD cleared (v = 0 / stat =
         // 0): no capture to hand on.
         model(&mut d).fetch_miss(FetchMiss::cache(0x4000_0087, 200));
@@ -751,7 +756,7 @@ fn icache_register_log_and_invalid_capture() {
         out.clear();
         handle_pmi(state.pmi(), d.regs(), 10, |s| out.push(s)).unwrap();
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].icache, None);
+        assert_eq!(out[0].payload.icache(), None);
         assert_eq!(state.pmi().ear_invalid(), 1);
         assert_eq!(state.pmi().periods(5), 2);
         d.retire();

@@ -102,7 +102,10 @@ impl Pmi<'_> {
         }
         self.handled += 1;
         let samples = &mut self.samples;
-        handle_pmi(self.state, m, self.handled, |o| samples.push(o.sample)).unwrap();
+        handle_pmi(self.state, m, self.handled, |o| {
+            samples.push(o.with_payload(()))
+        })
+        .unwrap();
     }
 }
 
