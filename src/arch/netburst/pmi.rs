@@ -471,7 +471,19 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
     // handler out of line (one test and one branch for both: `PEBS_ARMED`
     // is the sign bit).
     if armed as i64 <= 0 {
-        return service_rare(state, lp, msr, lvt, entry, rip, sink, 0, 0, armed, 0);
+        return service_rare(Resume {
+            state,
+            lp,
+            msr: same_backend(msr),
+            lvt,
+            entry,
+            rip,
+            sink,
+            at: 0,
+            reload: 0,
+            rest: armed,
+            overflowed: 0,
+        });
     }
     let mut overflowed = 0u32;
     let mut rest = armed;
@@ -507,9 +519,19 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
             let reload = raw + preset;
             if reload & WRAP != 0 {
                 // `rest` still has `n`, its lowest bit.
-                return service_rare(
-                    state, lp, msr, lvt, entry, rip, sink, n, reload, rest, overflowed,
-                );
+                return service_rare(Resume {
+                    state,
+                    lp,
+                    msr: same_backend(msr),
+                    lvt,
+                    entry,
+                    rip,
+                    sink,
+                    at: n,
+                    reload,
+                    rest,
+                    overflowed,
+                });
             }
             service(state, msr, &mut sink, n, 1, reload, rip)?;
             overflowed |= 1 << (n % 32);
@@ -520,6 +542,24 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
         }
     }
     Ok(finish(thread, lvt, entry, overflowed))
+}
+
+/// `msr` reborrowed; for a zero-sized backend (`X86Msr`), a reference made
+/// afresh, so that the handler's loop keeps no register for the caller's
+/// pointer (which a zero-sized backend's accesses do not use) only to pass
+/// it to [`service_rare`].
+#[inline(always)]
+fn same_backend<M>(msr: &mut M) -> &mut M {
+    if size_of::<M>() == 0 {
+        // SAFETY: `M` is zero-sized, so a reference to it accesses no
+        // memory, and a non-null, aligned pointer such as `dangling` is
+        // valid for it. The result borrows `msr` for its whole life, so it
+        // is as exclusive as a reborrow of `msr`, whose value (the one value
+        // of a zero-sized type) it designates.
+        unsafe { NonNull::<M>::dangling().as_mut() }
+    } else {
+        msr
+    }
 }
 
 /// The end of every interrupt: a PMI that found nothing is counted as
@@ -591,20 +631,22 @@ fn service<M: MsrAccess, S: Sink>(
 /// Performance).
 #[cold]
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
 fn service_rare<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
-    state: &PmiState,
-    lp: LogicalProcessor,
-    msr: &mut M,
-    lvt: &mut L,
-    entry: LvtPerfCounter,
-    rip: u64,
-    mut sink: S,
-    at: u32,
-    reload: u64,
-    rest: u64,
-    mut overflowed: u32,
+    r: Resume<'_, M, L, S>,
 ) -> Result<PmiOutcome, M::Error> {
+    let Resume {
+        state,
+        lp,
+        msr,
+        lvt,
+        entry,
+        rip,
+        mut sink,
+        at,
+        reload,
+        rest,
+        mut overflowed,
+    } = r;
     if reload != 0 {
         // `raw` again, from the preset the loop added to it.
         let preset = state.slot.preset[at as usize % SLOTS].load(Ordering::Relaxed);
@@ -628,6 +670,28 @@ fn service_rare<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
         }
     }
     Ok(finish(&state.thread[lp as usize], lvt, entry, overflowed))
+}
+
+/// Where [`service_rare`] takes the handler up: the handler's arguments and
+/// the loop's state. One argument, passed in memory (a pointer to the
+/// caller's copy), so that the call in the loop ties none of the loop's
+/// values to an argument register (measured: README, Performance).
+struct Resume<'a, M, L, S> {
+    state: &'a PmiState,
+    lp: LogicalProcessor,
+    msr: &'a mut M,
+    lvt: &'a mut L,
+    entry: LvtPerfCounter,
+    rip: u64,
+    sink: S,
+    /// The counter the loop found past its overflow, if `reload` is not 0.
+    at: u32,
+    /// `preset + raw` of counter `at`, or 0.
+    reload: u64,
+    /// The counters from `at` on (or the armed word, [`PEBS_ARMED`] with them).
+    rest: u64,
+    /// The counters serviced so far.
+    overflowed: u32,
 }
 
 /// [`service_rare`]'s service of counter `n` that holds `raw`, whatever it
