@@ -471,19 +471,18 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
     // handler out of line (one test and one branch for both: `PEBS_ARMED`
     // is the sign bit).
     if armed as i64 <= 0 {
-        return service_rare(Resume {
+        return service_rare(
             state,
             lp,
-            msr: same_backend(msr),
+            same_backend(msr),
             lvt,
             entry,
             rip,
             sink,
-            at: 0,
-            reload: 0,
-            rest: armed,
-            overflowed: 0,
-        });
+            0,
+            armed,
+            0,
+        );
     }
     let mut overflowed = 0u32;
     let mut rest = armed;
@@ -519,19 +518,18 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
             let reload = raw + preset;
             if reload & WRAP != 0 {
                 // `rest` still has `n`, its lowest bit.
-                return service_rare(Resume {
+                return service_rare(
                     state,
                     lp,
-                    msr: same_backend(msr),
+                    same_backend(msr),
                     lvt,
                     entry,
                     rip,
                     sink,
-                    at: n,
                     reload,
                     rest,
                     overflowed,
-                });
+                );
             }
             service(state, msr, &mut sink, n, 1, reload, rip)?;
             overflowed |= 1 << (n % 32);
@@ -607,11 +605,12 @@ fn service<M: MsrAccess, S: Sink>(
 }
 
 /// The rest of the handler, out of line, from the first thing the usual
-/// loop leaves to it: counter `at` that the loop found past its overflow
-/// with `reload = preset + raw` and its bit 40 set (`rest` the counters
-/// from `at` on), or, with `reload` 0, everything (`rest` the armed word:
-/// [`PEBS_ARMED`] set, or nothing armed). For each counter of `rest` (after
-/// `at`'s), the usual per-counter service, and for the rare cases:
+/// loop leaves to it: the lowest counter of `rest` (`at`), which the loop
+/// found past its overflow with `reload = preset + raw` and its bit 40 set
+/// (`rest` the counters from `at` on), or, with `reload` 0, everything
+/// (`rest` the armed word: [`PEBS_ARMED`] set, or nothing armed). For each
+/// counter of `rest` (after `at`'s), the usual per-counter service, and for
+/// the rare cases:
 ///
 /// - a sampling counter a whole period or more past its overflow: the
 ///   periods completed, by division ([`Rearm::rearm`]), and the same two
@@ -627,26 +626,28 @@ fn service<M: MsrAccess, S: Sink>(
 ///
 /// Then it ends the interrupt as the usual handler does. Cold, and called
 /// only as the handler's last act, so that the usual loop keeps no register
-/// for the rare cases, only the arguments it passes on (measured: README,
-/// Performance).
+/// for the rare cases, only the arguments it passes on; `at` is not one of
+/// them (it is `rest`'s lowest bit), and a zero-sized backend is passed as
+/// a reference of its own ([`same_backend`]), so that the loop needs one
+/// callee-saved register, not two (measured: README, Performance).
 #[cold]
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn service_rare<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
-    r: Resume<'_, M, L, S>,
+    state: &PmiState,
+    lp: LogicalProcessor,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    rip: u64,
+    mut sink: S,
+    reload: u64,
+    rest: u64,
+    mut overflowed: u32,
 ) -> Result<PmiOutcome, M::Error> {
-    let Resume {
-        state,
-        lp,
-        msr,
-        lvt,
-        entry,
-        rip,
-        mut sink,
-        at,
-        reload,
-        rest,
-        mut overflowed,
-    } = r;
+    // With `reload` not 0, `rest` has counter bits only (the loop runs
+    // with `PEBS_ARMED` clear).
+    let at = rest.trailing_zeros() % 32;
     if reload != 0 {
         // `raw` again, from the preset the loop added to it.
         let preset = state.slot.preset[at as usize % SLOTS].load(Ordering::Relaxed);
@@ -670,28 +671,6 @@ fn service_rare<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
         }
     }
     Ok(finish(&state.thread[lp as usize], lvt, entry, overflowed))
-}
-
-/// Where [`service_rare`] takes the handler up: the handler's arguments and
-/// the loop's state. One argument, passed in memory (a pointer to the
-/// caller's copy), so that the call in the loop ties none of the loop's
-/// values to an argument register (measured: README, Performance).
-struct Resume<'a, M, L, S> {
-    state: &'a PmiState,
-    lp: LogicalProcessor,
-    msr: &'a mut M,
-    lvt: &'a mut L,
-    entry: LvtPerfCounter,
-    rip: u64,
-    sink: S,
-    /// The counter the loop found past its overflow, if `reload` is not 0.
-    at: u32,
-    /// `preset + raw` of counter `at`, or 0.
-    reload: u64,
-    /// The counters from `at` on (or the armed word, [`PEBS_ARMED`] with them).
-    rest: u64,
-    /// The counters serviced so far.
-    overflowed: u32,
 }
 
 /// [`service_rare`]'s service of counter `n` that holds `raw`, whatever it
