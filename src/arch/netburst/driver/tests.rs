@@ -1336,6 +1336,82 @@ fn rare_counters_hand_the_rest_of_the_pmi_out_of_line() {
     let _ = (h0, h1, h12, h14);
 }
 
+/// The handler's loop visits the list of armed counters the driver keeps
+/// beside the armed word; a PMI that interrupts the driver while it
+/// rewrites the list (count 0) is serviced from the armed word, out of
+/// line, with the same accesses in the same order.
+#[test]
+fn a_pmi_while_the_driver_lists_its_counters_reads_the_armed_word() {
+    use crate::access::Access;
+    let state = crate::testing::netburst_pmu();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    let n = SampleAfter::new(50, overflow_rule()).unwrap();
+    let cfg = |s: &str, e: Escr| CounterConfig::counting(spec(s), e).sampling(n);
+    let h14 = c
+        .c14
+        .configure(&mut d, &cfg("branch_retired:MMNP:k", Escr::CruEscr3));
+    let h0 = c.c0.configure(&mut d, &running().sampling(n));
+    let h12 = c
+        .c12
+        .configure(&mut d, &cfg("instr_retired:NBOGUSNTAG:k", Escr::CruEscr0));
+    let (h14, h0, h12) = (
+        h14.unwrap().enable(&mut d).unwrap(),
+        h0.unwrap().enable(&mut d).unwrap(),
+        h12.unwrap().enable(&mut d).unwrap(),
+    );
+    assert_eq!(state.pmi().listed(LogicalProcessor::T0), [0, 12, 14]);
+    // 51 events, then 50: both times one past the overflow (the reload
+    // counts the PMI's event), so both PMIs read the same values.
+    let pmi = |d: &mut Nb<'_, _>, events: u64, listing: bool| {
+        inject(d, RUNNING, events);
+        inject(d, INSTR, events);
+        if listing {
+            state.pmi().interrupt_listing(LogicalProcessor::T0);
+        }
+        d.msr().clear();
+        let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
+        assert!(service(d, &state, &mut lvt, 0x40, &mut samples));
+        assert_eq!(lvt.0, [entry()]);
+        (d.msr().log().to_vec(), samples)
+    };
+    let (listed, samples) = pmi(&mut d, 51, false);
+    let (interrupted, again) = pmi(&mut d, 50, true);
+    assert_eq!(state.pmi().listed(LogicalProcessor::T0), []);
+    let order: Vec<_> = listed
+        .iter()
+        .map(|a| match *a {
+            Access::Rdpmc { index, .. } => ("rdpmc", index),
+            Access::WriteMsr { msr, .. } => ("wrmsr", msr),
+            _ => ("other", 0),
+        })
+        .collect();
+    let (counter, cccr) = (|c: u32| 0x300 + c, |c: u32| 0x360 + c);
+    assert_eq!(
+        order,
+        [
+            ("rdpmc", 0),
+            ("wrmsr", counter(0)),
+            ("wrmsr", cccr(0)),
+            ("rdpmc", 12),
+            ("wrmsr", counter(12)),
+            ("wrmsr", cccr(12)),
+            ("rdpmc", 14),
+        ]
+    );
+    assert_eq!(interrupted, listed, "the same accesses, values and order");
+    let expected = [(0, 1), (12, 1)].map(|(c, p)| Sample::new(c, p, 0x40));
+    assert_eq!((samples, again), (expected.to_vec(), expected.to_vec()));
+    assert_eq!([0, 12, 14].map(|c| state.pmi().periods(c)), [2, 2, 0]);
+    // The next change lists the counters again.
+    let h14 = h14.halt(&mut d).unwrap();
+    assert_eq!(state.pmi().listed(LogicalProcessor::T0), [0, 12]);
+    let h0 = h0.halt(&mut d).unwrap();
+    assert_eq!(state.pmi().listed(LogicalProcessor::T0), [12]);
+    let h12 = h12.halt(&mut d).unwrap();
+    assert_eq!(state.pmi().listed(LogicalProcessor::T0), []);
+    let _ = (h0, h12, h14);
+}
+
 /// A zero-sized backend, as `X86Msr` is, over a model kept per test
 /// thread: the handler hands its out-of-line continuation a reference of
 /// its own to a zero-sized backend, not the caller's.
