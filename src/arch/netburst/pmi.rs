@@ -54,10 +54,7 @@
 //! A sampling counter overflows the model into a PMI; the handler re-arms it
 //! and hands over the sample:
 //!
-//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
-//!
-#![cfg_attr(feature = "model", doc = "```")]
-#![cfg_attr(not(feature = "model"), doc = "```ignore")]
+//! ```
 //! use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 //! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 //! use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
@@ -138,17 +135,17 @@ struct Slots {
     last: [AtomicU64; SLOTS],
 }
 
-/// What one logical processor's handler writes: its own line.
+/// What one logical processor's handler writes and reads: its own lines.
 #[repr(C, align(64))]
 struct PerThread {
     /// The armed counters, as counter bits: sampling counters and
     /// `FORCE_OVF` counters (an overflow on every increment, SDM
     /// 18.15.5.5, serviced by accounting the increments since the last
     /// service, without a reload; their preset is [`FORCED`]); and
-    /// [`PEBS_ARMED`]. One word, so that the usual handler's one test of it
-    /// also tells it whether the DS buffer needs draining, and a
-    /// `FORCE_OVF` counter costs the usual handler nothing (its preset
-    /// sends it out of line, [`service_rare`]).
+    /// [`PEBS_ARMED`]. The usual handler visits its counters as listed in
+    /// [`PerThread::list`], and reads the word itself only out of line
+    /// ([`service_rare`]); a `FORCE_OVF` counter costs the usual handler
+    /// nothing (its preset sends it out of line).
     armed: AtomicU64,
     interrupts: AtomicU64,
     spurious: AtomicU64,
@@ -156,12 +153,33 @@ struct PerThread {
     /// (null while none is): its management area, which also says where the
     /// records are and how many fit, so one atomic publishes the whole area.
     ds: AtomicPtr<DsManagement>,
+    /// How many counters of [`PerThread::list`] the handler's loop visits:
+    /// the counters of `armed` when it has some and not [`PEBS_ARMED`]; 0
+    /// otherwise (nothing armed, or the DS buffer to drain), and while the
+    /// driver rewrites the list ([`PmiState::change_armed`]): the handler
+    /// then goes out of line, where it reads `armed` ([`service_rare`]).
+    /// Every value ever stored here is below 64 (`armed` has at most 63
+    /// counter bits), whatever the interleaving of the stores.
+    count: AtomicU32,
+    /// The armed counters' numbers (a copy of `armed`'s counter bits, for
+    /// the loop), the lowest at `list[count]` down to the highest at
+    /// `list[1]`, so that the handler's loop counts down to 0: one load,
+    /// one decrement and one branch per counter where a bit scan of the
+    /// word took a scan, a copy of the number, and three to clear the bit
+    /// and branch (measured, issue 28: one instruction less per counter).
+    /// 64-bit entries, so that the number needs no widening to index the
+    /// per-counter arrays. Every value ever stored here is below 63 (a
+    /// counter bit of `armed`), so the handler indexes the 64-entry
+    /// per-counter arrays with it unchecked ([`slot`]). 64 entries (512
+    /// bytes per logical processor, 19 used), indexed by `count` without a
+    /// bounds check.
+    list: [AtomicU64; SLOTS],
 }
 
 /// The bit of `PerThread::armed` that says the logical processor's PEBS
-/// counter runs: the handler drains its DS buffer. The sign bit, so that
-/// the usual handler tests it with the same instruction that tests the
-/// word for zero (one `test` and one `jle` for both).
+/// counter runs: the handler drains its DS buffer (out of line:
+/// `PerThread::count` is 0 while it is set). The sign bit, so that the
+/// driver, listing the counters, tests it with the word's zero test.
 const PEBS_ARMED: u64 = 1 << 63;
 
 /// The preset of an armed `FORCE_OVF` counter, in place of a sampling
@@ -236,6 +254,8 @@ impl PmiState {
             interrupts: Z64,
             spurious: Z64,
             ds: AtomicPtr::new(core::ptr::null_mut()),
+            count: AtomicU32::new(0),
+            list: [const { AtomicU64::new(0) }; SLOTS],
         };
         PmiState {
             thread: [THREAD; 2],
@@ -313,9 +333,59 @@ impl PmiState {
             self.slot.preset[i].store(FORCED, Ordering::Release);
         }
         let set = CounterSet::EMPTY.with(c).bits();
-        self.thread[lp as usize]
-            .armed
-            .fetch_or(u64::from(set), Ordering::AcqRel);
+        self.change_armed(lp, |armed| armed.fetch_or(u64::from(set), Ordering::AcqRel));
+    }
+
+    /// Changes `lp`'s armed word with `change` and lists its counters again
+    /// for the handler ([`PerThread::list`]). Called only by the driver
+    /// serving `lp`, on `lp`'s CPU (one writer), where the handler may
+    /// interrupt it but runs to completion first: the count is 0 from
+    /// before the change to after the list is whole, so an interrupting
+    /// handler reads the armed word (before or after the change, as it
+    /// would without the list) or the whole list, never a part of it.
+    fn change_armed(&self, lp: LogicalProcessor, change: impl FnOnce(&AtomicU64) -> u64) {
+        let t = &self.thread[lp as usize];
+        t.count.store(0, Ordering::Release);
+        change(&t.armed);
+        let armed = t.armed.load(Ordering::Acquire);
+        if armed as i64 <= 0 {
+            // Nothing armed, or PEBS: the handler goes out of line.
+            return;
+        }
+        let mut k = 0;
+        let mut rest = armed;
+        // Highest first, so that the handler, counting down, visits the
+        // lowest first (the order of the register traffic).
+        while rest != 0 {
+            let n = 63 - rest.leading_zeros();
+            rest &= !(1 << n);
+            k += 1;
+            if let Some(e) = t.list.get(k) {
+                e.store(u64::from(n), Ordering::Relaxed);
+            }
+        }
+        // At most 64 bits armed, so `k` fits.
+        t.count.store(k as u32, Ordering::Release);
+    }
+
+    /// The counters `lp`'s handler visits in its loop, in order (none when
+    /// it goes out of line at once).
+    #[cfg(test)]
+    pub(super) fn listed(&self, lp: LogicalProcessor) -> std::vec::Vec<u8> {
+        let t = &self.thread[lp as usize];
+        let count = t.count.load(Ordering::Acquire) as usize;
+        (1..=count)
+            .rev()
+            .map(|k| t.list[k].load(Ordering::Relaxed) as u8)
+            .collect()
+    }
+
+    /// Leaves `lp`'s list as [`PmiState::change_armed`] leaves it while it
+    /// rewrites it (count 0) until the next change: what a handler that
+    /// interrupts the driver there finds.
+    #[cfg(test)]
+    pub(super) fn interrupt_listing(&self, lp: LogicalProcessor) {
+        self.thread[lp as usize].count.store(0, Ordering::Release);
     }
 
     /// A `FORCE_OVF` counter `n` (disarmed) holds `raw`: the increments
@@ -329,9 +399,9 @@ impl PmiState {
 
     pub(super) fn disarm(&self, lp: LogicalProcessor, c: Counter) {
         let set = CounterSet::EMPTY.with(c).bits();
-        self.thread[lp as usize]
-            .armed
-            .fetch_and(!u64::from(set), Ordering::AcqRel);
+        self.change_armed(lp, |armed| {
+            armed.fetch_and(!u64::from(set), Ordering::AcqRel)
+        });
     }
 
     /// Publishes the DS save area the driver serving `lp` installed (or
@@ -371,12 +441,13 @@ impl PmiState {
 
     /// `lp`'s PEBS counter runs (or not): the handler drains the DS buffer.
     pub(super) fn arm_pebs(&self, lp: LogicalProcessor, on: bool) {
-        let armed = &self.thread[lp as usize].armed;
-        if on {
-            armed.fetch_or(PEBS_ARMED, Ordering::AcqRel);
-        } else {
-            armed.fetch_and(!PEBS_ARMED, Ordering::AcqRel);
-        }
+        self.change_armed(lp, |armed| {
+            if on {
+                armed.fetch_or(PEBS_ARMED, Ordering::AcqRel)
+            } else {
+                armed.fetch_and(!PEBS_ARMED, Ordering::AcqRel)
+            }
+        });
     }
 
     /// A halt found `periods` owed by disarmed counter `n`.
@@ -469,23 +540,25 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
 ) -> Result<PmiOutcome, M::Error> {
     let thread = &state.thread[lp as usize];
     bump(&thread.interrupts, 1);
-    let armed = thread.armed.load(Ordering::Acquire);
-    // The PEBS buffer to drain (rare), or nothing armed: the whole
-    // handler out of line (one test and one branch for both: `PEBS_ARMED`
-    // is the sign bit).
-    if armed as i64 <= 0 {
-        return service_rare(state, lp, msr, lvt, entry, rip, sink, 0, 0, armed, 0);
+    let count = thread.count.load(Ordering::Acquire);
+    // The PEBS buffer to drain (rare), nothing armed, or the driver
+    // interrupted while it lists the counters: the whole handler out of
+    // line, from the armed word.
+    if count == 0 {
+        return service_rare(state, lp, same_backend(msr), lvt, entry, rip, sink, 0, 0, 0);
     }
     let mut overflowed = 0u32;
-    let mut rest = armed;
+    let mut k = count as usize;
     // A loop tested at its end: one branch per counter.
     loop {
-        // `rest` is not zero here (`armed > 0`, then the loop's test),
-        // so its lowest bit needs no zero case (measured: one
-        // instruction per counter).
-        let n = core::num::NonZeroU64::new(rest).map_or(0, |r| r.trailing_zeros());
-        let i = n as usize % SLOTS;
-        let raw = msr.rdpmc(n)?;
+        // SAFETY: `k` is 1 to 63 here and every list entry below 64
+        // (`PerThread::list`).
+        unsafe { core::hint::assert_unchecked(k < SLOTS) };
+        // Below `SLOTS` (`PerThread::list`), not told to the compiler:
+        // knowing it, it builds `0x300 + n` with `mov` and `or`, not `lea`
+        // (measured).
+        let n = thread.list[k].load(Ordering::Relaxed) as usize;
+        let raw = msr.rdpmc(n as u32)?;
         // `Rearm::rearm`, in the order the usual interrupt wants (issue
         // 28, measured: guide, performance): a counter not past its
         // overflow, as all but the interrupting one usually are, costs
@@ -495,7 +568,8 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
         // counter's every service) leaves this loop for the out-of-line
         // handler, which goes on from here and ends the interrupt; so
         // nothing of the rare cases takes a register here.
-        let preset = state.slot.preset[i].load(Ordering::Relaxed);
+        // SAFETY: `n` is a list entry, below `SLOTS`.
+        let preset = unsafe { slot(&state.slot.preset, n) }.load(Ordering::Relaxed);
         if raw >= preset {
             // Not past its overflow (or not sampling: preset 0). Not cold,
             // but the hint lays the overflow's service out to fall through
@@ -509,20 +583,49 @@ pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
             // (`preset = 2^40 - N`).
             let reload = raw + preset;
             if reload & WRAP != 0 {
-                // `rest` still has `n`, its lowest bit.
+                // `list[k]` is `n`, the counters left `list[k - 1]` down
+                // to `list[1]`.
                 return service_rare(
-                    state, lp, msr, lvt, entry, rip, sink, n, reload, rest, overflowed,
+                    state,
+                    lp,
+                    same_backend(msr),
+                    lvt,
+                    entry,
+                    rip,
+                    sink,
+                    reload,
+                    k,
+                    overflowed,
                 );
             }
-            service(state, msr, &mut sink, n, 1, reload, rip)?;
+            // SAFETY: as above.
+            unsafe { service(state, msr, &mut sink, n, 1, reload, rip) }?;
             overflowed |= 1 << (n % 32);
         }
-        rest &= rest - 1;
-        if rest == 0 {
+        k -= 1;
+        if k == 0 {
             break;
         }
     }
     Ok(finish(thread, lvt, entry, overflowed))
+}
+
+/// `msr` reborrowed; for a zero-sized backend (`X86Msr`), a reference made
+/// afresh, so that the handler's loop keeps no register for the caller's
+/// pointer (which a zero-sized backend's accesses do not use) only to pass
+/// it to [`service_rare`].
+#[inline(always)]
+fn same_backend<M>(msr: &mut M) -> &mut M {
+    if size_of::<M>() == 0 {
+        // SAFETY: `M` is zero-sized, so a reference to it accesses no
+        // memory, and a non-null, aligned pointer such as `dangling` is
+        // valid for it. The result borrows `msr` for its whole life, so it
+        // is as exclusive as a reborrow of `msr`, whose value (the one value
+        // of a zero-sized type) it designates.
+        unsafe { NonNull::<M>::dangling().as_mut() }
+    } else {
+        msr
+    }
 }
 
 /// The end of every interrupt: a PMI that found nothing is counted as
@@ -548,33 +651,52 @@ fn finish<L: LvtPerfCounterEntry>(
 /// One overflowed sampling counter `n` that completed `periods`: reload it
 /// with `reload`, clear its `OVF` with its CCCR image, count the periods and
 /// hand the sample to the sink.
+///
+/// # Safety
+///
+/// `n < SLOTS`: it indexes the per-counter arrays unchecked.
 #[inline(always)]
-fn service<M: MsrAccess, S: Sink>(
+unsafe fn service<M: MsrAccess, S: Sink>(
     state: &PmiState,
     msr: &mut M,
     sink: &mut S,
-    n: u32,
+    n: usize,
     periods: u64,
     reload: u64,
     rip: u64,
 ) -> Result<(), M::Error> {
-    let i = n as usize % SLOTS;
-    msr.write_msr(Counter::MSR_BASE + n, reload)?;
-    msr.write_msr(
-        Cccr::MSR_BASE + n,
-        u64::from(state.slot.cccr[i].load(Ordering::Relaxed)),
-    )?;
-    bump(&state.slot.periods[i], 1);
+    msr.write_msr(Counter::MSR_BASE + n as u32, reload)?;
+    // SAFETY: `n < SLOTS` (the caller's promise).
+    let cccr = unsafe { slot(&state.slot.cccr, n) }.load(Ordering::Relaxed);
+    msr.write_msr(Cccr::MSR_BASE + n as u32, u64::from(cccr))?;
+    // SAFETY: as above.
+    bump(unsafe { slot(&state.slot.periods, n) }, 1);
     sink.sample(Sample::new(n as u8, periods, rip));
     Ok(())
 }
 
+/// `array[n]`, unchecked: the handler's loop takes `n` from
+/// [`PerThread::list`], whose entries are all below `SLOTS`, but a bounds
+/// check or a mask would cost an instruction per use, and telling the
+/// compiler the bound costs one per counter elsewhere (measured).
+///
+/// # Safety
+///
+/// `n < SLOTS`.
+#[inline(always)]
+unsafe fn slot<T>(array: &[T; SLOTS], n: usize) -> &T {
+    // SAFETY: `n < SLOTS` (the caller's promise), so the element is in
+    // `array`. Not `get_unchecked`, which tells the compiler the bound.
+    unsafe { &*array.as_ptr().add(n) }
+}
+
 /// The rest of the handler, out of line, from the first thing the usual
-/// loop leaves to it: counter `at` that the loop found past its overflow
-/// with `reload = preset + raw` and its bit 40 set (`rest` the counters
-/// from `at` on), or, with `reload` 0, everything (`rest` the armed word:
-/// [`PEBS_ARMED`] set, or nothing armed). For each counter of `rest` (after
-/// `at`'s), the usual per-counter service, and for the rare cases:
+/// loop leaves to it: the counter at `list[k]` (`at`), which the loop found
+/// past its overflow with `reload = preset + raw` and its bit 40 set (the
+/// counters left, `rest`, are those of `list[k]` down to `list[1]`), or,
+/// with `reload` 0, everything (`rest` the armed word: [`PEBS_ARMED`] set,
+/// nothing armed, or the list being rewritten). For each counter of `rest`
+/// (after `at`'s), the usual per-counter service, and for the rare cases:
 ///
 /// - a sampling counter a whole period or more past its overflow: the
 ///   periods completed, by division ([`Rearm::rearm`]), and the same two
@@ -590,8 +712,11 @@ fn service<M: MsrAccess, S: Sink>(
 ///
 /// Then it ends the interrupt as the usual handler does. Cold, and called
 /// only as the handler's last act, so that the usual loop keeps no register
-/// for the rare cases, only the arguments it passes on (measured: guide,
-/// Performance).
+/// for the rare cases, only the arguments it passes on; neither `at` nor
+/// `rest` is one of them (both come from the list and `k`), and a
+/// zero-sized backend is passed as a reference of its own
+/// ([`same_backend`]), so that the loop needs one callee-saved register,
+/// not two (measured: guide, performance).
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
@@ -603,11 +728,22 @@ fn service_rare<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
     entry: LvtPerfCounter,
     rip: u64,
     mut sink: S,
-    at: u32,
     reload: u64,
-    rest: u64,
+    k: usize,
     mut overflowed: u32,
 ) -> Result<PmiOutcome, M::Error> {
+    let thread = &state.thread[lp as usize];
+    let rest = if reload == 0 {
+        thread.armed.load(Ordering::Acquire)
+    } else {
+        // The counters the loop had left, `list[k]` (the one it hands
+        // over) down to `list[1]`: counter bits only.
+        thread.list[..=k % SLOTS]
+            .iter()
+            .skip(1)
+            .fold(0, |rest, n| rest | 1 << (n.load(Ordering::Relaxed) % 64))
+    };
+    let at = rest.trailing_zeros() % 32;
     if reload != 0 {
         // `raw` again, from the preset the loop added to it.
         let preset = state.slot.preset[at as usize % SLOTS].load(Ordering::Relaxed);
@@ -644,7 +780,9 @@ fn service_any<M: MsrAccess, S: Sink>(
     raw: u64,
     rip: u64,
 ) -> Result<u32, M::Error> {
-    let i = n as usize % SLOTS;
+    // The callers' `n` are below 32 already; masked for `service`.
+    let n = n % SLOTS as u32;
+    let i = n as usize;
     let preset = state.slot.preset[i].load(Ordering::Relaxed);
     if preset == FORCED {
         let last = state.slot.last[i].load(Ordering::Relaxed);
@@ -671,6 +809,7 @@ fn service_any<M: MsrAccess, S: Sink>(
     }
     // The periods beyond the one `service` counts.
     bump(&state.slot.periods[i], periods - 1);
-    service(state, msr, sink, n, periods, reload, rip)?;
+    // SAFETY: `n < SLOTS`, masked above.
+    unsafe { service(state, msr, sink, i, periods, reload, rip) }?;
     Ok(1 << (n % 32))
 }

@@ -1347,6 +1347,232 @@ fn rare_counters_hand_the_rest_of_the_pmi_out_of_line() {
     let _ = (h0, h1, h12, h14);
 }
 
+/// The handler's loop visits the list of armed counters the driver keeps
+/// beside the armed word; a PMI that interrupts the driver while it
+/// rewrites the list (count 0) is serviced from the armed word, out of
+/// line, with the same accesses in the same order.
+#[test]
+fn a_pmi_while_the_driver_lists_its_counters_reads_the_armed_word() {
+    use crate::access::Access;
+    let state = crate::testing::netburst_pmu();
+    let (mut d, c) = driver!(&state, Config::prescott_ht());
+    let n = SampleAfter::new(50, overflow_rule()).unwrap();
+    let cfg = |s: &str, e: Escr| CounterConfig::counting(spec(s), e).sampling(n);
+    let h14 = c
+        .c14
+        .configure(&mut d, &cfg("branch_retired:MMNP:k", Escr::CruEscr3));
+    let h0 = c.c0.configure(&mut d, &running().sampling(n));
+    let h12 = c
+        .c12
+        .configure(&mut d, &cfg("instr_retired:NBOGUSNTAG:k", Escr::CruEscr0));
+    let (h14, h0, h12) = (
+        h14.unwrap().enable(&mut d).unwrap(),
+        h0.unwrap().enable(&mut d).unwrap(),
+        h12.unwrap().enable(&mut d).unwrap(),
+    );
+    assert_eq!(state.pmi().listed(LogicalProcessor::T0), [0, 12, 14]);
+    // 51 events, then 50: both times one past the overflow (the reload
+    // counts the PMI's event), so both PMIs read the same values.
+    let pmi = |d: &mut Nb<'_, _>, events: u64, listing: bool| {
+        inject(d, RUNNING, events);
+        inject(d, INSTR, events);
+        if listing {
+            state.pmi().interrupt_listing(LogicalProcessor::T0);
+        }
+        d.msr().clear();
+        let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
+        assert!(service(d, &state, &mut lvt, 0x40, &mut samples));
+        assert_eq!(lvt.0, [entry()]);
+        (d.msr().log().to_vec(), samples)
+    };
+    let (listed, samples) = pmi(&mut d, 51, false);
+    let (interrupted, again) = pmi(&mut d, 50, true);
+    assert_eq!(state.pmi().listed(LogicalProcessor::T0), []);
+    let order: Vec<_> = listed
+        .iter()
+        .map(|a| match *a {
+            Access::Rdpmc { index, .. } => ("rdpmc", index),
+            Access::WriteMsr { msr, .. } => ("wrmsr", msr),
+            _ => ("other", 0),
+        })
+        .collect();
+    let (counter, cccr) = (|c: u32| 0x300 + c, |c: u32| 0x360 + c);
+    assert_eq!(
+        order,
+        [
+            ("rdpmc", 0),
+            ("wrmsr", counter(0)),
+            ("wrmsr", cccr(0)),
+            ("rdpmc", 12),
+            ("wrmsr", counter(12)),
+            ("wrmsr", cccr(12)),
+            ("rdpmc", 14),
+        ]
+    );
+    assert_eq!(interrupted, listed, "the same accesses, values and order");
+    let expected = [(0, 1), (12, 1)].map(|(c, p)| Sample::new(c, p, 0x40));
+    assert_eq!((samples, again), (expected.to_vec(), expected.to_vec()));
+    assert_eq!([0, 12, 14].map(|c| state.pmi().periods(c)), [2, 2, 0]);
+    // The next change lists the counters again.
+    let h14 = h14.halt(&mut d).unwrap();
+    assert_eq!(state.pmi().listed(LogicalProcessor::T0), [0, 12]);
+    let h0 = h0.halt(&mut d).unwrap();
+    assert_eq!(state.pmi().listed(LogicalProcessor::T0), [12]);
+    let h12 = h12.halt(&mut d).unwrap();
+    assert_eq!(state.pmi().listed(LogicalProcessor::T0), []);
+    let _ = (h0, h12, h14);
+}
+
+/// A zero-sized backend, as `X86Msr` is, over a model kept per test
+/// thread: the handler hands its out-of-line continuation a reference of
+/// its own to a zero-sized backend, not the caller's.
+struct ZeroSized;
+
+std::thread_local! {
+    static ZERO_SIZED: core::cell::RefCell<Option<Model>> =
+        const { core::cell::RefCell::new(None) };
+}
+
+impl ZeroSized {
+    fn with<T>(f: impl FnOnce(&mut Model) -> T) -> T {
+        ZERO_SIZED.with_borrow_mut(|m| f(m.as_mut().expect("a model installed")))
+    }
+}
+
+impl MsrAccess for ZeroSized {
+    type Error = <Model as MsrAccess>::Error;
+    fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
+        Self::with(|m| m.read_msr(msr))
+    }
+    fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
+        Self::with(|m| m.write_msr(msr, value))
+    }
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+        Self::with(|m| m.rdpmc(index))
+    }
+}
+
+/// What one PMI with a rare counter did: the accesses, samples, periods
+/// of counters 0, 1 and 12, and their values after it.
+type RarePmi = (Vec<crate::access::Access>, Vec<Sample>, [u64; 3], [u64; 3]);
+
+/// A usual overflow (counter 0), a `FORCE_OVF` counter with three
+/// increments (1, where the loop hands over) and a counter three periods
+/// past its overflow (12), serviced through the driver's own backend or,
+/// with `zero_sized`, through [`ZeroSized`] over the same model.
+fn rare_pmi<O: Owner>(zero_sized: bool) -> RarePmi {
+    let state = crate::testing::netburst_pmu();
+    let (mut d, c) = take::<O>(&state, Config::prescott_ht());
+    let n = SampleAfter::new(20, overflow_rule()).unwrap();
+    let cfg = |s: &str, e: Escr| CounterConfig::counting(spec(s), e);
+    let (c0, c1, c12) = (
+        cfg("global_power_events:RUNNING:k", Escr::FsbEscr0),
+        cfg("BSQ_cache_reference:RD_2ndL_HITS:k", Escr::BsuEscr0),
+        cfg("instr_retired:NBOGUSNTAG:k", Escr::CruEscr0),
+    );
+    let kinds = [&c0, &c1, &c12].map(|c| EventKind::for_spec(&c.event, c.escr).unwrap());
+    let h0 = c.c0.configure(&mut d, &c0.sampling(n)).unwrap();
+    let h1 = c.c1.configure(&mut d, &c1.every_increment()).unwrap();
+    let h12 = c.c12.configure(&mut d, &c12.sampling(n)).unwrap();
+    let (h0, h1, h12) = (
+        h0.enable(&mut d).unwrap(),
+        h1.enable(&mut d).unwrap(),
+        h12.enable(&mut d).unwrap(),
+    );
+    for (k, events) in [(0, 21), (1, 3), (2, 65)] {
+        inject(&mut d, kinds[k], events);
+    }
+    assert!(model(&mut d).take_pmi(ModelLp::T0).is_some());
+    d.msr().clear();
+    let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
+    let sink = |s| samples.push(s);
+    let out = if zero_sized {
+        let spare = Recording::new(NetBurstModel::new(Config::prescott_ht()));
+        ZERO_SIZED.set(Some(core::mem::replace(d.msr(), spare)));
+        let out = handle_pmi(
+            state.pmi(),
+            LogicalProcessor::T0,
+            &mut ZeroSized,
+            &mut lvt,
+            entry(),
+            0x10,
+            sink,
+        );
+        *d.msr() = ZERO_SIZED.take().unwrap();
+        out
+    } else {
+        let pmi = state.pmi();
+        handle_pmi(
+            pmi,
+            LogicalProcessor::T0,
+            d.msr(),
+            &mut lvt,
+            entry(),
+            0x10,
+            sink,
+        )
+    };
+    let bits = |cs: &[u8]| cs.iter().fold(0, |b, &c| b | 1 << c);
+    assert_eq!(out.unwrap().overflowed.bits(), bits(&[0, 1, 12]));
+    assert_eq!(lvt.0, [entry()]);
+    let log = d.msr().log().to_vec();
+    let periods = [0, 1, 12].map(|c| state.pmi().periods(c));
+    let values = [
+        h0.read(&mut d).unwrap(),
+        h1.read(&mut d).unwrap(),
+        h12.read(&mut d).unwrap(),
+    ];
+    assert_eq!(
+        (periods, values),
+        ([1, 3, 3], [n.at_residual(1), 3, n.at_residual(5)])
+    );
+    (log, samples, periods, values)
+}
+
+#[test]
+fn a_zero_sized_backend_reaches_the_out_of_line_handler() {
+    assert_eq!(core::mem::size_of::<ZeroSized>(), 0);
+    crate::owner!(Direct);
+    crate::owner!(Zst);
+    let direct = rare_pmi::<Direct>(false);
+    let zst = rare_pmi::<Zst>(true);
+    assert_eq!(
+        direct.0.len(),
+        3 + 2 + 1 + 2,
+        "3 RDPMC, counter and CCCR, CCCR"
+    );
+    assert_eq!(
+        direct.1,
+        [(0, 1), (1, 3), (12, 3)].map(|(c, p)| Sample::new(c, p, 0x10))
+    );
+    assert_eq!(
+        zst, direct,
+        "the same accesses in the same order, samples, counts"
+    );
+    // Nothing armed: the handler goes out of line at once, with no access.
+    let state = crate::testing::netburst_pmu();
+    ZERO_SIZED.set(Some(Recording::new(NetBurstModel::new(
+        Config::prescott_ht(),
+    ))));
+    let mut lvt = Lvt::default();
+    let pmi = state.pmi();
+    let out = handle_pmi(
+        pmi,
+        LogicalProcessor::T0,
+        &mut ZeroSized,
+        &mut lvt,
+        entry(),
+        0,
+        |_| {},
+    );
+    assert!(out.unwrap().is_spurious());
+    assert_eq!(
+        (lvt.0, pmi.spurious(LogicalProcessor::T0)),
+        (vec![entry()], 1)
+    );
+    assert_eq!(ZERO_SIZED.take().unwrap().take_counts().total(), 0);
+}
+
 /// Counters 16 and 17 cascade only from 14 and 15 (SDM 18.15.5.6), and a
 /// cascaded counter halts either way (18.15.5.5): clearing the alternate's
 /// `OVF`, or clearing its own `CASCADE`.
