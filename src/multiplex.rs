@@ -376,6 +376,40 @@ impl<P: Placement, const E: usize> Multiplexer<P, E> {
     }
 }
 
+/// The three estimate tests of [`estimate_tests`] as `#[test]`s of an
+/// architecture's multiplexer, each with an owner of its own; `$run` is the
+/// architecture's run, generic over the owner.
+#[cfg(test)]
+macro_rules! estimate_test_fns {
+    ($run:ident) => {
+        #[test]
+        fn constant_rates_are_estimated_exactly() {
+            crate::owner!(Constant);
+            crate::multiplex::estimate_tests::constant_rates_are_estimated_exactly(&|t, r| {
+                $run::<Constant>(t, r)
+            });
+        }
+
+        #[test]
+        fn changing_rates_are_estimated_within_a_bound() {
+            crate::owner!(Changing);
+            crate::multiplex::estimate_tests::changing_rates_are_estimated_within_a_bound(
+                &|t, r| $run::<Changing>(t, r),
+            );
+        }
+
+        #[test]
+        fn a_rate_in_step_with_the_rotation_defeats_the_estimate() {
+            crate::owner!(Aliased);
+            crate::multiplex::estimate_tests::a_rate_in_step_with_the_rotation_defeats_the_estimate(
+                &|t, r| $run::<Aliased>(t, r),
+            );
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use estimate_test_fns;
+
 /// The estimate tests every architecture's multiplexer passes, on the
 /// same workloads: four events of which two fit at once, run for `ticks`
 /// rotations by an architecture's test (`Run`: the results, the true

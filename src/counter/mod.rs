@@ -85,10 +85,12 @@
 mod erased;
 mod group;
 pub mod owner;
+mod per_cpu;
 
 pub use erased::{AnyHandle, ErasedError, Operation};
 pub use group::{Group, GroupError};
 pub use owner::{Owner, OwnerFlag, OwnerId};
+pub use per_cpu::PerCpuPmu;
 
 use core::fmt;
 use core::marker::PhantomData;

@@ -67,6 +67,7 @@
 //!   treatment ([`GUEST_VALIDATION`]): no architecture faults on them.
 
 use crate::access::PmcPmdAccess;
+use crate::arch::Field;
 use crate::arch::itanium::generation::{Generation, PmcKind, RegSet};
 use crate::arch::itanium::pmc::Pmc0;
 use crate::arch::itanium::validate::{
@@ -242,7 +243,7 @@ pub fn check_pmd_write(policy: &GuestPolicy, pmd: u8, value: u64) -> PmdWrite {
 
 /// `plm` (bits 3:0) of every monitor PMC: the counters, the EARs, the
 /// branch trace buffer and Montecito's IP-EAR.
-const PLM: u64 = 0xF;
+const PLM: Field = Field::new(0, 4);
 
 /// Whether PMC `pmc` of `generation` is a monitor (has `plm` and `pm`).
 const fn is_monitor(generation: Generation, pmc: u8) -> bool {
@@ -427,7 +428,7 @@ impl PmuContext {
     fn hardware_pmc(&self, pmc: u8) -> u64 {
         let v = self.pmcs.get(usize::from(pmc)).copied().unwrap_or(0);
         if Pmc0::from_bits(self.pmc0).frozen() && is_monitor(self.generation, pmc) {
-            v & !PLM
+            PLM.set(v, 0)
         } else {
             v
         }

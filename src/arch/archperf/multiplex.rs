@@ -216,7 +216,7 @@ mod tests {
     use crate::arch::archperf::driver::Counters;
     use crate::arch::archperf::msrs::IA32_PERFEVTSEL0;
     use crate::model::archperf::{ArchPerfModel, Config, Event};
-    use crate::multiplex::{Multiplexed, estimate_tests};
+    use crate::multiplex::Multiplexed;
 
     fn take<O: Owner>(
         pmu: &crate::arch::archperf::ArchPerfPmu,
@@ -272,27 +272,9 @@ mod tests {
         (results, truth, most)
     }
 
-    /// The shared estimate tests ([`crate::multiplex::estimate_tests`]), the
-    /// same workloads as NetBurst's: four events, two general counters.
-    #[test]
-    fn constant_rates_are_estimated_exactly() {
-        crate::owner!(Constant);
-        estimate_tests::constant_rates_are_estimated_exactly(&|t, r| run::<Constant>(t, r));
-    }
-
-    #[test]
-    fn changing_rates_are_estimated_within_a_bound() {
-        crate::owner!(Changing);
-        estimate_tests::changing_rates_are_estimated_within_a_bound(&|t, r| run::<Changing>(t, r));
-    }
-
-    #[test]
-    fn a_rate_in_step_with_the_rotation_defeats_the_estimate() {
-        crate::owner!(Aliased);
-        estimate_tests::a_rate_in_step_with_the_rotation_defeats_the_estimate(&|t, r| {
-            run::<Aliased>(t, r)
-        });
-    }
+    // The shared estimate tests ([`crate::multiplex::estimate_tests`]), the
+    // same workloads as NetBurst's: four events, two general counters.
+    crate::multiplex::estimate_test_fns!(run);
 
     /// Six events on four general counters at constant rates: each runs
     /// two thirds of the time, the estimates are exact, and each rotation

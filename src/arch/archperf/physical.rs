@@ -19,14 +19,14 @@
 //! [`InitError::PmuTaken`]: super::driver::InitError::PmuTaken
 
 use super::pmi::PmiState;
-use crate::counter::OwnerFlag;
+use crate::counter::PerCpuPmu;
 
 /// The architectural PMU of one logical processor (see the [module
 /// documentation](self)): declare one `static` per CPU and take its driver
 /// from it.
 ///
 /// It is `Sync` because it lives in a `static`; only its own CPU uses it
-/// (its driver, and its PMI handler through [`ArchPerfPmu::pmi`]).
+/// (its driver, and its PMI handler through `pmi()`).
 ///
 /// # Examples
 ///
@@ -38,11 +38,7 @@ use crate::counter::OwnerFlag;
 /// assert_eq!(CPU0.pmi().interrupts(), 0);
 /// assert!(!CPU0.is_taken());
 /// ```
-#[derive(Debug)]
-pub struct ArchPerfPmu {
-    pmi: PmiState,
-    taken: OwnerFlag,
-}
+pub type ArchPerfPmu = PerCpuPmu<PmiState>;
 
 impl ArchPerfPmu {
     /// The PMU of one logical processor, with no driver.
@@ -52,33 +48,10 @@ impl ArchPerfPmu {
     /// The value names the PMU of one logical processor, and no other value
     /// names the same PMU: make exactly one per CPU (a `static`). The
     /// driver taken from it uses an MSR backend that runs on that CPU,
-    /// where its PMI handler runs with [`ArchPerfPmu::pmi`]. A model
+    /// where its PMI handler runs with `pmi()`. A model
     /// ([`crate::model::archperf`]) is a logical processor of its own.
     pub const unsafe fn new() -> ArchPerfPmu {
-        ArchPerfPmu {
-            pmi: PmiState::new(),
-            taken: OwnerFlag::new(),
-        }
-    }
-
-    /// The state the PMI handler shares with the driver: hand it to
-    /// [`super::pmi::handle_pmi`].
-    pub const fn pmi(&self) -> &PmiState {
-        &self.pmi
-    }
-
-    /// Whether a live driver holds the PMU.
-    pub fn is_taken(&self) -> bool {
-        self.taken.is_taken()
-    }
-
-    /// Marks the PMU held: `false` if a live driver holds it.
-    pub(super) fn take(&self) -> bool {
-        self.taken.take()
-    }
-
-    /// The driver is given back (or its take failed).
-    pub(super) fn give_back(&self) {
-        self.taken.give_back();
+        // SAFETY: the caller's promise is this constructor's.
+        unsafe { PerCpuPmu::with_state(PmiState::new()) }
     }
 }

@@ -16,14 +16,14 @@
 //! [`InitError::AlreadyTaken`]: super::driver::InitError::AlreadyTaken
 
 use super::pmi::PmiState;
-use crate::counter::OwnerFlag;
+use crate::counter::PerCpuPmu;
 
 /// The physical PMU of one Itanium processor (see the [module
 /// documentation](self)): declare one `static` per CPU and take its driver
 /// from it.
 ///
 /// It is `Sync` because it lives in a `static`; only its own CPU uses it
-/// (its driver, and its overflow handler through [`ItaniumPmu::pmi`]).
+/// (its driver, and its overflow handler through `pmi()`).
 ///
 /// # Examples
 ///
@@ -35,11 +35,7 @@ use crate::counter::OwnerFlag;
 /// assert_eq!(CPU0.pmi().interrupts(), 0);
 /// assert!(!CPU0.is_taken());
 /// ```
-#[derive(Debug)]
-pub struct ItaniumPmu {
-    pmi: PmiState,
-    taken: OwnerFlag,
-}
+pub type ItaniumPmu = PerCpuPmu<PmiState>;
 
 impl ItaniumPmu {
     /// The PMU of one processor, with no driver.
@@ -53,30 +49,7 @@ impl ItaniumPmu {
     /// its overflow handler runs with [`ItaniumPmu::pmi`]. A model
     /// ([`crate::model::itanium`]) is a processor of its own.
     pub const unsafe fn new() -> ItaniumPmu {
-        ItaniumPmu {
-            pmi: PmiState::new(),
-            taken: OwnerFlag::new(),
-        }
-    }
-
-    /// The state the overflow handler shares with the driver: hand it to
-    /// [`super::pmi::handle_pmi`].
-    pub const fn pmi(&self) -> &PmiState {
-        &self.pmi
-    }
-
-    /// Whether a live driver holds the PMU.
-    pub fn is_taken(&self) -> bool {
-        self.taken.is_taken()
-    }
-
-    /// Marks the PMU held: `false` if a live driver holds it.
-    pub(super) fn take(&self) -> bool {
-        self.taken.take()
-    }
-
-    /// The driver is given back (or its take failed).
-    pub(super) fn give_back(&self) {
-        self.taken.give_back();
+        // SAFETY: the caller's promise is this constructor's.
+        unsafe { PerCpuPmu::with_state(PmiState::new()) }
     }
 }

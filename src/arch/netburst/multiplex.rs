@@ -228,7 +228,6 @@ mod tests {
     use crate::model::netburst::{
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
-    use crate::multiplex::estimate_tests;
 
     fn spec(s: &str) -> EventSpec {
         s.parse().unwrap()
@@ -296,27 +295,9 @@ mod tests {
         (results, truth, most_at_once)
     }
 
-    /// The shared estimate tests ([`crate::multiplex::estimate_tests`]) on
-    /// four events that all need FSB_ESCR0 or FSB_ESCR1: two at once.
-    #[test]
-    fn constant_rates_are_estimated_exactly() {
-        crate::owner!(Constant);
-        estimate_tests::constant_rates_are_estimated_exactly(&|t, r| run::<Constant>(t, r));
-    }
-
-    #[test]
-    fn changing_rates_are_estimated_within_a_bound() {
-        crate::owner!(Changing);
-        estimate_tests::changing_rates_are_estimated_within_a_bound(&|t, r| run::<Changing>(t, r));
-    }
-
-    #[test]
-    fn a_rate_in_step_with_the_rotation_defeats_the_estimate() {
-        crate::owner!(Aliased);
-        estimate_tests::a_rate_in_step_with_the_rotation_defeats_the_estimate(&|t, r| {
-            run::<Aliased>(t, r)
-        });
-    }
+    // The shared estimate tests ([`crate::multiplex::estimate_tests`]) on
+    // four events that all need FSB_ESCR0 or FSB_ESCR1: two at once.
+    crate::multiplex::estimate_test_fns!(run);
 
     /// Events that always fit do not shift the competing events' turns:
     /// with instr_retired (CRU_ESCR0/1) beside the four FSB events, it runs
