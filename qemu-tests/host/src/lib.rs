@@ -10,6 +10,7 @@
 //! ```text
 //! //! qemu-run: <config>: <extra QEMU arguments>      (one line per boot; none = one plain boot)
 //! //! expect-fail: <case>: <text the failure must contain>
+//! //! tcg-only: <why>                                  (not booted under KVM: one skipped case)
 //! ```
 //!
 //! A kernel that prints `suite <name>: <n> cases` reports its cases with the
@@ -48,7 +49,9 @@
 //! `PMU_QEMU_ACCEL` (`tcg`, the default, or `kvm`: `-enable-kvm -cpu host`,
 //! refused when `/dev/kvm` is not usable) says how every kernel boots; see
 //! [`qemu::Accel`] for the exact arguments. The runners print it on their
-//! first line.
+//! first line. A kernel whose header says `tcg-only: <why>` (one that
+//! fails on purpose with TCG's own faults) is not booted under KVM: it is
+//! one case, `(run)`, skipped with `TCG only: <why>`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -77,6 +80,9 @@ pub struct Run {
     expect_fail: Vec<(String, String)>,
     /// The kernel logs with defmt on COM2 (header line `defmt: com2`).
     defmt: bool,
+    /// Why the kernel runs only under TCG (header line `tcg-only: <why>`):
+    /// under KVM it is not booted, and reported as one skipped case.
+    tcg_only: Option<String>,
 }
 
 impl Run {
@@ -100,6 +106,20 @@ impl Run {
             qemu_args,
             expect_fail: Vec::new(),
             defmt: false,
+            tcg_only: None,
+        }
+    }
+
+    /// What `accel` makes of this run without booting it: one skipped
+    /// case, `(run)`, for a TCG-only kernel under KVM; `None` when it boots.
+    pub fn not_booted(&self, accel: qemu::Accel) -> Option<CaseResult> {
+        match (&self.tcg_only, accel) {
+            (Some(why), qemu::Accel::Kvm) => Some(CaseResult::new(
+                "(run)",
+                Verdict::Skipped,
+                format!(": TCG only: {why}"),
+            )),
+            _ => None,
         }
     }
 }
@@ -279,6 +299,12 @@ impl Workspace {
     /// Boots `run` under `accel` with the console on this terminal; returns
     /// its verdict.
     pub fn boot_attached(&self, run: &Run, accel: qemu::Accel) -> ExitCode {
+        if let (Some(why), qemu::Accel::Kvm) = (&run.tcg_only, accel) {
+            println!(
+                "qemu: {} is TCG only ({why}): `cargo test` skips it under KVM; booting it anyway",
+                run.label()
+            );
+        }
         if run.qemu_args.is_empty() {
             println!("qemu: booting {}", run.label());
         } else {
@@ -337,6 +363,7 @@ impl Workspace {
         };
         let next = Mutex::new(runs.iter());
         let results = Mutex::new(Vec::new());
+        let took = Mutex::new(Vec::new());
         // A kernel booted with several virtual CPUs (`-smp`) uses a host
         // core per CPU: it boots alone, the others two at a time.
         let cores = std::sync::RwLock::new(());
@@ -356,8 +383,14 @@ impl Workspace {
                         } else {
                             (None, Some(cores.read().unwrap_or_else(|e| e.into_inner())))
                         };
-                        let mut cases = boot(&self.kernel(run), run, accel, &self.target_dir);
-                        if run.defmt {
+                        let started = std::time::Instant::now();
+                        let skipped = run.not_booted(accel);
+                        let booted = skipped.is_none();
+                        let mut cases = match skipped {
+                            Some(skipped) => vec![skipped],
+                            None => boot(&self.kernel(run), run, accel, &self.target_dir),
+                        };
+                        if run.defmt && booted {
                             cases.push(check_defmt(
                                 &self.kernel(run),
                                 &self.target_dir,
@@ -371,6 +404,7 @@ impl Workspace {
                             out += &format!("qemu {label}::{name} ... {verdict}{note}\n");
                         }
                         print!("{out}");
+                        took.lock().unwrap().push((run.label(), started.elapsed()));
                         let mut results = results.lock().unwrap();
                         results.extend(cases.into_iter().map(|c| c.verdict));
                     }
@@ -378,6 +412,7 @@ impl Workspace {
             }
         });
         let results = results.into_inner().unwrap();
+        println!("qemu: {}", longest(took.into_inner().unwrap()));
         let count = |v: Verdict| results.iter().filter(|&&r| r == v).count();
         let (passed, failed) = (count(Verdict::Passed), count(Verdict::Failed));
         println!("{}", tally(passed, failed, count(Verdict::Skipped)));
@@ -387,6 +422,18 @@ impl Workspace {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The line that names the boots that took longest (five at most), each
+/// with its seconds: where the run's time goes.
+pub fn longest(mut took: Vec<(String, std::time::Duration)>) -> String {
+    took.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let named: Vec<String> = took
+        .iter()
+        .take(5)
+        .map(|(label, t)| format!("{label} {:.1} s", t.as_secs_f64()))
+        .collect();
+    format!("longest boots: {}", named.join(", "))
 }
 
 /// Makes sure the bare-metal target is installed (rust-toolchain.toml names
@@ -440,6 +487,7 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
         let mut configs = Vec::new();
         let mut expect_fail = Vec::new();
         let mut defmt = false;
+        let mut tcg_only = None;
         for line in header {
             let line = line.trim_start_matches("//!").trim();
             if let Some(rest) = line.strip_prefix("qemu-run:") {
@@ -453,6 +501,8 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
                 expect_fail.push((case.trim().to_string(), reason.trim().to_string()));
             } else if line == "defmt: com2" {
                 defmt = true;
+            } else if let Some(why) = line.strip_prefix("tcg-only:") {
+                tcg_only = Some(why.trim().to_string());
             }
         }
         if configs.is_empty() {
@@ -465,6 +515,7 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
                 qemu_args,
                 expect_fail: expect_fail.clone(),
                 defmt,
+                tcg_only: tcg_only.clone(),
             });
         }
     }

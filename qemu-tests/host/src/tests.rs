@@ -211,3 +211,58 @@ fn kvm_is_refused_with_a_reason_when_its_device_is_missing() {
         "{e}"
     );
 }
+
+#[test]
+fn a_tcg_only_kernel_is_one_skipped_case_under_kvm_and_boots_under_tcg() {
+    let mut run = Run::plain("k", Vec::new());
+    assert!(
+        run.not_booted(Accel::Kvm).is_none(),
+        "no header line: boots"
+    );
+    run.tcg_only = Some("TCG's #UD".into());
+    assert!(run.not_booted(Accel::Tcg).is_none());
+    let skipped = run.not_booted(Accel::Kvm).expect("skipped under KVM");
+    assert_eq!(
+        (skipped.name.as_str(), skipped.verdict),
+        ("(run)", Verdict::Skipped)
+    );
+    assert_eq!(skipped.note, ": TCG only: TCG's #UD");
+}
+
+#[test]
+fn the_selftest_kernel_is_tcg_only_and_the_others_are_not() {
+    let runs = Workspace::new().runs().expect("the kernels' headers");
+    let tcg_only: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.tcg_only.is_some())
+        .map(|r| r.kernel.as_str())
+        .collect();
+    assert_eq!(tcg_only, ["selftest"]);
+}
+
+#[test]
+fn the_longest_boots_are_named_longest_first() {
+    let took = [
+        ("a", 1500),
+        ("b[x]", 200),
+        ("c", 9000),
+        ("d", 700),
+        ("e", 50),
+        ("f", 300),
+    ]
+    .map(|(l, ms)| (l.to_string(), std::time::Duration::from_millis(ms)))
+    .to_vec();
+    assert_eq!(
+        longest(took),
+        "longest boots: c 9.0 s, a 1.5 s, d 0.7 s, f 0.3 s, b[x] 0.2 s"
+    );
+}
+
+#[test]
+fn a_kernel_under_kvm_gets_longer_before_it_counts_as_hung() {
+    if std::env::var_os("PMU_QEMU_TIMEOUT").is_some() {
+        return; // the variable decides both
+    }
+    assert_eq!(super::qemu::timeout(Accel::Tcg).as_secs(), 60);
+    assert_eq!(super::qemu::timeout(Accel::Kvm).as_secs(), 300);
+}

@@ -14,7 +14,8 @@
 //! runner = "pmu-qemu-run"
 //! ```
 //!
-//! Environment: `PMU_QEMU_TIMEOUT` (seconds, default 60), `QEMU` (the
+//! Environment: `PMU_QEMU_TIMEOUT` (seconds, default 60 under TCG and 300
+//! under KVM), `QEMU` (the
 //! binary, default `qemu-system-x86_64`), `PMU_QEMU_ACCEL` (`tcg`, the
 //! default, or `kvm`: `-enable-kvm -cpu host`, refused when `/dev/kvm` is
 //! not usable; printed on the first line). `pmu-qemu-run --install-only`
