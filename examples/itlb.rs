@@ -37,7 +37,7 @@ use hobby::pmi::{self, Delivery};
 use hobby::println;
 use hobby::test::Failure;
 use pmu::access::Recording;
-use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
+use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::itanium::ItaniumPmu;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{IearConfig, ItlbSample, TlbFill, TlbFills};
@@ -188,7 +188,7 @@ fn for_each_miss(
     Ok(())
 }
 
-fn apic() -> LocalApic {
+fn apic() -> hobby::apic::Apic {
     pmi::local_apic()
 }
 

@@ -31,7 +31,7 @@ use hobby::test::Failure;
 use hobby::timer::{self, ApicTimer, Divide, TickClock};
 use hobby::workload::{self, SYMBOLS};
 use hobby::{pmi, println, smp};
-use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
+use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::counter::{AnyHandle, Arch, Driver, Owner};
 use pmu::sampling::{self, OverflowRule, SampleAfter, SampleBuffer};
 use x86_64::instructions::interrupts;
@@ -191,7 +191,7 @@ pub fn source<P: Architecture>() -> &'static str {
 }
 
 /// This CPU's local APIC.
-pub fn apic() -> LocalApic {
+pub fn apic() -> hobby::apic::Apic {
     pmi::local_apic()
 }
 

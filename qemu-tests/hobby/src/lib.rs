@@ -8,6 +8,7 @@
 //! | module | job |
 //! |---|---|
 //! | [`boot`] | PVH note, trampoline, hand-off to the kernel's `main` |
+//! | [`apic`] | this CPU's local APIC in xAPIC or x2APIC mode, and the switch to x2APIC |
 //! | [`serial`] | COM1 console, `print!` and `println!` |
 //! | `defmt_serial` (feature `defmt`) | defmt frames on COM2, and the global logger macro |
 //! | [`gdt`] | the kernel GDT and TSS (a separate stack for double faults) |
@@ -15,7 +16,7 @@
 //! | [`fault`] | catching exceptions and panics inside a closure |
 //! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC; bounded waits for an interrupt |
 //! | [`pace`] | how fast the platform runs code, and repetition counts scaled to it |
-//! | [`smp`] | the application processors: INIT-SIPI-SIPI, per-CPU stacks, GDT/TSS and APIC, work posted to a CPU, IPIs |
+//! | [`smp`] | the application processors (up to 64 CPUs): INIT-SIPI-SIPI, per-CPU stacks, GDT/TSS and APIC, work posted to a CPU, IPIs |
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
 //! | [`symbols`] | address ranges with names, for attributing sampled RIPs |
 //! | [`user`] | running a function at CPL 3 until it raises the exit vector |
@@ -28,6 +29,8 @@
 //! crate is empty, so that host builds of the workspace stay clean.
 #![no_std]
 
+#[cfg(target_os = "none")]
+pub mod apic;
 #[cfg(target_os = "none")]
 pub mod boot;
 #[cfg(all(target_os = "none", feature = "defmt"))]

@@ -21,20 +21,14 @@
 //! the interrupted RIP lies), failing clearly after [`WAIT_CYCLES`] rather
 //! than hanging.
 
-use pmu::apic::{LocalApic, PmiDelivery};
+use pmu::apic::PmiDelivery;
 use pmu::model::archperf::{self, SharedArchPerfModel};
 use pmu::model::netburst::{Event, LogicalProcessor, SharedModel};
 
-/// The local APIC of the CPU this runs on (every CPU sees its own at the
-/// same address). Safe here because the boot code maps the xAPIC page
-/// identity-mapped uncacheable for every CPU, and each CPU uses the
-/// handles of its own APIC one at a time (main code with interrupts off
-/// while a handler might use its own).
-pub fn local_apic() -> LocalApic {
-    // SAFETY: see above: the boot code maps the default xAPIC page, QEMU's
-    // CPUs are in xAPIC mode, and a handle is used on the CPU that made it.
-    unsafe { LocalApic::new(core::ptr::NonNull::new(pmu::apic::DEFAULT_BASE as *mut u8).unwrap()) }
-}
+use crate::apic::{PmiApic, Register};
+/// The local APIC of the CPU this runs on, in the kernel's mode (xAPIC, or
+/// x2APIC after [`crate::apic::enter_x2apic`]): see [`crate::apic`].
+pub use crate::apic::local_apic;
 
 /// What [`deliver`] did with a PMI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,23 +43,24 @@ pub enum Delivery {
     Invalid,
 }
 
-/// Raises one PMI through `apic`'s LVT performance-counter entry.
-pub fn deliver(apic: &mut LocalApic) -> Delivery {
-    let entry = apic.perf_counter_entry();
+/// Raises one PMI through `apic`'s LVT performance-counter entry (in
+/// either APIC mode).
+pub fn deliver(apic: &mut impl PmiApic) -> Delivery {
+    let entry = apic.lvt_perf_counter();
     if entry.is_masked() {
         return Delivery::Masked;
     }
     let Some(delivery) = entry.delivery() else {
         return Delivery::Invalid;
     };
-    apic.set_perf_counter_entry(entry.masked());
+    apic.set_lvt_perf_counter(entry.masked());
     match delivery {
         PmiDelivery::Fixed(vector) => {
-            apic.self_ipi(vector);
+            apic.send_self_ipi(vector);
             Delivery::Vector(vector.get())
         }
         PmiDelivery::Nmi => {
-            apic.self_nmi();
+            apic.send_self_nmi();
             Delivery::Nmi
         }
     }
@@ -121,20 +116,28 @@ impl core::fmt::Display for InjectError {
 /// failure instead of a hang, and is spent only then.
 pub const WAIT_CYCLES: u64 = 1 << 32;
 
-// The bounded waits: read the 32-bit word at RDI until (word XOR ESI) AND
-// EDX is not zero, or RCX TSC cycles have passed (the TSC is read every 256
+// The bounded waits: read a 32-bit word until (word XOR ESI) AND EDX is
+// not zero, or RCX TSC cycles have passed (the TSC is read every 256
 // reads: under KVM RDTSC may cost a VM exit); return that value in EAX (0:
-// timed out). The first opens interrupts around the loop, between two
-// exported labels, so that the RIP an interrupt taken there interrupts is
-// known to lie in that range; the second leaves interrupts as they are
-// (for an NMI). Clobber only RAX, RCX, RDX, R8-R11 and the flags.
+// timed out). The word is the memory at RDI, or (the `_msr` routines, for
+// an x2APIC register) the low half of the MSR numbered EDI. The
+// `_interrupt` routines open interrupts around their loops, both of them
+// between two exported labels, so that the RIP an interrupt taken there
+// interrupts is known to lie in that range; the others leave interrupts
+// as they are (for an NMI). Clobber only RAX, RCX, RDX, R8-R11 and the
+// flags.
 core::arch::global_asm!(
     r#"
-    .macro HOBBY_WAIT_LOOP
+    .macro HOBBY_WAIT_LOOP msr
 1:
     mov r11d, 256
 2:
+    .if \msr
+    mov ecx, edi
+    rdmsr
+    .else
     mov eax, dword ptr [rdi]
+    .endif
     xor eax, esi
     test eax, r9d
     jnz 3f
@@ -168,21 +171,39 @@ hobby_pmi_wait_interrupt:
     sti
     .global hobby_pmi_wait_window_start
 hobby_pmi_wait_window_start:
-    HOBBY_WAIT_LOOP
+    HOBBY_WAIT_LOOP 0
+    cli
+    ret
+    .size hobby_pmi_wait_interrupt, . - hobby_pmi_wait_interrupt
+
+    .global hobby_pmi_wait_msr_interrupt
+    .type hobby_pmi_wait_msr_interrupt, @function
+hobby_pmi_wait_msr_interrupt:
+    HOBBY_WAIT_START
+    sti
+    HOBBY_WAIT_LOOP 1
     .global hobby_pmi_wait_window_end
 hobby_pmi_wait_window_end:
     cli
     ret
-    .size hobby_pmi_wait_interrupt, . - hobby_pmi_wait_interrupt
+    .size hobby_pmi_wait_msr_interrupt, . - hobby_pmi_wait_msr_interrupt
 
     .balign 16
     .global hobby_pmi_wait_nmi
     .type hobby_pmi_wait_nmi, @function
 hobby_pmi_wait_nmi:
     HOBBY_WAIT_START
-    HOBBY_WAIT_LOOP
+    HOBBY_WAIT_LOOP 0
     ret
     .size hobby_pmi_wait_nmi, . - hobby_pmi_wait_nmi
+
+    .global hobby_pmi_wait_msr_nmi
+    .type hobby_pmi_wait_msr_nmi, @function
+hobby_pmi_wait_msr_nmi:
+    HOBBY_WAIT_START
+    HOBBY_WAIT_LOOP 1
+    ret
+    .size hobby_pmi_wait_msr_nmi, . - hobby_pmi_wait_msr_nmi
     .purgem HOBBY_WAIT_LOOP
     .purgem HOBBY_WAIT_START
     .text
@@ -194,18 +215,15 @@ unsafe extern "C" {
     /// mask != 0` or `cycles` TSC cycles have passed, disables interrupts;
     /// returns `value ^ xor` (non-zero) or 0 on the timeout.
     fn hobby_pmi_wait_interrupt(word: *const u32, xor: u32, mask: u32, cycles: u64) -> u32;
-    /// The same, with interrupts left as they are.
+    /// The same, reading the low half of MSR `msr`.
+    fn hobby_pmi_wait_msr_interrupt(msr: u32, xor: u32, mask: u32, cycles: u64) -> u32;
+    /// The first, with interrupts left as they are.
     fn hobby_pmi_wait_nmi(word: *const u32, xor: u32, mask: u32, cycles: u64) -> u32;
+    /// The second, with interrupts left as they are.
+    fn hobby_pmi_wait_msr_nmi(msr: u32, xor: u32, mask: u32, cycles: u64) -> u32;
     fn hobby_pmi_wait_window_start();
     fn hobby_pmi_wait_window_end();
 }
-
-/// The LVT performance-counter register of the local APIC (xAPIC, offset
-/// 340H; SDM Vol. 3A "Local Vector Table").
-const LVT_PERF_COUNTER: u64 = pmu::apic::DEFAULT_BASE + 0x340;
-/// The interrupt request register (xAPIC, 200H: eight 32-bit registers 10H
-/// apart, vector `v` at bit `v % 32` of register `v / 32`).
-const IRR: u64 = pmu::apic::DEFAULT_BASE + 0x200;
 
 /// The addresses an interrupt that a bounded wait with interrupts enabled
 /// ([`wait_for_handler`], [`wait_for_interrupt`], [`wait_until_pending`],
@@ -230,25 +248,34 @@ pub enum Taken {
     Nmi,
 }
 
-/// Reads the 32-bit word at `word` until `(value ^ xor) & mask != 0`, at
-/// most [`WAIT_CYCLES`]; returns whether that held.
+/// Reads the 32-bit word `word` (memory, or an x2APIC MSR) until `(value ^
+/// xor) & mask != 0`, at most [`WAIT_CYCLES`]; returns whether that held.
 ///
 /// # Safety
 ///
-/// `word` must be valid for 32-bit reads for the whole wait (a word of
-/// memory that handlers may change, or a register of this CPU's xAPIC
-/// page); for [`Taken::Vector`] the caller must be ready for any interrupt
-/// handler of this kernel to run inside the wait.
-unsafe fn wait(word: *const u32, xor: u32, mask: u32, taken: Taken) -> bool {
+/// A [`Register::Mmio`] word must be valid for 32-bit reads for the whole
+/// wait (a word of memory that handlers may change, or a register of this
+/// CPU's xAPIC page); a [`Register::Msr`] must be an x2APIC register that
+/// can be read, with the CPU in x2APIC mode; for [`Taken::Vector`] the
+/// caller must be ready for any interrupt handler of this kernel to run
+/// inside the wait.
+unsafe fn wait(word: Register, xor: u32, mask: u32, taken: Taken) -> bool {
     // SAFETY: the caller's promises; the routines only read `word` and
-    // the TSC, and the first enables interrupts for the length of its loop
-    // only (the kernel's handlers, their entry stubs preserving every
-    // register, may run there). An aligned 32-bit read is atomic on
-    // x86-64, as a relaxed atomic load of the word.
+    // the TSC, and the `_interrupt` ones enable interrupts for the length
+    // of their loop only (the kernel's handlers, their entry stubs
+    // preserving every register, may run there). An aligned 32-bit read
+    // is atomic on x86-64, as a relaxed atomic load of the word; RDMSR of
+    // an x2APIC register has no side effect.
     let value = unsafe {
-        match taken {
-            Taken::Vector => hobby_pmi_wait_interrupt(word, xor, mask, WAIT_CYCLES),
-            Taken::Nmi => hobby_pmi_wait_nmi(word, xor, mask, WAIT_CYCLES),
+        match (word, taken) {
+            (Register::Mmio(w), Taken::Vector) => {
+                hobby_pmi_wait_interrupt(w, xor, mask, WAIT_CYCLES)
+            }
+            (Register::Mmio(w), Taken::Nmi) => hobby_pmi_wait_nmi(w, xor, mask, WAIT_CYCLES),
+            (Register::Msr(m), Taken::Vector) => {
+                hobby_pmi_wait_msr_interrupt(m, xor, mask, WAIT_CYCLES)
+            }
+            (Register::Msr(m), Taken::Nmi) => hobby_pmi_wait_msr_nmi(m, xor, mask, WAIT_CYCLES),
         }
     };
     value & mask != 0
@@ -263,10 +290,12 @@ unsafe fn wait(word: *const u32, xor: u32, mask: u32, taken: Taken) -> bool {
 /// a self-IPI many instructions later).
 pub fn wait_for_handler(nmi: bool) -> bool {
     let taken = if nmi { Taken::Nmi } else { Taken::Vector };
-    // SAFETY: the LVT register of this CPU's local APIC, in the xAPIC page
-    // the boot code maps identity, uncached (see `local_apic`); waiting for
-    // the mask bit (16) to clear: the value XOR all ones has it set.
-    let unmasked = unsafe { wait(LVT_PERF_COUNTER as *const u32, !0, 1 << 16, taken) };
+    // SAFETY: the LVT register of this CPU's local APIC in the kernel's
+    // mode: in the xAPIC page the boot code maps identity, uncached (see
+    // `local_apic`), or its x2APIC MSR; waiting for the mask bit (16) to
+    // clear: the value XOR all ones has it set.
+    let register = crate::apic::lvt_perf_counter_register();
+    let unmasked = unsafe { wait(register, !0, 1 << 16, taken) };
     unmasked && !local_apic().perf_counter_entry().is_masked()
 }
 
@@ -306,13 +335,7 @@ impl Watched for core::sync::atomic::AtomicU64 {
 pub fn wait_for_interrupt<C: Watched>(counter: &C, seen: u64, taken: Taken) -> bool {
     // SAFETY: the counter is a live atomic for the whole call; its low
     // word differs from `seen`'s when the XOR is not zero.
-    unsafe { wait(counter.low_word(), seen as u32, !0, taken) }
-}
-
-/// The IRR register holding `vector`, and its bit.
-fn irr(vector: u8) -> (*const u32, u32) {
-    let register = IRR + 0x10 * u64::from(vector / 32);
-    (register as *const u32, 1 << (vector % 32))
+    unsafe { wait(Register::Mmio(counter.low_word()), seen as u32, !0, taken) }
 }
 
 /// Waits, boundedly ([`WAIT_CYCLES`]) and with interrupts enabled over
@@ -321,8 +344,8 @@ fn irr(vector: u8) -> (*const u32, u32) {
 /// one still in service) stays pending while the CPU could take it.
 /// Returns whether it is pending; call it with interrupts disabled.
 pub fn wait_until_pending(vector: u8) -> bool {
-    let (register, bit) = irr(vector);
-    // SAFETY: an IRR register of this CPU's xAPIC page (see
+    let (register, bit) = crate::apic::irr_register(vector);
+    // SAFETY: an IRR register of this CPU's APIC in the kernel's mode (see
     // `wait_for_handler`); the bit set is the condition.
     unsafe { wait(register, 0, bit, Taken::Vector) }
 }
@@ -334,7 +357,7 @@ pub fn wait_until_pending(vector: u8) -> bool {
 /// tick that expired before the stop). Returns whether it was taken; call
 /// it with interrupts disabled.
 pub fn wait_until_taken(vector: u8) -> bool {
-    let (register, bit) = irr(vector);
+    let (register, bit) = crate::apic::irr_register(vector);
     // SAFETY: as in `wait_until_pending`; the bit clear is the condition.
     unsafe { wait(register, !0, bit, Taken::Vector) }
 }

@@ -18,17 +18,29 @@
 //!
 //! Under QEMU, boot with `-smp N -accel tcg,thread=multi` so that the
 //! virtual CPUs run in parallel on host threads.
+//!
+//! Up to [`MAX_CPUS`] (64) CPUs come up; more are parked in the
+//! trampoline. The per-CPU state is in arrays of that size, without an
+//! allocator: an AP stack of 64 KiB, plus ([`crate::gdt`]) a 16 KiB
+//! double-fault stack and a 32 KiB ring-0 stack for interrupts from user
+//! mode: 112 KiB of `.bss` a CPU, 7 MiB in all. The CPU numbers follow the
+//! order the APs report in, not their APIC IDs: a kernel that needs to
+//! know which CPUs share a PMU asks the hardware
+//! ([`pmu::topology::netburst_site`] and the rest), not the number. In
+//! x2APIC mode ([`crate::apic::enter_x2apic`], before [`start_aps`]) the
+//! INIT-SIPI-SIPI and every IPI go through the x2APIC's ICR, and each AP
+//! switches to x2APIC mode before it touches its APIC.
 
 use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use pmu::apic::{IpiDelivery, IpiDestination, Vector};
 
+use crate::apic::local_apic;
 use crate::idt::{self, InterruptFrame};
-use crate::pmi::local_apic;
 use crate::timer::rdtsc;
 
 /// The most CPUs this kernel brings up (the boot CPU included).
-pub const MAX_CPUS: usize = 4;
+pub const MAX_CPUS: usize = 64;
 /// The physical page the trampoline is copied to and the APs start at
 /// (its number, 08H, is the SIPI vector).
 pub const TRAMPOLINE: usize = 0x8000;
@@ -245,6 +257,13 @@ pub fn start_aps(cpus: usize) -> Result<usize, SmpError> {
     Ok(online)
 }
 
+/// Posts `work` to every AP online (CPUs 1 to [`online`] - 1), which run
+/// it at once; collect each result with [`wait`]. Stops at the first CPU
+/// that cannot take it.
+pub fn run_on_aps(work: fn(usize) -> u64) -> Result<(), SmpError> {
+    (1..online()).try_for_each(|cpu| run_on(cpu, work))
+}
+
 /// Spins for `cycles` TSC cycles.
 fn spin_cycles(cycles: u64) {
     let start = rdtsc();
@@ -334,6 +353,7 @@ extern "C" fn ap_main(index: u32) -> ! {
     let cpu = index as usize + 1;
     crate::gdt::init_cpu(cpu);
     idt::load_on_ap();
+    crate::apic::enter_mode_on_ap();
     let mut apic = local_apic();
     if let Some(spurious) = Vector::new(0xFF) {
         apic.enable(spurious);

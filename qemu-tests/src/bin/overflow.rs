@@ -19,7 +19,7 @@ use hobby::idt::{self, InterruptFrame};
 use hobby::pmi::{self, Delivery, Taken};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
-use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
+use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NbCounter, NetBurstDriver};
 use pmu::arch::netburst::ds::PebsArea;
 use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
@@ -71,7 +71,7 @@ fn main(_: &'static BootInfo) -> ! {
     )
 }
 
-fn apic() -> LocalApic {
+fn apic() -> hobby::apic::Apic {
     pmi::local_apic()
 }
 
