@@ -18,7 +18,9 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use pmu::access::X86Msr;
 use pmu::apic::x2apic::{X2Apic, msr};
-use pmu::apic::{IpiDelivery, IpiDestination, LocalApic, LvtPerfCounter, LvtPerfCounterEntry, Vector};
+use pmu::apic::{
+    IpiDelivery, IpiDestination, LocalApic, LvtPerfCounter, LvtPerfCounterEntry, Vector,
+};
 use pmu::detect::{HardwareCpuid, x2apic_supported};
 
 /// Whether the CPUs are (or, for APs not yet up, will be) in x2APIC mode.

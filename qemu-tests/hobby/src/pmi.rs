@@ -25,10 +25,10 @@ use pmu::apic::PmiDelivery;
 use pmu::model::archperf::{self, SharedArchPerfModel};
 use pmu::model::netburst::{Event, LogicalProcessor, SharedModel};
 
-use crate::apic::{PmiApic, Register};
 /// The local APIC of the CPU this runs on, in the kernel's mode (xAPIC, or
 /// x2APIC after [`crate::apic::enter_x2apic`]): see [`crate::apic`].
 pub use crate::apic::local_apic;
+use crate::apic::{PmiApic, Register};
 
 /// What [`deliver`] did with a PMI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
