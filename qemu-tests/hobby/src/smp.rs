@@ -272,6 +272,16 @@ fn spin_cycles(cycles: u64) {
     }
 }
 
+/// The stack AP `cpu` (1 to [`MAX_CPUS`] - 1) runs on: its addresses,
+/// for a kernel that checks where its code runs.
+pub fn ap_stack(cpu: usize) -> Option<core::ops::Range<usize>> {
+    if cpu == 0 || cpu >= MAX_CPUS {
+        return None;
+    }
+    let base = (&raw const AP_STACKS).cast::<u8>() as usize + (cpu - 1) * AP_STACK_SIZE;
+    Some(base..base + AP_STACK_SIZE)
+}
+
 /// CPUs online, the boot CPU included.
 pub fn online() -> usize {
     ONLINE.load(Ordering::Acquire)
