@@ -290,11 +290,11 @@ unsafe fn wait(word: Register, xor: u32, mask: u32, taken: Taken) -> bool {
 /// a self-IPI many instructions later).
 pub fn wait_for_handler(nmi: bool) -> bool {
     let taken = if nmi { Taken::Nmi } else { Taken::Vector };
+    let register = crate::apic::lvt_perf_counter_register();
     // SAFETY: the LVT register of this CPU's local APIC in the kernel's
     // mode: in the xAPIC page the boot code maps identity, uncached (see
     // `local_apic`), or its x2APIC MSR; waiting for the mask bit (16) to
     // clear: the value XOR all ones has it set.
-    let register = crate::apic::lvt_perf_counter_register();
     let unmasked = unsafe { wait(register, !0, 1 << 16, taken) };
     unmasked && !local_apic().perf_counter_entry().is_masked()
 }

@@ -129,8 +129,8 @@ fn each_cpu_finds_its_package_in_cpuid() -> Outcome {
     }
     let mut pmus = [u32::MAX; PACKAGES];
     let mut seen = 0;
-    for cpu in 0..CPUS {
-        let packed = SITES[cpu].load(Ordering::SeqCst);
+    for (cpu, packed) in SITES.iter().enumerate() {
+        let packed = packed.load(Ordering::SeqCst);
         check!(
             packed < u64::MAX - 1,
             "CPU {cpu}: no topology ({packed:#x})"
@@ -152,8 +152,8 @@ fn each_cpu_finds_its_package_in_cpuid() -> Outcome {
     }
     check_eq!(seen, PACKAGES, "four physical PMUs");
     pmus.sort_unstable();
-    for cpu in 0..CPUS {
-        let site = unpack(SITES[cpu].load(Ordering::SeqCst));
+    for (cpu, site) in SITES.iter().enumerate() {
+        let site = unpack(site.load(Ordering::SeqCst));
         let package = pmus.iter().position(|&p| p == site.pmu).unwrap_or(0xFF);
         PACKAGE[cpu].store(package as u8, Ordering::SeqCst);
         THREAD[cpu].store(site.thread, Ordering::SeqCst);
@@ -200,16 +200,16 @@ fn ipis_reach_every_cpu_in_x2apic_mode() -> Outcome {
     let vector = Vector::new(PING_VECTOR).ok_or("vector")?;
     // One at a time: a second fixed IPI of a vector still pending merges
     // with the first. Each is waited for boundedly.
-    for cpu in 1..CPUS {
+    for (cpu, pinged) in PINGS.iter().enumerate().skip(1) {
         for n in 1..=3 {
             smp::send_ipi(cpu, vector)?;
             let start = hobby::timer::rdtsc();
-            while PINGS[cpu].load(Ordering::SeqCst) < n
+            while pinged.load(Ordering::SeqCst) < n
                 && hobby::timer::rdtsc().wrapping_sub(start) < pmi::WAIT_CYCLES
             {
                 core::hint::spin_loop();
             }
-            let pings = PINGS[cpu].load(Ordering::SeqCst);
+            let pings = pinged.load(Ordering::SeqCst);
             check!(pings == n, "CPU {cpu}: {pings} IPIs handled of {n} sent");
         }
     }
@@ -317,7 +317,7 @@ fn on_pmi(frame: &InterruptFrame) {
 /// periods each.
 fn events(cpu: usize) -> u64 {
     let e = hobby::pace::scaled(2_003 + 211 * cpu as u64, 2 * N + 11 + 13 * cpu as u64);
-    if e % N == 0 { e + 1 } else { e }
+    if e.is_multiple_of(N) { e + 1 } else { e }
 }
 
 /// On CPU `cpu`, as owner `O`: take the package's driver for this logical
