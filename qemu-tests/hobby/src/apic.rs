@@ -130,95 +130,48 @@ fn ok<T>(r: Result<T, Infallible>) -> T {
     }
 }
 
-impl Apic {
+/// The methods of [`Apic`]: each is the method of the same name of the
+/// mode's handle, whose hardware backend cannot fail in x2APIC mode.
+macro_rules! in_either_mode {
+    ($($(#[$doc:meta])* fn $name:ident(&mut self $(, $arg:ident: $ty:ty)*) $(-> $ret:ty)?;)*) => {
+        impl Apic {
+            $(
+                $(#[$doc])*
+                pub fn $name(&mut self $(, $arg: $ty)*) $(-> $ret)? {
+                    match self {
+                        Apic::X(a) => a.$name($($arg),*),
+                        Apic::X2(a) => ok(a.$name($($arg),*)),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+in_either_mode! {
     /// The APIC ID (8 bits in xAPIC mode, 32 in x2APIC mode).
-    pub fn id(&mut self) -> u32 {
-        match self {
-            Apic::X(a) => a.id(),
-            Apic::X2(a) => ok(a.id()),
-        }
-    }
-
+    fn id(&mut self) -> u32;
     /// The version register.
-    pub fn version(&mut self) -> u32 {
-        match self {
-            Apic::X(a) => a.version(),
-            Apic::X2(a) => ok(a.version()),
-        }
-    }
-
+    fn version(&mut self) -> u32;
     /// Software-enables the APIC with `spurious` as the spurious vector.
-    pub fn enable(&mut self, spurious: Vector) {
-        match self {
-            Apic::X(a) => a.enable(spurious),
-            Apic::X2(a) => ok(a.enable(spurious)),
-        }
-    }
-
+    fn enable(&mut self, spurious: Vector);
     /// End of interrupt.
-    pub fn eoi(&mut self) {
-        match self {
-            Apic::X(a) => a.eoi(),
-            Apic::X2(a) => ok(a.eoi()),
-        }
-    }
-
+    fn eoi(&mut self);
     /// The LVT performance-counter entry.
-    pub fn perf_counter_entry(&mut self) -> LvtPerfCounter {
-        match self {
-            Apic::X(a) => a.perf_counter_entry(),
-            Apic::X2(a) => ok(a.perf_counter_entry()),
-        }
-    }
-
+    fn perf_counter_entry(&mut self) -> LvtPerfCounter;
     /// Writes the LVT performance-counter entry.
-    pub fn set_perf_counter_entry(&mut self, entry: LvtPerfCounter) {
-        match self {
-            Apic::X(a) => a.set_perf_counter_entry(entry),
-            Apic::X2(a) => ok(a.set_perf_counter_entry(entry)),
-        }
-    }
-
+    fn set_perf_counter_entry(&mut self, entry: LvtPerfCounter);
     /// A fixed interrupt to this CPU (xAPIC: the ICR's self shorthand;
     /// x2APIC: the SELF IPI register).
-    pub fn self_ipi(&mut self, vector: Vector) {
-        match self {
-            Apic::X(a) => a.self_ipi(vector),
-            Apic::X2(a) => ok(a.self_ipi(vector)),
-        }
-    }
-
+    fn self_ipi(&mut self, vector: Vector);
     /// An NMI to this CPU.
-    pub fn self_nmi(&mut self) {
-        match self {
-            Apic::X(a) => a.self_nmi(),
-            Apic::X2(a) => ok(a.self_nmi()),
-        }
-    }
-
+    fn self_nmi(&mut self);
     /// An IPI to another CPU (or all others).
-    pub fn send_ipi(&mut self, to: IpiDestination, what: IpiDelivery) {
-        match self {
-            Apic::X(a) => a.send_ipi(to, what),
-            Apic::X2(a) => ok(a.send_ipi(to, what)),
-        }
-    }
-
+    fn send_ipi(&mut self, to: IpiDestination, what: IpiDelivery);
     /// Whether `vector` is in service (ISR).
-    pub fn in_service(&mut self, vector: u8) -> bool {
-        match self {
-            Apic::X(a) => a.in_service(vector),
-            Apic::X2(a) => ok(a.in_service(vector)),
-        }
-    }
-
+    fn in_service(&mut self, vector: u8) -> bool;
     /// Whether `vector` is pending (IRR).
-    pub fn pending(&mut self, vector: u8) -> bool {
-        match self {
-            Apic::X(a) => a.pending(vector),
-            Apic::X2(a) => ok(a.pending(vector)),
-        }
-    }
+    fn pending(&mut self, vector: u8) -> bool;
 }
 
 impl LvtPerfCounterEntry for Apic {
@@ -274,20 +227,27 @@ pub trait PmiApic {
     fn send_self_nmi(&mut self);
 }
 
-impl PmiApic for LocalApic {
-    fn lvt_perf_counter(&mut self) -> LvtPerfCounter {
-        self.perf_counter_entry()
-    }
-    fn set_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
-        self.set_perf_counter_entry(entry);
-    }
-    fn send_self_ipi(&mut self, vector: Vector) {
-        self.self_ipi(vector);
-    }
-    fn send_self_nmi(&mut self) {
-        self.self_nmi();
-    }
+/// [`PmiApic`] for the handles whose methods cannot fail.
+macro_rules! pmi_apic {
+    ($($apic:ty),*) => {$(
+        impl PmiApic for $apic {
+            fn lvt_perf_counter(&mut self) -> LvtPerfCounter {
+                self.perf_counter_entry()
+            }
+            fn set_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
+                self.set_perf_counter_entry(entry);
+            }
+            fn send_self_ipi(&mut self, vector: Vector) {
+                self.self_ipi(vector);
+            }
+            fn send_self_nmi(&mut self) {
+                self.self_nmi();
+            }
+        }
+    )*};
 }
+
+pmi_apic!(LocalApic, Apic);
 
 impl PmiApic for X2Apic<X86Msr> {
     fn lvt_perf_counter(&mut self) -> LvtPerfCounter {
@@ -301,20 +261,5 @@ impl PmiApic for X2Apic<X86Msr> {
     }
     fn send_self_nmi(&mut self) {
         ok(self.self_nmi());
-    }
-}
-
-impl PmiApic for Apic {
-    fn lvt_perf_counter(&mut self) -> LvtPerfCounter {
-        self.perf_counter_entry()
-    }
-    fn set_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
-        self.set_perf_counter_entry(entry);
-    }
-    fn send_self_ipi(&mut self, vector: Vector) {
-        self.self_ipi(vector);
-    }
-    fn send_self_nmi(&mut self) {
-        self.self_nmi();
     }
 }

@@ -303,6 +303,14 @@ pub fn apic_id(cpu: usize) -> Option<u32> {
     (id != u32::MAX).then_some(id)
 }
 
+/// Whether every CPU online has an APIC ID and no two share one.
+pub fn apic_ids_distinct() -> bool {
+    let ids = || (0..online()).map(apic_id);
+    ids()
+        .enumerate()
+        .all(|(i, a)| a.is_some() && ids().skip(i + 1).all(|b| b != a))
+}
+
 /// Wake IPIs CPU `cpu` has taken.
 pub fn wakes(cpu: usize) -> u64 {
     WAKES.get(cpu).map_or(0, |w| w.load(Ordering::Acquire))
