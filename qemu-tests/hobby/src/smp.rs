@@ -25,8 +25,9 @@
 //! double-fault stack and a 32 KiB ring-0 stack for interrupts from user
 //! mode: 112 KiB of `.bss` a CPU, 7 MiB in all. The CPU numbers follow the
 //! order the APs report in, not their APIC IDs: a kernel that needs to
-//! know which CPUs share a PMU asks the hardware
-//! ([`pmu::topology::netburst_site`] and the rest), not the number. In
+//! know which CPUs share a PMU asks [`pmu_site`], which each CPU read
+//! from its own CPUID as it came up ([`pmu::topology::pmu_site`]), not
+//! the number. In
 //! x2APIC mode ([`crate::apic::enter_x2apic`], before [`start_aps`]) the
 //! INIT-SIPI-SIPI and every IPI go through the x2APIC's ICR, and each AP
 //! switches to x2APIC mode before it touches its APIC.
@@ -34,6 +35,8 @@
 use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use pmu::apic::{IpiDelivery, IpiDestination, Vector};
+use pmu::detect::{HardwareCpuid, detect};
+use pmu::topology::{PmuSite, TopologyError};
 
 use crate::apic::local_apic;
 use crate::idt::{self, InterruptFrame};
@@ -168,6 +171,9 @@ static MAILBOX: [Mailbox; MAX_CPUS] = [const {
 /// The local APIC ID of CPU `i` (`u32::MAX`: not online).
 static APIC_ID: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(u32::MAX) }; MAX_CPUS];
 static ONLINE: AtomicUsize = AtomicUsize::new(1);
+/// Where each CPU's PMU is, read by the CPU itself as it came up.
+static SITES: [spin::Once<Result<PmuSite, TopologyError>>; MAX_CPUS] =
+    [const { spin::Once::new() }; MAX_CPUS];
 /// Wake IPIs each CPU took.
 static WAKES: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 
@@ -216,6 +222,7 @@ pub fn start_aps(cpus: usize) -> Result<usize, SmpError> {
     }
     let mut apic = local_apic();
     APIC_ID[0].store(apic.id(), Ordering::Release);
+    record_site(0);
     idt::set_handler(WAKE_VECTOR, on_wake);
     if cpus <= 1 {
         return Ok(1);
@@ -303,6 +310,28 @@ pub fn apic_id(cpu: usize) -> Option<u32> {
     (id != u32::MAX).then_some(id)
 }
 
+/// Reads where this CPU's PMU is (detection and
+/// [`pmu::topology::pmu_site`] on its own CPUID) into CPU `cpu`'s slot.
+fn record_site(cpu: usize) {
+    let Some(slot) = SITES.get(cpu) else { return };
+    slot.call_once(|| {
+        // SAFETY: CPL 0, this CPU's MSRs; detection reads IA32_MISC_ENABLE
+        // at most, which every x86-64 CPU has.
+        let mut msr = unsafe { pmu::access::X86Msr::new() };
+        let Ok(found) = detect(&HardwareCpuid, &mut msr);
+        pmu::topology::pmu_site(&HardwareCpuid, &found)
+    });
+}
+
+/// Where CPU `cpu`'s PMU is, as the CPU read it from its own CPUID when it
+/// came up ([`pmu::topology::pmu_site`]): which CPUs share a physical PMU
+/// (equal [`PmuSite::pmu`]) and which logical processor of it each is.
+/// `None` for a CPU not online; the error where the CPU has no PMU the
+/// crate drives or an impossible topology.
+pub fn pmu_site(cpu: usize) -> Option<Result<PmuSite, TopologyError>> {
+    SITES.get(cpu)?.get().copied()
+}
+
 /// Whether every CPU online has an APIC ID and no two share one.
 pub fn apic_ids_distinct() -> bool {
     let ids = || (0..online()).map(apic_id);
@@ -379,6 +408,7 @@ extern "C" fn ap_main(index: u32) -> ! {
     if let Some(slot) = APIC_ID.get(cpu) {
         slot.store(apic.id(), Ordering::Release);
     }
+    record_site(cpu);
     ONLINE.fetch_add(1, Ordering::AcqRel);
     let mailbox = &MAILBOX[cpu.min(MAX_CPUS - 1)];
     loop {

@@ -18,8 +18,6 @@ use hobby::smp::{self, MAX_CPUS, SmpError};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println};
 use pmu::apic::Vector;
-use pmu::detect::{HardwareCpuid, detect};
-use pmu::topology::pmu_site;
 
 hobby::entry_point!(main);
 
@@ -148,34 +146,18 @@ fn an_ipi_reaches_every_cpu() -> Outcome {
     Ok(())
 }
 
-/// CPU `cpu`'s PMU ID << 8 | thread, from its own CPUID; `u64::MAX` when
-/// there is no site.
-fn read_site(_: usize) -> u64 {
-    // SAFETY: CPL 0, this CPU's MSRs; detection reads IA32_MISC_ENABLE only.
-    let mut msr = unsafe { pmu::access::X86Msr::new() };
-    let Ok(found) = detect(&HardwareCpuid, &mut msr);
-    match pmu_site(&HardwareCpuid, &found) {
-        Ok(site) if site.sharers == 2 => u64::from(site.pmu) << 8 | u64::from(site.thread),
-        _ => u64::MAX,
-    }
-}
-
 fn each_cpu_finds_its_package_in_cpuid() -> Outcome {
-    smp::run_on_aps(read_site)?;
-    let mut sites = [0u64; CPUS];
-    sites[0] = read_site(0);
-    for (cpu, site) in sites.iter_mut().enumerate().skip(1) {
-        *site = smp::wait(cpu)?;
-    }
     // Every PMU ID 0-31 (APIC IDs 0-63 without the SMT bit) with exactly
     // one T0 and one T1.
     let mut threads = [[0u8; 2]; CPUS / 2];
-    for (cpu, &site) in sites.iter().enumerate() {
-        check!(
-            site != u64::MAX,
-            "CPU {cpu}: no NetBurst site with two sharers"
-        );
-        let (pmu, thread) = ((site >> 8) as usize, (site & 0xFF) as usize);
+    for cpu in 0..CPUS {
+        let site = match smp::pmu_site(cpu) {
+            Some(Ok(site)) => site,
+            Some(Err(e)) => hobby::fail!("CPU {cpu}: {e}"),
+            None => hobby::fail!("CPU {cpu} is not online"),
+        };
+        check_eq!(site.sharers, 2, "two logical processors a PMU");
+        let (pmu, thread) = (site.pmu as usize, usize::from(site.thread));
         check!(
             pmu < CPUS / 2 && thread < 2,
             "CPU {cpu}: PMU {pmu}, thread {thread}"
@@ -186,6 +168,6 @@ fn each_cpu_finds_its_package_in_cpuid() -> Outcome {
         threads.iter().all(|t| *t == [1, 1]),
         "each of 32 PMUs one T0 and one T1: {threads:?}"
     );
-    println!("many_cpus: 64 CPUs on 32 PMUs, each with a T0 and a T1 (from CPUID)");
+    println!("many_cpus: 64 CPUs on 32 PMUs, each with a T0 and a T1 (from each CPU's CPUID)");
     Ok(())
 }

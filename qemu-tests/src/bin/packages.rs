@@ -26,12 +26,11 @@ use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp, NetBurstPmu};
 use pmu::counter::Owner;
-use pmu::detect::{HardwareCpuid, detect};
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedModel,
 };
 use pmu::sampling::SampleAfter;
-use pmu::topology::{PmuSite, pmu_site};
+use pmu::topology::PmuSite;
 
 hobby::entry_point!(main);
 
@@ -80,57 +79,21 @@ fn eight_cpus_come_up() -> Outcome {
     Ok(())
 }
 
-/// Each CPU's site, as it read it from its own CPUID: APIC ID << 32 |
-/// PMU << 16 | sharers << 8 | thread, or `u64::MAX` before it is read.
-static SITES: [AtomicU64; CPUS] = [const { AtomicU64::new(u64::MAX) }; CPUS];
 /// Each CPU's package index (0-3, the order of the packages' PMU IDs) and
 /// logical processor (0: T0), for its PMI handler.
 static PACKAGE: [AtomicU8; CPUS] = [const { AtomicU8::new(0xFF) }; CPUS];
 static THREAD: [AtomicU8; CPUS] = [const { AtomicU8::new(0xFF) }; CPUS];
 
-/// On CPU `cpu`: detection and the crate's topology on this CPU's CPUID.
-fn read_site(cpu: usize) -> u64 {
-    // SAFETY: CPL 0, this CPU's MSRs; detection reads IA32_MISC_ENABLE
-    // only, which every x86-64 CPU QEMU presents has.
-    let mut msr = unsafe { pmu::access::X86Msr::new() };
-    let Ok(found) = detect(&HardwareCpuid, &mut msr);
-    let site = match pmu_site(&HardwareCpuid, &found) {
-        Ok(site) => site,
-        Err(_) => return u64::MAX - 1,
-    };
-    let packed = u64::from(site.apic_id) << 32
-        | u64::from(site.pmu) << 16
-        | u64::from(site.sharers) << 8
-        | u64::from(site.thread);
-    SITES[cpu].store(packed, Ordering::SeqCst);
-    packed
-}
-
-fn unpack(packed: u64) -> PmuSite {
-    PmuSite {
-        apic_id: (packed >> 32) as u32,
-        pmu: (packed >> 16 & 0xFFFF) as u32,
-        package: 0,
-        thread: packed as u8,
-        sharers: (packed >> 8) as u8,
-    }
-}
-
 fn each_cpu_finds_its_package_in_cpuid() -> Outcome {
-    smp::run_on_aps(read_site)?;
-    read_site(0);
-    for cpu in 1..CPUS {
-        smp::wait(cpu)?;
-    }
+    let mut sites = [PmuSite::own(0); CPUS];
     let mut pmus = [u32::MAX; PACKAGES];
     let mut seen = 0;
-    for (cpu, packed) in SITES.iter().enumerate() {
-        let packed = packed.load(Ordering::SeqCst);
-        check!(
-            packed < u64::MAX - 1,
-            "CPU {cpu}: no topology ({packed:#x})"
-        );
-        let site = unpack(packed);
+    for (cpu, site) in sites.iter_mut().enumerate() {
+        *site = match smp::pmu_site(cpu) {
+            Some(Ok(site)) => site,
+            Some(Err(e)) => fail!("CPU {cpu}: {e}"),
+            None => fail!("CPU {cpu} is not online"),
+        };
         // The initial APIC ID (CPUID) is the APIC's ID (xAPIC: the ID
         // register's 8 bits; x2APIC: the x2APIC ID, equal below 256).
         check_eq!(
@@ -147,8 +110,7 @@ fn each_cpu_finds_its_package_in_cpuid() -> Outcome {
     }
     check_eq!(seen, PACKAGES, "four physical PMUs");
     pmus.sort_unstable();
-    for (cpu, site) in SITES.iter().enumerate() {
-        let site = unpack(site.load(Ordering::SeqCst));
+    for (cpu, site) in sites.iter().enumerate() {
         let package = pmus.iter().position(|&p| p == site.pmu).unwrap_or(0xFF);
         PACKAGE[cpu].store(package as u8, Ordering::SeqCst);
         THREAD[cpu].store(site.thread, Ordering::SeqCst);
@@ -172,7 +134,7 @@ fn each_cpu_finds_its_package_in_cpuid() -> Outcome {
             THREAD[cpu].load(Ordering::SeqCst),
         );
     }
-    println!("packages: CPU -> (package, thread) from CPUID: {line:?}");
+    println!("packages: CPU -> (package, thread) from each CPU's CPUID: {line:?}");
     Ok(())
 }
 
