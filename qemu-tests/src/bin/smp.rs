@@ -14,7 +14,12 @@
 //! the INIT-SIPI-SIPI, the wake IPIs, the IPI case and every PMI go
 //! through the x2APIC MSRs there, and through the xAPIC page under TCG.
 //!
-//! qemu-run: smp2: -smp 2 -accel tcg,thread=multi
+//! QEMU presents the two CPUs as the two logical processors of one
+//! NetBurst package (`-smp 2,sockets=1,cores=1,threads=2` and a NetBurst
+//! signature), and each CPU's logical processor is what it read from its
+//! own CPUID (`hobby::smp::pmu_site`, `pmu::topology`), not its number.
+//!
+//! qemu-run: smp2: -smp 2,sockets=1,cores=1,threads=2 -accel tcg,thread=multi -cpu qemu64,vendor=GenuineIntel,family=15,model=4,stepping=3
 #![no_std]
 #![no_main]
 
@@ -69,6 +74,15 @@ fn the_application_processor_comes_up() -> Outcome {
     };
     check!(bsp != ap, "two local APICs: {bsp} and {ap}");
     check_eq!(smp::cpu(), 0, "the cases run on the boot CPU");
+    let (Some(Ok(a)), Some(Ok(b))) = (smp::pmu_site(0), smp::pmu_site(1)) else {
+        hobby::fail!("a CPU found no NetBurst PMU in its CPUID");
+    };
+    check_eq!(a.pmu, b.pmu, "one package, one PMU (CPUID)");
+    check_eq!(
+        (lp_of(0).map(|l| l.0), lp_of(1).map(|l| l.0)),
+        (Some(Lp::T0), Some(Lp::T1)),
+        "the boot CPU is T0, the AP T1 (CPUID)"
+    );
     check_eq!(
         hobby::apic::x2apic_mode(),
         pmu::detect::x2apic_supported(&pmu::detect::HardwareCpuid),
@@ -187,12 +201,12 @@ static THREAD_INDEPENDENT: NetBurstPmu = unsafe { NetBurstPmu::new() };
 const PMI_VECTOR: u8 = 0xF0;
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 
-/// CPU `cpu` plays logical processor `cpu` of the package.
-fn lp_of(cpu: usize) -> (Lp, ModelLp) {
-    if cpu == 0 {
-        (Lp::T0, ModelLp::T0)
-    } else {
-        (Lp::T1, ModelLp::T1)
+/// The logical processor of the package CPU `cpu` is, as it read it from
+/// its own CPUID when it came up (`None`: no NetBurst site).
+fn lp_of(cpu: usize) -> Option<(Lp, ModelLp)> {
+    match smp::pmu_site(cpu)?.ok()?.netburst_logical_processor()? {
+        Lp::T0 => Some((Lp::T0, ModelLp::T0)),
+        Lp::T1 => Some((Lp::T1, ModelLp::T1)),
     }
 }
 
@@ -205,7 +219,7 @@ fn driver<O: Owner>(
     cpu: usize,
 ) -> Result<(Driver<O>, Counters<O>), &'static str> {
     let info = MODEL.detect().ok_or("detection on the model")?;
-    let (lp, model_lp) = lp_of(cpu);
+    let (lp, model_lp) = lp_of(cpu).ok_or("no NetBurst logical processor for this CPU")?;
     let msr = MODEL.msr_as(model_lp).ok_or("no such logical processor")?;
     NetBurstDriver::take_for(lp, msr, &info, package).map_err(|_| "take_for")
 }
@@ -243,7 +257,9 @@ fn rounds<O: Owner>(cpu: usize) -> u64 {
     let Ok((mut d, c)) = driver::<O>(&CLAIMING, cpu) else {
         return u64::MAX;
     };
-    let lp = lp_of(cpu).0;
+    let Some((lp, _)) = lp_of(cpu) else {
+        return u64::MAX;
+    };
     let me = cpu as u8 + 1;
     let mut handles = c.erase_all();
     let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ cpu as u64;
@@ -341,8 +357,12 @@ fn entry() -> LvtPerfCounter {
 /// processor, through this CPU's local APIC, then EOI.
 fn on_pmi(frame: &InterruptFrame) {
     let cpu = smp::cpu().min(1);
-    let (lp, model_lp) = lp_of(cpu);
     let mut apic = local_apic();
+    let Some((lp, model_lp)) = lp_of(cpu) else {
+        HANDLER_ERRORS.fetch_add(1, Ordering::SeqCst);
+        apic.eoi();
+        return;
+    };
     let Some(mut msr) = MODEL.msr_as(model_lp) else {
         return;
     };
@@ -381,15 +401,17 @@ fn sample<O: Owner>(cpu: usize, events: u64) -> u64 {
     let Ok((mut d, c)) = driver::<O>(&SAMPLING, cpu) else {
         return 0;
     };
-    let (lp, model_lp) = lp_of(cpu);
+    let Some((lp, model_lp)) = lp_of(cpu) else {
+        return 0;
+    };
     local_apic().set_perf_counter_entry(entry());
     let Ok(every) = SampleAfter::new(N, overflow_rule()) else {
         return 0;
     };
     let (mut handles, n, escr) = (
         c.erase_all(),
-        if cpu == 0 { 0 } else { 2 },
-        if cpu == 0 {
+        if lp == Lp::T0 { 0 } else { 2 },
+        if lp == Lp::T0 {
             Escr::FsbEscr0
         } else {
             Escr::FsbEscr1
