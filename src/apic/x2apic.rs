@@ -13,8 +13,12 @@
 //! The mode is entered through `IA32_APIC_BASE` (`1BH`): bit 11 (xAPIC
 //! global enable) and bit 10 (`EXTD`) both set (11.12.1), when CPUID.01H:ECX
 //! bit 21 says the processor has it ([`crate::detect::x2apic_supported`]).
-//! QEMU 7.2's TCG does not emulate x2APIC, so this is tested through the
-//! recording backend over a small model of the x2APIC MSRs.
+//! It is tested through the recording backend over a small model of the
+//! x2APIC MSRs, and on a real x2APIC by the `x2apic`, `smp` and `packages`
+//! test kernels under KVM (`PMU_QEMU_ACCEL=kvm`; QEMU 7.2's TCG does not
+//! emulate x2APIC, and there those kernels skip what needs it), where it
+//! raises model PMIs (LVT entry, SELF IPI, NMI through the ICR), takes
+//! EOIs and carries the SMP kernels' IPIs ([`X2Apic::send_ipi`]).
 
 use super::{IpiDelivery, IpiDestination, LvtPerfCounter, LvtPerfCounterEntry, Vector};
 use crate::access::MsrAccess;
