@@ -69,7 +69,9 @@ pub struct PmuSite {
     /// share it (the APIC ID without its SMT field). Not an index from 0:
     /// a kernel maps it to its own PMU values.
     pub pmu: u32,
-    /// The package (the APIC ID without its SMT and core fields).
+    /// The package (the APIC ID without its SMT and core fields); for a
+    /// PMU of the logical processor's own ([`PmuSite::own`]) the ID itself:
+    /// the package is not read there.
     pub package: u32,
     /// Which of the PMU's logical processors this is (its SMT ID, from 0).
     pub thread: u8,

@@ -228,8 +228,10 @@ unsafe extern "C" {
 /// The addresses an interrupt that a bounded wait with interrupts enabled
 /// ([`wait_for_handler`], [`wait_for_interrupt`], [`wait_until_pending`],
 /// [`wait_until_taken`], and [`inject`] through them) lets in can
-/// interrupt: from the first instruction of its loop to the CLI after it,
-/// inclusive. A handler that runs there sees a RIP in this range (under
+/// interrupt: from the first instruction of the memory-reading loop to the
+/// CLI after the x2APIC-register (RDMSR) loop, which follows it, inclusive
+/// (the instructions between the two run with interrupts disabled). A
+/// handler that runs there sees a RIP in this range (under
 /// TCG, always the same one: the instruction after the STI shadow's; under
 /// KVM wherever the hypervisor delivers it).
 pub fn wait_window() -> core::ops::RangeInclusive<u64> {
