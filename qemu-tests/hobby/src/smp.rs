@@ -23,7 +23,9 @@
 //! trampoline. The per-CPU state is in arrays of that size, without an
 //! allocator: an AP stack of 64 KiB, plus ([`crate::gdt`]) a 16 KiB
 //! double-fault stack and a 32 KiB ring-0 stack for interrupts from user
-//! mode: 112 KiB of `.bss` a CPU, 7 MiB in all. The CPU numbers follow the
+//! mode: 112 KiB of `.bss` a CPU, 7 MiB in all, which the boot code does
+//! not clear (the ELF loader zero-fills it; `hobby.ld`), so that a boot
+//! touches only the stacks its CPUs use. The CPU numbers follow the
 //! order the APs report in, not their APIC IDs: a kernel that needs to
 //! know which CPUs share a PMU asks [`pmu_site`], which each CPU read
 //! from its own CPUID as it came up ([`pmu::topology::pmu_site`]), not
@@ -144,6 +146,10 @@ struct Stacks([[u8; AP_STACK_SIZE]; MAX_CPUS - 1]);
 
 /// The APs' stacks: AP `i` (CPU `i + 1`) runs on the `i`th, top down. Only
 /// the APs touch them, each its own.
+/// In `.bss.hobby_stacks`, which `hobby.ld` keeps out of the range the
+/// boot code clears: the ELF loader zero-fills it as it does `.bss`, and
+/// no page of it is touched before a CPU uses it.
+#[unsafe(link_section = ".bss.hobby_stacks")]
 static mut AP_STACKS: Stacks = Stacks([[0; AP_STACK_SIZE]; MAX_CPUS - 1]);
 /// The next AP number (the trampoline adds 1).
 static mut AP_NEXT: u32 = 0;
