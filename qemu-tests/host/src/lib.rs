@@ -11,6 +11,7 @@
 //! //! qemu-run: <config>: <extra QEMU arguments>      (one line per boot; none = one plain boot)
 //! //! expect-fail: <case>: <text the failure must contain>
 //! //! tcg-only: <why>                                  (not booted under KVM: one skipped case)
+//! //! icount: <why>                                    (under TCG, guest time counts instructions)
 //! ```
 //!
 //! A kernel that prints `suite <name>: <n> cases` reports its cases with the
@@ -52,6 +53,20 @@
 //! first line. A kernel whose header says `tcg-only: <why>` (one that
 //! fails on purpose with TCG's own faults) is not booted under KVM: it is
 //! one case, `(run)`, skipped with `TCG only: <why>`.
+//!
+//! # Deterministic time
+//!
+//! A kernel whose cases judge statistics of time (how ticks spread, which
+//! function a tick lands in) says `icount: <why>` in its header: under TCG
+//! it boots with [`ICOUNT`] (`-icount`: the TSC, the APIC timer and the PIT
+//! follow the instructions executed, not the host's scheduling, and a
+//! halted CPU jumps to its next timer), on single-threaded TCG (`-icount`
+//! excludes multi-threaded TCG, so a kernel's `-accel tcg,thread=multi`
+//! becomes `-accel tcg`; never for a kernel whose cases race CPUs against
+//! each other), and with `time=icount` on its command line, which the
+//! kernel reads (`hobby::deterministic_time`). Under KVM there is no
+//! `-icount`: such a kernel boots as any other and its cases hold by their
+//! own design there.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -83,7 +98,17 @@ pub struct Run {
     /// Why the kernel runs only under TCG (header line `tcg-only: <why>`):
     /// under KVM it is not booted, and reported as one skipped case.
     tcg_only: Option<String>,
+    /// Why the kernel needs deterministic time (header line `icount:
+    /// <why>`): under TCG it boots with [`ICOUNT`].
+    icount: Option<String>,
 }
+
+/// The QEMU arguments of deterministic time (see the [crate
+/// documentation](crate#deterministic-time)): one instruction per 2^3 ns
+/// of guest time (125 MHz: TCG on the project machine runs faster than
+/// that, so guest time never waits for the host), a halted CPU skipping to
+/// its next timer (`sleep=off`).
+pub const ICOUNT: [&str; 2] = ["-icount", "shift=3,sleep=off"];
 
 impl Run {
     /// `kernel[config]`, or `kernel` for a plain boot.
@@ -107,7 +132,38 @@ impl Run {
             expect_fail: Vec::new(),
             defmt: false,
             tcg_only: None,
+            icount: None,
         }
+    }
+
+    /// The kernel's QEMU arguments under `accel`: its header's, with
+    /// [`ICOUNT`] for an `icount:` kernel under TCG (see the [crate
+    /// documentation](crate#deterministic-time)).
+    pub fn boot_args(&self, accel: qemu::Accel) -> Vec<String> {
+        if self.icount.is_none() || accel != qemu::Accel::Tcg {
+            return self.qemu_args.clone();
+        }
+        let mut args = Vec::new();
+        let mut append = None;
+        let mut rest = self.qemu_args.iter();
+        while let Some(a) = rest.next() {
+            match a.as_str() {
+                // Multi-threaded TCG cannot count instructions.
+                "-accel" => {
+                    rest.next();
+                }
+                "-append" => append = rest.next().cloned(),
+                _ => args.push(a.clone()),
+            }
+        }
+        args.extend(["-accel", "tcg"].map(String::from));
+        args.extend(ICOUNT.map(String::from));
+        let cmdline = match append {
+            Some(a) => format!("{a} time=icount"),
+            None => "time=icount".into(),
+        };
+        args.extend(["-append".to_string(), cmdline]);
+        args
     }
 
     /// What `accel` makes of this run without booting it: one skipped
@@ -305,16 +361,13 @@ impl Workspace {
                 run.label()
             );
         }
-        if run.qemu_args.is_empty() {
+        let args = run.boot_args(accel);
+        if args.is_empty() {
             println!("qemu: booting {}", run.label());
         } else {
-            println!(
-                "qemu: booting {} (QEMU {})",
-                run.label(),
-                run.qemu_args.join(" ")
-            );
+            println!("qemu: booting {} (QEMU {})", run.label(), args.join(" "));
         }
-        let boot = qemu::boot(&self.kernel(run), accel, &run.qemu_args, true);
+        let boot = qemu::boot(&self.kernel(run), accel, &args, true);
         if !boot.success {
             eprintln!("qemu: {}", boot.said);
         }
@@ -488,6 +541,7 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
         let mut expect_fail = Vec::new();
         let mut defmt = false;
         let mut tcg_only = None;
+        let mut icount = None;
         for line in header {
             let line = line.trim_start_matches("//!").trim();
             if let Some(rest) = line.strip_prefix("qemu-run:") {
@@ -503,6 +557,8 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
                 defmt = true;
             } else if let Some(why) = line.strip_prefix("tcg-only:") {
                 tcg_only = Some(why.trim().to_string());
+            } else if let Some(why) = line.strip_prefix("icount:") {
+                icount = Some(why.trim().to_string());
             }
         }
         if configs.is_empty() {
@@ -516,6 +572,7 @@ fn discover(root: &Path) -> Result<Vec<Run>, String> {
                 expect_fail: expect_fail.clone(),
                 defmt,
                 tcg_only: tcg_only.clone(),
+                icount: icount.clone(),
             });
         }
     }
@@ -532,7 +589,7 @@ fn defmt_frames(kernel: &Path, target_dir: &Path) -> PathBuf {
 
 /// Boots one kernel under `accel` and judges what it printed.
 fn boot(kernel: &Path, run: &Run, accel: qemu::Accel, target_dir: &Path) -> Vec<CaseResult> {
-    let mut args = run.qemu_args.clone();
+    let mut args = run.boot_args(accel);
     if run.defmt {
         // COM1 is the console (`-serial stdio`); the second `-serial` is COM2.
         args.push("-serial".into());
