@@ -266,3 +266,37 @@ fn a_kernel_under_kvm_gets_longer_before_it_counts_as_hung() {
     assert_eq!(super::qemu::timeout(Accel::Tcg).as_secs(), 60);
     assert_eq!(super::qemu::timeout(Accel::Kvm).as_secs(), 300);
 }
+
+#[test]
+fn an_icount_kernel_counts_instructions_under_tcg_only() {
+    let mut run = Run::plain("k", args("-smp 2 -accel tcg,thread=multi"));
+    assert_eq!(run.boot_args(Accel::Tcg), run.qemu_args, "no header line");
+    run.icount = Some("statistics of time".into());
+    assert_eq!(
+        run.boot_args(Accel::Tcg),
+        args("-smp 2 -accel tcg -icount shift=4,sleep=off -append time=icount")
+    );
+    assert_eq!(
+        run.boot_args(Accel::Kvm),
+        run.qemu_args,
+        "no -icount under KVM"
+    );
+    let run = Run {
+        icount: Some("x".into()),
+        ..Run::plain("k", args("-append cpu=netburst"))
+    };
+    let mut expected = args("-accel tcg -icount shift=4,sleep=off -append");
+    expected.push("cpu=netburst time=icount".into());
+    assert_eq!(run.boot_args(Accel::Tcg), expected);
+}
+
+#[test]
+fn the_timer_kernel_has_deterministic_time() {
+    let runs = Workspace::new().runs().expect("the kernels' headers");
+    let icount: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.icount.is_some())
+        .map(|r| r.kernel.as_str())
+        .collect();
+    assert_eq!(icount, ["timer"]);
+}
