@@ -105,6 +105,15 @@ impl Accel {
     }
 }
 
+/// Whether guest time is deterministic: QEMU counts instructions
+/// (`-icount`), so the TSC and the timers follow the code executed, not
+/// the host's scheduling. The runner says so with `time=icount` on the
+/// command line of a kernel whose header asks for it (`//! icount:`).
+#[cfg(target_os = "none")]
+pub fn deterministic_time() -> bool {
+    boot::info().and_then(|b| b.arg("time")) == Some("icount")
+}
+
 /// What runs this kernel ([`Accel`]), read once (CPUID costs a VM exit
 /// under KVM).
 #[cfg(target_os = "none")]

@@ -16,6 +16,7 @@
 //! //! expect-fail: <case>: <text the failure must contain>
 //! //! defmt: com2                                     (it logs defmt frames on COM2)
 //! //! tcg-only: <why>                                  (not booted under KVM: one skipped case)
+//! //! icount: <why>                                    (under TCG, guest time counts instructions)
 //! ```
 //!
 //! Each case becomes one line here, `qemu <kernel>[<config>]::<case> ...
@@ -34,6 +35,20 @@
 //! that fails on purpose with TCG's own faults) is not booted under KVM: it
 //! is one case, `(run)`, skipped with `TCG only: <why>`
 //! ([`KernelRun::not_booted`]).
+//!
+//! # Deterministic time
+//!
+//! A kernel whose cases judge statistics of time (how ticks spread, which
+//! function a tick lands in) says `icount: <why>` in its header: under TCG
+//! it boots with [`ICOUNT`] (`-icount`: the TSC, the APIC timer and the PIT
+//! follow the instructions executed, not the host's scheduling, and a
+//! halted CPU jumps to its next timer), on single-threaded TCG (`-icount`
+//! excludes multi-threaded TCG, so a kernel's `-accel tcg,thread=multi`
+//! becomes `-accel tcg`; never for a kernel whose cases race CPUs against
+//! each other), and with `time=icount` on its command line, which the
+//! kernel reads (`hobby::deterministic_time`). Under KVM there is no
+//! `-icount`: such a kernel boots as any other and its cases hold by their
+//! own design there.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -58,9 +73,51 @@ pub struct KernelRun {
     /// Why the kernel runs only under TCG (header line `tcg-only: <why>`):
     /// under KVM it is not booted, and reported as one skipped case.
     pub tcg_only: Option<String>,
+    /// Why the kernel needs deterministic time (header line `icount:
+    /// <why>`): under TCG it boots with [`ICOUNT`].
+    pub icount: Option<String>,
 }
 
+/// The QEMU arguments of deterministic time (see the [crate
+/// documentation](crate#deterministic-time)): one instruction per 2^4 ns
+/// of guest time, a halted CPU skipping to its next timer (`sleep=off`).
+/// The shift trades instructions for guest time: a case that spins for a
+/// guest millisecond runs 16 times fewer instructions than at 1 ns (the
+/// timer kernel, warm: about 2 s at shift 4, 3 s at 3, 7-10 s at 0-2 on
+/// the project machine, 2026-11-26).
+pub const ICOUNT: [&str; 2] = ["-icount", "shift=4,sleep=off"];
+
 impl KernelRun {
+    /// The kernel's QEMU arguments under `accel`: its header's, with
+    /// [`ICOUNT`] for an `icount:` kernel under TCG (see the [crate
+    /// documentation](crate#deterministic-time)).
+    pub fn boot_args(&self, accel: qemu::Accel) -> Vec<String> {
+        if self.icount.is_none() || accel != qemu::Accel::Tcg {
+            return self.run.qemu_args.clone();
+        }
+        let mut args = Vec::new();
+        let mut append = None;
+        let mut rest = self.run.qemu_args.iter();
+        while let Some(a) = rest.next() {
+            match a.as_str() {
+                // Multi-threaded TCG cannot count instructions.
+                "-accel" => {
+                    rest.next();
+                }
+                "-append" => append = rest.next().cloned(),
+                _ => args.push(a.clone()),
+            }
+        }
+        args.extend(["-accel", "tcg"].map(String::from));
+        args.extend(ICOUNT.map(String::from));
+        let cmdline = match append {
+            Some(a) => format!("{a} time=icount"),
+            None => "time=icount".into(),
+        };
+        args.extend(["-append".to_string(), cmdline]);
+        args
+    }
+
     /// What `accel` makes of this run without booting it: one skipped
     /// case, `(run)`, for a TCG-only kernel under KVM; `None` when it boots.
     pub fn not_booted(&self, accel: qemu::Accel) -> Option<CaseResult> {
@@ -291,16 +348,13 @@ impl Workspace {
                 run.label()
             );
         }
-        if run.qemu_args.is_empty() {
+        let args = k.boot_args(accel);
+        if args.is_empty() {
             println!("qemu: booting {}", run.label());
         } else {
-            println!(
-                "qemu: booting {} (QEMU {})",
-                run.label(),
-                run.qemu_args.join(" ")
-            );
+            println!("qemu: booting {} (QEMU {})", run.label(), args.join(" "));
         }
-        let boot = qemu::boot(&self.kernel(run), accel, &run.qemu_args, true);
+        let boot = qemu::boot(&self.kernel(run), accel, &args, true);
         if !boot.success {
             eprintln!("qemu: {}", boot.said);
         }
@@ -481,6 +535,7 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
         let mut expect_fail = Vec::new();
         let mut defmt = false;
         let mut tcg_only = None;
+        let mut icount = None;
         for line in header {
             let line = line.trim_start_matches("//!").trim();
             if let Some(rest) = line.strip_prefix("qemu-run:") {
@@ -496,6 +551,8 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
                 defmt = true;
             } else if let Some(why) = line.strip_prefix("tcg-only:") {
                 tcg_only = Some(why.trim().to_string());
+            } else if let Some(why) = line.strip_prefix("icount:") {
+                icount = Some(why.trim().to_string());
             }
         }
         if configs.is_empty() {
@@ -512,6 +569,7 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
                 defmt,
                 package,
                 tcg_only: tcg_only.clone(),
+                icount: icount.clone(),
             });
         }
     }
@@ -529,7 +587,7 @@ fn defmt_frames(kernel: &Path, target_dir: &Path) -> PathBuf {
 /// Boots one kernel under `accel` and judges what it printed.
 fn boot(kernel: &Path, k: &KernelRun, accel: qemu::Accel, target_dir: &Path) -> Vec<CaseResult> {
     let run = &k.run;
-    let mut args = run.qemu_args.clone();
+    let mut args = k.boot_args(accel);
     if k.defmt {
         // COM1 is the console (`-serial stdio`); the second `-serial` is COM2.
         args.push("-serial".into());

@@ -8,6 +8,13 @@
 //! platform keeps up with for its tick handler and load
 //! (`hobby::timer::kept_up_period`): 100 µs under TCG, milliseconds under
 //! a hypervisor whose interrupts and exits are slow.
+//!
+//! Under TCG the runner boots this kernel with `-icount` (deterministic
+//! time: `hobby::deterministic_time`), so the statistics of tick times are
+//! exact functions of the code; under KVM only what the hardware promises
+//! is checked (every tick arrives, none early), and the spread is printed.
+//!
+//! icount: its cases judge how ticks spread in time and where they land
 #![no_std]
 #![no_main]
 
@@ -199,11 +206,6 @@ fn periodic_tick(_: &InterruptFrame) {
     apic_timer().eoi();
 }
 
-/// Attempts of [`ticks_arrive_periodically`]: a busy host delays ticks
-/// (several QEMUs on two cores merge every other one), so the timing
-/// checks get a second and third chance; the hard checks do not.
-const PERIODIC_ATTEMPTS: u32 = 3;
-
 /// The ticks [`ticks_arrive_periodically`] takes at `period_ns`: 100 ms
 /// of them, at least 100 and at most [`PERIODIC_TICKS`] (1000 at the
 /// 100 µs TCG keeps up with).
@@ -219,17 +221,24 @@ fn ticks_arrive_periodically() -> Outcome {
         100,
     )?;
     let n = periodic_ticks(period_ns);
-    for attempt in 1..=PERIODIC_ATTEMPTS {
-        let (median, near) = collect_ticks(period_ns, n)?;
-        if (0.9..1.1).contains(&median) && near >= n / 2 {
-            return Ok(());
-        }
+    let (median, near) = collect_ticks(period_ns, n)?;
+    if hobby::deterministic_time() {
+        // Guest time counts instructions: the ticks come at the period,
+        // whatever the host does.
+        check!(
+            (0.9..1.1).contains(&median) && near >= n / 2,
+            "median TSC delta {median:.3} periods, {near} of {n} within 25%"
+        );
+    } else {
+        // The host's clocks: when a tick is taken is the host's
+        // scheduling (a busy host merges ticks); what the hardware
+        // promises was checked (all arrived, none early).
         println!(
-            "timer: attempt {attempt}: median TSC delta {median:.3} periods, {near} of \
-             {n} within 25%: ticks late or merged (busy host?)"
+            "timer: host time: median TSC delta {median:.3} periods, {near} of {n} within \
+             25% (not judged: the host's scheduling)"
         );
     }
-    fail!("the TSC deltas never clustered at the period in {PERIODIC_ATTEMPTS} attempts")
+    Ok(())
 }
 
 /// Takes `n` ticks (at most [`PERIODIC_TICKS`]) at `period_ns`, halting
