@@ -47,7 +47,7 @@ use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 use pmu::counter::Owner;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
 use pmu::model::netburst::{ModelMsr, SharedModel};
-use shared::{CycleCounter, SAMPLES, TICK_NS, apic, entry};
+use shared::{CycleCounter, SAMPLES, apic, entry};
 
 hobby::entry_point!(shared::main::<NetBurstModel>);
 
@@ -91,19 +91,27 @@ impl shared::Architecture for NetBurstModel {
     fn machine(f: &mut fmt::Formatter<'_>, cpus: usize) -> fmt::Result {
         write!(
             f,
-            "tick {} us, {cpus} CPU(s), one NetBurst package (model) with a driver per logical processor",
-            TICK_NS / 1000
+            "{cpus} CPU(s), one NetBurst package (model) with a driver per logical processor"
         )
     }
 
-    /// Always 200 µs.
+    /// The shortest the platform keeps up with (200 µs under TCG).
     fn choose_tick(cal: &Calibration) {
-        shared::set_tick(cal, TICK_NS);
+        shared::choose_model_tick::<Self>(cal);
     }
 
-    /// The cycles happen on CPU `cpu`'s logical processor of the package.
+    /// The cycles happen on CPU `cpu`'s logical processor of the package;
+    /// none while the model can bound nothing (the other logical
+    /// processor's PMI raised and not yet serviced, its OVF set): then
+    /// `inject_until_own_pmi` would search for this one's next PMI on
+    /// copies of the model, which costs 150-300 µs under TCG and a good
+    /// part of a second where a hypervisor emulates the guest; the cycles
+    /// wait for the next tick (carried, as after any tick).
     fn feed(cpu: usize, cycles: u64) -> (u64, bool) {
         let lp = lp_of(cpu).1;
+        if MODEL.with(|m| m.events_without_pmi()) == 0 {
+            return (0, false);
+        }
         let got = MODEL.inject_until_own_pmi(RUNNING.on(lp, Privilege::Os, cycles));
         (
             got.injected,
@@ -129,6 +137,7 @@ impl shared::Architecture for NetBurstModel {
                 },
             );
         }
+        shared::rearm_tick(cpu);
         apic.eoi();
     }
 

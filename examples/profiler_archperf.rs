@@ -40,7 +40,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use hobby::idt::InterruptFrame;
 use hobby::test::Failure;
-use hobby::timer::{self, Calibration};
+use hobby::timer::Calibration;
 use hobby::{println, smp};
 use pmu::access::{MsrAccess, X86Msr};
 use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, Counters};
@@ -49,24 +49,13 @@ use pmu::arch::archperf::{ArchEvent, ArchPerfPmu, Counter, EventSpec};
 use pmu::counter::Owner;
 use pmu::detect::{self, Cpuid, HardwareCpuid};
 use pmu::model::archperf::{Config, Event, SharedArchPerfModel};
-use shared::{CycleCounter, SAMPLES, TICK_NS, apic, entry};
-use x86_64::instructions::interrupts;
+use shared::{CycleCounter, SAMPLES, apic, entry};
 
 hobby::entry_point!(shared::main::<ArchPerf>);
 
 /// The profiler on the architectural PMU of each CPU, real or modelled.
 enum ArchPerf {}
 
-/// The longest tick [`shortest_tick`] tries: 16 times [`TICK_NS`], 3.2 ms
-/// (its calibration run lasts 8 s).
-const MAX_TICK_NS: u64 = TICK_NS << 4;
-/// The most of a CPU's time the model's ticks may take ([`shortest_tick`]):
-/// the ticks come at a steady rate whatever code they interrupt, so their
-/// time does not bias the profile; it only must leave the workload time to
-/// run.
-const MAX_TICK_OVERHEAD_PERCENT: u64 = 40;
-/// How long [`tick_overhead_percent`] measures, with ticks and without.
-const PROBE_NS: u64 = 20_000_000;
 /// Unhalted core cycles, 3CH/00H: what fixed counter 1 counts.
 const CYCLES: (u8, u8) = (0x3C, 0x00);
 /// Fixed counter 1's place in `Counters::erase_all` (and its `GLOBAL` bit is
@@ -160,47 +149,6 @@ where
     Ok(())
 }
 
-/// The share of CPU 0's time (percent) the model's ticks take at a tick of
-/// `tick_ns`: a loop runs for [`PROBE_NS`] without ticks and again with
-/// them (each tick feeding the model as in a run, with no counter
-/// programmed: no PMI); the ticks took what the loop lost.
-fn tick_overhead_percent(cal: &Calibration, tick_ns: u64) -> u64 {
-    let limit = cal.tsc_cycles(PROBE_NS);
-    let spin = || {
-        let start = timer::rdtsc();
-        let mut n = 0u64;
-        while timer::rdtsc().wrapping_sub(start) < limit {
-            n += 1;
-            core::hint::spin_loop();
-        }
-        n
-    };
-    interrupts::enable();
-    let quiet = spin();
-    let mut timer = shared::start_ticks(0, shared::tick_count(cal, tick_ns));
-    let ticking = spin();
-    timer.stop();
-    interrupts::disable();
-    100 - (ticking.min(quiet) * 100 / quiet.max(1))
-}
-
-/// Model mode: the shortest tick, from 200 µs doubling up to 3.2 ms, whose
-/// handler takes at most [`MAX_TICK_OVERHEAD_PERCENT`] of the CPU. Where an
-/// interrupt and the APIC accesses of the tick handler cost little (TCG)
-/// that is 200 µs; under a hypervisor whose VM exits are slow (nested
-/// KVM), a 200 µs tick would leave the workload almost no time.
-fn shortest_tick(cal: &Calibration) -> (u64, u64) {
-    MODELS[0].reset();
-    let mut tick = TICK_NS;
-    loop {
-        let overhead = tick_overhead_percent(cal, tick);
-        if overhead <= MAX_TICK_OVERHEAD_PERCENT || tick >= MAX_TICK_NS {
-            return (tick, overhead);
-        }
-        tick *= 2;
-    }
-}
-
 impl shared::Architecture for ArchPerf {
     const NAME: &'static str = "profiler_archperf";
     const EVENT: &'static str = "core cycles";
@@ -236,17 +184,12 @@ impl shared::Architecture for ArchPerf {
         )
     }
 
-    /// On the models, the tick [`shortest_tick`] measures (a real PMU has no
-    /// tick).
+    /// On the models, the shortest tick the platform keeps up with
+    /// (`shared::choose_model_tick`; a real PMU has no tick).
     fn choose_tick(cal: &Calibration) {
         if !Self::real() {
-            let (tick, overhead) = shortest_tick(cal);
-            shared::set_tick(cal, tick);
-            println!(
-                "  the model's tick: {} us (its handler takes {overhead} % of a CPU), calibration {} ms",
-                tick / 1000,
-                shared::calibration_ns() / 1_000_000
-            );
+            MODELS[0].reset();
+            shared::choose_model_tick::<Self>(cal);
         }
     }
 
@@ -282,6 +225,7 @@ impl shared::Architecture for ArchPerf {
                 sink,
             );
         }
+        shared::rearm_tick(cpu);
         apic.eoi();
     }
 

@@ -302,6 +302,9 @@ pub struct Detection {
     pub signature: Option<CpuSignature>,
     /// What PMU that makes it.
     pub pmu: PmuKind,
+    /// CPUID.01H:ECX\[21\]: the local APIC has x2APIC mode
+    /// ([`crate::apic::X2Apic`]; [`x2apic_supported`] reads the same bit).
+    pub x2apic: bool,
 }
 
 impl Detection {
@@ -328,7 +331,7 @@ impl fmt::Display for Detection {
         if let Some(sig) = self.signature {
             write!(f, " {sig}")?;
         }
-        match self.pmu {
+        let pmu = match self.pmu {
             PmuKind::None(NoPmu::Vendor(_)) => f.write_str(": no NetBurst PMU (not an Intel CPU)"),
             PmuKind::None(NoPmu::NoSignature) => {
                 f.write_str(": no NetBurst PMU (CPUID has no leaf 1)")
@@ -378,15 +381,23 @@ impl fmt::Display for Detection {
                     )
                 }
             }
+        };
+        pmu?;
+        if self.x2apic {
+            f.write_str("; x2APIC")?;
         }
+        Ok(())
     }
 }
 
 /// Whether the processor has x2APIC mode (CPUID.01H:ECX bit 21, SDM Vol.
 /// 3A 11.12.1), which [`crate::apic::X2Apic`] drives.
 pub fn x2apic_supported(cpuid: &impl Cpuid) -> bool {
-    cpuid.cpuid(0, 0).eax >= 1 && cpuid.cpuid(1, 0).ecx & 1 << 21 != 0
+    cpuid.cpuid(0, 0).eax >= 1 && cpuid.cpuid(1, 0).ecx & X2APIC_BIT != 0
 }
+
+/// CPUID.01H:ECX\[21\], x2APIC.
+const X2APIC_BIT: u32 = 1 << 21;
 
 /// Identifies the PMU of the CPU behind `cpuid` and `msr`.
 ///
@@ -400,6 +411,7 @@ pub fn detect<M: MsrAccess>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detection
         vendor,
         signature: signature.map(|leaf1| CpuSignature::from_eax(leaf1.eax)),
         pmu: PmuKind::None(NoPmu::Vendor(vendor)),
+        x2apic: signature.is_some_and(|leaf1| leaf1.ecx & X2APIC_BIT != 0),
     };
     if vendor != Vendor::Intel {
         return Ok(detection);
@@ -568,6 +580,21 @@ mod tests {
         assert_eq!(d.pmu, PmuKind::None(NoPmu::Vendor(Vendor::Amd)));
         assert_eq!(cpu.msr_reads, 0, "no MSR read on a non-Intel CPU");
         assert_eq!(d.usable_netburst(), None);
+    }
+
+    #[test]
+    fn detection_reports_x2apic() {
+        let mut cpu = FakeCpu::new(b"GenuineIntel", 5, 0xF43, MSR | HTT, 1 << 7);
+        let without = run(&mut cpu);
+        assert!(!without.x2apic);
+        assert!(!without.to_string().contains("x2APIC"));
+        cpu.leaf1.ecx |= 1 << 21;
+        let with = run(&mut cpu);
+        assert!(with.x2apic && x2apic_supported(&cpu));
+        assert!(with.to_string().ends_with("; x2APIC"), "{with}");
+        // No leaf 1, no x2APIC bit to read.
+        let mut old = FakeCpu::new(b"GenuineIntel", 0, 0, 0, 0);
+        assert!(!run(&mut old).x2apic);
     }
 
     #[test]

@@ -82,6 +82,7 @@ pub mod multiplex;
 pub mod sampling;
 #[cfg(test)]
 mod testing;
+pub mod topology;
 pub mod virt;
 
 /// The README's code blocks, compiled and run as doc tests where the

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | [`counters`] | typestate handles, their register traffic beside Linux's, the overflow handler, sampling and its conservation rule |
 //! | [`ownership`] | one owner per physical PMU: the one `unsafe` promise, owners that cannot be forged, memory the CPU writes |
-//! | [`smp`] | many CPUs: a driver per logical processor, what a package shares and how |
+//! | [`smp`] | many CPUs: a driver per logical processor, what a package shares and how, which CPUs share a PMU (`pmu::topology`) |
 //! | [`netburst`] | NetBurst's PEBS and µop tagging, and the exact event scheduler |
 //! | [`itanium`] | the Itanium driver: PMC/PMD, freeze and overflow, EAR and branch-trace sampling, validation |
 //! | [`archperf`] | Intel's architectural PMU (every Core and Atom since 2006) |

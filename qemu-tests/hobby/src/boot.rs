@@ -156,6 +156,12 @@ unsafe extern "Rust" {
 
 static BOOT_INFO: spin::Once<BootInfo> = spin::Once::new();
 
+/// What the boot loader told the kernel (what its `main` gets), once the
+/// kernel runs.
+pub fn info() -> Option<&'static BootInfo> {
+    BOOT_INFO.get()
+}
+
 /// The physical ranges the boot loader's data occupies (start-info
 /// structure, command line) and the kernel keeps using: [`crate::smp`]
 /// must not copy its trampoline over them.

@@ -47,9 +47,7 @@ static TAKEN: AtomicBool = AtomicBool::new(false);
 static UART_READY: AtomicBool = AtomicBool::new(false);
 
 fn put(bytes: &[u8]) {
-    for &b in bytes {
-        COM2.put(b);
-    }
+    COM2.put_all(bytes);
 }
 
 /// Starts a frame: what the global logger's `acquire` calls.

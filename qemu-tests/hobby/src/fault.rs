@@ -14,6 +14,8 @@ use core::fmt;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
+use x86_64::instructions::segmentation::{CS, SS, Segment};
+
 use crate::idt::{InterruptFrame, exception_name};
 
 /// Why a caught closure did not return.
@@ -205,6 +207,14 @@ pub(crate) unsafe fn divert_to_catcher(frame: &mut InterruptFrame) -> bool {
         ptr::write_volatile(&raw mut (*catcher).fault, Some(fault));
         let rsp = (*catcher).rsp;
         frame.resume_at(catch_landing as *const () as u64, rsp, catcher as u64);
+    }
+    if frame.cs & 3 != 0 {
+        // A fault in user code (`crate::user`): the landing is kernel code,
+        // so IRETQ must go back to CPL 0 (this handler's code segment, and
+        // the null stack segment an interrupt from CPL 3 loaded), as
+        // `crate::user`'s exit does.
+        frame.cs = u64::from(CS::get_reg().0);
+        frame.ss = u64::from(SS::get_reg().0);
     }
     true
 }

@@ -24,6 +24,10 @@ struct Stack([u8; DOUBLE_FAULT_STACK_SIZE]);
 
 /// Written only by the CPUs, when they deliver a double fault: CPU `i`
 /// uses stack `i`.
+/// In `.bss.hobby_stacks`, which `hobby.ld` keeps out of the range the
+/// boot code clears: the ELF loader zero-fills it as it does `.bss`, and
+/// no page of it is touched before a CPU uses it.
+#[unsafe(link_section = ".bss.hobby_stacks")]
 static mut DOUBLE_FAULT_STACKS: [Stack; MAX_CPUS] =
     [const { Stack([0; DOUBLE_FAULT_STACK_SIZE]) }; MAX_CPUS];
 
@@ -33,6 +37,10 @@ const PRIVILEGE_STACK_SIZE: usize = 32 * 1024;
 
 /// The stack CPU `i` switches to when an interrupt or exception comes at
 /// CPL 3 (TSS.RSP0): only the CPU uses it.
+/// In `.bss.hobby_stacks`, which `hobby.ld` keeps out of the range the
+/// boot code clears: the ELF loader zero-fills it as it does `.bss`, and
+/// no page of it is touched before a CPU uses it.
+#[unsafe(link_section = ".bss.hobby_stacks")]
 static mut PRIVILEGE_STACKS: [[u8; PRIVILEGE_STACK_SIZE]; MAX_CPUS] =
     [[0; PRIVILEGE_STACK_SIZE]; MAX_CPUS];
 

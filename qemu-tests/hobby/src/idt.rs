@@ -110,6 +110,24 @@ pub unsafe fn set_frame_handler(vector: u8, handler: FrameHandler) {
     FRAME_HANDLERS[usize::from(vector)].store(handler as *mut (), Ordering::Release);
 }
 
+/// Runs the frame handler of `vector` on `frame` as if `vector` had been
+/// raised there (the frame's vector says `vector` while it runs); returns
+/// whether it handled it, `false` also when there is none. For
+/// [`crate::user`]'s gate, which stands in for `INT n` at CPL 3.
+pub(crate) fn run_frame_handler(vector: u8, frame: &mut InterruptFrame) -> bool {
+    let handler = FRAME_HANDLERS[usize::from(vector)].load(Ordering::Acquire);
+    if handler.is_null() {
+        return false;
+    }
+    // SAFETY: only `set_frame_handler` stores non-null pointers here, and it
+    // stores `FrameHandler` function pointers.
+    let handler = unsafe { core::mem::transmute::<*mut (), FrameHandler>(handler) };
+    let raised = core::mem::replace(&mut frame.vector, u64::from(vector));
+    let handled = handler(frame);
+    frame.vector = raised;
+    handled
+}
+
 /// Removes the frame handler of `vector`.
 pub fn clear_frame_handler(vector: u8) {
     FRAME_HANDLERS[usize::from(vector)].store(core::ptr::null_mut(), Ordering::Release);

@@ -8,19 +8,22 @@
 //! | module | job |
 //! |---|---|
 //! | [`boot`] | PVH note, trampoline, hand-off to the kernel's `main` |
+//! | [`apic`] | this CPU's local APIC in xAPIC or x2APIC mode, and the switch to x2APIC |
 //! | [`serial`] | COM1 console, `print!` and `println!` |
 //! | `defmt_serial` (feature `defmt`) | defmt frames on COM2, and the global logger macro |
 //! | [`gdt`] | the kernel GDT and TSS (a separate stack for double faults) |
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
-//! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC |
-//! | [`smp`] | the application processors: INIT-SIPI-SIPI, per-CPU stacks, GDT/TSS and APIC, work posted to a CPU, IPIs |
+//! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC; bounded waits for an interrupt |
+//! | [`pace`] | how fast the platform runs code, and repetition counts scaled to it |
+//! | [`smp`] | the application processors (up to 64 CPUs): INIT-SIPI-SIPI, per-CPU stacks, GDT/TSS and APIC, work posted to a CPU, IPIs |
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
 //! | [`symbols`] | address ranges with names, for attributing sampled RIPs |
 //! | [`user`] | running a function at CPL 3 until it raises the exit vector |
 //! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table |
 //! | [`mod@test`] | the test-case runner and its console protocol |
 //! | [`exit`] | success or failure exit codes |
+//! | [`accel()`] | what runs the kernel: TCG, KVM or something else (CPUID leaf 40000000H) |
 //!
 //! Everything is compiled only for `x86_64-unknown-none`; on the host the
 //! crate is empty, so that host builds of the workspace stay clean.
@@ -31,6 +34,8 @@
 #[doc(no_inline)]
 pub use pmu;
 
+#[cfg(target_os = "none")]
+pub mod apic;
 #[cfg(target_os = "none")]
 pub mod boot;
 #[cfg(all(target_os = "none", feature = "defmt"))]
@@ -43,6 +48,8 @@ pub mod fault;
 pub mod gdt;
 #[cfg(target_os = "none")]
 pub mod idt;
+#[cfg(target_os = "none")]
+pub mod pace;
 #[cfg(target_os = "none")]
 pub mod pmi;
 #[cfg(target_os = "none")]
@@ -71,6 +78,63 @@ macro_rules! entry_point {
             main(boot)
         }
     };
+}
+
+/// What runs this kernel, from the hypervisor's CPUID signature (leaf
+/// 40000000H, present when CPUID.01H:ECX\[31\] says a hypervisor is there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    /// QEMU's TCG ("TCGTCGTCGTCG"): an emulated CPU, interrupts taken at
+    /// the next instruction boundary, the CPU model of `-cpu`.
+    Tcg,
+    /// KVM ("KVMKVMKVM\0\0\0"): the host's CPU (`-cpu host`), interrupts
+    /// taken when the hypervisor delivers them.
+    Kvm,
+    /// No hypervisor, or another one.
+    Other,
+}
+
+impl Accel {
+    /// The accelerator's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Tcg => "TCG",
+            Accel::Kvm => "KVM",
+            Accel::Other => "a CPU that is neither QEMU's TCG nor KVM",
+        }
+    }
+}
+
+/// Whether guest time is deterministic: QEMU counts instructions
+/// (`-icount`), so the TSC and the timers follow the code executed, not
+/// the host's scheduling. The runner says so with `time=icount` on the
+/// command line of a kernel whose header asks for it (`//! icount:`).
+#[cfg(target_os = "none")]
+pub fn deterministic_time() -> bool {
+    boot::info().and_then(|b| b.arg("time")) == Some("icount")
+}
+
+/// What runs this kernel ([`Accel`]), read once (CPUID costs a VM exit
+/// under KVM).
+#[cfg(target_os = "none")]
+pub fn accel() -> Accel {
+    static ACCEL: spin::Once<Accel> = spin::Once::new();
+    *ACCEL.call_once(|| {
+        use core::arch::x86_64::__cpuid;
+        if __cpuid(1).ecx & (1 << 31) == 0 {
+            return Accel::Other;
+        }
+        let leaf = __cpuid(0x4000_0000);
+        let mut signature = [0u8; 12];
+        signature[..4].copy_from_slice(&leaf.ebx.to_le_bytes());
+        signature[4..8].copy_from_slice(&leaf.ecx.to_le_bytes());
+        signature[8..].copy_from_slice(&leaf.edx.to_le_bytes());
+        match &signature {
+            b"TCGTCGTCGTCG" => Accel::Tcg,
+            b"KVMKVMKVM\0\0\0" => Accel::Kvm,
+            _ => Accel::Other,
+        }
+    })
 }
 
 /// A panic fails the test case it happens in (see [`fault::catch`]); outside

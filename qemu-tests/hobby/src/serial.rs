@@ -24,12 +24,32 @@ impl Uart {
         unsafe { Port::new(self.0 + 5).read() }
     }
 
-    /// Sends one byte, waiting for room in the transmitter.
-    pub(crate) fn put(&self, byte: u8) {
-        while self.line_status() & 0x20 == 0 {
-            core::hint::spin_loop();
+    /// Sends `bytes`, up to [`FIFO`] at a time: with the transmitter
+    /// holding register empty (LSR bit 5; with FIFOs on, the transmit FIFO
+    /// empty) the 16550A takes 16 bytes without another look, which
+    /// `REP OUTSB` writes with one instruction. Under a hypervisor every
+    /// port access is a VM exit (50-150 µs on the project machine's nested
+    /// KVM), and a hypervisor hands a string output to its device model in
+    /// one exit: about one exit per 16 bytes instead of two per byte.
+    pub(crate) fn put_all(&self, bytes: &[u8]) {
+        for chunk in bytes.chunks(FIFO) {
+            while self.line_status() & 0x20 == 0 {
+                core::hint::spin_loop();
+            }
+            // SAFETY: writes `chunk.len()` bytes from `chunk` to the data
+            // port (the UART's base), which only feeds the transmitter;
+            // RSI, RCX and DX are declared, the direction flag is clear
+            // (the ABI's state between functions).
+            unsafe {
+                core::arch::asm!(
+                    "rep outsb",
+                    inout("rsi") chunk.as_ptr() => _,
+                    inout("rcx") chunk.len() => _,
+                    in("dx") self.0,
+                    options(nostack, preserves_flags, readonly),
+                );
+            }
         }
-        self.out(0, byte);
     }
 
     /// Programs the UART for 115200 baud, 8N1, FIFOs on, no interrupts.
@@ -44,14 +64,27 @@ impl Uart {
     }
 }
 
+/// The 16550A's transmit FIFO, in bytes.
+const FIFO: usize = 16;
+
 impl Write for Uart {
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        // Each line break as CR LF, through a FIFO-sized buffer.
+        let mut buffer = [0u8; FIFO];
+        let mut len = 0;
         for byte in s.bytes() {
-            if byte == b'\n' {
-                self.put(b'\r');
+            if len + 2 > FIFO {
+                self.put_all(&buffer[..len]);
+                len = 0;
             }
-            self.put(byte);
+            if byte == b'\n' {
+                buffer[len] = b'\r';
+                len += 1;
+            }
+            buffer[len] = byte;
+            len += 1;
         }
+        self.put_all(&buffer[..len]);
         Ok(())
     }
 }

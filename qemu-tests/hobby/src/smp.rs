@@ -18,17 +18,34 @@
 //!
 //! Under QEMU, boot with `-smp N -accel tcg,thread=multi` so that the
 //! virtual CPUs run in parallel on host threads.
+//!
+//! Up to [`MAX_CPUS`] (64) CPUs come up; more are parked in the
+//! trampoline. The per-CPU state is in arrays of that size, without an
+//! allocator: an AP stack of 64 KiB, plus ([`crate::gdt`]) a 16 KiB
+//! double-fault stack and a 32 KiB ring-0 stack for interrupts from user
+//! mode: 112 KiB of `.bss` a CPU, 7 MiB in all, which the boot code does
+//! not clear (the ELF loader zero-fills it; `hobby.ld`), so that a boot
+//! touches only the stacks its CPUs use. The CPU numbers follow the
+//! order the APs report in, not their APIC IDs: a kernel that needs to
+//! know which CPUs share a PMU asks [`pmu_site`], which each CPU read
+//! from its own CPUID as it came up ([`pmu::topology::pmu_site`]), not
+//! the number. In
+//! x2APIC mode ([`crate::apic::enter_x2apic`], before [`start_aps`]) the
+//! INIT-SIPI-SIPI and every IPI go through the x2APIC's ICR, and each AP
+//! switches to x2APIC mode before it touches its APIC.
 
 use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use pmu::apic::{IpiDelivery, IpiDestination, Vector};
+use pmu::detect::{HardwareCpuid, detect};
+use pmu::topology::{PmuSite, TopologyError};
 
+use crate::apic::local_apic;
 use crate::idt::{self, InterruptFrame};
-use crate::pmi::local_apic;
 use crate::timer::rdtsc;
 
 /// The most CPUs this kernel brings up (the boot CPU included).
-pub const MAX_CPUS: usize = 4;
+pub const MAX_CPUS: usize = 64;
 /// The physical page the trampoline is copied to and the APs start at
 /// (its number, 08H, is the SIPI vector).
 pub const TRAMPOLINE: usize = 0x8000;
@@ -129,6 +146,10 @@ struct Stacks([[u8; AP_STACK_SIZE]; MAX_CPUS - 1]);
 
 /// The APs' stacks: AP `i` (CPU `i + 1`) runs on the `i`th, top down. Only
 /// the APs touch them, each its own.
+/// In `.bss.hobby_stacks`, which `hobby.ld` keeps out of the range the
+/// boot code clears: the ELF loader zero-fills it as it does `.bss`, and
+/// no page of it is touched before a CPU uses it.
+#[unsafe(link_section = ".bss.hobby_stacks")]
 static mut AP_STACKS: Stacks = Stacks([[0; AP_STACK_SIZE]; MAX_CPUS - 1]);
 /// The next AP number (the trampoline adds 1).
 static mut AP_NEXT: u32 = 0;
@@ -156,6 +177,9 @@ static MAILBOX: [Mailbox; MAX_CPUS] = [const {
 /// The local APIC ID of CPU `i` (`u32::MAX`: not online).
 static APIC_ID: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(u32::MAX) }; MAX_CPUS];
 static ONLINE: AtomicUsize = AtomicUsize::new(1);
+/// Where each CPU's PMU is, read by the CPU itself as it came up.
+static SITES: [spin::Once<Result<PmuSite, TopologyError>>; MAX_CPUS] =
+    [const { spin::Once::new() }; MAX_CPUS];
 /// Wake IPIs each CPU took.
 static WAKES: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 
@@ -204,6 +228,7 @@ pub fn start_aps(cpus: usize) -> Result<usize, SmpError> {
     }
     let mut apic = local_apic();
     APIC_ID[0].store(apic.id(), Ordering::Release);
+    record_site(0);
     idt::set_handler(WAKE_VECTOR, on_wake);
     if cpus <= 1 {
         return Ok(1);
@@ -245,12 +270,29 @@ pub fn start_aps(cpus: usize) -> Result<usize, SmpError> {
     Ok(online)
 }
 
+/// Posts `work` to every AP online (CPUs 1 to [`online`] - 1), which run
+/// it at once; collect each result with [`wait`]. Stops at the first CPU
+/// that cannot take it.
+pub fn run_on_aps(work: fn(usize) -> u64) -> Result<(), SmpError> {
+    (1..online()).try_for_each(|cpu| run_on(cpu, work))
+}
+
 /// Spins for `cycles` TSC cycles.
 fn spin_cycles(cycles: u64) {
     let start = rdtsc();
     while rdtsc().wrapping_sub(start) < cycles {
         core::hint::spin_loop();
     }
+}
+
+/// The stack AP `cpu` (1 to [`MAX_CPUS`] - 1) runs on: its addresses,
+/// for a kernel that checks where its code runs.
+pub fn ap_stack(cpu: usize) -> Option<core::ops::Range<usize>> {
+    if cpu == 0 || cpu >= MAX_CPUS {
+        return None;
+    }
+    let base = (&raw const AP_STACKS).cast::<u8>() as usize + (cpu - 1) * AP_STACK_SIZE;
+    Some(base..base + AP_STACK_SIZE)
 }
 
 /// CPUs online, the boot CPU included.
@@ -272,6 +314,36 @@ pub fn cpu() -> usize {
 pub fn apic_id(cpu: usize) -> Option<u32> {
     let id = APIC_ID.get(cpu)?.load(Ordering::Acquire);
     (id != u32::MAX).then_some(id)
+}
+
+/// Reads where this CPU's PMU is (detection and
+/// [`pmu::topology::pmu_site`] on its own CPUID) into CPU `cpu`'s slot.
+fn record_site(cpu: usize) {
+    let Some(slot) = SITES.get(cpu) else { return };
+    slot.call_once(|| {
+        // SAFETY: CPL 0, this CPU's MSRs; detection reads IA32_MISC_ENABLE
+        // at most, which every x86-64 CPU has.
+        let mut msr = unsafe { pmu::access::X86Msr::new() };
+        let Ok(found) = detect(&HardwareCpuid, &mut msr);
+        pmu::topology::pmu_site(&HardwareCpuid, &found)
+    });
+}
+
+/// Where CPU `cpu`'s PMU is, as the CPU read it from its own CPUID when it
+/// came up ([`pmu::topology::pmu_site`]): which CPUs share a physical PMU
+/// (equal [`PmuSite::pmu`]) and which logical processor of it each is.
+/// `None` for a CPU not online; the error where the CPU has no PMU the
+/// crate drives or an impossible topology.
+pub fn pmu_site(cpu: usize) -> Option<Result<PmuSite, TopologyError>> {
+    SITES.get(cpu)?.get().copied()
+}
+
+/// Whether every CPU online has an APIC ID and no two share one.
+pub fn apic_ids_distinct() -> bool {
+    let ids = || (0..online()).map(apic_id);
+    ids()
+        .enumerate()
+        .all(|(i, a)| a.is_some() && ids().skip(i + 1).all(|b| b != a))
 }
 
 /// Wake IPIs CPU `cpu` has taken.
@@ -334,6 +406,7 @@ extern "C" fn ap_main(index: u32) -> ! {
     let cpu = index as usize + 1;
     crate::gdt::init_cpu(cpu);
     idt::load_on_ap();
+    crate::apic::enter_mode_on_ap();
     let mut apic = local_apic();
     if let Some(spurious) = Vector::new(0xFF) {
         apic.enable(spurious);
@@ -341,6 +414,7 @@ extern "C" fn ap_main(index: u32) -> ! {
     if let Some(slot) = APIC_ID.get(cpu) {
         slot.store(apic.id(), Ordering::Release);
     }
+    record_site(cpu);
     ONLINE.fetch_add(1, Ordering::AcqRel);
     let mailbox = &MAILBOX[cpu.min(MAX_CPUS - 1)];
     loop {

@@ -48,8 +48,31 @@
 //!   the elapsed time, never the nominal period. The periodic mode itself
 //!   does not drift, so the long-run rate is right.
 
+//!
+//! # What KVM gives on the project machine
+//!
+//! Measured 2026-11-26 with `PMU_QEMU_ACCEL=kvm` (`-enable-kvm -cpu host`)
+//! on the project machine, whose nested KVM (`kvm_pvm`) emulates its
+//! guest: about 0.6 µs per instruction, and 50-150 µs for each RDTSC,
+//! CPUID, CLI, STI, PUSHF, APIC register or port access.
+//!
+//! * **APIC timer rate: 1 GHz**, as under TCG (KVM's in-kernel APIC), and
+//!   the TSC the host's (2.6 GHz).
+//! * **Achievable interval.** A self-IPI takes about 1.2 ms from the write
+//!   that sends it to the end of its handler. With the guest halting
+//!   between ticks, 800 µs to 1 ms ticks come on time; with the guest
+//!   spinning (a workload), periods under 2 ms are not kept up with: the
+//!   ticks pile up and are taken wherever the hypervisor next delivers an
+//!   interrupt, so the interrupted RIPs stop being samples of where the
+//!   time went (a profile at 100 µs gave `work_4x` 74 % of the samples
+//!   for 57 % of the time); at 2 ms spinning, 75 % of the expirations came,
+//!   at 4 ms 99 %, at 8 ms all, within 25 % of the period.
+//! * So a case picks its period with [`kept_up_period`]: the shortest the
+//!   platform keeps up with for the case's handler and load, which is the
+//!   nominal one under TCG.
+
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use pmu::apic::Vector;
 use x86_64::instructions::port::Port;
@@ -184,6 +207,16 @@ impl ApicTimer {
         self.write(reg::INITIAL_COUNT, 0);
         self.write(reg::DIVIDE_CONFIG, divide.bits());
         self.write(reg::LVT_TIMER, LVT_PERIODIC | u32::from(vector.get()));
+        self.write(reg::INITIAL_COUNT, initial_count);
+    }
+
+    /// Starts a one-shot countdown: `vector` is raised once, `initial_count`
+    /// counts of the APIC clock divided by `divide` from now (LVT timer mode
+    /// 00b). Writing the initial count (last) starts it.
+    pub fn start_one_shot(&mut self, vector: Vector, divide: Divide, initial_count: u32) {
+        self.write(reg::INITIAL_COUNT, 0);
+        self.write(reg::DIVIDE_CONFIG, divide.bits());
+        self.write(reg::LVT_TIMER, u32::from(vector.get()));
         self.write(reg::INITIAL_COUNT, initial_count);
     }
 
@@ -338,16 +371,16 @@ impl Calibration {
 /// three QEMUs on two cores).
 /// [`calibrate_best_of`] repeats it and keeps the least delayed one.
 pub fn calibrate(timer: &mut ApicTimer, pit_counts: u16) -> Calibration {
-    measure(timer, pit_counts).0
+    measure(Some(timer), pit_counts).0
 }
 
 /// [`calibrate`] `tries` times (at least once), keeping the measurement
 /// that took the fewest TSC cycles: a delay in noticing the PIT's output
 /// only ever lengthens the interval.
 pub fn calibrate_best_of(timer: &mut ApicTimer, pit_counts: u16, tries: u32) -> Calibration {
-    let mut best = measure(timer, pit_counts);
+    let mut best = measure(Some(timer), pit_counts);
     for _ in 1..tries {
-        let next = measure(timer, pit_counts);
+        let next = measure(Some(timer), pit_counts);
         if next.1 < best.1 {
             best = next;
         }
@@ -355,8 +388,22 @@ pub fn calibrate_best_of(timer: &mut ApicTimer, pit_counts: u16, tries: u32) -> 
     best.0
 }
 
-/// One PIT measurement: the rates, and the TSC cycles it took.
-fn measure(timer: &mut ApicTimer, pit_counts: u16) -> (Calibration, u64) {
+/// The TSC's rate in Hz, measured once against the PIT (the best of two
+/// 5 ms measurements, as [`calibrate_best_of`], without touching the APIC
+/// timer) and kept.
+pub fn tsc_hz() -> u64 {
+    static TSC_HZ: spin::Once<u64> = spin::Once::new();
+    *TSC_HZ.call_once(|| {
+        (0..2)
+            .map(|_| measure(None, 5_966))
+            .min_by_key(|m| m.1)
+            .map_or(0, |m| m.0.tsc_hz)
+    })
+}
+
+/// One PIT measurement: the rates (the APIC timer's 0 without `timer`),
+/// and the TSC cycles it took.
+fn measure(mut timer: Option<&mut ApicTimer>, pit_counts: u16) -> (Calibration, u64) {
     let pit_counts = pit_counts.max(1);
     let mut port_61 = Port::<u8>::new(0x61);
     let mut pit_command = Port::<u8>::new(0x43);
@@ -373,20 +420,24 @@ fn measure(timer: &mut ApicTimer, pit_counts: u16) -> (Calibration, u64) {
         pit_command.write(0b1011_0000);
         let [low, high] = pit_counts.to_le_bytes();
         pit_channel2.write(low);
-        timer.start_masked_countdown(Divide::By1, u32::MAX);
+        if let Some(timer) = timer.as_deref_mut() {
+            timer.start_masked_countdown(Divide::By1, u32::MAX);
+        }
         pit_channel2.write(high);
         saved
     };
     // Counting starts with the high byte.
     let tsc_start = rdtsc();
-    let apic_start = timer.current_count();
+    let apic_start = timer.as_deref().map_or(0, ApicTimer::current_count);
     // SAFETY: reading port 61H has no side effect; bit 5 is channel 2's OUT.
     while unsafe { port_61.read() } & 0x20 == 0 {
         core::hint::spin_loop();
     }
-    let apic_end = timer.current_count();
+    let apic_end = timer.as_deref().map_or(0, ApicTimer::current_count);
     let tsc_end = rdtsc();
-    timer.stop();
+    if let Some(timer) = timer {
+        timer.stop();
+    }
     // SAFETY: as above; restores the gate and speaker bits.
     unsafe { port_61.write(saved & 0x0F) };
     let pit_ns = u128::from(pit_counts) * 1_000_000_000 / u128::from(PIT_HZ);
@@ -397,4 +448,240 @@ fn measure(timer: &mut ApicTimer, pit_counts: u16) -> (Calibration, u64) {
         tsc_hz: per_second(tsc_cycles),
     };
     (calibration, tsc_cycles)
+}
+
+/// What the code interrupted by a [`burst`] of ticks does between them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Load {
+    /// Spins in register-only code (as a workload does), reading the TSC
+    /// only every few thousand instructions.
+    Spin,
+    /// Halts until the next interrupt.
+    Halt,
+}
+
+/// What a burst of periodic ticks at one period showed ([`burst`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickBurst {
+    /// The period, in ns.
+    pub period_ns: u64,
+    /// Ticks delivered.
+    pub ticks: u64,
+    /// Whole periods that passed while the timer ran.
+    pub periods: u64,
+    /// Ticks whose TSC delta since the previous one (or the start) was
+    /// within 25 % of the period.
+    pub on_time: u64,
+    /// The share of the CPU (percent) the ticks took from spinning code
+    /// ([`Load::Spin`]; 0 for [`Load::Halt`]).
+    pub overhead_percent: u64,
+}
+
+impl TickBurst {
+    /// Whether the platform keeps up with this period: at least 80 % of the
+    /// expirations delivered, at least half of them on time, the handler
+    /// taking at most `max_overhead_percent` of the CPU.
+    pub fn kept_up(&self, max_overhead_percent: u64) -> bool {
+        self.ticks * 5 >= self.periods * 4
+            && self.on_time * 2 >= self.ticks
+            && self.overhead_percent <= max_overhead_percent
+    }
+}
+
+impl core::fmt::Display for TickBurst {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{} us: {} ticks in {} periods, {} on time, handler {} % of the CPU",
+            self.period_ns / 1000,
+            self.ticks,
+            self.periods,
+            self.on_time,
+            self.overhead_percent
+        )
+    }
+}
+
+/// Periods a [`burst`] lasts, at least (and at least [`BURST_NS`]).
+pub const BURST_PERIODS: u64 = 40;
+/// How long a [`burst`] lasts at least, in ns: long enough that one stall
+/// of a busy host (a few milliseconds) does not decide it.
+pub const BURST_NS: u64 = 20_000_000;
+
+/// The handler a [`burst`] runs inside its own, and its bookkeeping.
+static BURST_HANDLER: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+static BURST_TICKS: AtomicU64 = AtomicU64::new(0);
+static BURST_ON_TIME: AtomicU64 = AtomicU64::new(0);
+static BURST_PERIOD: AtomicU64 = AtomicU64::new(0);
+static BURST_CLOCK: TickClock = TickClock::new();
+
+/// The tick of a [`burst`]: counts it, and whether it came on time, then
+/// runs the caller's handler (which signals EOI).
+fn burst_tick(frame: &crate::idt::InterruptFrame) {
+    let delta = BURST_CLOCK.tick();
+    let period = BURST_PERIOD.load(Ordering::Relaxed);
+    BURST_TICKS.fetch_add(1, Ordering::Relaxed);
+    if delta.abs_diff(period) <= period / 4 {
+        BURST_ON_TIME.fetch_add(1, Ordering::Relaxed);
+    }
+    let handler = BURST_HANDLER.load(Ordering::Acquire);
+    if !handler.is_null() {
+        // SAFETY: `burst` stores only a `crate::idt::Handler` there (as
+        // `idt::set_handler` does), and clears the slot only after
+        // stopping the timer and taking any tick still pending.
+        let handler = unsafe { core::mem::transmute::<*mut (), crate::idt::Handler>(handler) };
+        handler(frame);
+    }
+}
+
+/// Spins in register-only code for about `cycles` TSC cycles (the TSC read
+/// every 4096 iterations); returns the iterations run.
+fn spin_for(cycles: u64) -> u64 {
+    let start = rdtsc();
+    let mut iterations = 0u64;
+    while rdtsc().wrapping_sub(start) < cycles {
+        // SAFETY: a register-only loop.
+        unsafe {
+            core::arch::asm!(
+                "2:",
+                "dec {n:e}",
+                "jnz 2b",
+                n = inout(reg) 4096u32 => _,
+                options(nomem, nostack),
+            );
+        }
+        iterations += 4096;
+    }
+    iterations
+}
+
+/// Runs the periodic timer at `period_ns` on `vector` for
+/// [`BURST_PERIODS`] periods (at least [`BURST_NS`]) into `handler` (which
+/// must signal EOI, and may do whatever a case's tick does), the
+/// interrupted code doing `load`; says how the platform kept up
+/// ([`TickBurst`]). For [`Load::Spin`] a spin of [`BURST_NS`] without
+/// ticks first measures what the ticks take. Call it with interrupts disabled and the APIC software-enabled;
+/// it leaves them disabled, the timer stopped and no tick pending, and
+/// the vector's IDT handler set to `handler`.
+pub fn burst(
+    cal: &Calibration,
+    vector: Vector,
+    handler: crate::idt::Handler,
+    period_ns: u64,
+    load: Load,
+) -> TickBurst {
+    let quiet = quiet_spin(cal, load);
+    burst_against(cal, vector, handler, period_ns, load, quiet)
+}
+
+/// For [`Load::Spin`]: the iterations a spin of [`BURST_NS`] without ticks
+/// runs, and the TSC cycles it lasts (what a burst's spin is compared with).
+fn quiet_spin(cal: &Calibration, load: Load) -> (u64, u64) {
+    x86_64::instructions::interrupts::disable();
+    match load {
+        Load::Spin => {
+            let length = cal.tsc_cycles(BURST_NS);
+            (spin_for(length), length)
+        }
+        Load::Halt => (0, 0),
+    }
+}
+
+/// [`burst`], its spin compared with `quiet` ([`quiet_spin`]).
+fn burst_against(
+    cal: &Calibration,
+    vector: Vector,
+    handler: crate::idt::Handler,
+    period_ns: u64,
+    load: Load,
+    (quiet, quiet_cycles): (u64, u64),
+) -> TickBurst {
+    let length = cal.tsc_cycles((period_ns * BURST_PERIODS).max(BURST_NS));
+    x86_64::instructions::interrupts::disable();
+    BURST_HANDLER.store(handler as *mut (), Ordering::Release);
+    BURST_TICKS.store(0, Ordering::SeqCst);
+    BURST_ON_TIME.store(0, Ordering::SeqCst);
+    BURST_PERIOD.store(cal.tsc_cycles(period_ns), Ordering::SeqCst);
+    crate::idt::set_handler(vector.get(), burst_tick);
+    // SAFETY: the default xAPIC page, identity-mapped; the caller leaves
+    // the timer to this function for the burst.
+    let mut timer = unsafe { ApicTimer::at_default_base() };
+    let start = BURST_CLOCK.start();
+    timer.start_periodic(vector, Divide::By1, cal.count_for(period_ns, Divide::By1));
+    let ticking = match load {
+        Load::Spin => {
+            x86_64::instructions::interrupts::enable();
+            let n = spin_for(length);
+            x86_64::instructions::interrupts::disable();
+            n
+        }
+        Load::Halt => {
+            while rdtsc().wrapping_sub(start) < length {
+                x86_64::instructions::interrupts::enable_and_hlt();
+                x86_64::instructions::interrupts::disable();
+            }
+            0
+        }
+    };
+    let end = rdtsc();
+    timer.stop();
+    crate::pmi::wait_until_taken(vector.get());
+    crate::idt::set_handler(vector.get(), handler);
+    BURST_HANDLER.store(core::ptr::null_mut(), Ordering::Release);
+    let overhead_percent = match load {
+        Load::Spin => {
+            // What the spin would have run without ticks in its time.
+            let quiet = (u128::from(quiet) * u128::from(end.wrapping_sub(start))
+                / u128::from(quiet_cycles.max(1))) as u64;
+            100 - ticking.min(quiet) * 100 / quiet.max(1)
+        }
+        Load::Halt => 0,
+    };
+    TickBurst {
+        period_ns,
+        ticks: BURST_TICKS.load(Ordering::SeqCst),
+        periods: end.wrapping_sub(start) / cal.tsc_cycles(period_ns).max(1),
+        on_time: BURST_ON_TIME.load(Ordering::SeqCst),
+        overhead_percent,
+    }
+}
+
+/// The shortest period the platform keeps up with ([`TickBurst::kept_up`]
+/// with `max_overhead_percent`), trying `shortest_ns` and doubling it up
+/// to `longest_ns`, with [`burst`]s of `handler` under `load`: on TCG the
+/// shortest (a tick costs microseconds), under a hypervisor whose
+/// interrupts and exits are slow a longer one. A burst whose ticks took
+/// more than their share of the CPU says what a tick costs, and the next
+/// period tried is at least long enough for that (still a power-of-two
+/// multiple of `shortest_ns`). Returns the burst that chose the period
+/// (the last tried if none kept up). As [`burst`]: it runs `handler`,
+/// which must tolerate ticks before the case's own.
+pub fn kept_up_period(
+    cal: &Calibration,
+    vector: Vector,
+    handler: crate::idt::Handler,
+    (shortest_ns, longest_ns): (u64, u64),
+    load: Load,
+    max_overhead_percent: u64,
+) -> TickBurst {
+    let mut period = shortest_ns.max(1);
+    let quiet = quiet_spin(cal, load);
+    loop {
+        let seen = burst_against(cal, vector, handler, period, load, quiet);
+        if seen.kept_up(max_overhead_percent) || period * 2 > longest_ns {
+            return seen;
+        }
+        // What one tick costs: its share of the CPU times the period, or,
+        // where the ticks took it all, the time per tick delivered.
+        let cost = if seen.overhead_percent < 100 {
+            period * seen.overhead_percent / 100
+        } else {
+            period * seen.periods / seen.ticks.max(1)
+        };
+        let enough = cost * 100 / max_overhead_percent.max(1);
+        period *= 2;
+        while period < enough && period * 2 <= longest_ns {
+            period *= 2;
+        }
+    }
 }

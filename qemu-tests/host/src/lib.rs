@@ -15,14 +15,40 @@
 //! //! qemu-run: <config>: <extra QEMU arguments>      (one line per boot; none = one plain boot)
 //! //! expect-fail: <case>: <text the failure must contain>
 //! //! defmt: com2                                     (it logs defmt frames on COM2)
+//! //! tcg-only: <why>                                  (not booted under KVM: one skipped case)
+//! //! icount: <why>                                    (under TCG, guest time counts instructions)
 //! ```
 //!
 //! Each case becomes one line here, `qemu <kernel>[<config>]::<case> ...
 //! ok|FAILED|skipped: <why>`, and [`Workspace::test_all`] ends with the tally
 //! `N passed, N failed`, or `N passed, N failed, N skipped` when a case was
 //! skipped ([`tally`]). The run succeeds when nothing failed and something
-//! passed. `PMU_QEMU_ACCEL` says how every kernel boots ([`qemu::Accel`]);
-//! the first line names it.
+//! passed. Before the tally a line names the boots that took longest
+//! ([`longest`]).
+//!
+//! # Accelerator
+//!
+//! `PMU_QEMU_ACCEL` (`tcg`, the default, or `kvm`) says how every kernel
+//! boots ([`qemu::Accel`] has the exact arguments); the first line names
+//! it. A kernel under KVM counts as hung after 300 s instead of TCG's 60
+//! ([`qemu::timeout`]). A kernel whose header says `tcg-only: <why>` (one
+//! that fails on purpose with TCG's own faults) is not booted under KVM: it
+//! is one case, `(run)`, skipped with `TCG only: <why>`
+//! ([`KernelRun::not_booted`]).
+//!
+//! # Deterministic time
+//!
+//! A kernel whose cases judge statistics of time (how ticks spread, which
+//! function a tick lands in) says `icount: <why>` in its header: under TCG
+//! it boots with [`ICOUNT`] (`-icount`: the TSC, the APIC timer and the PIT
+//! follow the instructions executed, not the host's scheduling, and a
+//! halted CPU jumps to its next timer), on single-threaded TCG (`-icount`
+//! excludes multi-threaded TCG, so a kernel's `-accel tcg,thread=multi`
+//! becomes `-accel tcg`; never for a kernel whose cases race CPUs against
+//! each other), and with `time=icount` on its command line, which the
+//! kernel reads (`hobby::deterministic_time`). Under KVM there is no
+//! `-icount`: such a kernel boots as any other and its cases hold by their
+//! own design there.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -44,6 +70,66 @@ pub struct KernelRun {
     /// The package its binary is in (`None`: the external client, a
     /// workspace of its own).
     pub package: Option<&'static str>,
+    /// Why the kernel runs only under TCG (header line `tcg-only: <why>`):
+    /// under KVM it is not booted, and reported as one skipped case.
+    pub tcg_only: Option<String>,
+    /// Why the kernel needs deterministic time (header line `icount:
+    /// <why>`): under TCG it boots with [`ICOUNT`].
+    pub icount: Option<String>,
+}
+
+/// The QEMU arguments of deterministic time (see the [crate
+/// documentation](crate#deterministic-time)): one instruction per 2^4 ns
+/// of guest time, a halted CPU skipping to its next timer (`sleep=off`).
+/// The shift trades instructions for guest time: a case that spins for a
+/// guest millisecond runs 16 times fewer instructions than at 1 ns (the
+/// timer kernel, warm: about 2 s at shift 4, 3 s at 3, 7-10 s at 0-2 on
+/// the project machine, 2026-11-26).
+pub const ICOUNT: [&str; 2] = ["-icount", "shift=4,sleep=off"];
+
+impl KernelRun {
+    /// The kernel's QEMU arguments under `accel`: its header's, with
+    /// [`ICOUNT`] for an `icount:` kernel under TCG (see the [crate
+    /// documentation](crate#deterministic-time)).
+    pub fn boot_args(&self, accel: qemu::Accel) -> Vec<String> {
+        if self.icount.is_none() || accel != qemu::Accel::Tcg {
+            return self.run.qemu_args.clone();
+        }
+        let mut args = Vec::new();
+        let mut append = None;
+        let mut rest = self.run.qemu_args.iter();
+        while let Some(a) = rest.next() {
+            match a.as_str() {
+                // Multi-threaded TCG cannot count instructions.
+                "-accel" => {
+                    rest.next();
+                }
+                "-append" => append = rest.next().cloned(),
+                _ => args.push(a.clone()),
+            }
+        }
+        args.extend(["-accel", "tcg"].map(String::from));
+        args.extend(ICOUNT.map(String::from));
+        let cmdline = match append {
+            Some(a) => format!("{a} time=icount"),
+            None => "time=icount".into(),
+        };
+        args.extend(["-append".to_string(), cmdline]);
+        args
+    }
+
+    /// What `accel` makes of this run without booting it: one skipped
+    /// case, `(run)`, for a TCG-only kernel under KVM; `None` when it boots.
+    pub fn not_booted(&self, accel: qemu::Accel) -> Option<CaseResult> {
+        match (&self.tcg_only, accel) {
+            (Some(why), qemu::Accel::Kvm) => Some(CaseResult::new(
+                "(run)",
+                Verdict::Skipped,
+                format!(": TCG only: {why}"),
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// The target the kernels are built for.
@@ -252,19 +338,23 @@ impl Workspace {
         dir.join(TARGET).join("debug").join(&run.kernel)
     }
 
-    /// Boots `run` under `accel` with the console on this terminal; returns
-    /// its verdict.
-    pub fn boot_attached(&self, run: &Run, accel: qemu::Accel) -> ExitCode {
-        if run.qemu_args.is_empty() {
-            println!("qemu: booting {}", run.label());
-        } else {
+    /// Boots `k` under `accel` with the console on this terminal (a
+    /// TCG-only kernel too, saying so); returns its verdict.
+    pub fn boot_attached(&self, k: &KernelRun, accel: qemu::Accel) -> ExitCode {
+        let run = &k.run;
+        if let (Some(why), qemu::Accel::Kvm) = (&k.tcg_only, accel) {
             println!(
-                "qemu: booting {} (QEMU {})",
-                run.label(),
-                run.qemu_args.join(" ")
+                "qemu: {} is TCG only ({why}): `cargo test` skips it under KVM; booting it anyway",
+                run.label()
             );
         }
-        let boot = qemu::boot(&self.kernel(run), accel, &run.qemu_args, true);
+        let args = k.boot_args(accel);
+        if args.is_empty() {
+            println!("qemu: booting {}", run.label());
+        } else {
+            println!("qemu: booting {} (QEMU {})", run.label(), args.join(" "));
+        }
+        let boot = qemu::boot(&self.kernel(run), accel, &args, true);
         if !boot.success {
             eprintln!("qemu: {}", boot.said);
         }
@@ -313,6 +403,7 @@ impl Workspace {
         };
         let next = Mutex::new(runs.iter());
         let results = Mutex::new(Vec::new());
+        let took = Mutex::new(Vec::new());
         // A kernel booted with several virtual CPUs (`-smp`) uses a host
         // core per CPU: it boots alone, the others two at a time.
         let cores = std::sync::RwLock::new(());
@@ -333,8 +424,14 @@ impl Workspace {
                         } else {
                             (None, Some(cores.read().unwrap_or_else(|e| e.into_inner())))
                         };
-                        let mut cases = boot(&self.kernel(run), k, accel, &self.target_dir);
-                        if k.defmt {
+                        let started = std::time::Instant::now();
+                        let skipped = k.not_booted(accel);
+                        let booted = skipped.is_none();
+                        let mut cases = match skipped {
+                            Some(skipped) => vec![skipped],
+                            None => boot(&self.kernel(run), k, accel, &self.target_dir),
+                        };
+                        if k.defmt && booted {
                             cases.push(check_defmt(
                                 &self.kernel(run),
                                 &self.target_dir,
@@ -348,6 +445,7 @@ impl Workspace {
                             out += &format!("qemu {label}::{name} ... {verdict}{note}\n");
                         }
                         print!("{out}");
+                        took.lock().unwrap().push((run.label(), started.elapsed()));
                         let mut results = results.lock().unwrap();
                         results.extend(cases.into_iter().map(|c| c.verdict));
                     }
@@ -355,6 +453,7 @@ impl Workspace {
             }
         });
         let results = results.into_inner().unwrap();
+        println!("qemu: {}", longest(took.into_inner().unwrap()));
         let count = |v: Verdict| results.iter().filter(|&&r| r == v).count();
         let (passed, failed) = (count(Verdict::Passed), count(Verdict::Failed));
         println!("{}", tally(passed, failed, count(Verdict::Skipped)));
@@ -364,6 +463,18 @@ impl Workspace {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The line that names the boots that took longest (five at most), each
+/// with its seconds: where the run's time goes.
+pub fn longest(mut took: Vec<(String, std::time::Duration)>) -> String {
+    took.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let named: Vec<String> = took
+        .iter()
+        .take(5)
+        .map(|(label, t)| format!("{label} {:.1} s", t.as_secs_f64()))
+        .collect();
+    format!("longest boots: {}", named.join(", "))
 }
 
 /// Makes sure the bare-metal target is installed (rust-toolchain.toml names
@@ -423,6 +534,8 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
         let mut configs = Vec::new();
         let mut expect_fail = Vec::new();
         let mut defmt = false;
+        let mut tcg_only = None;
+        let mut icount = None;
         for line in header {
             let line = line.trim_start_matches("//!").trim();
             if let Some(rest) = line.strip_prefix("qemu-run:") {
@@ -436,6 +549,10 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
                 expect_fail.push((case.trim().to_string(), reason.trim().to_string()));
             } else if line == "defmt: com2" {
                 defmt = true;
+            } else if let Some(why) = line.strip_prefix("tcg-only:") {
+                tcg_only = Some(why.trim().to_string());
+            } else if let Some(why) = line.strip_prefix("icount:") {
+                icount = Some(why.trim().to_string());
             }
         }
         if configs.is_empty() {
@@ -451,6 +568,8 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
                 },
                 defmt,
                 package,
+                tcg_only: tcg_only.clone(),
+                icount: icount.clone(),
             });
         }
     }
@@ -468,7 +587,7 @@ fn defmt_frames(kernel: &Path, target_dir: &Path) -> PathBuf {
 /// Boots one kernel under `accel` and judges what it printed.
 fn boot(kernel: &Path, k: &KernelRun, accel: qemu::Accel, target_dir: &Path) -> Vec<CaseResult> {
     let run = &k.run;
-    let mut args = run.qemu_args.clone();
+    let mut args = k.boot_args(accel);
     if k.defmt {
         // COM1 is the console (`-serial stdio`); the second `-serial` is COM2.
         args.push("-serial".into());
@@ -558,3 +677,6 @@ fn check_defmt(
         case(false, note)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -46,5 +46,5 @@ fn main() -> ExitCode {
         eprintln!("qemu: {e}");
         return ExitCode::FAILURE;
     }
-    workspace.boot_attached(&k.run, accel)
+    workspace.boot_attached(k, accel)
 }

@@ -64,7 +64,7 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `PMU_QEMU_ACCEL` | `tcg` (QEMU's emulated CPU, no PMU) or `kvm` (`-enable-kvm -cpu host,-arch-capabilities`: the host's CPU and the PMU its KVM exposes; refused when `/dev/kvm` cannot be opened read-write); see [`qemu::Accel`] | `tcg` |
-//! | `PMU_QEMU_TIMEOUT` | seconds before a kernel without a verdict counts as hung | 60 |
+//! | `PMU_QEMU_TIMEOUT` | seconds before a kernel without a verdict counts as hung ([`qemu::timeout`]) | 60 under TCG, 300 under KVM |
 //! | `QEMU` | the QEMU binary | `qemu-system-x86_64` |
 //!
 //! The runner prints the accelerator on its first line. When QEMU is

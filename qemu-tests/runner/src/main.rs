@@ -34,7 +34,8 @@ Environment:
   PMU_QEMU_ACCEL    tcg (default: QEMU's emulated CPU, no PMU) or kvm
                     (-enable-kvm -cpu host,-arch-capabilities; needs a
                     read-write /dev/kvm)
-  PMU_QEMU_TIMEOUT  seconds before a kernel without a verdict is hung (60)
+  PMU_QEMU_TIMEOUT  seconds before a kernel without a verdict is hung (60
+                    under TCG, 300 under KVM)
   QEMU              the QEMU binary (qemu-system-x86_64)
 
 Exit status: 0 passed, 1 failed, 2 usage or PMU_QEMU_ACCEL error,

@@ -211,3 +211,12 @@ fn kvm_is_refused_with_a_reason_when_its_device_is_missing() {
         "{e}"
     );
 }
+
+#[test]
+fn a_kernel_under_kvm_gets_longer_before_it_counts_as_hung() {
+    if std::env::var_os("PMU_QEMU_TIMEOUT").is_some() {
+        return; // the variable decides both
+    }
+    assert_eq!(super::qemu::timeout(Accel::Tcg).as_secs(), 60);
+    assert_eq!(super::qemu::timeout(Accel::Kvm).as_secs(), 300);
+}

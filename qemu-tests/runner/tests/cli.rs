@@ -31,6 +31,7 @@ fn help_prints_the_protocol_and_exits_0() {
             "test <suite>::<case> ... ok | FAILED | skipped: <why>",
             "PMU_QEMU_ACCEL",
             "PMU_QEMU_TIMEOUT",
+            "300 under KVM",
             "runner = \"pmu-qemu-run\"",
         ] {
             assert!(help.contains(needle), "--help lacks {needle:?}");

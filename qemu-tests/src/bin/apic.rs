@@ -2,7 +2,10 @@
 //! code programs the vector, a self-IPI stands in for the overflow (QEMU has
 //! no PMU), and the handler sees the interrupted RIP; EOI gates the next one.
 //! The crate's own entry stub (`pmu::pmi_entry!`) takes the PMI as a vector
-//! and as an NMI, in place of this kernel's stubs.
+//! and as an NMI, in place of this kernel's stubs. Every interrupt sent is
+//! waited for boundedly, as on a real CPU, which takes a self-IPI some
+//! instructions after the write that sends it (under KVM; TCG at the next
+//! boundary): the interrupted RIP is an instruction of the wait's loop.
 //!
 #![no_std]
 #![no_main]
@@ -12,7 +15,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
-use hobby::pmi::{self, Delivery, interrupt_window};
+use hobby::pmi::{self, Delivery, Taken, interrupt_window};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LocalApic, LvtPerfCounter, PmiDelivery, Vector};
@@ -96,14 +99,19 @@ fn lvt_entry_reads_back() -> Outcome {
 static PMIS: AtomicU32 = AtomicU32::new(0);
 static LAST_RIP: AtomicU64 = AtomicU64::new(0);
 static EOI_IN_HANDLER: AtomicBool = AtomicBool::new(true);
+/// Whether the last handler found its vector in service (ISR bit set).
+static IN_SERVICE_IN_HANDLER: AtomicBool = AtomicBool::new(false);
 
 fn pmi_handler(frame: &InterruptFrame) {
     LAST_RIP.store(frame.rip, Ordering::SeqCst);
     PMIS.fetch_add(1, Ordering::SeqCst);
+    // No deadlock: the handler runs with interrupts disabled, and the
+    // cases take this lock only with interrupts disabled too.
+    let mut apic = APIC.get().expect("set in main").lock();
+    let in_service = u8::try_from(frame.vector).is_ok_and(|v| apic.0.in_service(v));
+    IN_SERVICE_IN_HANDLER.store(in_service, Ordering::SeqCst);
     if EOI_IN_HANDLER.load(Ordering::SeqCst) {
-        // No deadlock: the handler runs with interrupts disabled, and the
-        // cases take this lock only with interrupts disabled too.
-        APIC.get().expect("set in main").lock().0.eoi();
+        apic.0.eoi();
     }
 }
 
@@ -124,21 +132,34 @@ fn programmed_vector() -> Result<Vector, hobby::test::Failure> {
     }
 }
 
-/// Sends the IPI with interrupts off, then opens the window.
-fn ipi_in_window(vector: Vector) -> u64 {
+/// Sends the IPI with interrupts off, then waits (boundedly, interrupts
+/// on over [`pmi::wait_window`]) until the handler has counted it.
+fn ipi_and_wait(vector: Vector) {
+    let seen = PMIS.load(Ordering::SeqCst);
     with_apic(|apic| apic.self_ipi(vector));
-    interrupt_window()
+    pmi::wait_for_interrupt(&PMIS, seen.into(), Taken::Vector);
+}
+
+/// Whether `rip` is an instruction of the bounded wait's loop.
+fn in_wait_window(rip: u64) -> bool {
+    pmi::wait_window().contains(&rip)
 }
 
 fn pmi_vector_reaches_handler_with_interrupted_rip() -> Outcome {
     let vector = programmed_vector()?;
     idt::set_handler(vector.get(), pmi_handler);
     PMIS.store(0, Ordering::SeqCst);
-    let window = ipi_in_window(vector);
+    ipi_and_wait(vector);
     check_eq!(PMIS.load(Ordering::SeqCst), 1);
     let rip = LAST_RIP.load(Ordering::SeqCst);
-    println!("apic: vector {:#x} delivered at RIP {rip:#x}", vector.get());
-    check_eq!(rip, window);
+    let window = pmi::wait_window();
+    println!(
+        "apic: vector {:#x} delivered at RIP {rip:#x} (the wait's loop: [{:#x}, {:#x}])",
+        vector.get(),
+        window.start(),
+        window.end()
+    );
+    check!(in_wait_window(rip), "RIP {rip:#x} outside the wait's loop");
     check!(!with_apic(|apic| apic.in_service(vector.get())), "EOI done");
     Ok(())
 }
@@ -148,14 +169,36 @@ fn eoi_lets_the_second_pmi_through() -> Outcome {
     idt::set_handler(vector.get(), pmi_handler);
     PMIS.store(0, Ordering::SeqCst);
     EOI_IN_HANDLER.store(false, Ordering::SeqCst);
-    ipi_in_window(vector);
+    ipi_and_wait(vector);
     check_eq!(PMIS.load(Ordering::SeqCst), 1);
+    if !IN_SERVICE_IN_HANDLER.load(Ordering::SeqCst) && hobby::accel() == hobby::Accel::Kvm {
+        // Seen on a nested host whose KVM emulates the guest (kvm_pvm):
+        // its local APIC sets no ISR bit for a delivered interrupt, so it
+        // delivers the next one of the same vector without an EOI. That
+        // is the hypervisor's deviation from the SDM, not this kernel's;
+        // a KVM that keeps the ISR runs the case.
+        EOI_IN_HANDLER.store(true, Ordering::SeqCst);
+        with_apic(|apic| apic.eoi());
+        hobby::skip!(
+            "this KVM's local APIC does not set the ISR bit of the interrupt being handled \
+             (SDM Vol. 3A 11.8.4), so there is no in-service interrupt for EOI to retire"
+        );
+    }
+    check!(
+        IN_SERVICE_IN_HANDLER.load(Ordering::SeqCst),
+        "the vector was not in service in its handler"
+    );
     check!(
         with_apic(|apic| apic.in_service(vector.get())),
         "in service until EOI"
     );
-    // Without EOI the second interrupt stays pending in the IRR.
-    ipi_in_window(vector);
+    // Without EOI the second interrupt stays pending in the IRR, with
+    // interrupts enabled while it is.
+    with_apic(|apic| apic.self_ipi(vector));
+    check!(
+        pmi::wait_until_pending(vector.get()),
+        "second IPI never pending"
+    );
     check_eq!(PMIS.load(Ordering::SeqCst), 1);
     check!(
         with_apic(|apic| apic.pending(vector.get())),
@@ -164,9 +207,10 @@ fn eoi_lets_the_second_pmi_through() -> Outcome {
     // EOI retires the first; the second is delivered as soon as IF allows.
     EOI_IN_HANDLER.store(true, Ordering::SeqCst);
     with_apic(|apic| apic.eoi());
-    let window = interrupt_window();
+    pmi::wait_for_interrupt(&PMIS, 1, Taken::Vector);
     check_eq!(PMIS.load(Ordering::SeqCst), 2);
-    check_eq!(LAST_RIP.load(Ordering::SeqCst), window);
+    let rip = LAST_RIP.load(Ordering::SeqCst);
+    check!(in_wait_window(rip), "RIP {rip:#x} outside the wait's loop");
     check!(!with_apic(|apic| apic.pending(vector.get())));
     Ok(())
 }
@@ -178,23 +222,26 @@ fn model_pmi_masks_the_entry_and_interrupts() -> Outcome {
     idt::set_handler(vector.get(), pmi_handler);
     PMIS.store(0, Ordering::SeqCst);
     check_eq!(with_apic(pmi::deliver), Delivery::Vector(PMI_VECTOR));
-    let window = interrupt_window();
+    pmi::wait_for_interrupt(&PMIS, 0, Taken::Vector);
     check_eq!(PMIS.load(Ordering::SeqCst), 1);
-    check_eq!(LAST_RIP.load(Ordering::SeqCst), window);
+    let rip = LAST_RIP.load(Ordering::SeqCst);
+    check!(in_wait_window(rip), "RIP {rip:#x} outside the wait's loop");
     let entry = with_apic(|apic| apic.perf_counter_entry());
     check!(
         entry.is_masked(),
         "entry {:#x} not masked by the PMI",
         entry.bits()
     );
-    // Masked: the next PMI is dropped.
+    // Masked: the next PMI is dropped: nothing sent (the IRR bit is set by
+    // the write that sends an IPI), nothing taken.
     check_eq!(with_apic(pmi::deliver), Delivery::Masked);
+    check!(!with_apic(|apic| apic.pending(PMI_VECTOR)), "nothing sent");
     interrupt_window();
     check_eq!(PMIS.load(Ordering::SeqCst), 1);
     // The handler's unmask re-arms it.
     with_apic(|apic| apic.set_perf_counter_entry(entry.unmasked()));
     check_eq!(with_apic(pmi::deliver), Delivery::Vector(PMI_VECTOR));
-    interrupt_window();
+    pmi::wait_for_interrupt(&PMIS, 1, Taken::Vector);
     check_eq!(PMIS.load(Ordering::SeqCst), 2);
     Ok(())
 }
@@ -214,13 +261,8 @@ fn model_pmi_as_nmi() -> Outcome {
         pmi::deliver(apic)
     });
     check_eq!(delivered, Delivery::Nmi);
-    // Interrupts are still off here: only an NMI can have come through.
-    for _ in 0..1000 {
-        if NMIS.load(Ordering::SeqCst) != 0 {
-            break;
-        }
-        core::hint::spin_loop();
-    }
+    // Interrupts stay off in the wait: only an NMI can come through.
+    pmi::wait_for_interrupt(&NMIS, 0, Taken::Nmi);
     check_eq!(NMIS.load(Ordering::SeqCst), 1);
     check!(with_apic(|apic| apic.perf_counter_entry()).is_masked());
     idt::clear_handler(2);
@@ -261,11 +303,17 @@ fn crate_entry_stub_takes_a_vector_pmi() -> Outcome {
     // SAFETY: the crate's stub handles a no-error-code vector and returns
     // with IRETQ; interrupts are off here, so the gate is not in use.
     check!(unsafe { idt::set_raw_gate(vector.get(), stub_address()) });
-    let (window, kept) = window_keeping_registers(vector);
+    let (window, kept) = wait_keeping_registers(vector);
     // SAFETY: as above.
     unsafe { idt::restore_gate(vector.get()) };
     check_eq!(STUB_PMIS.load(Ordering::SeqCst), 1);
-    check_eq!(STUB_RIP.load(Ordering::SeqCst), window);
+    let rip = STUB_RIP.load(Ordering::SeqCst);
+    check!(
+        window.contains(&rip),
+        "RIP {rip:#x} outside the wait's loop [{:#x}, {:#x}]",
+        window.start(),
+        window.end()
+    );
     check_eq!(STUB_CS.load(Ordering::SeqCst) & 3, 0, "taken at CPL 0");
     check!(kept, "a caller-saved register changed across the interrupt");
     check!(!with_apic(|apic| apic.in_service(vector.get())), "EOI done");
@@ -283,12 +331,7 @@ fn crate_entry_stub_takes_an_nmi() -> Outcome {
         apic.set_perf_counter_entry(LvtPerfCounter::new(PmiDelivery::Nmi));
         pmi::deliver(apic)
     });
-    for _ in 0..1000 {
-        if STUB_PMIS.load(Ordering::SeqCst) != 0 {
-            break;
-        }
-        core::hint::spin_loop();
-    }
+    pmi::wait_for_interrupt(&STUB_PMIS, 0, Taken::Nmi);
     check_eq!(delivered, Delivery::Nmi);
     // Without the NMI taken it may still come: the gate stays the stub's.
     check_eq!(
@@ -303,17 +346,26 @@ fn crate_entry_stub_takes_an_nmi() -> Outcome {
     Ok(())
 }
 
-/// A self-IPI and a one-instruction interrupt window, with known values in
-/// the caller-saved registers the stub must preserve; returns the address
-/// the interrupt must arrive at and whether every register kept its value.
-fn window_keeping_registers(vector: Vector) -> (u64, bool) {
+/// A self-IPI and a bounded wait for it with interrupts enabled (at most
+/// 2^32 TSC cycles, as [`pmi::WAIT_CYCLES`]), with known values in the
+/// caller-saved registers the stub must preserve; returns the addresses of
+/// the wait's loop (where the interrupt must arrive, both ends included)
+/// and whether every register kept its value.
+fn wait_keeping_registers(vector: Vector) -> (core::ops::RangeInclusive<u64>, bool) {
+    const { assert!(pmi::WAIT_CYCLES == 1 << 32) };
     with_apic(|apic| apic.self_ipi(vector));
-    let window: u64;
+    let (start, end): (u64, u64);
     let same: u64;
-    // SAFETY: interrupts are enabled for one instruction and disabled again;
+    // SAFETY: interrupts are enabled for the loop and disabled again; the
+    // loop only reads `STUB_PMIS` and the TSC (saving RAX and RDX, which
+    // RDTSC writes, on the stack around it: the target has no red zone);
     // the registers named are declared clobbered or as outputs.
     unsafe {
         core::arch::asm!(
+            "rdtsc",
+            "shl rdx, 32",
+            "or rax, rdx",
+            "mov {t0}, rax",
             "mov rax, 0x1111",
             "mov rcx, 0x2222",
             "mov rdx, 0x3333",
@@ -322,10 +374,24 @@ fn window_keeping_registers(vector: Vector) -> (u64, bool) {
             "mov r9, 0x6666",
             "mov r10, 0x7777",
             "mov r11, 0x8888",
-            "lea rdi, [rip + 2f]",
             "sti",
-            "nop",
             "2:",
+            "cmp dword ptr [{pmis}], 0",
+            "jne 3f",
+            "dec {reads:e}",
+            "jnz 2b",
+            "push rax",
+            "push rdx",
+            "rdtsc",
+            "shl rdx, 32",
+            "or rax, rdx",
+            "sub rax, {t0}",
+            "shr rax, 32",
+            "pop rdx",
+            "pop rax",
+            "mov {reads:e}, 256",
+            "jz 2b",
+            "3:",
             "cli",
             "xor rax, 0x1111",
             "xor rcx, 0x2222",
@@ -342,8 +408,14 @@ fn window_keeping_registers(vector: Vector) -> (u64, bool) {
             "or rax, r9",
             "or rax, r10",
             "or rax, r11",
+            "lea {start}, [rip + 2b]",
+            "lea {end}, [rip + 3b]",
+            pmis = in(reg) STUB_PMIS.as_ptr(),
+            reads = inout(reg) 256u32 => _,
+            t0 = out(reg) _,
+            start = lateout(reg) start,
+            end = lateout(reg) end,
             out("rax") same,
-            out("rdi") window,
             out("rcx") _,
             out("rdx") _,
             out("rsi") _,
@@ -353,5 +425,5 @@ fn window_keeping_registers(vector: Vector) -> (u64, bool) {
             out("r11") _,
         );
     }
-    (window, same == 0)
+    (start..=end, same == 0)
 }

@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
-use hobby::pmi::{self, Delivery};
+use hobby::pmi::{self, Delivery, Taken};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::access::MsrAccess;
@@ -96,20 +96,25 @@ fn driver_encoded_event_overflows_the_model_into_a_real_pmi() -> Outcome {
     };
     check_eq!(line.counters, 1);
     check_eq!(pmi::deliver(&mut apic), Delivery::Vector(PMI_VECTOR));
-    let window: u64;
-    // SAFETY: a one-instruction interrupt window; the handler preserves
-    // every register.
-    unsafe {
-        core::arch::asm!("lea {w}, [rip + 2f]", "sti", "nop", "2:", "cli", w = out(reg) window);
-    }
+    // A real CPU takes the interrupt some instructions after the write that
+    // sent it (TCG at the next boundary): wait for it, boundedly; it
+    // interrupts an instruction of the wait's loop.
+    pmi::wait_for_interrupt(&PMIS, 0, Taken::Vector);
     check_eq!(PMIS.load(Ordering::SeqCst), 1);
-    check_eq!(LAST_RIP.load(Ordering::SeqCst), window);
+    let rip = LAST_RIP.load(Ordering::SeqCst);
+    let window = pmi::wait_window();
+    check!(
+        window.contains(&rip),
+        "RIP {rip:#x} outside the wait's loop [{:#x}, {:#x}]",
+        window.start(),
+        window.end()
+    );
     check!(
         apic.perf_counter_entry().is_masked(),
         "LVT entry masked by the PMI"
     );
     let count = model.rdpmc(0).unwrap_or(u64::MAX);
-    println!("model_pmi: PMI at RIP {window:#x}, counter 0 = {count} after {n} events (model)");
+    println!("model_pmi: PMI at RIP {rip:#x}, counter 0 = {count} after {n} events (model)");
     check_eq!(count, 1);
     Ok(())
 }

@@ -4,7 +4,11 @@
 //! models while counter groups are read, so that a read can be interrupted
 //! between two register accesses. Every count comes from a PMU model (the
 //! NetBurst and Itanium models of the crate); the multiplexer's times are
-//! the model's clocks.
+//! the model's clocks. Each case ticks at the shortest period the platform
+//! keeps up with for its tick handler (`hobby::timer::kept_up_period`:
+//! TCG the nominal one, a hypervisor with slow exits a longer one), and
+//! repeats as often as the platform's pace allows (`hobby::pace::scaled`:
+//! every repetition where the platform runs code about as fast as TCG).
 #![no_std]
 #![no_main]
 
@@ -104,10 +108,32 @@ impl Drop for Ticking {
     fn drop(&mut self) {
         interrupts::disable();
         apic_timer().stop();
-        // SAFETY: a one-instruction interrupt window to take a tick that
-        // expired before the stop; handlers preserve every register.
-        unsafe { core::arch::asm!("sti", "nop", "cli") };
+        // Take a tick that expired before the stop (boundedly: a real CPU
+        // takes it some instructions later).
+        hobby::pmi::wait_until_taken(TIMER_VECTOR);
     }
+}
+
+/// The share of the CPU (percent) a case's ticks may take.
+const TICK_OVERHEAD_PERCENT: u64 = 50;
+
+/// The shortest tick period, from `shortest_ns` up to 256 times it, that
+/// the platform keeps up with for `handler` while code spins, said on the
+/// console.
+fn period_for(what: &str, handler: idt::Handler, shortest_ns: u64) -> Result<u64, Failure> {
+    let Some(cal) = CALIBRATION.get() else {
+        fail!("no calibration")
+    };
+    let burst = timer::kept_up_period(
+        cal,
+        Vector::new(TIMER_VECTOR).unwrap(),
+        handler,
+        (shortest_ns, shortest_ns << 8),
+        timer::Load::Spin,
+        TICK_OVERHEAD_PERCENT,
+    );
+    println!("multiplexing: {what}: tick period {burst}");
+    Ok(burst.period_ns)
 }
 
 /// A tick: the main loop rotates (deferred work, as a kernel would run it
@@ -159,7 +185,8 @@ const EVENTS: [(&str, EventKind, [u64; 2]); 6] = [
 /// global_power_events:RUNNING): the multiplexer's time unit.
 const CLOCKS_PER_ITERATION: u64 = 100;
 
-/// Rotations in the run (timer ticks of 200 us).
+/// Rotations in the run (timer ticks of 200 us), where the platform runs
+/// code about as fast as TCG (`hobby::pace::scaled`; at least 100).
 const ROTATIONS: u64 = 1000;
 
 fn multiplexing() -> Outcome {
@@ -180,7 +207,9 @@ fn multiplexing() -> Outcome {
     mux.tick(&mut d, 0)?;
     let mut truth = [0u64; 6];
     let mut done = 0;
-    let ticking = Ticking::start(200_000, count_tick)?;
+    let rotations = hobby::pace::scaled(ROTATIONS, 100);
+    let period_ns = period_for("rotating", count_tick, 200_000)?;
+    let ticking = Ticking::start(period_ns, count_tick)?;
     // Time is the model's: the workload's non-halted clocks (global_power_
     // events:RUNNING, 100 per iteration). QEMU's TSC keeps running while a
     // busy host holds the virtual CPU, when the workload does nothing: with
@@ -188,9 +217,9 @@ fn multiplexing() -> Outcome {
     let mut last = 0;
     let mut iterations = 0u64;
     let mut longest = 0;
-    while done < ROTATIONS {
+    while done < rotations {
         // The workload: one iteration's events, at the half's rates.
-        let half = usize::from(done >= ROTATIONS / 2);
+        let half = usize::from(done >= rotations / 2);
         NETBURST.with(|m| {
             for (i, (_, kind, rate)) in EVENTS.iter().enumerate() {
                 m.inject(kind.on(ModelLp::T0, Privilege::Os, rate[half]));
@@ -213,7 +242,7 @@ fn multiplexing() -> Outcome {
     drop(ticking);
     mux.finish(&mut d, iterations * CLOCKS_PER_ITERATION - last)?;
     println!(
-        "multiplexing: 6 events, 4 of them sharing 2 ESCRs; {ROTATIONS} rotations on the APIC \
+        "multiplexing: 6 events, 4 of them sharing 2 ESCRs; {rotations} rotations on the APIC \
          timer, {iterations} workload iterations (times in model clocks, counts from the model)"
     );
     println!(
@@ -278,14 +307,22 @@ fn feed_itanium(_: &InterruptFrame) {
     apic_timer().eoi();
 }
 
-/// Reads of each kind under the timer.
+/// Reads of each kind under the timer, where the platform runs code about
+/// as fast as TCG (`hobby::pace::scaled`; at least 200).
 const READS: u32 = 20_000;
+
+/// The reads of each kind this platform's pace allows.
+fn reads() -> u32 {
+    hobby::pace::scaled(READS.into(), 200) as u32
+}
 
 /// Three Itanium 2 counters of CPU cycles while the timer feeds cycles
 /// between any two register accesses: read as a group (under PMC0.fr)
 /// every snapshot has three equal counts; read one by one, some do not.
 fn group_itanium_freeze() -> Outcome {
     const G: Generation = Generation::Itanium2;
+    let period_ns = period_for("feeding the Itanium model", feed_itanium, 20_000)?;
+    let reads = reads();
     ITANIUM.reset(ModelGeneration::Itanium2);
     let (mut d, c) = ItaniumDriver::<Core0, _>::take(ITANIUM.regs(), G, &CORE0)?;
     let mut members = [c.c4.erase(), c.c5.erase(), c.c6.erase()];
@@ -301,9 +338,9 @@ fn group_itanium_freeze() -> Outcome {
         fail!("three claimed counters of one driver refused as a group");
     };
     group.start(&mut d)?;
-    let ticking = Ticking::start(20_000, feed_itanium)?;
+    let ticking = Ticking::start(period_ns, feed_itanium)?;
     let (mut group_skewed, mut single_skewed) = (0, 0);
-    for _ in 0..READS {
+    for _ in 0..reads {
         let v = group.read(&mut d)?;
         group_skewed += u32::from(v != [v[0]; 3]);
         let m = group.members();
@@ -315,7 +352,7 @@ fn group_itanium_freeze() -> Outcome {
     let v = group.read(&mut d)?;
     let fed = FED.load(Ordering::SeqCst);
     println!(
-        "multiplexing: Itanium 2 group of 3 under PMC0.fr, {READS} reads each while the timer \
+        "multiplexing: Itanium 2 group of 3 under PMC0.fr, {reads} reads each while the timer \
          fed {fed} cycles: {group_skewed} group snapshots skewed, {single_skewed} one-by-one \
          reads skewed; halted at {v:?} (model counts; cycles fed while the group held the PMU \
          frozen are not counted: the price of a snapshot)"
@@ -356,6 +393,8 @@ fn feed_netburst(_: &InterruptFrame) {
 /// (as a kernel calls the driver) nothing lands between them, and the group
 /// starts and stops with equal counts.
 fn group_netburst_back_to_back() -> Outcome {
+    let period_ns = period_for("feeding the NetBurst model", feed_netburst, 20_000)?;
+    let reads = reads();
     NETBURST.reset();
     let info = NETBURST
         .detect()
@@ -369,9 +408,9 @@ fn group_netburst_back_to_back() -> Outcome {
         fail!("two claimed counters of one driver refused as a group");
     };
     interrupts::without_interrupts(|| group.start(&mut d))?;
-    let ticking = Ticking::start(20_000, feed_netburst)?;
+    let ticking = Ticking::start(period_ns, feed_netburst)?;
     let (mut open, mut closed) = (0, 0);
-    for _ in 0..READS {
+    for _ in 0..reads {
         let v = group.read(&mut d)?;
         open += u32::from(v[0] != v[1]);
         let w = interrupts::without_interrupts(|| group.read(&mut d))?;
@@ -383,7 +422,7 @@ fn group_netburst_back_to_back() -> Outcome {
     let fed = FED.load(Ordering::SeqCst);
     println!(
         "multiplexing: NetBurst group of 2 (no global enable: back-to-back CCCR writes and \
-         RDPMCs), {READS} reads each while the timer fed {fed} clocks: {open} skewed with \
+         RDPMCs), {reads} reads each while the timer fed {fed} clocks: {open} skewed with \
          interrupts on, {closed} with interrupts off; halted at {v:?} (model counts)"
     );
     check!(open > 0, "no tick landed between the two RDPMCs");

@@ -2,6 +2,7 @@
 //! runner requires each to fail with the stated reason, so a harness that
 //! stopped noticing failures would fail the test run.
 //!
+//! tcg-only: its RDPMC must raise TCG's #UD (a real CPU raises #GP); the harness code it checks is the same under KVM
 //! expect-fail: unguarded_rdpmc: unexpected #UD
 //! expect-fail: panicking_case: panicked
 //! expect-fail: failing_check: left 2, right 3
@@ -27,7 +28,8 @@ fn main(_: &'static BootInfo) -> ! {
     )
 }
 
-/// RDPMC raises #UD under QEMU; nothing catches it but the runner.
+/// RDPMC raises #UD under QEMU's TCG (which implements no RDPMC); nothing
+/// catches it but the runner.
 fn unguarded_rdpmc() -> Outcome {
     // SAFETY: deliberately breaks the "counter exists" promise; the runner
     // catches the #UD, and RDPMC has no other effect.

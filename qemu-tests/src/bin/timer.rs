@@ -3,7 +3,18 @@
 //! with interrupt handlers (`pmu::model::netburst::SharedModel`), injection that stops at
 //! the model's PMI, and a timer-sampling profile of a workload whose three
 //! functions cost exactly 1:2:4 (`hobby::workload`). Everything the model
-//! counts here comes from the model; the times come from QEMU's clocks (TCG).
+//! counts here comes from the model; the times come from QEMU's clocks (TCG)
+//! or the host's (KVM). Each case ticks at the shortest period the
+//! platform keeps up with for its tick handler and load
+//! (`hobby::timer::kept_up_period`): 100 µs under TCG, milliseconds under
+//! a hypervisor whose interrupts and exits are slow.
+//!
+//! Under TCG the runner boots this kernel with `-icount` (deterministic
+//! time: `hobby::deterministic_time`), so the statistics of tick times are
+//! exact functions of the code; under KVM only what the hardware promises
+//! is checked (every tick arrives, none early), and the spread is printed.
+//!
+//! icount: its cases judge how ticks spread in time and where they land
 #![no_std]
 #![no_main]
 
@@ -46,8 +57,11 @@ const COUNTER_WRAP: u64 = 1 << 40;
 /// one per non-halted clock.
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 
-/// The tick period of the tests, in ns.
+/// The tick period of the tests where the platform keeps up with it, in ns.
 const PERIOD_NS: u64 = 100_000;
+/// The longest tick period a case tries (`kept_up_period`), in ns: this,
+/// or 32 times the case's shortest if that is longer.
+const LONGEST_PERIOD_NS: u64 = PERIOD_NS << 7;
 
 static CALIBRATION: spin::Once<Calibration> = spin::Once::new();
 static CLOCK: TickClock = TickClock::new();
@@ -116,11 +130,31 @@ impl Drop for Ticking {
     fn drop(&mut self) {
         interrupts::disable();
         apic_timer().stop();
-        // A tick that expired before the stop is still pending: take it now.
-        // SAFETY: a one-instruction interrupt window; handlers preserve every
-        // register.
-        unsafe { core::arch::asm!("sti", "nop", "cli") };
+        // A tick that expired before the stop may still be pending: take it
+        // now (boundedly: a real CPU takes it some instructions later).
+        pmi::wait_until_taken(TIMER_VECTOR);
     }
+}
+
+/// The shortest tick period, from `shortest_ns`, that the platform keeps
+/// up with for `handler` under `load` (its handler taking at most
+/// `max_overhead_percent` of the CPU), said on the console.
+fn period_for(
+    what: &str,
+    handler: idt::Handler,
+    (load, shortest_ns): (timer::Load, u64),
+    max_overhead_percent: u64,
+) -> Result<u64, Failure> {
+    let burst = timer::kept_up_period(
+        &calibration()?,
+        Vector::new(TIMER_VECTOR).unwrap(),
+        handler,
+        (shortest_ns, (shortest_ns << 5).max(LONGEST_PERIOD_NS)),
+        load,
+        max_overhead_percent,
+    );
+    println!("timer: {what}: tick period {burst}");
+    Ok(burst.period_ns)
 }
 
 /// Spins (interrupts as they are) until `done()` or `ns` nanoseconds pass;
@@ -172,42 +206,62 @@ fn periodic_tick(_: &InterruptFrame) {
     apic_timer().eoi();
 }
 
-/// Attempts of [`ticks_arrive_periodically`]: a busy host delays ticks
-/// (several QEMUs on two cores merge every other one), so the timing
-/// checks get a second and third chance; the hard checks do not.
-const PERIODIC_ATTEMPTS: u32 = 3;
-
-fn ticks_arrive_periodically() -> Outcome {
-    for attempt in 1..=PERIODIC_ATTEMPTS {
-        let (median, near) = collect_ticks()?;
-        if (0.9..1.1).contains(&median) && near >= PERIODIC_TICKS / 2 {
-            return Ok(());
-        }
-        println!(
-            "timer: attempt {attempt}: median TSC delta {median:.3} periods, {near} of \
-             {PERIODIC_TICKS} within 25%: ticks late or merged (busy host?)"
-        );
-    }
-    fail!("the TSC deltas never clustered at the period in {PERIODIC_ATTEMPTS} attempts")
+/// The ticks [`ticks_arrive_periodically`] takes at `period_ns`: 100 ms
+/// of them, at least 100 and at most [`PERIODIC_TICKS`] (1000 at the
+/// 100 µs TCG keeps up with).
+fn periodic_ticks(period_ns: u64) -> usize {
+    (100_000_000 / period_ns.max(1)).clamp(100, PERIODIC_TICKS as u64) as usize
 }
 
-/// Takes [`PERIODIC_TICKS`] ticks, halting between them; checks what must
-/// hold whatever the host load; returns the median TSC delta in periods and
-/// how many deltas are within 25 % of the period.
-fn collect_ticks() -> Result<(f64, usize), Failure> {
+fn ticks_arrive_periodically() -> Outcome {
+    let period_ns = period_for(
+        "halting between ticks",
+        periodic_tick,
+        (timer::Load::Halt, PERIOD_NS),
+        100,
+    )?;
+    let n = periodic_ticks(period_ns);
+    let (median, near) = collect_ticks(period_ns, n)?;
+    if hobby::deterministic_time() {
+        // Guest time counts instructions: the ticks come at the period,
+        // whatever the host does.
+        check!(
+            (0.9..1.1).contains(&median) && near >= n / 2,
+            "median TSC delta {median:.3} periods, {near} of {n} within 25%"
+        );
+    } else {
+        // The host's clocks: when a tick is taken is the host's
+        // scheduling (a busy host merges ticks); what the hardware
+        // promises was checked (all arrived, none early).
+        println!(
+            "timer: host time: median TSC delta {median:.3} periods, {near} of {n} within \
+             25% (not judged: the host's scheduling)"
+        );
+    }
+    Ok(())
+}
+
+/// Takes `n` ticks (at most [`PERIODIC_TICKS`]) at `period_ns`, halting
+/// between them; checks what must hold whatever the host load; returns the
+/// median TSC delta in periods and how many deltas are within 25 % of the
+/// period.
+fn collect_ticks(period_ns: u64, n: usize) -> Result<(f64, usize), Failure> {
+    let n = n.clamp(1, PERIODIC_TICKS);
     let cal = calibration()?;
     TICKS.store(0, Ordering::SeqCst);
-    let count = cal.count_for(PERIOD_NS, Divide::By1);
-    let ticking = Ticking::start(PERIOD_NS, periodic_tick)?;
+    let count = cal.count_for(period_ns, Divide::By1);
+    let ticking = Ticking::start(period_ns, periodic_tick)?;
     let (lvt, initial) = interrupts::without_interrupts(|| {
         let t = apic_timer();
         (t.lvt_entry(), t.initial_count())
     });
     // Wait for the first tick by spinning (bounded), then halt between
     // ticks: a halted virtual CPU leaves the host's cores to QEMU's timers.
-    let limit = cal.tsc_cycles(PERIOD_NS * PERIODIC_TICKS as u64 * 10);
-    let mut arrived = wait_until(10_000_000, || TICKS.load(Ordering::Relaxed) > 0)?;
-    while arrived && TICKS.load(Ordering::Relaxed) < PERIODIC_TICKS {
+    let limit = cal.tsc_cycles(period_ns * n as u64 * 10);
+    let mut arrived = wait_until(10_000_000.max(10 * period_ns), || {
+        TICKS.load(Ordering::Relaxed) > 0
+    })?;
+    while arrived && TICKS.load(Ordering::Relaxed) < n {
         x86_64::instructions::hlt();
         arrived = timer::rdtsc().wrapping_sub(ticking.start) < limit;
     }
@@ -216,26 +270,24 @@ fn collect_ticks() -> Result<(f64, usize), Failure> {
     check_eq!(lvt & 0x7_00FF, (1 << 17) | u32::from(TIMER_VECTOR));
     check_eq!(initial, count);
     let ticks = TICKS.load(Ordering::SeqCst);
-    check!(
-        ticks >= PERIODIC_TICKS,
-        "only {ticks} of {PERIODIC_TICKS} ticks in 10x their time"
-    );
+    check!(ticks >= n, "only {ticks} of {n} ticks in 10x their time");
 
-    let mut deltas = [0u64; PERIODIC_TICKS];
-    for (d, slot) in deltas.iter_mut().zip(&DELTAS) {
+    let mut all = [0u64; PERIODIC_TICKS];
+    for (d, slot) in all.iter_mut().zip(&DELTAS) {
         *d = slot.load(Ordering::Relaxed);
     }
+    let deltas = &mut all[..n];
     let total = CLOCK.last().wrapping_sub(start);
     deltas.sort_unstable();
-    let period = cal.tsc_cycles(PERIOD_NS);
+    let period = cal.tsc_cycles(period_ns);
     let ratio = |cycles: u64| cycles as f64 / period as f64;
-    let at = |percent: usize| ratio(deltas[(PERIODIC_TICKS - 1) * percent / 100]);
+    let at = |percent: usize| ratio(deltas[(n - 1) * percent / 100]);
     let near = deltas
         .iter()
         .filter(|&&d| d.abs_diff(period) <= period / 4)
         .count();
     println!(
-        "timer: {ticks} ticks at {PERIOD_NS} ns ({count} counts, {period} TSC cycles): \
+        "timer: {ticks} ticks at {period_ns} ns ({count} counts, {period} TSC cycles): \
          delivered at {:.3} of the nominal rate; TSC delta / period: min {:.3}, p1 {:.3}, \
          p10 {:.3}, median {:.3}, p90 {:.3}, p99 {:.3}, max {:.3}; {near} within 25%",
         ticks as f64 / ratio(total),
@@ -465,12 +517,15 @@ fn inject_until_pmi_stops_exactly_at_the_pmi() -> Outcome {
     Ok(())
 }
 
-/// The tick period of the model-driven case, in ns: a tick injects into the
-/// model, which costs about 150 µs in a debug build under TCG.
+/// The shortest tick period of the model-driven case, in ns: a tick
+/// injects into the model, which costs about 150 µs in a debug build under
+/// TCG (a longer period where the platform does not keep up with it).
 const MODEL_PERIOD_NS: u64 = 1_000_000;
+/// The share of the CPU (percent) the model-driven case's ticks may take.
+const MODEL_TICK_OVERHEAD_PERCENT: u64 = 40;
 /// Sample-after value of the model-driven case, in events (TSC cycles of
-/// RUNNING): about 1.25 ticks' worth at 2 GHz.
-const SAMPLE_AFTER: u64 = 2_500_000;
+/// RUNNING): 1.25 ticks' worth (2.5 million at 1 ms and 2 GHz).
+static SAMPLE_AFTER: AtomicU64 = AtomicU64::new(2_500_000);
 static ELAPSED: AtomicU64 = AtomicU64::new(0);
 static INJECTED: AtomicU64 = AtomicU64::new(0);
 static CARRY: AtomicU64 = AtomicU64::new(0);
@@ -516,7 +571,10 @@ fn model_pmi(frame: &InterruptFrame) {
     PMIS_HANDLED.fetch_add(1, Ordering::Relaxed);
     let mut msr = MODEL.msr();
     let rearmed = msr
-        .write_msr(MSR_BPU_COUNTER0, COUNTER_WRAP - (SAMPLE_AFTER - 1))
+        .write_msr(
+            MSR_BPU_COUNTER0,
+            COUNTER_WRAP - (SAMPLE_AFTER.load(Ordering::Relaxed) - 1),
+        )
         .and_then(|()| msr.read_msr(MSR_BPU_CCCR0))
         .and_then(|cccr| msr.write_msr(MSR_BPU_CCCR0, cccr & !OVF));
     if rearmed.is_err() {
@@ -528,14 +586,15 @@ fn model_pmi(frame: &InterruptFrame) {
     apic.eoi();
 }
 
-/// Runs the workload with interrupts enabled for about `ns` nanoseconds.
+/// Runs the workload with interrupts enabled for about `ns` nanoseconds
+/// (whole rounds; the TSC read after each).
 fn run_workload_for(ns: u64) -> Result<u64, Failure> {
     let limit = calibration()?.tsc_cycles(ns);
     let start = timer::rdtsc();
     let mut rounds = 0u64;
     while timer::rdtsc().wrapping_sub(start) < limit {
-        workload::run(4);
-        rounds += 4;
+        workload::run(1);
+        rounds += 1;
     }
     Ok(rounds)
 }
@@ -546,7 +605,7 @@ fn shares(samples: &[AtomicU64; 4]) -> ([u64; 4], [f64; 3]) {
     (counts, core::array::from_fn(|i| counts[i] as f64 / inside))
 }
 
-fn ticks_advance_the_model_into_pmis() -> Outcome {
+fn reset_model_case() {
     MODEL.reset();
     for v in [&ELAPSED, &INJECTED, &CARRY, &MODEL_TICKS]
         .into_iter()
@@ -556,16 +615,39 @@ fn ticks_advance_the_model_into_pmis() -> Outcome {
         v.store(0, Ordering::SeqCst);
     }
     PMI_ERROR.store(false, Ordering::SeqCst);
-    program_sample_after(&mut MODEL.msr(), SAMPLE_AFTER)?;
+    CLOCK.start();
+}
+
+fn ticks_advance_the_model_into_pmis() -> Outcome {
+    // The tick period, with the ticks feeding the model as in the run but
+    // no counter programmed (no PMI).
+    reset_model_case();
+    let period_ns = period_for(
+        "feeding the model",
+        model_tick,
+        (timer::Load::Spin, MODEL_PERIOD_NS),
+        MODEL_TICK_OVERHEAD_PERCENT,
+    )?;
+    let sample_after = calibration()?.tsc_cycles(period_ns) * 5 / 4;
+    SAMPLE_AFTER.store(sample_after, Ordering::SeqCst);
+    reset_model_case();
+    program_sample_after(&mut MODEL.msr(), sample_after)?;
     idt::set_handler(PMI_VECTOR, model_pmi);
     interrupts::without_interrupts(|| {
         local_apic().set_perf_counter_entry(LvtPerfCounter::new(PmiDelivery::Fixed(
             Vector::new(PMI_VECTOR).unwrap(),
         )))
     });
-    let ticking = Ticking::start(MODEL_PERIOD_NS, model_tick)?;
-    let rounds = run_workload_for(300_000_000)?;
+    let ticking = Ticking::start(period_ns, model_tick)?;
+    // 300 ticks at 1 ms, at least 30.
+    let rounds = run_workload_for(300_000_000.max(30 * period_ns))?;
     drop(ticking);
+    // The last tick's PMI may still be on its way (a real CPU takes a
+    // self-IPI some instructions after the write that sends it).
+    let handled = PMIS_HANDLED.load(Ordering::SeqCst);
+    if handled < PMIS_RAISED.load(Ordering::SeqCst) {
+        pmi::wait_for_interrupt(&PMIS_HANDLED, handled, pmi::Taken::Vector);
+    }
     let elapsed = ELAPSED.load(Ordering::SeqCst);
     let injected = INJECTED.load(Ordering::SeqCst);
     let carry = CARRY.load(Ordering::SeqCst);
@@ -589,7 +671,7 @@ fn ticks_advance_the_model_into_pmis() -> Outcome {
     check_eq!(handled, raised);
     // Each PMI consumed exactly SAMPLE_AFTER events (the handler re-arms
     // before the next tick injects more).
-    check_eq!(raised, injected / SAMPLE_AFTER);
+    check_eq!(raised, injected / sample_after);
     check!(raised > 0, "no PMI");
     Ok(())
 }
@@ -617,12 +699,26 @@ fn sqrt(x: f64) -> f64 {
     r
 }
 
+/// The share of the CPU (percent) the profile's ticks may take.
+const PROFILE_TICK_OVERHEAD_PERCENT: u64 = 50;
+
 fn timer_profile_of_the_workload() -> Outcome {
+    // A period the platform keeps up with while the workload spins: below
+    // it, ticks pile up and are taken wherever the hypervisor next can
+    // deliver them, not where the time went.
+    let period_ns = period_for(
+        "sampling the workload",
+        sampling_tick,
+        (timer::Load::Spin, PERIOD_NS),
+        PROFILE_TICK_OVERHEAD_PERCENT,
+    )?;
     for s in &TICK_SAMPLES {
         s.store(0, Ordering::SeqCst);
     }
-    let ticking = Ticking::start(PERIOD_NS, sampling_tick)?;
-    let rounds = run_workload_for(700_000_000)?;
+    // 0.7 s (7000 periods at 100 µs), at least 400 periods.
+    let run_ns = 700_000_000.max(400 * period_ns);
+    let ticking = Ticking::start(period_ns, sampling_tick)?;
+    let rounds = run_workload_for(run_ns)?;
     drop(ticking);
     let (counts, share) = shares(&TICK_SAMPLES);
     println!(
@@ -641,7 +737,12 @@ fn timer_profile_of_the_workload() -> Outcome {
         counts[3],
     );
     let inside = counts[0] + counts[1] + counts[2];
-    check!(inside >= 2000, "only {inside} samples in the workload");
+    // At least 2 in 7 periods sampled in the workload (2000 at 100 µs).
+    let wanted = run_ns / period_ns * 2 / 7;
+    check!(
+        inside >= wanted,
+        "only {inside} samples in the workload, fewer than {wanted}"
+    );
     check!(
         counts[3] * 20 < inside,
         "{} samples outside the workload functions",

@@ -172,6 +172,29 @@ fn every_operation_is_the_manuals_msr_access() {
     let m = apic.msr().inner_mut();
     assert_eq!((m.eois, m.self_ipis.as_slice()), (1, &[0xF0][..]));
     assert_eq!(m.icr, [7 << 32 | 0x4400], "NMI, assert, to APIC 7");
+    m.icr.clear();
+
+    // IPIs to other CPUs: one ICR write each, the x2APIC ID in 63:32.
+    let wake = Vector::new(0xE0).unwrap();
+    for (to, what) in [
+        (IpiDestination::Apic(0x1_0003), IpiDelivery::Fixed(wake)),
+        (IpiDestination::Apic(2), IpiDelivery::Nmi),
+        (IpiDestination::AllButSelf, IpiDelivery::Init),
+        (IpiDestination::AllButSelf, IpiDelivery::Startup(0x08)),
+    ] {
+        apic.send_ipi(to, what).unwrap();
+    }
+    assert_eq!(apic.msr().take_counts(), counts(0, 4), "one WRMSR each");
+    assert_eq!(
+        apic.msr().inner_mut().icr,
+        [
+            0x1_0003 << 32 | 0x40E0,
+            2 << 32 | 0x4400,
+            0b11 << 18 | 0x4500,
+            0b11 << 18 | 0x4608,
+        ]
+    );
+    let m = apic.msr().inner_mut();
 
     m.regs.insert(msr::ISR0 + 7, 1 << 16);
     m.regs.insert(msr::IRR0 + 1, 1 << 1);

@@ -1,0 +1,96 @@
+//! The harness's reading of the kernels' headers and its report lines
+//! (no QEMU).
+
+use super::qemu::Accel;
+use super::*;
+
+fn args(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+/// A test kernel's plain boot with `qemu_args` and no header lines.
+fn kernel_run(qemu_args: Vec<String>) -> KernelRun {
+    KernelRun {
+        run: Run::plain("k", qemu_args),
+        defmt: false,
+        package: Some("pmu-qemu-tests"),
+        tcg_only: None,
+        icount: None,
+    }
+}
+
+#[test]
+fn a_tcg_only_kernel_is_one_skipped_case_under_kvm_and_boots_under_tcg() {
+    let mut k = kernel_run(Vec::new());
+    assert!(k.not_booted(Accel::Kvm).is_none(), "no header line: boots");
+    k.tcg_only = Some("TCG's #UD".into());
+    assert!(k.not_booted(Accel::Tcg).is_none());
+    let skipped = k.not_booted(Accel::Kvm).expect("skipped under KVM");
+    assert_eq!(
+        (skipped.name.as_str(), skipped.verdict),
+        ("(run)", Verdict::Skipped)
+    );
+    assert_eq!(skipped.note, ": TCG only: TCG's #UD");
+}
+
+#[test]
+fn only_the_selftest_and_64_cpu_kernels_are_tcg_only() {
+    let runs = Workspace::new().runs().expect("the kernels' headers");
+    let tcg_only: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.tcg_only.is_some())
+        .map(|r| r.run.kernel.as_str())
+        .collect();
+    assert_eq!(tcg_only, ["many_cpus", "selftest"]);
+}
+
+#[test]
+fn the_longest_boots_are_named_longest_first() {
+    let took = [
+        ("a", 1500),
+        ("b[x]", 200),
+        ("c", 9000),
+        ("d", 700),
+        ("e", 50),
+        ("f", 300),
+    ]
+    .map(|(l, ms)| (l.to_string(), std::time::Duration::from_millis(ms)))
+    .to_vec();
+    assert_eq!(
+        longest(took),
+        "longest boots: c 9.0 s, a 1.5 s, d 0.7 s, f 0.3 s, b[x] 0.2 s"
+    );
+}
+#[test]
+fn an_icount_kernel_counts_instructions_under_tcg_only() {
+    let mut k = kernel_run(args("-smp 2 -accel tcg,thread=multi"));
+    assert_eq!(k.boot_args(Accel::Tcg), k.run.qemu_args, "no header line");
+    k.icount = Some("statistics of time".into());
+    assert_eq!(
+        k.boot_args(Accel::Tcg),
+        args("-smp 2 -accel tcg -icount shift=4,sleep=off -append time=icount")
+    );
+    assert_eq!(
+        k.boot_args(Accel::Kvm),
+        k.run.qemu_args,
+        "no -icount under KVM"
+    );
+    let k = KernelRun {
+        icount: Some("x".into()),
+        ..kernel_run(args("-append cpu=netburst"))
+    };
+    let mut expected = args("-accel tcg -icount shift=4,sleep=off -append");
+    expected.push("cpu=netburst time=icount".into());
+    assert_eq!(k.boot_args(Accel::Tcg), expected);
+}
+
+#[test]
+fn the_timer_kernel_has_deterministic_time() {
+    let runs = Workspace::new().runs().expect("the kernels' headers");
+    let icount: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.icount.is_some())
+        .map(|r| r.run.kernel.as_str())
+        .collect();
+    assert_eq!(icount, ["timer"]);
+}
