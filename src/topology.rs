@@ -38,7 +38,10 @@
 //! Two logical processors of a NetBurst package with Hyper-Threading, as
 //! the model answers CPUID for each of them:
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::arch::netburst::LogicalProcessor;
 //! use pmu::model::netburst::{Config, LogicalProcessor as ModelLp, NetBurstModel};
 //! use pmu::topology::netburst_site;
