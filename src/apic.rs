@@ -27,6 +27,7 @@
 //! assert!(Vector::new(15).is_none(), "vectors 0-15 are reserved");
 //! ```
 
+use crate::arch::register;
 use core::ptr::NonNull;
 
 use volatile::VolatilePtr;
@@ -84,67 +85,66 @@ pub enum PmiDelivery {
     Nmi,
 }
 
-/// The LVT performance-counter register (offset 340H).
-///
-/// Bits: vector 7:0, delivery mode 10:8, delivery status 12 (read-only),
-/// mask 16. Everything else is reserved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct LvtPerfCounter(u32);
+register! {
+    /// The LVT performance-counter register (offset 340H; SDM Vol. 3A
+    /// Figure 11-8, "Local Vector Table"). Everything but the fields below
+    /// is reserved.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct LvtPerfCounter(u32) {
+        /// Vector (bits 7:0).
+        VECTOR: 0..=7 => vector_bits, with_vector_bits: u8;
+        /// Delivery mode (bits 10:8): 000b fixed, 100b NMI.
+        DELIVERY_MODE: 8..=10 => delivery_mode, with_delivery_mode: u8;
+        /// Delivery status (bit 12, read-only): an interrupt is still
+        /// pending delivery.
+        DELIVERY_STATUS: 12 => send_pending, with_send_pending: bool;
+        /// Mask (bit 16).
+        MASK: 16 => is_masked, with_mask: bool;
+    }
+}
 
 impl LvtPerfCounter {
-    const MASK: u32 = 1 << 16;
-    const DELIVERY_STATUS: u32 = 1 << 12;
-    const MODE_NMI: u32 = 0b100 << 8;
-    const WRITABLE: u32 = Self::MASK | 0x7FF;
+    /// Delivery mode fixed (000b).
+    const MODE_FIXED: u8 = 0b000;
+    /// Delivery mode NMI (100b).
+    const MODE_NMI: u8 = 0b100;
+    /// The bits software may write: vector, delivery mode and mask.
+    const WRITABLE: u32 =
+        (Self::VECTOR.mask() | Self::DELIVERY_MODE.mask() | Self::MASK.mask()) as u32;
 
     /// An unmasked entry delivering PMIs as `delivery` says.
     pub const fn new(delivery: PmiDelivery) -> Self {
         match delivery {
-            PmiDelivery::Fixed(v) => Self(v.0 as u32),
-            PmiDelivery::Nmi => Self(Self::MODE_NMI),
+            PmiDelivery::Fixed(v) => Self(0).with_vector_bits(v.0),
+            PmiDelivery::Nmi => Self(0).with_delivery_mode(Self::MODE_NMI),
         }
     }
 
     /// The value after reset: masked, vector 0, fixed.
-    pub const RESET: Self = Self(Self::MASK);
+    pub const RESET: Self = Self(0).with_mask(true);
 
     /// The same entry with the mask bit set.
     pub const fn masked(self) -> Self {
-        Self(self.0 | Self::MASK)
+        self.with_mask(true)
     }
 
     /// The same entry with the mask bit clear.
     pub const fn unmasked(self) -> Self {
-        Self(self.0 & !Self::MASK)
-    }
-
-    /// Whether the mask bit is set.
-    pub const fn is_masked(self) -> bool {
-        self.0 & Self::MASK != 0
-    }
-
-    /// Whether an interrupt is still pending delivery (bit 12).
-    pub const fn send_pending(self) -> bool {
-        self.0 & Self::DELIVERY_STATUS != 0
+        self.with_mask(false)
     }
 
     /// The delivery the entry selects, or `None` for a mode a PMI cannot use
     /// (or a fixed vector below 16).
     pub const fn delivery(self) -> Option<PmiDelivery> {
-        match (self.0 >> 8) & 0b111 {
-            0b000 => match Vector::new(self.0 as u8) {
+        match self.delivery_mode() {
+            Self::MODE_FIXED => match Vector::new(self.vector_bits()) {
                 Some(v) => Some(PmiDelivery::Fixed(v)),
                 None => None,
             },
-            0b100 => Some(PmiDelivery::Nmi),
+            Self::MODE_NMI => Some(PmiDelivery::Nmi),
             _ => None,
         }
-    }
-
-    /// The raw register value.
-    pub const fn bits(self) -> u32 {
-        self.0
     }
 
     /// The bits software may write: vector, delivery mode and mask (the
@@ -155,7 +155,83 @@ impl LvtPerfCounter {
 
     /// Decodes a raw register value; reserved bits are dropped.
     pub const fn from_bits(bits: u32) -> Self {
-        Self(bits & (Self::WRITABLE | Self::DELIVERY_STATUS))
+        Self(bits & Self::DEFINED as u32)
+    }
+}
+
+register! {
+    /// The interrupt command register as one 64-bit value (SDM Vol. 3A
+    /// Figure 11-12, "Interrupt Command Register"; 11.12.9 for x2APIC
+    /// mode): xAPIC writes its high half (offset 310H) and then its low
+    /// half (300H); x2APIC writes it whole (MSR 830H).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Icr(u64) {
+        /// Vector (bits 7:0).
+        VECTOR: 0..=7 => vector, with_vector: u8;
+        /// Delivery mode (bits 10:8): 000b fixed, 100b NMI, 101b INIT,
+        /// 110b start-up.
+        DELIVERY_MODE: 8..=10 => delivery_mode, with_delivery_mode: u8;
+        /// Delivery status (bit 12, xAPIC only): the IPI is not yet sent.
+        DELIVERY_STATUS: 12 => send_pending, with_send_pending: bool;
+        /// Level (bit 14): assert.
+        LEVEL: 14 => assert, with_assert: bool;
+        /// Destination shorthand (bits 19:18): 00b none, 01b self, 11b all
+        /// but self.
+        SHORTHAND: 18..=19 => shorthand, with_shorthand: u8;
+        /// Destination in xAPIC mode (bits 63:56: the high half's 31:24).
+        XAPIC_DESTINATION: 56..=63 => xapic_destination, with_xapic_destination: u8;
+        /// Destination in x2APIC mode (bits 63:32).
+        X2APIC_DESTINATION: 32..=63 => x2apic_destination, with_x2apic_destination: u32;
+    }
+}
+
+impl Icr {
+    /// Shorthand 01b: this CPU.
+    const SELF: u8 = 0b01;
+    /// Shorthand 11b: every CPU but this one.
+    const ALL_BUT_SELF: u8 = 0b11;
+
+    /// The ICR that sends `what` to `to` (physical destination mode; an
+    /// xAPIC ID is its low 8 bits).
+    const fn ipi(to: IpiDestination, what: IpiDelivery, x2apic: bool) -> Icr {
+        let icr = what.icr();
+        match to {
+            IpiDestination::Apic(id) if x2apic => icr.with_x2apic_destination(id),
+            IpiDestination::Apic(id) => icr.with_xapic_destination(id as u8),
+            IpiDestination::AllButSelf => icr.with_shorthand(Self::ALL_BUT_SELF),
+        }
+    }
+
+    /// The low half (xAPIC offset 300H).
+    const fn low(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// The high half (xAPIC offset 310H).
+    const fn high(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
+
+register! {
+    /// The spurious-interrupt vector register (SVR; SDM Vol. 3A Figure
+    /// 11-23).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct Svr(u32) {
+        /// Spurious vector (bits 7:0).
+        VECTOR: 0..=7 => vector, with_vector: u8;
+        /// APIC software enable (bit 8).
+        ENABLE: 8 => enabled, with_enabled: bool;
+    }
+}
+
+register! {
+    /// The xAPIC ID register (offset 20H; SDM Vol. 3A Figure 11-6).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct ApicIdRegister(u32) {
+        /// The APIC ID (bits 31:24).
+        ID: 24..=31 => id, with_id: u8;
     }
 }
 
@@ -186,14 +262,14 @@ pub enum IpiDestination {
 }
 
 impl IpiDelivery {
-    /// The ICR low bits: vector, delivery mode and level assert.
-    const fn icr_low(self) -> u32 {
-        const ASSERT: u32 = 1 << 14;
+    /// The ICR's vector, delivery mode and level assert.
+    const fn icr(self) -> Icr {
+        let assert = Icr(0).with_assert(true);
         match self {
-            IpiDelivery::Fixed(v) => ASSERT | v.0 as u32,
-            IpiDelivery::Nmi => ASSERT | 0b100 << 8,
-            IpiDelivery::Init => ASSERT | 0b101 << 8,
-            IpiDelivery::Startup(page) => ASSERT | 0b110 << 8 | page as u32,
+            IpiDelivery::Fixed(v) => assert.with_vector(v.0),
+            IpiDelivery::Nmi => assert.with_delivery_mode(0b100),
+            IpiDelivery::Init => assert.with_delivery_mode(0b101),
+            IpiDelivery::Startup(page) => assert.with_delivery_mode(0b110).with_vector(page),
         }
     }
 }
@@ -360,7 +436,7 @@ impl LocalApic {
 
     /// The local APIC ID register.
     pub fn id(&self) -> u32 {
-        self.register(reg::ID).read() >> 24
+        u32::from(ApicIdRegister(self.register(reg::ID).read()).id())
     }
 
     /// The version register: version in 7:0, highest LVT entry in 23:16.
@@ -372,8 +448,8 @@ impl LocalApic {
     /// vector, and accepts every priority (TPR = 0).
     pub fn enable(&mut self, spurious: Vector) {
         self.register(reg::TPR).write(0);
-        self.register(reg::SVR)
-            .write(1 << 8 | u32::from(spurious.get()));
+        let svr = Svr(0).with_enabled(true).with_vector(spurious.get());
+        self.register(reg::SVR).write(svr.bits());
     }
 
     /// Signals end of interrupt for the vector in service.
@@ -389,18 +465,16 @@ impl LocalApic {
     /// Writes the LVT performance-counter entry: one MMIO write.
     pub fn set_perf_counter_entry(&mut self, entry: LvtPerfCounter) {
         self.register(reg::LVT_PERF_COUNTER)
-            .write(entry.0 & LvtPerfCounter::WRITABLE);
+            .write(entry.writable_bits());
     }
 
     /// Sends `vector` to this CPU (ICR destination shorthand "self", fixed
     /// delivery, SDM Vol. 3A 11.6.1). Test kernels use it to raise the PMI
     /// vector without a counter overflow.
     pub fn self_ipi(&mut self, vector: Vector) {
-        const SHORTHAND_SELF: u32 = 0b01 << 18;
-        const LEVEL_ASSERT: u32 = 1 << 14;
-        self.register(reg::ICR_HIGH).write(0);
-        self.register(reg::ICR_LOW)
-            .write(SHORTHAND_SELF | LEVEL_ASSERT | u32::from(vector.get()));
+        let icr = IpiDelivery::Fixed(vector).icr().with_shorthand(Icr::SELF);
+        self.register(reg::ICR_HIGH).write(icr.high());
+        self.register(reg::ICR_LOW).write(icr.low());
     }
 
     /// Sends an NMI to this CPU (ICR delivery mode NMI, addressed to the
@@ -416,16 +490,10 @@ impl LocalApic {
     /// high word (the destination), then its low word, which sends it; then
     /// waits until the APIC reports it sent (delivery status clear).
     pub fn send_ipi(&mut self, to: IpiDestination, what: IpiDelivery) {
-        const SHORTHAND_ALL_BUT_SELF: u32 = 0b11 << 18;
-        const DELIVERY_STATUS: u32 = 1 << 12;
-        let (high, shorthand) = match to {
-            IpiDestination::Apic(id) => (id << 24, 0),
-            IpiDestination::AllButSelf => (0, SHORTHAND_ALL_BUT_SELF),
-        };
-        self.register(reg::ICR_HIGH).write(high);
-        self.register(reg::ICR_LOW)
-            .write(shorthand | what.icr_low());
-        while self.register(reg::ICR_LOW).read() & DELIVERY_STATUS != 0 {
+        let icr = Icr::ipi(to, what, false);
+        self.register(reg::ICR_HIGH).write(icr.high());
+        self.register(reg::ICR_LOW).write(icr.low());
+        while Icr(u64::from(self.register(reg::ICR_LOW).read())).send_pending() {
             core::hint::spin_loop();
         }
     }

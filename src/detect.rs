@@ -36,15 +36,20 @@
 use core::fmt;
 
 use crate::access::MsrAccess;
-use crate::arch::Field;
 use crate::arch::archperf::msrs::{IA32_PERF_CAPABILITIES, Leaf0A, PerfCapabilities};
+use crate::arch::ia32::{
+    Leaf1AEax, Leaf01Eax, Leaf01Ebx, Leaf01Ecx, Leaf01Edx, Leaf07Edx, MiscEnable,
+};
 
 /// IA32_MISC_ENABLE, MSR 1A0H.
 pub const IA32_MISC_ENABLE: u32 = 0x1A0;
 /// IA32_MISC_ENABLE bit 7: performance monitoring available (read-only).
-pub const MISC_ENABLE_PERF_MON_AVAILABLE: u64 = 1 << 7;
+pub const MISC_ENABLE_PERF_MON_AVAILABLE: u64 = MiscEnable::from_bits(0)
+    .with_perf_mon_available(true)
+    .bits();
 /// IA32_MISC_ENABLE bit 12: PEBS unavailable (read-only).
-pub const MISC_ENABLE_PEBS_UNAVAILABLE: u64 = 1 << 12;
+pub const MISC_ENABLE_PEBS_UNAVAILABLE: u64 =
+    MiscEnable::from_bits(0).with_pebs_unavailable(true).bits();
 
 /// The four registers CPUID returns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -150,11 +155,12 @@ pub struct CpuSignature {
 impl CpuSignature {
     /// Decodes CPUID.01H:EAX.
     pub const fn from_eax(raw: u32) -> Self {
-        let stepping = (raw & 0xF) as u8;
-        let base_model = ((raw >> 4) & 0xF) as u8;
-        let base_family = ((raw >> 8) & 0xF) as u8;
-        let extended_model = ((raw >> 16) & 0xF) as u8;
-        let extended_family = ((raw >> 20) & 0xFF) as u8;
+        let eax = Leaf01Eax::from_bits(raw);
+        let stepping = eax.stepping();
+        let base_model = eax.model();
+        let base_family = eax.family();
+        let extended_model = eax.extended_model();
+        let extended_family = eax.extended_family();
         let family = if base_family == 0xF {
             base_family as u16 + extended_family as u16
         } else {
@@ -393,11 +399,8 @@ impl fmt::Display for Detection {
 /// Whether the processor has x2APIC mode (CPUID.01H:ECX bit 21, SDM Vol.
 /// 3A 11.12.1), which [`crate::apic::X2Apic`] drives.
 pub fn x2apic_supported(cpuid: &impl Cpuid) -> bool {
-    cpuid.cpuid(0, 0).eax >= 1 && cpuid.cpuid(1, 0).ecx & X2APIC_BIT != 0
+    cpuid.cpuid(0, 0).eax >= 1 && Leaf01Ecx::from_bits(cpuid.cpuid(1, 0).ecx).x2apic()
 }
-
-/// CPUID.01H:ECX\[21\], x2APIC.
-const X2APIC_BIT: u32 = 1 << 21;
 
 /// Identifies the PMU of the CPU behind `cpuid` and `msr`.
 ///
@@ -411,7 +414,7 @@ pub fn detect<M: MsrAccess>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detection
         vendor,
         signature: signature.map(|leaf1| CpuSignature::from_eax(leaf1.eax)),
         pmu: PmuKind::None(NoPmu::Vendor(vendor)),
-        x2apic: signature.is_some_and(|leaf1| leaf1.ecx & X2APIC_BIT != 0),
+        x2apic: signature.is_some_and(|leaf1| Leaf01Ecx::from_bits(leaf1.ecx).x2apic()),
     };
     if vendor != Vendor::Intel {
         return Ok(detection);
@@ -427,34 +430,28 @@ pub fn detect<M: MsrAccess>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detection
         };
         return Ok(detection);
     }
-    let msr_instructions = leaf1.edx & (1 << 5) != 0;
-    let hyper_threading = leaf1.edx & (1 << 28) != 0;
-    let misc_enable = if msr_instructions {
+    let edx = Leaf01Edx::from_bits(leaf1.edx);
+    let msr_instructions = edx.msr();
+    let hyper_threading = edx.htt();
+    let misc_enable = MiscEnable::from_bits(if msr_instructions {
         msr.read_msr(IA32_MISC_ENABLE)?
     } else {
         0
-    };
+    });
     detection.pmu = PmuKind::NetBurst(NetBurstCpu {
         model: sig.model,
         msr_instructions,
-        perf_mon_available: misc_enable & MISC_ENABLE_PERF_MON_AVAILABLE != 0,
-        pebs_available: msr_instructions && misc_enable & MISC_ENABLE_PEBS_UNAVAILABLE == 0,
+        perf_mon_available: misc_enable.perf_mon_available(),
+        pebs_available: msr_instructions && !misc_enable.pebs_unavailable(),
         hyper_threading,
         logical_processors: if hyper_threading {
-            ((leaf1.ebx >> 16) & 0xFF) as u8
+            Leaf01Ebx::from_bits(leaf1.ebx).logical_processors()
         } else {
             1
         },
     });
     Ok(detection)
 }
-
-/// CPUID.01H:ECX.PDCM\[15\]: `IA32_PERF_CAPABILITIES` exists.
-const PDCM: Field = Field::new(15, 1);
-/// CPUID.07H:EDX.Hybrid\[15\].
-const HYBRID: Field = Field::new(15, 1);
-/// CPUID.1AH:EAX\[31:24\], the core type.
-const CORE_TYPE: Field = Field::new(24, 8);
 
 /// The architectural PMU of an Intel CPU of another family than NetBurst's
 /// (`max_leaf` is CPUID.0:EAX): CPUID leaf 0AH, `IA32_PERF_CAPABILITIES`
@@ -476,15 +473,15 @@ fn arch_perf<M: MsrAccess>(
     if leaf.version() == 0 {
         return Ok(None);
     }
-    let msr_instructions = leaf1.edx & (1 << 5) != 0;
-    let full_width_write = if msr_instructions && PDCM.get(u64::from(leaf1.ecx)) != 0 {
+    let msr_instructions = Leaf01Edx::from_bits(leaf1.edx).msr();
+    let full_width_write = if msr_instructions && Leaf01Ecx::from_bits(leaf1.ecx).pdcm() {
         PerfCapabilities::from_bits(msr.read_msr(IA32_PERF_CAPABILITIES)?).full_width_write()
     } else {
         false
     };
-    let hybrid = max_leaf >= 7 && HYBRID.get(u64::from(cpuid.cpuid(7, 0).edx)) != 0;
+    let hybrid = max_leaf >= 7 && Leaf07Edx::from_bits(cpuid.cpuid(7, 0).edx).hybrid();
     let core_type = (hybrid && max_leaf >= 0x1A).then(|| {
-        match CORE_TYPE.get(u64::from(cpuid.cpuid(0x1A, 0).eax)) as u8 {
+        match Leaf1AEax::from_bits(cpuid.cpuid(0x1A, 0).eax).core_type() {
             0x20 => CoreType::Atom,
             0x40 => CoreType::Core,
             other => CoreType::Other(other),

@@ -38,7 +38,10 @@
 //! Two logical processors of a NetBurst package with Hyper-Threading, as
 //! the model answers CPUID for each of them:
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::arch::netburst::LogicalProcessor;
 //! use pmu::model::netburst::{Config, LogicalProcessor as ModelLp, NetBurstModel};
 //! use pmu::topology::netburst_site;
@@ -53,6 +56,7 @@
 //! # Ok::<(), pmu::topology::TopologyError>(())
 //! ```
 
+use crate::arch::ia32::{Leaf0BEbx, Leaf01Ebx, Leaf01Edx, Leaf04Eax};
 use core::fmt;
 
 use crate::arch::netburst::LogicalProcessor;
@@ -172,18 +176,19 @@ pub fn netburst_site(cpuid: &impl Cpuid) -> Result<PmuSite, TopologyError> {
         return Err(TopologyError::NoLeaf1);
     }
     let leaf1 = cpuid.cpuid(1, 0);
-    let apic_id = leaf1.ebx >> 24;
-    let htt = leaf1.edx & 1 << 28 != 0;
-    let logical = if htt { (leaf1.ebx >> 16) as u8 } else { 1 };
+    let ebx = Leaf01Ebx::from_bits(leaf1.ebx);
+    let apic_id = u32::from(ebx.initial_apic_id());
+    let htt = Leaf01Edx::from_bits(leaf1.edx).htt();
+    let logical = if htt { ebx.logical_processors() } else { 1 };
     if logical == 0 {
         return Err(TopologyError::NoLogicalProcessors);
     }
     // Leaf 4 subleaf 0 describes a cache (type in EAX[4:0] not 0) and
     // holds the cores per package in EAX[31:26], minus one.
     let cores = if max_leaf >= 4 {
-        let leaf4 = cpuid.cpuid(4, 0);
-        if leaf4.eax & 0x1F != 0 {
-            (leaf4.eax >> 26) as u8 + 1
+        let leaf4 = Leaf04Eax::from_bits(cpuid.cpuid(4, 0).eax);
+        if leaf4.cache_type() != 0 {
+            leaf4.cores_minus_one() + 1
         } else {
             1
         }
@@ -219,11 +224,12 @@ pub fn own_site(cpuid: &impl Cpuid) -> Result<PmuSite, TopologyError> {
     }
     if max_leaf >= 0xB {
         let leaf_b = cpuid.cpuid(0xB, 0);
-        if leaf_b.ebx & 0xFFFF != 0 {
+        if Leaf0BEbx::from_bits(leaf_b.ebx).logical_processors() != 0 {
             return Ok(PmuSite::own(leaf_b.edx));
         }
     }
-    Ok(PmuSite::own(cpuid.cpuid(1, 0).ebx >> 24))
+    let ebx = Leaf01Ebx::from_bits(cpuid.cpuid(1, 0).ebx);
+    Ok(PmuSite::own(u32::from(ebx.initial_apic_id())))
 }
 
 /// The site of the CPU behind `cpuid` on the PMU `detection` found there

@@ -20,15 +20,27 @@
 //! raises model PMIs (LVT entry, SELF IPI, NMI through the ICR), takes
 //! EOIs and carries the SMP kernels' IPIs ([`X2Apic::send_ipi`]).
 
-use super::{IpiDelivery, IpiDestination, LvtPerfCounter, LvtPerfCounterEntry, Vector};
+use super::{Icr, IpiDelivery, IpiDestination, LvtPerfCounter, LvtPerfCounterEntry, Svr, Vector};
 use crate::access::MsrAccess;
 
 /// `IA32_APIC_BASE`.
 pub const IA32_APIC_BASE: u32 = 0x1B;
 /// `IA32_APIC_BASE` bit 11: the APIC is globally enabled.
-pub const APIC_BASE_ENABLE: u64 = 1 << 11;
+pub const APIC_BASE_ENABLE: u64 = ApicBase::ENABLE.mask();
 /// `IA32_APIC_BASE` bit 10 (`EXTD`): x2APIC mode.
-pub const APIC_BASE_EXTD: u64 = 1 << 10;
+pub const APIC_BASE_EXTD: u64 = ApicBase::EXTD.mask();
+
+crate::arch::register! {
+    /// `IA32_APIC_BASE` (MSR 1BH; SDM Vol. 3A Figure 11-26), the two bits
+    /// that select the APIC's mode.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct ApicBase(u64) {
+        /// `EXTD` (bit 10): x2APIC mode.
+        EXTD: 10;
+        /// Global enable (bit 11).
+        ENABLE: 11;
+    }
+}
 
 /// The x2APIC MSRs this layer uses (SDM Vol. 3A Table 11-6).
 pub mod msr {
@@ -103,8 +115,8 @@ impl<M: MsrAccess> X2Apic<M> {
     /// vector, and accepts every priority (TPR = 0).
     pub fn enable(&mut self, spurious: Vector) -> Result<(), M::Error> {
         self.msr.write_msr(msr::TPR, 0)?;
-        self.msr
-            .write_msr(msr::SVR, 1 << 8 | u64::from(spurious.get()))
+        let svr = Svr(0).with_enabled(true).with_vector(spurious.get());
+        self.msr.write_msr(msr::SVR, u64::from(svr.bits()))
     }
 
     /// Signals end of interrupt (the only value allowed is 0).
@@ -144,13 +156,8 @@ impl<M: MsrAccess> X2Apic<M> {
     /// there is nothing to wait for: x2APIC mode has no delivery-status
     /// bit (11.12.9: the bit is reserved), the write sends the IPI.
     pub fn send_ipi(&mut self, to: IpiDestination, what: IpiDelivery) -> Result<(), M::Error> {
-        const SHORTHAND_ALL_BUT_SELF: u64 = 0b11 << 18;
-        let destination = match to {
-            IpiDestination::Apic(id) => u64::from(id) << 32,
-            IpiDestination::AllButSelf => SHORTHAND_ALL_BUT_SELF,
-        };
         self.msr
-            .write_msr(msr::ICR, destination | u64::from(what.icr_low()))
+            .write_msr(msr::ICR, Icr::ipi(to, what, true).bits())
     }
 
     /// Whether `vector` is in service (ISR bit set).

@@ -117,6 +117,82 @@ impl Leaf01Edx {
     }
 }
 
+register! {
+    /// CPUID.04H:EAX (subleaf 0), the fields that count a package's cores
+    /// (SDM Vol. 2A Table 3-8, "Deterministic Cache Parameters Leaf").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf04Eax(u32) {
+        /// Cache type (bits 4:0); 0: no more caches, the leaf says nothing.
+        CACHE_TYPE: 0..=4 => cache_type, with_cache_type: u8;
+        /// Maximum number of addressable IDs for processor cores in the
+        /// package, minus one (bits 31:26).
+        CORES_MINUS_ONE: 26..=31 => cores_minus_one, with_cores_minus_one: u8;
+    }
+}
+
+impl Leaf04Eax {
+    /// The image `raw`.
+    pub const fn from_bits(raw: u32) -> Leaf04Eax {
+        Leaf04Eax(raw)
+    }
+}
+
+register! {
+    /// CPUID.07H:EDX (subleaf 0), the bit a PMU driver reads (SDM Vol. 2A
+    /// Table 3-8, "Structured Extended Feature Flags").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf07Edx(u32) {
+        /// Hybrid: the processor has cores of more than one type (bit 15).
+        HYBRID: 15 => hybrid, with_hybrid: bool;
+    }
+}
+
+impl Leaf07Edx {
+    /// The image `raw`.
+    pub const fn from_bits(raw: u32) -> Leaf07Edx {
+        Leaf07Edx(raw)
+    }
+}
+
+register! {
+    /// CPUID.0BH:EBX, extended topology (SDM Vol. 2A Table 3-8, "Extended
+    /// Topology Enumeration Leaf").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf0BEbx(u32) {
+        /// Logical processors at this level (bits 15:0); 0: the leaf is
+        /// not valid.
+        LOGICAL_PROCESSORS: 0..=15 => logical_processors, with_logical_processors: u16;
+    }
+}
+
+impl Leaf0BEbx {
+    /// The image `raw`.
+    pub const fn from_bits(raw: u32) -> Leaf0BEbx {
+        Leaf0BEbx(raw)
+    }
+}
+
+register! {
+    /// CPUID.1AH:EAX, the hybrid core's type (SDM Vol. 2A Table 3-8,
+    /// "Hybrid Information Enumeration Leaf").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf1AEax(u32) {
+        /// Core type (bits 31:24): 20H Atom, 40H Core.
+        CORE_TYPE: 24..=31 => core_type, with_core_type: u8;
+    }
+}
+
+impl Leaf1AEax {
+    /// The image `raw`.
+    pub const fn from_bits(raw: u32) -> Leaf1AEax {
+        Leaf1AEax(raw)
+    }
+}
+
 /// The privilege level of the code an event occurs in, as x86 PMUs
 /// distinguish it: the NetBurst ESCR's `OS`/`USR` flags, `IA32_PERFEVTSELx`'s
 /// `OS`/`USR` bits, the fixed counters' fields.

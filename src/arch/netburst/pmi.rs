@@ -54,7 +54,10 @@
 //! A sampling counter overflows the model into a PMI; the handler re-arms it
 //! and hands over the sample:
 //!
-//! ```
+//! (On a register-level model: a doc test with the `model` feature, ignored without it.)
+//!
+#![cfg_attr(feature = "model", doc = "```")]
+#![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 //! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
 //! use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
