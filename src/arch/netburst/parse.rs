@@ -760,34 +760,10 @@ impl EventSpec {
         ) -> Result<EventSpec, ParseError> {
             Err(ParseError::new(kind, offset, field))
         }
-        let s = s.as_bytes();
-        if s.is_empty() {
-            return err(ParseErrorKind::Empty, 0, s);
-        }
-        let (pmu, rest, base) = match find(s, b"::") {
-            Some(pos) => {
-                let (head, tail) = s.split_at(pos);
-                match Pmu::from_name(head) {
-                    Some(p) => (p, tail.split_at(2).1, pos + 2),
-                    None => return err(ParseErrorKind::UnknownPmu, 0, head),
-                }
-            }
-            None => (default_pmu, s, 0),
+        let (pmu, event, name, base, mut fields) = match split_event(s.as_bytes(), default_pmu) {
+            Ok(parts) => parts,
+            Err(e) => return Err(e),
         };
-        let (name, mut fields) = rest.split_at(match find(rest, b":") {
-            Some(p) => p,
-            None => rest.len(),
-        });
-        if name.is_empty() {
-            return err(ParseErrorKind::MissingEvent, base, name);
-        }
-        let Some(event) = EventName::from_name_bytes(name) else {
-            let e = ParseError::new(ParseErrorKind::UnknownEvent, base, name);
-            return Err(e.suggesting(closest_event(pmu, name)));
-        };
-        if !pmu.has(event) {
-            return err(ParseErrorKind::WrongPmu { event, pmu }, base, name);
-        }
         let info: &EventInfo = event.info();
         let mut masks = 0u32;
         let (mut os, mut usr, mut edge, mut complement) = (false, false, false, false);
@@ -838,29 +814,10 @@ impl EventSpec {
                 return err(ParseErrorKind::ModifierRepeated { modifier }, at, key);
             }
             seen[modifier as usize] = true;
-            let v = match value {
-                None if matches!(modifier, Modifier::Thr) => {
-                    return err(ParseErrorKind::MissingValue { modifier }, at, key);
-                }
-                None => 1,
-                Some(v) => match parse_number(v) {
-                    Ok(n) => n,
-                    Err(true) => {
-                        return err(ParseErrorKind::ValueOutOfRange { modifier }, at, field);
-                    }
-                    Err(false) => {
-                        return err(ParseErrorKind::InvalidValue { modifier }, at, field);
-                    }
-                },
+            let v = match modifier_value(modifier, value, at, key, field) {
+                Ok(v) => v,
+                Err(e) => return Err(e),
             };
-            let limit = if matches!(modifier, Modifier::Thr) {
-                15
-            } else {
-                1
-            };
-            if v > limit {
-                return err(ParseErrorKind::ValueOutOfRange { modifier }, at, field);
-            }
             let on = v != 0;
             match modifier {
                 Modifier::U => usr = on,
@@ -1188,6 +1145,100 @@ impl fmt::Display for EventSpec {
             self.threshold.get()
         )
     }
+}
+
+/// The start of an event string: its PMU (`netburst::`, `netburst_p::`, or
+/// `default_pmu`), its event, the event's name and offset, and the rest
+/// (empty, or starting with the `:` before the first field).
+#[allow(clippy::type_complexity, reason = "a private helper's five parts")]
+const fn split_event(
+    s: &[u8],
+    default_pmu: Pmu,
+) -> Result<(Pmu, EventName, &[u8], usize, &[u8]), ParseError> {
+    if s.is_empty() {
+        return Err(ParseError::new(ParseErrorKind::Empty, 0, s));
+    }
+    let (pmu, rest, base) = match find(s, b"::") {
+        Some(pos) => {
+            let (head, tail) = s.split_at(pos);
+            match Pmu::from_name(head) {
+                Some(p) => (p, tail.split_at(2).1, pos + 2),
+                None => return Err(ParseError::new(ParseErrorKind::UnknownPmu, 0, head)),
+            }
+        }
+        None => (default_pmu, s, 0),
+    };
+    let (name, fields) = rest.split_at(match find(rest, b":") {
+        Some(p) => p,
+        None => rest.len(),
+    });
+    if name.is_empty() {
+        return Err(ParseError::new(ParseErrorKind::MissingEvent, base, name));
+    }
+    let Some(event) = EventName::from_name_bytes(name) else {
+        let e = ParseError::new(ParseErrorKind::UnknownEvent, base, name);
+        return Err(e.suggesting(closest_event(pmu, name)));
+    };
+    if !pmu.has(event) {
+        return Err(ParseError::new(
+            ParseErrorKind::WrongPmu { event, pmu },
+            base,
+            name,
+        ));
+    }
+    Ok((pmu, event, name, base, fields))
+}
+
+/// The value of modifier `modifier` (field `field` at `at`, its name `key`,
+/// its value text `value`): 1 when none is given, except for `thr`, which
+/// needs one; at most 15 for `thr`, 1 for the flags.
+const fn modifier_value(
+    modifier: Modifier,
+    value: Option<&[u8]>,
+    at: usize,
+    key: &[u8],
+    field: &[u8],
+) -> Result<u64, ParseError> {
+    let v = match value {
+        None if matches!(modifier, Modifier::Thr) => {
+            return Err(ParseError::new(
+                ParseErrorKind::MissingValue { modifier },
+                at,
+                key,
+            ));
+        }
+        None => 1,
+        Some(v) => match parse_number(v) {
+            Ok(n) => n,
+            Err(true) => {
+                return Err(ParseError::new(
+                    ParseErrorKind::ValueOutOfRange { modifier },
+                    at,
+                    field,
+                ));
+            }
+            Err(false) => {
+                return Err(ParseError::new(
+                    ParseErrorKind::InvalidValue { modifier },
+                    at,
+                    field,
+                ));
+            }
+        },
+    };
+    let limit = if matches!(modifier, Modifier::Thr) {
+        15
+    } else {
+        1
+    };
+    if v > limit {
+        return Err(ParseError::new(
+            ParseErrorKind::ValueOutOfRange { modifier },
+            at,
+            field,
+        ));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]
