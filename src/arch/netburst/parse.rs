@@ -1,44 +1,4 @@
-//! libpfm4-compatible NetBurst event strings:
-//! `[netburst::|netburst_p::]event[:MASK...][:u][:k][:cmpl][:e][:thr=N]`.
-//!
-//! The result is an [`EventSpec`] whose [`EventSpec::escr_bits`] and
-//! [`EventSpec::cccr_bits`] are the ESCR and CCCR images libpfm4 computes
-//! for the same string (checked against libpfm4's own test vectors):
-//!
-//! * ESCR: event select and event mask from the catalog; `TAGn` pseudo-masks
-//!   set tag-value bit n and tag enable; `u` sets `T0_USR` and `T1_USR`, `k`
-//!   sets `T0_OS` and `T1_OS` (both logical processors); with neither
-//!   modifier both are set (libpfm4's default privilege mask, `PLM0|PLM3`).
-//!   Replay-metric masks of `replay_event` contribute no ESCR bit.
-//! * CCCR: `ENABLE`, the catalog's ESCR select, active thread 11b; `e` sets
-//!   `EDGE` and `COMPARE`, `cmpl` sets `COMPLEMENT` and `COMPARE`, `thr=N`
-//!   (0-15) sets `THRESHOLD` and, when N is non-zero, `COMPARE`.
-//!
-//! Names are matched ignoring ASCII case. Boolean modifiers also take `=0` or
-//! `=1`; numbers may be decimal or `0x` hexadecimal.
-//!
-//! Deliberate differences from libpfm4: a modifier given twice is an error
-//! (libpfm4 accepts an identical repeat); `b2b_cycles:BIT5`/`BIT6` encode
-//! SDM mask bits 5/6 (libpfm4: bit 4); `mispred_branch_retired` prints its
-//! mask as `NBOGUS` (libpfm4 `BOGUS`, accepted as input). A string without a
-//! PMU prefix is parsed for the PMU given to [`EventSpec::parse`] (`FromStr`:
-//! `netburst`, the PMU without `instr_completed`).
-//!
-//! # Examples
-//!
-//! ```
-//! use pmu::arch::netburst::EventSpec;
-//!
-//! let spec: EventSpec = "global_power_events:RUNNING:k".parse()?;
-//! assert_eq!(spec.escr_bits(), 0x2600_020A); // select 13h, mask bit 0, T0_OS and T1_OS
-//! // Displayed in libpfm4's canonical form, every modifier spelled out:
-//! assert_eq!(
-//!     spec.to_string(),
-//!     "netburst::global_power_events:RUNNING:k=1:u=0:e=0:cmpl=0:thr=0"
-//! );
-//! assert!("global_power_events:NOPE".parse::<EventSpec>().is_err());
-//! # Ok::<(), pmu::arch::netburst::ParseError>(())
-//! ```
+//! libpfm4-compatible event strings (documented on [`EventSpec`]).
 
 use core::fmt;
 use core::str::FromStr;
@@ -622,6 +582,48 @@ impl fmt::Display for ParseError {
 
 impl core::error::Error for ParseError {}
 
+/// libpfm4-compatible NetBurst event strings:
+/// `[netburst::|netburst_p::]event[:MASK...][:u][:k][:cmpl][:e][:thr=N]`.
+///
+/// The result is an [`EventSpec`] whose [`EventSpec::escr_bits`] and
+/// [`EventSpec::cccr_bits`] are the ESCR and CCCR images libpfm4 computes
+/// for the same string (checked against libpfm4's own test vectors):
+///
+/// * ESCR: event select and event mask from the catalog; `TAGn` pseudo-masks
+///   set tag-value bit n and tag enable; `u` sets `T0_USR` and `T1_USR`, `k`
+///   sets `T0_OS` and `T1_OS` (both logical processors); with neither
+///   modifier both are set (libpfm4's default privilege mask, `PLM0|PLM3`).
+///   Replay-metric masks of `replay_event` contribute no ESCR bit.
+/// * CCCR: `ENABLE`, the catalog's ESCR select, active thread 11b; `e` sets
+///   `EDGE` and `COMPARE`, `cmpl` sets `COMPLEMENT` and `COMPARE`, `thr=N`
+///   (0-15) sets `THRESHOLD` and, when N is non-zero, `COMPARE`.
+///
+/// Names are matched ignoring ASCII case. Boolean modifiers also take `=0` or
+/// `=1`; numbers may be decimal or `0x` hexadecimal.
+///
+/// Deliberate differences from libpfm4: a modifier given twice is an error
+/// (libpfm4 accepts an identical repeat); `b2b_cycles:BIT5`/`BIT6` encode
+/// SDM mask bits 5/6 (libpfm4: bit 4); `mispred_branch_retired` prints its
+/// mask as `NBOGUS` (libpfm4 `BOGUS`, accepted as input). A string without a
+/// PMU prefix is parsed for the PMU given to [`EventSpec::parse`] (`FromStr`:
+/// `netburst`, the PMU without `instr_completed`).
+///
+/// # Examples
+///
+/// ```
+/// use pmu::arch::netburst::EventSpec;
+///
+/// let spec: EventSpec = "global_power_events:RUNNING:k".parse()?;
+/// assert_eq!(spec.escr_bits(), 0x2600_020A); // select 13h, mask bit 0, T0_OS and T1_OS
+/// // Displayed in libpfm4's canonical form, every modifier spelled out:
+/// assert_eq!(
+///     spec.to_string(),
+///     "netburst::global_power_events:RUNNING:k=1:u=0:e=0:cmpl=0:thr=0"
+/// );
+/// assert!("global_power_events:NOPE".parse::<EventSpec>().is_err());
+/// # Ok::<(), pmu::arch::netburst::ParseError>(())
+/// ```
+///
 /// A fully qualified NetBurst event: what libpfm4 calls an encoding.
 ///
 /// Invariants (kept by every constructor): the masks are indices into the
