@@ -129,14 +129,14 @@
 
 use crate::access::MsrAccess;
 use crate::arch::ia32::MiscEnable;
-use crate::arch::netburst::cccr::{ActiveThread, CccrValue};
-use crate::arch::netburst::escr::EscrValue;
+use crate::arch::netburst::EscrValue;
 use crate::arch::netburst::events::EventName;
-use crate::arch::netburst::msrs::{
+use crate::arch::netburst::{ActiveThread, CccrValue};
+use crate::arch::netburst::{
     COUNTER_MASK, Counter, CounterSet, Escr, EscrSet, IA32_DS_AREA, IA32_MISC_ENABLE,
     MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT, MSR_TC_PRECISE_EVENT, RdpmcIndex,
 };
-use crate::arch::netburst::tagging_msrs::{PebsEnable, PebsMatrixVert, TcPreciseEvent};
+use crate::arch::netburst::{PebsEnable, PebsMatrixVert, TcPreciseEvent};
 
 pub use super::VirtualLvt;
 
@@ -181,7 +181,7 @@ pub const fn classify(msr: u32) -> MsrClass {
     {
         return MsrClass::Counter(c);
     }
-    let cccr = msr.wrapping_sub(crate::arch::netburst::msrs::Cccr::MSR_BASE);
+    let cccr = msr.wrapping_sub(crate::arch::netburst::Cccr::MSR_BASE);
     if cccr < 18
         && let Some(c) = Counter::from_index(cccr as u8)
     {

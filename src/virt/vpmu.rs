@@ -20,7 +20,7 @@ use super::netburst::{
 };
 use crate::access::MsrAccess;
 use crate::apic::{LvtPerfCounter, PmiDelivery};
-use crate::arch::netburst::msrs::Counter;
+use crate::arch::netburst::Counter;
 use crate::model::netburst::{Config, Event, Fault, GpReason, LogicalProcessor, NetBurstModel};
 
 /// A guest's virtual NetBurst PMU.

@@ -1,42 +1,4 @@
-//! The CCCR register layout (SDM Vol. 3B Figure 18-45 non-HT, Figure 18-48
-//! Hyper-Threading; Table 18-65 for the extended cascade bit).
-//!
-//! | bits | field |
-//! |---|---|
-//! | 10:0 | reserved |
-//! | 11 | extended cascade `CASCNTxINTOy` (IQ_CCCR0/3/4/5 on models 2, 3, 4, 6 only; reserved elsewhere) |
-//! | 12 | `ENABLE` |
-//! | 15:13 | ESCR select |
-//! | 17:16 | active thread (HT); reserved and must be 11b on non-HT parts |
-//! | 18 | `COMPARE` |
-//! | 19 | `COMPLEMENT` |
-//! | 23:20 | `THRESHOLD` |
-//! | 24 | `EDGE` |
-//! | 25 | `FORCE_OVF` |
-//! | 26 | `OVF_PMI_T0` (`OVF_PMI` on non-HT parts) |
-//! | 27 | `OVF_PMI_T1` (reserved on non-HT parts) |
-//! | 29:28 | reserved |
-//! | 30 | `CASCADE` |
-//! | 31 | `OVF` (sticky) |
-//! | 63:32 | reserved |
-//!
-//! Source disagreement on what is reserved: Linux masks only bits 11:0,
-//! perfctr also 29:28 and (for users) 27 and 31, oprofile preserves
-//! 0x38030FFF. This crate follows the SDM figures: 10:0, 29:28 and 63:32
-//! always, bit 11 except where Table 18-65 defines it.
-//!
-//! # Examples
-//!
-//! ```
-//! use pmu::arch::netburst::{CccrValue, EscrSelect, Threshold};
-//!
-//! let v = CccrValue::new(EscrSelect::new(4).unwrap())      // ESCR select 4 (CRU_ESCR0 for counter 12)
-//!     .with_enable(true)
-//!     .with_compare(true)
-//!     .with_threshold(Threshold::new(2).unwrap());
-//! assert_eq!(v.bits(), 1 << 12 | 4 << 13 | 3 << 16 | 1 << 18 | 2 << 20);
-//! assert!(CccrValue::from_bits(1 << 28).is_err(), "bit 28 is reserved");
-//! ```
+//! The CCCR register layout (documented on [`CccrValue`]).
 
 use super::escr::ReservedBits;
 use super::msrs::{Cccr, Counter, EscrSelect};
@@ -137,6 +99,46 @@ impl ExtendedCascade {
 }
 
 register! {
+    /// The CCCR register layout (SDM Vol. 3B Figure 18-45 non-HT, Figure 18-48
+    /// Hyper-Threading; Table 18-65 for the extended cascade bit).
+    ///
+    /// | bits | field |
+    /// |---|---|
+    /// | 10:0 | reserved |
+    /// | 11 | extended cascade `CASCNTxINTOy` (IQ_CCCR0/3/4/5 on models 2, 3, 4, 6 only; reserved elsewhere) |
+    /// | 12 | `ENABLE` |
+    /// | 15:13 | ESCR select |
+    /// | 17:16 | active thread (HT); reserved and must be 11b on non-HT parts |
+    /// | 18 | `COMPARE` |
+    /// | 19 | `COMPLEMENT` |
+    /// | 23:20 | `THRESHOLD` |
+    /// | 24 | `EDGE` |
+    /// | 25 | `FORCE_OVF` |
+    /// | 26 | `OVF_PMI_T0` (`OVF_PMI` on non-HT parts) |
+    /// | 27 | `OVF_PMI_T1` (reserved on non-HT parts) |
+    /// | 29:28 | reserved |
+    /// | 30 | `CASCADE` |
+    /// | 31 | `OVF` (sticky) |
+    /// | 63:32 | reserved |
+    ///
+    /// Source disagreement on what is reserved: Linux masks only bits 11:0,
+    /// perfctr also 29:28 and (for users) 27 and 31, oprofile preserves
+    /// 0x38030FFF. This crate follows the SDM figures: 10:0, 29:28 and 63:32
+    /// always, bit 11 except where Table 18-65 defines it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pmu::arch::netburst::{CccrValue, EscrSelect, Threshold};
+    ///
+    /// let v = CccrValue::new(EscrSelect::new(4).unwrap())      // ESCR select 4 (CRU_ESCR0 for counter 12)
+    ///     .with_enable(true)
+    ///     .with_compare(true)
+    ///     .with_threshold(Threshold::new(2).unwrap());
+    /// assert_eq!(v.bits(), 1 << 12 | 4 << 13 | 3 << 16 | 1 << 18 | 2 << 20);
+    /// assert!(CccrValue::from_bits(1 << 28).is_err(), "bit 28 is reserved");
+    /// ```
+    ///
     /// A CCCR value whose reserved bits are zero by construction (SDM
     /// Figure 18-45; the extended cascade bit, Table 18-65).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -30,7 +30,7 @@
 //! tags, per logical processor, and refuses a downstream counter whose tags
 //! nothing claimed sets ([`ConfigError::Untagged`],
 //! [`ConfigError::MissingUpstream`]): configure the upstream counters
-//! first ([`super::tagging`] plans a whole set-up). It owns the
+//! first ([`super::TaggingPlan`] plans a whole set-up). It owns the
 //! package-wide `MSR_PEBS_ENABLE` and `MSR_PEBS_MATRIX_VERT` (Table 35-41):
 //! the replay metrics of the claimed `replay_event` counters (one metric
 //! set at a time, [`ConfigError::ReplayTaggingBusy`]) and PEBS per logical

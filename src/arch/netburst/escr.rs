@@ -1,35 +1,4 @@
-//! The ESCR register layout (SDM Vol. 3B Figure 18-43, non-HT, and Figure
-//! 18-45/18-47, Hyper-Threading).
-//!
-//! | bits | field |
-//! |---|---|
-//! | 0 | `T1_USR` (reserved on non-HT parts) |
-//! | 1 | `T1_OS` (reserved on non-HT parts) |
-//! | 2 | `T0_USR` (`USR` on non-HT parts) |
-//! | 3 | `T0_OS` (`OS` on non-HT parts) |
-//! | 4 | tag enable |
-//! | 8:5 | tag value |
-//! | 24:9 | event mask (SDM mask bit n = ESCR bit 9 + n) |
-//! | 30:25 | event select |
-//! | 31, 63:32 | reserved |
-//!
-//! Source disagreement: most per-event rows of SDM Tables 19-28/19-29 write
-//! the event select as `ESCR[31:25]`, others as `ESCR[30:25]`; the register
-//! figures and the 18.15.1 text say bits 30:25 with bit 31 reserved, and so do
-//! Linux, libpfm4, oprofile and perfctr. This crate follows the figures: a
-//! 6-bit event select at 30:25.
-//!
-//! # Examples
-//!
-//! ```
-//! use pmu::arch::netburst::{EscrValue, EventMask, EventSelect, ThreadCpl};
-//!
-//! // instr_retired (event select 02h), NBOGUSNTAG (mask bit 0), T0 at CPL 0:
-//! let v = EscrValue::new(EventSelect::new(0x02).unwrap(), EventMask::bit(0).unwrap())
-//!     .with_cpl(ThreadCpl { t0_os: true, ..ThreadCpl::NONE });
-//! assert_eq!(v.bits(), 0x02 << 25 | 1 << 9 | 1 << 3);
-//! assert_eq!(EscrValue::from_bits(v.bits()), Ok(v));
-//! ```
+//! The ESCR register layout (documented on [`EscrValue`]).
 
 use crate::arch::register;
 
@@ -222,6 +191,39 @@ impl ThreadCpl {
 }
 
 register! {
+    /// The ESCR register layout (SDM Vol. 3B Figure 18-43, non-HT, and Figure
+    /// 18-45/18-47, Hyper-Threading).
+    ///
+    /// | bits | field |
+    /// |---|---|
+    /// | 0 | `T1_USR` (reserved on non-HT parts) |
+    /// | 1 | `T1_OS` (reserved on non-HT parts) |
+    /// | 2 | `T0_USR` (`USR` on non-HT parts) |
+    /// | 3 | `T0_OS` (`OS` on non-HT parts) |
+    /// | 4 | tag enable |
+    /// | 8:5 | tag value |
+    /// | 24:9 | event mask (SDM mask bit n = ESCR bit 9 + n) |
+    /// | 30:25 | event select |
+    /// | 31, 63:32 | reserved |
+    ///
+    /// Source disagreement: most per-event rows of SDM Tables 19-28/19-29 write
+    /// the event select as `ESCR[31:25]`, others as `ESCR[30:25]`; the register
+    /// figures and the 18.15.1 text say bits 30:25 with bit 31 reserved, and so do
+    /// Linux, libpfm4, oprofile and perfctr. This crate follows the figures: a
+    /// 6-bit event select at 30:25.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pmu::arch::netburst::{EscrValue, EventMask, EventSelect, ThreadCpl};
+    ///
+    /// // instr_retired (event select 02h), NBOGUSNTAG (mask bit 0), T0 at CPL 0:
+    /// let v = EscrValue::new(EventSelect::new(0x02).unwrap(), EventMask::bit(0).unwrap())
+    ///     .with_cpl(ThreadCpl { t0_os: true, ..ThreadCpl::NONE });
+    /// assert_eq!(v.bits(), 0x02 << 25 | 1 << 9 | 1 << 3);
+    /// assert_eq!(EscrValue::from_bits(v.bits()), Ok(v));
+    /// ```
+    ///
     /// An ESCR value whose reserved bits are zero by construction (SDM
     /// Figure 18-44).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -39,7 +39,7 @@
 //!
 //! On Hyper-Threading parts the two logical processors *share* all of this:
 //! the ESCR's T0/T1 flags and the CCCR's active-thread field decide which
-//! processor's events count ([`thread`]). Some events cannot be attributed
+//! processor's events count ([`counts`]). Some events cannot be attributed
 //! to a processor at all (thread-independent, [`Specificity`]).
 //!
 //! Events come in two kinds (SDM Tables 19-28 and 19-29): non-retirement
@@ -47,32 +47,27 @@
 //! *tagged* earlier in the pipeline and then retired (`NBOGUS`) or were
 //! squashed (`BOGUS`). Tagging is set up with an upstream ESCR (or the PEBS
 //! MSRs) that marks µops and a downstream `CRU_ESCR2/3` event that counts
-//! them ([`tagging`]).
+//! them ([`TaggingPlan`]).
 //!
 //! # Modules
 //!
 //! | module | contents |
 //! |---|---|
-//! | [`msrs`] | MSR addresses, counters, CCCRs, the 45 ESCRs, blocks, pairs, cascade, model availability, PEBS/tagging MSRs (SDM Table 18-63) |
-//! | [`escr`], [`cccr`] | typed register values with `const fn` builders, accessors and reserved-bit masks; total decoding of raw values |
+//! | (root) | the register map ([`Counter`], [`Cccr`], [`Escr`], blocks, pairs, cascade, model availability, the MSR numbers; SDM Table 18-63), the typed register images ([`EscrValue`], [`CccrValue`], [`PebsEnable`], ...), event strings ([`EventSpec`]), logical-processor qualification ([`counts`]), tagging plans ([`TaggingPlan`]) and the package's PMU ([`NetBurstPmu`]) |
 //! | [`events`] | the 46-event catalog (SDM Tables 19-28, 19-29, 19-33, 19-34) and the table of source disagreements |
-//! | [`parse`] | libpfm4 event strings -> [`EventSpec`], whose `escr_bits()`/`cccr_bits()` equal libpfm4's encodings |
 //! | [`driver`] | the typestate counter driver: ESCR/CCCR/counter programming with exact MSR traffic, cascading, sampling presets |
-//! | [`physical`] | [`NetBurstPmu`], the physical PMU of one package as a value: the drivers are taken from it, it owns what the package's logical processors share |
 //! | [`pmi`] | the overflow interrupt handler and the state it shares with the counter handles |
 //! | [`schedule`] | exact placement of event sets on ESCRs and counters (max-flow search, minimal-conflict explanations; SDM Table 18-63) |
-//! | [`thread`] | SDM Tables 18-29 (TS) and 18-30 (TI) as functions |
-//! | [`tagging`] | complete MSR-write lists for front-end, execution and replay tagging |
 //!
 //! # Source disagreements
 //!
 //! The Intel SDM is followed; every departure of another source, and every
 //! place where the SDM contradicts itself, is recorded where the rule lives:
-//! register layouts in [`escr`] and [`cccr`], IQ ESCR availability in
+//! register layouts on [`EscrValue`] and [`CccrValue`], IQ ESCR availability in
 //! [`Escr::available_on`], the event catalog in [`events`] (including the
 //! unresolved CCCR select of `b2b_cycles`/`bnr`/`snoop`/`response`), a typo
-//! in Table 18-29 in [`thread`], and the `MSR_PEBS_ENABLE` bit-24/25 wording
-//! in [`tagging`].
+//! in Table 18-29 on [`counts`], and the `MSR_PEBS_ENABLE` bit-24/25 wording
+//! on [`PebsEnable`].
 //!
 //! # Example
 //!
@@ -84,34 +79,36 @@
 //! # Ok::<(), pmu::arch::netburst::ParseError>(())
 //! ```
 
-pub mod cccr;
+// The register layouts, the register map, the event strings and the
+// vocabulary: private modules whose items are all here, at the
+// architecture's root (one path each; each module's documentation is on
+// its main item).
+mod cccr;
+mod escr;
+mod msrs;
+mod parse;
+mod physical;
+mod tagging;
+mod tagging_msrs;
+mod thread;
+
 pub mod driver;
 pub mod ds;
-pub mod escr;
 pub mod events;
-pub mod msrs;
 pub mod multiplex;
-pub mod parse;
-pub mod physical;
 pub mod pmi;
 pub mod schedule;
-pub mod tagging;
-pub mod tagging_msrs;
-pub mod thread;
 
-pub use cccr::{ActiveThread, CccrValue, ExtendedCascade, Threshold};
-pub use escr::{EscrValue, EventMask, EventSelect, ReservedBits, TagValue, ThreadCpl};
+pub use cccr::*;
+pub use escr::*;
 pub use events::{
     Constraint, Counting, EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric, Specificity,
     Tagging,
 };
-pub use msrs::{Assignment, Block, Cccr, Counter, CounterSet, Escr, EscrSelect, EscrSet, Pair};
-pub use parse::{EventSpec, Modifier, ParseError, ParseErrorKind, Pmu};
-pub use physical::NetBurstPmu;
+pub use msrs::*;
+pub use parse::*;
+pub use physical::*;
 pub use schedule::{Conflict, Occupied, Part, Request, Schedule, ScheduleError};
-pub use tagging::{
-    ExecUpstream, ExecutionTagging, FrontEndTagging, ReplayTagging, TaggedCounter, TaggingError,
-    TaggingPlan,
-};
-pub use tagging_msrs::{PebsEnable, PebsMatrixVert, TcPreciseEvent};
-pub use thread::{CplState, LogicalProcessor, Privilege};
+pub use tagging::*;
+pub use tagging_msrs::*;
+pub use thread::*;

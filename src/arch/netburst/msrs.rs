@@ -1,23 +1,4 @@
-//! The NetBurst MSR map and counter topology: 18 counters, 18 CCCRs, 45
-//! ESCRs, 4 blocks, 9 pairs, the cascade partners and the PEBS/tagging MSRs.
-//!
-//! Everything here is a table lookup on typed identifiers: a [`Counter`], its
-//! [`Cccr`] and an [`Escr`] are different types, and an ESCR/counter pairing
-//! can only be named through [`Assignment::new`], which refuses pairings the
-//! hardware does not wire (SDM Vol. 3B Table 18-63, "Performance Counter MSRs
-//! and Associated CCCR and ESCR MSRs").
-//!
-//! # Examples
-//!
-//! ```
-//! use pmu::arch::netburst::{Assignment, Counter, Escr};
-//!
-//! // CRU_ESCR0 feeds counters 12, 13 and 16 (IQ_COUNTER0, 1, 4).
-//! let a = Assignment::new(Escr::CruEscr0, Counter::IqCounter0).unwrap();
-//! assert_eq!((a.escr().msr(), a.counter().msr(), a.cccr().msr()), (0x3B8, 0x30C, 0x36C));
-//! assert_eq!(Escr::CruEscr0.name(), "MSR_CRU_ESCR0");
-//! assert!(Assignment::new(Escr::CruEscr0, Counter::BpuCounter0).is_none(), "not wired");
-//! ```
+//! The NetBurst MSR map and counter topology (documented on [`Counter`]).
 
 use crate::arch::register;
 
@@ -167,6 +148,27 @@ impl Pair {
     }
 }
 
+/// The NetBurst MSR map and counter topology: 18 counters, 18 CCCRs, 45
+/// ESCRs, 4 blocks, 9 pairs, the cascade partners and the PEBS/tagging MSRs.
+///
+/// Everything here is a table lookup on typed identifiers: a [`Counter`], its
+/// [`Cccr`] and an [`Escr`] are different types, and an ESCR/counter pairing
+/// can only be named through [`Assignment::new`], which refuses pairings the
+/// hardware does not wire (SDM Vol. 3B Table 18-63, "Performance Counter MSRs
+/// and Associated CCCR and ESCR MSRs").
+///
+/// # Examples
+///
+/// ```
+/// use pmu::arch::netburst::{Assignment, Counter, Escr};
+///
+/// // CRU_ESCR0 feeds counters 12, 13 and 16 (IQ_COUNTER0, 1, 4).
+/// let a = Assignment::new(Escr::CruEscr0, Counter::IqCounter0).unwrap();
+/// assert_eq!((a.escr().msr(), a.counter().msr(), a.cccr().msr()), (0x3B8, 0x30C, 0x36C));
+/// assert_eq!(Escr::CruEscr0.name(), "MSR_CRU_ESCR0");
+/// assert!(Assignment::new(Escr::CruEscr0, Counter::BpuCounter0).is_none(), "not wired");
+/// ```
+///
 /// One of the 18 performance counters (counter number n = MSR `0x300 + n`,
 /// also the RDPMC index and the index used by the SDM tables).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

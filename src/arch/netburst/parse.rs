@@ -1,44 +1,4 @@
-//! libpfm4-compatible NetBurst event strings:
-//! `[netburst::|netburst_p::]event[:MASK...][:u][:k][:cmpl][:e][:thr=N]`.
-//!
-//! The result is an [`EventSpec`] whose [`EventSpec::escr_bits`] and
-//! [`EventSpec::cccr_bits`] are the ESCR and CCCR images libpfm4 computes
-//! for the same string (checked against libpfm4's own test vectors):
-//!
-//! * ESCR: event select and event mask from the catalog; `TAGn` pseudo-masks
-//!   set tag-value bit n and tag enable; `u` sets `T0_USR` and `T1_USR`, `k`
-//!   sets `T0_OS` and `T1_OS` (both logical processors); with neither
-//!   modifier both are set (libpfm4's default privilege mask, `PLM0|PLM3`).
-//!   Replay-metric masks of `replay_event` contribute no ESCR bit.
-//! * CCCR: `ENABLE`, the catalog's ESCR select, active thread 11b; `e` sets
-//!   `EDGE` and `COMPARE`, `cmpl` sets `COMPLEMENT` and `COMPARE`, `thr=N`
-//!   (0-15) sets `THRESHOLD` and, when N is non-zero, `COMPARE`.
-//!
-//! Names are matched ignoring ASCII case. Boolean modifiers also take `=0` or
-//! `=1`; numbers may be decimal or `0x` hexadecimal.
-//!
-//! Deliberate differences from libpfm4: a modifier given twice is an error
-//! (libpfm4 accepts an identical repeat); `b2b_cycles:BIT5`/`BIT6` encode
-//! SDM mask bits 5/6 (libpfm4: bit 4); `mispred_branch_retired` prints its
-//! mask as `NBOGUS` (libpfm4 `BOGUS`, accepted as input). A string without a
-//! PMU prefix is parsed for the PMU given to [`EventSpec::parse`] (`FromStr`:
-//! `netburst`, the PMU without `instr_completed`).
-//!
-//! # Examples
-//!
-//! ```
-//! use pmu::arch::netburst::EventSpec;
-//!
-//! let spec: EventSpec = "global_power_events:RUNNING:k".parse()?;
-//! assert_eq!(spec.escr_bits(), 0x2600_020A); // select 13h, mask bit 0, T0_OS and T1_OS
-//! // Displayed in libpfm4's canonical form, every modifier spelled out:
-//! assert_eq!(
-//!     spec.to_string(),
-//!     "netburst::global_power_events:RUNNING:k=1:u=0:e=0:cmpl=0:thr=0"
-//! );
-//! assert!("global_power_events:NOPE".parse::<EventSpec>().is_err());
-//! # Ok::<(), pmu::arch::netburst::ParseError>(())
-//! ```
+//! libpfm4-compatible event strings (documented on [`EventSpec`]).
 
 use core::fmt;
 use core::str::FromStr;
@@ -622,6 +582,48 @@ impl fmt::Display for ParseError {
 
 impl core::error::Error for ParseError {}
 
+/// libpfm4-compatible NetBurst event strings:
+/// `[netburst::|netburst_p::]event[:MASK...][:u][:k][:cmpl][:e][:thr=N]`.
+///
+/// The result is an [`EventSpec`] whose [`EventSpec::escr_bits`] and
+/// [`EventSpec::cccr_bits`] are the ESCR and CCCR images libpfm4 computes
+/// for the same string (checked against libpfm4's own test vectors):
+///
+/// * ESCR: event select and event mask from the catalog; `TAGn` pseudo-masks
+///   set tag-value bit n and tag enable; `u` sets `T0_USR` and `T1_USR`, `k`
+///   sets `T0_OS` and `T1_OS` (both logical processors); with neither
+///   modifier both are set (libpfm4's default privilege mask, `PLM0|PLM3`).
+///   Replay-metric masks of `replay_event` contribute no ESCR bit.
+/// * CCCR: `ENABLE`, the catalog's ESCR select, active thread 11b; `e` sets
+///   `EDGE` and `COMPARE`, `cmpl` sets `COMPLEMENT` and `COMPARE`, `thr=N`
+///   (0-15) sets `THRESHOLD` and, when N is non-zero, `COMPARE`.
+///
+/// Names are matched ignoring ASCII case. Boolean modifiers also take `=0` or
+/// `=1`; numbers may be decimal or `0x` hexadecimal.
+///
+/// Deliberate differences from libpfm4: a modifier given twice is an error
+/// (libpfm4 accepts an identical repeat); `b2b_cycles:BIT5`/`BIT6` encode
+/// SDM mask bits 5/6 (libpfm4: bit 4); `mispred_branch_retired` prints its
+/// mask as `NBOGUS` (libpfm4 `BOGUS`, accepted as input). A string without a
+/// PMU prefix is parsed for the PMU given to [`EventSpec::parse`] (`FromStr`:
+/// `netburst`, the PMU without `instr_completed`).
+///
+/// # Examples
+///
+/// ```
+/// use pmu::arch::netburst::EventSpec;
+///
+/// let spec: EventSpec = "global_power_events:RUNNING:k".parse()?;
+/// assert_eq!(spec.escr_bits(), 0x2600_020A); // select 13h, mask bit 0, T0_OS and T1_OS
+/// // Displayed in libpfm4's canonical form, every modifier spelled out:
+/// assert_eq!(
+///     spec.to_string(),
+///     "netburst::global_power_events:RUNNING:k=1:u=0:e=0:cmpl=0:thr=0"
+/// );
+/// assert!("global_power_events:NOPE".parse::<EventSpec>().is_err());
+/// # Ok::<(), pmu::arch::netburst::ParseError>(())
+/// ```
+///
 /// A fully qualified NetBurst event: what libpfm4 calls an encoding.
 ///
 /// Invariants (kept by every constructor): the masks are indices into the
@@ -760,34 +762,10 @@ impl EventSpec {
         ) -> Result<EventSpec, ParseError> {
             Err(ParseError::new(kind, offset, field))
         }
-        let s = s.as_bytes();
-        if s.is_empty() {
-            return err(ParseErrorKind::Empty, 0, s);
-        }
-        let (pmu, rest, base) = match find(s, b"::") {
-            Some(pos) => {
-                let (head, tail) = s.split_at(pos);
-                match Pmu::from_name(head) {
-                    Some(p) => (p, tail.split_at(2).1, pos + 2),
-                    None => return err(ParseErrorKind::UnknownPmu, 0, head),
-                }
-            }
-            None => (default_pmu, s, 0),
+        let (pmu, event, name, base, mut fields) = match split_event(s.as_bytes(), default_pmu) {
+            Ok(parts) => parts,
+            Err(e) => return Err(e),
         };
-        let (name, mut fields) = rest.split_at(match find(rest, b":") {
-            Some(p) => p,
-            None => rest.len(),
-        });
-        if name.is_empty() {
-            return err(ParseErrorKind::MissingEvent, base, name);
-        }
-        let Some(event) = EventName::from_name_bytes(name) else {
-            let e = ParseError::new(ParseErrorKind::UnknownEvent, base, name);
-            return Err(e.suggesting(closest_event(pmu, name)));
-        };
-        if !pmu.has(event) {
-            return err(ParseErrorKind::WrongPmu { event, pmu }, base, name);
-        }
         let info: &EventInfo = event.info();
         let mut masks = 0u32;
         let (mut os, mut usr, mut edge, mut complement) = (false, false, false, false);
@@ -838,29 +816,10 @@ impl EventSpec {
                 return err(ParseErrorKind::ModifierRepeated { modifier }, at, key);
             }
             seen[modifier as usize] = true;
-            let v = match value {
-                None if matches!(modifier, Modifier::Thr) => {
-                    return err(ParseErrorKind::MissingValue { modifier }, at, key);
-                }
-                None => 1,
-                Some(v) => match parse_number(v) {
-                    Ok(n) => n,
-                    Err(true) => {
-                        return err(ParseErrorKind::ValueOutOfRange { modifier }, at, field);
-                    }
-                    Err(false) => {
-                        return err(ParseErrorKind::InvalidValue { modifier }, at, field);
-                    }
-                },
+            let v = match modifier_value(modifier, value, at, key, field) {
+                Ok(v) => v,
+                Err(e) => return Err(e),
             };
-            let limit = if matches!(modifier, Modifier::Thr) {
-                15
-            } else {
-                1
-            };
-            if v > limit {
-                return err(ParseErrorKind::ValueOutOfRange { modifier }, at, field);
-            }
             let on = v != 0;
             match modifier {
                 Modifier::U => usr = on,
@@ -1188,6 +1147,100 @@ impl fmt::Display for EventSpec {
             self.threshold.get()
         )
     }
+}
+
+/// The start of an event string: its PMU (`netburst::`, `netburst_p::`, or
+/// `default_pmu`), its event, the event's name and offset, and the rest
+/// (empty, or starting with the `:` before the first field).
+#[allow(clippy::type_complexity, reason = "a private helper's five parts")]
+const fn split_event(
+    s: &[u8],
+    default_pmu: Pmu,
+) -> Result<(Pmu, EventName, &[u8], usize, &[u8]), ParseError> {
+    if s.is_empty() {
+        return Err(ParseError::new(ParseErrorKind::Empty, 0, s));
+    }
+    let (pmu, rest, base) = match find(s, b"::") {
+        Some(pos) => {
+            let (head, tail) = s.split_at(pos);
+            match Pmu::from_name(head) {
+                Some(p) => (p, tail.split_at(2).1, pos + 2),
+                None => return Err(ParseError::new(ParseErrorKind::UnknownPmu, 0, head)),
+            }
+        }
+        None => (default_pmu, s, 0),
+    };
+    let (name, fields) = rest.split_at(match find(rest, b":") {
+        Some(p) => p,
+        None => rest.len(),
+    });
+    if name.is_empty() {
+        return Err(ParseError::new(ParseErrorKind::MissingEvent, base, name));
+    }
+    let Some(event) = EventName::from_name_bytes(name) else {
+        let e = ParseError::new(ParseErrorKind::UnknownEvent, base, name);
+        return Err(e.suggesting(closest_event(pmu, name)));
+    };
+    if !pmu.has(event) {
+        return Err(ParseError::new(
+            ParseErrorKind::WrongPmu { event, pmu },
+            base,
+            name,
+        ));
+    }
+    Ok((pmu, event, name, base, fields))
+}
+
+/// The value of modifier `modifier` (field `field` at `at`, its name `key`,
+/// its value text `value`): 1 when none is given, except for `thr`, which
+/// needs one; at most 15 for `thr`, 1 for the flags.
+const fn modifier_value(
+    modifier: Modifier,
+    value: Option<&[u8]>,
+    at: usize,
+    key: &[u8],
+    field: &[u8],
+) -> Result<u64, ParseError> {
+    let v = match value {
+        None if matches!(modifier, Modifier::Thr) => {
+            return Err(ParseError::new(
+                ParseErrorKind::MissingValue { modifier },
+                at,
+                key,
+            ));
+        }
+        None => 1,
+        Some(v) => match parse_number(v) {
+            Ok(n) => n,
+            Err(true) => {
+                return Err(ParseError::new(
+                    ParseErrorKind::ValueOutOfRange { modifier },
+                    at,
+                    field,
+                ));
+            }
+            Err(false) => {
+                return Err(ParseError::new(
+                    ParseErrorKind::InvalidValue { modifier },
+                    at,
+                    field,
+                ));
+            }
+        },
+    };
+    let limit = if matches!(modifier, Modifier::Thr) {
+        15
+    } else {
+        1
+    };
+    if v > limit {
+        return Err(ParseError::new(
+            ParseErrorKind::ValueOutOfRange { modifier },
+            at,
+            field,
+        ));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

@@ -1,29 +1,4 @@
-//! The physical NetBurst PMU of one package, as a value: [`NetBurstPmu`].
-//!
-//! The two logical processors of a Hyper-Threading package share one PMU
-//! (SDM 18.16): 18 counters, 18 CCCRs, 45 ESCRs, `MSR_PEBS_ENABLE` and
-//! `MSR_PEBS_MATRIX_VERT` (Table 35-41: one per package). `IA32_DS_AREA`
-//! and the PMI are each logical processor's own. One `NetBurstPmu` stands
-//! for one package and owns what is per package:
-//!
-//! | what | how it is shared by the package's drivers |
-//! |---|---|
-//! | which logical processors have a driver | a driver serves one ([`NetBurstDriver::take_for`]) or both ([`NetBurstDriver::take`]); a second driver for a served logical processor is refused ([`InitError::LogicalProcessorTaken`]) before any register is touched |
-//! | counter and ESCR claims | atomic claims (`claims.rs`, model-checked with loom in `tests/loom.rs`): two CPUs claim at once without a lock; the loser is refused |
-//! | `MSR_PEBS_ENABLE`, `MSR_PEBS_MATRIX_VERT` images | a spin lock, taken by a driver's configure or release of a PEBS or replay-tagging counter, never by a PMI handler |
-//! | the PMI handlers' state ([`PmiState`]) | atomics only, no lock: each location has one writer ([`PmiState`]) |
-//!
-//! It is made once per package through an `unsafe` constructor
-//! ([`NetBurstPmu::new`]), whose contract is the one promise the crate
-//! cannot check: that the value names one physical package, and no other
-//! value names it. Everything else (one driver per logical processor, one
-//! driver per owner type, every token back before an owner is free again,
-//! DS save areas owned by the driver that installed them) is checked by
-//! the types or refused at run time.
-//!
-//! [`NetBurstDriver::take_for`]: super::driver::NetBurstDriver::take_for
-//! [`NetBurstDriver::take`]: super::driver::NetBurstDriver::take
-//! [`InitError::LogicalProcessorTaken`]: super::driver::InitError::LogicalProcessorTaken
+//! The physical PMU of one package (documented on [`NetBurstPmu`]).
 
 use core::sync::atomic::AtomicU8;
 
@@ -43,8 +18,34 @@ mod claims;
 
 pub(crate) use claims::{Claims, Joined, Refused};
 
-/// The physical PMU of one NetBurst package (see the [module
-/// documentation](self)): declare one `static` per package and take the
+/// The physical NetBurst PMU of one package, as a value: [`NetBurstPmu`].
+///
+/// The two logical processors of a Hyper-Threading package share one PMU
+/// (SDM 18.16): 18 counters, 18 CCCRs, 45 ESCRs, `MSR_PEBS_ENABLE` and
+/// `MSR_PEBS_MATRIX_VERT` (Table 35-41: one per package). `IA32_DS_AREA`
+/// and the PMI are each logical processor's own. One `NetBurstPmu` stands
+/// for one package and owns what is per package:
+///
+/// | what | how it is shared by the package's drivers |
+/// |---|---|
+/// | which logical processors have a driver | a driver serves one ([`NetBurstDriver::take_for`]) or both ([`NetBurstDriver::take`]); a second driver for a served logical processor is refused ([`InitError::LogicalProcessorTaken`]) before any register is touched |
+/// | counter and ESCR claims | atomic claims (`claims.rs`, model-checked with loom in `tests/loom.rs`): two CPUs claim at once without a lock; the loser is refused |
+/// | `MSR_PEBS_ENABLE`, `MSR_PEBS_MATRIX_VERT` images | a spin lock, taken by a driver's configure or release of a PEBS or replay-tagging counter, never by a PMI handler |
+/// | the PMI handlers' state ([`PmiState`]) | atomics only, no lock: each location has one writer ([`PmiState`]) |
+///
+/// It is made once per package through an `unsafe` constructor
+/// ([`NetBurstPmu::new`]), whose contract is the one promise the crate
+/// cannot check: that the value names one physical package, and no other
+/// value names it. Everything else (one driver per logical processor, one
+/// driver per owner type, every token back before an owner is free again,
+/// DS save areas owned by the driver that installed them) is checked by
+/// the types or refused at run time.
+///
+/// [`NetBurstDriver::take_for`]: super::driver::NetBurstDriver::take_for
+/// [`NetBurstDriver::take`]: super::driver::NetBurstDriver::take
+/// [`InitError::LogicalProcessorTaken`]: super::driver::InitError::LogicalProcessorTaken
+///
+/// The physical PMU of one NetBurst package (see above): declare one `static` per package and take the
 /// package's drivers from it.
 ///
 /// It is `Sync` by design: the package's two logical processors, on two

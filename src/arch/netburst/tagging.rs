@@ -1,36 +1,4 @@
-//! The three at-retirement tagging mechanisms of SDM Vol. 3B
-//! 18.15.6.2-18.15.6.4 as requests: each builder checks a whole set-up
-//! (upstream events, tag bits, downstream masks, which ESCR feeds which
-//! counter) and returns a [`TaggingPlan`], the event and ESCR to configure
-//! on each counter's handle, upstream first. Nothing here touches the
-//! hardware: the driver configures the counters, and checks again, against
-//! what is claimed, that a downstream counter's tags are set
-//! ([`crate::arch::netburst::driver::ConfigError::Untagged`]).
-//!
-//! Every upstream ESCR is given a counter of its own to claim: an ESCR is
-//! programmed only through a claimed counter, and SDM 18.15.5.9 warns that
-//! an ESCR whose counters are all disabled may be powered down, even when
-//! it is used only for tagging.
-//!
-//! # Examples
-//!
-//! Execution tagging (SDM 18.15.6.3): `x87_FP_uop` tags its µops with tag
-//! value 1, `execution_event` on counter 12 counts the tagged non-bogus ones.
-//!
-//! ```
-//! use pmu::arch::netburst::{Counter, Escr, EventName, ExecUpstream, ExecutionTagging, TagValue};
-//!
-//! let tag = TagValue::new(1).unwrap();
-//! let plan = ExecutionTagging::new(Counter::IqCounter0, tag, TagValue::new(0).unwrap(), true, false)
-//!     .with_upstream(ExecUpstream { event: EventName::X87FpUop, counter: Counter::FlameCounter0, tag })?
-//!     .plan()?;
-//! let (up, down) = (plan.iter().next().unwrap(), plan.downstream());
-//! assert_eq!((up.counter, up.escr), (Counter::FlameCounter0, Escr::FirmEscr0));
-//! assert_eq!(up.event.tag(), Some(tag));                   // x87_FP_uop:ALL:TAG0
-//! assert_eq!((down.counter, down.escr), (Counter::IqCounter0, Escr::CruEscr2));
-//! // Each goes to its counter's handle: CounterConfig::counting(up.event, up.escr).
-//! # Ok::<(), pmu::arch::netburst::TaggingError>(())
-//! ```
+//! The tagging mechanisms as requests and plans (documented on [`TaggingPlan`]).
 
 use super::escr::{EventMask, TagValue};
 use super::events::{Constraint, EventName, MaskInfo, MaskKind, ReplayMetric};
@@ -166,6 +134,40 @@ pub struct TaggedCounter {
 /// one.
 pub const MAX_TAGGED_COUNTERS: usize = 5;
 
+/// The three at-retirement tagging mechanisms of SDM Vol. 3B
+/// 18.15.6.2-18.15.6.4 as requests: each builder checks a whole set-up
+/// (upstream events, tag bits, downstream masks, which ESCR feeds which
+/// counter) and returns a [`TaggingPlan`], the event and ESCR to configure
+/// on each counter's handle, upstream first. Nothing here touches the
+/// hardware: the driver configures the counters, and checks again, against
+/// what is claimed, that a downstream counter's tags are set
+/// ([`crate::arch::netburst::driver::ConfigError::Untagged`]).
+///
+/// Every upstream ESCR is given a counter of its own to claim: an ESCR is
+/// programmed only through a claimed counter, and SDM 18.15.5.9 warns that
+/// an ESCR whose counters are all disabled may be powered down, even when
+/// it is used only for tagging.
+///
+/// # Examples
+///
+/// Execution tagging (SDM 18.15.6.3): `x87_FP_uop` tags its µops with tag
+/// value 1, `execution_event` on counter 12 counts the tagged non-bogus ones.
+///
+/// ```
+/// use pmu::arch::netburst::{Counter, Escr, EventName, ExecUpstream, ExecutionTagging, TagValue};
+///
+/// let tag = TagValue::new(1).unwrap();
+/// let plan = ExecutionTagging::new(Counter::IqCounter0, tag, TagValue::new(0).unwrap(), true, false)
+///     .with_upstream(ExecUpstream { event: EventName::X87FpUop, counter: Counter::FlameCounter0, tag })?
+///     .plan()?;
+/// let (up, down) = (plan.iter().next().unwrap(), plan.downstream());
+/// assert_eq!((up.counter, up.escr), (Counter::FlameCounter0, Escr::FirmEscr0));
+/// assert_eq!(up.event.tag(), Some(tag));                   // x87_FP_uop:ALL:TAG0
+/// assert_eq!((down.counter, down.escr), (Counter::IqCounter0, Escr::CruEscr2));
+/// // Each goes to its counter's handle: CounterConfig::counting(up.event, up.escr).
+/// # Ok::<(), pmu::arch::netburst::TaggingError>(())
+/// ```
+///
 /// A checked tagging set-up: the counters to configure, upstream first, the
 /// downstream counter last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

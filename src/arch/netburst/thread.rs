@@ -1,39 +1,4 @@
-//! Logical-processor and CPL qualification on Hyper-Threading parts (SDM
-//! Vol. 3B 18.16.4, Tables 18-29 and 18-30).
-//!
-//! An ESCR has four flags, `T0_OS`, `T0_USR`, `T1_OS`, `T1_USR`
-//! ([`ThreadCpl`]). What they mean depends on whether the event is
-//! thread-specific (TS) or thread-independent (TI), SDM Table 19-34:
-//!
-//! * TS events (Table 18-29): an event that occurs on logical processor Tn is
-//!   counted iff the Tn flag for Tn's current privilege level is set; the
-//!   other processor's flags are irrelevant.
-//! * TI events (Table 18-30): the event belongs to neither processor. The OS
-//!   flags of both processors act as one "count while some processor is at
-//!   CPL 0" condition, the USR flags as one "count while some processor is at
-//!   CPL 1-3" condition; with an OS and a USR flag set the event counts
-//!   irrespective of CPL and thread.
-//!
-//! Source disagreement: SDM Table 18-29, row `T0_OS/T0_USR = 01`, column
-//! `T1_OS/T1_USR = 10`, reads "counts while (a) T0 in OS or (b) T1 in OS".
-//! With `T0_OS` clear that contradicts the rule stated just above the table
-//! ("depends only on the setting of the T0_USR and T0_OS flags") and the
-//! symmetric cells; this crate follows the rule: T0 in USR or T1 in OS.
-//! (The cell at row 11, column 10 is garbled in the same edition; its meaning,
-//! T0 at any CPL or T1 in OS, is unambiguous.)
-//!
-//! # Examples
-//!
-//! ```
-//! use pmu::arch::netburst::thread::ts_counts;
-//! use pmu::arch::netburst::{LogicalProcessor, Privilege, ThreadCpl};
-//!
-//! // An ESCR with T1_USR only counts a TS event on T1 at CPL 3, nothing on T0.
-//! let cpl = ThreadCpl { t1_usr: true, ..ThreadCpl::NONE };
-//! assert!(ts_counts(cpl, LogicalProcessor::T1, Privilege::Usr));
-//! assert!(!ts_counts(cpl, LogicalProcessor::T0, Privilege::Usr));
-//! assert!(!ts_counts(cpl, LogicalProcessor::T1, Privilege::Os));
-//! ```
+//! Logical-processor and CPL qualification (documented on [`counts`]).
 
 use super::escr::ThreadCpl;
 use super::events::Specificity;
@@ -115,6 +80,43 @@ pub const fn ti_counts(cpl: ThreadCpl, state: CplState) -> bool {
     (os && any_os) || (usr && any_usr)
 }
 
+/// Logical-processor and CPL qualification on Hyper-Threading parts (SDM
+/// Vol. 3B 18.16.4, Tables 18-29 and 18-30).
+///
+/// An ESCR has four flags, `T0_OS`, `T0_USR`, `T1_OS`, `T1_USR`
+/// ([`ThreadCpl`]). What they mean depends on whether the event is
+/// thread-specific (TS) or thread-independent (TI), SDM Table 19-34:
+///
+/// * TS events (Table 18-29): an event that occurs on logical processor Tn is
+///   counted iff the Tn flag for Tn's current privilege level is set; the
+///   other processor's flags are irrelevant.
+/// * TI events (Table 18-30): the event belongs to neither processor. The OS
+///   flags of both processors act as one "count while some processor is at
+///   CPL 0" condition, the USR flags as one "count while some processor is at
+///   CPL 1-3" condition; with an OS and a USR flag set the event counts
+///   irrespective of CPL and thread.
+///
+/// Source disagreement: SDM Table 18-29, row `T0_OS/T0_USR = 01`, column
+/// `T1_OS/T1_USR = 10`, reads "counts while (a) T0 in OS or (b) T1 in OS".
+/// With `T0_OS` clear that contradicts the rule stated just above the table
+/// ("depends only on the setting of the T0_USR and T0_OS flags") and the
+/// symmetric cells; this crate follows the rule: T0 in USR or T1 in OS.
+/// (The cell at row 11, column 10 is garbled in the same edition; its meaning,
+/// T0 at any CPL or T1 in OS, is unambiguous.)
+///
+/// # Examples
+///
+/// ```
+/// use pmu::arch::netburst::ts_counts;
+/// use pmu::arch::netburst::{LogicalProcessor, Privilege, ThreadCpl};
+///
+/// // An ESCR with T1_USR only counts a TS event on T1 at CPL 3, nothing on T0.
+/// let cpl = ThreadCpl { t1_usr: true, ..ThreadCpl::NONE };
+/// assert!(ts_counts(cpl, LogicalProcessor::T1, Privilege::Usr));
+/// assert!(!ts_counts(cpl, LogicalProcessor::T0, Privilege::Usr));
+/// assert!(!ts_counts(cpl, LogicalProcessor::T1, Privilege::Os));
+/// ```
+///
 /// Dispatch on the event's qualification: for a TS event, one occurring on
 /// `on`; for a TI event `on` is ignored. `None` for events Table 19-34 does
 /// not list.

@@ -13,8 +13,8 @@ mod isolation;
 
 use super::*;
 use crate::access::{AccessCounts, Recording};
-use crate::arch::netburst::cccr::ActiveThread;
-use crate::arch::netburst::msrs::EscrSelect;
+use crate::arch::netburst::ActiveThread;
+use crate::arch::netburst::EscrSelect;
 use crate::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
 };

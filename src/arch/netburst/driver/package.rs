@@ -10,10 +10,10 @@
 //! OR over 18 bytes and costs a counting-only kernel little code.
 
 use super::{ConfigError, CounterConfig};
+use crate::arch::netburst::LogicalProcessor;
 use crate::arch::netburst::events::{EventName, ReplayMetric, Tagging};
-use crate::arch::netburst::msrs::{Counter, CounterSet};
-use crate::arch::netburst::tagging::{TagBits, pebs_enable_image};
-use crate::arch::netburst::thread::LogicalProcessor;
+use crate::arch::netburst::{Counter, CounterSet};
+use crate::arch::netburst::{TagBits, pebs_enable_image};
 
 /// The error for the lowest of the `missing` tag bits.
 fn missing(missing: u8) -> ConfigError {

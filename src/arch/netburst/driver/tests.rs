@@ -7,7 +7,7 @@ use std::vec::Vec;
 use super::*;
 use crate::access::{AccessCounts, Recording};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
-use crate::arch::netburst::msrs::CounterSet;
+use crate::arch::netburst::CounterSet;
 use crate::arch::netburst::pmi::handle_pmi;
 use crate::counter::Owner;
 use crate::counter::state::{Configured, Enabled};

@@ -6,8 +6,8 @@ use super::{
     Constraint, Counting, EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric, Specificity,
     Tagging,
 };
-use crate::arch::netburst::escr::EventSelect;
-use crate::arch::netburst::msrs::{Escr, EscrSelect};
+use crate::arch::netburst::EventSelect;
+use crate::arch::netburst::{Escr, EscrSelect};
 
 const fn m(name: &'static str, bit: u8) -> MaskInfo {
     MaskInfo {

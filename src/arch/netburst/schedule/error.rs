@@ -3,9 +3,9 @@
 
 use core::fmt;
 
+use crate::arch::netburst::LogicalProcessor;
 use crate::arch::netburst::events::EventName;
-use crate::arch::netburst::msrs::{CounterSet, Escr, EscrSet};
-use crate::arch::netburst::thread::LogicalProcessor;
+use crate::arch::netburst::{CounterSet, Escr, EscrSet};
 
 use super::*;
 

@@ -1,9 +1,9 @@
 //! The search: augmenting paths over request -> ESCR -> counter group,
 //! and the minimal conflicting subset when it fails.
 
+use crate::arch::netburst::LogicalProcessor;
 use crate::arch::netburst::events::{Constraint, EventName};
-use crate::arch::netburst::msrs::{Assignment, Block, Counter, CounterSet, Escr, EscrSet};
-use crate::arch::netburst::thread::LogicalProcessor;
+use crate::arch::netburst::{Assignment, Block, Counter, CounterSet, Escr, EscrSet};
 
 use super::*;
 

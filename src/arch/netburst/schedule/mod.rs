@@ -132,7 +132,7 @@
 //! | `FsbEscr0OnlyBeforeF27` | enforced: on parts before CPUID signature F27H ([`Part::before_f27h`], model and stepping) the event may not use `FSB_ESCR1`; so `IOQ_active_entries` cannot be counted there. Like the catalog and the PMU model, this crate reads the SDM note as an event restriction, not as the MSR being absent |
 //! | `DisputedEscrSelect` | none: placement is by ESCR and counter; the CCCR select to program is [`Assignment::select`] (below) |
 //! | `AtRetirementEscr(e)` | only when the event is a replay-tagging upstream: [`Request::as_replay_upstream`] restricts it to `e` |
-//! | `TagsFor`, `NeedsTagging` | none: tagging needs the upstream programmed too, but that is the set-up's business ([`super::tagging`]); an upstream that is requested is placed like any event |
+//! | `TagsFor`, `NeedsTagging` | none: tagging needs the upstream programmed too, but that is the set-up's business ([`super::TaggingPlan`]); an upstream that is requested is placed like any event |
 //! | `CountsTwice`, `UseEdge`, `ClippedAt15` | none: they change what a count means, not where it is made |
 //!
 //! Model availability is enforced too: `instr_completed` only on models 3,

@@ -4,8 +4,8 @@
 
 use super::flow::*;
 use super::*;
-use crate::arch::netburst::msrs::Block;
-use crate::arch::netburst::parse::Pmu;
+use crate::arch::netburst::Block;
+use crate::arch::netburst::Pmu;
 use Escr::*;
 use LogicalProcessor::{T0, T1};
 use std::format;

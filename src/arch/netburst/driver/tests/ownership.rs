@@ -9,8 +9,8 @@ use std::sync::Mutex;
 
 use super::package::lp_driver;
 use super::*;
+use crate::arch::netburst::IA32_DS_AREA;
 use crate::arch::netburst::ds::PebsArea;
-use crate::arch::netburst::msrs::IA32_DS_AREA;
 
 fn l1_miss_pebs() -> CounterConfig {
     let n = SampleAfter::new(5, overflow_rule()).unwrap();

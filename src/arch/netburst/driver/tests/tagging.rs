@@ -7,8 +7,8 @@ use std::boxed::Box;
 
 use super::*;
 use crate::arch::netburst::ds::{PebsArea, PebsRecord};
-use crate::arch::netburst::msrs::{IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use crate::arch::netburst::pmi::{Sink, handle_pmi_into};
+use crate::arch::netburst::{IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use crate::model::netburst::{PebsRecord as ModelRecord, replay};
 
 /// A DS save area for `K` records, for good (as a kernel's `static`).

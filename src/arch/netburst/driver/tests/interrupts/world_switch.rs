@@ -107,7 +107,7 @@ fn a_pmi_at_every_access_of_the_world_switch() {
                         assert_eq!(ctx.counter(Counter::IqCounter0), counted, "{what}: saved");
                         assert_eq!(
                             cccr,
-                            crate::arch::netburst::cccr::CccrValue::IDLE.bits(),
+                            crate::arch::netburst::CccrValue::IDLE.bits(),
                             "{what}: idle (issue 23: a switched-out CCCR neither counts nor cascades)"
                         );
                     }
