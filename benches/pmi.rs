@@ -527,9 +527,9 @@ mod itanium {
     use pmu::access::Recording;
     use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
     use pmu::arch::itanium::ear::{IearConfig, TlbFills};
-    use pmu::arch::itanium::fields::{EventCode, Plm};
     use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
-    use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, pmc};
+    use pmu::arch::itanium::{Counter, CounterPmc, Generation, ItaniumPmu};
+    use pmu::arch::itanium::{EventCode, Plm};
     use pmu::counter::Owner;
     use pmu::sampling::SampleAfter;
     use std::hint::black_box;
@@ -565,7 +565,7 @@ mod itanium {
         let (mut d, c) = ItaniumDriver::<O, _>::take(Recording::<_, 1>::new(file), g, cpu).unwrap();
         let n = SampleAfter::new(100_000, overflow_rule(g)).unwrap();
         let hw4 = Counter::new(g, 4).unwrap();
-        let cycles = pmc::CounterPmc::new(hw4, EventCode::new(g, 0x12).unwrap())
+        let cycles = CounterPmc::new(hw4, EventCode::new(g, 0x12).unwrap())
             .unwrap()
             .with_plm(Plm::ALL)
             .with_privileged(true);
@@ -620,9 +620,9 @@ mod archperf {
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
     use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig};
-    use pmu::arch::archperf::msrs::{IA32_PERF_GLOBAL_STATUS, Leaf0A};
     use pmu::arch::archperf::pmi::{PmiState, handle_pmi};
     use pmu::arch::archperf::{ArchPerfPmu, EventSpec};
+    use pmu::arch::archperf::{IA32_PERF_GLOBAL_STATUS, Leaf0A};
     use pmu::counter::Owner;
     use pmu::detect;
     use pmu::sampling::SampleAfter;

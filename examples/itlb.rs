@@ -39,13 +39,13 @@ use hobby::test::Failure;
 use pmu::access::Recording;
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::itanium::ItaniumPmu;
+use pmu::arch::itanium::Plm;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{IearConfig, ItlbSample, TlbFill, TlbFills};
-use pmu::arch::itanium::fields::Plm;
-use pmu::arch::itanium::generation::{Counter as HwCounter, Generation};
 use pmu::arch::itanium::itlb_report::{ItlbReport, L2Fills};
 use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
 use pmu::arch::itanium::report::{Function, LoadModule};
+use pmu::arch::itanium::{Counter as HwCounter, Generation};
 use pmu::counter::Owner;
 use pmu::model::itanium::SharedItanium;
 use pmu::model::itanium::{

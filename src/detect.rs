@@ -36,7 +36,7 @@
 use core::fmt;
 
 use crate::access::MsrAccess;
-use crate::arch::archperf::msrs::{IA32_PERF_CAPABILITIES, Leaf0A, PerfCapabilities};
+use crate::arch::archperf::{IA32_PERF_CAPABILITIES, Leaf0A, PerfCapabilities};
 use crate::arch::ia32::{
     Leaf1AEax, Leaf01Eax, Leaf01Ebx, Leaf01Ecx, Leaf01Edx, Leaf07Edx, MiscEnable,
 };

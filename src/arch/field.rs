@@ -9,7 +9,7 @@
 /// Every register layout of the crate is declared with these, for both
 /// architectures: the NetBurst ESCR and CCCR fields (SDM Figures 18-44 and
 /// 18-45) and the Itanium per-generation layouts
-/// ([`crate::arch::itanium::pmc::CounterLayout`] and the constants in the
+/// ([`crate::arch::itanium::CounterLayout`] and the constants in the
 /// register modules). The accessors are `const`, so layouts and images are
 /// built at compile time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -68,11 +68,11 @@
 
 use crate::access::PmcPmdAccess;
 use crate::arch::Field;
-use crate::arch::itanium::generation::{Generation, PmcKind, RegSet};
-use crate::arch::itanium::pmc::Pmc0;
+use crate::arch::itanium::Pmc0;
 use crate::arch::itanium::validate::{
     PmcError, Policy, PrivilegePolicy, ReservedPolicy, Validator, disputed_bits,
 };
+use crate::arch::itanium::{Generation, PmcKind, RegSet};
 
 /// The validation a guest's PMC writes get: perfmon's reserved-field rule
 /// (replace by the power-up value), either privilege (a guest kernel may

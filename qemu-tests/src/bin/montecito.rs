@@ -19,9 +19,9 @@ use pmu::access::Recording;
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver, MontecitoCounters};
 use pmu::arch::itanium::events::find;
-use pmu::arch::itanium::fields::{EventCode, Plm};
 use pmu::arch::itanium::pmi::{handle_pmi, overflow_rule};
-use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, pmc};
+use pmu::arch::itanium::{Counter, CounterPmc, Generation, ItaniumPmu};
+use pmu::arch::itanium::{EventCode, Plm};
 use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
 use pmu::sampling::SampleAfter;
 
@@ -63,7 +63,7 @@ fn config(n: u8, name: &str) -> Result<CounterConfig, hobby::test::Failure> {
     let e = find(G, name).ok_or("not in the Montecito catalog")?;
     let hw = Counter::new(G, n).ok_or("no such Montecito counter")?;
     let code = EventCode::new(G, e.code).ok_or("event code")?;
-    let pmc = pmc::CounterPmc::new(hw, code)?
+    let pmc = CounterPmc::new(hw, code)?
         .with_plm(Plm::ALL)
         .with_privileged(true);
     Ok(CounterConfig::counting(pmc))

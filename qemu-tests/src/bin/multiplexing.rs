@@ -22,8 +22,8 @@ use pmu::apic::Vector;
 use pmu::arch::itanium::driver::{
     CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver,
 };
-use pmu::arch::itanium::fields::{EventCode, Plm};
-use pmu::arch::itanium::{Counter as ItaniumHandle, Generation, ItaniumPmu, pmc};
+use pmu::arch::itanium::{Counter as ItaniumHandle, CounterPmc, Generation, ItaniumPmu};
+use pmu::arch::itanium::{EventCode, Plm};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::multiplex::Multiplexer;
 use pmu::arch::netburst::schedule::Part;
@@ -329,7 +329,7 @@ fn group_itanium_freeze() -> Outcome {
     for (m, n) in members.iter_mut().zip(4..) {
         let hw = ItaniumHandle::new(G, n).ok_or("no such counter")?;
         let code = EventCode::new(G, 0x12).ok_or("CPU_CYCLES")?;
-        let pmc = pmc::CounterPmc::new(hw, code)?
+        let pmc = CounterPmc::new(hw, code)?
             .with_plm(Plm::ALL)
             .with_privileged(true);
         m.configure(&mut d, &IaConfig::counting(pmc))?;

@@ -597,9 +597,9 @@ mod itanium {
     use hobby::pmi::{self, Delivery, local_apic};
     use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
     use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
-    use pmu::arch::itanium::fields::{EventCode, Plm};
     use pmu::arch::itanium::pmi::{handle_pmi, overflow_rule};
-    use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, pmc};
+    use pmu::arch::itanium::{Counter, CounterPmc, Generation, ItaniumPmu};
+    use pmu::arch::itanium::{EventCode, Plm};
     use pmu::counter::Owner;
     use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
     use pmu::sampling::SampleAfter;
@@ -656,7 +656,7 @@ mod itanium {
         ) else {
             return 0;
         };
-        let Ok(pmc) = pmc::CounterPmc::new(hw, code) else {
+        let Ok(pmc) = CounterPmc::new(hw, code) else {
             return 0;
         };
         let config =

@@ -1,32 +1,4 @@
-//! Events of the architectural PMU: the pre-defined architectural events
-//! (SDM Vol. 3B, Table "UMask and Event Select Encodings for Pre-Defined
-//! Architectural Performance Events"), which CPUID leaf 0AH says are
-//! available, and any event by its raw encoding, in the syntax `perf` users
-//! know: `event=0x3c,umask=0x00,cmask=2,inv,edge`, or a name (`cycles`,
-//! `instructions`, ...), each optionally followed by `:u` (CPL > 0 only) or
-//! `:k` (CPL 0 only). Model-specific event tables are out of scope.
-//!
-//! The fixed counters count one event each (SDM Vol. 3B "Fixed-Function
-//! Performance Counters"): fixed counter 0 `INST_RETIRED.ANY`, 1
-//! `CPU_CLK_UNHALTED.THREAD` (`CPU_CLK_UNHALTED.CORE`), 2
-//! `CPU_CLK_UNHALTED.REF_TSC`, 3 `TOPDOWN.SLOTS`. Counter 2 counts at the
-//! TSC's rate, which is not the rate of the general-counter event
-//! "UnHalted Reference Cycles" (3CH/01H, the bus or crystal clock): they
-//! are two events, and `ref-tsc` (Linux's pseudo-encoding `event=0x00,
-//! umask=0x03`) names the fixed one.
-//!
-//! ```
-//! use pmu::arch::archperf::events::{ArchEvent, EventSpec};
-//!
-//! let e: EventSpec = "event=0x3c,umask=0x00,cmask=2,inv:u".parse()?;
-//! assert_eq!((e.select, e.umask, e.cmask, e.inv, e.usr, e.os), (0x3C, 0, 2, true, true, false));
-//! let i: EventSpec = "instructions".parse()?;
-//! assert_eq!(i.architectural(), Some(ArchEvent::InstructionsRetired));
-//! assert_eq!(i.fixed_counter(), Some(0));
-//! let err = "event=0x3c,umaks=1".parse::<EventSpec>().unwrap_err();
-//! assert_eq!(err.to_string(), "unknown term `umaks` at byte 11: expected event=, umask=, cmask=, inv or edge");
-//! # Ok::<(), pmu::arch::archperf::events::ParseError>(())
-//! ```
+//! The architectural events and event strings (documented on [`EventSpec`]).
 
 use core::fmt;
 use core::str::FromStr;
@@ -128,6 +100,36 @@ const FIXED: [(u8, u8, &str); 4] = [
     (0xA4, 0x01, "slots"),
 ];
 
+/// Events of the architectural PMU: the pre-defined architectural events
+/// (SDM Vol. 3B, Table "UMask and Event Select Encodings for Pre-Defined
+/// Architectural Performance Events"), which CPUID leaf 0AH says are
+/// available, and any event by its raw encoding, in the syntax `perf` users
+/// know: `event=0x3c,umask=0x00,cmask=2,inv,edge`, or a name (`cycles`,
+/// `instructions`, ...), each optionally followed by `:u` (CPL > 0 only) or
+/// `:k` (CPL 0 only). Model-specific event tables are out of scope.
+///
+/// The fixed counters count one event each (SDM Vol. 3B "Fixed-Function
+/// Performance Counters"): fixed counter 0 `INST_RETIRED.ANY`, 1
+/// `CPU_CLK_UNHALTED.THREAD` (`CPU_CLK_UNHALTED.CORE`), 2
+/// `CPU_CLK_UNHALTED.REF_TSC`, 3 `TOPDOWN.SLOTS`. Counter 2 counts at the
+/// TSC's rate, which is not the rate of the general-counter event
+/// "UnHalted Reference Cycles" (3CH/01H, the bus or crystal clock): they
+/// are two events, and `ref-tsc` (Linux's pseudo-encoding `event=0x00,
+/// umask=0x03`) names the fixed one.
+///
+/// ```
+/// use pmu::arch::archperf::{ArchEvent, EventSpec};
+///
+/// let e: EventSpec = "event=0x3c,umask=0x00,cmask=2,inv:u".parse()?;
+/// assert_eq!((e.select, e.umask, e.cmask, e.inv, e.usr, e.os), (0x3C, 0, 2, true, true, false));
+/// let i: EventSpec = "instructions".parse()?;
+/// assert_eq!(i.architectural(), Some(ArchEvent::InstructionsRetired));
+/// assert_eq!(i.fixed_counter(), Some(0));
+/// let err = "event=0x3c,umaks=1".parse::<EventSpec>().unwrap_err();
+/// assert_eq!(err.to_string(), "unknown term `umaks` at byte 11: expected event=, umask=, cmask=, inv or edge");
+/// # Ok::<(), pmu::arch::archperf::ParseError>(())
+/// ```
+///
 /// An event to count, with its filters: the fields of `IA32_PERFEVTSELx`
 /// that say what counts (SDM Vol. 3B Figure "Layout of IA32_PERFEVTSELx").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,8 +1,8 @@
 //! Intel's architectural performance monitoring (versions 1-5): the PMU of
 //! every Intel Core and Atom processor since 2006 (SDM Vol. 3B,
 //! "Architectural Performance Monitoring"), with the same shape as the
-//! NetBurst and Itanium modules: register map and layouts ([`msrs`]),
-//! events ([`events`]), the physical PMU ([`physical`]), the driver
+//! NetBurst and Itanium modules: register map and layouts ([`Counter`], [`PerfEvtSel`]),
+//! events ([`EventSpec`]), the physical PMU ([`ArchPerfPmu`]), the driver
 //! ([`driver`]) and the PMI handler ([`pmi`]), which reach the registers only
 //! through [`crate::access::MsrAccess`].
 //!
@@ -29,9 +29,7 @@
 //!
 //! | module | contents |
 //! |---|---|
-//! | [`msrs`] | MSR numbers, counters and sets of counters, the register layouts, RDPMC's ECX, CPUID leaf 0AH |
-//! | [`events`] | the architectural events, event strings (`instructions:u`, `event=0x3c,umask=0x00,cmask=2`) |
-//! | [`physical`] | [`ArchPerfPmu`], the physical PMU of one logical processor as a value |
+//! | (root) | MSR numbers, counters and sets of counters, the register layouts, RDPMC's ECX, CPUID leaf 0AH ([`Counter`]); the architectural events and event strings ([`EventSpec`]: `instructions:u`, `event=0x3c,umask=0x00,cmask=2`); [`ArchPerfPmu`], the physical PMU of one logical processor as a value |
 //! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone |
 //! | [`pmi`] | the PMI handler: one status read, one acknowledgement |
 //! | [`multiplex`] | more events than general counters, rotated on the caller's tick, each rotation one `GLOBAL_CTRL` write |
@@ -45,12 +43,12 @@
 
 pub mod bounds;
 pub mod driver;
-pub mod events;
-pub mod msrs;
+mod events;
+mod msrs;
 pub mod multiplex;
-pub mod physical;
+mod physical;
 pub mod pmi;
 
-pub use events::{ArchEvent, EventSpec, ParseError};
-pub use msrs::{Counter, CounterSet, FixedCtl, FixedCtrCtrl, PerfEvtSel, RdpmcIndex};
-pub use physical::ArchPerfPmu;
+pub use events::*;
+pub use msrs::*;
+pub use physical::*;

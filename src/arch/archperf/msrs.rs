@@ -1,24 +1,4 @@
-//! Register map and layouts of Intel's architectural performance
-//! monitoring (SDM Vol. 3B, "Architectural Performance Monitoring",
-//! versions 1-5; MSR numbers from Vol. 4, "Architectural MSRs"):
-//!
-//! | MSR | name | layout |
-//! |---|---|---|
-//! | C1H + n | `IA32_PMCn` | general counter n; a write keeps bits 31:0 and sign-extends them to the counter's width |
-//! | 4C1H + n | `IA32_A_PMCn` | the same counter, written at full width (`IA32_PERF_CAPABILITIES[13]`) |
-//! | 186H + n | `IA32_PERFEVTSELn` | [`PerfEvtSel`] |
-//! | 309H + i | `IA32_FIXED_CTRi` | fixed counter i (NetBurst's `MSR_FLAME_PERFCTR1-3` share 309H-30BH: which one a number means depends on the CPU) |
-//! | 345H | `IA32_PERF_CAPABILITIES` | [`PerfCapabilities`] |
-//! | 38DH | `IA32_FIXED_CTR_CTRL` | [`FixedCtrCtrl`] |
-//! | 38EH | `IA32_PERF_GLOBAL_STATUS` | [`CounterSet`] of overflowed counters (read only) |
-//! | 38FH | `IA32_PERF_GLOBAL_CTRL` | [`CounterSet`] of enabled counters (v2+) |
-//! | 390H | `IA32_PERF_GLOBAL_OVF_CTRL` | [`CounterSet`]: a 1 clears that status bit (v4 calls it `STATUS_RESET`) |
-//! | 391H | `IA32_PERF_GLOBAL_STATUS_SET` | [`CounterSet`]: a 1 sets that status bit (v4) |
-//! | 392H | `IA32_PERF_GLOBAL_INUSE` | counters in use (v4, read only) |
-//!
-//! In the `GLOBAL` registers general counter n is bit n and fixed counter i
-//! is bit 32 + i; the crate numbers its counter handles the same way
-//! ([`Counter`]).
+//! The register map and layouts (documented on [`Counter`]).
 
 use crate::arch::{Field, register};
 
@@ -50,6 +30,28 @@ pub const MAX_GENERAL: u8 = 8;
 /// The most fixed counters the crate drives (`f0`-`f3`).
 pub const MAX_FIXED: u8 = 4;
 
+/// Register map and layouts of Intel's architectural performance
+/// monitoring (SDM Vol. 3B, "Architectural Performance Monitoring",
+/// versions 1-5; MSR numbers from Vol. 4, "Architectural MSRs"):
+///
+/// | MSR | name | layout |
+/// |---|---|---|
+/// | C1H + n | `IA32_PMCn` | general counter n; a write keeps bits 31:0 and sign-extends them to the counter's width |
+/// | 4C1H + n | `IA32_A_PMCn` | the same counter, written at full width (`IA32_PERF_CAPABILITIES[13]`) |
+/// | 186H + n | `IA32_PERFEVTSELn` | [`PerfEvtSel`] |
+/// | 309H + i | `IA32_FIXED_CTRi` | fixed counter i (NetBurst's `MSR_FLAME_PERFCTR1-3` share 309H-30BH: which one a number means depends on the CPU) |
+/// | 345H | `IA32_PERF_CAPABILITIES` | [`PerfCapabilities`] |
+/// | 38DH | `IA32_FIXED_CTR_CTRL` | [`FixedCtrCtrl`] |
+/// | 38EH | `IA32_PERF_GLOBAL_STATUS` | [`CounterSet`] of overflowed counters (read only) |
+/// | 38FH | `IA32_PERF_GLOBAL_CTRL` | [`CounterSet`] of enabled counters (v2+) |
+/// | 390H | `IA32_PERF_GLOBAL_OVF_CTRL` | [`CounterSet`]: a 1 clears that status bit (v4 calls it `STATUS_RESET`) |
+/// | 391H | `IA32_PERF_GLOBAL_STATUS_SET` | [`CounterSet`]: a 1 sets that status bit (v4) |
+/// | 392H | `IA32_PERF_GLOBAL_INUSE` | counters in use (v4, read only) |
+///
+/// In the `GLOBAL` registers general counter n is bit n and fixed counter i
+/// is bit 32 + i; the crate numbers its counter handles the same way
+/// ([`Counter`]).
+///
 /// A counter of the architectural PMU, numbered as its bit in the `GLOBAL`
 /// registers: general counter n is n (0-7), fixed counter i is 32 + i
 /// (32-35). A counter handle's `N` is this number.

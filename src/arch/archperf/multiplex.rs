@@ -213,8 +213,8 @@ mod tests {
 
     use super::*;
     use crate::access::{Access, MsrAccess, Recording};
+    use crate::arch::archperf::IA32_PERFEVTSEL0;
     use crate::arch::archperf::driver::Counters;
-    use crate::arch::archperf::msrs::IA32_PERFEVTSEL0;
     use crate::model::archperf::{ArchPerfModel, Config, Event};
     use crate::multiplex::Multiplexed;
 
@@ -303,7 +303,7 @@ mod tests {
                     .filter(|a| matches!(a, Access::WriteMsr { msr, .. } if *msr == m))
                     .count()
             };
-            let global = writes_to(crate::arch::archperf::msrs::IA32_PERF_GLOBAL_CTRL);
+            let global = writes_to(crate::arch::archperf::IA32_PERF_GLOBAL_CTRL);
             let moved = (0..4)
                 .map(|n| writes_to(IA32_PERFEVTSEL0 + n))
                 .sum::<usize>();

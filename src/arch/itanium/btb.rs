@@ -689,7 +689,7 @@ impl BtbSample {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::itanium::fields::{Plm, ReservedBits};
+    use crate::arch::itanium::{Plm, ReservedBits};
 
     const ITA: Generation = Generation::Itanium;
     const ITA2: Generation = Generation::Itanium2;

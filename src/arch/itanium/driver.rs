@@ -158,7 +158,7 @@
 #![cfg_attr(feature = "model", doc = "```")]
 #![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
-//! use pmu::arch::itanium::generation::Counter;
+//! use pmu::arch::itanium::Counter;
 //! use pmu::arch::itanium::{CounterPmc, EventCode, Generation, ItaniumPmu, Plm};
 //! use pmu::model::itanium::{Event, ItaniumModel, Psr};
 //!

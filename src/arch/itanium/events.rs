@@ -46,7 +46,7 @@
 //! | several entries share one code and unit mask (`IA64_INST_RETIRED`, `IA64_INST_RETIRED_THIS` and `IA64_TAGGED_INST_RETIRED_IBRP0_PMC8` on Itanium 2; each EAR counting event and its EAR variants) | aliases in libpfm | kept; lookups by code report the first non-EAR entry, and all aliases agree on counters and maximum increment |
 //! | one code, different counters or maximum increments per unit mask (Itanium 2 B0h, B8h, B9h, BAh) | the tables | [`rule`] matches code *and* unit mask; for a unit mask the catalog does not list it falls back to the union of the code's counters and its largest increment |
 //! | two different Montecito events with one code and unit mask (BCh/0: `ER_REJECT_ALL_L1_REQ` on PMC4-9, `L2D_OZQ_FULL_THIS` on PMC4-15) | libpfm3's Montecito table | [`rule`] takes the union of their counters and the larger increment, so neither event is refused a counter it may use; `entry` is the first |
-//! | threshold semantics | HP Caliper: at or above; VTune and libpfm: above | VTune (see [`crate::arch::itanium::pmc`]) |
+//! | threshold semantics | HP Caliper: at or above; VTune and libpfm: above | VTune (see [`crate::arch::itanium::CounterPmc`]) |
 //!
 //! # Examples
 //!

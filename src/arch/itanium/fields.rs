@@ -1,22 +1,4 @@
-//! The bounded field types shared by the Itanium register layouts (the bit
-//! positions themselves are [`crate::arch::Field`]s): privilege level mask, instruction set mask, unit mask, event
-//! code, threshold, instruction slot, and the errors the typed builders
-//! return.
-//!
-//! Every type here is a value that cannot hold an out-of-range field: the
-//! constructors return `None` (or a [`FieldError`]) instead of truncating.
-//!
-//! # Examples
-//!
-//! ```
-//! use pmu::arch::itanium::{EventCode, Generation, Plm};
-//!
-//! assert_eq!(Plm::new(0b1001), Some(Plm::KERNEL.with_level(3).unwrap()));
-//! assert!(Plm::new(16).is_none());
-//! // The first Itanium's event select is 7 bits wide (PMC bits 14:8).
-//! assert!(EventCode::new(Generation::Itanium, 0x80).is_none());
-//! assert!(EventCode::new(Generation::Itanium2, 0x80).is_some());
-//! ```
+//! The bit fields of the PMC layouts (documented on [`Plm`]).
 
 use core::fmt;
 
@@ -40,6 +22,26 @@ impl fmt::Display for ReservedBits {
 
 impl core::error::Error for ReservedBits {}
 
+/// The bounded field types shared by the Itanium register layouts (the bit
+/// positions themselves are [`crate::arch::Field`]s): privilege level mask, instruction set mask, unit mask, event
+/// code, threshold, instruction slot, and the errors the typed builders
+/// return.
+///
+/// Every type here is a value that cannot hold an out-of-range field: the
+/// constructors return `None` (or a [`FieldError`]) instead of truncating.
+///
+/// # Examples
+///
+/// ```
+/// use pmu::arch::itanium::{EventCode, Generation, Plm};
+///
+/// assert_eq!(Plm::new(0b1001), Some(Plm::KERNEL.with_level(3).unwrap()));
+/// assert!(Plm::new(16).is_none());
+/// // The first Itanium's event select is 7 bits wide (PMC bits 14:8).
+/// assert!(EventCode::new(Generation::Itanium, 0x80).is_none());
+/// assert!(EventCode::new(Generation::Itanium2, 0x80).is_some());
+/// ```
+///
 /// The privilege level mask, bits 3:0 of every monitor configuration
 /// register (libpfm3; VTune's Itanium event help, "PLM"): bit n enables
 /// monitoring at privilege level n. All zero disables the monitor, and then

@@ -1,73 +1,75 @@
-//! The three PMU generations and what each implements: counters and their
-//! width, the PMC and PMD register maps, each PMC's power-up value and
-//! writable bits, and which PMDs each PMC controls.
-//!
-//! Sources: Linux perfmon's per-model PMU tables (`perfmon_itanium.h`,
-//! `perfmon_mckinley.h`, `perfmon_montecito.h`: the implemented registers,
-//! and the register descriptors' defaults and writable masks), libpfm3's
-//! register layouts (`pfmlib_itanium.h`, `pfmlib_itanium2.h`,
-//! `pfmlib_montecito.h`) and the Itanium SDM Vol. 2 7.2.
-//!
-//! | | Itanium (Merced) | Itanium 2 (McKinley, Madison) | Montecito |
-//! |---|---|---|---|
-//! | CPUID family | 07h | 1Fh | 20h |
-//! | counters | PMC/PMD4-7 | PMC/PMD4-7 | PMC/PMD4-15 |
-//! | counter width | 32 | 47 | 47 |
-//! | `es` field | 7 bits, 14:8 | 8 bits, 15:8 | 8 bits, 15:8 |
-//! | threshold | 3 bits on PMC4/5, 2 bits on PMC6/7 | 3 bits | 3 bits |
-//! | I-EAR / D-EAR / BTB config | PMC10 / PMC11 / PMC12 | PMC10 / PMC11 / PMC12 | PMC37 / PMC40 / PMC39 |
-//! | implemented PMCs | 0-13 | 0-15 | 0-15, 32-42 |
-//! | implemented PMDs | 0-17 | 0-17 | 4-15, 32-36, 38-39, 48-63 |
-//!
-//! # Writable bits and power-up values
-//!
-//! Linux perfmon keeps, per PMC, a power-up value and a mask of the bits a
-//! write may change; every other bit is replaced by its power-up value
-//! (`pfm_mck_reserved` in `perfmon_mckinley.h`). This crate uses the same
-//! pair for every register of every generation ([`PmcInfo`]), with these
-//! choices:
-//!
-//! * **Itanium**: perfmon's Itanium table enforces nothing (mask -1). This
-//!   crate derives the writable bits from libpfm3's register layouts
-//!   instead, so that the ignored and reserved fields
-//!   (counter bits 7, 15, 23, 63:26, bit 22 on PMC6/7) are caught. Power-up
-//!   values are perfmon's where the sources give one (PMC0, PMC8/9,
-//!   PMC11, PMC13) and zero elsewhere (PMC4-7, PMC10, PMC12: assumed).
-//! * **Itanium 2**: perfmon's masks and power-up values (zero assumed for
-//!   PMC5-7 and PMC10-12, which the sources do not list), except on the
-//!   counters: perfmon's
-//!   mask 0x0FFF_FF7F lets bits 27:26 through and treats bit 23 alike on all
-//!   four counters. libpfm3 says bits 26-27 "must be zero for proper
-//!   operations" and names bit 23 the *PMC4-only* power enable bit. This
-//!   crate follows the layout: 27:26 are reserved, bit 23 is writable on
-//!   PMC4 only (OP24 and the perf port write it on every counter, where the
-//!   hardware ignores it; here such a value is refused or has the bit
-//!   replaced, per policy). Likewise the branch trace buffer's PMC12:
-//!   perfmon's mask 0xFFFF makes bits 5:4 writable, libpfm3's
-//!   `pmc12_ita2_reg` names them `btbc_ig1` (ignored), and perfmon's own
-//!   mask for the same register on Montecito (PMC39, 0xFFCF) leaves them
-//!   out. This crate follows the layout: bits 5:4 are reserved (writable
-//!   0xFFCF), so the validator refuses them under
-//!   [`ReservedPolicy::Reject`](super::ReservedPolicy::Reject) and replaces
-//!   them by their power-up value 0 under perfmon's policy, which puts the
-//!   hardware in the same state as perfmon's write (the bits are ignored).
-//!   The register-level model takes the same rule from the same source, in
-//!   its own table.
-//! * **Montecito**: perfmon's masks and power-up values throughout: the
-//!   counters' and D-EAR's ISM is fixed at 10b (IA-64 only), the
-//!   I-EAR (PMC37) has no ISM at all.
-//!
-//! # Examples
-//!
-//! ```
-//! use pmu::arch::itanium::Generation;
-//!
-//! assert_eq!(Generation::Itanium.counter_width(), 32);
-//! assert_eq!(Generation::Itanium2.counter_width(), 47);
-//! assert_eq!(Generation::Montecito.counters().len(), 12);   // PMD4-15
-//! assert_eq!(Generation::Montecito.iear_pmc(), 37);
-//! ```
+//! The generations and their register maps (documented on [`Generation`]).
 
+/// The three PMU generations and what each implements: counters and their
+/// width, the PMC and PMD register maps, each PMC's power-up value and
+/// writable bits, and which PMDs each PMC controls.
+///
+/// Sources: Linux perfmon's per-model PMU tables (`perfmon_itanium.h`,
+/// `perfmon_mckinley.h`, `perfmon_montecito.h`: the implemented registers,
+/// and the register descriptors' defaults and writable masks), libpfm3's
+/// register layouts (`pfmlib_itanium.h`, `pfmlib_itanium2.h`,
+/// `pfmlib_montecito.h`) and the Itanium SDM Vol. 2 7.2.
+///
+/// | | Itanium (Merced) | Itanium 2 (McKinley, Madison) | Montecito |
+/// |---|---|---|---|
+/// | CPUID family | 07h | 1Fh | 20h |
+/// | counters | PMC/PMD4-7 | PMC/PMD4-7 | PMC/PMD4-15 |
+/// | counter width | 32 | 47 | 47 |
+/// | `es` field | 7 bits, 14:8 | 8 bits, 15:8 | 8 bits, 15:8 |
+/// | threshold | 3 bits on PMC4/5, 2 bits on PMC6/7 | 3 bits | 3 bits |
+/// | I-EAR / D-EAR / BTB config | PMC10 / PMC11 / PMC12 | PMC10 / PMC11 / PMC12 | PMC37 / PMC40 / PMC39 |
+/// | implemented PMCs | 0-13 | 0-15 | 0-15, 32-42 |
+/// | implemented PMDs | 0-17 | 0-17 | 4-15, 32-36, 38-39, 48-63 |
+///
+/// # Writable bits and power-up values
+///
+/// Linux perfmon keeps, per PMC, a power-up value and a mask of the bits a
+/// write may change; every other bit is replaced by its power-up value
+/// (`pfm_mck_reserved` in `perfmon_mckinley.h`). This crate uses the same
+/// pair for every register of every generation ([`PmcInfo`]), with these
+/// choices:
+///
+/// * **Itanium**: perfmon's Itanium table enforces nothing (mask -1). This
+///   crate derives the writable bits from libpfm3's register layouts
+///   instead, so that the ignored and reserved fields
+///   (counter bits 7, 15, 23, 63:26, bit 22 on PMC6/7) are caught. Power-up
+///   values are perfmon's where the sources give one (PMC0, PMC8/9,
+///   PMC11, PMC13) and zero elsewhere (PMC4-7, PMC10, PMC12: assumed).
+/// * **Itanium 2**: perfmon's masks and power-up values (zero assumed for
+///   PMC5-7 and PMC10-12, which the sources do not list), except on the
+///   counters: perfmon's
+///   mask 0x0FFF_FF7F lets bits 27:26 through and treats bit 23 alike on all
+///   four counters. libpfm3 says bits 26-27 "must be zero for proper
+///   operations" and names bit 23 the *PMC4-only* power enable bit. This
+///   crate follows the layout: 27:26 are reserved, bit 23 is writable on
+///   PMC4 only (OP24 and the perf port write it on every counter, where the
+///   hardware ignores it; here such a value is refused or has the bit
+///   replaced, per policy). Likewise the branch trace buffer's PMC12:
+///   perfmon's mask 0xFFFF makes bits 5:4 writable, libpfm3's
+///   `pmc12_ita2_reg` names them `btbc_ig1` (ignored), and perfmon's own
+///   mask for the same register on Montecito (PMC39, 0xFFCF) leaves them
+///   out. This crate follows the layout: bits 5:4 are reserved (writable
+///   0xFFCF), so the validator refuses them under
+///   [`ReservedPolicy::Reject`](super::ReservedPolicy::Reject) and replaces
+///   them by their power-up value 0 under perfmon's policy, which puts the
+///   hardware in the same state as perfmon's write (the bits are ignored).
+///   The register-level model takes the same rule from the same source, in
+///   its own table.
+/// * **Montecito**: perfmon's masks and power-up values throughout: the
+///   counters' and D-EAR's ISM is fixed at 10b (IA-64 only), the
+///   I-EAR (PMC37) has no ISM at all.
+///
+/// # Examples
+///
+/// ```
+/// use pmu::arch::itanium::Generation;
+///
+/// assert_eq!(Generation::Itanium.counter_width(), 32);
+/// assert_eq!(Generation::Itanium2.counter_width(), 47);
+/// assert_eq!(Generation::Montecito.counters().len(), 12);   // PMD4-15
+/// assert_eq!(Generation::Montecito.iear_pmc(), 37);
+/// ```
+///
 /// A PMU generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -451,7 +453,7 @@ impl Counter {
     /// The width of its threshold field: 2 on Itanium PMC6/7, else 3 (VTune's
     /// Itanium event help: "PMC\[4,5\] define 3 threshold bits 22:20, while
     /// PMC\[6,7\] define 2 threshold bits 21:20"; see
-    /// [`crate::arch::itanium::pmc`] for the disagreement with perfmon and
+    /// [`crate::arch::itanium::CounterPmc`] for the disagreement with perfmon and
     /// libpfm).
     pub const fn threshold_bits(self) -> u8 {
         match (self.generation, self.index) {

@@ -17,7 +17,7 @@ macro_rules! pmc_image {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[cfg_attr(feature = "defmt", derive(defmt::Format))]
         pub struct $name {
-            generation: $crate::arch::itanium::generation::Generation,
+            generation: $crate::arch::itanium::Generation,
             bits: u64,
         }
 
@@ -25,7 +25,7 @@ macro_rules! pmc_image {
             /// Decode any raw value, replacing non-writable bits by their power-up
             /// values.
             pub const fn from_bits_truncate(
-                generation: $crate::arch::itanium::generation::Generation,
+                generation: $crate::arch::itanium::Generation,
                 raw: u64,
             ) -> $name {
                 $name {
@@ -37,12 +37,12 @@ macro_rules! pmc_image {
             /// Decode a raw value, refusing non-writable bits that differ from the
             /// power-up value.
             pub const fn from_bits(
-                generation: $crate::arch::itanium::generation::Generation,
+                generation: $crate::arch::itanium::Generation,
                 raw: u64,
-            ) -> Result<$name, $crate::arch::itanium::fields::ReservedBits> {
+            ) -> Result<$name, $crate::arch::itanium::ReservedBits> {
                 let r = Self::info(generation).reserved_bits(raw);
                 if r != 0 {
-                    Err($crate::arch::itanium::fields::ReservedBits(r))
+                    Err($crate::arch::itanium::ReservedBits(r))
                 } else {
                     Ok($name {
                         generation,
@@ -57,7 +57,7 @@ macro_rules! pmc_image {
             }
 
             /// The generation.
-            pub const fn generation(self) -> $crate::arch::itanium::generation::Generation {
+            pub const fn generation(self) -> $crate::arch::itanium::Generation {
                 self.generation
             }
 
@@ -79,12 +79,12 @@ macro_rules! pmc_image_plm_pm {
     ($name:ident, plm: $plm:expr, pm: $pm:expr, $pm_doc:literal) => {
         impl $name {
             /// The privilege level mask.
-            pub const fn plm(self) -> $crate::arch::itanium::fields::Plm {
-                $crate::arch::itanium::fields::Plm::from_bits_truncate($plm.get(self.bits))
+            pub const fn plm(self) -> $crate::arch::itanium::Plm {
+                $crate::arch::itanium::Plm::from_bits_truncate($plm.get(self.bits))
             }
 
             /// With the privilege level mask replaced.
-            pub const fn with_plm(self, plm: $crate::arch::itanium::fields::Plm) -> $name {
+            pub const fn with_plm(self, plm: $crate::arch::itanium::Plm) -> $name {
                 self.with($plm.set(self.bits, plm.get() as u64))
             }
 
@@ -137,10 +137,10 @@ macro_rules! fixed_pmc_image {
             #[doc = $from_bits_doc]
             pub const fn from_bits(
                 raw: u64,
-            ) -> Result<$name, $crate::arch::itanium::fields::ReservedBits> {
+            ) -> Result<$name, $crate::arch::itanium::ReservedBits> {
                 let r = $info.reserved_bits(raw);
                 if r != 0 {
-                    Err($crate::arch::itanium::fields::ReservedBits(r))
+                    Err($crate::arch::itanium::ReservedBits(r))
                 } else {
                     Ok($name(raw))
                 }

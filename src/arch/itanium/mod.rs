@@ -27,7 +27,7 @@
 //!   trace buffer* ([`btb`]), *opcode matchers* and *address range
 //!   restriction* ([`opcode`]).
 //! * **PMDs** (data). PMD n of a generic counter holds its count, W bits
-//!   wide ([`pmd`]); the EAR and BTB PMDs hold captured addresses,
+//!   wide ([`CounterPmd`]); the EAR and BTB PMDs hold captured addresses,
 //!   latencies and branch records.
 //!
 //! Counting an event: write the counter's PMC with the event code, unit
@@ -66,10 +66,7 @@
 //!
 //! | module | contents |
 //! |---|---|
-//! | [`generation`] | [`Generation`], counters ([`Counter`]), register maps, each PMC's power-up value and writable bits, PMD roles |
-//! | [`fields`] | bit fields and bounded field types: [`Plm`], [`Ism`], [`Umask`], [`EventCode`], [`Threshold`] (width per counter), [`Slot`] |
-//! | [`pmc`] | [`Pmc0`] (freeze, overflow), PMC1-3, the counter configuration layouts and [`CounterPmc`] |
-//! | [`pmd`] | counter values: count, sign extension, sampling presets |
+//! | (root) | [`Generation`], counters ([`Counter`]), register maps, each PMC's power-up value and writable bits, PMD roles; bit fields and bounded field types: [`Plm`], [`Ism`], [`Umask`], [`EventCode`], [`Threshold`] (width per counter), [`Slot`]; [`Pmc0`] (freeze, overflow), PMC1-3, the counter configuration layouts and [`CounterPmc`]; counter values ([`CounterPmd`]: count, sign extension, sampling presets); [`ItaniumPmu`] |
 //! | [`ear`] | I-EAR and D-EAR configurations and sample decoders (latency, TLB fill level, valid bits) |
 //! | [`btb`] | branch trace buffer configuration, records, index and walk, source -> target records |
 //! | [`dear_report`] | a D-EAR report: sampled data addresses and latencies by function |
@@ -87,11 +84,11 @@
 //! per-model tables), libpfm3 and others. Intel documents win; each
 //! disagreement is recorded where its rule lives:
 //!
-//! * [`pmc`]: Itanium PMC6/7 threshold width (VTune 2 bits vs perfmon and
+//! * [`CounterPmc`]: Itanium PMC6/7 threshold width (VTune 2 bits vs perfmon and
 //!   libpfm 3), Itanium 2 bit 23 (PMC4 only vs all counters) and bits 27:26,
 //!   "exceeds" vs "at or above" threshold semantics, what PMC0 bits mean
 //!   overflow, PMC0's power-up value.
-//! * [`generation`]: writable bits where perfmon enforces nothing (Itanium)
+//! * [`Generation`]: writable bits where perfmon enforces nothing (Itanium)
 //!   or more than the layout (Itanium 2 counters).
 //! * [`ear`]: the Itanium 2 I-EAR cache mask patterns, the D-EAR valid bit
 //!   in cache and ALAT modes, unknown power-up values.
@@ -108,7 +105,7 @@
 //! `es` 15:8), built from typed fields and checked like perfmon checks it:
 //!
 //! ```
-//! use pmu::arch::itanium::generation::Counter;
+//! use pmu::arch::itanium::Counter;
 //! use pmu::arch::itanium::{CounterPmc, EventCode, Generation, Plm, Policy, Validator};
 //!
 //! let g = Generation::Itanium2;
@@ -125,14 +122,14 @@ pub mod dear_report;
 pub mod driver;
 pub mod ear;
 pub mod events;
-pub mod fields;
-pub mod generation;
+mod fields;
+mod generation;
 mod image;
 pub mod itlb_report;
 pub mod opcode;
-pub mod physical;
-pub mod pmc;
-pub mod pmd;
+mod physical;
+mod pmc;
+mod pmd;
 pub mod pmi;
 pub mod report;
 pub mod validate;
@@ -140,9 +137,9 @@ pub mod validate;
 pub use btb::{BtbConfig, BtbEntry, BtbIndex, BtbRecord};
 pub use ear::{DearConfig, DearSample, IearConfig, IearSample, LatencyFilter, TlbFill, TlbFills};
 pub use events::{EventInfo, EventType};
-pub use fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Slot, Threshold, Umask};
-pub use generation::{Counter, Generation, PmcInfo, PmcKind, PmdKind, RegSet};
-pub use physical::ItaniumPmu;
-pub use pmc::{CounterPmc, Pmc0};
-pub use pmd::CounterPmd;
+pub use fields::*;
+pub use generation::*;
+pub use physical::*;
+pub use pmc::*;
+pub use pmd::*;
 pub use validate::{Accepted, PmcError, Policy, ReservedPolicy, Validator};

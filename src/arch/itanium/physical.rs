@@ -1,25 +1,26 @@
-//! The physical PMU of one Itanium processor, as a value: [`ItaniumPmu`].
-//!
-//! Each Itanium processor has a PMU of its own (PMC/PMD registers, SDM
-//! Vol. 2 7.2), read and written only by that processor, so one
-//! `ItaniumPmu` stands for one CPU's PMU: it holds the state its overflow
-//! handler shares with its driver ([`PmiState`]) and says whether a driver
-//! is live. A second driver is refused before any register is touched
-//! ([`InitError::AlreadyTaken`]), so a live driver's handler state is never
-//! reset under it.
-//!
-//! It is made once per CPU through an `unsafe` constructor
-//! ([`ItaniumPmu::new`]), whose contract is the one promise the crate
-//! cannot check: that the value names one physical PMU, and no other value
-//! names it.
-//!
-//! [`InitError::AlreadyTaken`]: super::driver::InitError::AlreadyTaken
+//! The physical PMU of one processor (documented on [`ItaniumPmu`]).
 
 use super::pmi::PmiState;
 use crate::counter::PerCpuPmu;
 
-/// The physical PMU of one Itanium processor (see the [module
-/// documentation](self)): declare one `static` per CPU and take its driver
+/// The physical PMU of one Itanium processor, as a value: [`ItaniumPmu`].
+///
+/// Each Itanium processor has a PMU of its own (PMC/PMD registers, SDM
+/// Vol. 2 7.2), read and written only by that processor, so one
+/// `ItaniumPmu` stands for one CPU's PMU: it holds the state its overflow
+/// handler shares with its driver ([`PmiState`]) and says whether a driver
+/// is live. A second driver is refused before any register is touched
+/// ([`InitError::AlreadyTaken`]), so a live driver's handler state is never
+/// reset under it.
+///
+/// It is made once per CPU through an `unsafe` constructor
+/// ([`ItaniumPmu::new`]), whose contract is the one promise the crate
+/// cannot check: that the value names one physical PMU, and no other value
+/// names it.
+///
+/// [`InitError::AlreadyTaken`]: super::driver::InitError::AlreadyTaken
+///
+/// The physical PMU of one Itanium processor (see above): declare one `static` per CPU and take its driver
 /// from it.
 ///
 /// It is `Sync` because it lives in a `static`; only its own CPU uses it

@@ -1,46 +1,4 @@
-//! PMC0-3 (freeze and overflow bits) and the generic counter configuration
-//! registers PMC4-7 (PMC4-15 on Montecito), one layout table per generation.
-//!
-//! # Counter configuration (libpfm3, Linux perfmon; VTune's Itanium help)
-//!
-//! | bits | Itanium | Itanium 2 | Montecito |
-//! |---|---|---|---|
-//! | 3:0 | plm | plm | plm |
-//! | 4 | ev (external visibility: BPM pin strobe on wrap) | ev | ev |
-//! | 5 | oi (overflow interrupt, sets PMC0.fr) | oi | oi |
-//! | 6 | pm (privileged monitor: PSR.pp instead of PSR.up) | pm | pm |
-//! | 7 | ignored | ignored | ignored |
-//! | 15:8 | es 14:8 (7 bits), 15 ignored | es (8 bits) | es (8 bits) |
-//! | 19:16 | umask | umask | umask |
-//! | 22:20 | threshold: 22:20 on PMC4/5, 21:20 on PMC6/7 | threshold | threshold |
-//! | 23 | ignored | PMC4: power enable for all counters; else ignored | ignored |
-//! | 25:24 | ism | ism | ism, fixed 10b |
-//! | 26 | ignored | reserved (must be 0) | `all`: count both threads |
-//! | 30:27 | ignored | reserved (27:26 must be 0) | MESI filter i, s, e, m |
-//!
-//! # Source disagreements and the resolution
-//!
-//! | topic | sources | resolution |
-//! |---|---|---|
-//! | Itanium threshold width on PMC6/7 | VTune (Itanium "Edit Events" help): 2 bits, 21:20; libpfm3, perfmon and the perf port: 3 bits on all counters | VTune, the Intel document: 2 bits. Consistent with the catalog, which puts every Itanium event whose maximum increment exceeds 3 on PMC4/5 only |
-//! | Itanium 2 bit 23 | libpfm3: PMC4-only power enable; perfmon: writable on all four, forced to 1 on PMC4; oprofile (2.4) and the perf port set it on every counter | libpfm3's layout: PMC4 only, and the power-up value has it set, so a builder starting from it enables the counters |
-//! | Itanium 2 bits 27:26 | perfmon's mask lets them through; libpfm3: must be zero | libpfm3: reserved |
-//! | threshold semantics | VTune and libpfm: the counter adds one when the event count *exceeds* the threshold; HP Caliper: *at or above* | VTune (Intel): exceeds, so a threshold at or above the event's maximum increment never counts ([`crate::arch::itanium::validate`] refuses it) |
-//! | what PMC0 bits mean overflow | architecture (SDM vol 2 §7.2): bits 63:4 are the overflow bits of PMD4-63; implemented: 4-7 (Itanium, Itanium 2), 4-15 (Montecito); Linux tests *any* bit but 0 | [`Pmc0::overflowed`] reports the implemented counters, [`Pmc0::stray_bits`] the rest, [`Pmc0::any_overflow_bit`] Linux's test |
-//! | PMC0 power-up value | perfmon: 1 (frozen) on Itanium and Itanium 2, 0 on Montecito | recorded per generation in [`crate::arch::itanium::PmcInfo::default`] |
-//!
-//! # Examples
-//!
-//! ```
-//! use pmu::arch::itanium::generation::Counter;
-//! use pmu::arch::itanium::{Generation, Pmc0};
-//!
-//! // PMC0 bit 0 is the freeze bit, bit n the overflow bit of counter n.
-//! let c5 = Counter::new(Generation::Itanium2, 5).unwrap();
-//! let pmc0 = Pmc0::FROZEN.with_overflow(c5, true);
-//! assert_eq!(pmc0.bits(), 1 << 5 | 1);
-//! assert!(pmc0.frozen() && pmc0.overflowed(Generation::Itanium2).contains(5));
-//! ```
+//! PMC0-3 and the counter configuration registers (documented on [`CounterPmc`]).
 
 use super::events::EventInfo;
 use super::fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Threshold, Umask};
@@ -260,9 +218,53 @@ impl MesiFilter {
     }
 }
 
+/// PMC0-3 (freeze and overflow bits) and the generic counter configuration
+/// registers PMC4-7 (PMC4-15 on Montecito), one layout table per generation.
+///
+/// # Counter configuration (libpfm3, Linux perfmon; VTune's Itanium help)
+///
+/// | bits | Itanium | Itanium 2 | Montecito |
+/// |---|---|---|---|
+/// | 3:0 | plm | plm | plm |
+/// | 4 | ev (external visibility: BPM pin strobe on wrap) | ev | ev |
+/// | 5 | oi (overflow interrupt, sets PMC0.fr) | oi | oi |
+/// | 6 | pm (privileged monitor: PSR.pp instead of PSR.up) | pm | pm |
+/// | 7 | ignored | ignored | ignored |
+/// | 15:8 | es 14:8 (7 bits), 15 ignored | es (8 bits) | es (8 bits) |
+/// | 19:16 | umask | umask | umask |
+/// | 22:20 | threshold: 22:20 on PMC4/5, 21:20 on PMC6/7 | threshold | threshold |
+/// | 23 | ignored | PMC4: power enable for all counters; else ignored | ignored |
+/// | 25:24 | ism | ism | ism, fixed 10b |
+/// | 26 | ignored | reserved (must be 0) | `all`: count both threads |
+/// | 30:27 | ignored | reserved (27:26 must be 0) | MESI filter i, s, e, m |
+///
+/// # Source disagreements and the resolution
+///
+/// | topic | sources | resolution |
+/// |---|---|---|
+/// | Itanium threshold width on PMC6/7 | VTune (Itanium "Edit Events" help): 2 bits, 21:20; libpfm3, perfmon and the perf port: 3 bits on all counters | VTune, the Intel document: 2 bits. Consistent with the catalog, which puts every Itanium event whose maximum increment exceeds 3 on PMC4/5 only |
+/// | Itanium 2 bit 23 | libpfm3: PMC4-only power enable; perfmon: writable on all four, forced to 1 on PMC4; oprofile (2.4) and the perf port set it on every counter | libpfm3's layout: PMC4 only, and the power-up value has it set, so a builder starting from it enables the counters |
+/// | Itanium 2 bits 27:26 | perfmon's mask lets them through; libpfm3: must be zero | libpfm3: reserved |
+/// | threshold semantics | VTune and libpfm: the counter adds one when the event count *exceeds* the threshold; HP Caliper: *at or above* | VTune (Intel): exceeds, so a threshold at or above the event's maximum increment never counts ([`crate::arch::itanium::validate`] refuses it) |
+/// | what PMC0 bits mean overflow | architecture (SDM vol 2 §7.2): bits 63:4 are the overflow bits of PMD4-63; implemented: 4-7 (Itanium, Itanium 2), 4-15 (Montecito); Linux tests *any* bit but 0 | [`Pmc0::overflowed`] reports the implemented counters, [`Pmc0::stray_bits`] the rest, [`Pmc0::any_overflow_bit`] Linux's test |
+/// | PMC0 power-up value | perfmon: 1 (frozen) on Itanium and Itanium 2, 0 on Montecito | recorded per generation in [`crate::arch::itanium::PmcInfo::default`] |
+///
+/// # Examples
+///
+/// ```
+/// use pmu::arch::itanium::Counter;
+/// use pmu::arch::itanium::{Generation, Pmc0};
+///
+/// // PMC0 bit 0 is the freeze bit, bit n the overflow bit of counter n.
+/// let c5 = Counter::new(Generation::Itanium2, 5).unwrap();
+/// let pmc0 = Pmc0::FROZEN.with_overflow(c5, true);
+/// assert_eq!(pmc0.bits(), 1 << 5 | 1);
+/// assert!(pmc0.frozen() && pmc0.overflowed(Generation::Itanium2).contains(5));
+/// ```
+///
 /// A counter configuration register value for one counter of one
 /// generation. Bits outside the writable fields always hold the register's
-/// power-up value (see [`crate::arch::itanium::generation`]).
+/// power-up value (see [`crate::arch::itanium::Generation`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterPmc {

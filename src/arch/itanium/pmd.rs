@@ -1,31 +1,4 @@
-//! The generic counter data registers PMD4-7 (PMD4-15 on Montecito): the
-//! count, what the upper bits read as, and the presets for sampling.
-//!
-//! A counter is W bits wide: 32 on Itanium, 47 on Itanium 2 and Montecito
-//! (Linux perfmon's `ovfl_val`, libpfm3's counter widths). Bits 63:W ignore
-//! writes; on reads the architecture allows either zeros or copies of bit
-//! W-1 ("so count values appear sign extended", SDM vol 2 §7.2); libpfm3
-//! describes both generations' PMDs as sign-extended (`pmd_sxt32`,
-//! `pmd_sxt47`).
-//! [`CounterPmd::count`] therefore ignores bits 63:W, and
-//! [`CounterPmd::upper_bits`] says which of the two forms a read had.
-//!
-//! An overflow is a carry out of bit W-1 (VTune's Itanium event help, `oi`:
-//! "a carry out from bit 31" on Itanium). To sample every N events, preset
-//! the counter to 2^W - N ([`sampling_preset`]): the N-th event carries
-//! out.
-//!
-//! # Examples
-//!
-//! ```
-//! use pmu::arch::itanium::pmd::sampling_preset;
-//! use pmu::arch::itanium::Generation;
-//!
-//! // A 47-bit counter that overflows on its 1000th event:
-//! assert_eq!(sampling_preset(Generation::Itanium2, 1000), Some((1 << 47) - 1000));
-//! // A 32-bit Itanium counter cannot wait for 2^32 + 1 events.
-//! assert_eq!(sampling_preset(Generation::Itanium, (1 << 32) + 1), None);
-//! ```
+//! The counter PMDs (documented on [`CounterPmd`]).
 
 use super::generation::{Counter, Generation};
 
@@ -42,6 +15,35 @@ pub enum UpperBits {
     Other,
 }
 
+/// The generic counter data registers PMD4-7 (PMD4-15 on Montecito): the
+/// count, what the upper bits read as, and the presets for sampling.
+///
+/// A counter is W bits wide: 32 on Itanium, 47 on Itanium 2 and Montecito
+/// (Linux perfmon's `ovfl_val`, libpfm3's counter widths). Bits 63:W ignore
+/// writes; on reads the architecture allows either zeros or copies of bit
+/// W-1 ("so count values appear sign extended", SDM vol 2 §7.2); libpfm3
+/// describes both generations' PMDs as sign-extended (`pmd_sxt32`,
+/// `pmd_sxt47`).
+/// [`CounterPmd::count`] therefore ignores bits 63:W, and
+/// [`CounterPmd::upper_bits`] says which of the two forms a read had.
+///
+/// An overflow is a carry out of bit W-1 (VTune's Itanium event help, `oi`:
+/// "a carry out from bit 31" on Itanium). To sample every N events, preset
+/// the counter to 2^W - N ([`sampling_preset`]): the N-th event carries
+/// out.
+///
+/// # Examples
+///
+/// ```
+/// use pmu::arch::itanium::sampling_preset;
+/// use pmu::arch::itanium::Generation;
+///
+/// // A 47-bit counter that overflows on its 1000th event:
+/// assert_eq!(sampling_preset(Generation::Itanium2, 1000), Some((1 << 47) - 1000));
+/// // A 32-bit Itanium counter cannot wait for 2^32 + 1 events.
+/// assert_eq!(sampling_preset(Generation::Itanium, (1 << 32) + 1), None);
+/// ```
+///
 /// A value read from a counter PMD.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -98,7 +98,7 @@
 //! PMC13 bits 49:32 (set in perfmon's power-up value, absent from
 //! libpfm3's layout, which has only `ta`) and Itanium 2 PMC5-7 bit 23 (the
 //! enable bit, PMC4-only per libpfm3, written on every counter by oprofile
-//! and the perf_events port; see [`crate::arch::itanium::generation`]). The
+//! and the perf_events port; see [`crate::arch::itanium::Generation`]). The
 //! test asserts these are the only ones.
 //!
 //! # Not checked

@@ -5,10 +5,10 @@
 
 use super::*;
 use crate::access::{AccessCounts, Recording};
+use crate::arch::itanium::Counter;
+use crate::arch::itanium::CounterPmc;
 use crate::arch::itanium::ear::{DearConfig, LatencyFilter};
-use crate::arch::itanium::fields::{EventCode, Plm};
-use crate::arch::itanium::generation::Counter;
-use crate::arch::itanium::pmc::CounterPmc;
+use crate::arch::itanium::{EventCode, Plm};
 use crate::model::itanium::{
     Capture, DataMiss, Event, Generation as ModelGeneration, ItaniumModel, Psr,
 };

@@ -8,7 +8,7 @@ use std::vec::Vec;
 use super::*;
 use crate::access::{Access, AccessCounts, Recording};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
-use crate::arch::archperf::msrs::IA32_PERFEVTSEL0;
+use crate::arch::archperf::IA32_PERFEVTSEL0;
 use crate::arch::archperf::pmi::handle_pmi;
 use crate::counter::{Group, Owner};
 use crate::model::archperf::{ArchPerfModel, Config, Event, Privilege};

@@ -1,8 +1,8 @@
 //! The D-EAR report: attribution, latencies, ordering and the exact text.
 
 use super::*;
+use crate::arch::itanium::Slot;
 use crate::arch::itanium::ear::{InstructionAddress, TlbFill};
-use crate::arch::itanium::fields::Slot;
 use crate::arch::itanium::report::Function;
 use std::string::ToString;
 

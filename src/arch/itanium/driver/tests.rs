@@ -8,12 +8,12 @@ use std::vec::Vec;
 
 use super::*;
 use crate::access::{Access, AccessCounts, Recording};
+use crate::arch::itanium::RegSet;
 use crate::arch::itanium::driver::Unit;
 use crate::arch::itanium::ear::{self, ItlbSample};
 use crate::arch::itanium::ear::{IearConfig, TlbFills};
-use crate::arch::itanium::fields::{EventCode, Plm};
-use crate::arch::itanium::generation::RegSet;
 use crate::arch::itanium::pmi::{Capture, handle_pmi};
+use crate::arch::itanium::{EventCode, Plm};
 use crate::counter::Owner;
 use crate::counter::{AnyHandle, ErasedError, StateTag};
 use crate::model::itanium::{Event, FetchMiss, ItaniumModel, Psr, TlbFill};
@@ -333,7 +333,7 @@ fn configurations_are_validated() {
     let hw = HwCounter::new(g, 4).unwrap();
     cfg.pmc = cfg
         .pmc
-        .with_threshold(crate::arch::itanium::fields::Threshold::new(hw, 1).unwrap())
+        .with_threshold(crate::arch::itanium::Threshold::new(hw, 1).unwrap())
         .unwrap();
     let e = e.counter.configure(&mut d, &cfg).unwrap_err();
     assert!(

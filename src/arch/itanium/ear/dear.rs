@@ -4,9 +4,9 @@
 use super::iear::ITA_EAR_UMASK;
 use super::*;
 use crate::arch::Field;
-use crate::arch::itanium::fields::{FieldError, Ism, Slot};
-use crate::arch::itanium::generation::{Generation, PmcInfo};
 use crate::arch::itanium::image::{info_or_empty, pmc_image, pmc_image_plm_pm};
+use crate::arch::itanium::{FieldError, Ism, Slot};
+use crate::arch::itanium::{Generation, PmcInfo};
 
 /// Data EAR mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::arch::Field;
-use crate::arch::itanium::fields::{FieldError, Ism, Plm};
-use crate::arch::itanium::generation::{Generation, PmcInfo};
 use crate::arch::itanium::image::{info_or_empty, pmc_image};
+use crate::arch::itanium::{FieldError, Ism, Plm};
+use crate::arch::itanium::{Generation, PmcInfo};
 
 /// Instruction EAR mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -2,8 +2,8 @@
 
 use super::dear::{DEAR_PLM, DEAR_PM};
 use crate::arch::Field;
-use crate::arch::itanium::fields::Plm;
-use crate::arch::itanium::generation::Generation;
+use crate::arch::itanium::Generation;
+use crate::arch::itanium::Plm;
 use crate::arch::itanium::image::{fixed_pmc_image, info_or_empty};
 
 fixed_pmc_image! {

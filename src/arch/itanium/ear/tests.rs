@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::arch::itanium::events;
-use crate::arch::itanium::fields::{Ism, Plm, ReservedBits, Slot};
+use crate::arch::itanium::{Ism, Plm, ReservedBits, Slot};
 
 const ITA: Generation = Generation::Itanium;
 const ITA2: Generation = Generation::Itanium2;

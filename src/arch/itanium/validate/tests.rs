@@ -3,11 +3,11 @@
 //! and a fixed-seed fuzz run over every register of every generation.
 
 use super::*;
+use crate::arch::itanium::Counter;
+use crate::arch::itanium::CounterPmc;
 use crate::arch::itanium::btb::BtbConfig;
 use crate::arch::itanium::ear::{LatencyFilter, TlbFills};
-use crate::arch::itanium::fields::{Plm, Threshold, Umask};
-use crate::arch::itanium::generation::Counter;
-use crate::arch::itanium::pmc::CounterPmc;
+use crate::arch::itanium::{Plm, Threshold, Umask};
 
 const ITA: Generation = Generation::Itanium;
 const ITA2: Generation = Generation::Itanium2;
@@ -613,15 +613,12 @@ fn every_typed_value_is_accepted() {
     // (B5h) counts on PMC4-9 only.
     let c = Counter::new(MONT, 15).unwrap();
     let pmc = |code: u8, umask: u8, threshold: u8| {
-        CounterPmc::new(
-            c,
-            crate::arch::itanium::fields::EventCode::new(MONT, code).unwrap(),
-        )
-        .unwrap()
-        .with_umask(Umask::new(umask).unwrap())
-        .with_threshold(Threshold::new(c, threshold).unwrap())
-        .unwrap()
-        .bits()
+        CounterPmc::new(c, crate::arch::itanium::EventCode::new(MONT, code).unwrap())
+            .unwrap()
+            .with_umask(Umask::new(umask).unwrap())
+            .with_threshold(Threshold::new(c, threshold).unwrap())
+            .unwrap()
+            .bits()
     };
     assert!(strict(MONT, 15, pmc(0x08, 0, 5)).is_ok());
     assert!(matches!(

@@ -6,11 +6,11 @@
 use std::vec::Vec;
 
 use super::*;
+use crate::arch::itanium::Slot;
 use crate::arch::itanium::btb::{BranchRecord, BtbConfig, PredictionMask, TakenMask};
 use crate::arch::itanium::ear::{
     DearConfig, DearEvent, DearSample, IcacheSample, IearConfig, InstructionAddress, LatencyFilter,
 };
-use crate::arch::itanium::fields::Slot;
 use crate::model::itanium::{Branch, DataMiss, FetchMiss};
 
 fn dear_cache(g: Generation) -> DearConfig {
