@@ -16,7 +16,7 @@
 pub use crate::arch::itanium::Generation;
 
 /// The model's own facts about each generation, transcribed independently
-/// of the driver's (`crate::arch::itanium::generation`).
+/// of the driver's (`crate::arch::itanium::Generation`'s own).
 pub trait Tables: Copy {
     /// Counter width W in bits.
     fn pmd_width(self) -> u32;
