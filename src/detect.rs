@@ -43,13 +43,6 @@ use crate::arch::ia32::{
 
 /// IA32_MISC_ENABLE, MSR 1A0H.
 pub const IA32_MISC_ENABLE: u32 = 0x1A0;
-/// IA32_MISC_ENABLE bit 7: performance monitoring available (read-only).
-pub const MISC_ENABLE_PERF_MON_AVAILABLE: u64 = MiscEnable::from_bits(0)
-    .with_perf_mon_available(true)
-    .bits();
-/// IA32_MISC_ENABLE bit 12: PEBS unavailable (read-only).
-pub const MISC_ENABLE_PEBS_UNAVAILABLE: u64 =
-    MiscEnable::from_bits(0).with_pebs_unavailable(true).bits();
 
 /// The four registers CPUID returns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -116,6 +116,8 @@ impl Field {
 /// }
 /// ```
 ///
+/// With `struct Name(u64): from_bits { .. }` it also defines a `from_bits`
+/// that keeps every bit (for registers read whole, such as CPUID leaves).
 /// It defines the tuple struct over its storage (`u8`, `u16`, `u32` or
 /// `u64`), an associated [`Field`] constant per field (private unless given
 /// a visibility), `DEFINED` (every bit some field declares), `bits()`, and
@@ -124,6 +126,22 @@ impl Field {
 /// `into_field(self) -> u64` (`const fn`s, total: a field value always
 /// converts). Every accessor is a `const fn`.
 macro_rules! register {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident($repr:ident): from_bits { $($body:tt)* }
+    ) => {
+        $crate::arch::register! {
+            $(#[$meta])*
+            $vis struct $name($repr) { $($body)* }
+        }
+
+        impl $name {
+            /// The image `raw`, every bit kept (reserved ones included).
+            pub const fn from_bits(raw: $repr) -> $name {
+                $name(raw)
+            }
+        }
+    };
     (
         $(#[$meta:meta])*
         $vis:vis struct $name:ident($repr:ident) {

@@ -12,7 +12,7 @@ register! {
     /// are read-only.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct MiscEnable(u64) {
+    pub struct MiscEnable(u64): from_bits {
         /// Performance monitoring available (bit 7).
         PERF_MON_AVAILABLE: 7 => perf_mon_available, with_perf_mon_available: bool;
         /// Branch trace storage unavailable (bit 11).
@@ -22,18 +22,11 @@ register! {
     }
 }
 
-impl MiscEnable {
-    /// The image `raw` (every bit kept).
-    pub const fn from_bits(raw: u64) -> MiscEnable {
-        MiscEnable(raw)
-    }
-}
-
 register! {
     /// CPUID.01H:EAX, the processor signature (SDM Vol. 2A Figure 3-6).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct Leaf01Eax(u32) {
+    pub struct Leaf01Eax(u32): from_bits {
         /// Stepping ID (bits 3:0).
         STEPPING: 0..=3 => stepping, with_stepping: u8;
         /// Model (bits 7:4).
@@ -47,19 +40,12 @@ register! {
     }
 }
 
-impl Leaf01Eax {
-    /// The image `raw`.
-    pub const fn from_bits(raw: u32) -> Leaf01Eax {
-        Leaf01Eax(raw)
-    }
-}
-
 register! {
     /// CPUID.01H:EBX, the fields that give a processor's place in its
     /// package (SDM Vol. 2A Table 3-8, "EBX").
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct Leaf01Ebx(u32) {
+    pub struct Leaf01Ebx(u32): from_bits {
         /// Maximum number of addressable IDs for logical processors in this
         /// package (bits 23:16; valid when CPUID.01H:EDX.HTT is set).
         LOGICAL_PROCESSORS: 16..=23 => logical_processors, with_logical_processors: u8;
@@ -68,30 +54,16 @@ register! {
     }
 }
 
-impl Leaf01Ebx {
-    /// The image `raw`.
-    pub const fn from_bits(raw: u32) -> Leaf01Ebx {
-        Leaf01Ebx(raw)
-    }
-}
-
 register! {
     /// CPUID.01H:ECX, the feature bits a PMU driver reads (SDM Vol. 2A
     /// Table 3-10).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct Leaf01Ecx(u32) {
+    pub struct Leaf01Ecx(u32): from_bits {
         /// PDCM: `IA32_PERF_CAPABILITIES` exists (bit 15).
         PDCM: 15 => pdcm, with_pdcm: bool;
         /// x2APIC (bit 21).
         X2APIC: 21 => x2apic, with_x2apic: bool;
-    }
-}
-
-impl Leaf01Ecx {
-    /// The image `raw`.
-    pub const fn from_bits(raw: u32) -> Leaf01Ecx {
-        Leaf01Ecx(raw)
     }
 }
 
@@ -100,7 +72,7 @@ register! {
     /// Table 3-11).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct Leaf01Edx(u32) {
+    pub struct Leaf01Edx(u32): from_bits {
         /// MSR: RDMSR and WRMSR exist (bit 5).
         MSR: 5 => msr, with_msr: bool;
         /// DS: the debug store (BTS, PEBS) exists (bit 21).
@@ -110,19 +82,12 @@ register! {
     }
 }
 
-impl Leaf01Edx {
-    /// The image `raw`.
-    pub const fn from_bits(raw: u32) -> Leaf01Edx {
-        Leaf01Edx(raw)
-    }
-}
-
 register! {
     /// CPUID.04H:EAX (subleaf 0), the fields that count a package's cores
     /// (SDM Vol. 2A Table 3-8, "Deterministic Cache Parameters Leaf").
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct Leaf04Eax(u32) {
+    pub struct Leaf04Eax(u32): from_bits {
         /// Cache type (bits 4:0); 0: no more caches, the leaf says nothing.
         CACHE_TYPE: 0..=4 => cache_type, with_cache_type: u8;
         /// Maximum number of addressable IDs for processor cores in the
@@ -131,28 +96,14 @@ register! {
     }
 }
 
-impl Leaf04Eax {
-    /// The image `raw`.
-    pub const fn from_bits(raw: u32) -> Leaf04Eax {
-        Leaf04Eax(raw)
-    }
-}
-
 register! {
     /// CPUID.07H:EDX (subleaf 0), the bit a PMU driver reads (SDM Vol. 2A
     /// Table 3-8, "Structured Extended Feature Flags").
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct Leaf07Edx(u32) {
+    pub struct Leaf07Edx(u32): from_bits {
         /// Hybrid: the processor has cores of more than one type (bit 15).
         HYBRID: 15 => hybrid, with_hybrid: bool;
-    }
-}
-
-impl Leaf07Edx {
-    /// The image `raw`.
-    pub const fn from_bits(raw: u32) -> Leaf07Edx {
-        Leaf07Edx(raw)
     }
 }
 
@@ -161,17 +112,10 @@ register! {
     /// Topology Enumeration Leaf").
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct Leaf0BEbx(u32) {
+    pub struct Leaf0BEbx(u32): from_bits {
         /// Logical processors at this level (bits 15:0); 0: the leaf is
         /// not valid.
         LOGICAL_PROCESSORS: 0..=15 => logical_processors, with_logical_processors: u16;
-    }
-}
-
-impl Leaf0BEbx {
-    /// The image `raw`.
-    pub const fn from_bits(raw: u32) -> Leaf0BEbx {
-        Leaf0BEbx(raw)
     }
 }
 
@@ -180,16 +124,9 @@ register! {
     /// "Hybrid Information Enumeration Leaf").
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct Leaf1AEax(u32) {
+    pub struct Leaf1AEax(u32): from_bits {
         /// Core type (bits 31:24): 20H Atom, 40H Core.
         CORE_TYPE: 24..=31 => core_type, with_core_type: u8;
-    }
-}
-
-impl Leaf1AEax {
-    /// The image `raw`.
-    pub const fn from_bits(raw: u32) -> Leaf1AEax {
-        Leaf1AEax(raw)
     }
 }
 

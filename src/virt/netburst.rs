@@ -418,9 +418,6 @@ pub enum Verdict<G> {
 
 /// Counters are 40 bits wide (SDM 18.15.2): bits 63:40 are reserved.
 const COUNTER_RESERVED: u64 = !COUNTER_MASK;
-/// `MSR_TC_PRECISE_EVENT` after reset, as perfctr observed: its neutral
-/// image ([`TcPreciseEvent::RESET`]).
-pub const TC_PRECISE_EVENT_RESET: u64 = TcPreciseEvent::RESET.bits();
 /// The `IA32_MISC_ENABLE` bits a guest reads from the PMU's part of the
 /// register: performance monitoring available (bit 7), BTS unavailable
 /// (bit 11) and PEBS unavailable (bit 12), all read-only (SDM Vol. 3C
@@ -434,7 +431,11 @@ pub const MISC_ENABLE_PMU_BITS: u64 = MiscEnable::from_bits(0)
 /// The tagging MSRs, in the order of [`PmuContext`]'s slots: 3F0H-3F2H.
 const TAGGING_MSRS: [u32; 3] = [MSR_TC_PRECISE_EVENT, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT];
 /// Their neutral images (reset values).
-const TAGGING_NEUTRAL: [u64; 3] = [TC_PRECISE_EVENT_RESET, 0, 0];
+const TAGGING_NEUTRAL: [u64; 3] = [
+    TcPreciseEvent::RESET.bits(),
+    PebsEnable::OFF.bits(),
+    PebsMatrixVert::OFF.bits(),
+];
 
 /// The guest writes `value` to `msr`: what the VMM does (SDM reserved bits
 /// for the guest's model and logical processors, then `policy`). Nothing

@@ -368,16 +368,9 @@ register! {
     /// Capabilities"); only what the driver uses.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct PerfCapabilities(u64) {
+    pub struct PerfCapabilities(u64): from_bits {
         /// `FW_WRITE`, bit 13: the `IA32_A_PMCx` full-width aliases exist.
         FULL_WIDTH_WRITE: 13 => full_width_write, with_full_width_write: bool;
-    }
-}
-
-impl PerfCapabilities {
-    /// The image `raw`.
-    pub const fn from_bits(raw: u64) -> PerfCapabilities {
-        PerfCapabilities(raw)
     }
 }
 

@@ -15,7 +15,7 @@ register! {
     /// `MSR_PEBS_ENABLE` (3F1H) as one logical processor writes it.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct PebsEnable(u64) {
+    pub struct PebsEnable(u64): from_bits {
         /// The replay-tagging metric selection, bits 12:0 (Table 35-41;
         /// Table 19-33 names bits 0, 1, 2, 9 and 10).
         METRICS: 0..=12 => metrics, with_metrics: u16;
@@ -48,11 +48,6 @@ impl PebsEnable {
     /// The bits no field declares: 14:13, 23:17 and 63:27.
     pub const RESERVED: u64 = !Self::DEFINED;
 
-    /// The image `raw`, reserved bits included.
-    pub const fn from_bits(raw: u64) -> PebsEnable {
-        PebsEnable(raw)
-    }
-
     /// Union of two images.
     pub const fn union(self, other: PebsEnable) -> PebsEnable {
         PebsEnable(self.0 | other.0)
@@ -64,7 +59,7 @@ register! {
     /// (Table 19-33).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct PebsMatrixVert(u64) {
+    pub struct PebsMatrixVert(u64): from_bits {
         /// Loads (bit 0).
         LOADS: 0 => loads, with_loads: bool;
         /// Stores (bit 1).
@@ -79,11 +74,6 @@ impl PebsMatrixVert {
     pub const OFF: PebsMatrixVert = PebsMatrixVert(0);
     /// The bits no field declares.
     pub const RESERVED: u64 = !Self::DEFINED;
-
-    /// The image `raw`, reserved bits included.
-    pub const fn from_bits(raw: u64) -> PebsMatrixVert {
-        PebsMatrixVert(raw)
-    }
 
     /// Union of two images.
     pub const fn union(self, other: PebsMatrixVert) -> PebsMatrixVert {
