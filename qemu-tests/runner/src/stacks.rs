@@ -20,6 +20,9 @@
 //! of the symbol table folds as `[unknown]`. `pmu::sampling::CallChain`
 //! gives these addresses, and `pmu-hobby`'s `stacks` module prints them.
 //!
+//! These lines are for the runner: it does not copy them to its output
+//! ([`is_stack_line`]), and says instead where the flame graph went.
+//!
 //! A kernel that prints `folded-expect:` lines gets one more case,
 //! `folded_stacks` ([`check`]): the stacks it reported, folded with its ELF,
 //! must be exactly those lines (any order).
@@ -29,6 +32,38 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::{CaseResult, Verdict};
+
+/// Whether `line` is one of the stack protocol's lines (see the [module
+/// documentation](self)), which the runner does not echo.
+pub fn is_stack_line(line: &str) -> bool {
+    stack_line(line).is_some_and(|l| l.is_ok())
+        || line.starts_with("flamegraph title: ")
+        || line.starts_with("folded-expect: ")
+}
+
+/// One stack line: `stack: ...` always (malformed, an error quoting it);
+/// `stack <root>: ...` only when well-formed (else it is the kernel's own
+/// text, such as `stack usage: 3 KiB`).
+type StackLine = (Option<String>, u64, Vec<u64>);
+
+fn stack_line(line: &str) -> Option<Result<StackLine, String>> {
+    let (head, body) = line.strip_prefix("stack")?.split_once(": ")?;
+    let root = match head.strip_prefix(' ') {
+        Some(r) if !r.is_empty() && !r.contains(' ') => Some(r.to_string()),
+        None if head.is_empty() => None,
+        _ => return None,
+    };
+    let mut words = body.split_whitespace();
+    let count = words.next().and_then(|w| w.parse().ok());
+    let addrs: Option<Vec<u64>> = words.map(|w| u64::from_str_radix(w, 16).ok()).collect();
+    match (count, addrs) {
+        (Some(count), Some(addrs)) if !addrs.is_empty() => Some(Ok((root, count, addrs))),
+        _ if root.is_some() => None,
+        _ => Some(Err(format!(
+            "a stack line that is not `stack[ root]: count address...`: {line:?}"
+        ))),
+    }
+}
 
 /// The stacks of one run, as the kernel reported them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,27 +87,8 @@ impl Stacks {
                 out.title = Some(title.trim().to_string());
             } else if let Some(expected) = line.strip_prefix("folded-expect: ") {
                 out.expected.push(expected.trim().to_string());
-            } else if let Some(rest) = line.strip_prefix("stack") {
-                let Some((root, body)) = rest.split_once(": ") else {
-                    continue;
-                };
-                let root = match root.strip_prefix(' ') {
-                    Some(r) if !r.is_empty() && !r.contains(' ') => Some(r.to_string()),
-                    None if root.is_empty() => None,
-                    _ => continue,
-                };
-                let bad =
-                    || format!("a stack line that is not `stack[ root]: count addr...`: {line:?}");
-                let mut words = body.split_whitespace();
-                let count = words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
-                let addrs = words
-                    .map(|w| u64::from_str_radix(w, 16))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| bad())?;
-                if addrs.is_empty() {
-                    return Err(bad());
-                }
-                out.stacks.push((root, count, addrs));
+            } else if let Some(stack) = stack_line(line) {
+                out.stacks.push(stack?);
             }
         }
         Ok(out)
@@ -132,7 +148,7 @@ impl Symbols {
     pub fn from_elf(elf: &[u8]) -> Result<Symbols, String> {
         use object::{Object, ObjectSymbol, SymbolKind};
         let file = object::File::parse(elf).map_err(|e| format!("not an ELF file: {e}"))?;
-        let mut functions: Vec<_> = file
+        let functions: Vec<_> = file
             .symbols()
             .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
             .filter_map(|s| {
@@ -144,9 +160,15 @@ impl Symbols {
         if functions.is_empty() {
             return Err("the ELF file has no function symbols (stripped?)".into());
         }
+        Ok(Symbols::from_functions(functions))
+    }
+
+    /// Functions given as (start, end, name), for tests and for symbol
+    /// tables from elsewhere.
+    pub fn from_functions(mut functions: Vec<(u64, u64, String)>) -> Symbols {
         functions.sort();
         functions.dedup_by_key(|f| f.0);
-        Ok(Symbols { functions })
+        Symbols { functions }
     }
 
     /// The symbols of the ELF file at `path`.
@@ -238,4 +260,80 @@ pub fn flamegraph(console: &str, kernel: &Path, svg: &Path) -> Option<Result<u64
             .and_then(|symbols| write_svg(&stacks.fold(&symbols), &title, svg))
             .map(|()| stacks.samples()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn symbols() -> Symbols {
+        Symbols::from_functions(vec![
+            (0x100, 0x140, "k::leaf".into()),
+            (0x140, 0x180, "k::mid".into()),
+            (0x180, 0x1C0, "k::root".into()),
+        ])
+    }
+
+    #[test]
+    fn stacks_fold_innermost_last_with_return_addresses_one_byte_back() {
+        let console = "boot\n\
+            stack: 2 110 150 190\n\
+            stack: 1 120 150 190\n\
+            stack cpu1: 4 108 180\n\
+            stack usage: fine\n\
+            flamegraph title: t\n";
+        let s = Stacks::parse(console).unwrap();
+        assert_eq!(s.stacks.len(), 3);
+        assert_eq!(s.samples(), 7);
+        assert_eq!(s.title.as_deref(), Some("t"));
+        let folded = s.fold(&symbols());
+        // 0x180 returns into k::mid (its call is the last instruction).
+        assert_eq!(
+            folded_text(&folded),
+            "cpu1;k::mid;k::leaf 4\nk::root;k::mid;k::leaf 3\n"
+        );
+    }
+
+    #[test]
+    fn unknown_addresses_fold_as_unknown() {
+        let s = Stacks::parse("stack: 1 110 900\n").unwrap();
+        assert_eq!(folded_text(&s.fold(&symbols())), "[unknown];k::leaf 1\n");
+        assert_eq!(symbols().name(0xFF), None);
+        assert_eq!(symbols().name(0x1C0), None);
+        assert_eq!(symbols().name(0x1BF), Some("k::root"));
+    }
+
+    #[test]
+    fn malformed_stack_lines_are_errors_that_quote_them() {
+        for bad in ["stack: 1", "stack: 1 xyz", "stack: x 100"] {
+            let e = Stacks::parse(bad);
+            assert!(e.as_ref().is_err_and(|e| e.contains(bad)), "{bad}: {e:?}");
+        }
+        // With a root, only a well-formed line is a stack line.
+        assert_eq!(Stacks::parse("stack usage: 3 KiB"), Ok(Stacks::default()));
+    }
+
+    #[test]
+    fn only_protocol_lines_are_kept_from_the_echo() {
+        assert!(is_stack_line("stack: 3 100 200"));
+        assert!(is_stack_line("stack cpu0: 3 100"));
+        assert!(is_stack_line("folded-expect: a;b 1"));
+        assert!(!is_stack_line("stack usage: 3 KiB"));
+        assert!(!is_stack_line("stack overflow"));
+        assert!(!is_stack_line("test k::stack ... ok"));
+    }
+
+    #[test]
+    fn the_check_compares_folded_stacks_exactly() {
+        let dir = std::env::temp_dir().join(format!("pmu-stacks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Not an ELF file: the check fails, saying so.
+        let fake = dir.join("kernel");
+        std::fs::write(&fake, b"not elf").unwrap();
+        let console = "stack: 1 110\nfolded-expect: k::leaf 1\n";
+        let case = check(console, &fake).unwrap();
+        assert!(case.failed() && case.note.contains("not an ELF"), "{case:?}");
+        assert!(check("stack: 1 110\n", &fake).is_none(), "no expectations, no case");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
