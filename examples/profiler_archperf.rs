@@ -47,6 +47,7 @@ use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, Counters};
 use pmu::arch::archperf::pmi::handle_pmi;
 use pmu::arch::archperf::{ArchEvent, ArchPerfPmu, Counter, EventSpec};
 use pmu::counter::Owner;
+use pmu::sampling::Sample;
 use pmu::detect::{self, Cpuid, HardwareCpuid};
 use pmu::model::archperf::{Config, Event, SharedArchPerfModel};
 use shared::{CycleCounter, SAMPLES, apic, entry};
@@ -203,8 +204,9 @@ impl shared::Architecture for ArchPerf {
     fn on_pmi(frame: &InterruptFrame) {
         let cpu = smp::cpu().min(1);
         let mut apic = apic();
-        let sink = |s| {
-            SAMPLES[cpu].push(s);
+        let chain = shared::call_chain(frame);
+        let sink = |s: Sample| {
+            SAMPLES[cpu].push(s.with_payload(chain));
         };
         if Self::real() {
             let Ok(_) = handle_pmi(

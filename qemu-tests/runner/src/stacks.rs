@@ -143,30 +143,50 @@ pub struct Symbols {
 }
 
 impl Symbols {
-    /// The function symbols (`STT_FUNC`, with a size) of the ELF file
-    /// `elf`, their names demangled without the hash suffix.
+    /// The code symbols of the ELF file `elf`, their names demangled
+    /// without the hash suffix: functions (`STT_FUNC`) with their sizes,
+    /// and code labels without a size (assembly entry points, such as a
+    /// kernel's boot code), which reach to the next symbol.
     pub fn from_elf(elf: &[u8]) -> Result<Symbols, String> {
-        use object::{Object, ObjectSymbol, SymbolKind};
+        use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
         let file = object::File::parse(elf).map_err(|e| format!("not an ELF file: {e}"))?;
-        let functions: Vec<_> = file
+        // A label in assembly has no type: it is code when its section is.
+        let in_code = |s: &object::Symbol<'_, '_>| {
+            s.section_index()
+                .and_then(|i| file.section_by_index(i).ok())
+                .is_some_and(|sec| sec.kind() == SectionKind::Text)
+        };
+        let mut code: Vec<(u64, u64, String)> = file
             .symbols()
-            .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+            .filter(|s| s.address() != 0)
+            .filter(|s| match s.kind() {
+                SymbolKind::Text => true,
+                SymbolKind::Unknown | SymbolKind::Label => in_code(s),
+                _ => false,
+            })
             .filter_map(|s| {
-                let name = s.name().ok()?;
-                let name = format!("{:#}", rustc_demangle::demangle(name));
+                let name = format!("{:#}", rustc_demangle::demangle(s.name().ok()?));
                 Some((s.address(), s.address() + s.size(), name))
             })
             .collect();
-        if functions.is_empty() {
+        if code.is_empty() {
             return Err("the ELF file has no function symbols (stripped?)".into());
         }
-        Ok(Symbols::from_functions(functions))
+        // Functions before labels at the same address: they win.
+        code.sort_by_key(|c| (c.0, c.1 == c.0));
+        // A label reaches to the next symbol.
+        let starts: Vec<u64> = code.iter().map(|c| c.0).collect();
+        for (start, end, _) in code.iter_mut().filter(|c| c.1 == c.0) {
+            let next = starts.partition_point(|&s| s <= *start);
+            *end = starts.get(next).copied().unwrap_or(*start);
+        }
+        Ok(Symbols::from_functions(code))
     }
 
     /// Functions given as (start, end, name), for tests and for symbol
-    /// tables from elsewhere.
+    /// tables from elsewhere; of several at one address, the first given.
     pub fn from_functions(mut functions: Vec<(u64, u64, String)>) -> Symbols {
-        functions.sort();
+        functions.sort_by_key(|f| f.0);
         functions.dedup_by_key(|f| f.0);
         Symbols { functions }
     }
