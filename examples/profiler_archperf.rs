@@ -47,9 +47,9 @@ use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, Counters};
 use pmu::arch::archperf::pmi::handle_pmi;
 use pmu::arch::archperf::{ArchEvent, ArchPerfPmu, Counter, EventSpec};
 use pmu::counter::Owner;
-use pmu::sampling::Sample;
 use pmu::detect::{self, Cpuid, HardwareCpuid};
 use pmu::model::archperf::{Config, Event, SharedArchPerfModel};
+use pmu::sampling::Sample;
 use shared::{CycleCounter, SAMPLES, apic, entry};
 
 hobby::entry_point!(shared::main::<ArchPerf>);

@@ -27,10 +27,10 @@ use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::idt::{self, InterruptFrame};
+use hobby::stacks::{self, Tally};
 use hobby::test::Failure;
 use hobby::timer::{self, ApicTimer, Divide, TickClock};
 use hobby::workload::{self, SYMBOLS};
-use hobby::stacks::{self, Tally};
 use hobby::{pmi, println, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::counter::{AnyHandle, Arch, Driver, Owner};
@@ -78,8 +78,7 @@ const CHAINS: usize = 128;
 
 /// Per CPU: its samples and their call chains, which its PMI handler
 /// pushes.
-pub static SAMPLES: [SampleBuffer<4096, CallChain<DEPTH>>; 2] =
-    [const { SampleBuffer::new() }; 2];
+pub static SAMPLES: [SampleBuffer<4096, CallChain<DEPTH>>; 2] = [const { SampleBuffer::new() }; 2];
 
 /// The call chain of the code `frame` interrupted: its frame pointers
 /// walked inside its kernel stack (the kernels are built with frame

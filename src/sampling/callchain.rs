@@ -140,26 +140,30 @@ impl<'a> StackBounds<'a> {
         self.start..self.end
     }
 
-    /// The frame record at `fp` (`[fp]` the caller's frame pointer, `[fp +
-    /// 8]` the return address), if both words lie in the bounds at or
-    /// above `floor` and `fp` is 8-byte aligned.
+    /// The lowest and highest address a frame record (two words) may
+    /// start at, at or above `floor`: an empty range (`lo > hi`) when none
+    /// fits.
     #[inline(always)]
-    fn record(&self, fp: u64, floor: u64) -> Option<(u64, u64)> {
-        if fp % 8 != 0 || fp < floor || fp < self.start {
-            return None;
-        }
-        if fp.checked_add(16)? > self.end {
-            return None;
-        }
-        let word = ((fp - self.start) / 8) as usize;
-        // SAFETY: `fp` and `fp + 8` are aligned words inside `range`, which
-        // `of` (a borrowed slice) or `from_raw`'s contract makes readable
-        // for 'a; `low` carries that memory's provenance, and `word + 1` is
-        // inside it. Volatile: the memory may be the interrupted code's
-        // stack, which the compiler knows nothing of.
+    fn record_range(&self, floor: u64) -> (u64, u64) {
+        (self.start.max(floor), self.end.saturating_sub(16))
+    }
+
+    /// The frame record at `fp`: `[fp]`, the caller's frame pointer, and
+    /// `[fp + 8]`, the return address.
+    ///
+    /// # Safety
+    ///
+    /// `fp` is 8-byte aligned and within [`StackBounds::record_range`].
+    #[inline(always)]
+    unsafe fn record(&self, fp: u64) -> (u64, u64) {
+        // SAFETY: `fp` and `fp + 8` are aligned words inside the range,
+        // which `of` (a borrowed slice) or `from_raw`'s contract makes
+        // readable for 'a; `low` carries that memory's provenance and the
+        // offset stays inside it. Volatile: the memory may be the
+        // interrupted code's stack, which the compiler knows nothing of.
         unsafe {
-            let at = self.low.add(word);
-            Some((at.read_volatile(), at.add(1).read_volatile()))
+            let at = self.low.wrapping_byte_add((fp - self.start) as usize);
+            (at.read_volatile(), at.add(1).read_volatile())
         }
     }
 }
@@ -206,42 +210,45 @@ impl<const N: usize> CallChain<N> {
     #[inline]
     pub fn walk(rip: u64, rbp: u64, rsp: u64, bounds: &StackBounds<'_>) -> CallChain<N> {
         const { assert!(N >= 1 && N <= 255, "a call chain holds 1 to 255 addresses") };
-        let mut chain = CallChain {
-            frames: [0; N],
-            len: 1,
-            end: ChainEnd::Full,
+        let mut chain = CallChain::EMPTY;
+        chain.end = ChainEnd::Full;
+        let Some((first, callers)) = chain.frames.split_first_mut() else {
+            return chain;
         };
-        chain.frames[0] = rip;
+        *first = rip;
+        let mut len = 1;
+        let (lo, hi) = bounds.record_range(rsp);
         let mut fp = rbp;
-        let mut n = 1;
-        while n < N {
+        for slot in callers {
             if fp == 0 {
                 chain.end = ChainEnd::Root;
                 break;
             }
-            let Some((next, ret)) = bounds.record(fp, rsp) else {
+            if !fp.is_multiple_of(8) || fp < lo || fp > hi {
                 chain.end = ChainEnd::OutOfBounds;
                 break;
-            };
+            }
+            // SAFETY: aligned and within the record range, just checked.
+            let (next, ret) = unsafe { bounds.record(fp) };
             if ret == 0 {
                 chain.end = ChainEnd::Root;
                 break;
             }
-            chain.frames[n] = ret;
-            n += 1;
+            *slot = ret;
+            len += 1;
             if next != 0 && next <= fp {
                 chain.end = ChainEnd::NotAscending;
                 break;
             }
             fp = next;
         }
-        chain.len = n as u8;
+        chain.len = len;
         chain
     }
 
     /// The addresses, innermost first.
     pub fn frames(&self) -> &[u64] {
-        &self.frames[..usize::from(self.len)]
+        self.frames.get(..usize::from(self.len)).unwrap_or(&[])
     }
 
     /// Why the walk stopped.
@@ -308,7 +315,7 @@ impl<const N: usize> Payload for CallChain<N> {
             len: len as u8,
             end,
         };
-        for (f, s) in chain.frames[..len].iter_mut().zip(&slot.frames) {
+        for (f, s) in chain.frames.iter_mut().zip(&slot.frames).take(len) {
             *f = s.load(Ordering::Relaxed);
         }
         Some(chain)

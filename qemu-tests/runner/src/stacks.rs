@@ -352,8 +352,14 @@ mod tests {
         std::fs::write(&fake, b"not elf").unwrap();
         let console = "stack: 1 110\nfolded-expect: k::leaf 1\n";
         let case = check(console, &fake).unwrap();
-        assert!(case.failed() && case.note.contains("not an ELF"), "{case:?}");
-        assert!(check("stack: 1 110\n", &fake).is_none(), "no expectations, no case");
+        assert!(
+            case.failed() && case.note.contains("not an ELF"),
+            "{case:?}"
+        );
+        assert!(
+            check("stack: 1 110\n", &fake).is_none(),
+            "no expectations, no case"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

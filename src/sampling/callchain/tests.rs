@@ -137,10 +137,8 @@ fn chains_travel_through_the_sample_buffer() {
     assert_eq!((got[1].counter, got[1].periods), (4, 2));
     assert_eq!(buf.dropped(), 1);
     // A slot nothing stored into holds no chain.
-    assert_eq!(
-        CallChain::<4>::load(&<CallChain<4> as Payload>::EMPTY_SLOT),
-        None
-    );
+    let empty = <CallChain<4> as Payload>::EMPTY_SLOT;
+    assert_eq!(CallChain::<4>::load(&empty), None);
 }
 
 #[test]
