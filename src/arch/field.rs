@@ -28,21 +28,25 @@ impl Field {
     }
 
     /// The lowest bit.
+    #[inline]
     pub const fn lsb(self) -> u8 {
         self.lsb
     }
 
     /// The width in bits.
+    #[inline]
     pub const fn bits(self) -> u8 {
         self.bits
     }
 
     /// The highest bit.
+    #[inline]
     pub const fn msb(self) -> u8 {
         self.lsb.saturating_add(self.bits).saturating_sub(1)
     }
 
     /// The largest value the field holds.
+    #[inline]
     pub const fn max(self) -> u64 {
         if self.bits == 0 {
             0
@@ -54,6 +58,7 @@ impl Field {
     }
 
     /// The field's bits in place.
+    #[inline]
     pub const fn mask(self) -> u64 {
         if self.lsb >= 64 {
             0
@@ -63,6 +68,7 @@ impl Field {
     }
 
     /// The field's value in `raw`.
+    #[inline]
     pub const fn get(self, raw: u64) -> u64 {
         if self.lsb >= 64 {
             0
@@ -72,6 +78,7 @@ impl Field {
     }
 
     /// `raw` with the field replaced by `v` (truncated to the field).
+    #[inline]
     pub const fn set(self, raw: u64, v: u64) -> u64 {
         if self.lsb >= 64 {
             raw
@@ -81,16 +88,19 @@ impl Field {
     }
 
     /// Whether `v` fits the field.
+    #[inline]
     pub const fn fits(self, v: u64) -> bool {
         v <= self.max()
     }
 
     /// A one-bit field's value.
+    #[inline]
     pub const fn flag(self, raw: u64) -> bool {
         self.get(raw) != 0
     }
 
     /// `raw` with a one-bit field set or cleared.
+    #[inline]
     pub const fn set_flag(self, raw: u64, on: bool) -> u64 {
         self.set(raw, on as u64)
     }
@@ -153,6 +163,7 @@ macro_rules! register {
 
         impl $name {
             /// The image `raw`, every bit kept (reserved ones included).
+            #[inline]
             pub const fn from_bits(raw: $repr) -> $name {
                 $name(raw)
             }
@@ -172,6 +183,7 @@ macro_rules! register {
         impl $name {
             /// Decode any raw value, replacing the bits outside the writable
             /// fields by their power-up values (perfmon's rule).
+            #[inline]
             pub const fn from_bits_truncate(
                 generation: $crate::arch::itanium::Generation,
                 raw: u64,
@@ -184,6 +196,7 @@ macro_rules! register {
 
             /// Decode a raw value, refusing bits outside the writable fields
             /// that differ from the power-up value.
+            #[inline]
             pub const fn from_bits(
                 generation: $crate::arch::itanium::Generation,
                 raw: u64,
@@ -195,11 +208,13 @@ macro_rules! register {
             }
 
             /// The register image.
+            #[inline]
             pub const fn bits(self) -> u64 {
                 self.bits
             }
 
             /// The generation.
+            #[inline]
             pub const fn generation(self) -> $crate::arch::itanium::Generation {
                 self.generation
             }
@@ -226,6 +241,7 @@ macro_rules! register {
         impl $name {
             /// Decode a raw value, refusing bits outside the writable fields
             /// that differ from the power-up value.
+            #[inline]
             pub const fn from_bits(raw: u64) -> Result<$name, $crate::arch::itanium::ReservedBits> {
                 match $info.reserved_bits(raw) {
                     0 => Ok($name(raw)),
@@ -244,6 +260,7 @@ macro_rules! register {
         #[allow(dead_code)]
         impl $name {
             /// The register image.
+            #[inline]
             pub const fn bits(self) -> $repr {
                 self.0
             }
@@ -288,12 +305,14 @@ macro_rules! register {
         $get:ident, $set:ident, $ty:tt
     ) => {
         $(#[$m])*
+        #[inline]
         pub const fn $get(self) -> $ty {
             $crate::arch::register!(@get $ty, Self::$field, self.bits() as u64)
         }
 
         #[doc = concat!("With `", stringify!($field), "` replaced ([`",
             stringify!($name), "::", stringify!($get), "`]).")]
+        #[inline]
         pub const fn $set(self, v: $ty) -> $name {
             self.with_bits(
                 Self::$field.set(self.bits() as u64, $crate::arch::register!(@put $ty, v)) as $repr,
