@@ -114,6 +114,7 @@ impl LvtPerfCounter {
         (Self::VECTOR.mask() | Self::DELIVERY_MODE.mask() | Self::MASK.mask()) as u32;
 
     /// An unmasked entry delivering PMIs as `delivery` says.
+    #[inline]
     pub const fn new(delivery: PmiDelivery) -> Self {
         match delivery {
             PmiDelivery::Fixed(v) => Self(0).with_vector_bits(v.0),
@@ -125,17 +126,20 @@ impl LvtPerfCounter {
     pub const RESET: Self = Self(0).with_mask(true);
 
     /// The same entry with the mask bit set.
+    #[inline]
     pub const fn masked(self) -> Self {
         self.with_mask(true)
     }
 
     /// The same entry with the mask bit clear.
+    #[inline]
     pub const fn unmasked(self) -> Self {
         self.with_mask(false)
     }
 
     /// The delivery the entry selects, or `None` for a mode a PMI cannot use
     /// (or a fixed vector below 16).
+    #[inline]
     pub const fn delivery(self) -> Option<PmiDelivery> {
         match self.delivery_mode() {
             Self::MODE_FIXED => match Vector::new(self.vector_bits()) {
@@ -149,11 +153,13 @@ impl LvtPerfCounter {
 
     /// The bits software may write: vector, delivery mode and mask (the
     /// delivery status is read-only, the rest reserved).
+    #[inline]
     pub const fn writable_bits(self) -> u32 {
         self.0 & Self::WRITABLE
     }
 
     /// Decodes a raw register value; reserved bits are dropped.
+    #[inline]
     pub const fn from_bits(bits: u32) -> Self {
         Self(bits & Self::DEFINED as u32)
     }

@@ -28,21 +28,25 @@ impl Field {
     }
 
     /// The lowest bit.
+    #[inline]
     pub const fn lsb(self) -> u8 {
         self.lsb
     }
 
     /// The width in bits.
+    #[inline]
     pub const fn bits(self) -> u8 {
         self.bits
     }
 
     /// The highest bit.
+    #[inline]
     pub const fn msb(self) -> u8 {
         self.lsb.saturating_add(self.bits).saturating_sub(1)
     }
 
     /// The largest value the field holds.
+    #[inline]
     pub const fn max(self) -> u64 {
         if self.bits == 0 {
             0
@@ -54,6 +58,7 @@ impl Field {
     }
 
     /// The field's bits in place.
+    #[inline]
     pub const fn mask(self) -> u64 {
         if self.lsb >= 64 {
             0
@@ -63,6 +68,7 @@ impl Field {
     }
 
     /// The field's value in `raw`.
+    #[inline]
     pub const fn get(self, raw: u64) -> u64 {
         if self.lsb >= 64 {
             0
@@ -72,6 +78,7 @@ impl Field {
     }
 
     /// `raw` with the field replaced by `v` (truncated to the field).
+    #[inline]
     pub const fn set(self, raw: u64, v: u64) -> u64 {
         if self.lsb >= 64 {
             raw
@@ -81,16 +88,19 @@ impl Field {
     }
 
     /// Whether `v` fits the field.
+    #[inline]
     pub const fn fits(self, v: u64) -> bool {
         v <= self.max()
     }
 
     /// A one-bit field's value.
+    #[inline]
     pub const fn flag(self, raw: u64) -> bool {
         self.get(raw) != 0
     }
 
     /// `raw` with a one-bit field set or cleared.
+    #[inline]
     pub const fn set_flag(self, raw: u64, on: bool) -> u64 {
         self.set(raw, on as u64)
     }
@@ -118,11 +128,27 @@ impl Field {
 ///
 /// With `struct Name(u64): from_bits { .. }` it also defines a `from_bits`
 /// that keeps every bit (for registers read whole, such as CPUID leaves).
-/// It defines the tuple struct over its storage (`u8`, `u16`, `u32` or
+///
+/// Two forms declare the Itanium PMC images, whose writable bits and
+/// power-up value come from a row of the generation's PMC descriptor table
+/// ([`crate::arch::itanium::PmcInfo`]):
+///
+/// * `struct Name(u64): pmc(INFO) { .. }`, one fixed register whose row is
+///   the expression `INFO`: `from_bits` refuses a value whose bits outside
+///   the writable fields differ from the power-up value;
+/// * `struct Name(Generation, u64): pmc(info) { .. }`, a register whose
+///   number and layout depend on the generation, the struct holding both;
+///   `info` is the type's `const fn info(Generation) -> PmcInfo`. It adds
+///   `from_bits(generation, raw)` (refusing as above),
+///   `from_bits_truncate(generation, raw)` (replacing those bits by their
+///   power-up values, perfmon's rule) and `generation()`.
+///
+/// Every form defines the struct over its storage (`u8`, `u16`, `u32` or
 /// `u64`), an associated [`Field`] constant per field (private unless given
-/// a visibility), `DEFINED` (every bit some field declares), `bits()`, and
-/// the accessors: `bool` for one-bit flags, the storage integers as they
-/// are, and any other type through its `from_field(u64) -> Self` and
+/// a visibility), `DEFINED` (every bit some field declares), `bits()`, a
+/// private `with_bits(raw)` (the same register, another image), and the
+/// accessors: `bool` for one-bit flags, the storage integers as they are,
+/// and any other type through its `from_field(u64) -> Self` and
 /// `into_field(self) -> u64` (`const fn`s, total: a field value always
 /// converts). Every accessor is a `const fn`.
 macro_rules! register {
@@ -137,6 +163,7 @@ macro_rules! register {
 
         impl $name {
             /// The image `raw`, every bit kept (reserved ones included).
+            #[inline]
             pub const fn from_bits(raw: $repr) -> $name {
                 $name(raw)
             }
@@ -144,7 +171,109 @@ macro_rules! register {
     };
     (
         $(#[$meta:meta])*
-        $vis:vis struct $name:ident($repr:ident) {
+        $vis:vis struct $name:ident(Generation, u64): pmc($info:path) { $($body:tt)* }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            generation: $crate::arch::itanium::Generation,
+            bits: u64,
+        }
+
+        #[allow(dead_code)]
+        impl $name {
+            /// Decode any raw value, replacing the bits outside the writable
+            /// fields by their power-up values (perfmon's rule).
+            #[inline]
+            pub const fn from_bits_truncate(
+                generation: $crate::arch::itanium::Generation,
+                raw: u64,
+            ) -> $name {
+                $name {
+                    generation,
+                    bits: $info(generation).merge(raw),
+                }
+            }
+
+            /// Decode a raw value, refusing bits outside the writable fields
+            /// that differ from the power-up value.
+            #[inline]
+            pub const fn from_bits(
+                generation: $crate::arch::itanium::Generation,
+                raw: u64,
+            ) -> Result<$name, $crate::arch::itanium::ReservedBits> {
+                match $info(generation).reserved_bits(raw) {
+                    0 => Ok($name { generation, bits: raw }),
+                    r => Err($crate::arch::itanium::ReservedBits(r)),
+                }
+            }
+
+            /// The register image.
+            #[inline]
+            pub const fn bits(self) -> u64 {
+                self.bits
+            }
+
+            /// The generation.
+            #[inline]
+            pub const fn generation(self) -> $crate::arch::itanium::Generation {
+                self.generation
+            }
+
+            const fn with_bits(self, bits: u64) -> $name {
+                $name {
+                    generation: self.generation,
+                    bits,
+                }
+            }
+        }
+
+        $crate::arch::register!(@fields $name, u64 { $($body)* });
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident(u64): pmc($info:expr) { $($body:tt)* }
+    ) => {
+        $crate::arch::register! {
+            $(#[$meta])*
+            $vis struct $name(u64) { $($body)* }
+        }
+
+        impl $name {
+            /// Decode a raw value, refusing bits outside the writable fields
+            /// that differ from the power-up value.
+            #[inline]
+            pub const fn from_bits(raw: u64) -> Result<$name, $crate::arch::itanium::ReservedBits> {
+                match $info.reserved_bits(raw) {
+                    0 => Ok($name(raw)),
+                    r => Err($crate::arch::itanium::ReservedBits(r)),
+                }
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident($repr:ident) { $($body:tt)* }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name($repr);
+
+        #[allow(dead_code)]
+        impl $name {
+            /// The register image.
+            #[inline]
+            pub const fn bits(self) -> $repr {
+                self.0
+            }
+
+            const fn with_bits(self, raw: $repr) -> $name {
+                $name(raw)
+            }
+        }
+
+        $crate::arch::register!(@fields $name, $repr { $($body)* });
+    };
+    (
+        @fields $name:ident, $repr:ident {
             $(
                 $(#[$fmeta:meta])*
                 $fvis:vis $field:ident : $lsb:literal $(..= $msb:literal)?
@@ -152,9 +281,6 @@ macro_rules! register {
             )*
         }
     ) => {
-        $(#[$meta])*
-        $vis struct $name($repr);
-
         #[allow(dead_code)]
         impl $name {
             $(
@@ -165,11 +291,6 @@ macro_rules! register {
 
             /// Every bit that one of the register's fields declares.
             pub const DEFINED: u64 = 0 $(| Self::$field.mask())*;
-
-            /// The register image.
-            pub const fn bits(self) -> $repr {
-                self.0
-            }
 
             $(
                 $crate::arch::register!(
@@ -184,14 +305,18 @@ macro_rules! register {
         $get:ident, $set:ident, $ty:tt
     ) => {
         $(#[$m])*
+        #[inline]
         pub const fn $get(self) -> $ty {
-            $crate::arch::register!(@get $ty, Self::$field, self.0 as u64)
+            $crate::arch::register!(@get $ty, Self::$field, self.bits() as u64)
         }
 
         #[doc = concat!("With `", stringify!($field), "` replaced ([`",
             stringify!($name), "::", stringify!($get), "`]).")]
+        #[inline]
         pub const fn $set(self, v: $ty) -> $name {
-            $name(Self::$field.set(self.0 as u64, $crate::arch::register!(@put $ty, v)) as $repr)
+            self.with_bits(
+                Self::$field.set(self.bits() as u64, $crate::arch::register!(@put $ty, v)) as $repr,
+            )
         }
     };
     (@width $lsb:literal) => { 1 };

@@ -56,10 +56,9 @@
 //! assert_eq!(BtbConfig::capture_all(Generation::Itanium2).bits(), 0x3F00);
 //! ```
 
-use super::fields::{FieldError, Slot};
-use super::generation::{Generation, PmcInfo, PmcKind, RegSet};
-use super::image::{pmc_image, pmc_image_plm_pm};
-use crate::arch::Field;
+use super::fields::{FieldError, Plm, Slot};
+use super::generation::{Generation, PmcInfo};
+use crate::arch::register;
 
 /// Which branch outcomes are captured (`tm`, 9:8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -135,29 +134,41 @@ impl BranchTypeMask {
     }
 }
 
-const PLM: Field = Field::new(0, 4);
-const PM: Field = Field::new(6, 1);
-const BIT7: Field = Field::new(7, 1);
-const TM: Field = Field::new(8, 2);
-const PTM: Field = Field::new(10, 2);
-const PPM: Field = Field::new(12, 2);
-const TAC: Field = Field::new(14, 1);
-const BAC: Field = Field::new(15, 1);
-const BRT: Field = Field::new(14, 2);
-
-pmc_image! {
-    /// A branch trace buffer configuration (PMC12, Montecito PMC39).
-    BtbConfig
+register! {
+    /// A branch trace buffer configuration (PMC12, Montecito PMC39; libpfm3
+    /// `pmc12_ita_reg`, `pmc12_ita2_reg`, `pmc39_mont_reg`). Which fields a
+    /// generation has is its row of the PMC descriptor table
+    /// ([`BtbConfig::info`]).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct BtbConfig(Generation, u64): pmc(BtbConfig::info) {
+        /// The privilege level mask.
+        pub(crate) PLM: 0..=3 => plm, with_plm: Plm;
+        /// The `pm` bit.
+        pub(crate) PM: 6 => privileged, with_privileged: bool;
+        /// Itanium `tar`, Itanium 2 and Montecito `ds`.
+        pub(crate) BIT7: 7;
+        /// `tm`: which outcomes.
+        pub(crate) TM: 8..=9;
+        /// `ptm`: which target predictions.
+        pub(crate) PTM: 10..=11;
+        /// `ppm`: which path predictions.
+        pub(crate) PPM: 12..=13;
+        /// Itanium `tac` (libpfm3's layout: `bpt`).
+        pub(crate) TAC: 14;
+        /// Itanium `bac`.
+        pub(crate) BAC: 15;
+        /// Itanium 2 and Montecito `brt`: the branch type mask.
+        pub(crate) BRT: 14..=15;
+    }
 }
-
-pmc_image_plm_pm!(BtbConfig, plm: PLM, pm: PM, "The `pm` bit.");
 
 macro_rules! itanium_flag {
     ($get:ident, $set:ident, $field:ident, $name:literal, $doc:literal) => {
         #[doc = concat!($doc, " `None` after Itanium.")]
         pub const fn $get(self) -> Option<bool> {
             match self.generation {
-                Generation::Itanium => Some($field.flag(self.bits)),
+                Generation::Itanium => Some(Self::$field.flag(self.bits)),
                 _ => None,
             }
         }
@@ -165,7 +176,7 @@ macro_rules! itanium_flag {
         #[doc = concat!("With `", $name, "` set or cleared (Itanium only).")]
         pub const fn $set(self, on: bool) -> Result<BtbConfig, FieldError> {
             match self.generation {
-                Generation::Itanium => Ok(self.with($field.set_flag(self.bits, on))),
+                Generation::Itanium => Ok(self.with_bits(Self::$field.set_flag(self.bits, on))),
                 g => Err(FieldError::NoSuchField {
                     field: $name,
                     generation: g,
@@ -179,15 +190,7 @@ macro_rules! itanium_flag {
 impl BtbConfig {
     /// The register's power-up value and writable bits.
     pub const fn info(generation: Generation) -> PmcInfo {
-        match generation.pmc(generation.btb_pmc()) {
-            Some(i) => i,
-            None => PmcInfo {
-                kind: PmcKind::Btb,
-                default: 0,
-                writable: 0,
-                pmds: RegSet::EMPTY,
-            },
-        }
+        generation.pmc_or_empty(generation.btb_pmc())
     }
 
     /// Capture every branch: `tm`, `ptm`, `ppm` all 3; on Itanium `tar`,
@@ -195,44 +198,44 @@ impl BtbConfig {
     /// (libpfm3's setting for `BRANCH_EVENT`). PLM zero.
     pub const fn capture_all(generation: Generation) -> BtbConfig {
         let mut bits = Self::info(generation).default;
-        bits = TM.set(bits, 3);
-        bits = PTM.set(bits, 3);
-        bits = PPM.set(bits, 3);
+        bits = Self::TM.set(bits, 3);
+        bits = Self::PTM.set(bits, 3);
+        bits = Self::PPM.set(bits, 3);
         bits = match generation {
-            Generation::Itanium => BAC.set(TAC.set(BIT7.set(bits, 1), 1), 1),
-            _ => BRT.set(BIT7.set(bits, 0), 0),
+            Generation::Itanium => Self::BAC.set(Self::TAC.set(Self::BIT7.set(bits, 1), 1), 1),
+            _ => Self::BRT.set(Self::BIT7.set(bits, 0), 0),
         };
         BtbConfig { generation, bits }
     }
 
     /// Outcomes captured.
     pub const fn taken(self) -> TakenMask {
-        TakenMask::from_bits(TM.get(self.bits))
+        TakenMask::from_bits(Self::TM.get(self.bits))
     }
 
     /// With the outcome filter replaced.
     pub const fn with_taken(self, m: TakenMask) -> BtbConfig {
-        self.with(TM.set(self.bits, m as u64))
+        self.with_bits(Self::TM.set(self.bits, m as u64))
     }
 
     /// Target predictions captured.
     pub const fn target_prediction(self) -> PredictionMask {
-        PredictionMask::from_bits(PTM.get(self.bits))
+        PredictionMask::from_bits(Self::PTM.get(self.bits))
     }
 
     /// With the target prediction filter replaced.
     pub const fn with_target_prediction(self, m: PredictionMask) -> BtbConfig {
-        self.with(PTM.set(self.bits, m as u64))
+        self.with_bits(Self::PTM.set(self.bits, m as u64))
     }
 
     /// Path predictions captured.
     pub const fn path_prediction(self) -> PredictionMask {
-        PredictionMask::from_bits(PPM.get(self.bits))
+        PredictionMask::from_bits(Self::PPM.get(self.bits))
     }
 
     /// With the path prediction filter replaced.
     pub const fn with_path_prediction(self, m: PredictionMask) -> BtbConfig {
-        self.with(PPM.set(self.bits, m as u64))
+        self.with_bits(Self::PPM.set(self.bits, m as u64))
     }
 
     itanium_flag!(
@@ -262,7 +265,7 @@ impl BtbConfig {
     pub const fn records_predictions(self) -> Option<bool> {
         match self.generation {
             Generation::Itanium => None,
-            _ => Some(BIT7.flag(self.bits)),
+            _ => Some(Self::BIT7.flag(self.bits)),
         }
     }
 
@@ -270,7 +273,7 @@ impl BtbConfig {
     pub const fn with_records_predictions(self, on: bool) -> Result<BtbConfig, FieldError> {
         match self.generation {
             Generation::Itanium => Err(self.no_such("ds")),
-            _ => Ok(self.with(BIT7.set_flag(self.bits, on))),
+            _ => Ok(self.with_bits(Self::BIT7.set_flag(self.bits, on))),
         }
     }
 
@@ -278,7 +281,7 @@ impl BtbConfig {
     pub const fn branch_types(self) -> Option<BranchTypeMask> {
         match self.generation {
             Generation::Itanium => None,
-            _ => Some(BranchTypeMask(BRT.get(self.bits) as u8)),
+            _ => Some(BranchTypeMask(Self::BRT.get(self.bits) as u8)),
         }
     }
 
@@ -286,7 +289,7 @@ impl BtbConfig {
     pub const fn with_branch_types(self, m: BranchTypeMask) -> Result<BtbConfig, FieldError> {
         match self.generation {
             Generation::Itanium => Err(self.no_such("brt")),
-            _ => Ok(self.with(BRT.set(self.bits, m.0 as u64))),
+            _ => Ok(self.with_bits(Self::BRT.set(self.bits, m.0 as u64))),
         }
     }
 

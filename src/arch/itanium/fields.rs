@@ -88,6 +88,16 @@ impl Plm {
     pub const fn get(self) -> u8 {
         self.0
     }
+
+    /// The `plm` field of a register image (`register!`).
+    pub(crate) const fn from_field(v: u64) -> Plm {
+        Plm::from_bits_truncate(v)
+    }
+
+    /// The field value (`register!`).
+    pub(crate) const fn into_field(self) -> u64 {
+        self.0 as u64
+    }
 }
 
 /// The instruction set mask (VTune's Itanium event help, "ISM": bits 25:24

@@ -1,5 +1,8 @@
 //! The generations and their register maps (documented on [`Generation`]).
 
+use super::descriptors::{self, Checker};
+use crate::arch::Field;
+
 /// The three PMU generations and what each implements: counters and their
 /// width, the PMC and PMD register maps, each PMC's power-up value and
 /// writable bits, and which PMDs each PMC controls.
@@ -242,13 +245,20 @@ impl Generation {
         }
     }
 
-    /// What PMC `index` is on this generation, with its power-up value,
-    /// writable bits and the PMDs it controls; `None` if not implemented.
+    /// What PMC `index` is on this generation: its row of the generation's
+    /// PMC descriptor table, with its power-up value, writable bits, the
+    /// PMDs it controls and how the validator checks it; `None` if not
+    /// implemented.
     pub const fn pmc(self, index: u8) -> Option<PmcInfo> {
-        match self {
-            Generation::Itanium => itanium_pmc(index),
-            Generation::Itanium2 => itanium2_pmc(index),
-            Generation::Montecito => montecito_pmc(index),
+        descriptors::table(self).row(index)
+    }
+
+    /// [`Generation::pmc`], or a row with nothing writable (so every set
+    /// bit is reserved) if the generation has no such register.
+    pub(crate) const fn pmc_or_empty(self, index: u8) -> PmcInfo {
+        match self.pmc(index) {
+            Some(i) => i,
+            None => PmcInfo::UNIMPLEMENTED,
         }
     }
 
@@ -464,11 +474,8 @@ impl Counter {
 
     /// Its configuration register's power-up value and writable bits.
     pub const fn info(self) -> PmcInfo {
-        match self.generation.pmc(self.index) {
-            Some(i) => i,
-            // Unreachable: `new` admits counters only.
-            None => PmcInfo::UNIMPLEMENTED,
-        }
+        // `new` admits counters only, which every table has.
+        self.generation.pmc_or_empty(self.index)
     }
 }
 
@@ -505,10 +512,15 @@ pub enum PmcKind {
     InstructionRange,
 }
 
-/// A PMC's role, power-up value, writable bits and controlled PMDs.
+/// A row of a generation's PMC descriptor table (perfmon's register
+/// descriptor): the PMC's number, role, power-up value, writable bits,
+/// controlled PMDs, `pm` bit and the validator's checker. Only the crate's
+/// tables make rows ([`Generation::pmc`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct PmcInfo {
+    /// The register number.
+    pub pmc: u8,
     /// What the register does.
     pub kind: PmcKind,
     /// Its power-up value (perfmon's "default value").
@@ -517,14 +529,24 @@ pub struct PmcInfo {
     pub writable: u64,
     /// The PMDs whose contents it controls (perfmon's `dep_pmd`).
     pub pmds: RegSet,
+    /// The `pm` bit, on the monitors.
+    pub(crate) pm: Option<Field>,
+    /// What the validator checks beyond the reserved bits.
+    pub(crate) checker: Checker,
+    /// Bits the sources dispute ([`super::validate::disputed_bits`]).
+    pub(crate) disputed: u64,
 }
 
 impl PmcInfo {
     const UNIMPLEMENTED: PmcInfo = PmcInfo {
+        pmc: 0,
         kind: PmcKind::Overflow,
         default: 0,
         writable: 0,
         pmds: RegSet::EMPTY,
+        pm: None,
+        checker: Checker::Plain,
+        disputed: 0,
     };
 
     /// The bits of `raw` outside the writable fields that differ from the
@@ -540,15 +562,11 @@ impl PmcInfo {
     }
 
     /// The position of the `pm` (privileged monitor) bit, for registers that
-    /// have one.
-    pub const fn pm_bit(self, generation: Generation) -> Option<u8> {
-        match self.kind {
-            PmcKind::Counter | PmcKind::DEar | PmcKind::Btb | PmcKind::IpEar => Some(6),
-            PmcKind::IEar => match generation {
-                Generation::Itanium => Some(6),
-                _ => Some(4),
-            },
-            _ => None,
+    /// have one (the monitors: counters, EARs, branch trace buffer, IP-EAR).
+    pub const fn pm_bit(self) -> Option<u8> {
+        match self.pm {
+            Some(f) => Some(f.lsb()),
+            None => None,
         }
     }
 }
@@ -575,197 +593,6 @@ pub enum PmdKind {
     BtbIndex,
     /// Montecito PMD39: the per-record extension bits.
     BtbExtension,
-}
-
-const fn info(kind: PmcKind, default: u64, writable: u64, pmds: RegSet) -> Option<PmcInfo> {
-    Some(PmcInfo {
-        kind,
-        default,
-        writable,
-        pmds,
-    })
-}
-
-/// Counter configuration fields on Itanium: plm 3:0, ev 4, oi 5, pm 6,
-/// es 14:8, umask 19:16, threshold 22:20 (21:20 on PMC6/7), ism 25:24
-/// (libpfm3 `pmc_ita_count_reg`; VTune for PMC6/7).
-pub(crate) const ITA_COUNTER_WRITABLE_45: u64 = 0x037F_7F7F;
-pub(crate) const ITA_COUNTER_WRITABLE_67: u64 = 0x033F_7F7F;
-
-const fn itanium_pmc(index: u8) -> Option<PmcInfo> {
-    match index {
-        // PMC0: fr and the overflow bits of PMD4-7; perfmon default 1.
-        0 => info(PmcKind::Overflow, 0x1, 0xF1, RegSet::EMPTY),
-        1..=3 => info(PmcKind::Overflow, 0, 0, RegSet::EMPTY),
-        4 | 5 => info(
-            PmcKind::Counter,
-            0,
-            ITA_COUNTER_WRITABLE_45,
-            RegSet::single(index),
-        ),
-        6 | 7 => info(
-            PmcKind::Counter,
-            0,
-            ITA_COUNTER_WRITABLE_67,
-            RegSet::single(index),
-        ),
-        // mask 29:3, match 59:33, b/f/i/m 63:60 (libpfm3's layout).
-        8 | 9 => info(
-            PmcKind::OpcodeMatcher,
-            0xF000_0000_3FFF_FFF8,
-            0xFFFF_FFFE_3FFF_FFF8,
-            RegSet::EMPTY,
-        ),
-        // plm 3:0, pm 6, tlb 7, umask 19:16, ism 25:24 (libpfm3
-        // `pmc10_ita_reg`).
-        10 => info(PmcKind::IEar, 0, 0x030F_00CF, RegSet::range(0, 1)),
-        // ... and pt 28; perfmon default 0x1000_0000.
-        11 => info(
-            PmcKind::DEar,
-            0x1000_0000,
-            0x130F_00CF,
-            RegSet::range(2, 3).with(17),
-        ),
-        // plm 3:0, pm 6, tar 7, tm 9:8, ptm 11:10, ppm 13:12, bpt 14, bac 15
-        // (libpfm3 `pmc12_ita_reg`).
-        12 => info(PmcKind::Btb, 0, 0xFFCF, RegSet::range(8, 16)),
-        // ta 0 (libpfm3's layout); perfmon default 0x0003_FFFF_0000_0001.
-        13 => info(PmcKind::RangeTag, 0x0003_FFFF_0000_0001, 0x1, RegSet::EMPTY),
-        _ => None,
-    }
-}
-
-/// Itanium 2 counter fields: plm 3:0, ev 4, oi 5, pm 6, es 15:8, umask 19:16,
-/// threshold 22:20, ism 25:24, and on PMC4 the enable bit 23 (libpfm3
-/// `pmc_ita2_counter_reg`).
-pub(crate) const ITA2_COUNTER_WRITABLE_4: u64 = 0x03FF_FF7F;
-pub(crate) const ITA2_COUNTER_WRITABLE_567: u64 = 0x037F_FF7F;
-
-const fn itanium2_pmc(index: u8) -> Option<PmcInfo> {
-    match index {
-        0 => info(PmcKind::Overflow, 0x1, 0xF1, RegSet::EMPTY),
-        1..=3 => info(PmcKind::Overflow, 0, 0, RegSet::EMPTY),
-        4 => info(
-            PmcKind::Counter,
-            0x0080_0000,
-            ITA2_COUNTER_WRITABLE_4,
-            RegSet::single(4),
-        ),
-        5..=7 => info(
-            PmcKind::Counter,
-            0,
-            ITA2_COUNTER_WRITABLE_567,
-            RegSet::single(index),
-        ),
-        // Bit 2 "must be 1" (libpfm3) and bits 31:30 are forced (perfmon's
-        // mask).
-        8 => info(
-            PmcKind::OpcodeMatcher,
-            0xFFFF_FFFF_3FFF_FFFF,
-            0xFFFF_FFFF_3FFF_FFFB,
-            RegSet::EMPTY,
-        ),
-        9 => info(
-            PmcKind::OpcodeMatcher,
-            0xFFFF_FFFF_3FFF_FFFC,
-            0xFFFF_FFFF_3FFF_FFFB,
-            RegSet::EMPTY,
-        ),
-        10 => info(PmcKind::IEar, 0, 0xFFFF, RegSet::range(0, 1)),
-        11 => info(PmcKind::DEar, 0, 0x030F_01CF, RegSet::range(2, 3).with(17)),
-        // plm 3:0, pm 6, ds 7, tm 9:8, ptm 11:10, ppm 13:12, brt 15:14; bits
-        // 5:4 ignored (libpfm3 `pmc12_ita2_reg`: `btbc_ig1`), not perfmon's
-        // 0xFFFF: see the module docs.
-        12 => info(PmcKind::Btb, 0, 0xFFCF, RegSet::range(8, 16)),
-        13 => info(
-            PmcKind::DataRange,
-            0x0000_2078_FEFE_FEFE,
-            0x0001_E000_1818_1818,
-            RegSet::EMPTY,
-        ),
-        14 => info(
-            PmcKind::InstructionRange,
-            0x0DB6_0DB6_0DB6_0DB6,
-            0x2492,
-            RegSet::EMPTY,
-        ),
-        15 => info(
-            PmcKind::OpcodeMatcherConfig,
-            0xFFFF_FFF0,
-            0xF,
-            RegSet::EMPTY,
-        ),
-        _ => None,
-    }
-}
-
-/// Montecito counters: writable 6:0, 22:8, 30:26; power-up ISM 10b
-/// (Linux perfmon's Montecito table, `perfmon_montecito.h`).
-pub(crate) const MONT_COUNTER_WRITABLE: u64 = 0x7C7F_FF7F;
-
-const fn montecito_pmc(index: u8) -> Option<PmcInfo> {
-    match index {
-        // PMC0: fr and the overflow bits of PMD4-15; perfmon default 0.
-        0 => info(PmcKind::Overflow, 0, 0xFFF1, RegSet::EMPTY),
-        1..=3 => info(PmcKind::Overflow, 0, 0, RegSet::EMPTY),
-        4..=15 => info(
-            PmcKind::Counter,
-            0x0200_0000,
-            MONT_COUNTER_WRITABLE,
-            RegSet::single(index),
-        ),
-        32 => info(
-            PmcKind::OpcodeMatcher,
-            0x030F_01FF_FFFF_FFFF,
-            0x030F_01FF_FFFF_FFFF,
-            RegSet::EMPTY,
-        ),
-        34 => info(
-            PmcKind::OpcodeMatcher,
-            0x000F_01FF_FFFF_FFFF,
-            0x000F_01FF_FFFF_FFFF,
-            RegSet::EMPTY,
-        ),
-        33 | 35 => info(
-            PmcKind::OpcodeMatchValue,
-            0,
-            0x01FF_FFFF_FFFF,
-            RegSet::EMPTY,
-        ),
-        36 => info(
-            PmcKind::OpcodeMatcherConfig,
-            0xFFFF_FFF0,
-            0xF,
-            RegSet::EMPTY,
-        ),
-        37 => info(PmcKind::IEar, 0, 0x3FFF, RegSet::range(34, 35)),
-        38 => info(PmcKind::InstructionRange, 0xDB6, 0x2492, RegSet::EMPTY),
-        39 => info(
-            PmcKind::Btb,
-            0,
-            0xFFCF,
-            RegSet::range(38, 39).union(RegSet::range(48, 63)),
-        ),
-        40 => info(
-            PmcKind::DEar,
-            0x0200_0000,
-            0x000F_01CF,
-            RegSet::range(32, 33).with(36),
-        ),
-        41 => info(
-            PmcKind::DataRange,
-            0x0000_2078_FEFE_FEFE,
-            0x0001_E000_1818_1818,
-            RegSet::EMPTY,
-        ),
-        42 => info(
-            PmcKind::IpEar,
-            0,
-            0x7FF4F,
-            RegSet::range(38, 39).union(RegSet::range(48, 63)),
-        ),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -908,7 +735,7 @@ mod tests {
 
     #[test]
     fn pm_positions() {
-        let pm = |g: Generation, i| g.pmc(i).unwrap().pm_bit(g);
+        let pm = |g: Generation, i| g.pmc(i).unwrap().pm_bit();
         assert_eq!(pm(Generation::Itanium, 10), Some(6));
         assert_eq!(pm(Generation::Itanium2, 10), Some(4));
         assert_eq!(pm(Generation::Montecito, 37), Some(4));

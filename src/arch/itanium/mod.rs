@@ -119,12 +119,12 @@
 
 pub mod btb;
 pub mod dear_report;
+mod descriptors;
 pub mod driver;
 pub mod ear;
 pub mod events;
 mod fields;
 mod generation;
-mod image;
 pub mod itlb_report;
 pub mod opcode;
 mod physical;

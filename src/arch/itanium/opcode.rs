@@ -44,8 +44,7 @@
 
 use super::fields::ReservedBits;
 use super::generation::Generation;
-use super::image::{fixed_pmc_image, info_or_empty};
-use crate::arch::Field;
+use crate::arch::{Field, register};
 
 /// The instruction units an opcode matcher considers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -86,10 +85,10 @@ impl Units {
     }
 }
 
-const OPCM_MASK: Field = Field::new(3, 27);
-const OPCM_MATCH: Field = Field::new(33, 27);
-const OPCM_UNITS: Field = Field::new(60, 4);
-const OPCM_IG_AD: Field = Field::new(0, 1);
+pub(super) const OPCM_MASK: Field = Field::new(3, 27);
+pub(super) const OPCM_MATCH: Field = Field::new(33, 27);
+pub(super) const OPCM_UNITS: Field = Field::new(60, 4);
+pub(super) const OPCM_IG_AD: Field = Field::new(0, 1);
 const OPCM_INV: Field = Field::new(1, 1);
 
 /// An Itanium or Itanium 2 opcode matcher (PMC8 or PMC9).
@@ -110,7 +109,7 @@ impl OpcodeMatcher {
             (Generation::Itanium | Generation::Itanium2, 8 | 9) => Some(OpcodeMatcher {
                 generation,
                 pmc,
-                bits: info_or_empty(generation, pmc).default,
+                bits: generation.pmc_or_empty(pmc).default,
             }),
             _ => None,
         }
@@ -126,7 +125,7 @@ impl OpcodeMatcher {
         match Self::match_all(generation, pmc) {
             None => Ok(None),
             Some(m) => {
-                let r = info_or_empty(generation, pmc).reserved_bits(raw);
+                let r = generation.pmc_or_empty(pmc).reserved_bits(raw);
                 if r != 0 {
                     Err(ReservedBits(r))
                 } else {
@@ -225,7 +224,7 @@ impl OpcodeMatcher {
 const MONT_MASK: Field = Field::new(0, 41);
 const MONT_UNITS: Field = Field::new(48, 4);
 const MONT_INV: Field = Field::new(56, 1);
-const MONT_IG_AD: Field = Field::new(57, 1);
+pub(super) const MONT_IG_AD: Field = Field::new(57, 1);
 
 /// A Montecito opcode matcher: the mask half (PMC32 or PMC34) and the match
 /// half (PMC33 or PMC35).
@@ -249,8 +248,8 @@ impl MontecitoOpcodeMatcher {
         let mask_pmc = if first { 32 } else { 34 };
         Some(MontecitoOpcodeMatcher {
             first,
-            mask_reg: info_or_empty(Generation::Montecito, mask_pmc).default,
-            match_reg: info_or_empty(Generation::Montecito, mask_pmc + 1).default,
+            mask_reg: Generation::Montecito.pmc_or_empty(mask_pmc).default,
+            match_reg: Generation::Montecito.pmc_or_empty(mask_pmc + 1).default,
         })
     }
 
@@ -356,26 +355,21 @@ impl MontecitoOpcodeMatcher {
     }
 }
 
-fixed_pmc_image! {
-    /// Itanium PMC13: the `ta` (tag all) bit.
-    RangeTag,
-    info: info_or_empty(Generation::Itanium, 13),
-    from_bits_doc: "Decode a raw value, refusing bits other than `ta` that differ from\nthe power-up value."
+register! {
+    /// Itanium PMC13: the `ta` (tag all) bit (libpfm3's layout; perfmon's
+    /// power-up value also sets bits 49:32, which this crate keeps as
+    /// reserved).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct RangeTag(u64): pmc(Generation::Itanium.pmc_or_empty(13)) {
+        /// `ta`: tag every instruction (no IBR range restriction).
+        pub(crate) TA: 0 => tag_all, with_tag_all: bool;
+    }
 }
 
 impl RangeTag {
     /// The power-up value: `ta` set, nothing restricted.
     pub const POWER_UP: RangeTag = RangeTag(0x0003_FFFF_0000_0001);
-
-    /// `ta`: tag every instruction (no IBR range restriction).
-    pub const fn tag_all(self) -> bool {
-        self.0 & 1 != 0
-    }
-
-    /// With `ta` set or cleared (clear: the IBR ranges restrict).
-    pub const fn with_tag_all(self, on: bool) -> RangeTag {
-        RangeTag(if on { self.0 | 1 } else { self.0 & !1 })
-    }
 
     /// Whether the IBR range restriction is active (`ta` clear).
     pub const fn is_active(self) -> bool {
@@ -383,11 +377,24 @@ impl RangeTag {
     }
 }
 
-fixed_pmc_image! {
-    /// The data address range configuration (Itanium 2 PMC13, Montecito PMC41).
-    DataRangeConfig,
-    info: info_or_empty(Generation::Itanium2, 13),
-    from_bits_doc: "Decode a raw value, refusing non-writable bits that differ from the\npower-up value."
+register! {
+    /// The data address range configuration (Itanium 2 PMC13, Montecito
+    /// PMC41; libpfm3 `pmc13_ita2_reg`, `pmc41_mont_reg`: `cfg_dbrpN` and
+    /// `ena_dbrpN`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct DataRangeConfig(u64): pmc(Generation::Itanium2.pmc_or_empty(13)) {
+        /// `cfg_dbrp0`.
+        pub(crate) CFG0: 3..=4;
+        /// `cfg_dbrp1`.
+        pub(crate) CFG1: 11..=12;
+        /// `cfg_dbrp2`.
+        pub(crate) CFG2: 19..=20;
+        /// `cfg_dbrp3`.
+        pub(crate) CFG3: 27..=28;
+        /// `ena_dbrp0-3`.
+        pub(crate) ENA: 45..=48;
+    }
 }
 
 impl DataRangeConfig {
@@ -398,11 +405,20 @@ impl DataRangeConfig {
     /// Decode any raw value, replacing non-writable bits by their power-up
     /// values.
     pub const fn from_bits_truncate(raw: u64) -> DataRangeConfig {
-        DataRangeConfig(info_or_empty(Generation::Itanium2, 13).merge(raw))
+        DataRangeConfig(Generation::Itanium2.pmc_or_empty(13).merge(raw))
     }
 
     const fn cfg_field(pair: u8) -> Field {
-        Field::new(3 + 8 * (pair & 3), 2)
+        match pair & 3 {
+            0 => Self::CFG0,
+            1 => Self::CFG1,
+            2 => Self::CFG2,
+            _ => Self::CFG3,
+        }
+    }
+
+    const fn ena_field(pair: u8) -> Field {
+        Field::new(Self::ENA.lsb() + (pair & 3), 1)
     }
 
     /// `cfg_dbrpN` of pair `pair` (0-3; higher numbers wrap).
@@ -417,23 +433,24 @@ impl DataRangeConfig {
 
     /// `ena_dbrpN` of pair `pair` (0-3; higher numbers wrap).
     pub const fn enabled(self, pair: u8) -> bool {
-        Field::new(45 + (pair & 3), 1).flag(self.0)
+        Self::ena_field(pair).flag(self.0)
     }
 
     /// With `ena_dbrpN` set or cleared.
     pub const fn with_enabled(self, pair: u8, on: bool) -> DataRangeConfig {
-        DataRangeConfig(Field::new(45 + (pair & 3), 1).set_flag(self.0, on))
+        DataRangeConfig(Self::ena_field(pair).set_flag(self.0, on))
     }
 
     /// Whether any DBR pair is enabled (bits 48:45).
     pub const fn any_enabled(self) -> bool {
-        (self.0 >> 45) & 0xF != 0
+        Self::ENA.get(self.0) != 0
     }
 
     /// Whether the DBR range restriction is active, perfmon's test: a pair
     /// enabled and not every `cfg` field 11b.
     pub const fn is_active(self) -> bool {
-        self.any_enabled() && self.0 & 0x1818_1818 != 0x1818_1818
+        let cfg = Self::CFG0.mask() | Self::CFG1.mask() | Self::CFG2.mask() | Self::CFG3.mask();
+        self.any_enabled() && self.0 & cfg != cfg
     }
 }
 
@@ -461,7 +478,7 @@ impl InstructionRangeConfig {
         match Self::pmc(generation) {
             Some(p) => Some(InstructionRangeConfig {
                 generation,
-                bits: info_or_empty(generation, p).default,
+                bits: generation.pmc_or_empty(p).default,
             }),
             None => None,
         }
@@ -476,7 +493,7 @@ impl InstructionRangeConfig {
         match Self::pmc(generation) {
             None => Ok(None),
             Some(p) => {
-                let r = info_or_empty(generation, p).reserved_bits(raw);
+                let r = generation.pmc_or_empty(p).reserved_bits(raw);
                 if r != 0 {
                     Err(ReservedBits(r))
                 } else {
@@ -498,7 +515,7 @@ impl InstructionRangeConfig {
         match Self::pmc(generation) {
             Some(p) => Some(InstructionRangeConfig {
                 generation,
-                bits: info_or_empty(generation, p).merge(raw),
+                bits: generation.pmc_or_empty(p).merge(raw),
             }),
             None => None,
         }
@@ -546,12 +563,15 @@ impl InstructionRangeConfig {
     }
 }
 
-fixed_pmc_image! {
+register! {
     /// The opcode matcher configuration (Itanium 2 PMC15, Montecito PMC36):
     /// four bits whose meaning libpfm3 gives only as names.
-    OpcodeMatcherConfig,
-    info: info_or_empty(Generation::Itanium2, 15),
-    from_bits_doc: "Decode a raw value, refusing non-writable bits that differ from the\npower-up value."
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct OpcodeMatcherConfig(u64): pmc(Generation::Itanium2.pmc_or_empty(15)) {
+        /// Itanium 2 `ibrp0_pmc8` .. `ibrp3_pmc9`, Montecito `chN_ig_opcm`.
+        pub(crate) BITS: 0..=3;
+    }
 }
 
 impl OpcodeMatcherConfig {

@@ -16,7 +16,8 @@ use crate::arch::Field;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Pmc0(u64);
 
-const FR: Field = Field::new(0, 1);
+/// PMC0 `fr`, the freeze bit.
+pub(super) const FR: Field = Field::new(0, 1);
 
 impl Pmc0 {
     /// Unfrozen, no overflow bit: the value the interrupt handler writes
@@ -169,6 +170,35 @@ impl CounterLayout {
             Generation::Itanium2 => &ITANIUM2_COUNTER,
             Generation::Montecito => &MONTECITO_COUNTER,
         }
+    }
+
+    /// The bits of counter `index`'s configuration that its fields declare
+    /// writable: the writable bits of its row in the generation's PMC
+    /// descriptor table (a fixed ISM is not writable; the power enable bit
+    /// only on its counter).
+    pub const fn writable(&self, index: u8) -> u64 {
+        let mut w = self.plm.mask()
+            | self.ev.mask()
+            | self.oi.mask()
+            | self.pm.mask()
+            | self.es.mask()
+            | self.umask.mask()
+            | self.threshold_of(index).mask();
+        if !self.ism_fixed {
+            w |= self.ism.mask();
+        }
+        if let Some((enable, counter)) = self.enable
+            && counter == index
+        {
+            w |= enable.mask();
+        }
+        if let Some(all) = self.all_threads {
+            w |= all.mask();
+        }
+        if let Some(mesi) = self.mesi {
+            w |= mesi.mask();
+        }
+        w
     }
 
     /// The threshold field of counter `index`.

@@ -126,11 +126,13 @@
 
 use core::fmt;
 
+use super::descriptors::{self, Checker, Tagging};
 use super::ear::{DearConfig, DearMode, IearConfig, UmaskProblem};
 use super::events;
 use super::fields::Ism;
-use super::generation::{Generation, PmcInfo, PmcKind, RegSet};
-use super::opcode::{DataRangeConfig, InstructionRangeConfig};
+use super::generation::{Generation, PmcInfo, RegSet};
+use super::opcode::{DataRangeConfig, InstructionRangeConfig, RangeTag};
+use super::pmc::CounterLayout;
 use crate::arch::Field;
 
 /// What to do with bits outside a register's writable fields.
@@ -411,28 +413,18 @@ pub struct Accepted {
     pub range: RangeEffect,
 }
 
-const ES: Field = Field::new(8, 8);
-const UMASK: Field = Field::new(16, 4);
-const THRESHOLD: Field = Field::new(20, 3);
-const ISM: Field = Field::new(24, 2);
-const OI: Field = Field::new(5, 1);
-const ENABLE: Field = Field::new(23, 1);
+/// The 8 bits where the widest `es` lies (Itanium's 7-bit field leaves
+/// bit 15 ignored).
+const ES_SLOT: Field = Field::new(8, 8);
+/// The instruction set mask of the counters, the D-EAR and (absent) the
+/// branch trace buffer.
+const ISM: Field = DearConfig::ISM;
 
 /// The registers perfmon's tagging check reads: Itanium 2 PMC8, PMC13,
-/// PMC14, or Montecito PMC32, PMC41, PMC38; `None` on Itanium.
-const fn tagging_registers(generation: Generation) -> Option<(u8, u8, u8)> {
-    match generation {
-        Generation::Itanium => None,
-        Generation::Itanium2 => Some((8, 13, 14)),
-        Generation::Montecito => Some((32, 41, 38)),
-    }
-}
-
-const fn power_up(generation: Generation, pmc: u8) -> u64 {
-    match generation.pmc(pmc) {
-        Some(i) => i.default,
-        None => 0,
-    }
+/// PMC14, or Montecito PMC32, PMC41, PMC38 (the generation's descriptor
+/// table); `None` on Itanium.
+const fn tagging_registers(generation: Generation) -> Option<Tagging> {
+    descriptors::table(generation).tagging
 }
 
 /// A PMC write checker with the state perfmon's checks need.
@@ -453,10 +445,10 @@ impl Validator {
     /// at their power-up values.
     pub const fn new(generation: Generation, policy: Policy) -> Validator {
         let (opcode, dbr, ibr) = match tagging_registers(generation) {
-            Some((o, d, i)) => (
-                power_up(generation, o),
-                power_up(generation, d),
-                power_up(generation, i),
+            Some(t) => (
+                generation.pmc_or_empty(t.opcode).default,
+                generation.pmc_or_empty(t.dbr).default,
+                generation.pmc_or_empty(t.ibr).default,
             ),
             None => (0, 0, 0),
         };
@@ -494,13 +486,13 @@ impl Validator {
     pub const fn write(&mut self, pmc: u8, value: u64) -> Result<Accepted, PmcError> {
         let r = self.check(pmc, value);
         if let Ok(a) = r
-            && let Some((o, d, i)) = tagging_registers(self.generation)
+            && let Some(t) = tagging_registers(self.generation)
         {
-            if pmc == o {
+            if pmc == t.opcode {
                 self.opcode = a.value;
-            } else if pmc == d {
+            } else if pmc == t.dbr {
                 self.dbr = a.value;
-            } else if pmc == i {
+            } else if pmc == t.ibr {
                 self.ibr = a.value;
             }
         }
@@ -508,7 +500,8 @@ impl Validator {
     }
 
     /// Check `value` for PMC `pmc` without remembering it: perfmon's write
-    /// path, step by step (the module documentation).
+    /// path, step by step (the module documentation), with the register's
+    /// row of the generation's descriptor table ([`Generation::pmc`]).
     pub const fn check(&self, pmc: u8, value: u64) -> Result<Accepted, PmcError> {
         let g = self.generation;
         let info = match g.pmc(pmc) {
@@ -516,7 +509,7 @@ impl Validator {
             None => return Err(PmcError::NotImplemented { pmc }),
         };
         // 1. Control registers.
-        if matches!(info.kind, PmcKind::Overflow) {
+        if matches!(info.checker, Checker::Control) {
             return Err(PmcError::ControlRegister { pmc });
         }
         // 2. Privilege, perfmon's step 2: on the value as written, before
@@ -526,7 +519,7 @@ impl Validator {
         }
         // 3. Values the fields cannot hold (on the value as written, so
         //    that replacing reserved bits cannot change what is counted).
-        if let Err(e) = field_widths(g, pmc, info, value) {
+        if let Err(e) = field_widths(pmc, info, value) {
             return Err(e);
         }
         // 4. Reserved bits.
@@ -555,10 +548,10 @@ impl Validator {
     /// Step 2: the `pm` bit of a register that has one, as written, against
     /// the policy (a value equal to the power-up value passes).
     const fn check_privilege(&self, pmc: u8, info: PmcInfo, value: u64) -> Result<(), PmcError> {
-        if let Some(bit) = info.pm_bit(self.generation)
+        if let Some(pm) = info.pm
             && value != info.default
         {
-            let pm = Field::new(bit, 1).flag(value);
+            let pm = pm.flag(value);
             let bad = match self.policy.privilege {
                 PrivilegePolicy::Any => false,
                 PrivilegePolicy::System => !pm,
@@ -578,10 +571,7 @@ impl Validator {
         let merged = info.merge(value);
         let replaced = value ^ merged;
         if matches!(self.policy.reserved, ReservedPolicy::Reject) && replaced != 0 {
-            if matches!(self.generation, Generation::Montecito)
-                && matches!(info.kind, PmcKind::Counter | PmcKind::DEar)
-                && ISM.get(value) != ISM.get(info.default)
-            {
+            if info.checker.ism_fixed() && ISM.get(value) != ISM.get(info.default) {
                 return Err(PmcError::IsmFixed {
                     pmc,
                     ism: Ism::from_bits(ISM.get(value)),
@@ -596,19 +586,20 @@ impl Validator {
     }
 
     /// Step 5: perfmon's step 3 (`oi`) and its model checker's PMC4 enable
-    /// bit (step 4). Both are writable bits, so forcing before or after the
-    /// merge gives the same value.
+    /// bit (step 4; the counter layout's enable bit, Itanium 2 PMC4 only).
+    /// Both are writable bits, so forcing before or after the merge gives
+    /// the same value.
     const fn force(&self, pmc: u8, info: PmcInfo, merged: u64) -> u64 {
         let mut v = merged;
-        if matches!(info.kind, PmcKind::Counter) {
+        if let Checker::Counter(layout) = info.checker {
             if self.policy.force_overflow_interrupt {
-                v = OI.set_flag(v, true);
+                v = layout.oi.set_flag(v, true);
             }
             if self.policy.force_pmc4_enable
-                && matches!(self.generation, Generation::Itanium2)
-                && pmc == 4
+                && let Some((enable, counter)) = layout.enable
+                && counter == pmc
             {
-                v = ENABLE.set_flag(v, true);
+                v = enable.set_flag(v, true);
             }
         }
         v
@@ -617,21 +608,19 @@ impl Validator {
     /// Step 8: a write to the opcode matcher, DBR or IBR configuration must
     /// leave the three consistent with what was accepted for the others.
     const fn check_tagging(&self, pmc: u8, v: u64) -> Result<(), PmcError> {
-        let g = self.generation;
-        if let Some((o, d, i)) = tagging_registers(g)
-            && (pmc == o || pmc == d || pmc == i)
+        if let Some(t) = tagging_registers(self.generation)
+            && (pmc == t.opcode || pmc == t.dbr || pmc == t.ibr)
         {
-            let opcode = if pmc == o { v } else { self.opcode };
-            let dbr = if pmc == d { v } else { self.dbr };
-            let ibr = if pmc == i { v } else { self.ibr };
-            let ig_ad_bit = if matches!(g, Generation::Montecito) {
-                57
-            } else {
-                0
-            };
-            let no_dbr_pair = (dbr >> 45) & 0xF == 0;
-            let opcode_honours_range = (opcode >> ig_ad_bit) & 1 == 0;
-            let ibr01_constrains = ibr & (1 << 1) == 0 || ibr & (1 << 4) == 0;
+            let opcode = if pmc == t.opcode { v } else { self.opcode };
+            let dbr = if pmc == t.dbr { v } else { self.dbr };
+            let ibr = if pmc == t.ibr { v } else { self.ibr };
+            let no_dbr_pair = !DataRangeConfig::from_bits_truncate(dbr).any_enabled();
+            let opcode_honours_range = !t.ig_ad.flag(opcode);
+            let ibr01_constrains =
+                match InstructionRangeConfig::from_bits_truncate(self.generation, ibr) {
+                    Some(c) => !c.ignored(0) || !c.ignored(1),
+                    None => false,
+                };
             if no_dbr_pair && opcode_honours_range && ibr01_constrains {
                 return Err(PmcError::InconsistentTagging { pmc });
             }
@@ -653,13 +642,13 @@ const fn register_rules(
         instruction: false,
         data: false,
     };
-    match info.kind {
-        PmcKind::Counter => {
-            if let Err(e) = counter_event(g, pmc, v) {
+    match info.checker {
+        Checker::Counter(layout) => {
+            if let Err(e) = counter_event(g, layout, pmc, v) {
                 return Err(e);
             }
         }
-        PmcKind::IEar => {
+        Checker::Iear => {
             let c = IearConfig::from_bits_truncate(g, v);
             match c.umask_problem() {
                 Some(UmaskProblem::L2FillOnItanium) => {
@@ -671,12 +660,12 @@ const fn register_rules(
                 None => {}
             }
         }
-        PmcKind::DEar => {
+        Checker::Dear { .. } => {
             let c = DearConfig::from_bits_truncate(g, v);
             if matches!(c.mode(), DearMode::Undefined) {
                 return Err(PmcError::UndefinedEarMode {
                     pmc,
-                    mode: ((v >> 7) & 3) as u8,
+                    mode: DearConfig::MODE.get(v) as u8,
                 });
             }
             if let Some(UmaskProblem::Undefined(umask)) = c.umask_problem() {
@@ -686,19 +675,19 @@ const fn register_rules(
                 range.data = true;
             }
         }
-        PmcKind::RangeTag => {
-            range.instruction = v & 1 == 0;
+        Checker::RangeTag => {
+            range.instruction = !RangeTag::TA.flag(v);
         }
-        PmcKind::DataRange => {
+        Checker::DataRange => {
             range.data = DataRangeConfig::from_bits_truncate(v).is_active();
         }
-        PmcKind::InstructionRange => {
+        Checker::InstructionRange => {
             range.instruction = match InstructionRangeConfig::from_bits_truncate(g, v) {
                 Some(c) => c.is_active(),
                 None => false,
             };
         }
-        _ => {}
+        Checker::Control | Checker::Plain | Checker::Btb => {}
     }
     Ok(range)
 }
@@ -710,10 +699,7 @@ const fn register_rules(
 /// them, and the hypervisor support gives them their power-up value 0
 /// (`pmu::virt::itanium`).
 pub const fn disputed_bits(generation: Generation, pmc: u8) -> u64 {
-    match (generation, pmc) {
-        (Generation::Itanium2, 12) => 0b11 << 4,
-        _ => 0,
-    }
+    generation.pmc_or_empty(pmc).disputed
 }
 
 /// Check `value` for PMC `pmc` of `generation` with a fresh [`Validator`]
@@ -727,36 +713,45 @@ pub const fn validate(
     Validator::new(generation, policy).check(pmc, value)
 }
 
-/// Step 2: field values the register cannot hold.
-const fn field_widths(g: Generation, pmc: u8, info: PmcInfo, value: u64) -> Result<(), PmcError> {
-    match info.kind {
-        PmcKind::Counter if matches!(g, Generation::Itanium) => {
-            if value & (1 << 15) != 0 {
+/// Step 3: field values the register cannot hold: a counter's event code
+/// or threshold wider than its layout's field (Itanium's 7-bit `es`, the
+/// 2-bit threshold of its PMC6/7), an ISM on the branch trace buffer.
+const fn field_widths(pmc: u8, info: PmcInfo, value: u64) -> Result<(), PmcError> {
+    match info.checker {
+        Checker::Counter(layout) => {
+            let code = ES_SLOT.get(value);
+            if code >> layout.es.bits() != 0 {
                 return Err(PmcError::EventCodeTooWide {
                     pmc,
-                    code: ES.get(value) as u8,
+                    code: code as u8,
                 });
             }
-            if (pmc == 6 || pmc == 7) && value & (1 << 22) != 0 {
+            let threshold = layout.threshold.get(value);
+            let bits = layout.threshold_of(pmc).bits();
+            if threshold >> bits != 0 {
                 return Err(PmcError::ThresholdTooWide {
                     pmc,
-                    threshold: THRESHOLD.get(value) as u8,
-                    bits: 2,
+                    threshold: threshold as u8,
+                    bits,
                 });
             }
             Ok(())
         }
-        PmcKind::Btb if ISM.get(value) != 0 => Err(PmcError::IsmNotApplicable { pmc }),
+        Checker::Btb if ISM.get(value) != 0 => Err(PmcError::IsmNotApplicable { pmc }),
         _ => Ok(()),
     }
 }
 
-/// Step 5: the counter's event against the catalog.
-const fn counter_event(g: Generation, pmc: u8, v: u64) -> Result<(), PmcError> {
-    let es_bits = g.event_code_bits();
-    let code = (ES.get(v) & ((1 << es_bits) - 1)) as u8;
-    let umask = UMASK.get(v) as u8;
-    let threshold = THRESHOLD.get(v) as u8;
+/// Step 6: the counter's event against the catalog.
+const fn counter_event(
+    g: Generation,
+    layout: &CounterLayout,
+    pmc: u8,
+    v: u64,
+) -> Result<(), PmcError> {
+    let code = layout.es.get(v) as u8;
+    let umask = layout.umask.get(v) as u8;
+    let threshold = layout.threshold.get(v) as u8;
     let rule = match events::rule(g, code, umask) {
         Some(r) => r,
         None => return Err(PmcError::UnknownEvent { pmc, code }),

@@ -576,24 +576,7 @@ pub type Error<E> = counter::DriverError<ConfigError, E>;
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::NotWired { escr, counter } => {
-                write!(
-                    f,
-                    "{} does not feed counter {}: it feeds counters ",
-                    escr.name(),
-                    counter.index()
-                )?;
-                let feeds = escr.counters();
-                for (i, c) in feeds.iter().enumerate() {
-                    let sep = match i {
-                        0 => "",
-                        _ if i + 1 == feeds.len() as usize => " and ",
-                        _ => ", ",
-                    };
-                    write!(f, "{sep}{}", c.index())?;
-                }
-                f.write_str(" (SDM Table 18-63)")
-            }
+            ConfigError::NotWired { escr, counter } => write_not_wired(f, *escr, *counter),
             ConfigError::EscrNotAllowed { escr } => {
                 write!(f, "the event cannot be counted on {}", escr.name())
             }
@@ -618,24 +601,7 @@ impl fmt::Display for ConfigError {
                 "FORCE_OVF interrupts on every increment: it takes no sample-after value",
             ),
             ConfigError::NoSuchCounter(n) => write!(f, "there is no counter {n}: the counters are 0 to 17"),
-            ConfigError::Untagged {
-                tagging: Tagging::FrontEnd,
-                ..
-            } => f.write_str(
-                "front_end_event counts µops uop_type tagged: claim a uop_type counter (TAGLOADS or TAGSTORES) for the same logical processor first (SDM 18.15.6.2)",
-            ),
-            ConfigError::Untagged {
-                tagging: Tagging::Execution,
-                bit,
-            } => write!(
-                f,
-                "execution_event counts tag bit {} but no claimed ESCR of the same logical processor sets it: claim the upstream event with that tag first (SDM 18.15.6.3)",
-                bit.unwrap_or(0)
-            ),
-            ConfigError::Untagged {
-                tagging: Tagging::Replay,
-                ..
-            } => f.write_str("replay_event needs a replay metric (SDM Table 19-33)"),
+            ConfigError::Untagged { tagging, bit } => write_untagged(f, *tagging, *bit),
             ConfigError::MissingUpstream { event } => write!(
                 f,
                 "the replay metric needs {} counted on a claimed counter of the same logical processor first (SDM Table 19-33)",
@@ -671,6 +637,42 @@ impl fmt::Display for ConfigError {
                 write!(f, "the DS save area of {lp:?} is in use by its PEBS counter")
             }
         }
+    }
+}
+
+/// [`ConfigError::NotWired`]: the ESCR, the counter and the counters the
+/// ESCR does feed.
+fn write_not_wired(f: &mut fmt::Formatter<'_>, escr: Escr, counter: Counter) -> fmt::Result {
+    write!(
+        f,
+        "{} does not feed counter {}: it feeds counters ",
+        escr.name(),
+        counter.index()
+    )?;
+    let feeds = escr.counters();
+    for (i, c) in feeds.iter().enumerate() {
+        let sep = match i {
+            0 => "",
+            _ if i + 1 == feeds.len() as usize => " and ",
+            _ => ", ",
+        };
+        write!(f, "{sep}{}", c.index())?;
+    }
+    f.write_str(" (SDM Table 18-63)")
+}
+
+/// [`ConfigError::Untagged`]: what the tagged event needs claimed first.
+fn write_untagged(f: &mut fmt::Formatter<'_>, tagging: Tagging, bit: Option<u8>) -> fmt::Result {
+    match tagging {
+        Tagging::FrontEnd => f.write_str(
+            "front_end_event counts µops uop_type tagged: claim a uop_type counter (TAGLOADS or TAGSTORES) for the same logical processor first (SDM 18.15.6.2)",
+        ),
+        Tagging::Execution => write!(
+            f,
+            "execution_event counts tag bit {} but no claimed ESCR of the same logical processor sets it: claim the upstream event with that tag first (SDM 18.15.6.3)",
+            bit.unwrap_or(0)
+        ),
+        Tagging::Replay => f.write_str("replay_event needs a replay metric (SDM Table 19-33)"),
     }
 }
 

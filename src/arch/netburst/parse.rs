@@ -257,21 +257,7 @@ impl ParseError {
                 .push("the event string has no event name at byte ")
                 .number(at),
             UnknownEvent => m.code(field).at(at).push(" is not a NetBurst event"),
-            WrongPmu { event, pmu } => {
-                let m = m
-                    .push("event ")
-                    .code(event.name())
-                    .at(at)
-                    .push(" is not available on PMU ")
-                    .code(pmu.name());
-                match pmu {
-                    Pmu::Netburst => m
-                        .push(": it needs netburst_p (family 0Fh models 3, 4, 6), write `netburst_p::")
-                        .push(event.name())
-                        .push("`"),
-                    Pmu::NetburstP => m,
-                }
-            }
+            WrongPmu { event, pmu } => wrong_pmu(m, event, pmu, at),
             EmptyField => m
                 .push("the field at byte ")
                 .number(at)
@@ -301,42 +287,157 @@ impl ParseError {
                 .code(modifier.name())
                 .at(at)
                 .push(" is not a number: write it in decimal or 0x hexadecimal"),
-            ValueOutOfRange { modifier } => {
-                let m = m
-                    .push("the value of modifier ")
-                    .code(modifier.name())
-                    .at(at)
-                    .push(" is out of range: ");
-                match modifier {
-                    Modifier::Thr => m.push("`thr` takes 0 to 15"),
-                    _ => m.code(modifier.name()).push(" takes 0 or 1"),
-                }
-            }
+            ValueOutOfRange { modifier } => value_out_of_range(m, modifier, at),
             ModifierRepeated { modifier } => m
                 .push("modifier ")
                 .code(modifier.name())
                 .at(at)
                 .push(" is given a second time: give each modifier once"),
-            NoDefaultMask { event } => {
-                let m = m
-                    .push("event ")
-                    .code(event.name())
-                    .push(" has no default mask: name one");
-                match event.info().masks.first() {
-                    Some(mask) => m
-                        .push(", such as `")
-                        .push(event.name())
-                        .push(":")
-                        .push(mask.name)
-                        .push("`"),
-                    None => m,
-                }
-            }
+            NoDefaultMask { event } => no_default_mask(m, event),
         };
         match self.suggestion {
             Some(name) => m.push("; did you mean ").code(name).push("?"),
             None => m,
         }
+    }
+}
+
+/// A field of an event string split at its `=`: `(key, Some(value))`, or
+/// `(field, None)` without one.
+const fn key_value(field: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match find(field, b"=") {
+        Some(p) => {
+            let (k, v) = field.split_at(p);
+            (k, Some(v.split_at(1).1))
+        }
+        None => (field, None),
+    }
+}
+
+/// The error for field `key` at byte `at`, neither a mask nor a modifier of
+/// `event` (`is_mask`: it names a mask, but with a value), with the
+/// closest name as a suggestion.
+const fn unknown_field(
+    event: EventName,
+    key: &[u8],
+    value: Option<&[u8]>,
+    is_mask: bool,
+    at: usize,
+) -> ParseError {
+    let info = event.info();
+    let (kind, suggestion) = match (value, is_mask) {
+        (Some(_), true) => (ParseErrorKind::MaskTakesNoValue, None),
+        (Some(_), false) => (
+            ParseErrorKind::UnknownModifier,
+            closest_field(info, key, false),
+        ),
+        (None, _) => (
+            ParseErrorKind::UnknownMask { event },
+            closest_field(info, key, true),
+        ),
+    };
+    ParseError::new(kind, at, key).suggesting(suggestion)
+}
+
+/// The modifiers an event string gives (`u`, `k`, `cmpl`, `e`, `thr`).
+struct Modifiers {
+    os: bool,
+    usr: bool,
+    edge: bool,
+    complement: bool,
+    threshold: Threshold,
+    /// Which were given, by [`Modifier`].
+    seen: [bool; 5],
+}
+
+impl Modifiers {
+    const NONE: Modifiers = Modifiers {
+        os: false,
+        usr: false,
+        edge: false,
+        complement: false,
+        threshold: Threshold::ZERO,
+        seen: [false; 5],
+    };
+
+    /// `modifier` given the value `v` (checked by `modifier_value`).
+    const fn set(&mut self, modifier: Modifier, v: u64) {
+        self.seen[modifier as usize] = true;
+        let on = v != 0;
+        match modifier {
+            Modifier::U => self.usr = on,
+            Modifier::K => self.os = on,
+            Modifier::Cmpl => self.complement = on,
+            Modifier::E => self.edge = on,
+            Modifier::Thr => {
+                // v <= 15 was checked.
+                self.threshold = match Threshold::new(v as u8) {
+                    Some(t) => t,
+                    None => Threshold::ZERO,
+                };
+            }
+        }
+    }
+
+    /// `spec` with the modifiers; neither `u` nor `k` given counts at both
+    /// privilege levels.
+    const fn apply(&self, spec: EventSpec) -> EventSpec {
+        let (os, usr) = if !self.seen[Modifier::U as usize] && !self.seen[Modifier::K as usize] {
+            (true, true)
+        } else {
+            (self.os, self.usr)
+        };
+        spec.with_privilege(os, usr)
+            .with_edge(self.edge)
+            .with_complement(self.complement)
+            .with_threshold(self.threshold)
+    }
+}
+
+/// [`ParseErrorKind::WrongPmu`]'s message: the PMU the event needs.
+const fn wrong_pmu(m: Message, event: EventName, pmu: Pmu, at: usize) -> Message {
+    let m = m
+        .push("event ")
+        .code(event.name())
+        .at(at)
+        .push(" is not available on PMU ")
+        .code(pmu.name());
+    match pmu {
+        Pmu::Netburst => m
+            .push(": it needs netburst_p (family 0Fh models 3, 4, 6), write `netburst_p::")
+            .push(event.name())
+            .push("`"),
+        Pmu::NetburstP => m,
+    }
+}
+
+/// [`ParseErrorKind::ValueOutOfRange`]'s message: the modifier's range.
+const fn value_out_of_range(m: Message, modifier: Modifier, at: usize) -> Message {
+    let m = m
+        .push("the value of modifier ")
+        .code(modifier.name())
+        .at(at)
+        .push(" is out of range: ");
+    match modifier {
+        Modifier::Thr => m.push("`thr` takes 0 to 15"),
+        _ => m.code(modifier.name()).push(" takes 0 or 1"),
+    }
+}
+
+/// [`ParseErrorKind::NoDefaultMask`]'s message: a mask to name.
+const fn no_default_mask(m: Message, event: EventName) -> Message {
+    let m = m
+        .push("event ")
+        .code(event.name())
+        .push(" has no default mask: name one");
+    match event.info().masks.first() {
+        Some(mask) => m
+            .push(", such as `")
+            .push(event.name())
+            .push(":")
+            .push(mask.name)
+            .push("`"),
+        None => m,
     }
 }
 
@@ -768,9 +869,7 @@ impl EventSpec {
         };
         let info: &EventInfo = event.info();
         let mut masks = 0u32;
-        let (mut os, mut usr, mut edge, mut complement) = (false, false, false, false);
-        let mut threshold = Threshold::ZERO;
-        let mut seen = [false; 5];
+        let mut modifiers = Modifiers::NONE;
         let mut offset = base + name.len();
         // `fields` is empty or starts with the ':' before the next field.
         while !fields.is_empty() {
@@ -786,58 +885,22 @@ impl EventSpec {
             if field.is_empty() {
                 return err(ParseErrorKind::EmptyField, at, field);
             }
-            let (key, value) = match find(field, b"=") {
-                Some(p) => {
-                    let (k, v) = field.split_at(p);
-                    (k, Some(v.split_at(1).1))
-                }
-                None => (field, None),
-            };
+            let (key, value) = key_value(field);
             let mask = info.mask_index_bytes(key);
             if let (None, Some(i)) = (value, mask) {
                 masks |= 1 << i;
                 continue;
             }
             let Some(modifier) = Modifier::from_name(key) else {
-                let (kind, suggestion) = match (value, mask) {
-                    (Some(_), Some(_)) => (ParseErrorKind::MaskTakesNoValue, None),
-                    (Some(_), None) => (
-                        ParseErrorKind::UnknownModifier,
-                        closest_field(info, key, false),
-                    ),
-                    (None, _) => (
-                        ParseErrorKind::UnknownMask { event },
-                        closest_field(info, key, true),
-                    ),
-                };
-                return Err(ParseError::new(kind, at, key).suggesting(suggestion));
+                return Err(unknown_field(event, key, value, mask.is_some(), at));
             };
-            if seen[modifier as usize] {
+            if modifiers.seen[modifier as usize] {
                 return err(ParseErrorKind::ModifierRepeated { modifier }, at, key);
             }
-            seen[modifier as usize] = true;
-            let v = match modifier_value(modifier, value, at, key, field) {
-                Ok(v) => v,
+            match modifier_value(modifier, value, at, key, field) {
+                Ok(v) => modifiers.set(modifier, v),
                 Err(e) => return Err(e),
-            };
-            let on = v != 0;
-            match modifier {
-                Modifier::U => usr = on,
-                Modifier::K => os = on,
-                Modifier::Cmpl => complement = on,
-                Modifier::E => edge = on,
-                Modifier::Thr => {
-                    // v <= 15 was checked above.
-                    threshold = match Threshold::new(v as u8) {
-                        Some(t) => t,
-                        None => Threshold::ZERO,
-                    };
-                }
             }
-        }
-        if !seen[Modifier::U as usize] && !seen[Modifier::K as usize] {
-            os = true;
-            usr = true;
         }
         if masks == 0 {
             match info.default_mask() {
@@ -845,11 +908,7 @@ impl EventSpec {
                 None => return err(ParseErrorKind::NoDefaultMask { event }, base, name),
             }
         }
-        Ok(EventSpec::build(pmu, event, masks)
-            .with_privilege(os, usr)
-            .with_edge(edge)
-            .with_complement(complement)
-            .with_threshold(threshold))
+        Ok(modifiers.apply(EventSpec::build(pmu, event, masks)))
     }
 
     /// Whether the event may be programmed on `escr` (its catalog entry's

@@ -1,12 +1,10 @@
 //! The data EAR: its configuration register (PMC11, Montecito PMC40) and
 //! its captures (PMD2/3/17, Montecito PMD32/33/36).
 
-use super::iear::ITA_EAR_UMASK;
 use super::*;
-use crate::arch::Field;
-use crate::arch::itanium::image::{info_or_empty, pmc_image, pmc_image_plm_pm};
-use crate::arch::itanium::{FieldError, Ism, Slot};
+use crate::arch::itanium::{FieldError, Ism, Plm, Slot};
 use crate::arch::itanium::{Generation, PmcInfo};
+use crate::arch::register;
 
 /// Data EAR mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,35 +20,46 @@ pub enum DearMode {
     Undefined,
 }
 
-pub(super) const DEAR_PLM: Field = Field::new(0, 4);
-pub(super) const DEAR_PM: Field = Field::new(6, 1);
-const ITA_DEAR_TLB: Field = Field::new(7, 1);
-const ITA2_DEAR_MODE: Field = Field::new(7, 2);
-const DEAR_ISM: Field = Field::new(24, 2);
-const ITA_DEAR_PT: Field = Field::new(28, 1);
-
-pmc_image! {
-    /// A data EAR configuration (PMC11, Montecito PMC40).
-    DearConfig
+register! {
+    /// A data EAR configuration (PMC11, Montecito PMC40; libpfm3
+    /// `pmc11_ita_reg`, `pmc11_ita2_reg`, `pmc40_mont_reg`). Which fields a
+    /// generation has is its row of the PMC descriptor table
+    /// ([`DearConfig::info`]).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct DearConfig(Generation, u64): pmc(DearConfig::info) {
+        /// The privilege level mask.
+        pub(crate) PLM: 0..=3 => plm, with_plm: Plm;
+        /// The `pm` bit (6).
+        pub(crate) PM: 6 => privileged, with_privileged: bool;
+        /// Itanium `tlb`: TLB mode (1) or cache mode (0).
+        pub(crate) ITA_TLB: 7;
+        /// Itanium 2 and Montecito `mode`: cache, TLB, ALAT (3 undefined).
+        pub(crate) MODE: 7..=8;
+        /// The unit mask (the latency filter, or the fills in TLB mode).
+        pub(crate) UMASK: 16..=19;
+        /// The instruction set mask (fixed at IA-64 only on Montecito).
+        pub(crate) ISM: 24..=25;
+        /// Itanium `pt`: pass tags.
+        pub(crate) ITA_PT: 28;
+    }
 }
-
-pmc_image_plm_pm!(DearConfig, plm: DEAR_PLM, pm: DEAR_PM, "The `pm` bit (6).");
 
 impl DearConfig {
     /// The register's power-up value and writable bits.
     pub const fn info(generation: Generation) -> PmcInfo {
-        info_or_empty(generation, generation.dear_pmc())
+        generation.pmc_or_empty(generation.dear_pmc())
     }
 
     const fn with_mode(generation: Generation, mode: u64, umask: u64) -> DearConfig {
         let base = Self::info(generation).default;
         let bits = match generation {
-            Generation::Itanium => ITA_DEAR_TLB.set(base, mode),
-            _ => ITA2_DEAR_MODE.set(base, mode),
+            Generation::Itanium => Self::ITA_TLB.set(base, mode),
+            _ => Self::MODE.set(base, mode),
         };
         DearConfig {
             generation,
-            bits: ITA_EAR_UMASK.set(bits, umask),
+            bits: Self::UMASK.set(bits, umask),
         }
     }
 
@@ -86,7 +95,7 @@ impl DearConfig {
 
     /// The instruction set mask (25:24).
     pub const fn ism(self) -> Ism {
-        Ism::from_bits(DEAR_ISM.get(self.bits))
+        Ism::from_bits(Self::ISM.get(self.bits))
     }
 
     /// With the instruction set mask replaced; Montecito accepts
@@ -95,7 +104,7 @@ impl DearConfig {
         if matches!(self.generation, Generation::Montecito) && !matches!(ism, Ism::Ia64Only) {
             return Err(FieldError::IsmFixed);
         }
-        Ok(self.with(DEAR_ISM.set(self.bits, ism.bits() as u64)))
+        Ok(self.with_bits(Self::ISM.set(self.bits, ism.bits() as u64)))
     }
 
     /// Itanium's `pt` (pass tags, bit 28): 1 lets every data reference
@@ -104,7 +113,7 @@ impl DearConfig {
     /// perfmon's power-up value sets it). `None` after Itanium.
     pub const fn pass_tags(self) -> Option<bool> {
         match self.generation {
-            Generation::Itanium => Some(ITA_DEAR_PT.flag(self.bits)),
+            Generation::Itanium => Some(Self::ITA_PT.flag(self.bits)),
             _ => None,
         }
     }
@@ -112,7 +121,7 @@ impl DearConfig {
     /// With Itanium's `pt` bit set or cleared.
     pub const fn with_pass_tags(self, on: bool) -> Result<DearConfig, FieldError> {
         match self.generation {
-            Generation::Itanium => Ok(self.with(ITA_DEAR_PT.set_flag(self.bits, on))),
+            Generation::Itanium => Ok(self.with_bits(Self::ITA_PT.set_flag(self.bits, on))),
             g => Err(FieldError::NoSuchField {
                 field: "pt",
                 generation: g,
@@ -125,13 +134,13 @@ impl DearConfig {
     pub const fn mode(self) -> DearMode {
         match self.generation {
             Generation::Itanium => {
-                if ITA_DEAR_TLB.flag(self.bits) {
+                if Self::ITA_TLB.flag(self.bits) {
                     DearMode::TlbMiss
                 } else {
                     DearMode::CacheMiss
                 }
             }
-            _ => match ITA2_DEAR_MODE.get(self.bits) {
+            _ => match Self::MODE.get(self.bits) {
                 0 => DearMode::CacheMiss,
                 1 => DearMode::TlbMiss,
                 2 => DearMode::Alat,
@@ -142,7 +151,7 @@ impl DearConfig {
 
     /// The unit mask (19:16).
     pub const fn umask(self) -> u8 {
-        ITA_EAR_UMASK.get(self.bits) as u8
+        Self::UMASK.get(self.bits) as u8
     }
 
     /// The latency filter, in cache mode, if the unit mask is defined.

@@ -5,9 +5,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
 use crate::arch::Field;
-use crate::arch::itanium::image::{info_or_empty, pmc_image};
 use crate::arch::itanium::{FieldError, Ism, Plm};
 use crate::arch::itanium::{Generation, PmcInfo};
+use crate::arch::register;
 
 /// Instruction EAR mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -21,10 +21,43 @@ pub enum IearMode {
     Off,
 }
 
-/// The I-EAR fields of one generation.
+register! {
+    /// An instruction EAR configuration (PMC10, Montecito PMC37; libpfm3
+    /// `pmc10_ita_reg`, `pmc10_ita2_reg`, `pmc37_mont_reg`). Itanium places
+    /// `pm` and the ISM elsewhere than its successors, and Montecito has no
+    /// ISM; which fields a generation has is its row of the PMC descriptor
+    /// table ([`IearConfig::info`]).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct IearConfig(Generation, u64): pmc(IearConfig::info) {
+        /// The privilege level mask.
+        pub(crate) PLM: 0..=3 => plm, with_plm: Plm;
+        /// Itanium `pm`.
+        pub(crate) ITA_PM: 6;
+        /// Itanium `tlb`: TLB mode (1) or cache mode (0).
+        pub(crate) ITA_TLB: 7;
+        /// Itanium unit mask.
+        pub(crate) ITA_UMASK: 16..=19;
+        /// Itanium instruction set mask.
+        pub(crate) ITA_ISM: 24..=25;
+        /// Itanium 2 and Montecito `pm`.
+        pub(crate) PM: 4;
+        /// Itanium 2 and Montecito unit mask in cache mode.
+        pub(crate) CACHE_UMASK: 5..=12;
+        /// Itanium 2 and Montecito unit mask in TLB mode.
+        pub(crate) TLB_UMASK: 5..=11;
+        /// Itanium 2 and Montecito `ct`: TLB (0), off (1), cache (1x).
+        pub(crate) CT: 12..=13;
+        /// The high bit of `ct`: cache mode.
+        pub(crate) CT_HI: 13;
+        /// Itanium 2 instruction set mask.
+        pub(crate) ITA2_ISM: 14..=15;
+    }
+}
+
+/// The I-EAR fields of one generation that move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct IearLayout {
-    plm: Field,
     pm: Field,
     ism: Option<Field>,
 }
@@ -32,33 +65,18 @@ struct IearLayout {
 const fn iear_layout(generation: Generation) -> IearLayout {
     match generation {
         Generation::Itanium => IearLayout {
-            plm: Field::new(0, 4),
-            pm: Field::new(6, 1),
-            ism: Some(Field::new(24, 2)),
+            pm: IearConfig::ITA_PM,
+            ism: Some(IearConfig::ITA_ISM),
         },
         Generation::Itanium2 => IearLayout {
-            plm: Field::new(0, 4),
-            pm: Field::new(4, 1),
-            ism: Some(Field::new(14, 2)),
+            pm: IearConfig::PM,
+            ism: Some(IearConfig::ITA2_ISM),
         },
         Generation::Montecito => IearLayout {
-            plm: Field::new(0, 4),
-            pm: Field::new(4, 1),
+            pm: IearConfig::PM,
             ism: None,
         },
     }
-}
-
-const ITA_IEAR_TLB: Field = Field::new(7, 1);
-pub(super) const ITA_EAR_UMASK: Field = Field::new(16, 4);
-const ITA2_IEAR_CT_HI: Field = Field::new(13, 1);
-const ITA2_IEAR_CT: Field = Field::new(12, 2);
-const ITA2_IEAR_CACHE_UMASK: Field = Field::new(5, 8);
-const ITA2_IEAR_TLB_UMASK: Field = Field::new(5, 7);
-
-pmc_image! {
-    /// An instruction EAR configuration (PMC10, Montecito PMC37).
-    IearConfig
 }
 
 impl IearConfig {
@@ -69,7 +87,7 @@ impl IearConfig {
 
     /// The register's power-up value and writable bits.
     pub const fn info(generation: Generation) -> PmcInfo {
-        info_or_empty(generation, generation.iear_pmc())
+        generation.pmc_or_empty(generation.iear_pmc())
     }
 
     /// Capture instruction cache misses at or above `latency` (PLM zero:
@@ -84,8 +102,8 @@ impl IearConfig {
         };
         let base = Self::info(generation).default;
         let bits = match generation {
-            Generation::Itanium => ITA_EAR_UMASK.set(ITA_IEAR_TLB.set_flag(base, false), umask),
-            _ => ITA2_IEAR_CACHE_UMASK.set(ITA2_IEAR_CT_HI.set_flag(base, true), umask),
+            Generation::Itanium => Self::ITA_UMASK.set(Self::ITA_TLB.set_flag(base, false), umask),
+            _ => Self::CACHE_UMASK.set(Self::CT_HI.set_flag(base, true), umask),
         };
         Ok(IearConfig { generation, bits })
     }
@@ -102,24 +120,10 @@ impl IearConfig {
         };
         let base = Self::info(generation).default;
         let bits = match generation {
-            Generation::Itanium => ITA_EAR_UMASK.set(ITA_IEAR_TLB.set_flag(base, true), umask),
-            _ => ITA2_IEAR_TLB_UMASK.set(ITA2_IEAR_CT.set(base, 0), umask),
+            Generation::Itanium => Self::ITA_UMASK.set(Self::ITA_TLB.set_flag(base, true), umask),
+            _ => Self::TLB_UMASK.set(Self::CT.set(base, 0), umask),
         };
         Ok(IearConfig { generation, bits })
-    }
-
-    /// The privilege level mask.
-    pub const fn plm(self) -> Plm {
-        Plm::from_bits_truncate(iear_layout(self.generation).plm.get(self.bits))
-    }
-
-    /// With the privilege level mask replaced.
-    pub const fn with_plm(self, plm: Plm) -> IearConfig {
-        self.with(
-            iear_layout(self.generation)
-                .plm
-                .set(self.bits, plm.get() as u64),
-        )
     }
 
     /// The `pm` bit (bit 6 on Itanium, bit 4 after).
@@ -129,7 +133,7 @@ impl IearConfig {
 
     /// With the `pm` bit set or cleared.
     pub const fn with_privileged(self, on: bool) -> IearConfig {
-        self.with(iear_layout(self.generation).pm.set_flag(self.bits, on))
+        self.with_bits(iear_layout(self.generation).pm.set_flag(self.bits, on))
     }
 
     /// The instruction set mask; `None` on Montecito, whose PMC37 has none.
@@ -143,7 +147,7 @@ impl IearConfig {
     /// With the instruction set mask replaced.
     pub const fn with_ism(self, ism: Ism) -> Result<IearConfig, FieldError> {
         match iear_layout(self.generation).ism {
-            Some(f) => Ok(self.with(f.set(self.bits, ism.bits() as u64))),
+            Some(f) => Ok(self.with_bits(f.set(self.bits, ism.bits() as u64))),
             None => Err(FieldError::NoSuchField {
                 field: "ism",
                 generation: self.generation,
@@ -156,13 +160,13 @@ impl IearConfig {
     pub const fn mode(self) -> IearMode {
         match self.generation {
             Generation::Itanium => {
-                if ITA_IEAR_TLB.flag(self.bits) {
+                if Self::ITA_TLB.flag(self.bits) {
                     IearMode::TlbMiss
                 } else {
                     IearMode::CacheMiss
                 }
             }
-            _ => match ITA2_IEAR_CT.get(self.bits) {
+            _ => match Self::CT.get(self.bits) {
                 0 => IearMode::TlbMiss,
                 1 => IearMode::Off,
                 _ => IearMode::CacheMiss,
@@ -174,10 +178,10 @@ impl IearConfig {
     /// cache mode and 7 in TLB mode after).
     pub const fn umask(self) -> u8 {
         match self.generation {
-            Generation::Itanium => ITA_EAR_UMASK.get(self.bits) as u8,
+            Generation::Itanium => Self::ITA_UMASK.get(self.bits) as u8,
             _ => match self.mode() {
-                IearMode::CacheMiss => ITA2_IEAR_CACHE_UMASK.get(self.bits) as u8,
-                _ => ITA2_IEAR_TLB_UMASK.get(self.bits) as u8,
+                IearMode::CacheMiss => Self::CACHE_UMASK.get(self.bits) as u8,
+                _ => Self::TLB_UMASK.get(self.bits) as u8,
             },
         }
     }

@@ -3,10 +3,10 @@
 //! and a fixed-seed fuzz run over every register of every generation.
 
 use super::*;
-use crate::arch::itanium::Counter;
 use crate::arch::itanium::CounterPmc;
 use crate::arch::itanium::btb::BtbConfig;
 use crate::arch::itanium::ear::{LatencyFilter, TlbFills};
+use crate::arch::itanium::{Counter, PmcKind};
 use crate::arch::itanium::{Plm, Threshold, Umask};
 
 const ITA: Generation = Generation::Itanium;

@@ -212,6 +212,50 @@ fn is_are(n: u32) -> &'static str {
     if n == 1 { "is" } else { "are" }
 }
 
+/// [`ScheduleError::NoEscr`]'s reasons: which of the ESCRs were excluded,
+/// absent or occupied, each group named with its reason.
+fn write_escr_reasons(
+    f: &mut fmt::Formatter<'_>,
+    excluded: EscrSet,
+    absent: EscrSet,
+    occupied: EscrSet,
+) -> fmt::Result {
+    let mut sep = ": ";
+    for (set, why) in [
+        (excluded, "excluded by the request"),
+        (absent, "not available for it on this processor"),
+        (occupied, "occupied"),
+    ] {
+        if !set.is_empty() {
+            f.write_str(sep)?;
+            write_list(f, escr_names(set), "and")?;
+            write!(f, " {} {why}", is_are(set.len()))?;
+            sep = "; ";
+        }
+    }
+    Ok(())
+}
+
+/// [`ScheduleError::Conflict`]: the members, the registers they compete
+/// for and how many of them those can serve.
+fn write_conflict(f: &mut fmt::Formatter<'_>, c: &Conflict) -> fmt::Result {
+    let members = c.members().map(|(i, e, p)| Label(i, e, p));
+    write_list(f, members, "and")?;
+    f.write_str(" cannot all be counted together: each needs one of ")?;
+    let regs = escr_names(c.escrs).chain(counter_names(c.counters));
+    write_list(f, regs, "and")?;
+    write!(
+        f,
+        ", which can serve only {} of these {}",
+        c.capacity(),
+        c.len()
+    )?;
+    if c.occupied {
+        f.write_str(" (other registers they could use are occupied)")?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for ScheduleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
@@ -249,20 +293,7 @@ impl fmt::Display for ScheduleError {
                 occupied,
             } => {
                 write!(f, "{} has no usable ESCR", Label(request, event, processor))?;
-                let mut sep = ": ";
-                for (set, why) in [
-                    (excluded, "excluded by the request"),
-                    (absent, "not available for it on this processor"),
-                    (occupied, "occupied"),
-                ] {
-                    if !set.is_empty() {
-                        f.write_str(sep)?;
-                        write_list(f, escr_names(set), "and")?;
-                        write!(f, " {} {why}", is_are(set.len()))?;
-                        sep = "; ";
-                    }
-                }
-                Ok(())
+                write_escr_reasons(f, excluded, absent, occupied)
             }
             ScheduleError::NoCounter {
                 request,
@@ -281,23 +312,7 @@ impl fmt::Display for ScheduleError {
                 write_list(f, counter_names(counters), "and")?;
                 write!(f, ", which {} occupied", is_are(counters.len()))
             }
-            ScheduleError::Conflict(ref c) => {
-                let members = c.members().map(|(i, e, p)| Label(i, e, p));
-                write_list(f, members, "and")?;
-                f.write_str(" cannot all be counted together: each needs one of ")?;
-                let regs = escr_names(c.escrs).chain(counter_names(c.counters));
-                write_list(f, regs, "and")?;
-                write!(
-                    f,
-                    ", which can serve only {} of these {}",
-                    c.capacity(),
-                    c.len()
-                )?;
-                if c.occupied {
-                    f.write_str(" (other registers they could use are occupied)")?;
-                }
-                Ok(())
-            }
+            ScheduleError::Conflict(ref c) => write_conflict(f, c),
         }
     }
 }

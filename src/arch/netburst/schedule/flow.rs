@@ -181,23 +181,7 @@ impl Problem {
                     model: part.model,
                 });
             }
-            for c in event.info().constraints {
-                if let Constraint::RequiresCompanion(needs) = *c {
-                    let present = occupied.is_running(needs)
-                        || requests
-                            .iter()
-                            .enumerate()
-                            .any(|(j, o)| j != i && o.event() == needs);
-                    if !present {
-                        return Err(ScheduleError::MissingCompanion {
-                            request: i,
-                            event,
-                            processor,
-                            needs,
-                        });
-                    }
-                }
-            }
+            companions_present(i, requests, occupied)?;
             let catalog = EscrSet::from_slice(event.info().escrs);
             let excluded = catalog.difference(r.escrs);
             let existing = catalog
@@ -216,18 +200,7 @@ impl Problem {
                     occupied: busy,
                 });
             }
-            let mut usable = 0u64;
-            let mut fed = 0u32;
-            let mut m = free.bits();
-            while m != 0 {
-                let e = m.trailing_zeros() as usize;
-                m &= m - 1;
-                let g = ESCR_GROUP[e] as usize;
-                fed |= GROUP_COUNTERS[g];
-                if cap[g] > 0 {
-                    usable |= 1 << e;
-                }
-            }
+            let (usable, fed) = usable_escrs(free, &cap);
             if usable == 0 {
                 return Err(ScheduleError::NoCounter {
                     request: i,
@@ -245,31 +218,35 @@ impl Problem {
             p.preferred[i] = usable & SIDE_ESCRS[side];
             p.existing[i] = existing.bits();
         }
-        // Most constrained first: fewest (ESCR, free counter) options; a
-        // stable insertion sort keeps ties in request order.
+        p.order_most_constrained_first();
+        Ok(p)
+    }
+
+    /// Sets `order`: most constrained first, fewest (ESCR, free counter)
+    /// options; a stable insertion sort keeps ties in request order.
+    fn order_most_constrained_first(&mut self) {
         let options = |r: usize| -> u32 {
-            let mut m = p.usable[r];
+            let mut m = self.usable[r];
             let mut k = 0;
             while m != 0 {
                 let e = m.trailing_zeros() as usize;
                 m &= m - 1;
-                k += p.cap[ESCR_GROUP[e] as usize] as u32;
+                k += self.cap[ESCR_GROUP[e] as usize] as u32;
             }
             k
         };
         let mut key = [0u32; MAX_REQUESTS];
-        for (r, k) in key.iter_mut().enumerate().take(n) {
+        for (r, k) in key.iter_mut().enumerate().take(self.n) {
             *k = options(r);
         }
-        for i in 0..n {
+        for i in 0..self.n {
             let mut j = i;
-            while j > 0 && key[p.order[j - 1] as usize] > key[i] {
-                p.order[j] = p.order[j - 1];
+            while j > 0 && key[self.order[j - 1] as usize] > key[i] {
+                self.order[j] = self.order[j - 1];
                 j -= 1;
             }
-            p.order[j] = i as u8;
+            self.order[j] = i as u8;
         }
-        Ok(p)
     }
 
     /// Places the requests one by one in `order`; on the first that does
@@ -498,4 +475,51 @@ impl Problem {
         }
         c
     }
+}
+
+/// Whether every companion request `i`'s event requires (its catalog
+/// entry's `RequiresCompanion` constraints) is running or requested too.
+fn companions_present(
+    i: usize,
+    requests: &[Request],
+    occupied: Occupied,
+) -> Result<(), ScheduleError> {
+    let r = &requests[i];
+    let event = r.event();
+    for c in event.info().constraints {
+        if let Constraint::RequiresCompanion(needs) = *c {
+            let present = occupied.is_running(needs)
+                || requests
+                    .iter()
+                    .enumerate()
+                    .any(|(j, o)| j != i && o.event() == needs);
+            if !present {
+                return Err(ScheduleError::MissingCompanion {
+                    request: i,
+                    event,
+                    processor: r.processor,
+                    needs,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Of the free ESCRs, those whose counter group has a free counter (bit e
+/// = ESCR e), and the counters the free ESCRs feed.
+fn usable_escrs(free: EscrSet, cap: &[u8; GROUPS]) -> (u64, u32) {
+    let mut usable = 0u64;
+    let mut fed = 0u32;
+    let mut m = free.bits();
+    while m != 0 {
+        let e = m.trailing_zeros() as usize;
+        m &= m - 1;
+        let g = ESCR_GROUP[e] as usize;
+        fed |= GROUP_COUNTERS[g];
+        if cap[g] > 0 {
+            usable |= 1 << e;
+        }
+    }
+    (usable, fed)
 }
