@@ -752,6 +752,54 @@ pmu::owner!(Ia1);
 pmu::owner!(Ia2);
 pmu::owner!(Ia3);
 pmu::owner!(Ap1);
+/// Call chains: the frame-pointer walk a PMI handler's closure may add
+/// (`pmu::sampling::CallChain::walk`), over a stack of frame records in
+/// memory; no register access.
+mod callchain {
+    use super::Scenario;
+    use pmu::sampling::{CallChain, StackBounds};
+    use std::hint::black_box;
+
+    /// The walk as measured: everything inside is counted by callgrind.
+    #[inline(never)]
+    pub fn measured_callchain(rip: u64, rbp: u64, rsp: u64, bounds: &StackBounds<'_>) -> usize {
+        let chain: CallChain<16> = CallChain::walk(rip, rbp, rsp, bounds);
+        black_box(&chain);
+        chain.frames().len()
+    }
+
+    /// A walk that records `frames` addresses (the RIP and `frames - 1`
+    /// return addresses) and ends at the root.
+    pub fn scenario(name: &'static str, frames: usize) -> Scenario {
+        // A stack of 64 words, a frame record every 4 words from word 2.
+        let stack: &'static mut [u64; 64] = Box::leak(Box::new([0u64; 64]));
+        let base = stack.as_ptr() as u64;
+        let records = frames - 1;
+        for r in 0..records {
+            let w = 2 + 4 * r;
+            stack[w] = if r + 1 < records {
+                base + 8 * (w as u64 + 4)
+            } else {
+                0
+            };
+            stack[w + 1] = 0x40_1000 + r as u64;
+        }
+        let stack: &'static [u64; 64] = stack;
+        let bounds = StackBounds::of(stack);
+        let rbp = if records == 0 { 0 } else { base + 16 };
+        assert_eq!(measured_callchain(0x40_0000, rbp, base, &bounds), frames);
+        Scenario {
+            name,
+            traffic: "no register access".into(),
+            accesses: 0,
+            placeholder_instructions: 0,
+            run: Box::new(move |i| {
+                black_box(measured_callchain(0x40_0000 + (i & 1), rbp, base, &bounds));
+            }),
+        }
+    }
+}
+
 pmu::owner!(Ap2);
 pmu::owner!(Ap3);
 pmu::owner!(Ap4);
@@ -769,6 +817,9 @@ fn scenarios() -> Vec<Scenario> {
         archperf::scenario::<Ap2>("archperf/4-armed-1-overflowed", 4, &[0]),
         archperf::scenario::<Ap3>("archperf/4-armed-4-overflowed", 4, &[0, 1, 2, 3]),
         archperf::scenario::<Ap4>("archperf/4-armed-spurious", 4, &[]),
+        callchain::scenario("callchain/1-frame", 1),
+        callchain::scenario("callchain/4-frames", 4),
+        callchain::scenario("callchain/16-frames", 16),
     ]
 }
 
@@ -823,6 +874,7 @@ fn main() -> std::process::ExitCode {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
+    let mut counted_by_name = std::collections::BTreeMap::new();
     for mut s in scenarios() {
         let iterations = 2_000_000u64;
         let mut best = f64::MAX;
@@ -835,12 +887,15 @@ fn main() -> std::process::ExitCode {
         }
         let counted = if callgrind {
             match instructions(s.name) {
-                Some(i) => format!(
-                    "; {i:.0} instructions, {:.0} excluding the {} instructions of the {} register-access placeholders (callgrind)",
-                    i - s.placeholder_instructions as f64,
-                    s.placeholder_instructions,
-                    s.accesses
-                ),
+                Some(i) => {
+                    counted_by_name.insert(s.name, i);
+                    format!(
+                        "; {i:.0} instructions, {:.0} excluding the {} instructions of the {} register-access placeholders (callgrind)",
+                        i - s.placeholder_instructions as f64,
+                        s.placeholder_instructions,
+                        s.accesses
+                    )
+                }
                 None => "; callgrind failed".into(),
             }
         } else {
@@ -853,6 +908,15 @@ fn main() -> std::process::ExitCode {
     }
     if !callgrind {
         println!("(valgrind not found: no instruction counts)");
+    }
+    if let (Some(four), Some(sixteen)) = (
+        counted_by_name.get("callchain/4-frames"),
+        counted_by_name.get("callchain/16-frames"),
+    ) {
+        println!(
+            "callchain: {:.1} instructions per frame walked (16 frames less 4, over 12; callgrind)",
+            (sixteen - four) / 12.0
+        );
     }
     // The handlers as measured, and NetBurst's out-of-line FORCE_OVF and
     // PEBS path.
@@ -891,6 +955,7 @@ fn main() -> std::process::ExitCode {
         "measured_netburst",
         "measured_itanium",
         "measured_archperf",
+        "measured_callchain",
         "service_rare",
     ] {
         match code.inspect(f) {

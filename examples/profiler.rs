@@ -124,6 +124,7 @@ impl shared::Architecture for NetBurstModel {
         let cpu = smp::cpu().min(1);
         let (lp, model_lp) = lp_of(cpu);
         let mut apic = apic();
+        let chain = shared::call_chain(frame);
         if let Some(mut msr) = MODEL.msr_as(model_lp) {
             let _ = handle_pmi(
                 PACKAGE.pmi(),
@@ -133,7 +134,7 @@ impl shared::Architecture for NetBurstModel {
                 entry(),
                 frame.rip,
                 |s| {
-                    SAMPLES[cpu].push(s);
+                    SAMPLES[cpu].push(s.with_payload(chain));
                 },
             );
         }

@@ -49,6 +49,7 @@ use pmu::arch::archperf::{ArchEvent, ArchPerfPmu, Counter, EventSpec};
 use pmu::counter::Owner;
 use pmu::detect::{self, Cpuid, HardwareCpuid};
 use pmu::model::archperf::{Config, Event, SharedArchPerfModel};
+use pmu::sampling::Sample;
 use shared::{CycleCounter, SAMPLES, apic, entry};
 
 hobby::entry_point!(shared::main::<ArchPerf>);
@@ -203,8 +204,9 @@ impl shared::Architecture for ArchPerf {
     fn on_pmi(frame: &InterruptFrame) {
         let cpu = smp::cpu().min(1);
         let mut apic = apic();
-        let sink = |s| {
-            SAMPLES[cpu].push(s);
+        let chain = shared::call_chain(frame);
+        let sink = |s: Sample| {
+            SAMPLES[cpu].push(s.with_payload(chain));
         };
         if Self::real() {
             let Ok(_) = handle_pmi(

@@ -2,15 +2,17 @@
 //! defines the stub an IDT gate points at, so a kernel needs no assembly of
 //! its own to take PMIs, delivered as a fixed vector or as an NMI.
 //!
-//! The stub saves the registers the x86-64 System V ABI lets a called
-//! function clobber (RAX, RCX, RDX, RSI, RDI, R8-R11), calls the kernel's
-//! handler with a reference to the [`PmiFrame`] the CPU pushed (the
+//! The stub saves the interrupted RBP beside the frame the CPU pushed (so
+//! that the handler can walk the interrupted code's frame pointers:
+//! [`crate::sampling::CallChain`]) and the registers the x86-64 System V
+//! ABI lets a called function clobber (RAX, RCX, RDX, RSI, RDI, R8-R11),
+//! calls the kernel's handler with a reference to the [`PmiFrame`] (the
 //! interrupted RIP is `frame.rip`, the sample's address), restores the
 //! registers and returns with `IRETQ`. On 64-bit entry the CPU aligns RSP to
-//! 16 bytes before pushing its 5-word frame (SDM Vol. 3A 6.14.2), so after
-//! the 9 saved registers the stack is 16-byte aligned at the call, as the
-//! ABI wants. Neither a PMI vector nor an NMI pushes an error code, so one
-//! stub serves both.
+//! 16 bytes before pushing its 5-word frame (SDM Vol. 3A 6.14.2); the stub
+//! pushes 10 words and pads one more, so the stack is 16-byte aligned at the
+//! call, as the ABI wants. Neither a PMI vector nor an NMI pushes an error
+//! code, so one stub serves both.
 //!
 //! What the stub does not do, because it belongs to the handler: send the
 //! APIC its end-of-interrupt for a fixed vector (an NMI has none), and
@@ -52,13 +54,18 @@
 //! idt.load();
 //! ```
 
-/// The frame the CPU pushes when it delivers an interrupt in 64-bit mode
-/// without an error code (SDM Vol. 3A 6.14.2, "64-Bit Mode Stack Frame"),
-/// lowest address first.
+/// The interrupted RBP, which [`pmi_entry!`](crate::pmi_entry)'s stub saves
+/// just below the CPU's frame, then the frame the CPU pushes when it
+/// delivers an interrupt in 64-bit mode without an error code (SDM Vol. 3A
+/// 6.14.2, "64-Bit Mode Stack Frame"), lowest address first.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct PmiFrame {
+    /// The interrupted RBP: the interrupted code's frame pointer, where
+    /// [`crate::sampling::CallChain::walk`] starts (code built with frame
+    /// pointers; otherwise whatever the code kept in RBP).
+    pub rbp: u64,
     /// The interrupted instruction pointer: where the sample was taken.
     pub rip: u64,
     /// The interrupted code segment (its low 2 bits are the CPL).
@@ -79,8 +86,8 @@ impl PmiFrame {
 }
 
 /// Defines an interrupt entry stub, `unsafe extern "C" fn $name()`, for a
-/// PMI delivered by vector or as an NMI: it saves the caller-saved
-/// registers, calls `$handler(&PmiFrame)` (an
+/// PMI delivered by vector or as an NMI: it saves the interrupted RBP and
+/// the caller-saved registers, calls `$handler(&PmiFrame)` (an
 /// `extern "C" fn(&pmu::entry::PmiFrame)`), restores them and returns with
 /// `IRETQ`. See [`crate::entry`] for what the stub does and does not do.
 ///
@@ -101,6 +108,8 @@ macro_rules! pmi_entry {
         #[unsafe(naked)]
         $vis unsafe extern "C" fn $name() {
             ::core::arch::naked_asm!(
+                // Beside the CPU's frame: PmiFrame::rbp.
+                "push rbp",
                 "push rax",
                 "push rcx",
                 "push rdx",
@@ -110,10 +119,15 @@ macro_rules! pmi_entry {
                 "push r9",
                 "push r10",
                 "push r11",
-                // The CPU's frame starts above the 9 saved registers.
-                "lea rdi, [rsp + 72]",
+                // 10 words pushed on the CPU's 5 (aligned to 16 before
+                // them): one more makes RSP 16-byte aligned at the call.
+                "sub rsp, 8",
+                // The PmiFrame starts at RBP's slot, above the pad and the
+                // 9 caller-saved registers.
+                "lea rdi, [rsp + 80]",
                 "cld",
                 "call {handler}",
+                "add rsp, 8",
                 "pop r11",
                 "pop r10",
                 "pop r9",
@@ -123,6 +137,8 @@ macro_rules! pmi_entry {
                 "pop rdx",
                 "pop rcx",
                 "pop rax",
+                // RBP is callee-saved: the handler left it as it was.
+                "add rsp, 8",
                 "iretq",
                 handler = sym $handler,
             )

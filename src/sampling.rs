@@ -61,6 +61,10 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+mod callchain;
+
+pub use callchain::{CallChain, CallChainSlot, ChainEnd, StackBounds};
+
 /// `cell += by` for a cell with one writer (a PMI handler's statistics, a
 /// counter's periods): a load and a store, no locked read-modify-write,
 /// which the handlers must not execute (the PMI benchmark counts them).
@@ -367,23 +371,35 @@ impl<P: Copy> Sample<P> {
     }
 }
 
-/// A sample's payload as [`SampleBuffer`] stores it: one word, so that the
-/// ring stays lock-free with plain atomics. `()` stores nothing; Itanium's
-/// TLB-mode I-EAR capture ([`crate::arch::itanium::ear::ItlbSample`]) fits.
+/// What a sample carries beside its counter, periods and RIP, and how
+/// [`SampleBuffer`] stores it: in a slot of atomics, so that the ring stays
+/// lock-free (its head and tail publish the slot; the payload's own loads
+/// and stores are relaxed). `()` stores nothing; Itanium's TLB-mode I-EAR
+/// capture ([`crate::arch::itanium::ear::ItlbSample`]) one word; a
+/// [`CallChain`] a word per address and one more.
 pub trait Payload: Copy {
-    /// The payload as one word.
-    fn to_word(self) -> u64;
-    /// The payload back from a word [`Payload::to_word`] made (`None` for
-    /// any other word).
-    fn from_word(word: u64) -> Option<Self>;
+    /// A payload's storage in the ring.
+    type Slot: Sync;
+    /// A slot before anything is stored in it (the ring is made of these).
+    #[allow(clippy::declare_interior_mutable_const)]
+    const EMPTY_SLOT: Self::Slot;
+    /// Stores the payload in `slot` (the ring's one producer does, in a
+    /// slot no reader holds).
+    fn store(self, slot: &Self::Slot);
+    /// The payload [`Payload::store`] left in `slot` (`None` for a slot it
+    /// did not store).
+    fn load(slot: &Self::Slot) -> Option<Self>;
 }
 
 impl Payload for () {
-    fn to_word(self) -> u64 {
-        0
-    }
+    type Slot = ();
+    const EMPTY_SLOT: () = ();
 
-    fn from_word(_: u64) -> Option<()> {
+    #[inline(always)]
+    fn store(self, _: &()) {}
+
+    #[inline(always)]
+    fn load(_: &()) -> Option<()> {
         Some(())
     }
 }
@@ -395,7 +411,7 @@ impl Payload for () {
 pub struct SampleBuffer<const CAP: usize, P: Payload = ()> {
     rips: [AtomicU64; CAP],
     meta: [AtomicU32; CAP],
-    payloads: [AtomicU64; CAP],
+    payloads: [P::Slot; CAP],
     head: AtomicUsize,
     tail: AtomicUsize,
     dropped: AtomicU64,
@@ -419,7 +435,7 @@ impl<const CAP: usize, P: Payload> SampleBuffer<CAP, P> {
         SampleBuffer {
             rips: [Z64; CAP],
             meta: [Z32; CAP],
-            payloads: [Z64; CAP],
+            payloads: [const { P::EMPTY_SLOT }; CAP],
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
@@ -442,7 +458,7 @@ impl<const CAP: usize, P: Payload> SampleBuffer<CAP, P> {
         self.rips[i].store(s.rip, Ordering::Relaxed);
         let periods = s.periods.min(0xFF_FFFF);
         self.meta[i].store(periods << 8 | u32::from(s.counter), Ordering::Relaxed);
-        self.payloads[i].store(s.payload.to_word(), Ordering::Relaxed);
+        s.payload.store(&self.payloads[i]);
         self.head.store(head.wrapping_add(1), Ordering::Release);
         true
     }
@@ -458,7 +474,7 @@ impl<const CAP: usize, P: Payload> SampleBuffer<CAP, P> {
             let i = tail % CAP;
             let meta = self.meta[i].load(Ordering::Relaxed);
             let rip = self.rips[i].load(Ordering::Relaxed);
-            let payload = P::from_word(self.payloads[i].load(Ordering::Relaxed));
+            let payload = P::load(&self.payloads[i]);
             tail = tail.wrapping_add(1);
             self.tail.store(tail, Ordering::Release);
             // Only words `push` made are stored, so every one decodes; one

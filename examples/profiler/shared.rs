@@ -27,13 +27,14 @@ use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::idt::{self, InterruptFrame};
+use hobby::stacks::{self, Tally};
 use hobby::test::Failure;
 use hobby::timer::{self, ApicTimer, Divide, TickClock};
 use hobby::workload::{self, SYMBOLS};
 use hobby::{pmi, println, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::counter::{AnyHandle, Arch, Driver, Owner};
-use pmu::sampling::{self, OverflowRule, SampleAfter, SampleBuffer};
+use pmu::sampling::{self, CallChain, OverflowRule, SampleAfter, SampleBuffer};
 use x86_64::instructions::interrupts;
 
 /// The timer tick's vector.
@@ -68,8 +69,23 @@ const MAX_TICK_OVERHEAD_PERCENT: u64 = 50;
 /// ([`calibration_ns`]).
 const CALIBRATION_NS: u64 = 500_000_000;
 
-/// Per CPU: its samples, which its PMI handler pushes.
-pub static SAMPLES: [SampleBuffer<4096>; 2] = [const { SampleBuffer::new() }; 2];
+/// The addresses of a sample's call chain: the workload function, its
+/// callers up to the CPU's first frame (about 12 deep here).
+const DEPTH: usize = 16;
+/// Distinct call chains a CPU's flame graph keeps (one per RIP and call
+/// path: about 30 in a profile here).
+const CHAINS: usize = 128;
+
+/// Per CPU: its samples and their call chains, which its PMI handler
+/// pushes.
+pub static SAMPLES: [SampleBuffer<4096, CallChain<DEPTH>>; 2] = [const { SampleBuffer::new() }; 2];
+
+/// The call chain of the code `frame` interrupted: its frame pointers
+/// walked inside its kernel stack (the kernels are built with frame
+/// pointers).
+pub fn call_chain(frame: &InterruptFrame) -> CallChain<DEPTH> {
+    CallChain::walk(frame.rip, frame.rbp, frame.rsp, &stacks::bounds(frame.rsp))
+}
 /// Per CPU: the TSC time its model's last tick reached.
 static CLOCK: [TickClock; 2] = [const { TickClock::new() }; 2];
 /// Per CPU: the cycles a tick carried over to the next (past its model's
@@ -426,10 +442,6 @@ where
         let (serviced, at_halt) = periods(counter);
         let sampled = (serviced + owed) * n.get() + residual + CARRY[cpu].load(Ordering::SeqCst);
         let p = &PROFILE[cpu];
-        SAMPLES[cpu].drain(|s| {
-            let i = SYMBOLS.position(s.rip as usize).unwrap_or(3);
-            p.counts[i].fetch_add(u64::from(s.periods), Ordering::SeqCst);
-        });
         p.rounds.store(rounds, Ordering::SeqCst);
         p.sampled_rounds.store(sampled_rounds, Ordering::SeqCst);
         p.calibration_cycles.store(cycles, Ordering::SeqCst);
@@ -487,10 +499,19 @@ impl fmt::Display for Bar {
     }
 }
 
-/// Prints CPU `cpu`'s profile; whether its shares are within 6 points of
-/// the expected ones (wider with fewer samples aimed at, [`share_bound`]).
+/// Prints CPU `cpu`'s profile, and its call chains as `stack cpu<n>`
+/// lines (from which the runner draws the flame graph, with the function
+/// names of this kernel's ELF file); whether its shares are within 6
+/// points of the expected ones (wider with fewer samples aimed at,
+/// [`share_bound`]).
 fn report<P: Architecture>(cpu: usize) -> bool {
     let p = &PROFILE[cpu];
+    let mut chains: Tally<DEPTH, CHAINS> = Tally::new();
+    SAMPLES[cpu].drain(|s| {
+        let i = SYMBOLS.position(s.rip as usize).unwrap_or(3);
+        p.counts[i].fetch_add(u64::from(s.periods), Ordering::SeqCst);
+        chains.add(&s.payload, u64::from(s.periods));
+    });
     let (what, _, expected) = WORKLOADS[cpu];
     let counts: [u64; 4] = core::array::from_fn(|i| p.counts[i].load(Ordering::SeqCst));
     let (cycles, sampled, n) = (
@@ -552,6 +573,14 @@ fn report<P: Architecture>(cpu: usize) -> bool {
         ok &= (share - expected).abs() < bound;
     }
     println!("  {:<10} {:>8}", "(other)", counts[3]);
+    // The flame graph's lines, under a root frame per CPU.
+    chains.print(Some(["cpu0", "cpu1"][cpu]));
+    if chains.unplaced() > 0 {
+        println!(
+            "  {} samples without a place in the flame graph (past {CHAINS} distinct call chains)",
+            chains.unplaced()
+        );
+    }
     if target < TARGET_SAMPLES {
         println!(
             "  {inside} samples in the workload ({target} aimed at): shares within {:.1} points",
@@ -587,6 +616,13 @@ fn run<P: Architecture>() -> Result<bool, Failure> {
     }
     here?;
     let mut ok = true;
+    println!(
+        "flamegraph title: {}: {} ({}), {} CPU(s)",
+        P::NAME,
+        P::EVENT,
+        source::<P>(),
+        cpus.min(2)
+    );
     for cpu in 0..cpus.min(2) {
         ok &= report::<P>(cpu);
     }

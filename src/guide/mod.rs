@@ -14,6 +14,7 @@
 //! | [`itanium`] | the Itanium driver: PMC/PMD, freeze and overflow, EAR and branch-trace sampling, validation |
 //! | [`archperf`] | Intel's architectural PMU (every Core and Atom since 2006) |
 //! | [`groups`] | counter groups and multiplexing |
+//! | [`profiling`] | call chains from the PMI, folded stacks and flame graphs |
 //! | [`kernel`] | using the crate in your kernel: dependencies, the hobby kernel library, the runner, your own boot and IDT |
 //! | [`hypervisor`] | using it in a hypervisor: exit handling, the world switch, the threat model |
 //! | [`testing`] | `cargo test`'s parts, writing a QEMU test |
@@ -57,6 +58,7 @@ pages!(
     itanium,
     archperf,
     groups,
+    profiling,
     kernel,
     hypervisor,
     testing,

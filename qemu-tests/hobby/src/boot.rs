@@ -49,8 +49,10 @@ hobby_pdpt:
     .skip 4096
 hobby_pd:
     .skip 4 * 4096
+    .global hobby_stack
 hobby_stack:
     .skip 128 * 1024
+    .global hobby_stack_top
 hobby_stack_top:
 
     .section .text.boot, "ax"

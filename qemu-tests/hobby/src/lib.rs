@@ -18,6 +18,7 @@
 //! | [`pace`] | how fast the platform runs code, and repetition counts scaled to it |
 //! | [`smp`] | the application processors (up to 64 CPUs): INIT-SIPI-SIPI, per-CPU stacks, GDT/TSS and APIC, work posted to a CPU, IPIs |
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
+//! | [`stacks`] | the bounds of an interrupted stack, for call chains; a tally of chains printed as the runner's `stack` lines |
 //! | [`symbols`] | address ranges with names, for attributing sampled RIPs |
 //! | [`user`] | running a function at CPL 3 until it raises the exit vector |
 //! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table |
@@ -56,6 +57,8 @@ pub mod pmi;
 pub mod serial;
 #[cfg(target_os = "none")]
 pub mod smp;
+#[cfg(target_os = "none")]
+pub mod stacks;
 #[cfg(target_os = "none")]
 pub mod symbols;
 #[cfg(target_os = "none")]

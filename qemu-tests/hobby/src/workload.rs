@@ -4,9 +4,10 @@
 //!
 //! [`work_1x`], [`work_2x`] and [`work_4x`] are written in assembly, from
 //! one macro, so their code is byte-for-byte the same except for the
-//! iteration count: a two-instruction prologue, then a loop of the same six
-//! register-only instructions run [`UNIT_ITERATIONS`] times 1, 2 or 4, then
-//! `ret`. Each function starts on a 64-byte boundary with its loop head on a
+//! iteration count: a frame (`push rbp; mov rbp, rsp`, so that a PMI's call
+//! chain names their caller: [`crate::stacks`]) and two more instructions,
+//! then a loop of the same six register-only instructions run
+//! [`UNIT_ITERATIONS`] times 1, 2 or 4, then `pop rbp; ret`. Each function starts on a 64-byte boundary with its loop head on a
 //! 16-byte one, so under TCG every iteration is the same translated block
 //! and costs the same; on hardware the loops are the same dependency chain.
 //! Each is bracketed by exported labels (`work_1x` .. `work_1x_end`), so
@@ -38,6 +39,8 @@ core::arch::global_asm!(
     .global \name
     .type \name, @function
 \name:
+    push rbp
+    mov rbp, rsp
     mov ecx, {unit} * \units
     mov eax, 1
     .balign 16
@@ -48,6 +51,7 @@ core::arch::global_asm!(
     lea rdx, [rdx + rdx * 2]
     dec ecx
     jnz 1b
+    pop rbp
     ret
     .global \name\()_end
 \name\()_end:

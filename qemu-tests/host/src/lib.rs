@@ -56,7 +56,7 @@ use std::process::{Command, ExitCode};
 use std::sync::Mutex;
 use std::thread;
 
-pub use pmu_qemu_run::{CaseResult, Run, Verdict, judge, qemu, tally};
+pub use pmu_qemu_run::{CaseResult, Run, Verdict, judge, qemu, stacks, tally};
 
 /// One boot of one kernel of the repository: the runner's [`Run`] and
 /// whether the kernel logs defmt frames on COM2 (header line `defmt: com2`),
@@ -354,14 +354,52 @@ impl Workspace {
         } else {
             println!("qemu: booting {} (QEMU {})", run.label(), args.join(" "));
         }
-        let boot = qemu::boot(&self.kernel(run), accel, &args, true);
+        let kernel = self.kernel(run);
+        let boot = qemu::boot(&kernel, accel, &args, true);
         if !boot.success {
             eprintln!("qemu: {}", boot.said);
         }
+        #[cfg(feature = "flamegraph")]
+        self.draw_flamegraph(k, &kernel, &boot.console);
         if boot.success {
             ExitCode::SUCCESS
         } else {
             ExitCode::FAILURE
+        }
+    }
+
+    /// Where the flame graph of run `k` goes: `target/flamegraph/<kernel>`,
+    /// with `-<config>` for a run with a config, `.svg`.
+    pub fn flamegraph_path(&self, k: &KernelRun) -> PathBuf {
+        let run = &k.run;
+        let name = if run.config.is_empty() {
+            run.kernel.clone()
+        } else {
+            format!("{}-{}", run.kernel, run.config)
+        };
+        self.target_dir
+            .join("flamegraph")
+            .join(format!("{name}.svg"))
+    }
+
+    /// The flame graph of the call stacks `console` reports (none: nothing
+    /// drawn), at [`Workspace::flamegraph_path`], and a line saying where.
+    #[cfg(feature = "flamegraph")]
+    fn draw_flamegraph(&self, k: &KernelRun, kernel: &Path, console: &str) {
+        let svg = self.flamegraph_path(k);
+        if let Some(dir) = svg.parent() {
+            let _ = fs::create_dir_all(dir);
+        }
+        match stacks::flamegraph(console, kernel, &svg) {
+            Some(Ok(samples)) => {
+                let shown = svg.strip_prefix(&self.root).unwrap_or(&svg);
+                println!(
+                    "qemu: flame graph of {samples} samples: {}",
+                    shown.display()
+                );
+            }
+            Some(Err(e)) => eprintln!("qemu: no flame graph: {e}"),
+            None => {}
         }
     }
 
@@ -605,6 +643,7 @@ fn boot(kernel: &Path, k: &KernelRun, accel: qemu::Accel, target_dir: &Path) -> 
         );
     }
     let mut results = judge(&boot.console, boot.success, &boot.said, run);
+    results.extend(pmu_qemu_run::stacks::check(&boot.console, kernel));
     if results.iter().any(CaseResult::failed)
         && let Some(last) = results.last_mut()
     {

@@ -81,6 +81,7 @@
 use std::path::Path;
 
 pub mod qemu;
+pub mod stacks;
 
 /// One boot of one kernel, as its source header describes it.
 #[derive(Debug)]
@@ -292,19 +293,26 @@ pub fn judge(console: &str, exit_success: bool, runner_said: &str, run: &Run) ->
 }
 
 /// Boots `kernel` with the console on this terminal (standard output) and
-/// judges it: what the `pmu-qemu-run` binary does. Returns the cases.
-pub fn boot_and_judge(kernel: &Path, accel: qemu::Accel, qemu_args: &[String]) -> Vec<CaseResult> {
+/// judges it, its call stacks too ([`stacks::check`]): what the
+/// `pmu-qemu-run` binary does. Returns the cases and the console.
+pub fn boot_and_judge(
+    kernel: &Path,
+    accel: qemu::Accel,
+    qemu_args: &[String],
+) -> (Vec<CaseResult>, String) {
     let boot = qemu::boot(kernel, accel, qemu_args, true);
     let name = kernel.file_name().map_or_else(
         || kernel.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    judge(
+    let mut results = judge(
         &boot.console,
         boot.success,
         &boot.said,
         &Run::plain(&name, qemu_args.to_vec()),
-    )
+    );
+    results.extend(stacks::check(&boot.console, kernel));
+    (results, boot.console)
 }
 
 #[cfg(test)]

@@ -86,10 +86,11 @@ fn main() -> ExitCode {
     };
     println!("pmu-qemu-run: {accel}");
     let path = Path::new(kernel);
-    let results = pmu_qemu_run::boot_and_judge(path, accel, qemu_args);
+    let (results, console) = pmu_qemu_run::boot_and_judge(path, accel, qemu_args);
     let name = path
         .file_name()
         .map_or(kernel.clone(), |n| n.to_string_lossy().into_owned());
+    draw_flamegraph(&console, path);
     let failed: Vec<_> = results.iter().filter(|r| r.failed()).collect();
     for r in &failed {
         eprintln!("pmu-qemu-run: {name}::{} FAILED{}", r.name, r.note);
@@ -100,3 +101,24 @@ fn main() -> ExitCode {
         ExitCode::FAILURE
     }
 }
+
+/// The flame graph of the stacks the kernel reported, if any, beside the
+/// kernel (its path with `.svg` appended), and a line saying where.
+#[cfg(feature = "flamegraph")]
+fn draw_flamegraph(console: &str, kernel: &Path) {
+    let mut svg = kernel.as_os_str().to_owned();
+    svg.push(".svg");
+    let svg = Path::new(&svg);
+    match pmu_qemu_run::stacks::flamegraph(console, kernel, svg) {
+        Some(Ok(samples)) => println!(
+            "pmu-qemu-run: flame graph of {samples} samples: {}",
+            svg.display()
+        ),
+        Some(Err(e)) => eprintln!("pmu-qemu-run: no flame graph: {e}"),
+        None => {}
+    }
+}
+
+/// Built without the `flamegraph` feature: the stacks are only checked.
+#[cfg(not(feature = "flamegraph"))]
+fn draw_flamegraph(_: &str, _: &Path) {}

@@ -261,7 +261,7 @@ pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
     let deadline = Instant::now() + timeout(accel);
     let mut console = String::new();
     let mut collect = |line: String| {
-        if echo {
+        if echo && !crate::stacks::is_stack_line(&line) {
             println!("{line}");
             let _ = std::io::stdout().flush();
         }

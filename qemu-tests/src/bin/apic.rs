@@ -272,12 +272,14 @@ fn model_pmi_as_nmi() -> Outcome {
 static STUB_PMIS: AtomicU32 = AtomicU32::new(0);
 static STUB_RIP: AtomicU64 = AtomicU64::new(0);
 static STUB_CS: AtomicU64 = AtomicU64::new(0);
+static STUB_RBP: AtomicU64 = AtomicU64::new(0);
 
 /// The handler behind the crate's stub: records the frame, and for a fixed
 /// vector (not an NMI) sends the EOI, as a kernel's PMI handler does.
 extern "C" fn on_stub(frame: &pmu::entry::PmiFrame) {
     STUB_RIP.store(frame.rip, Ordering::SeqCst);
     STUB_CS.store(frame.cs, Ordering::SeqCst);
+    STUB_RBP.store(frame.rbp, Ordering::SeqCst);
     STUB_PMIS.fetch_add(1, Ordering::SeqCst);
     if !STUB_IS_NMI.load(Ordering::SeqCst) {
         APIC.get().expect("set in main").lock().0.eoi();
@@ -293,7 +295,7 @@ fn stub_address() -> x86_64::VirtAddr {
 }
 
 /// `pmu::pmi_entry!` as the PMI vector's gate: the handler gets the
-/// interrupted RIP and CS, every register survives (the window is asm that
+/// interrupted RIP, CS and RBP, every register survives (the window is asm that
 /// would notice nothing else, so the registers are checked around it), and
 /// the stub returns where the interrupt came.
 fn crate_entry_stub_takes_a_vector_pmi() -> Outcome {
@@ -315,6 +317,11 @@ fn crate_entry_stub_takes_a_vector_pmi() -> Outcome {
         window.end()
     );
     check_eq!(STUB_CS.load(Ordering::SeqCst) & 3, 0, "taken at CPL 0");
+    check_eq!(
+        STUB_RBP.load(Ordering::SeqCst),
+        WAIT_RBP.load(Ordering::SeqCst),
+        "the frame's RBP is the interrupted one"
+    );
     check!(kept, "a caller-saved register changed across the interrupt");
     check!(!with_apic(|apic| apic.in_service(vector.get())), "EOI done");
     Ok(())
@@ -354,7 +361,7 @@ fn crate_entry_stub_takes_an_nmi() -> Outcome {
 fn wait_keeping_registers(vector: Vector) -> (core::ops::RangeInclusive<u64>, bool) {
     const { assert!(pmi::WAIT_CYCLES == 1 << 32) };
     with_apic(|apic| apic.self_ipi(vector));
-    let (start, end): (u64, u64);
+    let (start, end, fp): (u64, u64, u64);
     let same: u64;
     // SAFETY: interrupts are enabled for the loop and disabled again; the
     // loop only reads `STUB_PMIS` and the TSC (saving RAX and RDX, which
@@ -362,6 +369,7 @@ fn wait_keeping_registers(vector: Vector) -> (core::ops::RangeInclusive<u64>, bo
     // the registers named are declared clobbered or as outputs.
     unsafe {
         core::arch::asm!(
+            "mov {fp}, rbp",
             "rdtsc",
             "shl rdx, 32",
             "or rax, rdx",
@@ -413,6 +421,7 @@ fn wait_keeping_registers(vector: Vector) -> (core::ops::RangeInclusive<u64>, bo
             pmis = in(reg) STUB_PMIS.as_ptr(),
             reads = inout(reg) 256u32 => _,
             t0 = out(reg) _,
+            fp = out(reg) fp,
             start = lateout(reg) start,
             end = lateout(reg) end,
             out("rax") same,
@@ -425,5 +434,9 @@ fn wait_keeping_registers(vector: Vector) -> (core::ops::RangeInclusive<u64>, bo
             out("r11") _,
         );
     }
+    WAIT_RBP.store(fp, Ordering::SeqCst);
     (start..=end, same == 0)
 }
+
+/// RBP in [`wait_keeping_registers`]'s loop: the interrupted RBP.
+static WAIT_RBP: AtomicU64 = AtomicU64::new(0);

@@ -722,7 +722,9 @@ fn iear_samples_every_nth_itlb_miss() {
         let got: Vec<_> = out.iter().map(|s| s.payload.itlb().unwrap()).collect();
         assert_eq!(got, expected, "{g:?}");
         for s in &got {
-            assert_eq!(<ItlbSample as Payload>::from_word(s.to_word()), Some(*s));
+            let slot = <ItlbSample as Payload>::EMPTY_SLOT;
+            s.store(&slot);
+            assert_eq!(ItlbSample::load(&slot), Some(*s));
         }
         assert_eq!(state.pmi().periods(7), 20);
         d.regs().clear();

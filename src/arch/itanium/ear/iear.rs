@@ -1,6 +1,8 @@
 //! The instruction EAR: its configuration register (Itanium/Itanium 2
 //! PMC10, Montecito PMC37) and its captures (PMD0/1, Montecito PMD34/35).
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use super::*;
 use crate::arch::Field;
 use crate::arch::itanium::{FieldError, Ism, Plm};
@@ -284,16 +286,21 @@ impl ItlbSample {
 /// stores a payload: the 32-byte-aligned address with the fill in bits 1:0
 /// (1 L2, 2 HPW, 3 software).
 impl crate::sampling::Payload for ItlbSample {
-    fn to_word(self) -> u64 {
-        (self.address & !0x1F)
-            | match self.fill {
-                TlbFill::L2 => 1,
-                TlbFill::Hpw => 2,
-                TlbFill::Software => 3,
-            }
+    type Slot = AtomicU64;
+    #[allow(clippy::declare_interior_mutable_const)]
+    const EMPTY_SLOT: AtomicU64 = AtomicU64::new(0);
+
+    fn store(self, slot: &AtomicU64) {
+        let fill = match self.fill {
+            TlbFill::L2 => 1,
+            TlbFill::Hpw => 2,
+            TlbFill::Software => 3,
+        };
+        slot.store((self.address & !0x1F) | fill, Ordering::Relaxed);
     }
 
-    fn from_word(v: u64) -> Option<ItlbSample> {
+    fn load(slot: &AtomicU64) -> Option<ItlbSample> {
+        let v = slot.load(Ordering::Relaxed);
         let fill = match v & 3 {
             1 => TlbFill::L2,
             2 => TlbFill::Hpw,
