@@ -9,10 +9,10 @@ use super::*;
 use crate::access::{Access, AccessCounts, Recording};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use crate::arch::archperf::IA32_PERFEVTSEL0;
-use crate::arch::archperf::pmi::handle_pmi;
+use crate::arch::archperf::pmi::{handle_pmi, handle_pmi_into};
 use crate::counter::{Group, Owner};
 use crate::model::archperf::{ArchPerfModel, Config, Event, Privilege};
-use crate::sampling::Sample;
+use crate::sampling::{Sample, Sink};
 
 type Model = Recording<ArchPerfModel, 256>;
 type Ap<'s, O> = ArchPerfDriver<'s, O, Model>;
@@ -366,6 +366,40 @@ fn sampling_services_each_overflow_with_exact_traffic() {
     let (_, residual_after) = n.split(g1.read(&mut d).unwrap());
     assert_eq!(residual_after, residual);
     let _ = g1.release(&mut d).unwrap();
+}
+
+/// A kernel's sink of its own, for `handle_pmi_into`.
+#[derive(Default)]
+struct Collected(Vec<Sample>);
+
+impl Sink for Collected {
+    fn sample(&mut self, s: Sample) {
+        self.0.push(s);
+    }
+}
+
+/// `handle_pmi_into` hands a sink of the kernel's own type (borrowed) the
+/// samples `handle_pmi` hands a closure: 250 cycles at 100 per sample are 2
+/// periods in one interrupt, 50 into the third.
+#[test]
+fn a_sink_of_its_own_gets_the_samples() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::skylake());
+    let n = SampleAfter::new(100, d.overflow_rule()).unwrap();
+    let g1 =
+        c.g1.configure(&mut d, &CounterConfig::counting(spec("cycles")).sampling(n))
+            .unwrap();
+    let g1 = g1.enable(&mut d).unwrap();
+    inject(&mut d, CYCLES, 250);
+    assert!(model(&mut d).take_pmi());
+    let (mut lvt, mut sink) = (Lvt::default(), Collected::default());
+    let out = handle_pmi_into(pmu.pmi(), d.msr(), &mut lvt, entry(), 0x77, &mut sink).unwrap();
+    assert_eq!(
+        out.overflowed,
+        CounterSet::EMPTY.with(Counter::general(1).unwrap())
+    );
+    assert_eq!(sink.0, [Sample::new(1, 2, 0x77)]);
+    assert_eq!(n.split(g1.read(&mut d).unwrap()), (0, 50));
 }
 
 /// A PMI with skid: the counter counted past its overflow before the

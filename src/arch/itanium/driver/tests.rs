@@ -3,7 +3,7 @@
 //! traffic per operation through [`Recording`]. Every count here comes from
 //! the model.
 
-use crate::sampling::{Payload, Sample};
+use crate::sampling::{Payload, Sample, Sink};
 use std::vec::Vec;
 
 use super::*;
@@ -12,7 +12,7 @@ use crate::arch::itanium::RegSet;
 use crate::arch::itanium::driver::Unit;
 use crate::arch::itanium::ear::{self, ItlbSample};
 use crate::arch::itanium::ear::{IearConfig, TlbFills};
-use crate::arch::itanium::pmi::{Capture, handle_pmi};
+use crate::arch::itanium::pmi::{Capture, handle_pmi, handle_pmi_into};
 use crate::arch::itanium::{EventCode, Plm};
 use crate::counter::Owner;
 use crate::counter::{AnyHandle, ErasedError, StateTag};
@@ -473,6 +473,41 @@ fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     assert_eq!(a.read(&mut d).unwrap(), n.at_residual(30));
     assert_eq!(b.read(&mut d).unwrap(), 80);
     assert_eq!(state.pmi().periods(4), 1);
+}
+
+/// A kernel's sink of its own, for `handle_pmi_into`.
+#[derive(Default)]
+struct Collected(Vec<Sample<Capture>>);
+
+impl Sink<Capture> for Collected {
+    fn sample(&mut self, s: Sample<Capture>) {
+        self.0.push(s);
+    }
+}
+
+/// `handle_pmi_into` hands a sink of the kernel's own type (borrowed) the
+/// samples `handle_pmi` hands a closure: two counters overflowed on the
+/// same event, one sample each, lowest counter first.
+#[test]
+fn a_sink_of_its_own_gets_the_samples() {
+    let g = Generation::Itanium2;
+    let state = crate::testing::itanium_pmu();
+    let (mut d, c) = driver!(&state, g);
+    let n = sa(g, 10);
+    let x =
+        c.c5.configure(&mut d, &cycles_on(g, 5).sampling(n))
+            .unwrap();
+    let y =
+        c.c4.configure(&mut d, &cycles_on(g, 4).sampling(n))
+            .unwrap();
+    let (_x, _y) = (x.enable(&mut d).unwrap(), y.enable(&mut d).unwrap());
+    model(&mut d).inject(Event::new(CYCLES, 0, 10));
+    assert!(model(&mut d).take_interrupt().is_some());
+    let mut sink = Collected::default();
+    let o = handle_pmi_into(state.pmi(), d.regs(), 0x4000_0020, &mut sink).unwrap();
+    assert_eq!(o.overflowed, RegSet::single(4).with(5));
+    let none = |c| Sample::new(c, 1, 0x4000_0020).with_payload(Capture::None);
+    assert_eq!(sink.0, [none(4), none(5)]);
 }
 
 #[test]
