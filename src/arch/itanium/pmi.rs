@@ -56,7 +56,7 @@ use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use super::btb::{BtbConfig, BtbIndex, BtbSample};
 use super::ear::{DearConfig, DearSample, IcacheSample, ItlbSample};
-use super::generation::{Generation, RegSet};
+use super::generation::{CounterSet, Generation};
 use super::pmc::Pmc0;
 use crate::access::PmcPmdAccess;
 use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, Samples, Sink, bump};
@@ -238,7 +238,7 @@ pub struct PmiOutcome {
     /// PMC0 as read.
     pub pmc0: u64,
     /// The counters that overflowed and were serviced.
-    pub overflowed: RegSet,
+    pub overflowed: CounterSet,
 }
 
 impl PmiOutcome {
@@ -463,7 +463,7 @@ pub fn handle_pmi_into<R: PmcPmdAccess>(
     }
     Ok(PmiOutcome {
         pmc0,
-        overflowed: RegSet(overflowed),
+        overflowed: CounterSet(overflowed),
     })
 }
 
