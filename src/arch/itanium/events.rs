@@ -166,7 +166,7 @@ pub struct EventInfo {
     pub umask: u8,
     /// The most the event counts in one cycle.
     pub max_increment: u8,
-    /// The counters (PMC/PMD numbers) that may count it.
+    /// The counters (by number: PMC n with PMD n) that may count it.
     pub counters: CounterSet,
     /// The qualifiers it honours.
     pub qualifiers: Qualifiers,
