@@ -379,27 +379,28 @@ impl Sink for Collected {
 }
 
 /// `handle_pmi_into` hands a sink of the kernel's own type (borrowed) the
-/// samples `handle_pmi` hands a closure: 250 cycles at 100 per sample are 2
-/// periods in one interrupt, 50 into the third.
+/// samples `handle_pmi` hands a closure: 120 instructions at 50 per sample
+/// are 2 periods in one interrupt, 20 into the third.
 #[test]
 fn a_sink_of_its_own_gets_the_samples() {
     let pmu = crate::testing::archperf_pmu();
     let (mut d, c) = driver!(&pmu, Config::skylake());
-    let n = SampleAfter::new(100, d.overflow_rule()).unwrap();
-    let g1 =
-        c.g1.configure(&mut d, &CounterConfig::counting(spec("cycles")).sampling(n))
-            .unwrap();
-    let g1 = g1.enable(&mut d).unwrap();
-    inject(&mut d, CYCLES, 250);
+    let n = SampleAfter::new(50, d.overflow_rule()).unwrap();
+    let config = CounterConfig::counting(spec("instructions")).sampling(n);
+    let g2 =
+        c.g2.unwrap()
+            .configure(&mut d, &config)
+            .unwrap()
+            .enable(&mut d);
+    let g2 = g2.unwrap();
+    inject(&mut d, INSTRUCTIONS, 120);
     assert!(model(&mut d).take_pmi());
     let (mut lvt, mut sink) = (Lvt::default(), Collected::default());
     let out = handle_pmi_into(pmu.pmi(), d.msr(), &mut lvt, entry(), 0x77, &mut sink).unwrap();
-    assert_eq!(
-        out.overflowed,
-        CounterSet::EMPTY.with(Counter::general(1).unwrap())
-    );
-    assert_eq!(sink.0, [Sample::new(1, 2, 0x77)]);
-    assert_eq!(n.split(g1.read(&mut d).unwrap()), (0, 50));
+    let g = Counter::general(2).unwrap();
+    assert_eq!(out.overflowed, CounterSet::EMPTY.with(g));
+    assert_eq!(sink.0, [Sample::new(2, 2, 0x77)]);
+    assert_eq!(n.split(g2.read(&mut d).unwrap()), (0, 20));
 }
 
 /// A PMI with skid: the counter counted past its overflow before the
