@@ -543,7 +543,7 @@ mod itanium {
         sink: &mut u64,
     ) -> u64 {
         handle_pmi(state, regs, iip, |s| *sink = sink.wrapping_add(s.rip))
-            .map_or(0, |o| o.overflowed.0)
+            .map_or(0, |o| o.overflowed.bits())
     }
 
     /// Itanium 2: counter 4 samples CPU cycles (event 12H), counter 7 every

@@ -371,6 +371,68 @@ impl<P: Copy> Sample<P> {
     }
 }
 
+/// What an overflow interrupt handler hands its samples to, on every
+/// architecture: each architecture's `handle_pmi` takes a closure
+/// (`FnMut(Sample<P>)`), and its `handle_pmi_into` takes a `Sink`, for a
+/// consumer that is a type of its own (a `&mut` of one is a sink too).
+/// `P` is the architecture's payload: `()` on NetBurst and the
+/// architectural PMU, [`Capture`](crate::arch::itanium::pmi::Capture) on
+/// Itanium.
+///
+/// An architecture whose handler delivers more than samples extends this
+/// trait: NetBurst's [`PebsSink`](crate::arch::netburst::pmi::PebsSink)
+/// adds the PEBS records the handler drains from the DS buffer.
+///
+/// The handler calls [`Sink::sample`] from the interrupt (it may be an
+/// NMI): an implementation must not take a lock or wait.
+///
+/// # Examples
+///
+/// ```
+/// use pmu::sampling::{Sample, Sink};
+///
+/// /// Counts the periods per counter, as a kernel's sink might.
+/// struct Periods([u64; 18]);
+///
+/// impl Sink for Periods {
+///     fn sample(&mut self, s: Sample) {
+///         if let Some(p) = self.0.get_mut(usize::from(s.counter)) {
+///             *p += u64::from(s.periods);
+///         }
+///     }
+/// }
+///
+/// let mut periods = Periods([0; 18]);
+/// // What a handler does with `&mut periods`:
+/// let mut sink = &mut periods;
+/// sink.sample(Sample::new(4, 2, 0x1000));
+/// assert_eq!(periods.0[4], 2);
+/// ```
+pub trait Sink<P = ()> {
+    /// A counter completed [`Sample::periods`] periods; the interrupt
+    /// interrupted [`Sample::rip`].
+    fn sample(&mut self, sample: Sample<P>);
+}
+
+/// A sink borrowed for one call.
+impl<P, S: Sink<P> + ?Sized> Sink<P> for &mut S {
+    #[inline(always)]
+    fn sample(&mut self, sample: Sample<P>) {
+        (**self).sample(sample)
+    }
+}
+
+/// A closure as a [`Sink`]: what each architecture's `handle_pmi` wraps its
+/// closure in to call its `handle_pmi_into`.
+pub(crate) struct Samples<F>(pub(crate) F);
+
+impl<P, F: FnMut(Sample<P>)> Sink<P> for Samples<F> {
+    #[inline(always)]
+    fn sample(&mut self, sample: Sample<P>) {
+        (self.0)(sample)
+    }
+}
+
 /// What a sample carries beside its counter, periods and RIP, and how
 /// [`SampleBuffer`] stores it: in a slot of atomics, so that the ring stays
 /// lock-free (its head and tail publish the slot; the payload's own loads

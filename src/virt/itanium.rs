@@ -72,7 +72,7 @@ use crate::arch::itanium::Pmc0;
 use crate::arch::itanium::validate::{
     PmcError, Policy, PrivilegePolicy, ReservedPolicy, Validator, disputed_bits,
 };
-use crate::arch::itanium::{Generation, PmcKind, RegSet};
+use crate::arch::itanium::{CounterSet, Generation, PmcKind, RegSet};
 
 /// The validation a guest's PMC writes get: perfmon's reserved-field rule
 /// (replace by the power-up value), either privilege (a guest kernel may
@@ -117,7 +117,7 @@ pub struct GuestPolicy {
     /// The PMCs the host keeps, and with them the PMDs each controls
     /// (perfmon's `dep_pmd`): a counter's own PMD, an EAR's or the branch
     /// trace buffer's.
-    pub host_counters: RegSet,
+    pub host_pmcs: RegSet,
 }
 
 impl GuestPolicy {
@@ -126,7 +126,7 @@ impl GuestPolicy {
         let mut set = RegSet::EMPTY;
         let mut n = 0;
         while n < 64 {
-            if self.host_counters.contains(n)
+            if self.host_pmcs.contains(n)
                 && let Some(info) = self.generation.pmc(n)
             {
                 set = set.union(info.pmds);
@@ -208,7 +208,7 @@ pub fn check_pmc_write(
     if pmc < 4 {
         return PmcWrite::Virtual;
     }
-    if policy.host_counters.contains(pmc) {
+    if policy.host_pmcs.contains(pmc) {
         return PmcWrite::Ignore(GuestRefusal::HostOwned { reg: pmc });
     }
     match validator.0.write(pmc, value) {
@@ -264,7 +264,7 @@ pub fn scrub_all<R: PmcPmdAccess>(policy: &GuestPolicy, regs: &mut R) -> Result<
     let g = policy.generation;
     for pmc in g.implemented_pmcs().iter() {
         if pmc >= 4
-            && !policy.host_counters.contains(pmc)
+            && !policy.host_pmcs.contains(pmc)
             && let Some(info) = g.pmc(pmc)
         {
             regs.write_pmc(pmc, info.default)?;
@@ -276,7 +276,8 @@ pub fn scrub_all<R: PmcPmdAccess>(policy: &GuestPolicy, regs: &mut R) -> Result<
             regs.write_pmd(pmd, 0)?;
         }
     }
-    let guest_counters = RegSet(g.counters().0 & !policy.host_counters.0);
+    // Counter n is PMC n's: the host's PMCs take their counters.
+    let guest_counters = CounterSet(g.counters().0 & !policy.host_pmcs.0);
     let pmc0 = Pmc0::from_bits(regs.read_pmc(0)?);
     regs.write_pmc(
         0,
@@ -418,9 +419,9 @@ impl PmuContext {
         }
     }
 
-    /// The counters the context uses (their PMDs).
-    const fn counters(&self) -> RegSet {
-        self.pmds_used.intersection(self.generation.counters())
+    /// The counters the context uses (their PMDs: counter n counts in PMD n).
+    const fn counters(&self) -> CounterSet {
+        CounterSet(self.pmds_used.0 & self.generation.counters().0)
     }
 
     /// PMC `pmc`'s image on the hardware: a monitor's with `plm` zero
@@ -450,7 +451,7 @@ impl PmuContext {
     /// only kind that sets a bit, SDM Vol. 2 7.2.2) freezes the side's PMU,
     /// as it froze the hardware. Returns the counters newly overflowed and
     /// `hw` without them.
-    fn take_bits(&mut self, hw: Pmc0) -> (RegSet, Pmc0) {
+    fn take_bits(&mut self, hw: Pmc0) -> (CounterSet, Pmc0) {
         let mine = hw.overflowed(self.generation).intersection(self.counters());
         if !mine.is_empty() {
             self.pmc0 |= mine.0 | Pmc0::FROZEN.bits();
@@ -464,7 +465,10 @@ impl PmuContext {
     /// counter's overflow is pending. Not empty: the interrupt is the
     /// side's. 1 PMC read; with an overflow of its own, 1 PMC write per
     /// monitor PMC in use and 1 more.
-    pub fn take_overflows<R: PmcPmdAccess>(&mut self, regs: &mut R) -> Result<RegSet, R::Error> {
+    pub fn take_overflows<R: PmcPmdAccess>(
+        &mut self,
+        regs: &mut R,
+    ) -> Result<CounterSet, R::Error> {
         let hw = Pmc0::from_bits(regs.read_pmc(0)?);
         let (mine, rest) = self.take_bits(hw);
         if mine.is_empty() {
@@ -487,7 +491,7 @@ impl PmuContext {
     /// and lose its bit; on hardware a VMM first stops monitoring with
     /// PSR.up/PSR.pp (`rum`/`rsm`, which this access layer does not reach),
     /// as Linux perfmon does before it saves a context.
-    pub fn save<R: PmcPmdAccess>(&mut self, regs: &mut R) -> Result<RegSet, R::Error> {
+    pub fn save<R: PmcPmdAccess>(&mut self, regs: &mut R) -> Result<CounterSet, R::Error> {
         let was = Pmc0::from_bits(regs.read_pmc(0)?);
         let (mine, rest) = self.take_bits(was);
         regs.write_pmc(0, rest.with_frozen(true).bits())?;

@@ -29,7 +29,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use super::msrs::{Counter, CounterSet, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS};
 use crate::access::MsrAccess;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, bump};
+use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, Samples, Sink, bump};
 
 /// Per-counter arrays are indexed by the counter's `GLOBAL` bit, so the
 /// handler indexes with the bit number it finds (no mapping, no bounds
@@ -204,7 +204,21 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
     lvt: &mut L,
     entry: LvtPerfCounter,
     rip: u64,
-    mut sink: impl FnMut(Sample),
+    sink: impl FnMut(Sample),
+) -> Result<PmiOutcome, M::Error> {
+    handle_pmi_into(state, msr, lvt, entry, rip, Samples(sink))
+}
+
+/// [`handle_pmi`] with a [`Sink`], for a consumer that is a type of its
+/// own.
+#[inline]
+pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry>(
+    state: &PmiState,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    rip: u64,
+    mut sink: impl Sink,
 ) -> Result<PmiOutcome, M::Error> {
     bump(&state.interrupts, 1);
     let found = msr.read_msr(IA32_PERF_GLOBAL_STATUS)? & state.armed.load(Ordering::Acquire);
@@ -235,7 +249,7 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
         if periods != 0 {
             msr.write_msr(access as u32, value)?;
             bump(&state.periods[i], periods);
-            sink(Sample::new(n as u8, periods, rip));
+            sink.sample(Sample::new(n as u8, periods, rip));
         } else {
             overflowed &= !(1 << n);
         }

@@ -16,7 +16,7 @@
 
 use super::btb::BtbConfig;
 use super::ear::{DearConfig, IearConfig, IpEarConfig};
-use super::generation::{Generation, PmcInfo, PmcKind, RegSet};
+use super::generation::{CounterSet, Generation, PmcInfo, PmcKind, RegSet};
 use super::opcode::{
     DataRangeConfig, MONT_IG_AD, OPCM_IG_AD, OPCM_MASK, OPCM_MATCH, OPCM_UNITS,
     OpcodeMatcherConfig, RangeTag,
@@ -129,7 +129,7 @@ const fn row(pmc: u8, kind: PmcKind, default: u64, writable: u64, checker: Check
 }
 
 /// PMC0-3: PMC0 holds `fr` and the counters' overflow bits.
-const fn control(pmc: u8, default: u64, counters: RegSet) -> PmcInfo {
+const fn control(pmc: u8, default: u64, counters: CounterSet) -> PmcInfo {
     let writable = if pmc == 0 {
         super::pmc::FR.mask() | counters.0
     } else {
@@ -162,8 +162,8 @@ const fn monitor(base: PmcInfo, pm: Field, pmds: RegSet) -> PmcInfo {
     }
 }
 
-const ITA_COUNTERS: RegSet = RegSet::range(4, 7);
-const MONT_COUNTERS: RegSet = RegSet::range(4, 15);
+const ITA_COUNTERS: CounterSet = CounterSet::range(4, 7);
+const MONT_COUNTERS: CounterSet = CounterSet::range(4, 15);
 /// The branch trace buffer's PMDs: records and index (Itanium, Itanium 2).
 const BTB_PMDS: RegSet = RegSet::range(8, 16);
 /// Montecito's execution trace buffer: index, extension, records.

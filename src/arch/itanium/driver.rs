@@ -185,7 +185,7 @@ use core::marker::PhantomData;
 use super::btb::BtbConfig;
 use super::ear::{DearConfig, IearConfig, IearMode};
 use super::fields::Plm;
-use super::generation::{Counter as HwCounter, Generation, RegSet};
+use super::generation::{Counter as HwCounter, CounterSet, Generation};
 use super::physical::ItaniumPmu;
 use super::pmi::{Captures, PmiState, overflow_rule};
 use super::validate::{PmcError, Policy, Validator};
@@ -753,7 +753,7 @@ pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {
     /// Itanium only: the count of a halted counter (its PMD is not
     /// preserved while `plm` is zero, VTune's Itanium event help).
     saved: [Option<u64>; 16],
-    claimed: RegSet,
+    claimed: CounterSet,
     /// While a group holds the PMU frozen ([`counter::Driver::freeze`]):
     /// PMC0 as it was before, with the overflow bits the driver has
     /// withdrawn since cleared; thawing writes it back.
@@ -799,7 +799,7 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
             unit_owner: [None; 3],
             validator: Validator::new(generation, Policy::STRICT),
             saved: [None; 16],
-            claimed: RegSet::EMPTY,
+            claimed: CounterSet::EMPTY,
             before_freeze: None,
             freeze_nesting: 0,
             _owner: PhantomData,
@@ -851,7 +851,7 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
     }
 
     /// The counters claimed through this driver's handles.
-    pub const fn claimed(&self) -> RegSet {
+    pub const fn claimed(&self) -> CounterSet {
         self.claimed
     }
 
@@ -1076,7 +1076,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
         let pmc0 = pmc::Pmc0::from_bits(Self::reg(self.regs.read_pmc(0))?);
         Self::reg(self.regs.write_pmc(0, pmc0.with_frozen(true).bits()))?;
         let mut before = pmc0;
-        let unseen = RegSet(self.pmu.pmi().sampling() & !pmc0.overflowed(g).0);
+        let unseen = CounterSet(self.pmu.pmi().sampling() & !pmc0.overflowed(g).0);
         for n in unseen.iter() {
             // Halted on Itanium: its count is saved, its PMD meaningless.
             if self.saved[usize::from(n) % 16].is_some() {

@@ -66,7 +66,7 @@ mod itanium;
 mod itanium2;
 mod montecito;
 
-use super::generation::{Generation, RegSet};
+use super::generation::{CounterSet, Generation};
 
 /// The qualifiers an event honours (libpfm3's per-event qualifier bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -166,8 +166,8 @@ pub struct EventInfo {
     pub umask: u8,
     /// The most the event counts in one cycle.
     pub max_increment: u8,
-    /// The counters (PMC/PMD numbers) that may count it.
-    pub counters: RegSet,
+    /// The counters (by number: PMC n with PMD n) that may count it.
+    pub counters: CounterSet,
     /// The qualifiers it honours.
     pub qualifiers: Qualifiers,
     /// EAR, BTB or plain.
@@ -185,12 +185,12 @@ impl EventInfo {
     }
 }
 
-const C4567: RegSet = RegSet(0xF0);
-const C45: RegSet = RegSet(0x30);
-const C4: RegSet = RegSet(0x10);
-const C4_15: RegSet = RegSet(0xFFF0);
-const C4_9: RegSet = RegSet(0x3F0);
-const C10: RegSet = RegSet(0x400);
+const C4567: CounterSet = CounterSet(0xF0);
+const C45: CounterSet = CounterSet(0x30);
+const C4: CounterSet = CounterSet(0x10);
+const C4_15: CounterSet = CounterSet(0xFFF0);
+const C4_9: CounterSet = CounterSet(0x3F0);
+const C10: CounterSet = CounterSet(0x400);
 
 const fn q(instruction_range: bool, opcode: bool, data_range: bool) -> Qualifiers {
     Qualifiers {
@@ -234,7 +234,7 @@ const fn itanium_row(
     code: u8,
     umask: u8,
     max_increment: u8,
-    counters: RegSet,
+    counters: CounterSet,
     qualifiers: Qualifiers,
     kind: EventType,
 ) -> EventInfo {
@@ -260,7 +260,7 @@ const fn itanium2_row(
     code: u8,
     umask: u8,
     max_increment: u8,
-    counters: RegSet,
+    counters: CounterSet,
     qualifiers: Qualifiers,
     kind: EventType,
     group: Option<CacheGroup>,
@@ -285,7 +285,7 @@ const fn montecito_row(
     code: u8,
     umask: u8,
     max_increment: u8,
-    counters: RegSet,
+    counters: CounterSet,
     qualifiers: Qualifiers,
     kind: EventType,
     thread_attribution: ThreadAttribution,
@@ -376,7 +376,7 @@ pub struct EventRule {
     /// The largest per-cycle increment.
     pub max_increment: u8,
     /// The counters allowed.
-    pub counters: RegSet,
+    pub counters: CounterSet,
     /// The catalog entry that matched code and unit mask, if one did
     /// (otherwise the rule is the union over the code's entries).
     pub entry: Option<&'static EventInfo>,
@@ -401,8 +401,8 @@ pub const fn rule(generation: Generation, code: u8, umask: u8) -> Option<EventRu
     }
     // The union over the code's entries, and over its plain entries with
     // this unit mask (Montecito has two different events at BCh/0).
-    let (mut counters, mut max_increment) = (RegSet::EMPTY, 0);
-    let (mut exact_counters, mut exact_increment) = (RegSet::EMPTY, 0);
+    let (mut counters, mut max_increment) = (CounterSet::EMPTY, 0);
+    let (mut exact_counters, mut exact_increment) = (CounterSet::EMPTY, 0);
     let mut entry: Option<&'static EventInfo> = None;
     let mut k = start;
     while k < end {

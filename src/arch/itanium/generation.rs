@@ -138,10 +138,10 @@ impl Generation {
     }
 
     /// The generic counters (PMC/PMD pairs): 4-7, or 4-15 on Montecito.
-    pub const fn counters(self) -> RegSet {
+    pub const fn counters(self) -> CounterSet {
         match self {
-            Generation::Itanium | Generation::Itanium2 => RegSet::range(4, 7),
-            Generation::Montecito => RegSet::range(4, 15),
+            Generation::Itanium | Generation::Itanium2 => CounterSet::range(4, 7),
+            Generation::Montecito => CounterSet::range(4, 15),
         }
     }
 
@@ -330,103 +330,149 @@ impl Generation {
     }
 }
 
-/// A set of register numbers 0-63 (PMCs, PMDs or counters), as a bit mask.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct RegSet(pub u64);
+/// Declares a set of numbers 0-63 as a `u64` bit mask (bit n = number n),
+/// with `const fn` operations and an ascending iterator: [`RegSet`] for PMC
+/// or PMD numbers and [`CounterSet`] for counter numbers. Two types from one
+/// declaration, so that a set of counters is never taken for a set of
+/// registers.
+macro_rules! number_set {
+    (
+        $(#[$doc:meta])*
+        $vis:vis struct $name:ident, $iter:ident, $member:literal;
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub struct $name($vis u64);
 
-impl RegSet {
-    /// The empty set.
-    pub const EMPTY: RegSet = RegSet(0);
+        impl $name {
+            /// The empty set.
+            pub const EMPTY: $name = $name(0);
 
-    /// Registers `first..=last` (empty if `first > last`; numbers above 63
-    /// are dropped).
-    pub const fn range(first: u8, last: u8) -> RegSet {
-        let mut bits = 0u64;
-        let mut i = first;
-        while i <= last && i < 64 {
-            bits |= 1 << i;
-            i += 1;
+            #[doc = concat!("The set as a bit mask (bit n = ", $member, " n).")]
+            pub const fn bits(self) -> u64 {
+                self.0
+            }
+
+            #[doc = concat!($member, "s `first..=last` (empty if `first > last`; numbers above 63")]
+            /// are dropped).
+            pub const fn range(first: u8, last: u8) -> $name {
+                let mut bits = 0u64;
+                let mut i = first;
+                while i <= last && i < 64 {
+                    bits |= 1 << i;
+                    i += 1;
+                }
+                $name(bits)
+            }
+
+            /// The set holding `n` only (empty above 63).
+            pub const fn single(n: u8) -> $name {
+                if n < 64 { $name(1 << n) } else { $name(0) }
+            }
+
+            /// Whether `n` is in the set.
+            pub const fn contains(self, n: u8) -> bool {
+                n < 64 && self.0 & (1 << n) != 0
+            }
+
+            /// Union.
+            pub const fn union(self, other: $name) -> $name {
+                $name(self.0 | other.0)
+            }
+
+            /// Intersection.
+            pub const fn intersection(self, other: $name) -> $name {
+                $name(self.0 & other.0)
+            }
+
+            /// With `n` added.
+            pub const fn with(self, n: u8) -> $name {
+                self.union($name::single(n))
+            }
+
+            #[doc = concat!("This set without ", $member, " `n`.")]
+            pub const fn without(self, n: u8) -> $name {
+                $name(self.0 & !$name::single(n).0)
+            }
+
+            #[doc = concat!("How many ", $member, "s.")]
+            pub const fn len(self) -> u32 {
+                self.0.count_ones()
+            }
+
+            /// Whether the set is empty.
+            pub const fn is_empty(self) -> bool {
+                self.0 == 0
+            }
+
+            #[doc = concat!("The lowest ", $member, " number, if any.")]
+            pub const fn first(self) -> Option<u8> {
+                if self.0 == 0 {
+                    None
+                } else {
+                    Some(self.0.trailing_zeros() as u8)
+                }
+            }
+
+            #[doc = concat!("The ", $member, " numbers in ascending order.")]
+            pub const fn iter(self) -> $iter {
+                $iter(self.0)
+            }
         }
-        RegSet(bits)
-    }
 
-    /// The set holding `n` only (empty above 63).
-    pub const fn single(n: u8) -> RegSet {
-        if n < 64 { RegSet(1 << n) } else { RegSet(0) }
-    }
-
-    /// Whether `n` is in the set.
-    pub const fn contains(self, n: u8) -> bool {
-        n < 64 && self.0 & (1 << n) != 0
-    }
-
-    /// Union.
-    pub const fn union(self, other: RegSet) -> RegSet {
-        RegSet(self.0 | other.0)
-    }
-
-    /// Intersection.
-    pub const fn intersection(self, other: RegSet) -> RegSet {
-        RegSet(self.0 & other.0)
-    }
-
-    /// With `n` added.
-    pub const fn with(self, n: u8) -> RegSet {
-        self.union(RegSet::single(n))
-    }
-
-    /// This set without register `n`.
-    pub const fn without(self, n: u8) -> RegSet {
-        RegSet(self.0 & !RegSet::single(n).0)
-    }
-
-    /// How many registers.
-    pub const fn len(self) -> u32 {
-        self.0.count_ones()
-    }
-
-    /// Whether the set is empty.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// The lowest register number, if any.
-    pub const fn first(self) -> Option<u8> {
-        if self.0 == 0 {
-            None
-        } else {
-            Some(self.0.trailing_zeros() as u8)
+        impl IntoIterator for $name {
+            type Item = u8;
+            type IntoIter = $iter;
+            fn into_iter(self) -> $iter {
+                self.iter()
+            }
         }
-    }
 
-    /// The register numbers in ascending order.
-    pub const fn iter(self) -> RegSetIter {
-        RegSetIter(self.0)
-    }
+        #[doc = concat!("Iterator over a [`", stringify!($name), "`], ascending.")]
+        #[derive(Clone, Debug)]
+        pub struct $iter(u64);
+
+        impl Iterator for $iter {
+            type Item = u8;
+            fn next(&mut self) -> Option<u8> {
+                if self.0 == 0 {
+                    return None;
+                }
+                let n = self.0.trailing_zeros() as u8;
+                self.0 &= self.0 - 1;
+                Some(n)
+            }
+        }
+    };
 }
 
-impl IntoIterator for RegSet {
-    type Item = u8;
-    type IntoIter = RegSetIter;
-    fn into_iter(self) -> RegSetIter {
-        self.iter()
-    }
+number_set! {
+    /// A set of register numbers 0-63, PMCs or PMDs, as a bit mask: the
+    /// implemented registers of a generation
+    /// ([`Generation::implemented_pmcs`], [`Generation::implemented_pmds`]),
+    /// the PMDs a PMC controls ([`PmcInfo::pmds`]). A set of counters is a
+    /// [`CounterSet`].
+    pub struct RegSet, RegSetIter, "register";
 }
 
-/// Iterator over a [`RegSet`], ascending.
-#[derive(Clone, Debug)]
-pub struct RegSetIter(u64);
+number_set! {
+    /// A set of generic counters by number (counter n is PMC n with PMD n,
+    /// and bit n of PMC0 is its overflow bit, SDM Vol. 2 7.2.1), as a bit
+    /// mask: a generation's counters ([`Generation::counters`]), the counters
+    /// an event can count on, those that overflowed. The same role as
+    /// NetBurst's and the architectural PMU's `CounterSet`; Itanium names its
+    /// counters by number, so the members are `u8`s (4-7, Montecito 4-15).
+    /// A set of PMC or PMD numbers is a [`RegSet`].
+    pub(crate) struct CounterSet, CounterSetIter, "counter";
+}
 
-impl Iterator for RegSetIter {
-    type Item = u8;
-    fn next(&mut self) -> Option<u8> {
-        if self.0 == 0 {
-            return None;
-        }
-        let n = self.0.trailing_zeros() as u8;
-        self.0 &= self.0 - 1;
-        Some(n)
+impl CounterSet {
+    /// The counters of bit mask `bits` (a PMC0 image, say); bits that name
+    /// no counter of any generation (those outside Montecito's 4-15: the
+    /// freeze bit, bits 3:1, and 63:16) are dropped.
+    pub const fn from_bits_truncate(bits: u64) -> CounterSet {
+        CounterSet(bits & Generation::Montecito.counters().0)
     }
 }
 
@@ -610,9 +656,9 @@ mod tests {
         assert_eq!(Generation::Itanium2.counter_width(), 47);
         assert_eq!(Generation::Itanium2.counter_mask(), (1 << 47) - 1);
         assert_eq!(Generation::Montecito.counter_width(), 47);
-        assert_eq!(Generation::Itanium.counters(), RegSet(0xF0));
-        assert_eq!(Generation::Itanium2.counters(), RegSet(0xF0));
-        assert_eq!(Generation::Montecito.counters(), RegSet(0xFFF0));
+        assert_eq!(Generation::Itanium.counters(), CounterSet(0xF0));
+        assert_eq!(Generation::Itanium2.counters(), CounterSet(0xF0));
+        assert_eq!(Generation::Montecito.counters(), CounterSet(0xFFF0));
         assert_eq!(Generation::Itanium.event_code_bits(), 7);
         assert_eq!(Generation::Itanium2.event_code_bits(), 8);
         assert_eq!(Generation::Itanium.implemented_pmcs().len(), 14);
@@ -713,6 +759,15 @@ mod tests {
         assert_eq!(RegSet::range(60, 255).len(), 4);
         assert!(RegSet::single(64).is_empty());
         assert!(!s.contains(200));
+    }
+
+    #[test]
+    fn counter_set_from_a_pmc0_image() {
+        // fr, two reserved bits, counters 4 and 15, and bit 16.
+        let s = CounterSet::from_bits_truncate(1 | 1 << 2 | 1 << 4 | 1 << 15 | 1 << 16);
+        assert_eq!(s.iter().collect::<Vec<_>>(), [4, 15]);
+        assert_eq!(s.bits(), 1 << 4 | 1 << 15);
+        assert_eq!(s.without(15), CounterSet::single(4));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use super::events::EventInfo;
 use super::fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Threshold, Umask};
-use super::generation::{Counter, Generation, RegSet};
+use super::generation::{Counter, CounterSet, Generation};
 use crate::arch::Field;
 
 /// PMC0: bit 0 `fr` (freeze), bits 3:1 ignored, bit n (n >= 4) the overflow
@@ -47,8 +47,8 @@ impl Pmc0 {
     }
 
     /// The implemented counters of `generation` whose overflow bit is set.
-    pub const fn overflowed(self, generation: Generation) -> RegSet {
-        RegSet(self.0 & generation.counters().0)
+    pub const fn overflowed(self, generation: Generation) -> CounterSet {
+        CounterSet(self.0 & generation.counters().0)
     }
 
     /// Bits set outside `fr` and the implemented counters' overflow bits
@@ -66,7 +66,7 @@ impl Pmc0 {
 
     /// The overflow bits of the counters in `set` taken from `other`, every
     /// other bit (the freeze bit included) from `self`.
-    pub const fn with_overflow_bits_of(self, other: Pmc0, set: RegSet) -> Pmc0 {
+    pub const fn with_overflow_bits_of(self, other: Pmc0, set: CounterSet) -> Pmc0 {
         Pmc0((self.0 & !set.0) | (other.0 & set.0))
     }
 
@@ -108,7 +108,7 @@ pub struct CounterLayout {
     /// Threshold at its widest (22:20).
     pub threshold: Field,
     /// The counters whose threshold is one bit narrower (21:20).
-    pub narrow_threshold: RegSet,
+    pub narrow_threshold: CounterSet,
     /// Instruction set mask, 25:24.
     pub ism: Field,
     /// The power enable bit and the one counter that has it.
@@ -136,7 +136,7 @@ pub const ITANIUM_COUNTER: CounterLayout = CounterLayout {
     es: Field::new(8, 7),
     umask: Field::new(16, 4),
     threshold: Field::new(20, 3),
-    narrow_threshold: RegSet(1 << 6 | 1 << 7),
+    narrow_threshold: CounterSet(1 << 6 | 1 << 7),
     ism: Field::new(24, 2),
     enable: None,
     all_threads: None,
@@ -147,7 +147,7 @@ pub const ITANIUM_COUNTER: CounterLayout = CounterLayout {
 /// Itanium 2 (libpfm3 `pmc_ita2_counter_reg`).
 pub const ITANIUM2_COUNTER: CounterLayout = CounterLayout {
     es: Field::new(8, 8),
-    narrow_threshold: RegSet::EMPTY,
+    narrow_threshold: CounterSet::EMPTY,
     enable: Some((Field::new(23, 1), 4)),
     ..ITANIUM_COUNTER
 };
@@ -155,7 +155,7 @@ pub const ITANIUM2_COUNTER: CounterLayout = CounterLayout {
 /// Montecito (libpfm3 `pmc_mont_counter_reg`).
 pub const MONTECITO_COUNTER: CounterLayout = CounterLayout {
     es: Field::new(8, 8),
-    narrow_threshold: RegSet::EMPTY,
+    narrow_threshold: CounterSet::EMPTY,
     all_threads: Some(Field::new(26, 1)),
     mesi: Some(Field::new(27, 4)),
     ism_fixed: true,
@@ -595,8 +595,11 @@ mod tests {
     fn pmc0_layout() {
         let p = Pmc0::from_bits(0b1011_0001 | 1 << 9 | 0b110);
         assert!(p.frozen());
-        assert_eq!(p.overflowed(Generation::Itanium), RegSet(0b1011_0000));
-        assert_eq!(p.overflowed(Generation::Montecito), RegSet(0b10_1011_0000));
+        assert_eq!(p.overflowed(Generation::Itanium), CounterSet(0b1011_0000));
+        assert_eq!(
+            p.overflowed(Generation::Montecito),
+            CounterSet(0b10_1011_0000)
+        );
         assert_eq!(p.stray_bits(Generation::Itanium2), 1 << 9 | 0b110);
         assert_eq!(p.stray_bits(Generation::Montecito), 0b110);
         assert!(p.any_overflow_bit());

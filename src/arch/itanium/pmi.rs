@@ -56,10 +56,10 @@ use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use super::btb::{BtbConfig, BtbIndex, BtbSample};
 use super::ear::{DearConfig, DearSample, IcacheSample, ItlbSample};
-use super::generation::{Generation, RegSet};
+use super::generation::{CounterSet, Generation};
 use super::pmc::Pmc0;
 use crate::access::PmcPmdAccess;
-use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, bump};
+use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, Samples, Sink, bump};
 
 const SLOTS: usize = 16;
 
@@ -238,7 +238,7 @@ pub struct PmiOutcome {
     /// PMC0 as read.
     pub pmc0: u64,
     /// The counters that overflowed and were serviced.
-    pub overflowed: RegSet,
+    pub overflowed: CounterSet,
 }
 
 impl PmiOutcome {
@@ -420,7 +420,19 @@ pub fn handle_pmi<R: PmcPmdAccess>(
     state: &PmiState,
     regs: &mut R,
     iip: u64,
-    mut sink: impl FnMut(Sample<Capture>),
+    sink: impl FnMut(Sample<Capture>),
+) -> Result<PmiOutcome, R::Error> {
+    handle_pmi_into(state, regs, iip, Samples(sink))
+}
+
+/// [`handle_pmi`] with a [`Sink`] of samples carrying their [`Capture`], for
+/// a consumer that is a type of its own.
+#[inline]
+pub fn handle_pmi_into<R: PmcPmdAccess>(
+    state: &PmiState,
+    regs: &mut R,
+    iip: u64,
+    mut sink: impl Sink<Capture>,
 ) -> Result<PmiOutcome, R::Error> {
     bump(&state.interrupts, 1);
     let pmc0 = regs.read_pmc(0)?;
@@ -451,7 +463,7 @@ pub fn handle_pmi<R: PmcPmdAccess>(
     }
     Ok(PmiOutcome {
         pmc0,
-        overflowed: RegSet(overflowed),
+        overflowed: CounterSet(overflowed),
     })
 }
 
@@ -474,7 +486,7 @@ fn service_counter<R: PmcPmdAccess>(
     n: u8,
     flags: u8,
     captured: Capture,
-    sink: &mut impl FnMut(Sample<Capture>),
+    sink: &mut impl Sink<Capture>,
 ) -> Result<bool, R::Error> {
     let i = usize::from(n) % SLOTS;
     let slot = &state.slot;
@@ -502,7 +514,7 @@ fn service_counter<R: PmcPmdAccess>(
     }
     regs.write_pmd(n, reload)?;
     bump(&slot.periods[i], periods);
-    sink(Sample::new(n, periods, iip).with_payload(capture));
+    sink.sample(Sample::new(n, periods, iip).with_payload(capture));
     Ok(true)
 }
 

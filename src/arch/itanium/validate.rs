@@ -130,7 +130,7 @@ use super::descriptors::{self, Checker, Tagging};
 use super::ear::{DearConfig, DearMode, IearConfig, UmaskProblem};
 use super::events;
 use super::fields::Ism;
-use super::generation::{Generation, PmcInfo, RegSet};
+use super::generation::{CounterSet, Generation, PmcInfo};
 use super::opcode::{DataRangeConfig, InstructionRangeConfig, RangeTag};
 use super::pmc::CounterLayout;
 use crate::arch::Field;
@@ -267,7 +267,7 @@ pub enum PmcError {
         /// The unit mask.
         umask: u8,
         /// The counters that can count it.
-        allowed: RegSet,
+        allowed: CounterSet,
     },
     /// A non-zero threshold at or above the event's maximum increment: the
     /// counter would never count.

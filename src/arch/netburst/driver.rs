@@ -37,7 +37,7 @@
 //! processor ([`CounterConfig::pebs`], [`NetBurstDriver::set_pebs_area`]).
 //! The PEBS counter's overflow takes the PEBS assist instead of a PMI
 //! (its CCCR has no `OVF_PMI`); the PMI comes from the DS buffer's
-//! threshold and the handler drains the records ([`super::pmi::Sink`]).
+//! threshold and the handler drains the records ([`super::pmi::PebsSink`]).
 //!
 //! Linux's NetBurst driver (`arch/x86/events/intel/p4.c`), for comparison:
 //! start = 4 WRMSR (counter twice for erratum N15, ESCR, CCCR), disable = 1

@@ -101,7 +101,7 @@ use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
 use crate::access::MsrAccess;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, bump};
+use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, Samples, Sink, bump};
 
 const COUNTERS: usize = 18;
 
@@ -492,15 +492,12 @@ pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
     handle_pmi_into(state, lp, msr, lvt, entry, rip, Samples(sink))
 }
 
-/// What the handler hands its findings to: every [`Sample`], and each PEBS
-/// record it drains from the DS buffer. [`handle_pmi`] takes a closure,
-/// which gets each PEBS record as a sample at the record's precise RIP;
-/// implement this trait and call [`handle_pmi_into`] to get the records
+/// NetBurst's [`Sink`]: the samples, and each PEBS record the handler
+/// drains from the DS buffer. [`handle_pmi`] takes a closure, which gets
+/// each PEBS record as a sample at the record's precise RIP; implement
+/// [`Sink`] and this trait and call [`handle_pmi_into`] to get the records
 /// themselves (RFLAGS and the general registers too).
-pub trait Sink {
-    /// A counter completed periods ([`Sample::periods`]), interrupted at
-    /// [`Sample::rip`].
-    fn sample(&mut self, sample: Sample);
+pub trait PebsSink: Sink {
     /// The PEBS counter `counter` (16 or 17) took the assist that wrote
     /// `record` (one period each). By default: a [`Sample`] of one period
     /// at the record's RIP.
@@ -509,30 +506,19 @@ pub trait Sink {
     }
 }
 
-/// A sink borrowed for one call.
-impl<S: Sink + ?Sized> Sink for &mut S {
-    #[inline(always)]
-    fn sample(&mut self, sample: Sample) {
-        (**self).sample(sample)
-    }
+/// A PEBS sink borrowed for one call.
+impl<S: PebsSink + ?Sized> PebsSink for &mut S {
     fn pebs(&mut self, counter: u8, record: &PebsRecord) {
         (**self).pebs(counter, record)
     }
 }
 
-/// A closure as a [`Sink`] (the default PEBS delivery).
-struct Samples<F>(F);
+/// A closure gets each PEBS record as a sample (the default).
+impl<F: FnMut(Sample)> PebsSink for Samples<F> {}
 
-impl<F: FnMut(Sample)> Sink for Samples<F> {
-    #[inline(always)]
-    fn sample(&mut self, sample: Sample) {
-        (self.0)(sample)
-    }
-}
-
-/// [`handle_pmi`] with a [`Sink`], for the full PEBS records.
+/// [`handle_pmi`] with a [`PebsSink`], for the full PEBS records.
 #[inline]
-pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
+pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: PebsSink>(
     state: &PmiState,
     lp: LogicalProcessor,
     msr: &mut M,
@@ -723,7 +709,7 @@ unsafe fn slot<T>(array: &[T; SLOTS], n: usize) -> &T {
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn service_rare<M: MsrAccess, L: LvtPerfCounterEntry, S: Sink>(
+fn service_rare<M: MsrAccess, L: LvtPerfCounterEntry, S: PebsSink>(
     state: &PmiState,
     lp: LogicalProcessor,
     msr: &mut M,

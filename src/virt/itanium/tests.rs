@@ -22,7 +22,7 @@ const POWER: u64 = 1 << 23;
 fn policy() -> GuestPolicy {
     GuestPolicy {
         generation: G,
-        host_counters: RegSet::single(7),
+        host_pmcs: RegSet::single(7),
     }
 }
 
@@ -128,7 +128,7 @@ fn guest_pmc_writes_are_treated_as_perfmon_treats_them() {
     // A host EAR keeps its PMDs too.
     let ear = GuestPolicy {
         generation: G,
-        host_counters: RegSet::single(11),
+        host_pmcs: RegSet::single(11),
     };
     for pmd in [2, 3, 17] {
         assert_eq!(
@@ -167,7 +167,7 @@ fn a_switched_out_guest_counts_and_captures_nothing_and_shows_nothing() {
     );
     let captured = hw.read_pmd(2).unwrap();
     assert_eq!(captured, 0x6000_0040);
-    assert_eq!(a.save(&mut hw).unwrap(), RegSet::EMPTY);
+    assert_eq!(a.save(&mut hw).unwrap(), CounterSet::EMPTY);
     a.scrub(&mut hw).unwrap();
     b.restore(&mut hw).unwrap();
     guest_pmc(&mut vb, &mut b, &mut hw, 0, 0);
@@ -212,7 +212,7 @@ fn a_guest_overflow_freezes_only_the_guest() {
     let d = hw.inner_mut().inject(Event::new(0x12, 0, 30));
     assert!(d.froze && d.counted_cycles == 10, "{d:?}");
     assert!(hw.inner_mut().take_interrupt().is_some());
-    assert_eq!(a.take_overflows(&mut hw).unwrap(), RegSet::single(5));
+    assert_eq!(a.take_overflows(&mut hw).unwrap(), CounterSet::single(5));
     assert_eq!(a.pmc0(), 1 << 5 | 1, "its overflow bit and its freeze");
     assert_eq!(a.read_pmc(0), 1 << 5 | 1);
     assert_eq!(a.read_pmc(5), oi, "its own value, not the hardware's plm 0");
@@ -225,7 +225,7 @@ fn a_guest_overflow_freezes_only_the_guest() {
         30,
         "the host lost the 20 cycles after the freeze, counted the rest"
     );
-    assert_eq!(a.save(&mut hw).unwrap(), RegSet::EMPTY, "taken already");
+    assert_eq!(a.save(&mut hw).unwrap(), CounterSet::EMPTY, "taken already");
     a.scrub(&mut hw).unwrap();
     assert_eq!(hw.read_pmc(0).unwrap(), 0, "unfrozen between guests");
     b.restore(&mut hw).unwrap();
@@ -258,7 +258,7 @@ fn an_overflow_at_the_switch_is_the_guests() {
     guest_pmc(&mut va, &mut a, &mut hw, 0, 0);
     hw.inner_mut().inject(Event::new(0x12, 0, 1));
     assert_eq!(hw.read_pmc(0).unwrap(), 1 << 6 | 1);
-    assert_eq!(a.save(&mut hw).unwrap(), RegSet::single(6));
+    assert_eq!(a.save(&mut hw).unwrap(), CounterSet::single(6));
     assert_eq!(a.pmc0(), 1 << 6 | 1);
     a.scrub(&mut hw).unwrap();
     assert_eq!(hw.read_pmc(0).unwrap(), 0, "no guest bit, unfrozen");
@@ -356,7 +356,7 @@ fn overflow_bits_belong_to_their_counters() {
     // The host's counter 7 overflows after 3 cycles and freezes the PMU
     // (SDM Vol. 2 7.2); 2 more reach neither.
     hw.inner_mut().inject(Event::new(0x12, 0, 5));
-    assert_eq!(ctx.save(&mut hw).unwrap(), RegSet::EMPTY);
+    assert_eq!(ctx.save(&mut hw).unwrap(), CounterSet::EMPTY);
     let bit = |n: u8| 1u64 << n;
     let pmc0 = hw.read_pmc(0).unwrap();
     assert_ne!(pmc0 & bit(7), 0, "the host's overflow bit stays in the PMU");

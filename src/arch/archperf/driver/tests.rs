@@ -9,10 +9,10 @@ use super::*;
 use crate::access::{Access, AccessCounts, Recording};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
 use crate::arch::archperf::IA32_PERFEVTSEL0;
-use crate::arch::archperf::pmi::handle_pmi;
+use crate::arch::archperf::pmi::{handle_pmi, handle_pmi_into};
 use crate::counter::{Group, Owner};
 use crate::model::archperf::{ArchPerfModel, Config, Event, Privilege};
-use crate::sampling::Sample;
+use crate::sampling::{Sample, Sink};
 
 type Model = Recording<ArchPerfModel, 256>;
 type Ap<'s, O> = ArchPerfDriver<'s, O, Model>;
@@ -366,6 +366,41 @@ fn sampling_services_each_overflow_with_exact_traffic() {
     let (_, residual_after) = n.split(g1.read(&mut d).unwrap());
     assert_eq!(residual_after, residual);
     let _ = g1.release(&mut d).unwrap();
+}
+
+/// A kernel's sink of its own, for `handle_pmi_into`.
+#[derive(Default)]
+struct Collected(Vec<Sample>);
+
+impl Sink for Collected {
+    fn sample(&mut self, s: Sample) {
+        self.0.push(s);
+    }
+}
+
+/// `handle_pmi_into` hands a sink of the kernel's own type (borrowed) the
+/// samples `handle_pmi` hands a closure: 120 instructions at 50 per sample
+/// are 2 periods in one interrupt, 20 into the third.
+#[test]
+fn a_sink_of_its_own_gets_the_samples() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::skylake());
+    let n = SampleAfter::new(50, d.overflow_rule()).unwrap();
+    let config = CounterConfig::counting(spec("instructions")).sampling(n);
+    let g2 =
+        c.g2.unwrap()
+            .configure(&mut d, &config)
+            .unwrap()
+            .enable(&mut d);
+    let g2 = g2.unwrap();
+    inject(&mut d, INSTRUCTIONS, 120);
+    assert!(model(&mut d).take_pmi());
+    let (mut lvt, mut sink) = (Lvt::default(), Collected::default());
+    let out = handle_pmi_into(pmu.pmi(), d.msr(), &mut lvt, entry(), 0x77, &mut sink).unwrap();
+    let g = Counter::general(2).unwrap();
+    assert_eq!(out.overflowed, CounterSet::EMPTY.with(g));
+    assert_eq!(sink.0, [Sample::new(2, 2, 0x77)]);
+    assert_eq!(n.split(g2.read(&mut d).unwrap()), (0, 20));
 }
 
 /// A PMI with skid: the counter counted past its overflow before the

@@ -3,16 +3,16 @@
 //! traffic per operation through [`Recording`]. Every count here comes from
 //! the model.
 
-use crate::sampling::{Payload, Sample};
+use crate::sampling::{Payload, Sample, Sink};
 use std::vec::Vec;
 
 use super::*;
 use crate::access::{Access, AccessCounts, Recording};
-use crate::arch::itanium::RegSet;
+use crate::arch::itanium::CounterSet;
 use crate::arch::itanium::driver::Unit;
 use crate::arch::itanium::ear::{self, ItlbSample};
 use crate::arch::itanium::ear::{IearConfig, TlbFills};
-use crate::arch::itanium::pmi::{Capture, handle_pmi};
+use crate::arch::itanium::pmi::{Capture, handle_pmi, handle_pmi_into};
 use crate::arch::itanium::{EventCode, Plm};
 use crate::counter::Owner;
 use crate::counter::{AnyHandle, ErasedError, StateTag};
@@ -191,7 +191,7 @@ fn init_freezes_resets_and_unfreezes() {
         // Given back with every token (each released), the owner can be
         // taken again: the next round does.
         let c4 = c.c4.configure(&mut d, &cycles_on(g, 4)).unwrap();
-        assert_eq!(d.claimed(), RegSet::single(4));
+        assert_eq!(d.claimed(), CounterSet::single(4));
         let c4 = c4.release(&mut d).unwrap();
         assert!(d.claimed().is_empty());
         assert!(d.give_back(Counters { c4, ..c }).is_ok(), "{g:?}");
@@ -462,7 +462,7 @@ fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     let mut out = Vec::new();
     let o = handle_pmi(state.pmi(), d.regs(), 0x4000_0010, |s| out.push(s)).unwrap();
     assert_eq!(o.pmc0, 1 << 4 | 1);
-    assert_eq!(o.overflowed, RegSet::single(4));
+    assert_eq!(o.overflowed, CounterSet::single(4));
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 1));
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].rip, 0x4000_0010);
@@ -473,6 +473,41 @@ fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     assert_eq!(a.read(&mut d).unwrap(), n.at_residual(30));
     assert_eq!(b.read(&mut d).unwrap(), 80);
     assert_eq!(state.pmi().periods(4), 1);
+}
+
+/// A kernel's sink of its own, for `handle_pmi_into`.
+#[derive(Default)]
+struct Collected(Vec<Sample<Capture>>);
+
+impl Sink<Capture> for Collected {
+    fn sample(&mut self, s: Sample<Capture>) {
+        self.0.push(s);
+    }
+}
+
+/// `handle_pmi_into` hands a sink of the kernel's own type (borrowed) the
+/// samples `handle_pmi` hands a closure: two counters overflowed on the
+/// same event, one sample each, lowest counter first.
+#[test]
+fn a_sink_of_its_own_gets_the_samples() {
+    let g = Generation::Itanium2;
+    let state = crate::testing::itanium_pmu();
+    let (mut d, c) = driver!(&state, g);
+    let n = sa(g, 10);
+    let x =
+        c.c5.configure(&mut d, &cycles_on(g, 5).sampling(n))
+            .unwrap();
+    let y =
+        c.c4.configure(&mut d, &cycles_on(g, 4).sampling(n))
+            .unwrap();
+    let (_x, _y) = (x.enable(&mut d).unwrap(), y.enable(&mut d).unwrap());
+    model(&mut d).inject(Event::new(CYCLES, 0, 10));
+    assert!(model(&mut d).take_interrupt().is_some());
+    let mut sink = Collected::default();
+    let o = handle_pmi_into(state.pmi(), d.regs(), 0x4000_0020, &mut sink).unwrap();
+    assert_eq!(o.overflowed, CounterSet::single(4).with(5));
+    let none = |c| Sample::new(c, 1, 0x4000_0020).with_payload(Capture::None);
+    assert_eq!(sink.0, [none(4), none(5)]);
 }
 
 #[test]
@@ -495,7 +530,7 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
     let o = handle_pmi(state.pmi(), d.regs(), 1, |_| {}).unwrap();
-    assert_eq!(o.overflowed, RegSet::single(4).with(9));
+    assert_eq!(o.overflowed, CounterSet::single(4).with(9));
     // Montecito's catalog says CPU_OP_CYCLES (12h) gains at most 1 per
     // cycle, so the frozen counters hold exactly 0 and are reloaded without
     // being read: PMC0 read, one PMD write each, PMC0 written last.
@@ -556,7 +591,7 @@ fn four_overflowed_counters_cost_one_pmc0_read_and_write() {
     d.regs().clear();
     let mut samples = 0;
     let o = handle_pmi(state.pmi(), d.regs(), 1, |_| samples += 1).unwrap();
-    assert_eq!(o.overflowed, RegSet::range(4, 7));
+    assert_eq!(o.overflowed, CounterSet::range(4, 7));
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 4));
     assert_eq!(samples, 4);
     assert!((4..8).all(|i| state.pmi().periods(i) == 1));
@@ -864,7 +899,7 @@ fn events_counting_several_per_cycle_are_not_lost() {
                     let o = handle_pmi(state.pmi(), d.regs(), 0, |o| {
                         sampled += u64::from(o.periods)
                     });
-                    assert_eq!(o.unwrap().overflowed, RegSet::single(4));
+                    assert_eq!(o.unwrap().overflowed, CounterSet::single(4));
                     // The reload is relative: the counter is read first.
                     assert_eq!(d.regs().take_counts(), counts(1, 1, 1, 1), "{g:?}");
                 }
@@ -939,7 +974,7 @@ fn release_keeps_another_counters_pending_overflow() {
     assert_eq!(model(&mut d).pmc(0), 1 << 5 | 1);
     let mut out = Vec::new();
     let o = handle_pmi(state.pmi(), d.regs(), 7, |s| out.push(s)).unwrap();
-    assert_eq!(o.overflowed, RegSet::single(5));
+    assert_eq!(o.overflowed, CounterSet::single(5));
     assert_eq!((out.len(), state.pmi().periods(5)), (1, 1));
     assert_eq!(c5.read(&mut d).unwrap(), s.preset());
 }

@@ -177,7 +177,7 @@ fn each_illegal_case_has_its_own_error() {
             pmc: 6,
             code: 0x08,
             umask: 0,
-            allowed: RegSet(0x30),
+            allowed: CounterSet(0x30),
         },
     );
     // L2_L3ACCESS_CANCEL_ANY: PMC4 only on Itanium 2; its IFETCH sibling
@@ -188,7 +188,7 @@ fn each_illegal_case_has_its_own_error() {
             pmc: 5,
             code: 0xB0,
             umask: 0x9,
-            allowed: RegSet(0x10),
+            allowed: CounterSet(0x10),
         },
     );
     assert!(strict(ITA2, 5, ctr(ITA2, 5, 0xB0, 0xB, 0)).is_ok());
@@ -437,7 +437,7 @@ fn errors_display_distinct_messages() {
             pmc: 1,
             code: 2,
             umask: 3,
-            allowed: RegSet(0x10),
+            allowed: CounterSet(0x10),
         },
         PmcError::ThresholdNotBelowMaxIncrement {
             pmc: 1,

@@ -105,7 +105,7 @@ fn random_writes(p: &GuestPolicy, host: u8, seed: u64, n: u64) -> WriteTally {
     applied.write_pmc(0, 0).unwrap();
     let host_pmds = p.host_pmds();
     let host_images: Vec<(u8, u64)> = p
-        .host_counters
+        .host_pmcs
         .iter()
         .map(|r| (r, applied.read_pmc(u32::from(r)).unwrap()))
         .collect();
@@ -123,7 +123,7 @@ fn random_writes(p: &GuestPolicy, host: u8, seed: u64, n: u64) -> WriteTally {
                     if let Err(f) = applied.write_pmc(u32::from(reg), w) {
                         wrong.push(std::format!("applied PMC{reg} {w:#x}: {f}"));
                     }
-                    if p.host_counters.contains(reg) || reg < 4 {
+                    if p.host_pmcs.contains(reg) || reg < 4 {
                         wrong.push(std::format!("applied PMC{reg}"));
                     }
                 }
@@ -199,7 +199,7 @@ fn random_guest_writes_are_only_what_the_hardware_keeps_and_never_the_hosts() {
             "Itanium, host counter 7",
             GuestPolicy {
                 generation: Generation::Itanium,
-                host_counters: RegSet::single(7),
+                host_pmcs: RegSet::single(7),
             },
             7,
             0x9E37_79B9_7F4A_7C15,
@@ -208,7 +208,7 @@ fn random_guest_writes_are_only_what_the_hardware_keeps_and_never_the_hosts() {
             "Itanium 2, host counter 7 and the D-EAR",
             GuestPolicy {
                 generation: Generation::Itanium2,
-                host_counters: RegSet::single(7).with(11),
+                host_pmcs: RegSet::single(7).with(11),
             },
             7,
             0xD1B5_4A32_D192_ED03,
@@ -217,7 +217,7 @@ fn random_guest_writes_are_only_what_the_hardware_keeps_and_never_the_hosts() {
             "Montecito, host counter 15 and the ETB",
             GuestPolicy {
                 generation: Generation::Montecito,
-                host_counters: RegSet::single(15).with(39),
+                host_pmcs: RegSet::single(15).with(39),
             },
             15,
             0xA076_1D64_78BD_642F,

@@ -7,9 +7,10 @@ use std::boxed::Box;
 
 use super::*;
 use crate::arch::netburst::ds::{PebsArea, PebsRecord};
-use crate::arch::netburst::pmi::{Sink, handle_pmi_into};
+use crate::arch::netburst::pmi::{PebsSink, handle_pmi_into};
 use crate::arch::netburst::{IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use crate::model::netburst::{PebsRecord as ModelRecord, replay};
+use crate::sampling::Sink;
 
 /// A DS save area for `K` records, for good (as a kernel's `static`).
 fn area<const K: usize>() -> &'static mut PebsArea<K> {
@@ -48,6 +49,9 @@ impl Sink for Records {
     fn sample(&mut self, s: Sample) {
         self.samples.push(s);
     }
+}
+
+impl PebsSink for Records {
     fn pebs(&mut self, counter: u8, record: &PebsRecord) {
         self.records.push((counter, *record));
     }
