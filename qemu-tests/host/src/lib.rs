@@ -665,14 +665,7 @@ fn check_defmt(
     target_dir: &Path,
     decoder: &dyn Fn() -> Result<PathBuf, String>,
 ) -> CaseResult {
-    let case = |passed, note: String| {
-        let verdict = if passed {
-            Verdict::Passed
-        } else {
-            Verdict::Failed
-        };
-        CaseResult::new("defmt_decoded", verdict, note)
-    };
+    let case = |passed, note| CaseResult::judged("defmt_decoded", passed, note);
     let decoder = match decoder() {
         Ok(d) => d,
         Err(e) => return case(false, format!("\n    {e}")),
@@ -705,15 +698,7 @@ fn check_defmt(
     if !expected.is_empty() && got == expected {
         case(true, format!(" ({} messages decoded)", got.len()))
     } else {
-        let mut note = String::from("\n    decoded:");
-        for l in &got {
-            note += &format!("\n    | {l}");
-        }
-        note += "\n    expected:";
-        for l in &expected {
-            note += &format!("\n    | {l}");
-        }
-        case(false, note)
+        case(false, CaseResult::mismatch("decoded", &got, &expected))
     }
 }
 

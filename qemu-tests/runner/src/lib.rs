@@ -165,6 +165,30 @@ impl CaseResult {
         }
     }
 
+    /// A case named `name` that passed or failed, with `note`.
+    pub fn judged(name: impl Into<String>, passed: bool, note: String) -> CaseResult {
+        let verdict = if passed {
+            Verdict::Passed
+        } else {
+            Verdict::Failed
+        };
+        CaseResult::new(name, verdict, note)
+    }
+
+    /// The note of a case whose lines (`what`) differ from those expected:
+    /// both, one per line.
+    pub fn mismatch(what: &str, got: &[&str], expected: &[&str]) -> String {
+        let mut note = format!("\n    {what}:");
+        for l in got {
+            note += &format!("\n    | {l}");
+        }
+        note += "\n    expected:";
+        for l in expected {
+            note += &format!("\n    | {l}");
+        }
+        note
+    }
+
     /// Whether it passed.
     pub fn passed(&self) -> bool {
         self.verdict == Verdict::Passed

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::{CaseResult, Verdict};
+use crate::CaseResult;
 
 /// Whether `line` is one of the stack protocol's lines (see the [module
 /// documentation](self)), which the runner does not echo.
@@ -209,14 +209,7 @@ impl Symbols {
 /// lines (`None` without any): its stacks folded with the symbols of
 /// `kernel` must be exactly the expected lines.
 pub fn check(console: &str, kernel: &Path) -> Option<CaseResult> {
-    let case = |passed: bool, note: String| {
-        let verdict = if passed {
-            Verdict::Passed
-        } else {
-            Verdict::Failed
-        };
-        CaseResult::new("folded_stacks", verdict, note)
-    };
+    let case = |passed, note| CaseResult::judged("folded_stacks", passed, note);
     let stacks = match Stacks::parse(console) {
         Ok(s) if s.expected.is_empty() => return None,
         Ok(s) => s,
@@ -235,14 +228,10 @@ pub fn check(console: &str, kernel: &Path) -> Option<CaseResult> {
     if got == expected {
         return Some(case(true, format!(" ({} stacks)", got.len())));
     }
-    let mut note = String::from("\n    folded:");
-    for l in &got {
-        note += &format!("\n    | {l}");
+    fn lines(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
     }
-    note += "\n    expected:";
-    for l in &expected {
-        note += &format!("\n    | {l}");
-    }
+    let note = CaseResult::mismatch("folded", &lines(&got), &lines(&expected));
     Some(case(false, note))
 }
 
