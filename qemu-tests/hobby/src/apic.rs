@@ -17,9 +17,11 @@
 //! the kernel's code runs on it: the boot CPU's at boot, before the
 //! kernel's `main`, each AP's as it comes up. The library does not count on
 //! the firmware for it: a CPU comes out of reset with its APIC
-//! software-disabled (SVR 000000FFH, SDM Vol. 3A 11.4.7.1 and 11.9), and
-//! while it is, every LVT entry stays masked (a PMI or timer entry written
-//! unmasked reads back masked) and no interrupt is delivered. SeaBIOS
+//! software-disabled (SVR 000000FFH: SDM Vol. 3A 11.4.7.1, "Local APIC
+//! State After Power-Up or Reset"), and while it is, every LVT entry stays
+//! masked (a PMI or timer entry written unmasked reads back masked) and no
+//! interrupt is delivered (11.4.7.2, "Local APIC State After It Has Been
+//! Software Disabled"). SeaBIOS
 //! enables the boot CPU's APIC (SVR 1FFH) before it starts the kernel;
 //! qboot, the firmware the runner boots with, does not.
 
