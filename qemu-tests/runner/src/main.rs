@@ -85,6 +85,13 @@ fn main() -> ExitCode {
         }
     };
     println!("pmu-qemu-run: {accel}");
+    match qemu::firmware() {
+        Ok(f) => println!("pmu-qemu-run: {f}"),
+        Err(e) => {
+            eprintln!("pmu-qemu-run: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let path = Path::new(kernel);
     let results = pmu_qemu_run::boot_and_judge(path, accel, qemu_args);
     let name = path
