@@ -12,6 +12,18 @@
 //! [`crate::smp`]) goes through it. The APIC timer ([`crate::timer`]) is
 //! still programmed through the xAPIC page only: a kernel in x2APIC mode
 //! does not use it.
+//!
+//! Every CPU's APIC is software-enabled ([`SPURIOUS_VECTOR`], TPR 0) before
+//! the kernel's code runs on it: the boot CPU's at boot, before the
+//! kernel's `main`, each AP's as it comes up. The library does not count on
+//! the firmware for it: a CPU comes out of reset with its APIC
+//! software-disabled (SVR 000000FFH: SDM Vol. 3A 11.4.7.1, "Local APIC
+//! State After Power-Up or Reset"), and while it is, every LVT entry stays
+//! masked (a PMI or timer entry written unmasked reads back masked) and no
+//! interrupt is delivered (11.4.7.2, "Local APIC State After It Has Been
+//! Software Disabled"). SeaBIOS
+//! enables the boot CPU's APIC (SVR 1FFH) before it starts the kernel;
+//! qboot, the firmware the runner boots with, does not.
 
 use core::convert::Infallible;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -89,6 +101,25 @@ pub(crate) fn enter_mode_on_ap() {
     if x2apic_mode() {
         let Ok(_) = X2Apic::enter(hardware_msr());
     }
+}
+
+/// The spurious-interrupt vector every CPU's APIC is software-enabled with
+/// (the SVR's vector field, SDM Vol. 3A 11.9): FFH, the vector the kernels
+/// here give [`Apic::enable`] too. A kernel may enable its APIC again with
+/// another vector.
+pub const SPURIOUS_VECTOR: Vector = match Vector::new(0xFF) {
+    Some(v) => v,
+    None => panic!("FFH is a vector"),
+};
+
+/// Software-enables the local APIC of the CPU this runs on (SVR bit 8,
+/// [`SPURIOUS_VECTOR`]; TPR 0), in the kernel's mode: what the boot code
+/// does for the boot CPU and [`crate::smp`] for every AP, whatever state
+/// the firmware left (see the [module documentation](self)).
+pub(crate) fn enable_this_cpu() -> Apic {
+    let mut apic = local_apic();
+    apic.enable(SPURIOUS_VECTOR);
+    apic
 }
 
 /// The local APIC of the CPU this runs on, in the kernel's mode. Safe here

@@ -199,6 +199,9 @@ unsafe fn read_cmdline(start_info: u32) -> &'static str {
 extern "C" fn rust_start(start_info: u32) -> ! {
     serial::init();
     idt::init();
+    // The APIC as the kernel needs it, whichever firmware ran: a CPU
+    // leaves reset with it software-disabled (see `crate::apic`).
+    crate::apic::enable_this_cpu();
     // SAFETY: `start_info` is what QEMU passed in EBX (see the trampoline),
     // and the whole first 4 GiB are identity-mapped.
     let cmdline = unsafe { read_cmdline(start_info) };

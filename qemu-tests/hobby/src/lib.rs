@@ -71,7 +71,9 @@ pub mod user;
 pub mod workload;
 
 /// Declares the kernel's `main`: `fn(&'static BootInfo) -> !`, called after
-/// the console and the IDT are up, with interrupts still disabled.
+/// the console and the IDT are up and the boot CPU's local APIC is
+/// software-enabled ([`apic::SPURIOUS_VECTOR`]), with interrupts still
+/// disabled.
 #[macro_export]
 macro_rules! entry_point {
     ($main:path) => {

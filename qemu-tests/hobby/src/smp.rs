@@ -407,10 +407,7 @@ extern "C" fn ap_main(index: u32) -> ! {
     crate::gdt::init_cpu(cpu);
     idt::load_on_ap();
     crate::apic::enter_mode_on_ap();
-    let mut apic = local_apic();
-    if let Some(spurious) = Vector::new(0xFF) {
-        apic.enable(spurious);
-    }
+    let mut apic = crate::apic::enable_this_cpu();
     if let Some(slot) = APIC_ID.get(cpu) {
         slot.store(apic.id(), Ordering::Release);
     }

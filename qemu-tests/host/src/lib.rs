@@ -416,6 +416,13 @@ impl Workspace {
             }
         };
         println!("qemu: {accel}");
+        match qemu::firmware() {
+            Ok(f) => println!("qemu: {f}"),
+            Err(e) => {
+                eprintln!("qemu: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
         // The defmt decoder (a host program on a large library) builds in
         // the background while the kernels build and boot.
         let decoder = self.build_decoder_in_background();

@@ -32,6 +32,13 @@ fn main() -> ExitCode {
         }
     };
     println!("qemu: {accel}");
+    match qemu::firmware() {
+        Ok(f) => println!("qemu: {f}"),
+        Err(e) => {
+            eprintln!("qemu: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let config = rest.first();
     let Some(k) = runs
         .iter()

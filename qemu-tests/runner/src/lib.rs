@@ -16,11 +16,16 @@
 //! qemu-system-x86_64 -M pc -m 128M -display none -monitor none \
 //!     -serial stdio -no-reboot \
 //!     -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
-//!     -kernel KERNEL.elf <accelerator arguments> [QEMU ARGS...]
+//!     -kernel KERNEL.elf [-bios qboot.rom] <accelerator arguments> [QEMU ARGS...]
 //! ```
 //!
 //! COM1 (I/O port 3F8h) is the console: every line the kernel writes there
 //! is copied to the runner's standard output as it comes.
+//!
+//! The firmware is qboot where QEMU has `qboot.rom`, QEMU's default
+//! (SeaBIOS) otherwise ([`qemu::Firmware`]; the [`qemu` module
+//! documentation](qemu#the-firmware) says why and what a kernel must set
+//! up itself: its local APIC).
 //!
 //! ## Exit: port F4h
 //!
@@ -65,9 +70,11 @@
 //! |---|---|---|
 //! | `PMU_QEMU_ACCEL` | `tcg` (QEMU's emulated CPU, no PMU) or `kvm` (`-enable-kvm -cpu host,-arch-capabilities`: the host's CPU and the PMU its KVM exposes; refused when `/dev/kvm` cannot be opened read-write); see [`qemu::Accel`] | `tcg` |
 //! | `PMU_QEMU_TIMEOUT` | seconds before a kernel without a verdict counts as hung ([`qemu::timeout`]) | 60 under TCG, 300 under KVM |
+//! | `PMU_QEMU_FIRMWARE` | `qboot` (`-bios qboot.rom` where QEMU has it, QEMU's default firmware otherwise) or `default` (QEMU's default, SeaBIOS); see [`qemu::Firmware`] | `qboot` |
 //! | `QEMU` | the QEMU binary | `qemu-system-x86_64` |
 //!
-//! The runner prints the accelerator on its first line. When QEMU is
+//! The runner prints the accelerator on its first line and the firmware on
+//! its second. When QEMU is
 //! missing and the runner runs as root on a machine with apt, it installs
 //! Debian's `qemu-system-x86` ([`qemu::ensure_qemu`]); otherwise it says
 //! which package to install.
@@ -76,7 +83,7 @@
 //!
 //! 0 when the run passed; 1 when it failed (each failed case is printed on
 //! standard error with why); 2 for a usage error or an unusable
-//! `PMU_QEMU_ACCEL`; 127 when QEMU cannot be found or installed.
+//! `PMU_QEMU_ACCEL` or `PMU_QEMU_FIRMWARE`; 127 when QEMU cannot be found or installed.
 
 use std::path::Path;
 

@@ -36,11 +36,14 @@ Environment:
                     read-write /dev/kvm)
   PMU_QEMU_TIMEOUT  seconds before a kernel without a verdict is hung (60
                     under TCG, 300 under KVM)
+  PMU_QEMU_FIRMWARE qboot (default: -bios qboot.rom where QEMU has it,
+                    QEMU's default firmware otherwise) or default (SeaBIOS)
   QEMU              the QEMU binary (qemu-system-x86_64)
 
-Exit status: 0 passed, 1 failed, 2 usage or PMU_QEMU_ACCEL error,
-127 QEMU missing. --install-only installs QEMU (Debian's qemu-system-x86,
-as root with apt) when it is missing, and boots nothing.
+Exit status: 0 passed, 1 failed, 2 usage, PMU_QEMU_ACCEL or
+PMU_QEMU_FIRMWARE error, 127 QEMU missing. --install-only installs QEMU
+(Debian's qemu-system-x86, as root with apt) when it is missing, and boots
+nothing.
 
 As a cargo runner, in a kernel crate's .cargo/config.toml:
   [target.x86_64-unknown-none]
@@ -85,6 +88,13 @@ fn main() -> ExitCode {
         }
     };
     println!("pmu-qemu-run: {accel}");
+    match qemu::firmware() {
+        Ok(f) => println!("pmu-qemu-run: {f}"),
+        Err(e) => {
+            eprintln!("pmu-qemu-run: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let path = Path::new(kernel);
     let (results, console) = pmu_qemu_run::boot_and_judge(path, accel, qemu_args);
     let name = path

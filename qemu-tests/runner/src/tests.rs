@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::qemu::{Accel, kvm_usable};
+use super::qemu::{Accel, Firmware, kvm_usable, qboot_in};
 use super::*;
 
 fn args(s: &str) -> Vec<String> {
@@ -219,4 +219,52 @@ fn a_kernel_under_kvm_gets_longer_before_it_counts_as_hung() {
     }
     assert_eq!(super::qemu::timeout(Accel::Tcg).as_secs(), 60);
     assert_eq!(super::qemu::timeout(Accel::Kvm).as_secs(), 300);
+}
+
+#[test]
+fn the_firmware_variable() {
+    let found = || Ok(());
+    let missing = || Err("qboot.rom is not there".to_string());
+    assert_eq!(Firmware::parse(None, found), Ok(Firmware::Qboot));
+    assert_eq!(Firmware::parse(Some(" qboot "), found), Ok(Firmware::Qboot));
+    assert_eq!(
+        Firmware::parse(Some(""), missing),
+        Ok(Firmware::Default(Some("qboot.rom is not there".into())))
+    );
+    assert_eq!(
+        Firmware::parse(Some("default"), found),
+        Ok(Firmware::Default(None))
+    );
+    let err = Firmware::parse(Some("ovmf"), found).unwrap_err();
+    assert!(err.contains("PMU_QEMU_FIRMWARE=ovmf"), "{err}");
+}
+
+#[test]
+fn qboot_is_found_only_in_a_listed_directory_that_has_it() {
+    let dir = std::env::temp_dir().join(format!("pmu-qemu-run-qboot-{}", std::process::id()));
+    let with = dir.join("with");
+    let without = dir.join("without");
+    std::fs::create_dir_all(&with).unwrap();
+    std::fs::create_dir_all(&without).unwrap();
+    std::fs::write(with.join("qboot.rom"), b"").unwrap();
+    let listed = |dirs: &[&Path]| {
+        dirs.iter()
+            .map(|d| format!("{}\n", d.display()))
+            .collect::<String>()
+    };
+    assert_eq!(qboot_in(&listed(&[&without, &with])), Ok(()));
+    let err = qboot_in(&listed(&[&without])).unwrap_err();
+    assert!(err.contains(&without.display().to_string()), "{err}");
+    assert!(qboot_in("").unwrap_err().contains("none listed"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn qboot_is_asked_for_unless_the_kernel_names_its_firmware() {
+    assert_eq!(
+        Firmware::Qboot.qemu_args(&args("-smp 2")),
+        args("-bios qboot.rom")
+    );
+    assert!(Firmware::Qboot.qemu_args(&args("-bios my.rom")).is_empty());
+    assert!(Firmware::Default(None).qemu_args(&[]).is_empty());
 }

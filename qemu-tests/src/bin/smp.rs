@@ -454,21 +454,37 @@ fn sample<O: Owner>(cpu: usize, events: u64) -> u64 {
     accounted
 }
 
+/// The events T0 and T1 feed where the platform runs code about as fast
+/// as TCG ([`events`]): 206 and 134 periods of N and a residual each.
 const EVENTS: [u64; 2] = [20_011, 13_007];
+
+/// The events T0 and T1 feed on this platform: [`EVENTS`], fewer (at least
+/// 2,011 and 1,307: 20 and 13 periods of N and a residual) where it runs
+/// code far slower than TCG (`hobby::pace::scaled`): under the project
+/// machine's nested KVM the full counts took 30 s, each PMI's handler
+/// waiting on the other CPU's injections into the shared model. Every
+/// check stays exact at any count.
+fn events() -> [u64; 2] {
+    [
+        hobby::pace::scaled(EVENTS[0], 2_011),
+        hobby::pace::scaled(EVENTS[1], 1_307),
+    ]
+}
 
 fn ap_sample(cpu: usize) -> u64 {
     pmu::owner!(ApSample);
-    sample::<ApSample>(cpu, EVENTS[1])
+    sample::<ApSample>(cpu, events()[1])
 }
 
 fn each_cpu_samples_its_own_event() -> Outcome {
     MODEL.reset();
     pmu::owner!(BspSample);
+    let events = events();
     smp::run_on(1, ap_sample)?;
-    let here = sample::<BspSample>(0, EVENTS[0]);
+    let here = sample::<BspSample>(0, events[0]);
     let there = smp::wait(1)?;
-    check_eq!(here, EVENTS[0], "T0: events = periods x N + residual");
-    check_eq!(there, EVENTS[1], "T1: events = periods x N + residual");
+    check_eq!(here, events[0], "T0: events = periods x N + residual");
+    check_eq!(there, events[1], "T1: events = periods x N + residual");
     check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
     for cpu in 0..2 {
         check_eq!(
@@ -487,12 +503,12 @@ fn each_cpu_samples_its_own_event() -> Outcome {
         SAMPLES[1].load(Ordering::SeqCst),
     );
     check!(
-        s0 >= EVENTS[0] / N - 1 && s1 >= EVENTS[1] / N - 1,
+        s0 >= events[0] / N - 1 && s1 >= events[1] / N - 1,
         "samples {s0} {s1}"
     );
     println!(
         "smp: T0 {} and T1 {} events at once, N = {N}: {s0} samples on CPU 0, {s1} on CPU 1, each at its CPU's RIP, conserved exactly (model)",
-        EVENTS[0], EVENTS[1]
+        events[0], events[1]
     );
     Ok(())
 }
