@@ -48,10 +48,10 @@ pub const TICK_NS: u64 = 200_000;
 const TARGET_SAMPLES: u64 = 1000;
 /// The fewest samples a profile aims at on a slower platform.
 const FEWEST_SAMPLES: u64 = 250;
-/// How far a share may be from its workload's with [`TARGET_SAMPLES`]
-/// aimed at: 6 points, about 4 standard errors at ~1000 samples (where
-/// fewer are aimed at, wider in proportion to 1/sqrt of the samples taken,
-/// [`share_bound`]).
+/// How far a share may be from its workload's in a profile of
+/// [`TARGET_SAMPLES`] samples: 6 points, about 4 standard errors at ~1000
+/// samples (with fewer samples, wider in proportion to 1/sqrt of the
+/// samples taken, [`share_bound`]).
 const SHARE_BOUND: f64 = 0.06;
 /// The longest tick [`choose_model_tick`] tries: 64 times [`TICK_NS`],
 /// 12.8 ms.
@@ -249,15 +249,18 @@ pub fn target_samples() -> u64 {
     TARGET.load(Ordering::SeqCst)
 }
 
-/// How far a share may be from its workload's in a profile that aimed at
-/// `target` samples and took `samples` in the workload: [`SHARE_BOUND`]
-/// where [`TARGET_SAMPLES`] were aimed at; where fewer were (a slow
-/// platform), [`SHARE_BOUND`] scaled by sqrt(1000 / samples), the
-/// standard error of a proportion, and never narrower.
-fn share_bound(target: u64, samples: u64) -> f64 {
-    if target >= TARGET_SAMPLES {
-        return SHARE_BOUND;
-    }
+/// How far a share may be from its workload's in a profile that took
+/// `samples` in the workload: [`SHARE_BOUND`] scaled by sqrt(1000 /
+/// samples), as the standard error of a proportion scales (about 4 of
+/// them), and never narrower. Fewer samples than aimed at are taken where
+/// the platform is slow ([`choose_model_tick`] aims at fewer) and where the
+/// host deschedules the virtual CPUs: the TSC, the model's clock, runs on
+/// meanwhile, a tick then carries more than a period, and a tick gives one
+/// sample at most (the rest of its cycles are counted, and accounted, but
+/// not sampled). Either way the shares stay unbiased, only noisier; a
+/// bound fixed at 6 points would fail a profile of 455 samples (2.7
+/// standard errors) about once in 20 runs on a loaded host (seen).
+fn share_bound(samples: u64) -> f64 {
     let ratio = TARGET_SAMPLES as f64 / samples.max(1) as f64;
     // sqrt by Newton's method (`f64::sqrt` is not in `core`).
     let mut root = ratio.max(1.0);
@@ -555,9 +558,12 @@ fn report<P: Architecture>(cpu: usize) -> bool {
         "function", "samples", "share", "expected"
     );
     let target = target_samples();
-    let bound = share_bound(target, inside);
+    let bound = share_bound(inside);
+    // At least [`FEWEST_SAMPLES`] (or half the target where fewer are
+    // aimed at): a profile, not a handful of samples.
+    let fewest = FEWEST_SAMPLES.min(target / 2);
     let mut ok =
-        p.failed.load(Ordering::SeqCst) == 0 && inside >= target / 2 && counts[3] * 20 <= total;
+        p.failed.load(Ordering::SeqCst) == 0 && inside >= fewest && counts[3] * 20 <= total;
     for (i, expected) in expected.iter().enumerate().rev() {
         let share = counts[i] as f64 / inside.max(1) as f64;
         println!(
@@ -581,7 +587,7 @@ fn report<P: Architecture>(cpu: usize) -> bool {
             chains.unplaced()
         );
     }
-    if target < TARGET_SAMPLES {
+    if inside < TARGET_SAMPLES {
         println!(
             "  {inside} samples in the workload ({target} aimed at): shares within {:.1} points",
             bound * 100.0
@@ -631,11 +637,7 @@ fn run<P: Architecture>() -> Result<bool, Failure> {
         P::NAME,
         if ok { "PASS" } else { "FAIL" },
         if ok { "are" } else { "are not" },
-        if target_samples() >= TARGET_SAMPLES {
-            "6 points"
-        } else {
-            "its bound"
-        },
+        "its bound (6 points at 1000 samples, 4 standard errors)",
         source::<P>()
     );
     Ok(ok)
