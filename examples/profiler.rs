@@ -100,18 +100,27 @@ impl shared::Architecture for NetBurstModel {
         shared::choose_model_tick::<Self>(cal);
     }
 
-    /// The cycles happen on CPU `cpu`'s logical processor of the package;
-    /// none while the model can bound nothing (the other logical
-    /// processor's PMI raised and not yet serviced, its OVF set): then
-    /// `inject_until_own_pmi` would search for this one's next PMI on
-    /// copies of the model, which costs 150-300 µs under TCG and a good
-    /// part of a second where a hypervisor emulates the guest; the cycles
-    /// wait for the next tick (carried, as after any tick).
+    /// The cycles happen on CPU `cpu`'s logical processor of the package,
+    /// up to its PMI. Where the model can bound nothing (a counter's OVF
+    /// set), only one cycle: `inject_until_own_pmi` would otherwise search
+    /// for this logical processor's next PMI on copies of the model, which
+    /// costs 150-300 µs under TCG and a good part of a second where a
+    /// hypervisor emulates the guest; the rest waits for the next tick
+    /// (carried, as after any tick). That one cycle matters: the unbounded
+    /// counter may be this logical processor's own, wrapped on the last
+    /// cycle of a tick, its PMI due with the next event (NetBurst raises it
+    /// "on the next event count after the counter has overflowed", SDM
+    /// 18.15.5.8); with no cycle fed, neither CPU would ever feed again
+    /// (seen: once in 282 boots, both CPUs stuck at 64 samples). Otherwise
+    /// it is the other logical processor's PMI, raised and not yet
+    /// serviced, and the cycle is just counted.
     fn feed(cpu: usize, cycles: u64) -> (u64, bool) {
         let lp = lp_of(cpu).1;
-        if MODEL.with(|m| m.events_without_pmi()) == 0 {
-            return (0, false);
-        }
+        let cycles = if MODEL.with(|m| m.events_without_pmi()) == 0 {
+            cycles.min(1)
+        } else {
+            cycles
+        };
         let got = MODEL.inject_until_own_pmi(RUNNING.on(lp, Privilege::Os, cycles));
         (
             got.injected,
