@@ -554,6 +554,15 @@ mod tests {
                 };
                 assert!(expected, "{g:?} PMC{}", r.pmc);
                 // Monitors, and only they, have a `pm` bit, and it is writable.
+                let monitor = matches!(
+                    r.kind,
+                    PmcKind::Counter
+                        | PmcKind::IEar
+                        | PmcKind::DEar
+                        | PmcKind::Btb
+                        | PmcKind::IpEar
+                );
+                assert_eq!(r.is_monitor(), monitor, "{g:?} PMC{}", r.pmc);
                 if let Some(pm) = r.pm {
                     assert_eq!(r.writable & pm.mask(), pm.mask(), "{g:?} PMC{}", r.pmc);
                 }

@@ -615,6 +615,13 @@ impl PmcInfo {
             None => None,
         }
     }
+
+    /// Whether the register is a monitor (it has `plm` and `pm`: the
+    /// counters, EARs, branch trace buffer and IP-EAR): its row names a
+    /// `pm` bit.
+    pub const fn is_monitor(self) -> bool {
+        self.pm.is_some()
+    }
 }
 
 /// What a PMD holds.
