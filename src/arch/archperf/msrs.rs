@@ -185,18 +185,18 @@ impl CounterSet {
         self.0 & 1 << c.0 != 0
     }
 
-    /// The counters in both sets.
-    pub const fn and(self, other: CounterSet) -> CounterSet {
-        CounterSet(self.0 & other.0)
-    }
-
     /// The counters in either set.
-    pub const fn or(self, other: CounterSet) -> CounterSet {
+    pub const fn union(self, other: CounterSet) -> CounterSet {
         CounterSet(self.0 | other.0)
     }
 
+    /// The counters in both sets.
+    pub const fn intersection(self, other: CounterSet) -> CounterSet {
+        CounterSet(self.0 & other.0)
+    }
+
     /// The counters of this set not in `other`.
-    pub const fn minus(self, other: CounterSet) -> CounterSet {
+    pub const fn difference(self, other: CounterSet) -> CounterSet {
         CounterSet(self.0 & !other.0)
     }
 

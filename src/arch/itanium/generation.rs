@@ -376,14 +376,19 @@ macro_rules! number_set {
                 n < 64 && self.0 & (1 << n) != 0
             }
 
-            /// Union.
+            #[doc = concat!("The ", $member, "s in either set.")]
             pub const fn union(self, other: $name) -> $name {
                 $name(self.0 | other.0)
             }
 
-            /// Intersection.
+            #[doc = concat!("The ", $member, "s in both sets.")]
             pub const fn intersection(self, other: $name) -> $name {
                 $name(self.0 & other.0)
+            }
+
+            #[doc = concat!("The ", $member, "s of this set not in `other`.")]
+            pub const fn difference(self, other: $name) -> $name {
+                $name(self.0 & !other.0)
             }
 
             /// With `n` added.

@@ -413,6 +413,21 @@ impl CounterSet {
         self.0 & (1 << c as u32) != 0
     }
 
+    /// The counters in either set.
+    pub const fn union(self, other: CounterSet) -> CounterSet {
+        CounterSet(self.0 | other.0)
+    }
+
+    /// The counters in both sets.
+    pub const fn intersection(self, other: CounterSet) -> CounterSet {
+        CounterSet(self.0 & other.0)
+    }
+
+    /// The counters of this set not in `other`.
+    pub const fn difference(self, other: CounterSet) -> CounterSet {
+        CounterSet(self.0 & !other.0)
+    }
+
     /// Number of counters in the set.
     pub const fn len(self) -> u32 {
         self.0.count_ones()
