@@ -131,7 +131,7 @@ const fn row(pmc: u8, kind: PmcKind, default: u64, writable: u64, checker: Check
 /// PMC0-3: PMC0 holds `fr` and the counters' overflow bits.
 const fn control(pmc: u8, default: u64, counters: CounterSet) -> PmcInfo {
     let writable = if pmc == 0 {
-        super::pmc::FR.mask() | counters.0
+        super::pmc::Pmc0::FR.mask() | counters.0
     } else {
         0
     };

@@ -5,46 +5,29 @@ use super::fields::{EventCode, FieldError, Ism, Plm, Threshold, Umask};
 use super::generation::{Counter, CounterSet, Generation};
 use crate::arch::{Field, register};
 
-/// PMC0: bit 0 `fr` (freeze), bits 3:1 ignored, bit n (n >= 4) the overflow
-/// bit of counter n (SDM vol 2 §7.2; Linux `perfmon.c`).
-///
-/// Overflow and freeze bits are sticky: software clears them. Writing 0
-/// unfreezes the PMU and clears every overflow bit in one write (what Linux
-/// perfmon's `pfm_unfreeze_pmu` does); an interrupt is raised only for a
-/// carry out of bit W-1 of a counter whose `oi` bit is set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Pmc0(u64);
-
-/// PMC0 `fr`, the freeze bit.
-pub(super) const FR: Field = Field::new(0, 1);
+register! {
+    /// PMC0: bit 0 `fr` (freeze), bits 3:1 ignored, bit n (n >= 4) the
+    /// overflow bit of counter n (SDM vol 2 §7.2; Linux `perfmon.c`).
+    ///
+    /// Overflow and freeze bits are sticky: software clears them. Writing 0
+    /// unfreezes the PMU and clears every overflow bit in one write (what
+    /// Linux perfmon's `pfm_unfreeze_pmu` does); an interrupt is raised only
+    /// for a carry out of bit W-1 of a counter whose `oi` bit is set. The
+    /// overflow bits form a set of counters ([`CounterSet`]), not fields.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Pmc0(u64): from_bits {
+        /// The freeze bit.
+        pub(super) FR: 0 => frozen, with_frozen: bool;
+    }
+}
 
 impl Pmc0 {
     /// Unfrozen, no overflow bit: the value the interrupt handler writes
     /// back.
     pub const UNFROZEN: Pmc0 = Pmc0(0);
     /// Frozen, no overflow bit.
-    pub const FROZEN: Pmc0 = Pmc0(1);
-
-    /// Any raw value, as read.
-    pub const fn from_bits(raw: u64) -> Pmc0 {
-        Pmc0(raw)
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
-
-    /// The freeze bit.
-    pub const fn frozen(self) -> bool {
-        FR.flag(self.0)
-    }
-
-    /// With the freeze bit set or cleared.
-    pub const fn with_frozen(self, on: bool) -> Pmc0 {
-        Pmc0(FR.set_flag(self.0, on))
-    }
+    pub const FROZEN: Pmc0 = Pmc0(0).with_frozen(true);
 
     /// The implemented counters of `generation` whose overflow bit is set.
     pub const fn overflowed(self, generation: Generation) -> CounterSet {
@@ -55,13 +38,13 @@ impl Pmc0 {
     /// (bits 3:1, which are ignored, and overflow bits of counters that do
     /// not exist).
     pub const fn stray_bits(self, generation: Generation) -> u64 {
-        self.0 & !generation.counters().0 & !1
+        self.0 & !generation.counters().0 & !Self::FR.mask()
     }
 
     /// Linux's test for "an overflow is pending": any bit but `fr`
     /// (`PMC0_HAS_OVFL` in Linux `perfmon.c`).
     pub const fn any_overflow_bit(self) -> bool {
-        self.0 & !1 != 0
+        self.0 & !Self::FR.mask() != 0
     }
 
     /// The overflow bits of the counters in `set` taken from `other`, every
