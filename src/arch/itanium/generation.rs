@@ -345,6 +345,8 @@ macro_rules! number_set {
         #[cfg_attr(feature = "defmt", derive(defmt::Format))]
         pub struct $name($vis u64);
 
+        crate::arch::set_operations!($name, $member);
+
         impl $name {
             /// The empty set.
             pub const EMPTY: $name = $name(0);
@@ -374,21 +376,6 @@ macro_rules! number_set {
             /// Whether `n` is in the set.
             pub const fn contains(self, n: u8) -> bool {
                 n < 64 && self.0 & (1 << n) != 0
-            }
-
-            #[doc = concat!("The ", $member, "s in either set.")]
-            pub const fn union(self, other: $name) -> $name {
-                $name(self.0 | other.0)
-            }
-
-            #[doc = concat!("The ", $member, "s in both sets.")]
-            pub const fn intersection(self, other: $name) -> $name {
-                $name(self.0 & other.0)
-            }
-
-            #[doc = concat!("The ", $member, "s of this set not in `other`.")]
-            pub const fn difference(self, other: $name) -> $name {
-                $name(self.0 & !other.0)
             }
 
             /// With `n` added.

@@ -375,6 +375,8 @@ impl Cccr {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterSet(u32);
 
+crate::arch::set_operations!(CounterSet, "counter");
+
 impl CounterSet {
     /// The empty set.
     pub const EMPTY: CounterSet = CounterSet(0);
@@ -411,21 +413,6 @@ impl CounterSet {
     /// Whether `c` is in the set.
     pub const fn contains(self, c: Counter) -> bool {
         self.0 & (1 << c as u32) != 0
-    }
-
-    /// The counters in either set.
-    pub const fn union(self, other: CounterSet) -> CounterSet {
-        CounterSet(self.0 | other.0)
-    }
-
-    /// The counters in both sets.
-    pub const fn intersection(self, other: CounterSet) -> CounterSet {
-        CounterSet(self.0 & other.0)
-    }
-
-    /// The counters of this set not in `other`.
-    pub const fn difference(self, other: CounterSet) -> CounterSet {
-        CounterSet(self.0 & !other.0)
     }
 
     /// Number of counters in the set.
