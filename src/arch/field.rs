@@ -129,26 +129,38 @@ impl Field {
 /// With `struct Name(u64): from_bits { .. }` it also defines a `from_bits`
 /// that keeps every bit (for registers read whole, such as CPUID leaves).
 ///
-/// Two forms declare the Itanium PMC images, whose writable bits and
+/// A field line may name a getter only (`FIELD: 3..=29 => mask: u32;`):
+/// for fields whose setter refuses values (returning an `Option` or a
+/// `Result`), which the type then writes over the field constant.
+///
+/// Three forms declare the Itanium PMC images, whose writable bits and
 /// power-up value come from a row of the generation's PMC descriptor table
 /// ([`crate::arch::itanium::PmcInfo`]):
 ///
 /// * `struct Name(u64): pmc(INFO) { .. }`, one fixed register whose row is
 ///   the expression `INFO`: `from_bits` refuses a value whose bits outside
 ///   the writable fields differ from the power-up value;
-/// * `struct Name(Generation, u64): pmc(info) { .. }`, a register whose
-///   number and layout depend on the generation, the struct holding both;
-///   `info` is the type's `const fn info(Generation) -> PmcInfo`. It adds
-///   `from_bits(generation, raw)` (refusing as above),
-///   `from_bits_truncate(generation, raw)` (replacing those bits by their
-///   power-up values, perfmon's rule) and `generation()`.
+/// * `struct Name(vis key: Key, u64): pmc(info) { .. }`, a register whose
+///   number and layout depend on `key` (a [`crate::arch::itanium::Counter`]
+///   for the counter configurations), the struct holding both; `info` is a
+///   `const fn(Key) -> PmcInfo`. It adds `from_bits(key, raw)` (refusing as
+///   above), `from_bits_truncate(key, raw)` (replacing those bits by their
+///   power-up values, perfmon's rule) and the accessor `key()` (of
+///   visibility `vis`). `struct Name(Generation, u64)` is short for
+///   `struct Name(pub generation: Generation, u64)`;
+/// * `impl Name(u64) { .. }`, fields and accessors only, for a struct
+///   written by hand because it holds more than the image or its
+///   constructors have another shape (the opcode matchers, the instruction
+///   range configuration); the struct provides `const fn bits(self)` and
+///   `const fn with_bits(self, raw)`.
 ///
-/// Every form defines the struct over its storage (`u8`, `u16`, `u32` or
-/// `u64`), an associated [`Field`] constant per field (private unless given
-/// a visibility), `DEFINED` (every bit some field declares), `bits()`, a
-/// private `with_bits(raw)` (the same register, another image), and the
-/// accessors: `bool` for one-bit flags, the storage integers as they are,
-/// and any other type through its `from_field(u64) -> Self` and
+/// Every `struct` form defines the struct over its storage (`u8`, `u16`,
+/// `u32` or `u64`), and every form an associated [`Field`] constant per
+/// field (private unless given a visibility), `DEFINED` (every bit some
+/// field declares); the `struct` forms also `bits()` and a private
+/// `with_bits(raw)` (the same register, another image). The accessors:
+/// `bool` for one-bit flags, the storage integers as they are, and any
+/// other type through its `from_field(u64) -> Self` and
 /// `into_field(self) -> u64` (`const fn`s, total: a field value always
 /// converts). Every accessor is a `const fn`.
 macro_rules! register {
@@ -173,9 +185,21 @@ macro_rules! register {
         $(#[$meta:meta])*
         $vis:vis struct $name:ident(Generation, u64): pmc($info:path) { $($body:tt)* }
     ) => {
+        $crate::arch::register! {
+            $(#[$meta])*
+            $vis struct $name(pub generation: $crate::arch::itanium::Generation, u64):
+                pmc($info) { $($body)* }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident($kvis:vis $key:ident: $kty:ty, u64): pmc($info:path) {
+            $($body:tt)*
+        }
+    ) => {
         $(#[$meta])*
         $vis struct $name {
-            generation: $crate::arch::itanium::Generation,
+            $key: $kty,
             bits: u64,
         }
 
@@ -184,13 +208,10 @@ macro_rules! register {
             /// Decode any raw value, replacing the bits outside the writable
             /// fields by their power-up values (perfmon's rule).
             #[inline]
-            pub const fn from_bits_truncate(
-                generation: $crate::arch::itanium::Generation,
-                raw: u64,
-            ) -> $name {
+            pub const fn from_bits_truncate($key: $kty, raw: u64) -> $name {
                 $name {
-                    generation,
-                    bits: $info(generation).merge(raw),
+                    $key,
+                    bits: $info($key).merge(raw),
                 }
             }
 
@@ -198,11 +219,11 @@ macro_rules! register {
             /// that differ from the power-up value.
             #[inline]
             pub const fn from_bits(
-                generation: $crate::arch::itanium::Generation,
+                $key: $kty,
                 raw: u64,
             ) -> Result<$name, $crate::arch::itanium::ReservedBits> {
-                match $info(generation).reserved_bits(raw) {
-                    0 => Ok($name { generation, bits: raw }),
+                match $info($key).reserved_bits(raw) {
+                    0 => Ok($name { $key, bits: raw }),
                     r => Err($crate::arch::itanium::ReservedBits(r)),
                 }
             }
@@ -213,21 +234,26 @@ macro_rules! register {
                 self.bits
             }
 
-            /// The generation.
+            #[doc = concat!("The ", stringify!($key), ".")]
             #[inline]
-            pub const fn generation(self) -> $crate::arch::itanium::Generation {
-                self.generation
+            $kvis const fn $key(self) -> $kty {
+                self.$key
             }
 
             const fn with_bits(self, bits: u64) -> $name {
                 $name {
-                    generation: self.generation,
+                    $key: self.$key,
                     bits,
                 }
             }
         }
 
         $crate::arch::register!(@fields $name, u64 { $($body)* });
+    };
+    (
+        impl $name:ident($repr:ident) { $($body:tt)* }
+    ) => {
+        $crate::arch::register!(@fields $name, $repr { $($body)* });
     };
     (
         $(#[$meta:meta])*
@@ -277,7 +303,7 @@ macro_rules! register {
             $(
                 $(#[$fmeta:meta])*
                 $fvis:vis $field:ident : $lsb:literal $(..= $msb:literal)?
-                    $(=> $get:ident, $set:ident : $ty:tt)?;
+                    $(=> $get:ident $(, $set:ident)? : $ty:tt)?;
             )*
         }
     ) => {
@@ -294,7 +320,7 @@ macro_rules! register {
 
             $(
                 $crate::arch::register!(
-                    @accessors $name, $repr, $field, [$(#[$fmeta])*] $(, $get, $set, $ty)?
+                    @accessors $name, $repr, $field, [$(#[$fmeta])*] $(, $get, [$($set)?], $ty)?
                 );
             )*
         }
@@ -302,13 +328,19 @@ macro_rules! register {
     (@accessors $name:ident, $repr:ident, $field:ident, [$(#[$m:meta])*]) => {};
     (
         @accessors $name:ident, $repr:ident, $field:ident, [$(#[$m:meta])*],
-        $get:ident, $set:ident, $ty:tt
+        $get:ident, [], $ty:tt
     ) => {
         $(#[$m])*
         #[inline]
         pub const fn $get(self) -> $ty {
             $crate::arch::register!(@get $ty, Self::$field, self.bits() as u64)
         }
+    };
+    (
+        @accessors $name:ident, $repr:ident, $field:ident, [$(#[$m:meta])*],
+        $get:ident, [$set:ident], $ty:tt
+    ) => {
+        $crate::arch::register!(@accessors $name, $repr, $field, [$(#[$m])*], $get, [], $ty);
 
         #[doc = concat!("With `", stringify!($field), "` replaced ([`",
             stringify!($name), "::", stringify!($get), "`]).")]

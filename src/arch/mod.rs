@@ -20,9 +20,11 @@ mod field;
 pub mod ia32;
 pub mod itanium;
 pub mod netburst;
+mod set;
 
 pub use field::Field;
 pub(crate) use field::register;
+pub(crate) use set::set_operations;
 
 #[cfg(test)]
 mod tests {

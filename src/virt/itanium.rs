@@ -72,7 +72,7 @@ use crate::arch::itanium::Pmc0;
 use crate::arch::itanium::validate::{
     PmcError, Policy, PrivilegePolicy, ReservedPolicy, Validator, disputed_bits,
 };
-use crate::arch::itanium::{CounterSet, Generation, PmcKind, RegSet};
+use crate::arch::itanium::{CounterSet, Generation, RegSet};
 
 /// The validation a guest's PMC writes get: perfmon's reserved-field rule
 /// (replace by the power-up value), either privilege (a guest kernel may
@@ -245,13 +245,11 @@ pub fn check_pmd_write(policy: &GuestPolicy, pmd: u8, value: u64) -> PmdWrite {
 /// branch trace buffer and Montecito's IP-EAR.
 const PLM: Field = Field::new(0, 4);
 
-/// Whether PMC `pmc` of `generation` is a monitor (has `plm` and `pm`).
+/// Whether PMC `pmc` of `generation` is a monitor (has `plm` and `pm`), as
+/// its descriptor row says.
 const fn is_monitor(generation: Generation, pmc: u8) -> bool {
     match generation.pmc(pmc) {
-        Some(info) => matches!(
-            info.kind,
-            PmcKind::Counter | PmcKind::IEar | PmcKind::DEar | PmcKind::Btb | PmcKind::IpEar
-        ),
+        Some(info) => info.is_monitor(),
         None => false,
     }
 }

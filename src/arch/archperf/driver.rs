@@ -502,7 +502,11 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
                 kept = kept.with(c.number(), ctl);
             }
         }
-        for c in present.minus(firmware).iter().filter(|c| !c.is_fixed()) {
+        for c in present
+            .difference(firmware)
+            .iter()
+            .filter(|c| !c.is_fixed())
+        {
             if let (Some(evtsel), true) = (c.evtsel(), selects[usize::from(c.number()) % 8] != 0) {
                 msr.write_msr(evtsel, 0)?;
             }
@@ -513,11 +517,14 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
         let mut firmware_global = CounterSet::EMPTY;
         if cpu.version() >= 2 {
             let global = CounterSet::from_bits_truncate(msr.read_msr(IA32_PERF_GLOBAL_CTRL)?);
-            firmware_global = global.and(firmware);
+            firmware_global = global.intersection(firmware);
             if global != firmware_global {
                 msr.write_msr(IA32_PERF_GLOBAL_CTRL, firmware_global.bits())?;
             }
-            msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, present.minus(firmware).bits())?;
+            msr.write_msr(
+                IA32_PERF_GLOBAL_OVF_CTRL,
+                present.difference(firmware).bits(),
+            )?;
         }
         Ok((firmware, firmware_global, kept))
     }
@@ -595,7 +602,10 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
             self.running
         };
         self.msr
-            .write_msr(IA32_PERF_GLOBAL_CTRL, ours.or(self.firmware_global).bits())
+            .write_msr(
+                IA32_PERF_GLOBAL_CTRL,
+                ours.union(self.firmware_global).bits(),
+            )
             .map_err(Error::Access)
     }
 

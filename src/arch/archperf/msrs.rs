@@ -136,6 +136,8 @@ impl Counter {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterSet(u64);
 
+crate::arch::set_operations!(CounterSet, "counter");
+
 impl CounterSet {
     /// The empty set.
     pub const EMPTY: CounterSet = CounterSet(0);
@@ -183,21 +185,6 @@ impl CounterSet {
     /// Whether `c` is in the set.
     pub const fn contains(self, c: Counter) -> bool {
         self.0 & 1 << c.0 != 0
-    }
-
-    /// The counters in both sets.
-    pub const fn and(self, other: CounterSet) -> CounterSet {
-        CounterSet(self.0 & other.0)
-    }
-
-    /// The counters in either set.
-    pub const fn or(self, other: CounterSet) -> CounterSet {
-        CounterSet(self.0 | other.0)
-    }
-
-    /// The counters of this set not in `other`.
-    pub const fn minus(self, other: CounterSet) -> CounterSet {
-        CounterSet(self.0 & !other.0)
     }
 
     /// Whether the set is empty.

@@ -9,17 +9,17 @@
 //! writable bits are derived from the fields the register images declare
 //! (`register!` in [`BtbConfig`], [`DearConfig`], [`IearConfig`],
 //! [`IpEarConfig`], [`RangeTag`], [`DataRangeConfig`],
-//! [`OpcodeMatcherConfig`]; [`CounterLayout`] for the counters), except
-//! where perfmon's mask is the only source (the opcode matchers after
-//! Itanium, the instruction range register); the choices between sources
-//! are documented on [`Generation`].
+//! [`OpcodeMatcherConfig`], [`OpcodeMatcher`], [`InstructionRangeConfig`];
+//! [`CounterLayout`] for the counters), except where perfmon's mask is the
+//! only source (the opcode matchers after Itanium); the choices between
+//! sources are documented on [`Generation`].
 
 use super::btb::BtbConfig;
 use super::ear::{DearConfig, IearConfig, IpEarConfig};
 use super::generation::{CounterSet, Generation, PmcInfo, PmcKind, RegSet};
 use super::opcode::{
-    DataRangeConfig, MONT_IG_AD, OPCM_IG_AD, OPCM_MASK, OPCM_MATCH, OPCM_UNITS,
-    OpcodeMatcherConfig, RangeTag,
+    DataRangeConfig, InstructionRangeConfig, MontecitoMask, OpcodeMatcher, OpcodeMatcherConfig,
+    RangeTag,
 };
 use super::pmc::{CounterLayout, ITANIUM_COUNTER, ITANIUM2_COUNTER, MONTECITO_COUNTER};
 use crate::arch::Field;
@@ -131,7 +131,7 @@ const fn row(pmc: u8, kind: PmcKind, default: u64, writable: u64, checker: Check
 /// PMC0-3: PMC0 holds `fr` and the counters' overflow bits.
 const fn control(pmc: u8, default: u64, counters: CounterSet) -> PmcInfo {
     let writable = if pmc == 0 {
-        super::pmc::FR.mask() | counters.0
+        super::pmc::Pmc0::FR.mask() | counters.0
     } else {
         0
     };
@@ -187,14 +187,22 @@ const ITANIUM: PmcTable = PmcTable {
             8,
             PmcKind::OpcodeMatcher,
             0xF000_0000_3FFF_FFF8,
-            fields(&[OPCM_MASK, OPCM_MATCH, OPCM_UNITS]),
+            fields(&[
+                OpcodeMatcher::MASK,
+                OpcodeMatcher::MATCH,
+                OpcodeMatcher::UNITS,
+            ]),
             Checker::Plain,
         ),
         row(
             9,
             PmcKind::OpcodeMatcher,
             0xF000_0000_3FFF_FFF8,
-            fields(&[OPCM_MASK, OPCM_MATCH, OPCM_UNITS]),
+            fields(&[
+                OpcodeMatcher::MASK,
+                OpcodeMatcher::MATCH,
+                OpcodeMatcher::UNITS,
+            ]),
             Checker::Plain,
         ),
         // libpfm3 `pmc10_ita_reg`.
@@ -284,7 +292,7 @@ const ITA2_BTB_WRITABLE: u64 = fields(&[
 ]);
 /// The instruction range configuration's writable bits: `ig_ibrpN` at 1,
 /// 4, 7, 10 and `fine` 13 (perfmon's mask 0x2492, libpfm3's layout).
-const IBR_WRITABLE: u64 = 0x2492;
+const IBR_WRITABLE: u64 = InstructionRangeConfig::DEFINED;
 
 /// Itanium 2: perfmon's masks and defaults (see [`Generation`] for where
 /// this crate follows libpfm3's layouts instead).
@@ -384,7 +392,7 @@ const ITANIUM2: PmcTable = PmcTable {
         opcode: 8,
         dbr: 13,
         ibr: 14,
-        ig_ad: OPCM_IG_AD,
+        ig_ad: OpcodeMatcher::IG_AD,
     }),
 };
 
@@ -508,7 +516,7 @@ const MONTECITO: PmcTable = PmcTable {
         opcode: 32,
         dbr: 41,
         ibr: 38,
-        ig_ad: MONT_IG_AD,
+        ig_ad: MontecitoMask::IG_AD,
     }),
 };
 
@@ -546,6 +554,15 @@ mod tests {
                 };
                 assert!(expected, "{g:?} PMC{}", r.pmc);
                 // Monitors, and only they, have a `pm` bit, and it is writable.
+                let monitor = matches!(
+                    r.kind,
+                    PmcKind::Counter
+                        | PmcKind::IEar
+                        | PmcKind::DEar
+                        | PmcKind::Btb
+                        | PmcKind::IpEar
+                );
+                assert_eq!(r.is_monitor(), monitor, "{g:?} PMC{}", r.pmc);
                 if let Some(pm) = r.pm {
                     assert_eq!(r.writable & pm.mask(), pm.mask(), "{g:?} PMC{}", r.pmc);
                 }

@@ -169,6 +169,16 @@ impl Umask {
     pub const fn get(self) -> u8 {
         self.0
     }
+
+    /// The unit mask field of a register image (`register!`).
+    pub(crate) const fn from_field(v: u64) -> Umask {
+        Umask::from_bits_truncate(v)
+    }
+
+    /// The field value (`register!`).
+    pub(crate) const fn into_field(self) -> u64 {
+        self.0 as u64
+    }
 }
 
 /// An event code for the `es` field: 7 bits on Itanium (bits 14:8), 8 bits

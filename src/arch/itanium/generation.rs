@@ -345,6 +345,8 @@ macro_rules! number_set {
         #[cfg_attr(feature = "defmt", derive(defmt::Format))]
         pub struct $name($vis u64);
 
+        crate::arch::set_operations!($name, $member);
+
         impl $name {
             /// The empty set.
             pub const EMPTY: $name = $name(0);
@@ -374,16 +376,6 @@ macro_rules! number_set {
             /// Whether `n` is in the set.
             pub const fn contains(self, n: u8) -> bool {
                 n < 64 && self.0 & (1 << n) != 0
-            }
-
-            /// Union.
-            pub const fn union(self, other: $name) -> $name {
-                $name(self.0 | other.0)
-            }
-
-            /// Intersection.
-            pub const fn intersection(self, other: $name) -> $name {
-                $name(self.0 & other.0)
             }
 
             /// With `n` added.
@@ -614,6 +606,13 @@ impl PmcInfo {
             Some(f) => Some(f.lsb()),
             None => None,
         }
+    }
+
+    /// Whether the register is a monitor (it has `plm` and `pm`: the
+    /// counters, EARs, branch trace buffer and IP-EAR): its row names a
+    /// `pm` bit.
+    pub const fn is_monitor(self) -> bool {
+        self.pm.is_some()
     }
 }
 

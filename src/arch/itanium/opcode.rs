@@ -69,35 +69,80 @@ impl Units {
         b: true,
     };
 
-    /// From four bits b, f, i, m (low to high).
+    /// From four bits b, f, i, m (low to high; higher bits ignored).
     pub const fn from_bits(v: u64) -> Units {
+        let u = UnitBits::from_bits(v as u8);
         Units {
-            b: v & 1 != 0,
-            f: v & 2 != 0,
-            i: v & 4 != 0,
-            m: v & 8 != 0,
+            b: u.b(),
+            f: u.f(),
+            i: u.i(),
+            m: u.m(),
         }
     }
 
     /// As four bits b, f, i, m (low to high).
     pub const fn bits(self) -> u8 {
-        self.b as u8 | (self.f as u8) << 1 | (self.i as u8) << 2 | (self.m as u8) << 3
+        UnitBits::from_bits(0)
+            .with_b(self.b)
+            .with_f(self.f)
+            .with_i(self.i)
+            .with_m(self.m)
+            .bits()
+    }
+
+    /// The units field of a matcher image (`register!`).
+    const fn from_field(v: u64) -> Units {
+        Units::from_bits(v)
+    }
+
+    /// The field value (`register!`).
+    const fn into_field(self) -> u64 {
+        self.bits() as u64
     }
 }
 
-pub(super) const OPCM_MASK: Field = Field::new(3, 27);
-pub(super) const OPCM_MATCH: Field = Field::new(33, 27);
-pub(super) const OPCM_UNITS: Field = Field::new(60, 4);
-pub(super) const OPCM_IG_AD: Field = Field::new(0, 1);
-const OPCM_INV: Field = Field::new(1, 1);
+register! {
+    /// The units field's bits, from the low bit (libpfm3's matcher
+    /// layouts: PMC8/9 63:60, Montecito PMC32/34 51:48).
+    #[derive(Clone, Copy)]
+    struct UnitBits(u8): from_bits {
+        /// Branch slots.
+        B: 0 => b, with_b: bool;
+        /// Floating-point slots.
+        F: 1 => f, with_f: bool;
+        /// Integer slots.
+        I: 2 => i, with_i: bool;
+        /// Memory slots.
+        M: 3 => m, with_m: bool;
+    }
+}
 
-/// An Itanium or Itanium 2 opcode matcher (PMC8 or PMC9).
+/// An Itanium or Itanium 2 opcode matcher (PMC8 or PMC9). The struct is
+/// written by hand, its fields declared with `register!`: it holds the
+/// register number beside the image, its constructors answer `None` for a
+/// register that is not a matcher, and the setters of the 27-bit fields
+/// refuse wider values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct OpcodeMatcher {
     generation: Generation,
     pmc: u8,
     bits: u64,
+}
+
+register! {
+    impl OpcodeMatcher(u64) {
+        /// Itanium 2 `ig_ad` (bit 0).
+        pub(crate) IG_AD: 0;
+        /// Itanium 2 `inv` (bit 1).
+        pub(crate) INV: 1;
+        /// The 27-bit mask (1: ignore that encoding bit).
+        pub(crate) MASK: 3..=29 => mask: u32;
+        /// The 27-bit match value.
+        pub(crate) MATCH: 33..=59 => match_value: u32;
+        /// The units considered.
+        pub(crate) UNITS: 60..=63 => units, with_units: Units;
+    }
 }
 
 impl OpcodeMatcher {
@@ -129,7 +174,7 @@ impl OpcodeMatcher {
                 if r != 0 {
                     Err(ReservedBits(r))
                 } else {
-                    Ok(Some(OpcodeMatcher { bits: raw, ..m }))
+                    Ok(Some(m.with_bits(raw)))
                 }
             }
         }
@@ -145,53 +190,33 @@ impl OpcodeMatcher {
         self.pmc
     }
 
-    const fn with(self, bits: u64) -> OpcodeMatcher {
+    const fn with_bits(self, bits: u64) -> OpcodeMatcher {
         OpcodeMatcher { bits, ..self }
-    }
-
-    /// The 27-bit mask (1: ignore that encoding bit).
-    pub const fn mask(self) -> u32 {
-        OPCM_MASK.get(self.bits) as u32
     }
 
     /// With the mask replaced; `None` if it does not fit 27 bits.
     pub const fn with_mask(self, mask: u32) -> Option<OpcodeMatcher> {
-        if OPCM_MASK.fits(mask as u64) {
-            Some(self.with(OPCM_MASK.set(self.bits, mask as u64)))
+        if Self::MASK.fits(mask as u64) {
+            Some(self.with_bits(Self::MASK.set(self.bits, mask as u64)))
         } else {
             None
         }
-    }
-
-    /// The 27-bit match value.
-    pub const fn match_value(self) -> u32 {
-        OPCM_MATCH.get(self.bits) as u32
     }
 
     /// With the match value replaced; `None` if it does not fit 27 bits.
     pub const fn with_match_value(self, v: u32) -> Option<OpcodeMatcher> {
-        if OPCM_MATCH.fits(v as u64) {
-            Some(self.with(OPCM_MATCH.set(self.bits, v as u64)))
+        if Self::MATCH.fits(v as u64) {
+            Some(self.with_bits(Self::MATCH.set(self.bits, v as u64)))
         } else {
             None
         }
-    }
-
-    /// The units considered.
-    pub const fn units(self) -> Units {
-        Units::from_bits(OPCM_UNITS.get(self.bits))
-    }
-
-    /// With the units replaced.
-    pub const fn with_units(self, u: Units) -> OpcodeMatcher {
-        self.with(OPCM_UNITS.set(self.bits, u.bits() as u64))
     }
 
     /// Itanium 2 `ig_ad` (bit 0): ignore the instruction address range.
     /// `None` on Itanium.
     pub const fn ignore_address_range(self) -> Option<bool> {
         match self.generation {
-            Generation::Itanium2 => Some(OPCM_IG_AD.flag(self.bits)),
+            Generation::Itanium2 => Some(Self::IG_AD.flag(self.bits)),
             _ => None,
         }
     }
@@ -199,7 +224,7 @@ impl OpcodeMatcher {
     /// With `ig_ad` set or cleared; `None` on Itanium.
     pub const fn with_ignore_address_range(self, on: bool) -> Option<OpcodeMatcher> {
         match self.generation {
-            Generation::Itanium2 => Some(self.with(OPCM_IG_AD.set_flag(self.bits, on))),
+            Generation::Itanium2 => Some(self.with_bits(Self::IG_AD.set_flag(self.bits, on))),
             _ => None,
         }
     }
@@ -207,7 +232,7 @@ impl OpcodeMatcher {
     /// Itanium 2 `inv` (bit 1): invert the range check. `None` on Itanium.
     pub const fn invert_range(self) -> Option<bool> {
         match self.generation {
-            Generation::Itanium2 => Some(OPCM_INV.flag(self.bits)),
+            Generation::Itanium2 => Some(Self::INV.flag(self.bits)),
             _ => None,
         }
     }
@@ -215,25 +240,50 @@ impl OpcodeMatcher {
     /// With `inv` set or cleared; `None` on Itanium.
     pub const fn with_invert_range(self, on: bool) -> Option<OpcodeMatcher> {
         match self.generation {
-            Generation::Itanium2 => Some(self.with(OPCM_INV.set_flag(self.bits, on))),
+            Generation::Itanium2 => Some(self.with_bits(Self::INV.set_flag(self.bits, on))),
             _ => None,
         }
     }
 }
 
-const MONT_MASK: Field = Field::new(0, 41);
-const MONT_UNITS: Field = Field::new(48, 4);
-const MONT_INV: Field = Field::new(56, 1);
-pub(super) const MONT_IG_AD: Field = Field::new(57, 1);
+register! {
+    /// A Montecito opcode matcher's mask register (PMC32 or PMC34; the
+    /// layout in this module's table).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub(super) struct MontecitoMask(u64) {
+        /// The 41-bit mask.
+        pub(crate) MASK: 0..=40 => mask: u64;
+        /// The units considered.
+        pub(crate) UNITS: 48..=51 => units, with_units: Units;
+        /// PMC32 `inv`.
+        pub(crate) INV: 56 => invert_range, with_invert_range: bool;
+        /// PMC32 `ig_ad`.
+        pub(crate) IG_AD: 57 => ignore_address_range, with_ignore_address_range: bool;
+    }
+}
+
+register! {
+    /// A Montecito opcode matcher's match register (PMC33 or PMC35; the
+    /// layout in this module's table).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub(super) struct MontecitoMatch(u64) {
+        /// The 41-bit match value.
+        pub(crate) MATCH: 0..=40 => match_value: u64;
+    }
+}
 
 /// A Montecito opcode matcher: the mask half (PMC32 or PMC34) and the match
-/// half (PMC33 or PMC35).
+/// half (PMC33 or PMC35), two images declared with `register!`; this pair
+/// is written by hand because one matcher spans both registers and only
+/// matcher 0 has `inv` and `ig_ad`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct MontecitoOpcodeMatcher {
     first: bool,
-    mask_reg: u64,
-    match_reg: u64,
+    mask_reg: MontecitoMask,
+    match_reg: MontecitoMatch,
 }
 
 impl MontecitoOpcodeMatcher {
@@ -248,8 +298,8 @@ impl MontecitoOpcodeMatcher {
         let mask_pmc = if first { 32 } else { 34 };
         Some(MontecitoOpcodeMatcher {
             first,
-            mask_reg: Generation::Montecito.pmc_or_empty(mask_pmc).default,
-            match_reg: Generation::Montecito.pmc_or_empty(mask_pmc + 1).default,
+            mask_reg: MontecitoMask(Generation::Montecito.pmc_or_empty(mask_pmc).default),
+            match_reg: MontecitoMatch(Generation::Montecito.pmc_or_empty(mask_pmc + 1).default),
         })
     }
 
@@ -265,24 +315,24 @@ impl MontecitoOpcodeMatcher {
 
     /// The mask register image.
     pub const fn mask_bits(self) -> u64 {
-        self.mask_reg
+        self.mask_reg.bits()
     }
 
     /// The match register image.
     pub const fn match_bits(self) -> u64 {
-        self.match_reg
+        self.match_reg.bits()
     }
 
     /// The 41-bit mask.
     pub const fn mask(self) -> u64 {
-        MONT_MASK.get(self.mask_reg)
+        self.mask_reg.mask()
     }
 
     /// With the mask replaced; `None` if it does not fit 41 bits.
     pub const fn with_mask(self, v: u64) -> Option<MontecitoOpcodeMatcher> {
-        if MONT_MASK.fits(v) {
+        if MontecitoMask::MASK.fits(v) {
             Some(MontecitoOpcodeMatcher {
-                mask_reg: MONT_MASK.set(self.mask_reg, v),
+                mask_reg: MontecitoMask(MontecitoMask::MASK.set(self.mask_reg.0, v)),
                 ..self
             })
         } else {
@@ -292,14 +342,14 @@ impl MontecitoOpcodeMatcher {
 
     /// The 41-bit match value.
     pub const fn match_value(self) -> u64 {
-        MONT_MASK.get(self.match_reg)
+        self.match_reg.match_value()
     }
 
     /// With the match value replaced; `None` if it does not fit 41 bits.
     pub const fn with_match_value(self, v: u64) -> Option<MontecitoOpcodeMatcher> {
-        if MONT_MASK.fits(v) {
+        if MontecitoMatch::MATCH.fits(v) {
             Some(MontecitoOpcodeMatcher {
-                match_reg: MONT_MASK.set(self.match_reg, v),
+                match_reg: MontecitoMatch(MontecitoMatch::MATCH.set(self.match_reg.0, v)),
                 ..self
             })
         } else {
@@ -309,13 +359,13 @@ impl MontecitoOpcodeMatcher {
 
     /// The units considered.
     pub const fn units(self) -> Units {
-        Units::from_bits(MONT_UNITS.get(self.mask_reg))
+        self.mask_reg.units()
     }
 
     /// With the units replaced.
     pub const fn with_units(self, u: Units) -> MontecitoOpcodeMatcher {
         MontecitoOpcodeMatcher {
-            mask_reg: MONT_UNITS.set(self.mask_reg, u.bits() as u64),
+            mask_reg: self.mask_reg.with_units(u),
             ..self
         }
     }
@@ -323,7 +373,7 @@ impl MontecitoOpcodeMatcher {
     /// PMC32 `ig_ad` (bit 57); `None` for matcher 1.
     pub const fn ignore_address_range(self) -> Option<bool> {
         if self.first {
-            Some(MONT_IG_AD.flag(self.mask_reg))
+            Some(self.mask_reg.ignore_address_range())
         } else {
             None
         }
@@ -332,7 +382,7 @@ impl MontecitoOpcodeMatcher {
     /// PMC32 `inv` (bit 56); `None` for matcher 1.
     pub const fn invert_range(self) -> Option<bool> {
         if self.first {
-            Some(MONT_INV.flag(self.mask_reg))
+            Some(self.mask_reg.invert_range())
         } else {
             None
         }
@@ -346,7 +396,10 @@ impl MontecitoOpcodeMatcher {
     ) -> Option<MontecitoOpcodeMatcher> {
         if self.first {
             Some(MontecitoOpcodeMatcher {
-                mask_reg: MONT_INV.set_flag(MONT_IG_AD.set_flag(self.mask_reg, ignore), invert),
+                mask_reg: self
+                    .mask_reg
+                    .with_ignore_address_range(ignore)
+                    .with_invert_range(invert),
                 ..self
             })
         } else {
@@ -394,6 +447,14 @@ register! {
         pub(crate) CFG3: 27..=28;
         /// `ena_dbrp0-3`.
         pub(crate) ENA: 45..=48;
+        /// `ena_dbrp0`.
+        ENA0: 45;
+        /// `ena_dbrp1`.
+        ENA1: 46;
+        /// `ena_dbrp2`.
+        ENA2: 47;
+        /// `ena_dbrp3`.
+        ENA3: 48;
     }
 }
 
@@ -418,7 +479,12 @@ impl DataRangeConfig {
     }
 
     const fn ena_field(pair: u8) -> Field {
-        Field::new(Self::ENA.lsb() + (pair & 3), 1)
+        match pair & 3 {
+            0 => Self::ENA0,
+            1 => Self::ENA1,
+            2 => Self::ENA2,
+            _ => Self::ENA3,
+        }
     }
 
     /// `cfg_dbrpN` of pair `pair` (0-3; higher numbers wrap).
@@ -455,12 +521,31 @@ impl DataRangeConfig {
 }
 
 /// The instruction address range configuration (Itanium 2 PMC14, Montecito
-/// PMC38).
+/// PMC38). The struct is written by hand, its fields declared with
+/// `register!`: its constructors answer `None` on Itanium, which has no such
+/// register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct InstructionRangeConfig {
     generation: Generation,
     bits: u64,
+}
+
+register! {
+    impl InstructionRangeConfig(u64) {
+        /// `ig_ibrp0`: IBR pair 0 ignored.
+        pub(crate) IG_IBRP0: 1;
+        /// `ig_ibrp1`.
+        pub(crate) IG_IBRP1: 4;
+        /// `ig_ibrp2`.
+        pub(crate) IG_IBRP2: 7;
+        /// `ig_ibrp3`.
+        pub(crate) IG_IBRP3: 10;
+        /// `fine` (bit 13): fine-grained ranges (both ends within one 4 KB
+        /// page; libpfm3 notes an Itanium 2 erratum: two-bundle
+        /// granularity).
+        pub(crate) FINE: 13 => fine, with_fine: bool;
+    }
 }
 
 impl InstructionRangeConfig {
@@ -526,8 +611,17 @@ impl InstructionRangeConfig {
         self.bits
     }
 
+    const fn with_bits(self, bits: u64) -> InstructionRangeConfig {
+        InstructionRangeConfig { bits, ..self }
+    }
+
     const fn pair_field(pair: u8) -> Field {
-        Field::new(1 + 3 * (pair & 3), 1)
+        match pair & 3 {
+            0 => Self::IG_IBRP0,
+            1 => Self::IG_IBRP1,
+            2 => Self::IG_IBRP2,
+            _ => Self::IG_IBRP3,
+        }
     }
 
     /// Whether IBR pair `pair` (0-3; higher numbers wrap) is ignored.
@@ -537,29 +631,16 @@ impl InstructionRangeConfig {
 
     /// With pair `pair` ignored or constraining.
     pub const fn with_ignored(self, pair: u8, on: bool) -> InstructionRangeConfig {
-        InstructionRangeConfig {
-            bits: Self::pair_field(pair).set_flag(self.bits, on),
-            ..self
-        }
-    }
-
-    /// `fine` (bit 13): fine-grained ranges (both ends within one 4 KB page;
-    /// libpfm3 notes an Itanium 2 erratum: two-bundle granularity).
-    pub const fn fine(self) -> bool {
-        self.bits & (1 << 13) != 0
-    }
-
-    /// With `fine` set or cleared.
-    pub const fn with_fine(self, on: bool) -> InstructionRangeConfig {
-        InstructionRangeConfig {
-            bits: Field::new(13, 1).set_flag(self.bits, on),
-            ..self
-        }
+        self.with_bits(Self::pair_field(pair).set_flag(self.bits, on))
     }
 
     /// Whether the IBR range restriction is active: some pair not ignored.
     pub const fn is_active(self) -> bool {
-        self.bits & 0x492 != 0x492
+        let pairs = Self::IG_IBRP0.mask()
+            | Self::IG_IBRP1.mask()
+            | Self::IG_IBRP2.mask()
+            | Self::IG_IBRP3.mask();
+        self.bits & pairs != pairs
     }
 }
 
@@ -569,8 +650,14 @@ register! {
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
     pub struct OpcodeMatcherConfig(u64): pmc(Generation::Itanium2.pmc_or_empty(15)) {
-        /// Itanium 2 `ibrp0_pmc8` .. `ibrp3_pmc9`, Montecito `chN_ig_opcm`.
-        pub(crate) BITS: 0..=3;
+        /// Itanium 2 `ibrp0_pmc8`, Montecito `ch0_ig_opcm`.
+        BIT0: 0;
+        /// Itanium 2 `ibrp1_pmc9`, Montecito `ch1_ig_opcm`.
+        BIT1: 1;
+        /// Itanium 2 `ibrp2_pmc8`, Montecito `ch2_ig_opcm`.
+        BIT2: 2;
+        /// Itanium 2 `ibrp3_pmc9`, Montecito `ch3_ig_opcm`.
+        BIT3: 3;
     }
 }
 
@@ -581,12 +668,21 @@ impl OpcodeMatcherConfig {
     /// Bit `n` (0-3; higher numbers wrap): Itanium 2 `ibrp0_pmc8`,
     /// `ibrp1_pmc9`, `ibrp2_pmc8`, `ibrp3_pmc9`; Montecito `chN_ig_opcm`.
     pub const fn bit(self, n: u8) -> bool {
-        self.0 & (1 << (n & 3)) != 0
+        Self::bit_field(n).flag(self.0)
     }
 
     /// With bit `n` set or cleared.
     pub const fn with_bit(self, n: u8, on: bool) -> OpcodeMatcherConfig {
-        OpcodeMatcherConfig(Field::new(n & 3, 1).set_flag(self.0, on))
+        OpcodeMatcherConfig(Self::bit_field(n).set_flag(self.0, on))
+    }
+
+    const fn bit_field(n: u8) -> Field {
+        match n & 3 {
+            0 => Self::BIT0,
+            1 => Self::BIT1,
+            2 => Self::BIT2,
+            _ => Self::BIT3,
+        }
     }
 }
 
@@ -774,6 +870,8 @@ mod tests {
             );
         }
         assert_eq!(InstructionRangeConfig::pmc(Generation::Montecito), Some(38));
+        // The declared fields are perfmon's writable mask.
+        assert_eq!(InstructionRangeConfig::DEFINED, 0x2492);
 
         let o = OpcodeMatcherConfig::POWER_UP;
         assert!((0..4).all(|n| !o.bit(n)));

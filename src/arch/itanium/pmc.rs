@@ -1,50 +1,33 @@
 //! PMC0-3 and the counter configuration registers (documented on [`CounterPmc`]).
 
 use super::events::EventInfo;
-use super::fields::{EventCode, FieldError, Ism, Plm, ReservedBits, Threshold, Umask};
+use super::fields::{EventCode, FieldError, Ism, Plm, Threshold, Umask};
 use super::generation::{Counter, CounterSet, Generation};
-use crate::arch::Field;
+use crate::arch::{Field, register};
 
-/// PMC0: bit 0 `fr` (freeze), bits 3:1 ignored, bit n (n >= 4) the overflow
-/// bit of counter n (SDM vol 2 §7.2; Linux `perfmon.c`).
-///
-/// Overflow and freeze bits are sticky: software clears them. Writing 0
-/// unfreezes the PMU and clears every overflow bit in one write (what Linux
-/// perfmon's `pfm_unfreeze_pmu` does); an interrupt is raised only for a
-/// carry out of bit W-1 of a counter whose `oi` bit is set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Pmc0(u64);
-
-/// PMC0 `fr`, the freeze bit.
-pub(super) const FR: Field = Field::new(0, 1);
+register! {
+    /// PMC0: bit 0 `fr` (freeze), bits 3:1 ignored, bit n (n >= 4) the
+    /// overflow bit of counter n (SDM vol 2 §7.2; Linux `perfmon.c`).
+    ///
+    /// Overflow and freeze bits are sticky: software clears them. Writing 0
+    /// unfreezes the PMU and clears every overflow bit in one write (what
+    /// Linux perfmon's `pfm_unfreeze_pmu` does); an interrupt is raised only
+    /// for a carry out of bit W-1 of a counter whose `oi` bit is set. The
+    /// overflow bits form a set of counters ([`CounterSet`]), not fields.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Pmc0(u64): from_bits {
+        /// The freeze bit.
+        pub(super) FR: 0 => frozen, with_frozen: bool;
+    }
+}
 
 impl Pmc0 {
     /// Unfrozen, no overflow bit: the value the interrupt handler writes
     /// back.
     pub const UNFROZEN: Pmc0 = Pmc0(0);
     /// Frozen, no overflow bit.
-    pub const FROZEN: Pmc0 = Pmc0(1);
-
-    /// Any raw value, as read.
-    pub const fn from_bits(raw: u64) -> Pmc0 {
-        Pmc0(raw)
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.0
-    }
-
-    /// The freeze bit.
-    pub const fn frozen(self) -> bool {
-        FR.flag(self.0)
-    }
-
-    /// With the freeze bit set or cleared.
-    pub const fn with_frozen(self, on: bool) -> Pmc0 {
-        Pmc0(FR.set_flag(self.0, on))
-    }
+    pub const FROZEN: Pmc0 = Pmc0(0).with_frozen(true);
 
     /// The implemented counters of `generation` whose overflow bit is set.
     pub const fn overflowed(self, generation: Generation) -> CounterSet {
@@ -55,13 +38,13 @@ impl Pmc0 {
     /// (bits 3:1, which are ignored, and overflow bits of counters that do
     /// not exist).
     pub const fn stray_bits(self, generation: Generation) -> u64 {
-        self.0 & !generation.counters().0 & !1
+        self.0 & !generation.counters().0 & !Self::FR.mask()
     }
 
     /// Linux's test for "an overflow is pending": any bit but `fr`
     /// (`PMC0_HAS_OVFL` in Linux `perfmon.c`).
     pub const fn any_overflow_bit(self) -> bool {
-        self.0 & !1 != 0
+        self.0 & !Self::FR.mask() != 0
     }
 
     /// The overflow bits of the counters in `set` taken from `other`, every
@@ -129,15 +112,15 @@ pub struct CounterLayout {
 /// Montecito start from it ([`ITANIUM2_COUNTER`], [`MONTECITO_COUNTER`]).
 /// Sources: libpfm3 `pmc_ita_count_reg`, VTune's Itanium event help.
 pub const ITANIUM_COUNTER: CounterLayout = CounterLayout {
-    plm: Field::new(0, 4),
-    ev: Field::new(4, 1),
-    oi: Field::new(5, 1),
-    pm: Field::new(6, 1),
-    es: Field::new(8, 7),
-    umask: Field::new(16, 4),
-    threshold: Field::new(20, 3),
-    narrow_threshold: CounterSet(1 << 6 | 1 << 7),
-    ism: Field::new(24, 2),
+    plm: CounterPmc::PLM,
+    ev: CounterPmc::EV,
+    oi: CounterPmc::OI,
+    pm: CounterPmc::PM,
+    es: CounterPmc::ITA_ES,
+    umask: CounterPmc::UMASK,
+    threshold: CounterPmc::THRESHOLD,
+    narrow_threshold: CounterSet::range(6, 7),
+    ism: CounterPmc::ISM,
     enable: None,
     all_threads: None,
     mesi: None,
@@ -146,18 +129,18 @@ pub const ITANIUM_COUNTER: CounterLayout = CounterLayout {
 
 /// Itanium 2 (libpfm3 `pmc_ita2_counter_reg`).
 pub const ITANIUM2_COUNTER: CounterLayout = CounterLayout {
-    es: Field::new(8, 8),
+    es: CounterPmc::ES,
     narrow_threshold: CounterSet::EMPTY,
-    enable: Some((Field::new(23, 1), 4)),
+    enable: Some((CounterPmc::ENABLE, 4)),
     ..ITANIUM_COUNTER
 };
 
 /// Montecito (libpfm3 `pmc_mont_counter_reg`).
 pub const MONTECITO_COUNTER: CounterLayout = CounterLayout {
-    es: Field::new(8, 8),
+    es: CounterPmc::ES,
     narrow_threshold: CounterSet::EMPTY,
-    all_threads: Some(Field::new(26, 1)),
-    mesi: Some(Field::new(27, 4)),
+    all_threads: Some(CounterPmc::ALL_THREADS),
+    mesi: Some(CounterPmc::MESI),
     ism_fixed: true,
     ..ITANIUM_COUNTER
 };
@@ -204,7 +187,7 @@ impl CounterLayout {
     /// The threshold field of counter `index`.
     pub const fn threshold_of(&self, index: u8) -> Field {
         if self.narrow_threshold.contains(index) {
-            Field::new(self.threshold.lsb(), self.threshold.bits() - 1)
+            CounterPmc::NARROW_THRESHOLD
         } else {
             self.threshold
         }
@@ -232,91 +215,131 @@ impl MesiFilter {
     /// filter).
     pub const ALL: MesiFilter = MesiFilter::from_bits(0xF);
 
-    /// From the 4-bit field.
+    /// From the 4-bit field (higher bits ignored).
     pub const fn from_bits(v: u64) -> MesiFilter {
+        let b = MesiBits::from_bits(v as u8);
         MesiFilter {
-            i: v & 1 != 0,
-            s: v & 2 != 0,
-            e: v & 4 != 0,
-            m: v & 8 != 0,
+            i: b.i(),
+            s: b.s(),
+            e: b.e(),
+            m: b.m(),
         }
     }
 
     /// The 4-bit field.
     pub const fn bits(self) -> u8 {
-        self.i as u8 | (self.s as u8) << 1 | (self.e as u8) << 2 | (self.m as u8) << 3
+        MesiBits::from_bits(0)
+            .with_i(self.i)
+            .with_s(self.s)
+            .with_e(self.e)
+            .with_m(self.m)
+            .bits()
     }
 }
 
-/// PMC0-3 (freeze and overflow bits) and the generic counter configuration
-/// registers PMC4-7 (PMC4-15 on Montecito), one layout table per generation.
-///
-/// # Counter configuration (libpfm3, Linux perfmon; VTune's Itanium help)
-///
-/// | bits | Itanium | Itanium 2 | Montecito |
-/// |---|---|---|---|
-/// | 3:0 | plm | plm | plm |
-/// | 4 | ev (external visibility: BPM pin strobe on wrap) | ev | ev |
-/// | 5 | oi (overflow interrupt, sets PMC0.fr) | oi | oi |
-/// | 6 | pm (privileged monitor: PSR.pp instead of PSR.up) | pm | pm |
-/// | 7 | ignored | ignored | ignored |
-/// | 15:8 | es 14:8 (7 bits), 15 ignored | es (8 bits) | es (8 bits) |
-/// | 19:16 | umask | umask | umask |
-/// | 22:20 | threshold: 22:20 on PMC4/5, 21:20 on PMC6/7 | threshold | threshold |
-/// | 23 | ignored | PMC4: power enable for all counters; else ignored | ignored |
-/// | 25:24 | ism | ism | ism, fixed 10b |
-/// | 26 | ignored | reserved (must be 0) | `all`: count both threads |
-/// | 30:27 | ignored | reserved (27:26 must be 0) | MESI filter i, s, e, m |
-///
-/// # Source disagreements and the resolution
-///
-/// | topic | sources | resolution |
-/// |---|---|---|
-/// | Itanium threshold width on PMC6/7 | VTune (Itanium "Edit Events" help): 2 bits, 21:20; libpfm3, perfmon and the perf port: 3 bits on all counters | VTune, the Intel document: 2 bits. Consistent with the catalog, which puts every Itanium event whose maximum increment exceeds 3 on PMC4/5 only |
-/// | Itanium 2 bit 23 | libpfm3: PMC4-only power enable; perfmon: writable on all four, forced to 1 on PMC4; oprofile (2.4) and the perf port set it on every counter | libpfm3's layout: PMC4 only, and the power-up value has it set, so a builder starting from it enables the counters |
-/// | Itanium 2 bits 27:26 | perfmon's mask lets them through; libpfm3: must be zero | libpfm3: reserved |
-/// | threshold semantics | VTune and libpfm: the counter adds one when the event count *exceeds* the threshold; HP Caliper: *at or above* | VTune (Intel): exceeds, so a threshold at or above the event's maximum increment never counts ([`crate::arch::itanium::validate`] refuses it) |
-/// | what PMC0 bits mean overflow | architecture (SDM vol 2 §7.2): bits 63:4 are the overflow bits of PMD4-63; implemented: 4-7 (Itanium, Itanium 2), 4-15 (Montecito); Linux tests *any* bit but 0 | [`Pmc0::overflowed`] reports the implemented counters, [`Pmc0::stray_bits`] the rest, [`Pmc0::any_overflow_bit`] Linux's test |
-/// | PMC0 power-up value | perfmon: 1 (frozen) on Itanium and Itanium 2, 0 on Montecito | recorded per generation in [`crate::arch::itanium::PmcInfo::default`] |
-///
-/// # Examples
-///
-/// ```
-/// use pmu::arch::itanium::Counter;
-/// use pmu::arch::itanium::{Generation, Pmc0};
-///
-/// // PMC0 bit 0 is the freeze bit, bit n the overflow bit of counter n.
-/// let c5 = Counter::new(Generation::Itanium2, 5).unwrap();
-/// let pmc0 = Pmc0::FROZEN.with_overflow(c5, true);
-/// assert_eq!(pmc0.bits(), 1 << 5 | 1);
-/// assert!(pmc0.frozen() && pmc0.overflowed(Generation::Itanium2).contains(5));
-/// ```
-///
-/// A counter configuration register value for one counter of one
-/// generation. Bits outside the writable fields always hold the register's
-/// power-up value (see [`crate::arch::itanium::Generation`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct CounterPmc {
-    counter: Counter,
-    bits: u64,
+register! {
+    /// The MESI filter field's bits, from the low bit (libpfm3
+    /// `pmc_mont_counter_reg`: bits 27-30 of the counter configuration).
+    #[derive(Clone, Copy)]
+    struct MesiBits(u8): from_bits {
+        /// Invalid.
+        I: 0 => i, with_i: bool;
+        /// Shared.
+        S: 1 => s, with_s: bool;
+        /// Exclusive.
+        E: 2 => e, with_e: bool;
+        /// Modified.
+        M: 3 => m, with_m: bool;
+    }
 }
 
-macro_rules! flag {
-    ($get:ident, $set:ident, $field:ident, $doc:literal) => {
-        #[doc = concat!($doc, ".")]
-        pub const fn $get(self) -> bool {
-            self.layout().$field.flag(self.bits)
-        }
-
-        #[doc = concat!("With ", $doc, " set or cleared.")]
-        pub const fn $set(self, on: bool) -> CounterPmc {
-            CounterPmc {
-                counter: self.counter,
-                bits: self.layout().$field.set_flag(self.bits, on),
-            }
-        }
-    };
+register! {
+    /// PMC0-3 (freeze and overflow bits) and the generic counter configuration
+    /// registers PMC4-7 (PMC4-15 on Montecito), one layout table per generation.
+    ///
+    /// # Counter configuration (libpfm3, Linux perfmon; VTune's Itanium help)
+    ///
+    /// | bits | Itanium | Itanium 2 | Montecito |
+    /// |---|---|---|---|
+    /// | 3:0 | plm | plm | plm |
+    /// | 4 | ev (external visibility: BPM pin strobe on wrap) | ev | ev |
+    /// | 5 | oi (overflow interrupt, sets PMC0.fr) | oi | oi |
+    /// | 6 | pm (privileged monitor: PSR.pp instead of PSR.up) | pm | pm |
+    /// | 7 | ignored | ignored | ignored |
+    /// | 15:8 | es 14:8 (7 bits), 15 ignored | es (8 bits) | es (8 bits) |
+    /// | 19:16 | umask | umask | umask |
+    /// | 22:20 | threshold: 22:20 on PMC4/5, 21:20 on PMC6/7 | threshold | threshold |
+    /// | 23 | ignored | PMC4: power enable for all counters; else ignored | ignored |
+    /// | 25:24 | ism | ism | ism, fixed 10b |
+    /// | 26 | ignored | reserved (must be 0) | `all`: count both threads |
+    /// | 30:27 | ignored | reserved (27:26 must be 0) | MESI filter i, s, e, m |
+    ///
+    /// # Source disagreements and the resolution
+    ///
+    /// | topic | sources | resolution |
+    /// |---|---|---|
+    /// | Itanium threshold width on PMC6/7 | VTune (Itanium "Edit Events" help): 2 bits, 21:20; libpfm3, perfmon and the perf port: 3 bits on all counters | VTune, the Intel document: 2 bits. Consistent with the catalog, which puts every Itanium event whose maximum increment exceeds 3 on PMC4/5 only |
+    /// | Itanium 2 bit 23 | libpfm3: PMC4-only power enable; perfmon: writable on all four, forced to 1 on PMC4; oprofile (2.4) and the perf port set it on every counter | libpfm3's layout: PMC4 only, and the power-up value has it set, so a builder starting from it enables the counters |
+    /// | Itanium 2 bits 27:26 | perfmon's mask lets them through; libpfm3: must be zero | libpfm3: reserved |
+    /// | threshold semantics | VTune and libpfm: the counter adds one when the event count *exceeds* the threshold; HP Caliper: *at or above* | VTune (Intel): exceeds, so a threshold at or above the event's maximum increment never counts ([`crate::arch::itanium::validate`] refuses it) |
+    /// | what PMC0 bits mean overflow | architecture (SDM vol 2 §7.2): bits 63:4 are the overflow bits of PMD4-63; implemented: 4-7 (Itanium, Itanium 2), 4-15 (Montecito); Linux tests *any* bit but 0 | [`Pmc0::overflowed`] reports the implemented counters, [`Pmc0::stray_bits`] the rest, [`Pmc0::any_overflow_bit`] Linux's test |
+    /// | PMC0 power-up value | perfmon: 1 (frozen) on Itanium and Itanium 2, 0 on Montecito | recorded per generation in [`crate::arch::itanium::PmcInfo::default`] |
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use pmu::arch::itanium::Counter;
+    /// use pmu::arch::itanium::{Generation, Pmc0};
+    ///
+    /// // PMC0 bit 0 is the freeze bit, bit n the overflow bit of counter n.
+    /// let c5 = Counter::new(Generation::Itanium2, 5).unwrap();
+    /// let pmc0 = Pmc0::FROZEN.with_overflow(c5, true);
+    /// assert_eq!(pmc0.bits(), 1 << 5 | 1);
+    /// assert!(pmc0.frozen() && pmc0.overflowed(Generation::Itanium2).contains(5));
+    /// ```
+    ///
+    /// A counter configuration register value for one counter of one
+    /// generation. Bits outside the writable fields always hold the register's
+    /// power-up value (see [`crate::arch::itanium::Generation`]).
+    ///
+    /// The fields every generation places alike have generated accessors; the
+    /// event select, the threshold, the ISM and the power enable, `all` and
+    /// MESI bits differ between generations (and the threshold and power enable
+    /// between counters), so the declaration lists each placement and the
+    /// generation's [`CounterLayout`] picks one: their accessors read the
+    /// field from the layout and refuse what it lacks.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct CounterPmc(pub counter: Counter, u64): pmc(Counter::info) {
+        /// The privilege level mask.
+        pub(crate) PLM: 0..=3 => plm, with_plm: Plm;
+        /// `ev` (bit 4): strobe a BPM pin when the counter wraps.
+        pub(crate) EV: 4 => external_visibility, with_external_visibility: bool;
+        /// `oi` (bit 5): interrupt and set PMC0.fr when the counter
+        /// overflows.
+        pub(crate) OI: 5 => overflow_interrupt, with_overflow_interrupt: bool;
+        /// `pm` (bit 6): a privileged monitor, enabled by PSR.pp, readable
+        /// by privileged code only.
+        pub(crate) PM: 6 => privileged, with_privileged: bool;
+        /// The event select of Itanium 2 and Montecito (8 bits).
+        pub(crate) ES: 8..=15;
+        /// The event select of Itanium (7 bits; bit 15 ignored).
+        pub(crate) ITA_ES: 8..=14;
+        /// The unit mask.
+        pub(crate) UMASK: 16..=19 => umask, with_umask: Umask;
+        /// The threshold at its widest.
+        pub(crate) THRESHOLD: 20..=22;
+        /// The threshold of Itanium PMC6/7.
+        pub(crate) NARROW_THRESHOLD: 20..=21;
+        /// Itanium 2 PMC4: the power enable of all four counters.
+        pub(crate) ENABLE: 23;
+        /// The instruction set mask.
+        pub(crate) ISM: 24..=25;
+        /// Montecito `all`: count both threads.
+        pub(crate) ALL_THREADS: 26;
+        /// Montecito's MESI filter.
+        pub(crate) MESI: 27..=30;
+    }
 }
 
 impl CounterPmc {
@@ -376,76 +399,10 @@ impl CounterPmc {
         }
     }
 
-    /// Decode any raw value: bits outside the writable fields are replaced
-    /// by their power-up values (perfmon's rule).
-    pub const fn from_bits_truncate(counter: Counter, raw: u64) -> CounterPmc {
-        CounterPmc {
-            counter,
-            bits: counter.info().merge(raw),
-        }
-    }
-
-    /// Decode a raw value, refusing one whose non-writable bits differ from
-    /// the power-up value.
-    pub const fn from_bits(counter: Counter, raw: u64) -> Result<CounterPmc, ReservedBits> {
-        let r = counter.info().reserved_bits(raw);
-        if r != 0 {
-            Err(ReservedBits(r))
-        } else {
-            Ok(CounterPmc { counter, bits: raw })
-        }
-    }
-
-    /// The register image.
-    pub const fn bits(self) -> u64 {
-        self.bits
-    }
-
-    /// The counter.
-    pub const fn counter(self) -> Counter {
-        self.counter
-    }
-
     /// The generation's layout.
     pub const fn layout(self) -> &'static CounterLayout {
         CounterLayout::of(self.counter.generation())
     }
-
-    const fn with(self, bits: u64) -> CounterPmc {
-        CounterPmc {
-            counter: self.counter,
-            bits,
-        }
-    }
-
-    /// The privilege level mask.
-    pub const fn plm(self) -> Plm {
-        Plm::from_bits_truncate(self.layout().plm.get(self.bits))
-    }
-
-    /// With the privilege level mask replaced.
-    pub const fn with_plm(self, plm: Plm) -> CounterPmc {
-        self.with(self.layout().plm.set(self.bits, plm.get() as u64))
-    }
-
-    flag!(
-        external_visibility,
-        with_external_visibility,
-        ev,
-        "`ev` (bit 4): strobe a BPM pin when the counter wraps"
-    );
-    flag!(
-        overflow_interrupt,
-        with_overflow_interrupt,
-        oi,
-        "`oi` (bit 5): interrupt and set PMC0.fr when the counter overflows"
-    );
-    flag!(
-        privileged,
-        with_privileged,
-        pm,
-        "`pm` (bit 6): a privileged monitor, enabled by PSR.pp, readable by privileged code only"
-    );
 
     /// The event code.
     pub const fn es(self) -> u8 {
@@ -461,17 +418,7 @@ impl CounterPmc {
                 bits: f.bits(),
             });
         }
-        Ok(self.with(f.set(self.bits, es.get() as u64)))
-    }
-
-    /// The unit mask.
-    pub const fn umask(self) -> Umask {
-        Umask::from_bits_truncate(self.layout().umask.get(self.bits))
-    }
-
-    /// With the unit mask replaced.
-    pub const fn with_umask(self, umask: Umask) -> CounterPmc {
-        self.with(self.layout().umask.set(self.bits, umask.get() as u64))
+        Ok(self.with_bits(f.set(self.bits, es.get() as u64)))
     }
 
     /// The threshold field of this counter (21:20 on Itanium PMC6/7, else
@@ -499,7 +446,7 @@ impl CounterPmc {
                 bits: f.bits(),
             });
         }
-        Ok(self.with(f.set(self.bits, t.get() as u64)))
+        Ok(self.with_bits(f.set(self.bits, t.get() as u64)))
     }
 
     /// The instruction set mask.
@@ -514,7 +461,7 @@ impl CounterPmc {
         if layout.ism_fixed && !matches!(ism, Ism::Ia64Only) {
             return Err(FieldError::IsmFixed);
         }
-        Ok(self.with(layout.ism.set(self.bits, ism.bits() as u64)))
+        Ok(self.with_bits(layout.ism.set(self.bits, ism.bits() as u64)))
     }
 
     /// The power enable bit (Itanium 2 PMC4 only; it gates all four
@@ -530,7 +477,7 @@ impl CounterPmc {
     pub const fn with_enable(self, on: bool) -> Result<CounterPmc, FieldError> {
         match self.layout().enable {
             Some((f, pmc)) if pmc == self.counter.index() => {
-                Ok(self.with(f.set_flag(self.bits, on)))
+                Ok(self.with_bits(f.set_flag(self.bits, on)))
             }
             _ => Err(self.no_such("enable")),
         }
@@ -548,7 +495,7 @@ impl CounterPmc {
     /// With Montecito's `all` bit set or cleared.
     pub const fn with_all_threads(self, on: bool) -> Result<CounterPmc, FieldError> {
         match self.layout().all_threads {
-            Some(f) => Ok(self.with(f.set_flag(self.bits, on))),
+            Some(f) => Ok(self.with_bits(f.set_flag(self.bits, on))),
             None => Err(self.no_such("all")),
         }
     }
@@ -564,7 +511,7 @@ impl CounterPmc {
     /// With Montecito's MESI filter replaced.
     pub const fn with_mesi(self, mesi: MesiFilter) -> Result<CounterPmc, FieldError> {
         match self.layout().mesi {
-            Some(f) => Ok(self.with(f.set(self.bits, mesi.bits() as u64))),
+            Some(f) => Ok(self.with_bits(f.set(self.bits, mesi.bits() as u64))),
             None => Err(self.no_such("mesi")),
         }
     }
@@ -581,6 +528,7 @@ impl CounterPmc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::itanium::ReservedBits;
     use crate::arch::itanium::events;
 
     fn ctr(g: Generation, n: u8) -> Counter {

@@ -375,6 +375,8 @@ impl Cccr {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterSet(u32);
 
+crate::arch::set_operations!(CounterSet, "counter");
+
 impl CounterSet {
     /// The empty set.
     pub const EMPTY: CounterSet = CounterSet(0);
