@@ -29,7 +29,7 @@ use hobby::exit::{ExitCode, exit_qemu};
 use hobby::idt::{self, InterruptFrame};
 use hobby::stacks::{self, Tally};
 use hobby::test::Failure;
-use hobby::timer::{self, ApicTimer, Divide, TickClock};
+use hobby::timer::{self, ApicTimer, Divide, Jitter, TickClock};
 use hobby::workload::{self, SYMBOLS};
 use hobby::{pmi, println, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
@@ -301,16 +301,32 @@ pub fn choose_model_tick<P: Architecture>(cal: &timer::Calibration) {
     );
 }
 
-/// Starts CPU `cpu`'s ticks, the first `count` APIC timer counts from now
-/// (each later one as long after the last handler of the previous one,
+/// Per CPU: its ticks' random lengths (`hobby::timer::Jitter`: ticks at a
+/// fixed period can lock onto the workload's round and sample the same few
+/// phases of it).
+static JITTER: [Jitter; 2] = [
+    Jitter::new(0x9E37_79B9_7F4A_7C15),
+    Jitter::new(0xD1B5_4A32_D192_ED03),
+];
+
+/// The APIC timer count of CPU `cpu`'s next tick: the model's tick
+/// ([`APIC_COUNT`]), jittered ([`JITTER`]). A tick still lasts less than a
+/// sample period (2.5 mean ticks).
+fn jittered_count(cpu: usize) -> u32 {
+    JITTER[cpu].count(APIC_COUNT.load(Ordering::SeqCst) as u32)
+}
+
+/// Starts CPU `cpu`'s ticks, the first a [`jittered_count`] from now (each
+/// later one as long after the last handler of the previous one,
 /// [`rearm_tick`]), its model's clock starting now with nothing carried
 /// over; returns the timer, to stop (clear [`TICKING`] first:
 /// [`stop_ticks`]).
-pub fn start_ticks(cpu: usize, count: u32) -> ApicTimer {
+pub fn start_ticks(cpu: usize) -> ApicTimer {
     let mut timer = apic_timer();
     CARRY[cpu].store(0, Ordering::SeqCst);
     CLOCK[cpu].start();
     TICKING[cpu].store(true, Ordering::SeqCst);
+    let count = jittered_count(cpu);
     timer.start_one_shot(Vector::new(TIMER_VECTOR).unwrap(), Divide::By1, count);
     timer
 }
@@ -323,14 +339,14 @@ pub fn stop_ticks(cpu: usize, mut timer: ApicTimer) {
 
 /// Starts the countdown to CPU `cpu`'s next tick, if its ticks run: the
 /// last handler of a tick calls it (the tick's own, or the PMI handler of
-/// the PMI it delivered), so the next tick comes a whole tick of the
+/// the PMI it delivered), so the next tick comes a (jittered) tick of the
 /// interrupted code's time later. A periodic timer would instead keep
 /// expiring while the handlers run: where they take much of a tick (a
 /// hypervisor with slow exits), ticks pile up and are taken one after
 /// another at the same place, and the samples stop being independent.
 pub fn rearm_tick(cpu: usize) {
     if TICKING.get(cpu).is_some_and(|t| t.load(Ordering::SeqCst)) {
-        let count = APIC_COUNT.load(Ordering::SeqCst) as u32;
+        let count = jittered_count(cpu);
         apic_timer().start_one_shot(Vector::new(TIMER_VECTOR).unwrap(), Divide::By1, count);
     }
 }
@@ -362,8 +378,7 @@ fn on_tick<P: Architecture>(_: &InterruptFrame) {
 /// `ns`, whole rounds) on CPU `cpu` with interrupts enabled and, where a
 /// model counts, its timer ticking; returns the rounds run.
 fn profile_run<P: Architecture>(cpu: usize, round: fn(), rounds: u64, ns: u64) -> u64 {
-    let count = APIC_COUNT.load(Ordering::SeqCst) as u32;
-    let timer = (!P::real()).then(|| start_ticks(cpu, count));
+    let timer = (!P::real()).then(|| start_ticks(cpu));
     interrupts::enable();
     let mut done = 0;
     if rounds > 0 {

@@ -25,7 +25,7 @@ use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
 use hobby::pmi::{self, Delivery};
 use hobby::test::{Failure, Outcome};
-use hobby::timer::{self, ApicTimer, Calibration, Divide, TickClock};
+use hobby::timer::{self, ApicTimer, Calibration, Divide, Jitter, TickClock};
 use hobby::workload::{self, EXPECTED_SHARES, SYMBOLS};
 use hobby::{case, check, check_eq, fail, println};
 use pmu::access::MsrAccess;
@@ -126,9 +126,42 @@ impl Ticking {
     }
 }
 
+impl Ticking {
+    /// Starts ticks of `period_ns` on average into `handler`, each a
+    /// one-shot of a [`Jitter`]ed length that the handler re-arms
+    /// ([`rearm_jittered`]), and enables interrupts: for profiles, whose
+    /// ticks must not lock onto the workload's period.
+    fn start_jittered(period_ns: u64, handler: idt::Handler) -> Result<Self, Failure> {
+        let count = calibration()?.count_for(period_ns, Divide::By1);
+        interrupts::disable();
+        idt::set_handler(TIMER_VECTOR, handler);
+        JITTERED_COUNT.store(u64::from(count), Ordering::SeqCst);
+        let start = CLOCK.start();
+        rearm_jittered();
+        interrupts::enable();
+        Ok(Self { start })
+    }
+}
+
+/// The mean count of [`Ticking::start_jittered`]'s ticks (0: none).
+static JITTERED_COUNT: AtomicU64 = AtomicU64::new(0);
+/// Their lengths' generator (seeded the same every boot: with `-icount`
+/// the profile stays deterministic).
+static JITTER: Jitter = Jitter::new(0x2545_F491_4F6C_DD1D);
+
+/// Starts the next jittered one-shot tick, if jittered ticks run.
+fn rearm_jittered() {
+    let mean = JITTERED_COUNT.load(Ordering::SeqCst) as u32;
+    if mean != 0 {
+        let count = JITTER.count(mean);
+        apic_timer().start_one_shot(Vector::new(TIMER_VECTOR).unwrap(), Divide::By1, count);
+    }
+}
+
 impl Drop for Ticking {
     fn drop(&mut self) {
         interrupts::disable();
+        JITTERED_COUNT.store(0, Ordering::SeqCst);
         apic_timer().stop();
         // A tick that expired before the stop may still be pending: take it
         // now (boundedly: a real CPU takes it some instructions later).
@@ -676,8 +709,12 @@ fn ticks_advance_the_model_into_pmis() -> Outcome {
     Ok(())
 }
 
+/// The profile's tick: the interrupted RIP, then the next (jittered)
+/// tick once this one is done (during `period_for`'s periodic burst,
+/// nothing to re-arm).
 fn sampling_tick(frame: &InterruptFrame) {
     record(&TICK_SAMPLES, frame.rip);
+    rearm_jittered();
     apic_timer().eoi();
 }
 
@@ -717,7 +754,7 @@ fn timer_profile_of_the_workload() -> Outcome {
     }
     // 0.7 s (7000 periods at 100 µs), at least 400 periods.
     let run_ns = 700_000_000.max(400 * period_ns);
-    let ticking = Ticking::start(period_ns, sampling_tick)?;
+    let ticking = Ticking::start_jittered(period_ns, sampling_tick)?;
     let rounds = run_workload_for(run_ns)?;
     drop(ticking);
     let (counts, share) = shares(&TICK_SAMPLES);
