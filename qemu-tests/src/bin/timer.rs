@@ -212,10 +212,19 @@ fn calibration_against_the_pit() -> Outcome {
         cal.apic_hz, cal.tsc_hz
     );
     CALIBRATION.call_once(|| cal);
+    // Each end of the 10 ms measurement notices the PIT and reads the TSC
+    // and the APIC timer some accesses late: well under a microsecond each
+    // under TCG, 50-150 µs each where a hypervisor emulates port, TSC and
+    // APIC accesses (this machine's KVM): 4 accesses' worth on top of 2 %.
+    let access_ns = port_access_ns(cal.tsc_hz);
+    let bound = 20_000_000 + 4 * access_ns * 1_000_000_000 / 10_000_000;
+    println!(
+        "timer: one port access takes {access_ns} ns: the APIC timer's rate within {bound} Hz of 1 GHz"
+    );
     // QEMU's APIC counts nanoseconds of its virtual clock (1 GHz).
     check!(
-        cal.apic_hz.abs_diff(1_000_000_000) < 20_000_000,
-        "APIC timer at {} Hz, QEMU's is 1 GHz",
+        cal.apic_hz.abs_diff(1_000_000_000) < bound,
+        "APIC timer at {} Hz, QEMU's is 1 GHz (within {bound} Hz)",
         cal.apic_hz
     );
     check!(
@@ -224,6 +233,20 @@ fn calibration_against_the_pit() -> Outcome {
         cal.tsc_hz
     );
     Ok(())
+}
+
+/// What one read of port 61H takes here, in ns (the mean of 16, timed
+/// with the TSC at `tsc_hz`).
+fn port_access_ns(tsc_hz: u64) -> u64 {
+    let mut port = x86_64::instructions::port::Port::<u8>::new(0x61);
+    let start = timer::rdtsc();
+    for _ in 0..16 {
+        // SAFETY: reading port 61H (NMI status and control) has no side
+        // effect.
+        let _ = unsafe { port.read() };
+    }
+    let cycles = timer::rdtsc().wrapping_sub(start) / 16;
+    (u128::from(cycles) * 1_000_000_000 / u128::from(tsc_hz.max(1))) as u64
 }
 
 const PERIODIC_TICKS: usize = 1000;
