@@ -68,6 +68,14 @@ const MAX_TICK_OVERHEAD_PERCENT: u64 = 50;
 /// a model more than one sample. A longer tick lengthens it in proportion
 /// ([`calibration_ns`]).
 const CALIBRATION_NS: u64 = 500_000_000;
+/// The longest calibration run a profile aims at: with a long tick (a
+/// loaded host or a slow platform, where [`choose_model_tick`] picks up to
+/// 12.8 ms), [`TARGET_SAMPLES`] would need a calibration run of up to 32 s
+/// and a sampled run as long, past the runner's 60 s timeout (seen in CI
+/// while the defmt decoder built beside the boots); fewer samples are
+/// aimed at instead (at least [`FEWEST_SAMPLES`]), and the shares' bound
+/// widens with that ([`share_bound`]).
+const MAX_CALIBRATION_NS: u64 = 4_000_000_000;
 
 /// The addresses of a sample's call chain: the workload function, its
 /// callers up to the CPU's first frame (about 12 deep here).
@@ -244,7 +252,8 @@ pub fn calibration_ns() -> u64 {
 }
 
 /// The samples a profile aims at, per CPU: [`TARGET_SAMPLES`], or fewer
-/// where [`choose_model_tick`] found the platform slow.
+/// where [`choose_model_tick`] found the platform slow or chose a long
+/// tick ([`MAX_CALIBRATION_NS`]).
 pub fn target_samples() -> u64 {
     TARGET.load(Ordering::SeqCst)
 }
@@ -280,8 +289,10 @@ fn share_bound(samples: u64) -> f64 {
 /// tick would leave the workload almost no time, and ticks the platform
 /// cannot deliver on time are taken wherever it next can, not where the
 /// time went. Where the platform runs code much slower than TCG
-/// (`hobby::pace::scaled`), the profile aims at fewer samples (at least
-/// [`FEWEST_SAMPLES`]) and its shares' bound widens with that. Call on
+/// (`hobby::pace::scaled`), or the tick is so long that a calibration run
+/// would last more than [`MAX_CALIBRATION_NS`], the profile aims at fewer
+/// samples (at least [`FEWEST_SAMPLES`]) and its shares' bound widens with
+/// that. Call on
 /// CPU 0 before any profile runs; says what it chose.
 pub fn choose_model_tick<P: Architecture>(cal: &timer::Calibration) {
     let burst = timer::kept_up_period(
@@ -293,7 +304,11 @@ pub fn choose_model_tick<P: Architecture>(cal: &timer::Calibration) {
         MAX_TICK_OVERHEAD_PERCENT,
     );
     set_tick(cal, burst.period_ns);
-    let target = hobby::pace::scaled(TARGET_SAMPLES, FEWEST_SAMPLES);
+    let tick = (burst.period_ns / TICK_NS).max(1);
+    let within_max = MAX_CALIBRATION_NS * TARGET_SAMPLES / (CALIBRATION_NS * tick);
+    let target = hobby::pace::scaled(TARGET_SAMPLES, FEWEST_SAMPLES)
+        .min(within_max)
+        .max(FEWEST_SAMPLES);
     TARGET.store(target, Ordering::SeqCst);
     println!(
         "  the model's tick: {burst}; {target} samples aimed at per CPU, calibration {} ms",
