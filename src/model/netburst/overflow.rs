@@ -129,10 +129,9 @@ impl NetBurstModel {
 
     /// Runs `cycles` identical clocks in which `events` occur.
     pub(super) fn run(&mut self, events: &[Event], one_per_event: bool, cycles: u64) {
-        let mut inputs = [None; COUNTERS];
-        for (c, input) in inputs.iter_mut().enumerate() {
-            *input = self.counter_input(c, events, one_per_event);
-        }
+        // Each counter's input, computed when it first counts in this run
+        // (most counters are stopped; a cascade may start one part way).
+        let mut inputs: [Option<Option<u64>>; COUNTERS] = [None; COUNTERS];
         let mut remaining = cycles;
         while remaining > 0 {
             // Which counters run, and by how much, is fixed until some OVF
@@ -144,7 +143,9 @@ impl NetBurstModel {
             for c in 0..COUNTERS {
                 running[c] = self.is_counting(c);
                 if running[c] {
-                    incs[c] = self.filter(c, inputs[c]);
+                    let input = *inputs[c]
+                        .get_or_insert_with(|| self.counter_input(c, events, one_per_event));
+                    incs[c] = self.filter(c, input);
                     if let Some(k) = self.cycles_to_state_change(c, incs[c]) {
                         step = step.min(k);
                     }

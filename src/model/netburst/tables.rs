@@ -293,17 +293,66 @@ pub static ESCR_TABLE: [EscrInfo; ESCRS] = {
     ]
 };
 
+/// The first ESCR address (MSR_BSU_ESCR0) and the number of addresses up
+/// to the last (MSR_CRU_ESCR5), gaps included.
+const ESCR_MSR_FIRST: u32 = 0x3A0;
+const ESCR_MSR_SPAN: usize = 0x3E2 - 0x3A0;
+
+/// No ESCR, in the lookup tables below (whose entries are [`ESCR_TABLE`]
+/// indices).
+const NO_ESCR: u8 = u8::MAX;
+
+/// [`escr_index`] as a table, by address from [`ESCR_MSR_FIRST`]: computed
+/// at compile time from [`ESCR_TABLE`]. The model looks an ESCR up on
+/// every MSR access and every counter of every injection; where the test
+/// kernels run on a slow hypervisor (an instruction per microsecond) a
+/// search through the 45 rows was most of a model injection's time.
+static ESCR_BY_MSR: [u8; ESCR_MSR_SPAN] = {
+    let mut by_msr = [NO_ESCR; ESCR_MSR_SPAN];
+    let mut i = 0;
+    while i < ESCRS {
+        by_msr[(ESCR_TABLE[i].msr - ESCR_MSR_FIRST) as usize] = i as u8;
+        i += 1;
+    }
+    by_msr
+};
+
+/// [`selected_escr`] as a table, by counter and ESCR-select value (CCCR
+/// bits 15:13, eight values): computed at compile time from
+/// [`ESCR_TABLE`], as [`ESCR_BY_MSR`] is.
+static SELECTED_ESCR: [[u8; 8]; COUNTERS] = {
+    let mut selected = [[NO_ESCR; 8]; COUNTERS];
+    // The first row that matches, as a search in table order finds it.
+    let mut i = ESCRS;
+    while i > 0 {
+        i -= 1;
+        let e = &ESCR_TABLE[i];
+        let mut c = 0;
+        while c < COUNTERS {
+            if e.feeds(c) {
+                selected[c][e.select as usize] = i as u8;
+            }
+            c += 1;
+        }
+    }
+    selected
+};
+
+/// An entry of the lookup tables, as an [`ESCR_TABLE`] index.
+fn escr_entry(entry: Option<&u8>) -> Option<usize> {
+    entry.filter(|&&i| i != NO_ESCR).map(|&i| usize::from(i))
+}
+
 /// The index in [`ESCR_TABLE`] of the ESCR at `msr`, if one is defined there.
 pub fn escr_index(msr: u32) -> Option<usize> {
-    ESCR_TABLE.iter().position(|e| e.msr == msr)
+    let offset = usize::try_from(msr.checked_sub(ESCR_MSR_FIRST)?).ok()?;
+    escr_entry(ESCR_BY_MSR.get(offset))
 }
 
 /// The index in [`ESCR_TABLE`] of the ESCR that CCCR `counter` selects with
 /// ESCR-select value `select` (SDM Table 18-63), if any.
 pub fn selected_escr(counter: usize, select: u8) -> Option<usize> {
-    ESCR_TABLE
-        .iter()
-        .position(|e| e.select == select && e.feeds(counter))
+    escr_entry(SELECTED_ESCR.get(counter)?.get(usize::from(select)))
 }
 
 /// The alternate counter whose overflow starts `counter` when its CCCR

@@ -411,3 +411,28 @@ fn faults_display_the_escr_name_and_reason() {
         "#GP(0) on RDPMC of counter 12H: no counter with that index"
     );
 }
+
+/// The model's ESCR lookups (tables computed at compile time) find what a
+/// search of SDM Table 18-63's rows finds, for every address around the
+/// ESCRs and every counter and ESCR-select value, out-of-range ones too.
+#[test]
+fn escr_lookups_agree_with_a_search_of_the_table() {
+    use crate::model::netburst::tables::{ESCR_TABLE, escr_index, selected_escr};
+    for msr in 0..0x500 {
+        let searched = ESCR_TABLE.iter().position(|e| e.msr == msr);
+        assert_eq!(escr_index(msr), searched, "ESCR at {msr:#x}");
+    }
+    assert_eq!(escr_index(u32::MAX), None);
+    for counter in 0..20 {
+        for select in 0..=u8::MAX {
+            let searched = ESCR_TABLE
+                .iter()
+                .position(|e| e.select == select && e.feeds(counter));
+            assert_eq!(
+                selected_escr(counter, select),
+                searched,
+                "counter {counter}, ESCR select {select}"
+            );
+        }
+    }
+}
