@@ -1,4 +1,4 @@
-//! Each CPU's GDT and TSS, so that a double fault runs on a stack of its
+//! Each CPU's GDT, TSS and GS base (`smp::cpu`), so that a double fault runs on a stack of its
 //! own (IST 1) and can be reported even when the kernel stack is broken,
 //! and an interrupt at CPL 3 (`hobby::user`) switches to a kernel stack
 //! (TSS.RSP0). The GDT also has the CPL-3 code and data segments.
@@ -63,6 +63,8 @@ pub(crate) fn init() {
 /// Loads CPU `cpu`'s GDT and task register (once per CPU; `cpu` <
 /// [`MAX_CPUS`], others are ignored).
 pub(crate) fn init_cpu(cpu: usize) {
+    // Segment state too: the GS base that `smp::cpu` reads.
+    crate::smp::set_this_cpu(cpu);
     let (Some(tss), Some(gdt)) = (TSS.get(cpu), GDT.get(cpu)) else {
         return;
     };
