@@ -279,7 +279,7 @@ fn share_bound(samples: u64) -> f64 {
     SHARE_BOUND * root.max(1.0)
 }
 
-/// Model mode: the model's tick, the shortest from [`TICK_NS`] doubling
+/// Model mode: the model's tick, the shortest from [`TICK_NS`]
 /// up to [`MAX_TICK_NS`] that the platform keeps up with while the
 /// workload spins, each tick feeding the model as in a run (no counter
 /// programmed yet: no PMI) and taking at most
@@ -361,8 +361,8 @@ pub fn stop_ticks(cpu: usize, mut timer: ApicTimer) {
 /// another at the same place, and the samples stop being independent.
 pub fn rearm_tick(cpu: usize) {
     if TICKING.get(cpu).is_some_and(|t| t.load(Ordering::SeqCst)) {
-        let count = jittered_count(cpu);
-        apic_timer().start_one_shot(Vector::new(TIMER_VECTOR).unwrap(), Divide::By1, count);
+        // The vector and divide are those `start_ticks` programmed.
+        apic_timer().restart_one_shot(jittered_count(cpu));
     }
 }
 

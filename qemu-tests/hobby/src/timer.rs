@@ -220,6 +220,18 @@ impl ApicTimer {
         self.write(reg::INITIAL_COUNT, initial_count);
     }
 
+    /// Starts the next one-shot countdown of `initial_count` counts on the
+    /// vector and divide that [`ApicTimer::start_one_shot`] programmed: only
+    /// the initial-count register is written (a write to it starts the
+    /// count, SDM Vol. 3A 11.5.4; the LVT timer entry and the divide
+    /// configuration keep their values). One register access instead of
+    /// four: under a hypervisor each is a VM exit (about 90 µs on the
+    /// project machine's nested KVM), and a tick re-armed from its handler
+    /// pays it on every tick.
+    pub fn restart_one_shot(&mut self, initial_count: u32) {
+        self.write(reg::INITIAL_COUNT, initial_count);
+    }
+
     /// Starts a one-shot countdown of `initial_count` counts with the LVT
     /// entry masked: no interrupt, only [`ApicTimer::current_count`] runs down
     /// (used by [`calibrate`]).
@@ -687,13 +699,15 @@ fn burst_against(
 }
 
 /// The shortest period the platform keeps up with ([`TickBurst::kept_up`]
-/// with `max_overhead_percent`), trying `shortest_ns` and doubling it up
+/// with `max_overhead_percent`), trying `shortest_ns` and longer ones up
 /// to `longest_ns`, with [`burst`]s of `handler` under `load`: on TCG the
 /// shortest (a tick costs microseconds), under a hypervisor whose
 /// interrupts and exits are slow a longer one. A burst whose ticks took
 /// more than their share of the CPU says what a tick costs, and the next
-/// period tried is at least long enough for that (still a power-of-two
-/// multiple of `shortest_ns`). Returns the burst that chose the period
+/// period tried is long enough for that, an eighth to spare, rounded up
+/// to a multiple of `shortest_ns` (a doubling would overshoot by up to
+/// twice, and a case's run lasts as many ticks whatever their length);
+/// one that failed otherwise (ticks late or lost) doubles. Returns the burst that chose the period
 /// (the last tried if none kept up). As [`burst`]: it runs `handler`,
 /// which must tolerate ticks before the case's own.
 pub fn kept_up_period(
@@ -708,7 +722,7 @@ pub fn kept_up_period(
     let quiet = quiet_spin(cal, load);
     loop {
         let seen = burst_against(cal, vector, handler, period, load, quiet);
-        if seen.kept_up(max_overhead_percent) || period * 2 > longest_ns {
+        if seen.kept_up(max_overhead_percent) || period >= longest_ns {
             return seen;
         }
         // What one tick costs: its share of the CPU times the period, or,
@@ -718,10 +732,11 @@ pub fn kept_up_period(
         } else {
             period * seen.periods / seen.ticks.max(1)
         };
+        // Long enough for that cost, with an eighth to spare, in whole
+        // multiples of the shortest; where the cost says nothing (ticks
+        // late or missing, not too costly) twice the period.
         let enough = cost * 100 / max_overhead_percent.max(1);
-        period *= 2;
-        while period < enough && period * 2 <= longest_ns {
-            period *= 2;
-        }
+        let enough = (enough + enough / 8).div_ceil(shortest_ns.max(1)) * shortest_ns.max(1);
+        period = if enough > period { enough } else { period * 2 }.min(longest_ns);
     }
 }

@@ -137,7 +137,8 @@ impl Ticking {
         idt::set_handler(TIMER_VECTOR, handler);
         JITTERED_COUNT.store(u64::from(count), Ordering::SeqCst);
         let start = CLOCK.start();
-        rearm_jittered();
+        let first = JITTER.count(count);
+        apic_timer().start_one_shot(Vector::new(TIMER_VECTOR).unwrap(), Divide::By1, first);
         interrupts::enable();
         Ok(Self { start })
     }
@@ -149,12 +150,12 @@ static JITTERED_COUNT: AtomicU64 = AtomicU64::new(0);
 /// the profile stays deterministic).
 static JITTER: Jitter = Jitter::new(0x2545_F491_4F6C_DD1D);
 
-/// Starts the next jittered one-shot tick, if jittered ticks run.
+/// Starts the next jittered one-shot tick, if jittered ticks run (on the
+/// vector and divide [`Ticking::start_jittered`] programmed).
 fn rearm_jittered() {
     let mean = JITTERED_COUNT.load(Ordering::SeqCst) as u32;
     if mean != 0 {
-        let count = JITTER.count(mean);
-        apic_timer().start_one_shot(Vector::new(TIMER_VECTOR).unwrap(), Divide::By1, count);
+        apic_timer().restart_one_shot(JITTER.count(mean));
     }
 }
 
