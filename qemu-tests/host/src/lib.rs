@@ -24,7 +24,10 @@
 //! `N passed, N failed`, or `N passed, N failed, N skipped` when a case was
 //! skipped ([`tally`]). The run succeeds when nothing failed and something
 //! passed. Before the tally a line names the boots that took longest
-//! ([`longest`]).
+//! ([`longest`]). The kernels boot two at a time, one with several CPUs
+//! alone, those first and then the longest first, by the times the last
+//! run kept in `target/qemu/boot-seconds-<accelerator>.txt`
+//! ([`in_boot_order`]).
 //!
 //! # Accelerator
 //!
@@ -116,6 +119,12 @@ impl KernelRun {
         };
         args.extend(["-append".to_string(), cmdline]);
         args
+    }
+
+    /// Whether the kernel boots with several virtual CPUs (`-smp`): it
+    /// needs a host core per CPU, and boots alone.
+    pub fn several_cpus(&self) -> bool {
+        self.run.qemu_args.iter().any(|a| a == "-smp")
     }
 
     /// What `accel` makes of this run without booting it: one skipped
@@ -324,6 +333,16 @@ impl Workspace {
         })
     }
 
+    /// Where the last run under `accel` left how long each boot took
+    /// ([`boot_times_text`]), for the next run's order ([`in_boot_order`]).
+    fn boot_times_file(&self, accel: qemu::Accel) -> PathBuf {
+        let name = match accel {
+            qemu::Accel::Tcg => "tcg",
+            qemu::Accel::Kvm => "kvm",
+        };
+        self.target_dir.join(format!("boot-seconds-{name}.txt"))
+    }
+
     /// Every boot of every kernel, in name order.
     pub fn runs(&self) -> Result<Vec<KernelRun>, String> {
         discover(&self.root)
@@ -403,8 +422,9 @@ impl Workspace {
         }
     }
 
-    /// Boots every run (two or more at a time) under the accelerator
-    /// `PMU_QEMU_ACCEL` names (printed first), prints every case, and ends
+    /// Boots every run (two or more at a time, [`in_boot_order`]) under
+    /// the accelerator `PMU_QEMU_ACCEL` names (printed first), prints every
+    /// case, and ends
     /// with the [`tally`]: `N passed, N failed` (`, N skipped` when a case
     /// was skipped). Succeeds when nothing failed and something passed.
     pub fn test_all(&self) -> ExitCode {
@@ -433,6 +453,11 @@ impl Workspace {
                 return ExitCode::FAILURE;
             }
         };
+        let history = self.boot_times_file(accel);
+        let runs = in_boot_order(
+            runs,
+            &past_boot_times(&history, &self.boot_times_file(accel.other())),
+        );
         // Joined by the first defmt run that needs it.
         let decoder_build = Mutex::new(Some(decoder));
         let decoder = std::sync::OnceLock::new();
@@ -463,8 +488,7 @@ impl Workspace {
                         let k = next.lock().unwrap().next();
                         let Some(k) = k else { break };
                         let run = &k.run;
-                        let smp = run.qemu_args.iter().any(|a| a == "-smp");
-                        let (_alone, _shared) = if smp {
+                        let (_alone, _shared) = if k.several_cpus() {
                             (Some(cores.write().unwrap_or_else(|e| e.into_inner())), None)
                         } else {
                             (None, Some(cores.read().unwrap_or_else(|e| e.into_inner())))
@@ -498,7 +522,10 @@ impl Workspace {
             }
         });
         let results = results.into_inner().unwrap();
-        println!("qemu: {}", longest(took.into_inner().unwrap()));
+        let took = took.into_inner().unwrap();
+        // For the next run's order; a run that cannot keep it still runs.
+        let _ = fs::write(&history, boot_times_text(&took));
+        println!("qemu: {}", longest(took));
         let count = |v: Verdict| results.iter().filter(|&&r| r == v).count();
         let (passed, failed) = (count(Verdict::Passed), count(Verdict::Failed));
         println!("{}", tally(passed, failed, count(Verdict::Skipped)));
@@ -508,6 +535,58 @@ impl Workspace {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The boot times of the last run under this accelerator (file `own`), or,
+/// where there is none, under the other (`other`: under KVM the kernels
+/// that take longest are mostly those that take longest under TCG); empty
+/// where neither was kept.
+fn past_boot_times(own: &Path, other: &Path) -> Vec<(String, f64)> {
+    let text = fs::read_to_string(own)
+        .or_else(|_| fs::read_to_string(other))
+        .unwrap_or_default();
+    parse_boot_times(&text)
+}
+
+/// The boot times as a file keeps them: a line per run, its label and its
+/// seconds.
+pub fn boot_times_text(took: &[(String, std::time::Duration)]) -> String {
+    took.iter()
+        .map(|(label, t)| format!("{label} {:.3}\n", t.as_secs_f64()))
+        .collect()
+}
+
+/// The lines of [`boot_times_text`] (others are skipped).
+pub fn parse_boot_times(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter_map(|line| {
+            let (label, seconds) = line.rsplit_once(' ')?;
+            Some((label.to_string(), seconds.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The order to boot `runs` in, given how long each took last time
+/// (`past`, by label): the kernels with several CPUs first (each boots
+/// alone, so they take their time one after another whatever the order),
+/// then the others longest first, so that the two boots at a time end
+/// together instead of one long boot running on alone at the end (under
+/// KVM here: 56 s with the kernels in name order, the timer kernel, 8 s,
+/// among the last). A run without a past time counts as long (a new
+/// kernel); with no past at all the order stays the names'.
+pub fn in_boot_order(mut runs: Vec<KernelRun>, past: &[(String, f64)]) -> Vec<KernelRun> {
+    let seconds = |k: &KernelRun| {
+        let label = k.run.label();
+        past.iter()
+            .find(|(l, _)| *l == label)
+            .map_or(f64::INFINITY, |&(_, s)| s)
+    };
+    runs.sort_by(|a, b| {
+        b.several_cpus()
+            .cmp(&a.several_cpus())
+            .then(seconds(b).total_cmp(&seconds(a)))
+    });
+    runs
 }
 
 /// The line that names the boots that took longest (five at most), each

@@ -61,6 +61,58 @@ fn the_longest_boots_are_named_longest_first() {
         "longest boots: c 9.0 s, a 1.5 s, d 0.7 s, f 0.3 s, b[x] 0.2 s"
     );
 }
+/// A kernel run labelled `name`, with `-smp 2` where `smp`.
+fn named(name: &str, smp: bool) -> KernelRun {
+    let mut k = kernel_run(if smp { args("-smp 2") } else { Vec::new() });
+    k.run.kernel = name.into();
+    k
+}
+
+fn labels(runs: &[KernelRun]) -> Vec<String> {
+    runs.iter().map(|k| k.run.label()).collect()
+}
+
+#[test]
+fn boots_go_several_cpus_first_then_longest_first() {
+    let runs = || {
+        vec![
+            named("a", false),
+            named("b", true),
+            named("c", false),
+            named("d", false),
+            named("e", true),
+        ]
+    };
+    // No past: the kernels with several CPUs first, each part in name order.
+    assert_eq!(
+        labels(&in_boot_order(runs(), &[])),
+        ["b", "e", "a", "c", "d"]
+    );
+    let past = parse_boot_times("a 1.5\nb 0.2\nc 9.25\ne 3\nnot a line\n");
+    assert_eq!(past.len(), 4);
+    // `d` has no past time: it counts as long.
+    assert_eq!(
+        labels(&in_boot_order(runs(), &past)),
+        ["e", "b", "d", "c", "a"]
+    );
+}
+
+#[test]
+fn boot_times_are_kept_as_lines_of_label_and_seconds() {
+    let took = [("profiler[smp2]", 10_500), ("timer", 7_250)]
+        .map(|(l, ms)| (l.to_string(), std::time::Duration::from_millis(ms)))
+        .to_vec();
+    let text = boot_times_text(&took);
+    assert_eq!(text, "profiler[smp2] 10.500\ntimer 7.250\n");
+    assert_eq!(
+        parse_boot_times(&text),
+        [
+            ("profiler[smp2]".to_string(), 10.5),
+            ("timer".to_string(), 7.25)
+        ]
+    );
+}
+
 #[test]
 fn an_icount_kernel_counts_instructions_under_tcg_only() {
     let mut k = kernel_run(args("-smp 2 -accel tcg,thread=multi"));

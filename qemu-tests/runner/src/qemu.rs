@@ -103,6 +103,14 @@ impl Accel {
         }
     }
 
+    /// The other accelerator.
+    pub fn other(self) -> Accel {
+        match self {
+            Accel::Tcg => Accel::Kvm,
+            Accel::Kvm => Accel::Tcg,
+        }
+    }
+
     /// The QEMU arguments for a kernel whose header asks for `kernel_args`:
     /// the accelerator's and the kernel's, merged (see the [module
     /// documentation](self)).
