@@ -1,7 +1,7 @@
 //! The test-case runner of the test kernels.
 //!
 //! A kernel lists its cases and hands them to [`run`]. The output is the
-//! protocol `tests/qemu.rs` on the host reads (`qemu-tests/host`, whose
+//! protocol the QEMU suite on the host reads (`qemu-tests/host`, whose
 //! crate documentation describes the same lines):
 //!
 //! ```text

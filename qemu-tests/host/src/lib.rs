@@ -4,10 +4,10 @@
 //! `x86_64-unknown-none`, boots each under QEMU with the runner's library
 //! (`pmu-qemu-run`, [`qemu::boot`]) and judges what it printed ([`judge`]:
 //! the exit code on port F4h and the case lines, documented in that crate);
-//! a kernel that logs with defmt has its frames decoded by
-//! `pmu-defmt-decode`, built in the background meanwhile.
-//! `tests/qemu.rs` runs them all for `cargo test`; the `qemu` binary
-//! (`cargo qemu <kernel>`) boots one.
+//! a kernel that logs with defmt has its frames decoded by the program
+//! `pmu-defmt-decode`, which the caller names. The QEMU suite
+//! (`qemu-tests/suite`, its `tests/qemu.rs`) runs them all for `cargo
+//! test`; the `qemu` binary (`cargo qemu <kernel>`) boots one.
 //!
 //! A kernel's source says how to boot it, in its leading doc comment:
 //!
@@ -309,42 +309,6 @@ impl Workspace {
         }
     }
 
-    /// Starts building `pmu-defmt-decode` (in a target directory of its own,
-    /// so that it runs beside the kernel build); the handle yields the
-    /// program's path. Not a library of this crate: `cargo test` builds a
-    /// package's dev-dependencies before its unit-test harness, so the
-    /// decoder's large dependency tree would run first and alone, and the
-    /// crate's long test-harness compile after it (measured: the harness
-    /// started 67 s into a cold build instead of at once). At the lowest
-    /// CPU priority (`nice -n 19`, where there is a `nice`): only the
-    /// `defmt_log` kernel's check needs it, at the end, and at equal
-    /// priority its 26 CPU-seconds held back the kernels' build and then
-    /// every boot (a cold `cargo test` on this 2-core machine: the kernels
-    /// built in 28 s instead of 13).
-    fn build_decoder_in_background(&self) -> thread::JoinHandle<Result<PathBuf, String>> {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let root = self.root.clone();
-        let dir = self.target_dir.join("host");
-        thread::spawn(move || {
-            let build = |program: &str, pre: &[&str]| {
-                Command::new(program)
-                    .current_dir(&root)
-                    .args(pre)
-                    .args(["build", "--quiet", "-p", "pmu-defmt-decode", "--target-dir"])
-                    .arg(&dir)
-                    .status()
-            };
-            let status = match build("nice", &["-n", "19", &cargo]) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => build(&cargo, &[]),
-                other => other,
-            };
-            match status {
-                Ok(s) if s.success() => Ok(dir.join("debug").join("pmu-defmt-decode")),
-                other => Err(format!("building pmu-defmt-decode failed ({other:?})")),
-            }
-        })
-    }
-
     /// Where the last run under `accel` left how long each boot took
     /// ([`boot_times_text`]), for the next run's order ([`in_boot_order`]).
     fn boot_times_file(&self, accel: qemu::Accel) -> PathBuf {
@@ -436,10 +400,11 @@ impl Workspace {
 
     /// Boots every run (two or more at a time, [`in_boot_order`]) under
     /// the accelerator `PMU_QEMU_ACCEL` names (printed first), prints every
-    /// case, and ends
-    /// with the [`tally`]: `N passed, N failed` (`, N skipped` when a case
-    /// was skipped). Succeeds when nothing failed and something passed.
-    pub fn test_all(&self) -> ExitCode {
+    /// case, and ends with the [`tally`]: `N passed, N failed` (`, N
+    /// skipped` when a case was skipped). Succeeds when nothing failed and
+    /// something passed. `decoder` is the `pmu-defmt-decode` program, for
+    /// the kernels that log with defmt.
+    pub fn test_all(&self, decoder: &Path) -> ExitCode {
         let accel = match qemu::Accel::from_env() {
             Ok(accel) => accel,
             Err(e) => {
@@ -455,9 +420,6 @@ impl Workspace {
                 return ExitCode::FAILURE;
             }
         }
-        // The defmt decoder (a host program on a large library) builds in
-        // the background while the kernels build and boot.
-        let decoder = self.build_decoder_in_background();
         let runs = match self.prepare().and_then(|()| self.runs()) {
             Ok(runs) => runs,
             Err(e) => {
@@ -470,19 +432,6 @@ impl Workspace {
             runs,
             &past_boot_times(&history, &self.boot_times_file(accel.other())),
         );
-        // Joined by the first defmt run that needs it.
-        let decoder_build = Mutex::new(Some(decoder));
-        let decoder = std::sync::OnceLock::new();
-        let decoder_path = || {
-            decoder
-                .get_or_init(|| match decoder_build.lock().unwrap().take() {
-                    Some(h) => h
-                        .join()
-                        .unwrap_or_else(|_| Err("the decoder build panicked".into())),
-                    None => Err("the decoder build is gone".into()),
-                })
-                .clone()
-        };
         let next = Mutex::new(runs.iter());
         let results = Mutex::new(Vec::new());
         let took = Mutex::new(Vec::new());
@@ -513,11 +462,7 @@ impl Workspace {
                             None => boot(&self.kernel(run), k, accel, &self.target_dir),
                         };
                         if k.defmt && booted {
-                            cases.push(check_defmt(
-                                &self.kernel(run),
-                                &self.target_dir,
-                                &decoder_path,
-                            ));
+                            cases.push(check_defmt(&self.kernel(run), &self.target_dir, decoder));
                         }
                         let mut out = String::new();
                         for case in &cases {
@@ -758,18 +703,10 @@ fn boot(kernel: &Path, k: &KernelRun, accel: qemu::Accel, target_dir: &Path) -> 
 /// `defmt_decoded`: the frames the kernel wrote on COM2, decoded with its
 /// ELF by `pmu-defmt-decode`, must be exactly the lines the kernel printed
 /// after `defmt-expect: ` on its console, in order.
-fn check_defmt(
-    kernel: &Path,
-    target_dir: &Path,
-    decoder: &dyn Fn() -> Result<PathBuf, String>,
-) -> CaseResult {
+fn check_defmt(kernel: &Path, target_dir: &Path, decoder: &Path) -> CaseResult {
     let case = |passed, note| CaseResult::judged("defmt_decoded", passed, note);
-    let decoder = match decoder() {
-        Ok(d) => d,
-        Err(e) => return case(false, format!("\n    {e}")),
-    };
     let frames = defmt_frames(kernel, target_dir);
-    let out = match Command::new(&decoder).arg(kernel).arg(&frames).output() {
+    let out = match Command::new(decoder).arg(kernel).arg(&frames).output() {
         Ok(out) if out.status.success() => out,
         Ok(out) => {
             return case(

@@ -3,9 +3,9 @@
 //! with the format table in the kernel's ELF, and print one message per
 //! line. Fails on a missing table or a malformed frame.
 //!
-//! A separate program, on the pinned `defmt-decoder` library, so that the
-//! test harness builds it (in the background) only when a kernel logs with
-//! defmt.
+//! A separate program, on the pinned `defmt-decoder` library: cargo builds
+//! it for this package's QEMU test (`tests/qemu.rs`), which runs it on the
+//! `defmt_log` kernel's frames; `cargo qemu` does not need it.
 
 use std::process::ExitCode;
 
