@@ -328,7 +328,7 @@ pub(crate) fn set_this_cpu(cpu: usize) {
 }
 
 /// The number of the CPU this runs on (0: the boot CPU): one load through
-/// its GS base ([`set_this_cpu`]), as kernels keep per-CPU data. Handlers
+/// its GS base (set as the CPU comes up), as kernels keep per-CPU data. Handlers
 /// call it on every tick: it used to read the local APIC ID, a VM exit
 /// under a hypervisor (about 90 µs on the project machine's nested KVM).
 pub fn cpu() -> usize {
