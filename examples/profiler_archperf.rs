@@ -42,7 +42,7 @@ use hobby::idt::InterruptFrame;
 use hobby::test::Failure;
 use hobby::timer::Calibration;
 use hobby::{println, smp};
-use pmu::access::{MsrAccess, X86Msr};
+use pmu::access::{MsrBackend, X86Msr};
 use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, Counters};
 use pmu::arch::archperf::pmi::handle_pmi;
 use pmu::arch::archperf::{ArchEvent, ArchPerfPmu, Counter, EventSpec};
@@ -105,7 +105,7 @@ fn pmu_version() -> u32 {
 /// The calibration run counting core cycles, then the sampled run, on
 /// fixed counter 1 (or a general counter, on a PMU without a free one),
 /// with a driver of `pmu` over `msr`.
-fn profile_on<O: Owner, M: MsrAccess>(
+fn profile_on<O: Owner, M: MsrBackend>(
     cpu: usize,
     msr: M,
     info: &detect::ArchPerfCpu,

@@ -35,7 +35,7 @@
 
 use core::fmt;
 
-use crate::access::MsrAccess;
+use crate::access::{MsrBackend, MsrOps};
 use crate::arch::archperf::{IA32_PERF_CAPABILITIES, Leaf0A, PerfCapabilities};
 use crate::arch::ia32::{
     Leaf1AEax, Leaf01Eax, Leaf01Ebx, Leaf01Ecx, Leaf01Edx, Leaf07Edx, MiscEnable,
@@ -399,7 +399,7 @@ pub fn x2apic_supported(cpuid: &impl Cpuid) -> bool {
 ///
 /// Reads IA32_MISC_ENABLE through `msr` only for a NetBurst signature whose
 /// CPUID reports the MSR instructions; an error from that read is returned.
-pub fn detect<M: MsrAccess>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detection, M::Error> {
+pub fn detect<M: MsrBackend>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detection, M::Error> {
     let leaf0 = cpuid.cpuid(0, 0);
     let vendor = Vendor::from_leaf0(leaf0);
     let signature = (leaf0.eax >= 1).then(|| cpuid.cpuid(1, 0));
@@ -449,7 +449,7 @@ pub fn detect<M: MsrAccess>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detection
 /// The architectural PMU of an Intel CPU of another family than NetBurst's
 /// (`max_leaf` is CPUID.0:EAX): CPUID leaf 0AH, `IA32_PERF_CAPABILITIES`
 /// when PDCM says it exists, and the hybrid leaves 07H and 1AH.
-fn arch_perf<M: MsrAccess>(
+fn arch_perf<M: MsrBackend>(
     cpuid: &impl Cpuid,
     max_leaf: u32,
     leaf1: CpuidResult,
@@ -492,7 +492,7 @@ fn arch_perf<M: MsrAccess>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
+    
     /// CPUID and IA32_MISC_ENABLE of a made-up CPU; any other MSR faults.
     #[derive(Clone, Copy)]
     struct FakeCpu {
@@ -536,7 +536,7 @@ mod tests {
         }
     }
 
-    impl MsrAccess for FakeCpu {
+    impl crate::access::MsrAccess for FakeCpu {
         type Error = u32;
         fn read_msr(&mut self, msr: u32) -> Result<u64, u32> {
             self.msr_reads += 1;

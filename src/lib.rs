@@ -80,6 +80,7 @@ pub mod guide;
 pub mod model;
 pub mod multiplex;
 pub mod sampling;
+mod sealed;
 #[cfg(test)]
 mod testing;
 pub mod topology;

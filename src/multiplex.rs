@@ -22,6 +22,7 @@
 //! [`Multiplexer::finish`], releases it.
 
 use crate::counter::{AnyHandle, Arch, Driver, ErasedError, StateTag};
+use crate::sealed::{Sealed, TOKEN};
 
 /// One event's multiplexed count. Times are in whatever unit the caller's
 /// clock ticks (timer ticks, TSC cycles).
@@ -178,7 +179,8 @@ impl<P: Copy, const E: usize> Rotation<P, E> {
 /// Where an architecture's events can run: the part of what
 /// [`Multiplexer`] asks that does not depend on the driver's owner or
 /// backend. A placement holds a driver's run-time handles and the events.
-pub trait Placement {
+/// Sealed: each architecture's multiplexer brings its own.
+pub trait Placement: Sealed {
     /// The architecture.
     type Arch: Arch;
     /// Where a running event is (the counter, and on NetBurst its ESCR).
@@ -263,9 +265,9 @@ impl<P: Placement, const E: usize> Multiplexer<P, E> {
         let mut next = [None; E];
         self.placement
             .choose(d, &order[..n], &now[..n], &mut next[..n]);
-        d.freeze().map_err(ErasedError::Driver)?;
+        d.freeze(TOKEN).map_err(ErasedError::Driver)?;
         let moved = self.move_events(d, &order[..n], &now[..n], &next[..n]);
-        d.thaw().map_err(ErasedError::Driver)?;
+        d.thaw(TOKEN).map_err(ErasedError::Driver)?;
         moved
     }
 

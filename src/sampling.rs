@@ -61,6 +61,8 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use crate::sealed::Sealed;
+
 mod callchain;
 
 pub use callchain::{CallChain, CallChainSlot, ChainEnd, StackBounds};
@@ -438,8 +440,9 @@ impl<P, F: FnMut(Sample<P>)> Sink<P> for Samples<F> {
 /// lock-free (its head and tail publish the slot; the payload's own loads
 /// and stores are relaxed). `()` stores nothing; Itanium's TLB-mode I-EAR
 /// capture ([`crate::arch::itanium::ear::ItlbSample`]) one word; a
-/// [`CallChain`] a word per address and one more.
-pub trait Payload: Copy {
+/// [`CallChain`] a word per address and one more. Sealed: the payloads are
+/// what the crate's handlers capture.
+pub trait Payload: Copy + Sealed {
     /// A payload's storage in the ring.
     type Slot: Sync;
     /// A slot before anything is stored in it (the ring is made of these).
@@ -452,6 +455,8 @@ pub trait Payload: Copy {
     /// did not store).
     fn load(slot: &Self::Slot) -> Option<Self>;
 }
+
+impl Sealed for () {}
 
 impl Payload for () {
     type Slot = ();

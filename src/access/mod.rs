@@ -1,30 +1,39 @@
 //! The register-access layer: the only door from the drivers to the PMU
-//! registers, for both architectures.
+//! registers, for every architecture.
 //!
-//! Two backend traits, one per register space, side by side:
+//! Two register spaces, side by side, each with two traits:
 //!
-//! | trait | architecture | instructions |
-//! |---|---|---|
-//! | [`MsrAccess`] | IA-32 (NetBurst) | RDMSR, WRMSR, RDPMC |
-//! | [`PmcPmdAccess`] | Itanium | `mov r = pmc[n]`, `mov pmc[n] = r`, `mov r = pmd[n]`, `mov pmd[n] = r` |
+//! | space | open trait (software backends) | sealed trait (what the drivers take) | instructions |
+//! |---|---|---|---|
+//! | IA-32 MSRs | [`MsrAccess`] | [`MsrBackend`] | RDMSR, WRMSR, RDPMC |
+//! | Itanium PMC/PMD | [`PmcPmdAccess`] | [`PmcPmdBackend`] | `mov r = pmc[n]`, `mov pmc[n] = r`, `mov r = pmd[n]`, `mov pmd[n] = r` |
 //!
-//! and the backends that implement them:
+//! The drivers, PMI handlers, the x2APIC layer and the hypervisor layer are
+//! generic over the sealed traits, whose operations only this crate can
+//! call (their methods take a crate-private token). Two kinds of backend
+//! implement them:
 //!
-//! * [`X86Msr`] (file `x86.rs`): the real IA-32 instructions, for a kernel
-//!   at CPL0. There is no Itanium hardware backend: Rust has no IA-64 target,
-//!   so the `mov pmc/pmd` forms cannot be emitted; an IA-64 port would
-//!   implement [`PmcPmdAccess`] with them (plus `srlz.d` after a PMC write,
-//!   SDM Vol. 2 7.2);
-//! * [`Recording`]: wraps a backend of either kind and counts and logs every
-//!   access, so tests assert the exact register traffic of an operation;
-//! * the register-level PMU models (`pmu::model`, test instruments), which
-//!   answer as the hardware would, including #GP (NetBurst) and Reserved
-//!   Register/Field faults (Itanium, strict checking).
-//!
-//! The traits are not sealed: a kernel may bring its own backend (the QEMU
-//! test kernels put the models behind interrupt-safe locks; a hypervisor may
-//! route a guest's accesses), and the drivers' guarantees rest on the
-//! typestate handles, not on who executes the instruction.
+//! * **The hardware backend** [`X86Msr`] (file `x86.rs`): the real IA-32
+//!   instructions, for a kernel at CPL 0. It implements only the sealed
+//!   [`MsrBackend`], so safe code reaches a hardware register only through
+//!   a driver's checked paths: a driver writes the PMU registers of its own
+//!   counters, and `IA32_DS_AREA` only with a save area it owns. Raw access
+//!   is `unsafe` at the call: [`X86Msr::read_msr`], [`X86Msr::write_msr`],
+//!   [`X86Msr::rdpmc`], as `x86_64`'s `Msr::write` is. There is no Itanium
+//!   hardware backend: Rust has no IA-64 target, so the `mov pmc/pmd` forms
+//!   cannot be emitted; an IA-64 port would add one beside `X86Msr`, with
+//!   `srlz.d` after a PMC write (SDM Vol. 2 7.2).
+//! * **Software backends**, which implement the open traits
+//!   [`MsrAccess`] and [`PmcPmdAccess`] (and so the sealed ones, through
+//!   a blanket implementation): the register-level PMU models (`pmu::model`,
+//!   test instruments, which answer as the hardware would, including #GP and
+//!   Itanium's Reserved Register/Field faults), [`Recording`] (wraps one and
+//!   counts and logs every access, so tests assert the exact register
+//!   traffic of an operation), a kernel's interrupt-safe lock around a
+//!   model, a hypervisor's routing of a guest's accesses. Their methods are
+//!   safe: an access to a software backend cannot break memory safety. A
+//!   kernel that wraps the real instructions in its own backend calls
+//!   `X86Msr`'s `unsafe` methods and takes on their contracts there.
 //!
 //! A backend reports a refused access through its associated `Error`. On
 //! real hardware a faulting access never returns (the CPU raises #GP or
@@ -55,16 +64,28 @@ mod x86;
 pub use recording::{Access, AccessCounts, Recording};
 pub use x86::X86Msr;
 
-/// The privileged IA-32 operations the NetBurst driver needs, on the CPU
-/// that owns the PMU.
+use crate::sealed::{self, Sealed, TOKEN, Token};
+
+/// RDMSR, WRMSR and RDPMC as safe calls, for a software backend: a PMU
+/// model, a [`Recording`], a kernel's lock around a model, a hypervisor's
+/// routing of a guest's accesses. Every `MsrAccess` is an [`MsrBackend`],
+/// so the drivers take it.
 ///
 /// Addresses and counter indices are the raw numbers from the manuals (for
 /// example `0x360` for NetBurst's `MSR_BPU_CCCR0`); the architecture modules
 /// wrap them in types so that registers of different kinds cannot be mixed up.
+///
+/// The hardware backend [`X86Msr`] is not an `MsrAccess`: a safe method
+/// that writes any MSR with any value would let safe code write
+/// `IA32_EFER` or `IA32_DS_AREA`. Its raw accesses are its own `unsafe`
+/// methods.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a software MSR backend (`pmu::access::MsrAccess`)",
+    note = "the hardware backend `X86Msr` reaches registers only through the drivers, or through its own `unsafe` methods (`X86Msr::write_msr`), whose contract the caller keeps"
+)]
 pub trait MsrAccess {
-    /// How the backend reports an access the hardware would fault on (the
-    /// hardware backend's is `Infallible`; a model's says which rule the
-    /// access broke).
+    /// How the backend reports an access the hardware would fault on (a
+    /// model's error says which rule the access broke).
     type Error: core::fmt::Debug + core::fmt::Display;
 
     /// RDMSR: read the model-specific register at `msr`.
@@ -101,9 +122,84 @@ impl<T: MsrAccess + ?Sized> MsrAccess for &mut T {
     }
 }
 
-/// The Itanium PMU register accesses the Itanium driver needs: the indirect
-/// register files PMC (configuration) and PMD (data), SDM Vol. 3 `mov`
-/// indirect.
+/// The MSR backend the drivers, PMI handlers and the x2APIC and hypervisor
+/// layers are generic over: the hardware backend [`X86Msr`], or any
+/// software backend ([`MsrAccess`]). Sealed: only this crate implements it
+/// and only this crate calls its operations (they take a crate-private
+/// token), so that safe code writes a hardware register only through a
+/// driver's checked paths.
+pub trait MsrBackend: Sealed<sealed::Msr> {
+    /// How the backend reports a refused access: `Infallible` on hardware,
+    /// a software backend's [`MsrAccess::Error`].
+    type Error: core::fmt::Debug + core::fmt::Display;
+
+    /// RDMSR.
+    #[doc(hidden)]
+    fn backend_read_msr(&mut self, _: Token, msr: u32) -> Result<u64, Self::Error>;
+
+    /// WRMSR.
+    #[doc(hidden)]
+    fn backend_write_msr(&mut self, _: Token, msr: u32, value: u64) -> Result<(), Self::Error>;
+
+    /// RDPMC.
+    #[doc(hidden)]
+    fn backend_rdpmc(&mut self, _: Token, index: u32) -> Result<u64, Self::Error>;
+}
+
+impl<M: MsrAccess + ?Sized> Sealed<sealed::Msr> for M {}
+
+impl<M: MsrAccess + ?Sized> MsrBackend for M {
+    type Error = M::Error;
+
+    #[inline(always)]
+    fn backend_read_msr(&mut self, _: Token, msr: u32) -> Result<u64, M::Error> {
+        self.read_msr(msr)
+    }
+
+    #[inline(always)]
+    fn backend_write_msr(&mut self, _: Token, msr: u32, value: u64) -> Result<(), M::Error> {
+        self.write_msr(msr, value)
+    }
+
+    #[inline(always)]
+    fn backend_rdpmc(&mut self, _: Token, index: u32) -> Result<u64, M::Error> {
+        self.rdpmc(index)
+    }
+}
+
+/// The crate's own calls on an [`MsrBackend`], by the instructions' names
+/// (the token supplied): what the drivers, handlers and layers write.
+pub(crate) trait MsrOps: MsrBackend {
+    /// RDMSR.
+    fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error>;
+    /// WRMSR.
+    fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error>;
+    /// RDPMC.
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error>;
+}
+
+impl<M: MsrBackend + ?Sized> MsrOps for M {
+    #[inline(always)]
+    fn read_msr(&mut self, msr: u32) -> Result<u64, M::Error> {
+        self.backend_read_msr(TOKEN, msr)
+    }
+
+    #[inline(always)]
+    fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), M::Error> {
+        self.backend_write_msr(TOKEN, msr, value)
+    }
+
+    #[inline(always)]
+    fn rdpmc(&mut self, index: u32) -> Result<u64, M::Error> {
+        self.backend_rdpmc(TOKEN, index)
+    }
+}
+
+/// The Itanium PMU register accesses as safe calls, for a software
+/// backend (the Itanium model, a [`Recording`]): the indirect register
+/// files PMC (configuration) and PMD (data), SDM Vol. 3 `mov` indirect.
+/// Every `PmcPmdAccess` is a [`PmcPmdBackend`], so the Itanium driver takes
+/// it.
 pub trait PmcPmdAccess {
     /// How a backend reports a refused access (only a model refuses: the
     /// architecture does not fault on PMC/PMD accesses at CPL 0, SDM Vol. 3
@@ -140,5 +236,87 @@ impl<T: PmcPmdAccess + ?Sized> PmcPmdAccess for &mut T {
     #[inline]
     fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
         (**self).write_pmd(n, value)
+    }
+}
+
+/// The PMC/PMD backend the Itanium driver, handler and hypervisor layer are
+/// generic over: any software backend ([`PmcPmdAccess`]), and an IA-64
+/// port's hardware backend, which would implement only this trait as
+/// [`X86Msr`] implements only [`MsrBackend`]. Sealed, for the same reason.
+pub trait PmcPmdBackend: Sealed<sealed::PmcPmd> {
+    /// How the backend reports a refused access.
+    type Error: core::fmt::Debug + core::fmt::Display;
+
+    /// `mov r = pmc[n]`.
+    #[doc(hidden)]
+    fn backend_read_pmc(&mut self, _: Token, n: u8) -> Result<u64, Self::Error>;
+    /// `mov pmc[n] = value` (and `srlz.d`).
+    #[doc(hidden)]
+    fn backend_write_pmc(&mut self, _: Token, n: u8, value: u64) -> Result<(), Self::Error>;
+    /// `mov r = pmd[n]`.
+    #[doc(hidden)]
+    fn backend_read_pmd(&mut self, _: Token, n: u8) -> Result<u64, Self::Error>;
+    /// `mov pmd[n] = value`.
+    #[doc(hidden)]
+    fn backend_write_pmd(&mut self, _: Token, n: u8, value: u64) -> Result<(), Self::Error>;
+}
+
+impl<R: PmcPmdAccess + ?Sized> Sealed<sealed::PmcPmd> for R {}
+
+impl<R: PmcPmdAccess + ?Sized> PmcPmdBackend for R {
+    type Error = R::Error;
+
+    #[inline(always)]
+    fn backend_read_pmc(&mut self, _: Token, n: u8) -> Result<u64, R::Error> {
+        self.read_pmc(n)
+    }
+
+    #[inline(always)]
+    fn backend_write_pmc(&mut self, _: Token, n: u8, value: u64) -> Result<(), R::Error> {
+        self.write_pmc(n, value)
+    }
+
+    #[inline(always)]
+    fn backend_read_pmd(&mut self, _: Token, n: u8) -> Result<u64, R::Error> {
+        self.read_pmd(n)
+    }
+
+    #[inline(always)]
+    fn backend_write_pmd(&mut self, _: Token, n: u8, value: u64) -> Result<(), R::Error> {
+        self.write_pmd(n, value)
+    }
+}
+
+/// The crate's own calls on a [`PmcPmdBackend`] (the token supplied).
+pub(crate) trait PmcPmdOps: PmcPmdBackend {
+    /// `mov r = pmc[n]`.
+    fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error>;
+    /// `mov pmc[n] = value`.
+    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error>;
+    /// `mov r = pmd[n]`.
+    fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error>;
+    /// `mov pmd[n] = value`.
+    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error>;
+}
+
+impl<R: PmcPmdBackend + ?Sized> PmcPmdOps for R {
+    #[inline(always)]
+    fn read_pmc(&mut self, n: u8) -> Result<u64, R::Error> {
+        self.backend_read_pmc(TOKEN, n)
+    }
+
+    #[inline(always)]
+    fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), R::Error> {
+        self.backend_write_pmc(TOKEN, n, value)
+    }
+
+    #[inline(always)]
+    fn read_pmd(&mut self, n: u8) -> Result<u64, R::Error> {
+        self.backend_read_pmd(TOKEN, n)
+    }
+
+    #[inline(always)]
+    fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), R::Error> {
+        self.backend_write_pmd(TOKEN, n, value)
     }
 }

@@ -3,9 +3,14 @@
 use core::convert::Infallible;
 use core::marker::PhantomData;
 
-use super::MsrAccess;
+use super::MsrBackend;
+use crate::sealed::{self, Sealed, Token};
 
-/// Direct access to this CPU's MSRs and performance counters.
+/// Direct access to this CPU's MSRs and performance counters: the
+/// drivers' backend on hardware. It implements only the sealed
+/// [`MsrBackend`], so safe code reaches its registers only through the
+/// drivers; its raw accesses ([`X86Msr::read_msr`], [`X86Msr::write_msr`],
+/// [`X86Msr::rdpmc`]) are `unsafe`.
 ///
 /// The handle is `!Send` and `!Sync`: MSRs belong to one logical processor,
 /// and a handle moved to another CPU would silently program the wrong PMU.
@@ -28,32 +33,33 @@ impl X86Msr {
     ///   `X86Msr`s may exist, one per CPU: which drivers share a physical
     ///   PMU is the business of that PMU's value
     ///   ([`crate::arch::netburst::NetBurstPmu`],
-    ///   [`crate::arch::itanium::ItaniumPmu`]), not of the backend;
-    /// * the MSRs and counter indices passed to it exist on this CPU (see
-    ///   [`crate::detect`]), since any other number raises #GP, and RDPMC
-    ///   raises #UD on a CPU without counters (QEMU's TCG, for one);
-    /// * the values written do not break memory safety: the driver writes
-    ///   only PMU MSRs, but this backend itself accepts any MSR, including
-    ///   ones such as `IA32_EFER` or `IA32_DS_AREA` that change how memory
-    ///   is accessed.
+    ///   [`crate::arch::itanium::ItaniumPmu`]), not of the backend.
+    ///
+    /// The drivers reach this backend only through their checked paths
+    /// (the registers of the PMU detection found, `IA32_DS_AREA` only with
+    /// a save area the driver owns); the raw accesses below are `unsafe`,
+    /// with contracts of their own.
     pub const unsafe fn new() -> Self {
         Self {
             _per_cpu: PhantomData,
         }
     }
-}
 
-impl MsrAccess for X86Msr {
-    type Error = Infallible;
-
+    /// RDMSR: the model-specific register at `msr`.
+    ///
+    /// # Safety
+    ///
+    /// `msr` exists on this CPU (any other number raises #GP), and reading
+    /// it has no effect the code around relies on not happening (a few
+    /// MSRs clear state when read).
     #[inline]
-    fn read_msr(&mut self, msr: u32) -> Result<u64, Infallible> {
+    pub unsafe fn read_msr(&mut self, msr: u32) -> u64 {
         let (low, high): (u64, u64);
-        // SAFETY: `X86Msr::new`'s contract: CPL0, the MSR exists on this CPU.
-        // RDMSR only reads the MSR into EDX:EAX; in 64-bit mode it clears
-        // bits 63:32 of RAX and RDX (SDM Vol. 2B, RDMSR), so both are read
-        // whole and joined without zero-extending either (as Linux's
-        // `EAX_EDX_VAL` does on x86_64, `arch/x86/include/asm/msr.h`).
+        // SAFETY: `X86Msr::new`'s contract (CPL0) and this method's (the MSR
+        // exists). RDMSR only reads the MSR into EDX:EAX; in 64-bit mode it
+        // clears bits 63:32 of RAX and RDX (SDM Vol. 2B, RDMSR), so both
+        // are read whole and joined without zero-extending either (as
+        // Linux's `EAX_EDX_VAL` does on x86_64, `arch/x86/include/asm/msr.h`).
         unsafe {
             core::arch::asm!(
                 "rdmsr",
@@ -63,24 +69,37 @@ impl MsrAccess for X86Msr {
                 options(nomem, nostack, preserves_flags),
             );
         }
-        Ok(high << 32 | low)
+        high << 32 | low
     }
 
+    /// WRMSR: writes `value` to the model-specific register at `msr`.
+    ///
+    /// # Safety
+    ///
+    /// `msr` exists on this CPU and accepts `value` (otherwise #GP), and
+    /// the write keeps memory safe: registers such as `IA32_EFER`,
+    /// `IA32_PAT` or `IA32_DS_AREA` (whose save area the processor then
+    /// writes by linear address) change how memory is accessed.
     #[inline]
-    fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Infallible> {
+    pub unsafe fn write_msr(&mut self, msr: u32, value: u64) {
         let mut register = x86_64::registers::model_specific::Msr::new(msr);
-        // SAFETY: `X86Msr::new`'s contract: CPL0, the MSR exists on this CPU,
-        // and the caller vouches that the value keeps memory safe.
+        // SAFETY: `X86Msr::new`'s contract (CPL0) and this method's (the
+        // MSR exists, accepts the value, and the value keeps memory safe).
         unsafe { register.write(value) };
-        Ok(())
     }
 
+    /// RDPMC: performance counter `index`, the value placed in ECX.
+    ///
+    /// # Safety
+    ///
+    /// The counter exists on this CPU (otherwise #GP; RDPMC raises #UD on
+    /// a CPU without counters, QEMU's TCG for one).
     #[inline]
-    fn rdpmc(&mut self, index: u32) -> Result<u64, Infallible> {
+    pub unsafe fn rdpmc(&mut self, index: u32) -> u64 {
         let value: u64;
-        // SAFETY: `X86Msr::new`'s contract: CPL0 and a counter index that
-        // exists on this CPU. RDPMC only reads a counter into EDX:EAX, and
-        // in 64-bit mode clears bits 63:32 of RAX and RDX (SDM Vol. 2B,
+        // SAFETY: `X86Msr::new`'s contract (CPL0) and this method's (the
+        // counter exists). RDPMC only reads a counter into EDX:EAX, and in
+        // 64-bit mode clears bits 63:32 of RAX and RDX (SDM Vol. 2B,
         // RDPMC); the two instructions after it join them in RAX.
         unsafe {
             core::arch::asm!(
@@ -94,6 +113,41 @@ impl MsrAccess for X86Msr {
                 options(nostack),
             );
         }
-        Ok(value)
+        value
+    }
+}
+
+impl Sealed<sealed::Msr> for X86Msr {}
+
+/// The drivers' access to the hardware: each call is one of the crate's
+/// checked paths (sealed: the token is the crate's).
+impl MsrBackend for X86Msr {
+    type Error = Infallible;
+
+    #[inline(always)]
+    fn backend_read_msr(&mut self, _: Token, msr: u32) -> Result<u64, Infallible> {
+        // SAFETY: only the crate calls this (the token), with the MSRs of
+        // the PMU detection found (or IA32_MISC_ENABLE and the x2APIC's,
+        // which detection checks first), none of which clears state on a
+        // read.
+        Ok(unsafe { self.read_msr(msr) })
+    }
+
+    #[inline(always)]
+    fn backend_write_msr(&mut self, _: Token, msr: u32, value: u64) -> Result<(), Infallible> {
+        // SAFETY: only the crate calls this (the token): the drivers write
+        // the PMU registers of their own counters, whose values change no
+        // memory access, and `IA32_DS_AREA` only with a save area the
+        // driver owns for as long as the processor may write it; the
+        // x2APIC layer writes the APIC's registers.
+        unsafe { self.write_msr(msr, value) };
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn backend_rdpmc(&mut self, _: Token, index: u32) -> Result<u64, Infallible> {
+        // SAFETY: only the crate calls this (the token), with the counters
+        // of the PMU detection found.
+        Ok(unsafe { self.rdpmc(index) })
     }
 }

@@ -21,7 +21,7 @@
 //! EOIs and carries the SMP kernels' IPIs ([`X2Apic::send_ipi`]).
 
 use super::{Icr, IpiDelivery, IpiDestination, LvtPerfCounter, LvtPerfCounterEntry, Svr, Vector};
-use crate::access::MsrAccess;
+use crate::access::{MsrBackend, MsrOps};
 
 /// `IA32_APIC_BASE`.
 pub const IA32_APIC_BASE: u32 = 0x1B;
@@ -74,11 +74,11 @@ pub mod msr {
 /// Like [`super::LocalApic`] it is the APIC of the CPU whose MSRs the
 /// backend reaches: the hardware backend is that of the executing CPU.
 #[derive(Debug)]
-pub struct X2Apic<M: MsrAccess> {
+pub struct X2Apic<M: MsrBackend> {
     msr: M,
 }
 
-impl<M: MsrAccess> X2Apic<M> {
+impl<M: MsrBackend> X2Apic<M> {
     /// The x2APIC reached through `msr`, which must be in x2APIC mode
     /// ([`X2Apic::enter`]): in xAPIC mode these MSRs raise #GP.
     pub const fn new(msr: M) -> Self {
@@ -179,7 +179,7 @@ impl<M: MsrAccess> X2Apic<M> {
 /// A PMI handler unmasks the entry through the x2APIC too. Only for a
 /// backend that cannot fail (the hardware's): the handler has nowhere to
 /// report an error.
-impl<M: MsrAccess<Error = core::convert::Infallible>> LvtPerfCounterEntry for X2Apic<M> {
+impl<M: MsrBackend<Error = core::convert::Infallible>> LvtPerfCounterEntry for X2Apic<M> {
     fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
         let Ok(()) = self.set_perf_counter_entry(entry);
     }
@@ -187,7 +187,7 @@ impl<M: MsrAccess<Error = core::convert::Infallible>> LvtPerfCounterEntry for X2
 
 /// The x2APIC delivers a model's PMI too ([`super::deliver_model_pmi`]),
 /// with the backend's errors.
-impl<M: MsrAccess> super::PmiApic for X2Apic<M> {
+impl<M: MsrBackend> super::PmiApic for X2Apic<M> {
     type Error = M::Error;
 
     fn lvt_perf_counter(&mut self) -> Result<LvtPerfCounter, M::Error> {

@@ -5,6 +5,7 @@ use core::fmt;
 use core::marker::PhantomData;
 
 use super::{Arch, Driver, OwnerId, StateTag};
+use crate::sealed::TOKEN;
 
 /// A transition, named for error reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -203,7 +204,7 @@ impl<A: Arch> AnyHandle<A> {
     ) -> Checked<(), D, A> {
         self.check::<D>(Operation::Configure)?;
         self.programmed = pmu
-            .program(self.index, config)
+            .program(TOKEN, self.index, config)
             .map_err(ErasedError::Driver)?;
         self.state = StateTag::Configured;
         Ok(())
@@ -212,21 +213,21 @@ impl<A: Arch> AnyHandle<A> {
     /// Configured → Enabled.
     pub fn enable<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
         self.check::<D>(Operation::Enable)?;
-        let r = pmu.start(self.index, &self.programmed);
+        let r = pmu.start(TOKEN, self.index, &self.programmed);
         self.finish(r, StateTag::Enabled)
     }
 
     /// Enabled or Cascaded → Halted.
     pub fn halt<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
         self.check::<D>(Operation::Halt)?;
-        let r = pmu.stop(self.index, &self.programmed);
+        let r = pmu.stop(TOKEN, self.index, &self.programmed);
         self.finish(r, StateTag::Halted)
     }
 
     /// Halted → Enabled.
     pub fn resume<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
         self.check::<D>(Operation::Resume)?;
-        let r = pmu.start(self.index, &self.programmed);
+        let r = pmu.start(TOKEN, self.index, &self.programmed);
         self.finish(r, StateTag::Enabled)
     }
 
@@ -253,21 +254,21 @@ impl<A: Arch> AnyHandle<A> {
         if source.state == StateTag::Unclaimed {
             return Err(ErasedError::SourceUnclaimed { from: source.index });
         }
-        let r = pmu.cascade(self.index, source.index, &self.programmed);
+        let r = pmu.cascade(TOKEN, self.index, source.index, &self.programmed);
         self.finish(r, StateTag::Cascaded)
     }
 
     /// The counter's value.
     pub fn read<D: Driver<A>>(&self, pmu: &mut D) -> Checked<u64, D, A> {
         self.check::<D>(Operation::Read)?;
-        pmu.read(self.index, &self.programmed)
+        pmu.read(TOKEN, self.index, &self.programmed)
             .map_err(ErasedError::Driver)
     }
 
     /// Any claimed state → Unclaimed (disabled, registers zeroed).
     pub fn release<D: Driver<A>>(&mut self, pmu: &mut D) -> Checked<(), D, A> {
         self.check::<D>(Operation::Release)?;
-        pmu.release(self.index, &self.programmed)
+        pmu.release(TOKEN, self.index, &self.programmed)
             .map_err(ErasedError::Driver)?;
         self.programmed = A::UNPROGRAMMED;
         self.state = StateTag::Unclaimed;

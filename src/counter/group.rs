@@ -33,6 +33,7 @@ use core::fmt;
 
 use super::erased::{AnyHandle, ErasedError};
 use super::{Arch, Driver, OwnerId, StateTag};
+use crate::sealed::TOKEN;
 
 /// Why handles cannot form a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,9 +187,9 @@ impl<A: Arch, const K: usize> Group<A, K> {
         pmu: &mut D,
         mut each: impl FnMut(&mut AnyHandle<A>, &mut D) -> Checked<(), D, A>,
     ) -> Checked<(), D, A> {
-        pmu.freeze().map_err(ErasedError::Driver)?;
+        pmu.freeze(TOKEN).map_err(ErasedError::Driver)?;
         let r = self.members.iter_mut().try_for_each(|m| each(m, pmu));
-        pmu.thaw().map_err(ErasedError::Driver)?;
+        pmu.thaw(TOKEN).map_err(ErasedError::Driver)?;
         r
     }
 }

@@ -95,6 +95,8 @@ pub use per_cpu::PerCpuPmu;
 use core::fmt;
 use core::marker::PhantomData;
 
+use crate::sealed::{Sealed, TOKEN, Token};
+
 /// The counter states. Uninhabited marker types: a state exists only in a
 /// handle's type; [`StateTag`] is the same at run time.
 ///
@@ -107,12 +109,10 @@ use core::marker::PhantomData;
 pub mod state {
     use core::fmt::Debug;
 
-    mod sealed {
-        pub trait Sealed {}
-    }
+    use crate::sealed::Sealed;
 
     /// A counter state, as a type.
-    pub trait State: sealed::Sealed {
+    pub trait State: Sealed {
         /// The run-time tag of this state.
         const TAG: super::StateTag;
         /// What a handle in this state holds, given the architecture's
@@ -140,7 +140,7 @@ pub mod state {
             $(#[$doc])*
             #[derive(Debug)]
             pub enum $name {}
-            impl sealed::Sealed for $name {}
+            impl Sealed for $name {}
             impl State for $name {
                 const TAG: super::StateTag = super::StateTag::$name;
                 type Payload<P: Copy + Debug> = P;
@@ -163,7 +163,7 @@ pub mod state {
     /// holds nothing (a zero-sized token).
     #[derive(Debug)]
     pub enum Unclaimed {}
-    impl sealed::Sealed for Unclaimed {}
+    impl Sealed for Unclaimed {}
     impl State for Unclaimed {
         const TAG: super::StateTag = super::StateTag::Unclaimed;
         type Payload<P: Copy + Debug> = ();
@@ -204,8 +204,9 @@ pub enum StateTag {
     Cascaded,
 }
 
-/// A PMU architecture as the typestate machinery sees it.
-pub trait Arch: Sized {
+/// A PMU architecture as the typestate machinery sees it. Sealed: the
+/// architectures are the crate's.
+pub trait Arch: Sized + Sealed {
     /// The architecture's name, for messages.
     const NAME: &'static str;
     /// How many counters the handles can name (`N < COUNTERS`).
@@ -231,11 +232,14 @@ pub trait Arch: Sized {
 pub trait Cascade<const FROM: u8, const TO: u8>: Arch {}
 
 /// The register operations behind the transitions, implemented by an
-/// architecture's driver (the owner of the MSR backend).
+/// architecture's driver (the owner of the register backend).
 ///
-/// Each method is called only in the state its name implies; the typed API
-/// guarantees it, and [`AnyHandle`] checks it.
-pub trait Driver<A: Arch> {
+/// Sealed, and its operations are the crate's alone: each takes a
+/// crate-private token, so that only the handles call them, each in the
+/// state its name implies (the typed API guarantees it, and [`AnyHandle`]
+/// checks it). Code outside the crate names the trait in bounds and uses
+/// its associated types; it drives counters through the handles.
+pub trait Driver<A: Arch>: Sealed {
     /// The PMU this driver holds; every handle it issues carries it.
     type Owner: Owner;
     /// What a configuration request looks like.
@@ -244,13 +248,23 @@ pub trait Driver<A: Arch> {
     type Error: fmt::Debug;
 
     /// Claim counter `n` and program it (Unclaimed → Configured).
-    fn program(&mut self, n: u8, config: &Self::Config) -> Result<A::Programmed, Self::Error>;
+    #[doc(hidden)]
+    fn program(
+        &mut self,
+        _: Token,
+        n: u8,
+        config: &Self::Config,
+    ) -> Result<A::Programmed, Self::Error>;
     /// Start counting (Configured or Halted → Enabled).
-    fn start(&mut self, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
+    #[doc(hidden)]
+    fn start(&mut self, _: Token, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
     /// Stop counting, keeping the count (Enabled or Cascaded → Halted).
-    fn stop(&mut self, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
+    #[doc(hidden)]
+    fn stop(&mut self, _: Token, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
     /// Count only while counter `from` has overflowed (→ Cascaded).
-    fn cascade(&mut self, n: u8, from: u8, p: &A::Programmed) -> Result<(), Self::Error>;
+    #[doc(hidden)]
+    fn cascade(&mut self, _: Token, n: u8, from: u8, p: &A::Programmed)
+    -> Result<(), Self::Error>;
     /// Whether counter `to` can be cascaded from counter `from` on this
     /// PMU: the architecture's pairs ([`Arch::can_cascade`]), and any this
     /// particular part adds (NetBurst's extended cascade on some models).
@@ -259,9 +273,11 @@ pub trait Driver<A: Arch> {
         A::can_cascade(from, to)
     }
     /// The counter's current value.
-    fn read(&mut self, n: u8, p: &A::Programmed) -> Result<u64, Self::Error>;
+    #[doc(hidden)]
+    fn read(&mut self, _: Token, n: u8, p: &A::Programmed) -> Result<u64, Self::Error>;
     /// Disable, zero the registers, give the counter back (→ Unclaimed).
-    fn release(&mut self, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
+    #[doc(hidden)]
+    fn release(&mut self, _: Token, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
     /// Stop every counter of this PMU at one instant until [`Driver::thaw`],
     /// so that the operations in between ([`Group`]'s) take effect at one
     /// instant too, if the PMU has such a control (Itanium's PMC0.fr). The
@@ -273,12 +289,14 @@ pub trait Driver<A: Arch> {
     /// "Interrupts inside driver calls"), while NetBurst's and the
     /// architectural PMU's stay exact with an NMI at any access (tested
     /// at every one). Brackets may nest; the outermost freezes and thaws.
-    fn freeze(&mut self) -> Result<(), Self::Error> {
+    #[doc(hidden)]
+    fn freeze(&mut self, _: Token) -> Result<(), Self::Error> {
         Ok(())
     }
     /// End a [`Driver::freeze`]: the counters count again from the same
     /// instant (the default writes nothing).
-    fn thaw(&mut self) -> Result<(), Self::Error> {
+    #[doc(hidden)]
+    fn thaw(&mut self, _: Token) -> Result<(), Self::Error> {
         Ok(())
     }
 }
@@ -496,7 +514,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     where
         S: CanConfigure,
     {
-        match pmu.program(N, config) {
+        match pmu.program(TOKEN, N, config) {
             Ok(programmed) => Ok(Handle {
                 programmed,
                 _state: PhantomData,
@@ -572,7 +590,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     where
         S: CanEnable,
     {
-        let r = pmu.start(N, self.programmed());
+        let r = pmu.start(TOKEN, N, self.programmed());
         self.step::<Enabled, D>(r)
     }
 
@@ -581,7 +599,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     where
         S: CanHalt,
     {
-        let r = pmu.stop(N, self.programmed());
+        let r = pmu.stop(TOKEN, N, self.programmed());
         self.step::<Halted, D>(r)
     }
 
@@ -590,7 +608,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     where
         S: CanResume,
     {
-        let r = pmu.start(N, self.programmed());
+        let r = pmu.start(TOKEN, N, self.programmed());
         self.step::<Enabled, D>(r)
     }
 
@@ -607,7 +625,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
         A: Cascade<FROM, N>,
     {
         let _ = source;
-        let r = pmu.cascade(N, FROM, self.programmed());
+        let r = pmu.cascade(TOKEN, N, FROM, self.programmed());
         self.step::<Cascaded, D>(r)
     }
 
@@ -616,7 +634,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     where
         S: Readable,
     {
-        pmu.read(N, self.programmed())
+        pmu.read(TOKEN, N, self.programmed())
     }
 
     /// Disable the counter, zero its registers and give it back: any claimed
@@ -628,7 +646,7 @@ impl<A: Arch, O: Owner, const N: u8, S: State> Handle<A, O, N, S> {
     where
         S: CanRelease,
     {
-        match pmu.release(N, self.programmed()) {
+        match pmu.release(TOKEN, N, self.programmed()) {
             Ok(()) => Ok(Handle {
                 programmed: (),
                 _state: PhantomData,

@@ -7,6 +7,9 @@ use std::vec::Vec;
 
 enum Toy {}
 
+impl Sealed for Toy {}
+impl Sealed for Log {}
+
 impl Arch for Toy {
     const NAME: &'static str = "toy";
     const COUNTERS: u8 = 4;
@@ -30,30 +33,30 @@ impl Driver<Toy> for Log {
     type Owner = ToyPmu;
     type Config = u32;
     type Error = &'static str;
-    fn program(&mut self, n: u8, c: &u32) -> Result<u32, &'static str> {
+    fn program(&mut self, _: Token, n: u8, c: &u32) -> Result<u32, &'static str> {
         if self.1 {
             return Err("refused");
         }
         self.0.push(("program", n, *c));
         Ok(*c + 1)
     }
-    fn start(&mut self, n: u8, p: &u32) -> Result<(), &'static str> {
+    fn start(&mut self, _: Token, n: u8, p: &u32) -> Result<(), &'static str> {
         self.0.push(("start", n, *p));
         Ok(())
     }
-    fn stop(&mut self, n: u8, p: &u32) -> Result<(), &'static str> {
+    fn stop(&mut self, _: Token, n: u8, p: &u32) -> Result<(), &'static str> {
         self.0.push(("stop", n, *p));
         Ok(())
     }
-    fn cascade(&mut self, n: u8, from: u8, p: &u32) -> Result<(), &'static str> {
+    fn cascade(&mut self, _: Token, n: u8, from: u8, p: &u32) -> Result<(), &'static str> {
         self.0.push(("cascade", n, *p + 100 * u32::from(from)));
         Ok(())
     }
-    fn read(&mut self, n: u8, p: &u32) -> Result<u64, &'static str> {
+    fn read(&mut self, _: Token, n: u8, p: &u32) -> Result<u64, &'static str> {
         self.0.push(("read", n, *p));
         Ok(u64::from(*p) * 10)
     }
-    fn release(&mut self, n: u8, p: &u32) -> Result<(), &'static str> {
+    fn release(&mut self, _: Token, n: u8, p: &u32) -> Result<(), &'static str> {
         self.0.push(("release", n, *p));
         Ok(())
     }

@@ -274,6 +274,8 @@ pub struct CallChainSlot<const N: usize> {
 /// The slot's `meta` word: `len | end << 8 | VALID`.
 const VALID: u64 = 1 << 63;
 
+impl<const N: usize> crate::sealed::Sealed for CallChain<N> {}
+
 impl<const N: usize> Payload for CallChain<N> {
     type Slot = CallChainSlot<N>;
     #[allow(clippy::declare_interior_mutable_const)]

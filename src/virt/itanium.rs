@@ -66,7 +66,7 @@
 //!   arch layer's [`Policy::STRICT`] refuses them. A guest gets perfmon's
 //!   treatment ([`GUEST_VALIDATION`]): no architecture faults on them.
 
-use crate::access::PmcPmdAccess;
+use crate::access::{PmcPmdBackend, PmcPmdOps};
 use crate::arch::Field;
 use crate::arch::itanium::Pmc0;
 use crate::arch::itanium::validate::{
@@ -258,7 +258,7 @@ const fn is_monitor(generation: Generation, pmc: u8) -> bool {
 /// image: its PMCs (4 and up) their power-up values, its PMDs 0, its
 /// counters' overflow bits in PMC0 clear. The host's registers are not
 /// touched. Run once before the first guest.
-pub fn scrub_all<R: PmcPmdAccess>(policy: &GuestPolicy, regs: &mut R) -> Result<(), R::Error> {
+pub fn scrub_all<R: PmcPmdBackend>(policy: &GuestPolicy, regs: &mut R) -> Result<(), R::Error> {
     let g = policy.generation;
     for pmc in g.implemented_pmcs().iter() {
         if pmc >= 4
@@ -350,7 +350,7 @@ impl PmuContext {
     /// The side writes PMC `pmc` (4 and up) while its context is loaded:
     /// recorded, and written to the hardware (with `plm` zero while the
     /// side is frozen). 1 PMC write.
-    pub fn write_pmc<R: PmcPmdAccess>(
+    pub fn write_pmc<R: PmcPmdBackend>(
         &mut self,
         regs: &mut R,
         pmc: u8,
@@ -375,7 +375,7 @@ impl PmuContext {
 
     /// The side writes PMD `pmd` while its context is loaded: recorded and
     /// written. 1 PMD write.
-    pub fn write_pmd<R: PmcPmdAccess>(
+    pub fn write_pmd<R: PmcPmdBackend>(
         &mut self,
         regs: &mut R,
         pmd: u8,
@@ -435,7 +435,7 @@ impl PmuContext {
 
     /// Rewrites the hardware images of the monitor PMCs in use (after the
     /// virtual freeze changed).
-    fn write_monitors<R: PmcPmdAccess>(&self, regs: &mut R) -> Result<(), R::Error> {
+    fn write_monitors<R: PmcPmdBackend>(&self, regs: &mut R) -> Result<(), R::Error> {
         for pmc in self.pmcs_used.iter() {
             if is_monitor(self.generation, pmc) {
                 regs.write_pmc(pmc, self.hardware_pmc(pmc))?;
@@ -463,7 +463,7 @@ impl PmuContext {
     /// counter's overflow is pending. Not empty: the interrupt is the
     /// side's. 1 PMC read; with an overflow of its own, 1 PMC write per
     /// monitor PMC in use and 1 more.
-    pub fn take_overflows<R: PmcPmdAccess>(
+    pub fn take_overflows<R: PmcPmdBackend>(
         &mut self,
         regs: &mut R,
     ) -> Result<CounterSet, R::Error> {
@@ -489,7 +489,7 @@ impl PmuContext {
     /// and lose its bit; on hardware a VMM first stops monitoring with
     /// PSR.up/PSR.pp (`rum`/`rsm`, which this access layer does not reach),
     /// as Linux perfmon does before it saves a context.
-    pub fn save<R: PmcPmdAccess>(&mut self, regs: &mut R) -> Result<CounterSet, R::Error> {
+    pub fn save<R: PmcPmdBackend>(&mut self, regs: &mut R) -> Result<CounterSet, R::Error> {
         let was = Pmc0::from_bits(regs.read_pmc(0)?);
         let (mine, rest) = self.take_bits(was);
         regs.write_pmc(0, rest.with_frozen(true).bits())?;
@@ -508,7 +508,7 @@ impl PmuContext {
     /// unfrozen, unless it was frozen for another reason when saved. A PMC
     /// write per PMC in use, a PMD write per PMD in use, 1 PMC read and 1
     /// PMC write.
-    pub fn scrub<R: PmcPmdAccess>(&self, regs: &mut R) -> Result<(), R::Error> {
+    pub fn scrub<R: PmcPmdBackend>(&self, regs: &mut R) -> Result<(), R::Error> {
         for pmc in self.pmcs_used.iter() {
             if let Some(info) = self.generation.pmc(pmc) {
                 regs.write_pmc(pmc, info.default)?;
@@ -525,7 +525,7 @@ impl PmuContext {
     /// with `plm` zero while its virtual PMC0 is frozen), its PMDs, and
     /// PMC0 last, with its freeze bit as it was (the host's). 2 PMC writes
     /// and a PMC read, plus one write per PMC and PMD in use.
-    pub fn restore<R: PmcPmdAccess>(&self, regs: &mut R) -> Result<(), R::Error> {
+    pub fn restore<R: PmcPmdBackend>(&self, regs: &mut R) -> Result<(), R::Error> {
         let was = Pmc0::from_bits(regs.read_pmc(0)?);
         regs.write_pmc(0, was.with_frozen(true).bits())?;
         for pmc in self.pmcs_used.iter() {
@@ -542,7 +542,7 @@ impl PmuContext {
     /// and its counters' overflow bits), and its monitors' hardware `plm`
     /// follows the freeze. Call [`PmuContext::take_overflows`] first. A PMC
     /// write per monitor PMC in use.
-    pub fn write_pmc0<R: PmcPmdAccess>(
+    pub fn write_pmc0<R: PmcPmdBackend>(
         &mut self,
         regs: &mut R,
         value: u64,

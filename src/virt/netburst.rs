@@ -127,7 +127,7 @@
 //! included: a guest on one logical processor of a Hyper-Threading package
 //! sees its sibling's share in them ([`EventFilter`] can deny them).
 
-use crate::access::MsrAccess;
+use crate::access::{MsrBackend, MsrOps};
 use crate::arch::ia32::MiscEnable;
 use crate::arch::netburst::EscrValue;
 use crate::arch::netburst::events::EventName;
@@ -633,7 +633,7 @@ pub fn emulate_rdpmc(
 /// touched. Run once before the first guest, so that a register no context
 /// has used reads the same as one a switched-out context has scrubbed.
 /// `2(18 - h) + e + 3` WRMSR for `h` host counters and `e` guest ESCRs.
-pub fn scrub_all<M: MsrAccess>(policy: &GuestPolicy, msr: &mut M) -> Result<(), M::Error> {
+pub fn scrub_all<M: MsrBackend>(policy: &GuestPolicy, msr: &mut M) -> Result<(), M::Error> {
     let guest_counters = Counter::ALL
         .into_iter()
         .filter(|&c| !policy.host_counters.contains(c));
@@ -776,7 +776,7 @@ impl PmuContext {
     /// counters that overflowed with `OVF_PMI` since their last report
     /// (each reported once per overflow, until the side clears its `OVF`).
     /// Not empty: the PMI is the side's ([`VirtualLvt::raise`]). `k` RDMSR.
-    pub fn take_overflows<M: MsrAccess>(&mut self, msr: &mut M) -> Result<CounterSet, M::Error> {
+    pub fn take_overflows<M: MsrBackend>(&mut self, msr: &mut M) -> Result<CounterSet, M::Error> {
         let mut out = CounterSet::EMPTY;
         for c in self.counters_used.iter() {
             let image = msr.read_msr(c.cccr().msr())?;
@@ -798,7 +798,7 @@ impl PmuContext {
     /// their PMI ([`PmuContext::take_overflows`]): their PMI would have come
     /// with the next event, which the idle image withdraws, so the VMM
     /// raises the side's virtual PMI for them now ([`VirtualLvt::raise`]).
-    pub fn save<M: MsrAccess>(&mut self, msr: &mut M) -> Result<CounterSet, M::Error> {
+    pub fn save<M: MsrBackend>(&mut self, msr: &mut M) -> Result<CounterSet, M::Error> {
         for c in self.counters_used.iter() {
             let v = msr.read_msr(c.cccr().msr())?;
             self.cccrs[usize::from(c.index())] = v;
@@ -821,7 +821,7 @@ impl PmuContext {
     /// overflow is still pending). `e + t + 2k` WRMSR. The registers the
     /// context does not use hold their neutral images if every side that
     /// used them was scrubbed ([`PmuContext::scrub`], [`scrub_all`]).
-    pub fn restore<M: MsrAccess>(&self, msr: &mut M) -> Result<(), M::Error> {
+    pub fn restore<M: MsrBackend>(&self, msr: &mut M) -> Result<(), M::Error> {
         for e in self.escrs_used.iter() {
             msr.write_msr(e.msr(), self.escrs[e as usize])?;
         }
@@ -843,7 +843,7 @@ impl PmuContext {
     /// counters and ESCRs the context used and gives the tagging MSRs it
     /// used their neutral images, so the next side learns nothing of it.
     /// `k + e + t` WRMSR.
-    pub fn scrub<M: MsrAccess>(&self, msr: &mut M) -> Result<(), M::Error> {
+    pub fn scrub<M: MsrBackend>(&self, msr: &mut M) -> Result<(), M::Error> {
         for c in self.counters_used.iter() {
             msr.write_msr(c.msr(), 0)?;
         }

@@ -54,6 +54,46 @@ use pmu::virt::vpmu::VirtualPmu;
 
 hobby::entry_point!(main);
 
+/// A guest's register backend: the real RDMSR, WRMSR and RDPMC, executed
+/// at CPL 3 inside a guest, where each one traps to this kernel's
+/// hypervisor, which emulates it (or injects a #GP the guest's handler
+/// takes). So any register and value is safe to ask for here, and the
+/// guest reaches its (virtual) PMU through the open [`MsrAccess`], as a
+/// kernel's own backend does.
+struct GuestMsr(X86Msr);
+
+impl GuestMsr {
+    /// The guest's backend.
+    fn new() -> GuestMsr {
+        // SAFETY: the guest believes it runs at CPL 0 on this CPU; every
+        // access traps to the hypervisor.
+        GuestMsr(unsafe { X86Msr::new() })
+    }
+}
+
+impl MsrAccess for GuestMsr {
+    type Error = core::convert::Infallible;
+
+    fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
+        // SAFETY: at CPL 3 the instruction traps; the hypervisor emulates
+        // it or sends the guest a #GP (`GuestMsr`).
+        Ok(unsafe { self.0.read_msr(msr) })
+    }
+
+    fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
+        // SAFETY: as for `read_msr`: nothing this kernel's memory depends
+        // on is written, whatever the register and value.
+        unsafe { self.0.write_msr(msr, value) };
+        Ok(())
+    }
+
+    fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+        // SAFETY: as for `read_msr` (RDPMC at CPL 3 traps or faults by
+        // CR4.PCE, which the hypervisor keeps for the guest).
+        Ok(unsafe { self.0.rdpmc(index) })
+    }
+}
+
 /// The guest's virtual PMU: a one-processor Prescott (model 3) without
 /// PEBS.
 static VPMU: spin::Mutex<VirtualPmu> = spin::Mutex::new(VirtualPmu::new(GuestPolicy::new(3)));
@@ -167,9 +207,7 @@ extern "C" fn guest_main(_: u64) -> ! {
     // SAFETY: the guest's virtual PMU is one package of its own, and this is
     // its one value.
     static GUEST_PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
-    // SAFETY: the guest believes it runs at CPL 0 on a Pentium 4; every
-    // access traps to the hypervisor, which emulates it.
-    let msr = unsafe { X86Msr::new() };
+    let msr = GuestMsr::new();
     // The hypervisor shows the guest a one-processor Prescott.
     let cpu = detect::NetBurstCpu {
         model: 3,
@@ -237,7 +275,8 @@ mod two {
     use hobby::idt::{self, InterruptFrame};
     use hobby::timer::{ApicTimer, Divide};
     use hobby::user;
-    use pmu::access::{MsrAccess, X86Msr};
+    use super::GuestMsr;
+    use pmu::access::MsrAccess;
     use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
     use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
     use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
@@ -671,11 +710,10 @@ mod two {
     }
 
     /// The guest kernel's PMI handler: the crate's handler over the
-    /// hardware backend (every access traps), a sample at the guest's RIP.
+    /// guest's backend (every access traps), a sample at the guest's RIP.
     extern "C" fn guest_on_pmi(rip: u64) {
         let g = CURRENT.load(Ordering::SeqCst);
-        // SAFETY: as in the guest kernel: every access traps.
-        let mut msr = unsafe { X86Msr::new() };
+        let mut msr = GuestMsr::new();
         let _ = handle_pmi(
             GUEST_PACKAGES[g].pmi(),
             LogicalProcessor::T0,
@@ -732,8 +770,7 @@ mod two {
     /// switched [`TARGET`] times; done with the cycles its counter
     /// accounts for (periods x N + residual).
     fn guest<O: Owner>(g: usize) -> ! {
-        // SAFETY: the guest believes it runs at CPL 0; every access traps.
-        let mut msr = unsafe { X86Msr::new() };
+        let mut msr = GuestMsr::new();
         if g == 0 {
             for (reg, value) in ILLEGAL {
                 let Ok(()) = msr.write_msr(reg, value);
@@ -868,7 +905,8 @@ mod leak {
 
     use hobby::idt::{self, InterruptFrame};
     use hobby::user;
-    use pmu::access::{MsrAccess, X86Msr};
+    use super::GuestMsr;
+    use pmu::access::MsrAccess;
     use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
     use pmu::arch::netburst::{Counter, CounterSet, Escr, EscrSet};
     use pmu::model::netburst::{
@@ -1055,10 +1093,8 @@ mod leak {
         user::call(FEED, n, kind);
     }
 
-    fn msr() -> X86Msr {
-        // SAFETY: the guest believes it runs at CPL 0; every access traps
-        // to the hypervisor, which emulates it.
-        unsafe { X86Msr::new() }
+    fn msr() -> GuestMsr {
+        GuestMsr::new()
     }
 
     /// Guest 0, first slice: counter 1 counts fetch requests on BPU_ESCR0

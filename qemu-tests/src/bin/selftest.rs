@@ -12,7 +12,7 @@
 use hobby::boot::BootInfo;
 use hobby::test::Outcome;
 use hobby::{case, check_eq};
-use pmu::access::{MsrAccess, X86Msr};
+use pmu::access::X86Msr;
 
 hobby::entry_point!(main);
 
@@ -31,10 +31,11 @@ fn main(_: &'static BootInfo) -> ! {
 /// RDPMC raises #UD under QEMU's TCG (which implements no RDPMC); nothing
 /// catches it but the runner.
 fn unguarded_rdpmc() -> Outcome {
+    // SAFETY: CPL 0, this CPU.
+    let mut msr = unsafe { X86Msr::new() };
     // SAFETY: deliberately breaks the "counter exists" promise; the runner
     // catches the #UD, and RDPMC has no other effect.
-    let mut msr = unsafe { X86Msr::new() };
-    let _ = msr.rdpmc(0);
+    let _ = unsafe { msr.rdpmc(0) };
     Ok(())
 }
 

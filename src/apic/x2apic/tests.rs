@@ -67,7 +67,7 @@ impl Model {
     }
 }
 
-impl MsrAccess for Model {
+impl crate::access::MsrAccess for Model {
     type Error = Gp;
 
     fn read_msr(&mut self, msr: u32) -> Result<u64, Gp> {
@@ -217,7 +217,7 @@ fn every_operation_is_the_manuals_msr_access() {
 #[test]
 fn the_pmi_handler_unmasks_through_the_x2apic() {
     struct Msrs(BTreeMap<u32, u64>);
-    impl MsrAccess for Msrs {
+    impl crate::access::MsrAccess for Msrs {
         type Error = Infallible;
         fn read_msr(&mut self, msr: u32) -> Result<u64, Infallible> {
             Ok(self.0.get(&msr).copied().unwrap_or(0))

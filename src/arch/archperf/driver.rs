@@ -72,10 +72,11 @@ use super::msrs::{Counter, CounterSet, FixedCtl, FixedCtrCtrl, PerfEvtSel};
 use super::msrs::{IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_OVF_CTRL};
 use super::physical::ArchPerfPmu;
 use super::pmi::{PmiState, overflow_rule};
-use crate::access::MsrAccess;
+use crate::access::{MsrBackend, MsrOps};
 use crate::counter::state::Unclaimed;
 use crate::counter::{self, Arch, Owner, OwnerId, StateTag, owner};
 use crate::detect;
+use crate::sealed::{Sealed, Token};
 use crate::sampling::{OverflowRule, SampleAfter};
 
 /// The architectural PMU, as a type parameter of [`counter::Handle`].
@@ -114,6 +115,8 @@ impl Programmed {
         self.sampling
     }
 }
+
+impl Sealed for ArchPerfmon {}
 
 impl Arch for ArchPerfmon {
     const NAME: &'static str = "architectural PMU";
@@ -382,7 +385,7 @@ impl CounterConfig {
 
 /// The driver of one logical processor's architectural PMU
 /// ([`ArchPerfPmu`]), held for owner `O`, owning the MSR backend.
-pub struct ArchPerfDriver<'s, O: Owner, M: MsrAccess> {
+pub struct ArchPerfDriver<'s, O: Owner, M: MsrBackend> {
     msr: M,
     pmu: &'s ArchPerfPmu,
     cpu: detect::ArchPerfCpu,
@@ -408,7 +411,7 @@ pub struct ArchPerfDriver<'s, O: Owner, M: MsrAccess> {
     _owner: PhantomData<O>,
 }
 
-impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
+impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
     /// Take the PMU of logical processor `pmu` described by `cpu`, for
     /// owner `O`: read every `PERFEVTSELx` and `FIXED_CTR_CTRL` to find the
     /// counters the firmware uses (left alone, see the module
@@ -707,14 +710,16 @@ impl<'s, O: Owner, M: MsrAccess> ArchPerfDriver<'s, O, M> {
     }
 }
 
-impl<O: Owner, M: MsrAccess> counter::DriverOf<ArchPerfmon, O> for ArchPerfDriver<'_, O, M> {}
+impl<O: Owner, M: MsrBackend> Sealed for ArchPerfDriver<'_, O, M> {}
 
-impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_, O, M> {
+impl<O: Owner, M: MsrBackend> counter::DriverOf<ArchPerfmon, O> for ArchPerfDriver<'_, O, M> {}
+
+impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_, O, M> {
     type Owner = O;
     type Config = CounterConfig;
     type Error = Error<M::Error>;
 
-    fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
+    fn program(&mut self, _: Token, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
         let c = self.counter(n)?;
         let p = self.images(c, config)?;
         self.pmu
@@ -726,7 +731,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
         Ok(p)
     }
 
-    fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+    fn start(&mut self, _: Token, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let c = self.counter(n)?;
         // Halted and started again in one bracket: it never stopped.
         self.halting = self.halting.without(c);
@@ -736,7 +741,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
         self.set_running(c, p, true)
     }
 
-    fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+    fn stop(&mut self, _: Token, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let c = self.counter(n)?;
         self.pmu.pmi().arm(c, false);
         self.set_running(c, p, false)?;
@@ -753,11 +758,11 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
         self.account_halt(c, s)
     }
 
-    fn cascade(&mut self, n: u8, _from: u8, _p: &Programmed) -> Result<(), Self::Error> {
+    fn cascade(&mut self, _: Token, n: u8, _from: u8, _p: &Programmed) -> Result<(), Self::Error> {
         Err(Error::Config(ConfigError::NoSuchCounter(n)))
     }
 
-    fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
+    fn read(&mut self, _: Token, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
         let c = self.counter(n)?;
         if self.freeze > 0 && !self.stopped && self.global() {
             // A read inside a bracket is part of a snapshot: stop the
@@ -768,7 +773,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
         self.msr.rdpmc(c.rdpmc().ecx()).map_err(Error::Access)
     }
 
-    fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+    fn release(&mut self, _: Token, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let c = self.counter(n)?;
         self.halting = self.halting.without(c);
         self.pmu.pmi().arm(c, false);
@@ -790,14 +795,14 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
     /// a group starts and stops at one instant (SDM Vol. 3B: `GLOBAL_CTRL`
     /// enables all counters with one write). v1 has no `GLOBAL_CTRL`: the
     /// bracket does nothing there.
-    fn freeze(&mut self) -> Result<(), Self::Error> {
+    fn freeze(&mut self, _: Token) -> Result<(), Self::Error> {
         if self.global() {
             self.freeze = self.freeze.saturating_add(1);
         }
         Ok(())
     }
 
-    fn thaw(&mut self) -> Result<(), Self::Error> {
+    fn thaw(&mut self, _: Token) -> Result<(), Self::Error> {
         if self.freeze > 0 {
             self.freeze -= 1;
             if self.freeze > 0 {
@@ -828,7 +833,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_,
     }
 }
 
-impl<O: Owner, M: MsrAccess> ArchPerfDriver<'_, O, M> {
+impl<O: Owner, M: MsrBackend> ArchPerfDriver<'_, O, M> {
     /// A halted sampling counter `c` (disarmed and stopped) whose overflow
     /// the halt cancelled (the handler now finds it disarmed): its periods
     /// are accounted here, the counter put at the same point of its next

@@ -50,7 +50,7 @@
 use super::driver::{ArchPerfDriver, ArchPerfmon, CounterConfig, Error};
 use super::events::EventSpec;
 use super::msrs::{Counter, MAX_GENERAL};
-use crate::access::MsrAccess;
+use crate::access::MsrBackend;
 use crate::counter::{AnyHandle, ErasedError, Owner, StateTag};
 #[cfg(doc)]
 use crate::multiplex::{Multiplexed, Rotation};
@@ -142,11 +142,13 @@ impl<const E: usize> Multiplexer<E> {
 impl<const E: usize> Events<E> {
     /// Whether general counter `n` can take an event: it has a handle and
     /// the firmware does not use it.
-    fn usable<O: Owner, M: MsrAccess>(&self, d: &ArchPerfDriver<'_, O, M>, n: u8) -> bool {
+    fn usable<O: Owner, M: MsrBackend>(&self, d: &ArchPerfDriver<'_, O, M>, n: u8) -> bool {
         self.handles[usize::from(n)].is_some()
             && Counter::general(n).is_some_and(|c| !d.firmware().contains(c))
     }
 }
+
+impl<const E: usize> crate::sealed::Sealed for Events<E> {}
 
 impl<const E: usize> Placement for Events<E> {
     type Arch = ArchPerfmon;
@@ -179,7 +181,7 @@ impl<const E: usize> Placement for Events<E> {
     }
 }
 
-impl<O: Owner, M: MsrAccess, const E: usize> PlaceOn<ArchPerfDriver<'_, O, M>> for Events<E> {
+impl<O: Owner, M: MsrBackend, const E: usize> PlaceOn<ArchPerfDriver<'_, O, M>> for Events<E> {
     fn count_mask(&self, d: &ArchPerfDriver<'_, O, M>) -> u64 {
         d.overflow_rule().mask()
     }

@@ -190,10 +190,11 @@ use super::physical::ItaniumPmu;
 use super::pmi::{Captures, PmiState, overflow_rule};
 use super::validate::{PmcError, Policy, Validator};
 use super::{pmc, pmd};
-use crate::access::PmcPmdAccess;
+use crate::access::{PmcPmdBackend, PmcPmdOps};
 use crate::counter::state::Unclaimed;
 use crate::counter::{self, Arch, Owner, owner};
 use crate::sampling::SampleAfter;
+use crate::sealed::{Sealed, Token};
 
 /// The event a counter counts to sample the I-EAR: one occurrence per
 /// capture, unit mask 0 (libpfm3 `itanium_events.h`: Itanium
@@ -645,6 +646,8 @@ impl Programmed {
     }
 }
 
+impl Sealed for Itanium {}
+
 impl Arch for Itanium {
     const NAME: &'static str = "Itanium";
     const COUNTERS: u8 = 16;
@@ -743,7 +746,7 @@ impl core::error::Error for ConfigError {}
 
 /// The driver of the PMU of one Itanium processor ([`ItaniumPmu`]), held
 /// for owner `O`, owning the register backend.
-pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {
+pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdBackend> {
     regs: R,
     generation: Generation,
     pmu: &'s ItaniumPmu,
@@ -763,7 +766,7 @@ pub struct ItaniumDriver<'s, O: Owner, R: PmcPmdAccess> {
     _owner: PhantomData<O>,
 }
 
-impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
+impl<'s, O: Owner, R: PmcPmdBackend> ItaniumDriver<'s, O, R> {
     /// Take the PMU of owner `O`, of `generation`: freeze it (PMC0 = fr), put
     /// every counter PMC at its power-up value (`plm` 0: stopped; Itanium 2
     /// PMC4 keeps its enable bit 23), zero every counter PMD, reset the
@@ -955,14 +958,16 @@ impl<'s, O: Owner, R: PmcPmdAccess> ItaniumDriver<'s, O, R> {
     }
 }
 
-impl<O: Owner, R: PmcPmdAccess> counter::DriverOf<Itanium, O> for ItaniumDriver<'_, O, R> {}
+impl<O: Owner, R: PmcPmdBackend> Sealed for ItaniumDriver<'_, O, R> {}
 
-impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O, R> {
+impl<O: Owner, R: PmcPmdBackend> counter::DriverOf<Itanium, O> for ItaniumDriver<'_, O, R> {}
+
+impl<O: Owner, R: PmcPmdBackend> counter::Driver<Itanium> for ItaniumDriver<'_, O, R> {
     type Owner = O;
     type Config = CounterConfig;
     type Error = Error<R::Error>;
 
-    fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
+    fn program(&mut self, _: Token, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
         let p = self.images(n, config)?;
         let g = self.generation;
         if let Some((unit, bits)) = p.unit() {
@@ -989,7 +994,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
         Ok(p)
     }
 
-    fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+    fn start(&mut self, _: Token, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         if let Some(v) = self.saved[usize::from(n)] {
             Self::reg(self.regs.write_pmd(n, v))?;
             self.saved[usize::from(n)] = None;
@@ -997,7 +1002,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
         Self::reg(self.regs.write_pmc(n, p.pmc))
     }
 
-    fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+    fn stop(&mut self, _: Token, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         Self::reg(self.regs.write_pmc(n, p.pmc_stopped()))?;
         if self.generation == Generation::Itanium {
             let raw = pmd::count(self.generation, Self::reg(self.regs.read_pmd(n))?);
@@ -1020,11 +1025,11 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
         Ok(())
     }
 
-    fn cascade(&mut self, _n: u8, _from: u8, _p: &Programmed) -> Result<(), Self::Error> {
+    fn cascade(&mut self, _: Token, _n: u8, _from: u8, _p: &Programmed) -> Result<(), Self::Error> {
         Err(Error::Config(ConfigError::NoCascade))
     }
 
-    fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
+    fn read(&mut self, _: Token, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
         if let Some(v) = self.saved[usize::from(n)] {
             return Ok(v);
         }
@@ -1034,7 +1039,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
         ))
     }
 
-    fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+    fn release(&mut self, _: Token, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let g = self.generation;
         Self::reg(self.regs.write_pmc(n, g.pmc(n).map_or(0, |i| i.default)))?;
         Self::reg(self.regs.write_pmd(n, 0))?;
@@ -1067,7 +1072,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
     /// was clear is read, and one found wrapped past its preset has its bit
     /// put back, with the freeze, for the thaw to write, so that its
     /// interrupt samples it. Nested brackets freeze and thaw once.
-    fn freeze(&mut self) -> Result<(), Self::Error> {
+    fn freeze(&mut self, _: Token) -> Result<(), Self::Error> {
         if self.before_freeze.is_some() {
             self.freeze_nesting = self.freeze_nesting.saturating_add(1);
             return Ok(());
@@ -1095,7 +1100,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
     /// (frozen only if it was and an overflow is still pending, as
     /// `clear_pending_overflow` leaves it): one write. If the write fails
     /// the driver still knows the PMU frozen, and a second thaw retries.
-    fn thaw(&mut self) -> Result<(), Self::Error> {
+    fn thaw(&mut self, _: Token) -> Result<(), Self::Error> {
         if self.freeze_nesting > 0 {
             self.freeze_nesting -= 1;
             return Ok(());
@@ -1110,7 +1115,7 @@ impl<O: Owner, R: PmcPmdAccess> counter::Driver<Itanium> for ItaniumDriver<'_, O
     }
 }
 
-impl<O: Owner, R: PmcPmdAccess> ItaniumDriver<'_, O, R> {
+impl<O: Owner, R: PmcPmdBackend> ItaniumDriver<'_, O, R> {
     /// Withdraw counter `n`'s overflow whose interrupt has not been taken:
     /// clear its PMC0 overflow bit, and PMC0.fr with it when no other
     /// counter's overflow is pending (their interrupt still unfreezes the PMU

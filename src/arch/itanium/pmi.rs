@@ -58,7 +58,7 @@ use super::btb::{BtbConfig, BtbIndex, BtbSample};
 use super::ear::{DearConfig, DearSample, IcacheSample, ItlbSample};
 use super::generation::{CounterSet, Generation};
 use super::pmc::Pmc0;
-use crate::access::PmcPmdAccess;
+use crate::access::{PmcPmdBackend, PmcPmdOps};
 use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, Samples, Sink, bump};
 
 const SLOTS: usize = 16;
@@ -416,7 +416,7 @@ impl PmiState {
 /// If a register access fails (only a model can fail) the handler stops and
 /// returns the error with the PMU still frozen.
 #[inline]
-pub fn handle_pmi<R: PmcPmdAccess>(
+pub fn handle_pmi<R: PmcPmdBackend>(
     state: &PmiState,
     regs: &mut R,
     iip: u64,
@@ -428,7 +428,7 @@ pub fn handle_pmi<R: PmcPmdAccess>(
 /// [`handle_pmi`] with a [`Sink`] of samples carrying their [`Capture`], for
 /// a consumer that is a type of its own.
 #[inline]
-pub fn handle_pmi_into<R: PmcPmdAccess>(
+pub fn handle_pmi_into<R: PmcPmdBackend>(
     state: &PmiState,
     regs: &mut R,
     iip: u64,
@@ -479,7 +479,7 @@ fn cold_path() {}
 /// cache-mode I-EAR capture, read by the caller). Whether it completed a
 /// period.
 #[inline(always)]
-fn service_counter<R: PmcPmdAccess>(
+fn service_counter<R: PmcPmdBackend>(
     state: &PmiState,
     regs: &mut R,
     iip: u64,
@@ -524,7 +524,7 @@ fn service_counter<R: PmcPmdAccess>(
 /// index, Montecito's PMD39, the records the index names) for one sampling
 /// that, and empty the buffer (index = 0) for the next sample.
 #[inline(always)]
-fn read_captures<R: PmcPmdAccess>(
+fn read_captures<R: PmcPmdBackend>(
     state: &PmiState,
     regs: &mut R,
     flags: u8,

@@ -160,11 +160,12 @@ use super::parse::EventSpec;
 use super::physical::{Joined, NetBurstPmu, Refused};
 use super::pmi::{PmiState, overflow_rule};
 use super::thread::LogicalProcessor;
-use crate::access::MsrAccess;
+use crate::access::{MsrBackend, MsrOps};
 use crate::counter::rules::{CanCascade, Readable};
 use crate::counter::state::{Cascaded, State, Unclaimed};
 use crate::counter::{self, Arch, Cascade, Failed, Owner, OwnerId, StateTag, Transition, owner};
 use crate::detect;
+use crate::sealed::{Sealed, TOKEN, Token};
 use crate::sampling::SampleAfter;
 
 /// A PEBS counter's preset and reload for a record every `s` events: the
@@ -249,6 +250,8 @@ impl Programmed {
         }
     }
 }
+
+impl Sealed for NetBurst {}
 
 impl Arch for NetBurst {
     const NAME: &'static str = "NetBurst";
@@ -723,7 +726,7 @@ impl core::error::Error for ConfigError {}
 /// A driver of the NetBurst PMU of one package ([`NetBurstPmu`]) for one
 /// or both of its logical processors, held for owner `O`, owning the MSR
 /// backend and the DS save areas it installed.
-pub struct NetBurstDriver<'s, O: Owner, M: MsrAccess> {
+pub struct NetBurstDriver<'s, O: Owner, M: MsrBackend> {
     msr: M,
     model: u8,
     hyper_threading: bool,
@@ -745,7 +748,7 @@ pub struct NetBurstDriver<'s, O: Owner, M: MsrAccess> {
     _owner: PhantomData<O>,
 }
 
-impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
+impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
     /// Take the PMU of the package described by `cpu` for owner `O`, from
     /// one CPU, for both logical processors (counters are configured for
     /// either, [`CounterConfig::on`]): the driver of a kernel that runs the
@@ -1031,7 +1034,7 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
         let _ = source;
         let p = *counter.programmed();
         let done = if self.extended_source(N, FROM).is_some() {
-            counter::Driver::cascade(self, N, FROM, &p)
+            counter::Driver::cascade(self, TOKEN, N, FROM, &p)
         } else {
             Err(Error::Config(ConfigError::NoExtendedCascade {
                 from: FROM,
@@ -1232,14 +1235,16 @@ impl<'s, O: Owner, M: MsrAccess> NetBurstDriver<'s, O, M> {
     }
 }
 
-impl<O: Owner, M: MsrAccess> counter::DriverOf<NetBurst, O> for NetBurstDriver<'_, O, M> {}
+impl<O: Owner, M: MsrBackend> Sealed for NetBurstDriver<'_, O, M> {}
 
-impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O, M> {
+impl<O: Owner, M: MsrBackend> counter::DriverOf<NetBurst, O> for NetBurstDriver<'_, O, M> {}
+
+impl<O: Owner, M: MsrBackend> counter::Driver<NetBurst> for NetBurstDriver<'_, O, M> {
     type Owner = O;
     type Config = CounterConfig;
     type Error = Error<M::Error>;
 
-    fn program(&mut self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
+    fn program(&mut self, _: Token, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
         let p = self.images(n, config)?;
         let counter = counter_at(n)?;
         if !p.tagged {
@@ -1279,13 +1284,13 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         Ok(p)
     }
 
-    fn start(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+    fn start(&mut self, _: Token, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         let image = p.cccr_for(StateTag::Enabled);
         self.arm(n, p, image)?;
         self.write_cccr(n, image.bits())
     }
 
-    fn stop(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+    fn stop(&mut self, _: Token, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         self.pmu.pmi().disarm(p.lp, counter_at(n)?);
         self.extended = self.extended.without(counter_at(n)?);
         self.write_cccr(n, p.cccr.bits())?;
@@ -1316,7 +1321,7 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         Ok(())
     }
 
-    fn cascade(&mut self, n: u8, from: u8, p: &Programmed) -> Result<(), Self::Error> {
+    fn cascade(&mut self, _: Token, n: u8, from: u8, p: &Programmed) -> Result<(), Self::Error> {
         let c = counter_at(n)?;
         // The ordinary pair (CASCADE), or this model's extended cascade
         // (bit 11; only `cascade_extended` and erased handles ask for it).
@@ -1350,11 +1355,11 @@ impl<O: Owner, M: MsrAccess> counter::Driver<NetBurst> for NetBurstDriver<'_, O,
         NetBurst::can_cascade(from, to) || self.extended_source(to, from).is_some()
     }
 
-    fn read(&mut self, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
+    fn read(&mut self, _: Token, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {
         self.msr.rdpmc(u32::from(n)).map_err(Error::Access)
     }
 
-    fn release(&mut self, n: u8, p: &Programmed) -> Result<(), Self::Error> {
+    fn release(&mut self, _: Token, n: u8, p: &Programmed) -> Result<(), Self::Error> {
         self.pmu.pmi().disarm(p.lp, counter_at(n)?);
         if p.pebs {
             self.pmu.pmi().arm_pebs(p.lp, false);

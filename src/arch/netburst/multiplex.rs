@@ -27,7 +27,7 @@ use super::parse::EventSpec;
 use super::pmi::overflow_rule;
 use super::schedule::{Occupied, Part, Request, ScheduleError, schedule};
 use super::thread::LogicalProcessor;
-use crate::access::MsrAccess;
+use crate::access::MsrBackend;
 use crate::counter::{AnyHandle, ErasedError, Owner, StateTag};
 #[cfg(any(doc, test))]
 use crate::multiplex::Multiplexed;
@@ -133,7 +133,7 @@ impl<const E: usize> Multiplexer<E> {
 impl<const E: usize> Events<E> {
     /// What the package's other drivers hold: its claims, less the places
     /// of the events running now.
-    fn others<O: Owner, M: MsrAccess>(
+    fn others<O: Owner, M: MsrBackend>(
         d: &NetBurstDriver<'_, O, M>,
         now: &[Option<Assignment>],
     ) -> Occupied {
@@ -146,6 +146,8 @@ impl<const E: usize> Events<E> {
         Occupied::NONE.with_claims(escrs, counters)
     }
 }
+
+impl<const E: usize> crate::sealed::Sealed for Events<E> {}
 
 impl<const E: usize> Placement for Events<E> {
     type Arch = NetBurst;
@@ -177,7 +179,7 @@ impl<const E: usize> Placement for Events<E> {
     }
 }
 
-impl<O: Owner, M: MsrAccess, const E: usize> PlaceOn<NetBurstDriver<'_, O, M>> for Events<E> {
+impl<O: Owner, M: MsrBackend, const E: usize> PlaceOn<NetBurstDriver<'_, O, M>> for Events<E> {
     fn count_mask(&self, _: &NetBurstDriver<'_, O, M>) -> u64 {
         overflow_rule().mask()
     }
@@ -225,7 +227,7 @@ mod tests {
     use crate::access::Recording;
     use crate::arch::netburst::NetBurstPmu;
     use crate::arch::netburst::driver::Counters;
-    use crate::model::netburst::{
+        use crate::model::netburst::{
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
 
@@ -372,25 +374,25 @@ mod tests {
             }
             if (self.fail_at..self.fail_until).contains(&self.accesses) {
                 // Any refused access: MSR 0 is not a PMU register.
-                self.m.read_msr(0)?;
+                crate::access::MsrAccess::read_msr(&mut self.m, 0)?;
             }
             Ok(())
         }
     }
 
-    impl MsrAccess for Timed {
+    impl crate::access::MsrAccess for Timed {
         type Error = crate::model::netburst::Fault;
         fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
             self.access()?;
-            self.m.read_msr(msr)
+            crate::access::MsrAccess::read_msr(&mut self.m, msr)
         }
         fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
             self.access()?;
-            self.m.write_msr(msr, value)
+            crate::access::MsrAccess::write_msr(&mut self.m, msr, value)
         }
         fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
             self.access()?;
-            self.m.rdpmc(index)
+            crate::access::MsrAccess::rdpmc(&mut self.m, index)
         }
     }
 

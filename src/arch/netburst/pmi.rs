@@ -99,7 +99,7 @@ use super::cccr::CccrValue;
 use super::ds::{self, DsManagement, PebsRecord};
 use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
-use crate::access::MsrAccess;
+use crate::access::{MsrBackend, MsrOps};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, Samples, Sink, bump};
 
@@ -480,7 +480,7 @@ impl PmiState {
 /// If a register access fails (only a model can fail), the handler stops and
 /// returns the error with the LVT entry still masked.
 #[inline]
-pub fn handle_pmi<M: MsrAccess, L: LvtPerfCounterEntry>(
+pub fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry>(
     state: &PmiState,
     lp: LogicalProcessor,
     msr: &mut M,
@@ -518,7 +518,7 @@ impl<F: FnMut(Sample)> PebsSink for Samples<F> {}
 
 /// [`handle_pmi`] with a [`PebsSink`], for the full PEBS records.
 #[inline]
-pub fn handle_pmi_into<M: MsrAccess, L: LvtPerfCounterEntry, S: PebsSink>(
+pub fn handle_pmi_into<M: MsrBackend, L: LvtPerfCounterEntry, S: PebsSink>(
     state: &PmiState,
     lp: LogicalProcessor,
     msr: &mut M,
@@ -645,7 +645,7 @@ fn finish<L: LvtPerfCounterEntry>(
 ///
 /// `n < SLOTS`: it indexes the per-counter arrays unchecked.
 #[inline(always)]
-unsafe fn service<M: MsrAccess, S: Sink>(
+unsafe fn service<M: MsrBackend, S: Sink>(
     state: &PmiState,
     msr: &mut M,
     sink: &mut S,
@@ -709,7 +709,7 @@ unsafe fn slot<T>(array: &[T; SLOTS], n: usize) -> &T {
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn service_rare<M: MsrAccess, L: LvtPerfCounterEntry, S: PebsSink>(
+fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: PebsSink>(
     state: &PmiState,
     lp: LogicalProcessor,
     msr: &mut M,
@@ -761,7 +761,7 @@ fn service_rare<M: MsrAccess, L: LvtPerfCounterEntry, S: PebsSink>(
 /// [`service_rare`]'s service of counter `n` that holds `raw`, whatever it
 /// is: its bit if it overflowed.
 #[inline(always)]
-fn service_any<M: MsrAccess, S: Sink>(
+fn service_any<M: MsrBackend, S: Sink>(
     state: &PmiState,
     msr: &mut M,
     sink: &mut S,

@@ -163,7 +163,7 @@ pub use crate::arch::archperf::ArchEvent;
 
 /// The model's own encoding of each architectural event (SDM Vol. 3B Table
 /// 20-1), transcribed independently of the driver's.
-pub trait Encoding: Copy {
+pub trait Encoding: Copy + crate::sealed::Sealed {
     /// The event's bit in CPUID.0AH:EBX (set: not available).
     fn cpuid_bit(self) -> u32;
     /// The event select (PERFEVTSEL bits 7:0).
@@ -171,6 +171,8 @@ pub trait Encoding: Copy {
     /// The unit mask (PERFEVTSEL bits 15:8).
     fn umask_code(self) -> u8;
 }
+
+impl crate::sealed::Sealed for ArchEvent {}
 
 impl Encoding for ArchEvent {
     fn cpuid_bit(self) -> u32 {

@@ -17,7 +17,7 @@ pub use crate::arch::itanium::Generation;
 
 /// The model's own facts about each generation, transcribed independently
 /// of the driver's (`crate::arch::itanium::Generation`'s own).
-pub trait Tables: Copy {
+pub trait Tables: Copy + crate::sealed::Sealed {
     /// Counter width W in bits.
     fn pmd_width(self) -> u32;
     /// The W count bits of a counter PMD.
@@ -31,6 +31,8 @@ pub trait Tables: Copy {
     /// The EAR and branch-trace register numbers and event codes.
     fn layout(self) -> Layout;
 }
+
+impl crate::sealed::Sealed for Generation {}
 
 impl Tables for Generation {
     /// Counter width W in bits (Linux perfmon's `ovfl_val`, libpfm3: 32 on

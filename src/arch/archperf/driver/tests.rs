@@ -243,19 +243,19 @@ fn a_group_starts_stops_and_reads_at_one_instant() {
 /// register access (the driver's code runs between them).
 struct Busy(ArchPerfModel);
 
-impl MsrAccess for Busy {
-    type Error = <ArchPerfModel as MsrAccess>::Error;
+impl crate::access::MsrAccess for Busy {
+    type Error = <ArchPerfModel as crate::access::MsrAccess>::Error;
     fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
         self.0.inject(Event::new(0xC0, 0, 3));
-        self.0.read_msr(msr)
+        crate::access::MsrAccess::read_msr(&mut self.0, msr)
     }
     fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
         self.0.inject(Event::new(0xC0, 0, 3));
-        self.0.write_msr(msr, value)
+        crate::access::MsrAccess::write_msr(&mut self.0, msr, value)
     }
     fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
         self.0.inject(Event::new(0xC0, 0, 3));
-        self.0.rdpmc(index)
+        crate::access::MsrAccess::rdpmc(&mut self.0, index)
     }
 }
 

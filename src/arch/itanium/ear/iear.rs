@@ -282,6 +282,8 @@ impl ItlbSample {
     }
 }
 
+impl crate::sealed::Sealed for ItlbSample {}
+
 /// A TLB-mode capture in one word, as [`crate::sampling::SampleBuffer`]
 /// stores a payload: the 32-byte-aligned address with the fill in bits 1:0
 /// (1 L2, 2 HPW, 3 software).

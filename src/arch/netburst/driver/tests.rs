@@ -1439,16 +1439,16 @@ impl ZeroSized {
     }
 }
 
-impl MsrAccess for ZeroSized {
-    type Error = <Model as MsrAccess>::Error;
+impl crate::access::MsrAccess for ZeroSized {
+    type Error = <Model as crate::access::MsrAccess>::Error;
     fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
-        Self::with(|m| m.read_msr(msr))
+        Self::with(|m| crate::access::MsrAccess::read_msr(m, msr))
     }
     fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
-        Self::with(|m| m.write_msr(msr, value))
+        Self::with(|m| crate::access::MsrAccess::write_msr(m, msr, value))
     }
     fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
-        Self::with(|m| m.rdpmc(index))
+        Self::with(|m| crate::access::MsrAccess::rdpmc(m, index))
     }
 }
 

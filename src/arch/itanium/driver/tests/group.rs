@@ -6,7 +6,7 @@ use super::*;
 use crate::counter::{Group, GroupError};
 
 /// Three counters of cycles, configured and grouped.
-fn three<O: Owner, R: PmcPmdAccess>(
+fn three<O: Owner, R: crate::access::PmcPmdBackend>(
     d: &mut ItaniumDriver<'_, O, R>,
     c: Counters<O>,
     g: Generation,
@@ -251,7 +251,7 @@ struct Timed {
 }
 
 impl Timed {
-    fn access(&mut self) -> Result<(), <ItaniumModel as PmcPmdAccess>::Error> {
+    fn access(&mut self) -> Result<(), <ItaniumModel as crate::access::PmcPmdAccess>::Error> {
         self.accesses += 1;
         if self.clocked {
             self.m.inject(Event::new(CYCLES, 0, self.accesses));
@@ -261,29 +261,29 @@ impl Timed {
         }
         if self.accesses >= self.fail_from {
             // Any refused access: PMC 200 is not implemented.
-            return PmcPmdAccess::read_pmc(&mut self.m, 200).map(|_| ());
+            return crate::access::PmcPmdAccess::read_pmc(&mut self.m, 200).map(|_| ());
         }
         Ok(())
     }
 }
 
-impl PmcPmdAccess for Timed {
-    type Error = <ItaniumModel as PmcPmdAccess>::Error;
+impl crate::access::PmcPmdAccess for Timed {
+    type Error = <ItaniumModel as crate::access::PmcPmdAccess>::Error;
     fn read_pmc(&mut self, n: u8) -> Result<u64, Self::Error> {
         self.access()?;
-        PmcPmdAccess::read_pmc(&mut self.m, n)
+        crate::access::PmcPmdAccess::read_pmc(&mut self.m, n)
     }
     fn write_pmc(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
         self.access()?;
-        PmcPmdAccess::write_pmc(&mut self.m, n, value)
+        crate::access::PmcPmdAccess::write_pmc(&mut self.m, n, value)
     }
     fn read_pmd(&mut self, n: u8) -> Result<u64, Self::Error> {
         self.access()?;
-        PmcPmdAccess::read_pmd(&mut self.m, n)
+        crate::access::PmcPmdAccess::read_pmd(&mut self.m, n)
     }
     fn write_pmd(&mut self, n: u8, value: u64) -> Result<(), Self::Error> {
         self.access()?;
-        PmcPmdAccess::write_pmd(&mut self.m, n, value)
+        crate::access::PmcPmdAccess::write_pmd(&mut self.m, n, value)
     }
 }
 
@@ -363,7 +363,7 @@ fn a_failed_thaw_is_reported_and_retried() {
     assert!(matches!(group.start(&mut d), Err(ErasedError::Driver(_))));
     assert!(model_of(&mut d).frozen(), "still frozen");
     d.regs().fail_from = u64::MAX;
-    counter::Driver::thaw(&mut d).unwrap();
+    counter::Driver::thaw(&mut d, crate::sealed::TOKEN).unwrap();
     assert!(!model_of(&mut d).frozen(), "the retried thaw unfroze it");
     d.retire();
 }
@@ -374,11 +374,11 @@ fn nested_freezes_thaw_at_the_outermost() {
     let g = Generation::Itanium2;
     let state = crate::testing::itanium_pmu();
     let (mut d, _c) = driver!(&state, g);
-    counter::Driver::freeze(&mut d).unwrap();
-    counter::Driver::freeze(&mut d).unwrap();
-    counter::Driver::thaw(&mut d).unwrap();
+    counter::Driver::freeze(&mut d, crate::sealed::TOKEN).unwrap();
+    counter::Driver::freeze(&mut d, crate::sealed::TOKEN).unwrap();
+    counter::Driver::thaw(&mut d, crate::sealed::TOKEN).unwrap();
     assert!(model(&mut d).frozen(), "the inner thaw keeps it frozen");
-    counter::Driver::thaw(&mut d).unwrap();
+    counter::Driver::thaw(&mut d, crate::sealed::TOKEN).unwrap();
     assert!(!model(&mut d).frozen());
     assert_eq!(d.regs().counts(), counts(1, 2, 0, 0));
     d.retire();

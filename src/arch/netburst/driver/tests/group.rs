@@ -47,24 +47,24 @@ impl Clocked {
     }
 }
 
-impl MsrAccess for Clocked {
-    type Error = <NetBurstModel as MsrAccess>::Error;
+impl crate::access::MsrAccess for Clocked {
+    type Error = <NetBurstModel as crate::access::MsrAccess>::Error;
     fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
         self.tick();
-        self.m.read_msr(msr)
+        crate::access::MsrAccess::read_msr(&mut self.m, msr)
     }
     fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
         self.tick();
-        self.m.write_msr(msr, value)
+        crate::access::MsrAccess::write_msr(&mut self.m, msr, value)
     }
     fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
         self.tick();
-        self.m.rdpmc(index)
+        crate::access::MsrAccess::rdpmc(&mut self.m, index)
     }
 }
 
 /// The group of the three members, configured, from `c`'s handles.
-fn group<O: Owner, M: MsrAccess>(
+fn group<O: Owner, M: crate::access::MsrBackend>(
     d: &mut NetBurstDriver<'_, O, M>,
     c: Counters<O>,
 ) -> Group<NetBurst, 3> {

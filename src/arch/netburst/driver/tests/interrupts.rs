@@ -485,16 +485,16 @@ impl Lp<'_> {
     }
 }
 
-impl MsrAccess for Lp<'_> {
+impl crate::access::MsrAccess for Lp<'_> {
     type Error = crate::model::netburst::Fault;
     fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
-        self.with(|v| v.read_msr(msr))
+        self.with(|v| crate::access::MsrAccess::read_msr(v, msr))
     }
     fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
-        self.with(|v| v.write_msr(msr, value))
+        self.with(|v| crate::access::MsrAccess::write_msr(v, msr, value))
     }
     fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
-        self.with(|v| v.rdpmc(index))
+        self.with(|v| crate::access::MsrAccess::rdpmc(v, index))
     }
 }
 

@@ -27,16 +27,16 @@ impl View<'_> {
     }
 }
 
-impl MsrAccess for View<'_> {
+impl crate::access::MsrAccess for View<'_> {
     type Error = Fault;
     fn read_msr(&mut self, msr: u32) -> Result<u64, Fault> {
-        self.with(|v| v.read_msr(msr))
+        self.with(|v| crate::access::MsrAccess::read_msr(v, msr))
     }
     fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Fault> {
-        self.with(|v| v.write_msr(msr, value))
+        self.with(|v| crate::access::MsrAccess::write_msr(v, msr, value))
     }
     fn rdpmc(&mut self, index: u32) -> Result<u64, Fault> {
-        self.with(|v| v.rdpmc(index))
+        self.with(|v| crate::access::MsrAccess::rdpmc(v, index))
     }
 }
 
