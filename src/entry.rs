@@ -87,9 +87,16 @@ impl PmiFrame {
 
 /// Defines an interrupt entry stub, `unsafe extern "C" fn $name()`, for a
 /// PMI delivered by vector or as an NMI: it saves the interrupted RBP and
-/// the caller-saved registers, calls `$handler(&PmiFrame)` (an
-/// `extern "C" fn(&pmu::entry::PmiFrame)`), restores them and returns with
+/// the caller-saved registers, calls a function the macro generates, which
+/// calls `$handler(&PmiFrame)`, restores the registers and returns with
 /// `IRETQ`. See [`crate::entry`] for what the stub does and does not do.
+///
+/// `$handler` is the path of a function, `extern "C" fn(&pmu::entry::PmiFrame)`.
+/// Anything else does not compile: a value of another type is a type
+/// error, and a `static` or `const` that holds a function pointer is
+/// refused with "`pmi_entry!`'s handler must name a function": the stub's
+/// `call` names the generated function, never a value, so it cannot jump
+/// into data.
 ///
 /// It saves no XMM or x87 register: a handler (and everything it calls) must
 /// not use SSE, as on `x86_64-unknown-none`, whose code is soft-float. On a
@@ -103,10 +110,15 @@ impl PmiFrame {
 macro_rules! pmi_entry {
     ($vis:vis $name:ident => $handler:path) => {
         const _: extern "C" fn(&$crate::entry::PmiFrame) = $handler;
+        const _: () = $crate::entry::handler_is_a_function(&$handler);
 
         /// PMI entry stub (from `pmu::pmi_entry!`): for an IDT gate only.
         #[unsafe(naked)]
         $vis unsafe extern "C" fn $name() {
+            /// The function the stub calls: the handler, by name.
+            extern "C" fn call_handler(frame: &$crate::entry::PmiFrame) {
+                $handler(frame)
+            }
             ::core::arch::naked_asm!(
                 // Beside the CPU's frame: PmiFrame::rbp.
                 "push rbp",
@@ -140,8 +152,19 @@ macro_rules! pmi_entry {
                 // RBP is callee-saved: the handler left it as it was.
                 "add rsp, 8",
                 "iretq",
-                handler = sym $handler,
+                handler = sym call_handler,
             )
         }
     };
+}
+
+/// [`pmi_entry!`](crate::pmi_entry)'s check that its handler names a function: a function
+/// item is zero-sized (its type is the function itself), while a `static`
+/// or `const` of function-pointer type holds an address.
+#[doc(hidden)]
+pub const fn handler_is_a_function<F>(_: &F) {
+    assert!(
+        size_of::<F>() == 0,
+        "`pmi_entry!`'s handler must name a function: a static or constant that holds a function pointer is not one"
+    );
 }

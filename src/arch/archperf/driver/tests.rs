@@ -8,7 +8,7 @@ use std::vec::Vec;
 use super::*;
 use crate::access::{Access, AccessCounts, Recording};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
-use crate::arch::archperf::IA32_PERFEVTSEL0;
+use crate::arch::archperf::{IA32_PERF_GLOBAL_STATUS, IA32_PERFEVTSEL0};
 use crate::arch::archperf::pmi::{handle_pmi, handle_pmi_into};
 use crate::counter::{Group, Owner};
 use crate::model::archperf::{ArchPerfModel, Config, Event, Privilege};
@@ -620,6 +620,41 @@ fn version_1_starts_with_en() {
         c.g0.configure(&mut d, &CounterConfig::counting(spec("cycles")).sampling(n))
             .unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::NoOverflowStatus));
+}
+
+/// Reproduction 6 (issue 35): a kernel that routes every NMI to the handler
+/// (as perf does), on a version-1 part, whose `IA32_PERF_GLOBAL_STATUS`
+/// does not exist. With a counter counting, an NMI that is not the PMU's
+/// is answered "not ours" without a register read (the read would #GP:
+/// the model refuses it), and the LVT entry is written back as always.
+#[test]
+fn an_nmi_on_version_1_touches_no_missing_msr() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::v1());
+    assert!(
+        model(&mut d).read_msr(IA32_PERF_GLOBAL_STATUS).is_err(),
+        "the v1 model has no GLOBAL_STATUS: its read faults"
+    );
+    let g0 =
+        c.g0.configure(&mut d, &CounterConfig::counting(spec("cycles")))
+            .unwrap()
+            .enable(&mut d)
+            .unwrap();
+    inject(&mut d, CYCLES, 7);
+    d.msr().clear();
+    let mut lvt = Lvt::default();
+    let nmi = LvtPerfCounter::new(PmiDelivery::Nmi);
+    let state = d.pmi_state();
+    let out = handle_pmi(state, d.msr(), &mut lvt, nmi, 0x1000, |_| {
+        panic!("no sample")
+    })
+    .unwrap();
+    assert!(out.is_spurious(), "not ours");
+    assert_eq!(d.msr().take_counts(), counts(0, 0, 0), "no register access");
+    assert_eq!(lvt.0, [nmi], "the entry written back");
+    assert_eq!((state.interrupts(), state.spurious()), (1, 1));
+    assert_eq!(g0.read(&mut d).unwrap(), 7, "the count untouched");
+    let _ = g0.release(&mut d).unwrap();
 }
 
 /// CMASK, INV and EDGE reach the select: two events in a clock count one
