@@ -492,7 +492,7 @@ fn arch_perf<M: MsrBackend>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    
+
     /// CPUID and IA32_MISC_ENABLE of a made-up CPU; any other MSR faults.
     #[derive(Clone, Copy)]
     struct FakeCpu {

@@ -6,7 +6,8 @@
 //! that the handler can walk the interrupted code's frame pointers:
 //! [`crate::sampling::CallChain`]) and the registers the x86-64 System V
 //! ABI lets a called function clobber (RAX, RCX, RDX, RSI, RDI, R8-R11),
-//! calls the kernel's handler with a reference to the [`PmiFrame`] (the
+//! calls the kernel's handler (through a function the macro generates, so
+//! the handler must be a function) with a reference to the [`PmiFrame`] (the
 //! interrupted RIP is `frame.rip`, the sample's address), restores the
 //! registers and returns with `IRETQ`. On 64-bit entry the CPU aligns RSP to
 //! 16 bytes before pushing its 5-word frame (SDM Vol. 3A 6.14.2); the stub

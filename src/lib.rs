@@ -57,15 +57,18 @@
 //! | architectures | [`arch`] | per architecture: register layouts and data tables, the driver behind the handles, its overflow handler |
 //! | models | `model` (feature `model`) | register-level PMU models: test instruments written from the manuals |
 //!
-//! Everything that touches hardware is `unsafe` to construct and safe to use:
-//! two constructors' contracts are the promises the caller makes. The
-//! hardware backend's ([`access::X86Msr::new`]): CPL 0, used on the CPU that
-//! made it. The physical PMU's (`arch::netburst::NetBurstPmu::new`,
-//! `arch::itanium::ItaniumPmu::new`): one value per physical PMU, its
+//! Everything that touches hardware is `unsafe` to construct and safe to use
+//! through the drivers: two constructors' contracts are the promises the
+//! caller makes. The hardware backend's ([`access::X86Msr::new`]): CPL 0,
+//! used on the CPU that made it. The physical PMU's
+//! (`arch::netburst::NetBurstPmu::new`, `arch::itanium::ItaniumPmu::new`,
+//! `arch::archperf::ArchPerfPmu::new`): one value per physical PMU, its
 //! drivers' backends on the CPUs it serves. The rest (one driver per owner
 //! type and per logical processor, every token back before an owner is free,
 //! memory the CPU writes owned by the driver) the types and the drivers
-//! check.
+//! check. The traits behind the drivers are sealed, and the hardware
+//! backend's raw register accesses are `unsafe` at the call
+//! ([`guide::ownership`]).
 #![cfg_attr(not(test), no_std)]
 
 pub mod access;

@@ -16,8 +16,9 @@ use std::sync::OnceLock;
 const PRELUDE: &str = r#"
 #![allow(unused)]
 use pmu::arch::netburst::driver::{Counters, CounterConfig, NetBurstDriver};
-use pmu::access::MsrAccess;
+use pmu::access::{MsrAccess, MsrBackend};
 use pmu::access::PmcPmdAccess;
+use pmu::arch::netburst::driver::{NetBurst, Programmed};
 use pmu::arch::itanium::driver::{CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver};
 use pmu::arch::netburst::driver::NetBurstHandle;
 use pmu::counter::Owner;
@@ -267,6 +268,89 @@ const CASES: &[Case] = &[
         expect: &[
             "evaluation panicked: event `instr_completed` at byte 10 is not available on PMU `netburst`: it needs netburst_p (family 0Fh models 3, 4, 6), write `netburst_p::instr_completed`",
         ],
+    },
+    // Issue 35: safe code cannot drive the PMU around its driver.
+    Case {
+        // Reproduction 1: a driver's register operation called without a
+        // handle (driver A releasing driver B's claim).
+        name: "driver_operation_without_a_handle",
+        body: "} fn g<M: MsrBackend>(a: &mut NetBurstDriver<'_, A, M>, p: &Programmed) { \
+               let _ = pmu::counter::Driver::<NetBurst>::release(a, 0, p);",
+        expect: &["this function takes 4 arguments but 3 arguments were supplied"],
+    },
+    Case {
+        // Reproduction 2: PEBS programmed and started through the trait.
+        name: "driver_program_without_a_handle",
+        body: "let _ = pmu::counter::Driver::<NetBurst>::program(d, 16, &cfg);",
+        expect: &["this function takes 4 arguments but 3 arguments were supplied"],
+    },
+    Case {
+        // The argument those operations take cannot be named outside.
+        name: "name_the_crates_token",
+        body: "let _t: Option<pmu::sealed::Token> = None;",
+        expect: &["module `sealed` is private"],
+    },
+    Case {
+        // Reproduction 3: a driver of an outside type.
+        name: "implement_driver_outside",
+        body: "} struct Fake; impl pmu::counter::Driver<NetBurst> for Fake { \
+               type Owner = A; type Config = CounterConfig; type Error = (); } fn unused() {",
+        expect: &["`Fake` cannot implement this trait of `pmu`: the trait is sealed"],
+    },
+    Case {
+        name: "implement_driver_of_outside",
+        body: "} struct Fake; impl pmu::counter::DriverOf<NetBurst, A> for Fake {} fn unused() {",
+        expect: &[
+            "the trait bound `Fake: pmu::counter::Driver<pmu::arch::netburst::driver::NetBurst>` is not satisfied",
+        ],
+    },
+    Case {
+        name: "implement_arch_outside",
+        body: "} enum Mine {} impl pmu::counter::Arch for Mine { \
+               const NAME: &'static str = \"mine\"; const COUNTERS: u8 = 1; \
+               type Programmed = (); const UNPROGRAMMED: () = (); \
+               fn can_cascade(_: u8, _: u8) -> bool { false } } fn unused() {",
+        expect: &["`Mine` cannot implement this trait of `pmu`: the trait is sealed"],
+    },
+    Case {
+        // Reproduction 4: a static as the PMI entry's handler.
+        name: "pmi_entry_with_a_static",
+        body: "} extern \"C\" fn h(_: &pmu::entry::PmiFrame) {} \
+               static H: extern \"C\" fn(&pmu::entry::PmiFrame) = h; \
+               pmu::pmi_entry!(stub => H); fn unused() {",
+        expect: &["`pmi_entry!`'s handler must name a function"],
+    },
+    Case {
+        name: "pmi_entry_with_a_value",
+        body: "} const H: u32 = 0; pmu::pmi_entry!(stub => H); fn unused() {",
+        expect: &["mismatched types", "expected fn pointer, found `u32`"],
+    },
+    Case {
+        // Reproduction 5: the safe access trait on the hardware backend.
+        name: "write_efer_on_hardware",
+        body: "let mut x = unsafe { pmu::access::X86Msr::new() }; \
+               let _ = MsrAccess::write_msr(&mut x, 0xC000_0080, 0);",
+        expect: &["`X86Msr` is not a software MSR backend (`pmu::access::MsrAccess`)"],
+    },
+    Case {
+        name: "write_efer_through_a_hardware_driver",
+        body: "} fn g(d: &mut NetBurstDriver<'_, A, pmu::access::X86Msr>) { \
+               d.msr().write_msr(0xC000_0080, 0);",
+        expect: &["call to unsafe function `X86Msr::write_msr` is unsafe"],
+    },
+    Case {
+        name: "write_efer_through_the_x2apic",
+        body: "} fn g(a: &mut pmu::apic::X2Apic<pmu::access::X86Msr>) { \
+               a.msr().write_msr(0xC000_0080, 0);",
+        expect: &["call to unsafe function `X86Msr::write_msr` is unsafe"],
+    },
+    Case {
+        // Auto traits: a driver is `Send` exactly when its backend is, and
+        // the hardware backend is not.
+        name: "hardware_driver_is_not_send",
+        body: "fn send<T: Send>() {} \
+               send::<NetBurstDriver<'static, A, pmu::access::X86Msr>>();",
+        expect: &["cannot be sent between threads safely"],
     },
     Case {
         name: "handle_is_not_send",

@@ -34,8 +34,14 @@
 //! that owner, so a handle cannot be used with another driver (that does not
 //! compile: "this counter was issued by the driver of another owner").
 //!
-//! Handles are `!Send` and `!Sync`: a PMU belongs to one CPU (on NetBurst, to
-//! one physical package) and its registers must be reached from there.
+//! Auto traits, one rule for every architecture: handles are neither `Send`
+//! nor `Sync` (a PMU belongs to one CPU, on NetBurst to one physical
+//! package, and its registers must be reached from there); a driver is
+//! `Send` exactly when its register backend is. The hardware backend
+//! ([`crate::access::X86Msr`]) is not, so a driver on hardware stays on the
+//! CPU that took it; a driver over a model may move between host threads.
+//! Whether a driver is `Sync` does not matter: every operation takes it by
+//! `&mut`.
 //! Release a counter with [`Handle::release`], which disables it and zeroes
 //! its registers so nothing leaks to the next owner; a handle that is merely
 //! dropped leaves the counter as it was (the type is `#[must_use]`).
@@ -263,8 +269,7 @@ pub trait Driver<A: Arch>: Sealed {
     fn stop(&mut self, _: Token, n: u8, p: &A::Programmed) -> Result<(), Self::Error>;
     /// Count only while counter `from` has overflowed (→ Cascaded).
     #[doc(hidden)]
-    fn cascade(&mut self, _: Token, n: u8, from: u8, p: &A::Programmed)
-    -> Result<(), Self::Error>;
+    fn cascade(&mut self, _: Token, n: u8, from: u8, p: &A::Programmed) -> Result<(), Self::Error>;
     /// Whether counter `to` can be cascaded from counter `from` on this
     /// PMU: the architecture's pairs ([`Arch::can_cascade`]), and any this
     /// particular part adds (NetBurst's extended cascade on some models).

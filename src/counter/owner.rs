@@ -15,10 +15,17 @@
 //!   state (`give_back` takes the whole `Counters` set, which a kernel
 //!   reassembles from typed, erased, grouped or multiplexed handles), so no
 //!   handle of the old driver can outlive it: that is a type guarantee, not
-//!   a convention. A driver that is dropped, or a token that is lost,
-//!   keeps the owner taken for good (a kernel keeps its driver in a
-//!   `static`);
-//! * the flag behind an owner type is opaque ([`OwnerFlag`]): safe code can
+//!   a convention;
+//! * a driver that is dropped instead (a kernel's early return, a test
+//!   case's `?`) idles what it ran: it releases every counter it claimed
+//!   and takes back its DS save areas, so nothing of it counts, interrupts
+//!   or writes memory, and the physical PMU is free for a driver of
+//!   another owner type. Its owner type stays taken for good: handles it
+//!   issued may still exist, and no driver of that owner may ever accept
+//!   them. Taking it again is refused with a message that says so (each
+//!   architecture's `InitError::OwnerDropped`); a kernel that needs the
+//!   PMU again takes it for another owner type (a fresh `pmu::owner!`);
+////! * the flag behind an owner type is opaque ([`OwnerFlag`]): safe code can
 //!   neither clear it nor share it with another type;
 //! * which physical PMU a driver drives is not the owner type's business:
 //!   drivers are taken from the physical PMU's value
@@ -35,38 +42,66 @@
 //! );
 //! ```
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::fmt;
+use core::sync::atomic::{AtomicU8, Ordering};
 
-/// The flag that says whether a live driver holds an owner type. Opaque:
-/// only the drivers set and clear it, so safe code cannot make an owner
-/// free while its driver and handles live.
+/// No driver holds the flag.
+const FREE: u8 = 0;
+/// A live driver holds it.
+const LIVE: u8 = 1;
+/// A driver held it and was dropped without being given back: held for
+/// good.
+const DROPPED: u8 = 2;
+
+/// The flag that says whether a driver holds an owner type (or one was
+/// dropped while holding it). Opaque: only the drivers set and clear it, so
+/// safe code cannot make an owner free while its driver and handles live.
 #[derive(Debug)]
-pub struct OwnerFlag(AtomicBool);
+pub struct OwnerFlag(AtomicU8);
+
+/// Why a flag could not be taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// A live driver holds it.
+    Live,
+    /// Its driver was dropped without being given back.
+    Dropped,
+}
 
 impl OwnerFlag {
     /// A free flag, for [`crate::owner!`].
     #[doc(hidden)]
     #[allow(clippy::new_without_default)]
     pub const fn new() -> OwnerFlag {
-        OwnerFlag(AtomicBool::new(false))
+        OwnerFlag(AtomicU8::new(FREE))
     }
 
-    /// Takes the flag: `false` if it is taken already. (The physical PMU
-    /// values hold one too: a driver per PMU.)
-    pub(crate) fn take(&self) -> bool {
-        self.0
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+    /// Takes the flag, or says who holds it. (The physical PMU values hold
+    /// one too: a driver per PMU.)
+    pub(crate) fn take(&self) -> Result<(), Taken> {
+        match self
+            .0
+            .compare_exchange(FREE, LIVE, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(()),
+            Err(DROPPED) => Err(Taken::Dropped),
+            Err(_) => Err(Taken::Live),
+        }
     }
 
     /// Frees the flag; only its taker calls this.
     pub(crate) fn give_back(&self) {
-        self.0.store(false, Ordering::Release);
+        self.0.store(FREE, Ordering::Release);
+    }
+
+    /// Its taker was dropped without being given back: held for good.
+    pub(crate) fn strand(&self) {
+        self.0.store(DROPPED, Ordering::Release);
     }
 
     /// Whether the flag is taken.
     pub(crate) fn is_taken(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.0.load(Ordering::Acquire) != FREE
     }
 }
 
@@ -98,8 +133,8 @@ impl OwnerId {
     }
 }
 
-/// Take owner `O` for a new driver: `false` if a driver holds it already.
-pub(crate) fn take<O: Owner>() -> bool {
+/// Take owner `O` for a new driver, or say why not.
+pub(crate) fn take<O: Owner>() -> Result<(), Taken> {
     O::taken().take()
 }
 
@@ -108,6 +143,39 @@ pub(crate) fn take<O: Owner>() -> bool {
 /// call this.
 pub(crate) fn give_back<O: Owner>() {
     O::taken().give_back();
+}
+
+/// The driver of owner `O` was dropped without being given back: `O` stays
+/// taken for good, since handles it issued may live on.
+pub(crate) fn strand<O: Owner>() {
+    O::taken().strand();
+}
+
+/// How a driver ends: given back with every token (its owner is free
+/// again), or dropped (its owner is held for good).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// `give_back` with every claim token.
+    GivenBack,
+    /// Dropped.
+    Dropped,
+}
+
+/// Ends the hold of a driver of owner `O` as `how` says.
+pub(crate) fn end<O: Owner>(how: Ending) {
+    match how {
+        Ending::GivenBack => give_back::<O>(),
+        Ending::Dropped => strand::<O>(),
+    }
+}
+
+/// The refusal of a take for an owner whose driver was dropped (every
+/// architecture's `InitError::OwnerDropped`).
+pub(crate) fn write_dropped(f: &mut fmt::Formatter<'_>, owner: &str) -> fmt::Result {
+    write!(
+        f,
+        "the driver of owner `{owner}` was dropped without `give_back`: it idled its counters and freed the PMU, but handles it issued may still exist, so `{owner}` cannot own a driver again; take the PMU for another owner type (`pmu::owner!`), or give a driver back with every token to reuse its owner"
+    )
 }
 
 /// Declare an owner type: a type that names one PMU (see

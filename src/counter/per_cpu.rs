@@ -46,7 +46,7 @@ impl<S> PerCpuPmu<S> {
 
     /// Marks the PMU held: `false` if a live driver holds it.
     pub(crate) fn take(&self) -> bool {
-        self.taken.take()
+        self.taken.take().is_ok()
     }
 
     /// The driver is given back (or its take failed).

@@ -144,3 +144,18 @@ fn erased_rules_match_the_typed_bounds() {
     );
     assert_eq!(d.0.len(), 2, "refused operations reach no register");
 }
+
+/// Auto traits, one rule (module documentation): a driver is `Send`
+/// exactly when its register backend is, so the drivers over the models
+/// are; the hardware backend is not, nor are handles (`tests/compile_fail.rs`:
+/// `hardware_driver_is_not_send`, `handle_is_not_send`).
+#[test]
+fn drivers_over_models_are_send() {
+    fn send<T: Send>() {}
+    use crate::arch::archperf::driver::ArchPerfDriver;
+    use crate::arch::itanium::driver::ItaniumDriver;
+    use crate::arch::netburst::driver::NetBurstDriver;
+    send::<NetBurstDriver<'static, ToyPmu, crate::model::netburst::NetBurstModel>>();
+    send::<ArchPerfDriver<'static, ToyPmu, crate::model::archperf::ArchPerfModel>>();
+    send::<ItaniumDriver<'static, ToyPmu, crate::model::itanium::ItaniumModel>>();
+}

@@ -272,10 +272,10 @@ mod two {
 
     use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+    use super::GuestMsr;
     use hobby::idt::{self, InterruptFrame};
     use hobby::timer::{ApicTimer, Divide};
     use hobby::user;
-    use super::GuestMsr;
     use pmu::access::MsrAccess;
     use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
     use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
@@ -903,9 +903,9 @@ mod leak {
 
     use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+    use super::GuestMsr;
     use hobby::idt::{self, InterruptFrame};
     use hobby::user;
-    use super::GuestMsr;
     use pmu::access::MsrAccess;
     use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
     use pmu::arch::netburst::{Counter, CounterSet, Escr, EscrSet};

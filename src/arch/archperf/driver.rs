@@ -66,6 +66,7 @@
 
 use core::fmt;
 use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
 
 use super::events::EventSpec;
 use super::msrs::{Counter, CounterSet, FixedCtl, FixedCtrCtrl, PerfEvtSel};
@@ -73,11 +74,12 @@ use super::msrs::{IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_O
 use super::physical::ArchPerfPmu;
 use super::pmi::{PmiState, overflow_rule};
 use crate::access::{MsrBackend, MsrOps};
+use crate::counter::owner::{self, Ending};
 use crate::counter::state::Unclaimed;
-use crate::counter::{self, Arch, Owner, OwnerId, StateTag, owner};
+use crate::counter::{self, Arch, Owner, OwnerId, StateTag};
 use crate::detect;
-use crate::sealed::{Sealed, Token};
 use crate::sampling::{OverflowRule, SampleAfter};
+use crate::sealed::{Sealed, TOKEN, Token};
 
 /// The architectural PMU, as a type parameter of [`counter::Handle`].
 #[derive(Debug)]
@@ -331,6 +333,13 @@ pub type Error<E> = counter::DriverError<ConfigError, E>;
 pub enum InitError<E> {
     /// A driver for this owner is live.
     AlreadyTaken,
+    /// The driver of this owner was dropped without `give_back`: the owner
+    /// is held for good ([`crate::counter::owner`]); take the PMU for
+    /// another owner type.
+    OwnerDropped {
+        /// The owner type's name.
+        owner: &'static str,
+    },
     /// A live driver holds this logical processor's PMU ([`ArchPerfPmu`]).
     PmuTaken,
     /// Fewer than two general counters (CPUID.0AH:EAX\[15:8\]).
@@ -343,6 +352,7 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InitError::AlreadyTaken => f.write_str("the PMU's owner is taken by a live driver"),
+            InitError::OwnerDropped { owner } => owner::write_dropped(f, owner),
             InitError::PmuTaken => {
                 f.write_str("a live driver holds this logical processor's PMU already")
             }
@@ -429,8 +439,14 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         if general < 2 {
             return Err(InitError::TooFewCounters(general));
         }
-        if !owner::take::<O>() {
-            return Err(InitError::AlreadyTaken);
+        match owner::take::<O>() {
+            Ok(()) => {}
+            Err(owner::Taken::Live) => return Err(InitError::AlreadyTaken),
+            Err(owner::Taken::Dropped) => {
+                return Err(InitError::OwnerDropped {
+                    owner: core::any::type_name::<O>(),
+                });
+            }
         }
         if !pmu.take() {
             owner::give_back::<O>();
@@ -536,11 +552,46 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
     /// the backend back: owner `O` and the PMU are free again. Every token
     /// is Unclaimed, so nothing is claimed and nothing runs: no register
     /// access.
+    ///
+    /// A driver dropped without `give_back` releases every counter it
+    /// still claims and frees the PMU, but holds owner `O` for good
+    /// ([`crate::counter::owner`]).
     pub fn give_back(self, counters: Counters<O>) -> M {
         let _ = counters;
+        self.into_backend(Ending::GivenBack)
+    }
+
+    /// Ends the driver (as `how` says) and moves its backend out.
+    fn into_backend(self, how: Ending) -> M {
+        let mut this = ManuallyDrop::new(self);
+        this.end(how);
+        // SAFETY: `this` is never dropped (`ManuallyDrop`) or used after
+        // this read, so the backend is moved out exactly once. The fields
+        // left behind own nothing that needs dropping (a reference, the
+        // detection result, sets and images).
+        unsafe { core::ptr::read(&this.msr) }
+    }
+
+    /// Ends the driver: every counter it still claims released (none when
+    /// it is given back with every token; a bracket left open is closed
+    /// first), so nothing of it counts or interrupts; then the PMU and
+    /// owner `O` are given back (or `O` held for good, when the driver was
+    /// dropped). A refused access (only a model refuses) leaves that
+    /// register as it was.
+    fn end(&mut self, how: Ending) {
+        if !self.claimed.is_empty() {
+            self.freeze = 0;
+            self.stopped = false;
+            for c in self.claimed.iter() {
+                // The handle's images are gone with it: release needs only
+                // the select's image on version 1, where it disables the
+                // counter before zeroing its select anyway.
+                let _ =
+                    counter::Driver::release(self, TOKEN, c.index(), &ArchPerfmon::UNPROGRAMMED);
+            }
+        }
         self.pmu.give_back();
-        owner::give_back::<O>();
-        self.msr
+        owner::end::<O>(how);
     }
 
     /// The MSR backend.
@@ -710,6 +761,15 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
     }
 }
 
+/// A driver dropped without [`ArchPerfDriver::give_back`] releases every
+/// counter it still claims and frees the PMU; its owner stays held for good
+/// ([`crate::counter::owner`]).
+impl<O: Owner, M: MsrBackend> Drop for ArchPerfDriver<'_, O, M> {
+    fn drop(&mut self) {
+        self.end(Ending::Dropped);
+    }
+}
+
 impl<O: Owner, M: MsrBackend> Sealed for ArchPerfDriver<'_, O, M> {}
 
 impl<O: Owner, M: MsrBackend> counter::DriverOf<ArchPerfmon, O> for ArchPerfDriver<'_, O, M> {}
@@ -719,7 +779,12 @@ impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_
     type Config = CounterConfig;
     type Error = Error<M::Error>;
 
-    fn program(&mut self, _: Token, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
+    fn program(
+        &mut self,
+        _: Token,
+        n: u8,
+        config: &CounterConfig,
+    ) -> Result<Programmed, Self::Error> {
         let c = self.counter(n)?;
         let p = self.images(c, config)?;
         self.pmu

@@ -181,6 +181,7 @@
 
 use core::fmt;
 use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
 
 use super::btb::BtbConfig;
 use super::ear::{DearConfig, IearConfig, IearMode};
@@ -191,8 +192,9 @@ use super::pmi::{Captures, PmiState, overflow_rule};
 use super::validate::{PmcError, Policy, Validator};
 use super::{pmc, pmd};
 use crate::access::{PmcPmdBackend, PmcPmdOps};
+use crate::counter::owner::{self, Ending};
 use crate::counter::state::Unclaimed;
-use crate::counter::{self, Arch, Owner, owner};
+use crate::counter::{self, Arch, Owner};
 use crate::sampling::SampleAfter;
 use crate::sealed::{Sealed, Token};
 
@@ -724,6 +726,13 @@ impl<O: Owner> Counters<O> {
 pub enum InitError<E> {
     /// A driver for this owner is live: the PMU has its owner already.
     AlreadyTaken,
+    /// The driver of this owner was dropped without `give_back`: the owner
+    /// is held for good ([`crate::counter::owner`]); take the PMU for
+    /// another owner type.
+    OwnerDropped {
+        /// The owner type's name.
+        owner: &'static str,
+    },
     /// A live driver holds this processor's PMU ([`ItaniumPmu`]).
     PmuTaken,
     /// Resetting the PMU registers was refused (only a model refuses).
@@ -734,6 +743,7 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InitError::AlreadyTaken => f.write_str("the PMU's owner is taken by a live driver"),
+            InitError::OwnerDropped { owner } => owner::write_dropped(f, owner),
             InitError::PmuTaken => f.write_str("a live driver holds this processor's PMU already"),
             InitError::Access(e) => write!(f, "resetting the PMU registers was refused: {e:?}"),
         }
@@ -782,8 +792,14 @@ impl<'s, O: Owner, R: PmcPmdBackend> ItaniumDriver<'s, O, R> {
         generation: Generation,
         pmu: &'s ItaniumPmu,
     ) -> Result<(Self, Counters<O>), InitError<R::Error>> {
-        if !owner::take::<O>() {
-            return Err(InitError::AlreadyTaken);
+        match owner::take::<O>() {
+            Ok(()) => {}
+            Err(owner::Taken::Live) => return Err(InitError::AlreadyTaken),
+            Err(owner::Taken::Dropped) => {
+                return Err(InitError::OwnerDropped {
+                    owner: core::any::type_name::<O>(),
+                });
+            }
         }
         if !pmu.take() {
             owner::give_back::<O>();
@@ -840,17 +856,42 @@ impl<'s, O: Owner, R: PmcPmdBackend> ItaniumDriver<'s, O, R> {
         if counters.montecito.is_some() != montecito {
             return Err((self, counters));
         }
-        self.pmu.give_back();
-        owner::give_back::<O>();
-        Ok(self.regs)
+        Ok(self.into_backend(Ending::GivenBack))
     }
 
     /// Tests only: free the owner although handles may remain (loop tests
     /// whose handles die with each round).
     #[cfg(test)]
     pub(crate) fn retire(self) {
+        let _ = self.into_backend(Ending::GivenBack);
+    }
+
+    /// Ends the driver (as `how` says) and moves its backend out.
+    fn into_backend(self, how: Ending) -> R {
+        let mut this = ManuallyDrop::new(self);
+        this.end(how);
+        // SAFETY: `this` is never dropped (`ManuallyDrop`) or used after
+        // this read, so the backend is moved out exactly once. The fields
+        // left behind own nothing that needs dropping (a reference, sets,
+        // saved counts, the validator's images).
+        unsafe { core::ptr::read(&this.regs) }
+    }
+
+    /// Ends the driver: if it still claims a counter (never when it is
+    /// given back with every token), the PMU is reset as [`ItaniumDriver::take`]
+    /// resets it (frozen, every counter and capture PMC at its power-up
+    /// value, every counter PMD 0, unfrozen) and the handler's state with
+    /// it, so nothing of it counts or interrupts; then the processor's PMU
+    /// and owner `O` are given back (or `O` held for good, when the driver
+    /// was dropped). A refused access (only a model refuses) stops the
+    /// reset there.
+    fn end(&mut self, how: Ending) {
+        if !self.claimed.is_empty() || self.before_freeze.is_some() {
+            let _ = Self::reset(&mut self.regs, self.generation);
+            self.pmu.pmi().reset(self.generation);
+        }
         self.pmu.give_back();
-        owner::give_back::<O>();
+        owner::end::<O>(how);
     }
 
     /// The counters claimed through this driver's handles.
@@ -958,6 +999,15 @@ impl<'s, O: Owner, R: PmcPmdBackend> ItaniumDriver<'s, O, R> {
     }
 }
 
+/// A driver dropped without [`ItaniumDriver::give_back`] resets the PMU if
+/// it still claims a counter and frees it; its owner stays held for good
+/// ([`crate::counter::owner`]).
+impl<O: Owner, R: PmcPmdBackend> Drop for ItaniumDriver<'_, O, R> {
+    fn drop(&mut self) {
+        self.end(Ending::Dropped);
+    }
+}
+
 impl<O: Owner, R: PmcPmdBackend> Sealed for ItaniumDriver<'_, O, R> {}
 
 impl<O: Owner, R: PmcPmdBackend> counter::DriverOf<Itanium, O> for ItaniumDriver<'_, O, R> {}
@@ -967,7 +1017,12 @@ impl<O: Owner, R: PmcPmdBackend> counter::Driver<Itanium> for ItaniumDriver<'_, 
     type Config = CounterConfig;
     type Error = Error<R::Error>;
 
-    fn program(&mut self, _: Token, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
+    fn program(
+        &mut self,
+        _: Token,
+        n: u8,
+        config: &CounterConfig,
+    ) -> Result<Programmed, Self::Error> {
         let p = self.images(n, config)?;
         let g = self.generation;
         if let Some((unit, bits)) = p.unit() {

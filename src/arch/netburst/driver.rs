@@ -88,7 +88,7 @@
 //! | counters, CCCRs, ESCRs | the package | claimed one at a time, package-wide: an atomic claim in the [`NetBurstPmu`], so the two CPUs' drivers never hold one register at once; each written only by its claimer |
 //! | `MSR_PEBS_ENABLE`, `MSR_PEBS_MATRIX_VERT` | the package | a spin lock in the [`NetBurstPmu`], taken by a driver's configure or release of a PEBS or replay-tagging counter, never by a PMI handler |
 //! | `IA32_DS_AREA`, the DS save area | each logical processor | owned by the driver that installed it ([`NetBurstDriver::set_pebs_area`]) until it hands it back ([`NetBurstDriver::take_pebs_area`]) |
-//! | a driver ([`NetBurstDriver::take_for`]), its MSR backend, its handles | one CPU | not `Send`: created and used on that CPU; one owner type per CPU |
+//! | a driver ([`NetBurstDriver::take_for`]), its MSR backend, its handles | one CPU | created and used on that CPU (handles are never `Send`; a driver is `Send` exactly when its backend is, and the hardware backend is not: [`crate::counter`], "Auto traits"); one owner type per CPU |
 //! | the PMI handler's state for a logical processor | that CPU | written by that CPU's handler and driver only ([`PmiState`], inside the [`NetBurstPmu`]: atomics only) |
 //!
 //! A kernel that runs the package's PMU from one CPU takes one driver for
@@ -150,6 +150,7 @@
 
 use core::fmt;
 use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
 
 use super::cccr::{ActiveThread, CccrValue, ExtendedCascade};
 use super::ds::{DsArea, PebsRecord};
@@ -161,12 +162,13 @@ use super::physical::{Joined, NetBurstPmu, Refused};
 use super::pmi::{PmiState, overflow_rule};
 use super::thread::LogicalProcessor;
 use crate::access::{MsrBackend, MsrOps};
+use crate::counter::owner::{self, Ending};
 use crate::counter::rules::{CanCascade, Readable};
 use crate::counter::state::{Cascaded, State, Unclaimed};
-use crate::counter::{self, Arch, Cascade, Failed, Owner, OwnerId, StateTag, Transition, owner};
+use crate::counter::{self, Arch, Cascade, Failed, Owner, OwnerId, StateTag, Transition};
 use crate::detect;
-use crate::sealed::{Sealed, TOKEN, Token};
 use crate::sampling::SampleAfter;
+use crate::sealed::{Sealed, TOKEN, Token};
 
 /// A PEBS counter's preset and reload for a record every `s` events: the
 /// assist takes the event after the overflow, so a period of N starts at
@@ -685,6 +687,13 @@ fn write_untagged(f: &mut fmt::Formatter<'_>, tagging: Tagging, bit: Option<u8>)
 pub enum InitError<E> {
     /// A driver for this owner is live: the PMU has its owner already.
     AlreadyTaken,
+    /// The driver of this owner was dropped without `give_back`: the owner
+    /// is held for good ([`crate::counter::owner`]); take the PMU for
+    /// another owner type.
+    OwnerDropped {
+        /// The owner type's name.
+        owner: &'static str,
+    },
     /// IA32_MISC_ENABLE\[7\] is clear: the PMU MSRs must not be used.
     PerfMonUnavailable,
     /// A driver for logical processor T1 on a part without
@@ -704,6 +713,7 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InitError::AlreadyTaken => f.write_str("the PMU's owner is taken by a live driver"),
+            InitError::OwnerDropped { owner } => owner::write_dropped(f, owner),
             InitError::PerfMonUnavailable => {
                 f.write_str("performance monitoring is unavailable (IA32_MISC_ENABLE[7] clear)")
             }
@@ -742,6 +752,9 @@ pub struct NetBurstDriver<'s, O: Owner, M: MsrBackend> {
     claimed: CounterSet,
     /// Counters cascaded by the extended cascade bit (CCCR bit 11).
     extended: CounterSet,
+    /// The images of each claimed counter, as its handle holds them: what
+    /// ending the driver releases it with ([`Drop`]).
+    images: [Programmed; 18],
     pebs_available: bool,
     /// The PEBS MSRs and what tagging checks need ([`package`]).
     package: Package,
@@ -802,8 +815,14 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
         if !cpu.perf_mon_available {
             return Err(InitError::PerfMonUnavailable);
         }
-        if !owner::take::<O>() {
-            return Err(InitError::AlreadyTaken);
+        match owner::take::<O>() {
+            Ok(()) => {}
+            Err(owner::Taken::Live) => return Err(InitError::AlreadyTaken),
+            Err(owner::Taken::Dropped) => {
+                return Err(InitError::OwnerDropped {
+                    owner: core::any::type_name::<O>(),
+                });
+            }
         }
         let lps = served(only);
         if let Err(lp) = pmu.serve(lps) {
@@ -832,6 +851,7 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
             only,
             claimed: CounterSet::EMPTY,
             extended: CounterSet::EMPTY,
+            images: [NetBurst::UNPROGRAMMED; 18],
             pebs_available: cpu.pebs_available,
             package: Package::new(only.unwrap_or(LogicalProcessor::T0)),
             _owner: PhantomData,
@@ -844,26 +864,53 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
     /// free again. `counters` holds all 18 tokens Unclaimed (released
     /// handles, reassembled with [`Counters::from_erased`] from run-time
     /// ones), so no handle of this driver outlives it and nothing is
-    /// claimed: a type guarantee, without a register access. A DS save area
-    /// still installed stays the logical processor's for good (withdrawn
-    /// from the handler; `IA32_DS_AREA` keeps its address, and no PEBS
-    /// counter runs): take it back first with
-    /// [`NetBurstDriver::take_pebs_area`] to use the memory again.
+    /// claimed: a type guarantee. A DS save area still installed is taken
+    /// back (`IA32_DS_AREA` = 0, 1 WRMSR; its memory stays the processor's
+    /// for good, so it is not returned: take it back first with
+    /// [`NetBurstDriver::take_pebs_area`] to use it again); otherwise no
+    /// register is accessed.
+    ///
+    /// A driver dropped without `give_back` idles what it ran (releases
+    /// every claimed counter, takes its DS areas back) and frees the
+    /// package's logical processors, but holds owner `O` for good
+    /// ([`crate::counter::owner`]).
     pub fn give_back(self, counters: Counters<O>) -> M {
         let _ = counters;
-        self.leave()
+        self.into_backend(Ending::GivenBack)
     }
 
     /// Tests only: give the driver back although tokens may remain (tests
     /// whose handles die with each round).
     #[cfg(test)]
     pub(crate) fn retire(self) -> M {
-        self.leave()
+        self.into_backend(Ending::GivenBack)
     }
 
-    fn leave(self) -> M {
+    /// Ends the driver (as `how` says) and moves its backend out.
+    fn into_backend(self, how: Ending) -> M {
+        let mut this = ManuallyDrop::new(self);
+        this.end(how);
+        // SAFETY: `this` is never dropped (`ManuallyDrop`) or used after
+        // this read, so the backend is moved out exactly once. The fields
+        // left behind own nothing that needs dropping: references, sets,
+        // images, and DS areas, whose memory is `'static` (`end` took them
+        // back from the processor).
+        unsafe { core::ptr::read(&this.msr) }
+    }
+
+    /// Ends the driver: every counter it still claims released (none when
+    /// it is given back with every token), every DS save area taken back,
+    /// so nothing of it counts, interrupts, or is written by the processor;
+    /// then the package's logical processors and owner `O` are given back
+    /// (or `O` held for good, when the driver was dropped). A refused
+    /// access (only a model refuses) leaves that register as it was.
+    fn end(&mut self, how: Ending) {
+        for c in self.claimed.iter() {
+            let p = self.images[usize::from(c.index())];
+            let _ = counter::Driver::release(self, TOKEN, c.index(), &p);
+        }
         for lp in [LogicalProcessor::T0, LogicalProcessor::T1] {
-            if self.ds[lp as usize].is_some() {
+            if self.ds[lp as usize].is_some() && self.take_pebs_area(lp).is_err() {
                 // SAFETY: withdrawing: no pointer is published.
                 unsafe { self.pmu.pmi().publish_ds_area(lp, None) };
             }
@@ -871,8 +918,7 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
         let pmu = self.pmu;
         pmu.claims().leave();
         pmu.unserve(served(self.only));
-        owner::give_back::<O>();
-        self.msr
+        owner::end::<O>(how);
     }
 
     /// The counters claimed through this driver's handles.
@@ -1235,6 +1281,15 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
     }
 }
 
+/// A driver dropped without [`NetBurstDriver::give_back`] idles what it ran
+/// and frees the package's logical processors; its owner stays held for
+/// good ([`crate::counter::owner`]).
+impl<O: Owner, M: MsrBackend> Drop for NetBurstDriver<'_, O, M> {
+    fn drop(&mut self) {
+        self.end(Ending::Dropped);
+    }
+}
+
 impl<O: Owner, M: MsrBackend> Sealed for NetBurstDriver<'_, O, M> {}
 
 impl<O: Owner, M: MsrBackend> counter::DriverOf<NetBurst, O> for NetBurstDriver<'_, O, M> {}
@@ -1244,11 +1299,17 @@ impl<O: Owner, M: MsrBackend> counter::Driver<NetBurst> for NetBurstDriver<'_, O
     type Config = CounterConfig;
     type Error = Error<M::Error>;
 
-    fn program(&mut self, _: Token, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
+    fn program(
+        &mut self,
+        _: Token,
+        n: u8,
+        config: &CounterConfig,
+    ) -> Result<Programmed, Self::Error> {
         let p = self.images(n, config)?;
         let counter = counter_at(n)?;
         if !p.tagged {
             self.claim_and_write(counter, config, &p)?;
+            self.images[usize::from(n)] = p;
             return Ok(p);
         }
         // The package's PEBS MSRs: checked, booked and written under their
@@ -1280,6 +1341,7 @@ impl<O: Owner, M: MsrBackend> counter::Driver<NetBurst> for NetBurstDriver<'_, O
         let writes = self
             .package
             .book(counter, config, replay, &mut regs, self.hyper_threading);
+        self.images[usize::from(n)] = p;
         self.write_pebs_msrs(writes)?;
         Ok(p)
     }

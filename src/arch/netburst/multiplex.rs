@@ -227,7 +227,7 @@ mod tests {
     use crate::access::Recording;
     use crate::arch::netburst::NetBurstPmu;
     use crate::arch::netburst::driver::Counters;
-        use crate::model::netburst::{
+    use crate::model::netburst::{
         Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, NetBurstModel, Privilege,
     };
 

@@ -8,8 +8,8 @@ use std::vec::Vec;
 use super::*;
 use crate::access::{Access, AccessCounts, Recording};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
-use crate::arch::archperf::{IA32_PERF_GLOBAL_STATUS, IA32_PERFEVTSEL0};
 use crate::arch::archperf::pmi::{handle_pmi, handle_pmi_into};
+use crate::arch::archperf::{IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_STATUS, IA32_PERFEVTSEL0};
 use crate::counter::{Group, Owner};
 use crate::model::archperf::{ArchPerfModel, Config, Event, Privilege};
 use crate::sampling::{Sample, Sink};
@@ -745,3 +745,47 @@ fn tokens_reassemble_from_run_time_handles() {
 }
 
 mod interrupts;
+
+/// Reproduction 7 (issue 35), on the architectural PMU: a driver dropped
+/// with a sampling counter running (its handle alive) releases it (select
+/// 0, `GLOBAL_CTRL` bit clear, counter 0, disarmed) and frees the PMU; its
+/// owner stays held for good, and taking it again says why.
+#[test]
+fn a_dropped_driver_releases_its_counters_and_holds_its_owner() {
+    crate::owner!(Dropped);
+    crate::owner!(Next);
+    let pmu = crate::testing::archperf_pmu();
+    let m = ArchPerfModel::new(Config::skylake());
+    let info = cpu(&m);
+    let mut rec = Recording::<_, 64>::new(m);
+    let (mut d, c) = ArchPerfDriver::<Dropped, _>::take(&mut rec, &info, &pmu).unwrap();
+    let n = SampleAfter::new(1000, d.overflow_rule()).unwrap();
+    let g0 =
+        c.g0.configure(&mut d, &CounterConfig::counting(spec("cycles")).sampling(n));
+    let g0 = g0.unwrap().enable(&mut d).unwrap();
+    assert_ne!(d.msr().read_msr(IA32_PERF_GLOBAL_CTRL).unwrap() & 1, 0);
+    drop(d);
+    let _alive = g0;
+    assert_eq!(rec.read_msr(IA32_PERFEVTSEL0).unwrap(), 0, "select 0");
+    assert_eq!(
+        rec.read_msr(IA32_PERF_GLOBAL_CTRL).unwrap() & 1,
+        0,
+        "disabled"
+    );
+    assert_eq!(rec.rdpmc(0).unwrap(), 0, "zeroed");
+    assert!(pmu.pmi().armed().is_empty(), "disarmed");
+    assert!(!pmu.is_taken(), "the PMU is free");
+    rec.clear();
+    let e = match ArchPerfDriver::<Dropped, _>::take(&mut rec, &info, &pmu) {
+        Err(e) => e,
+        Ok(_) => panic!("a dropped driver's owner taken again"),
+    };
+    let owner = core::any::type_name::<Dropped>();
+    assert_eq!(e, InitError::OwnerDropped { owner });
+    assert!(e.to_string().starts_with(&format!(
+        "the driver of owner `{owner}` was dropped without `give_back`"
+    )));
+    assert_eq!(rec.take_counts(), counts(0, 0, 0), "refused untouched");
+    let (d, c) = ArchPerfDriver::<Next, _>::take(&mut rec, &info, &pmu).unwrap();
+    let _ = d.give_back(c);
+}

@@ -1120,3 +1120,51 @@ fn unclaimed_tokens_are_zero_sized() {
 mod captures;
 mod group;
 mod interrupts;
+
+/// Reproduction 7 (issue 35), on Itanium: a driver dropped with a sampling
+/// counter running (its handle alive) resets the PMU as a take does
+/// (counter PMC at its power-up value, PMD 0, PMC0 unfrozen with no
+/// overflow bit) and frees it; its owner stays held for good, and taking
+/// it again says why.
+#[test]
+fn a_dropped_driver_resets_the_pmu_and_holds_its_owner() {
+    crate::owner!(Dropped);
+    crate::owner!(Next);
+    let g = Generation::Itanium2;
+    let pmu = crate::testing::itanium_pmu();
+    let mut m = ItaniumModel::new(model_generation(g));
+    m.set_psr(Psr::MONITORING);
+    let mut rec = Recording::<_, 64>::new(m);
+    let (mut d, c) = ItaniumDriver::<Dropped, _>::take(&mut rec, g, &pmu).unwrap();
+    let c4 =
+        c.c4.configure(&mut d, &cycles_on(g, 4).sampling(sa(g, 100)));
+    let c4 = c4.unwrap().enable(&mut d).unwrap();
+    let _ = d.regs().inner_mut().inject(Event::new(CYCLES, 0, 10));
+    let running = (d.regs().read_pmc(4).unwrap(), d.regs().read_pmd(4).unwrap());
+    drop(d);
+    let _alive = c4;
+    let default = g.pmc(4).map_or(0, |i| i.default);
+    assert_ne!(running.0, default, "the counter was programmed");
+    assert_ne!(running.1, 0, "and counted");
+    assert_eq!(
+        rec.read_pmc(4).unwrap(),
+        default,
+        "PMC4 at its power-up value"
+    );
+    assert_eq!(rec.read_pmd(4).unwrap(), 0, "PMD4 zeroed");
+    assert_eq!(rec.read_pmc(0).unwrap(), pmc::Pmc0::UNFROZEN.bits());
+    assert!(!pmu.is_taken(), "the PMU is free");
+    rec.clear();
+    let e = match ItaniumDriver::<Dropped, _>::take(&mut rec, g, &pmu) {
+        Err(e) => e,
+        Ok(_) => panic!("a dropped driver's owner taken again"),
+    };
+    let owner = core::any::type_name::<Dropped>();
+    assert_eq!(e, InitError::OwnerDropped { owner });
+    assert!(e.to_string().starts_with(&format!(
+        "the driver of owner `{owner}` was dropped without `give_back`"
+    )));
+    assert_eq!(rec.take_counts(), counts(0, 0, 0, 0), "refused untouched");
+    let (d, c) = ItaniumDriver::<Next, _>::take(&mut rec, g, &pmu).unwrap();
+    assert!(d.give_back(c).is_ok());
+}

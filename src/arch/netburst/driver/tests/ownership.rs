@@ -9,8 +9,9 @@ use std::sync::Mutex;
 
 use super::package::lp_driver;
 use super::*;
-use crate::arch::netburst::IA32_DS_AREA;
+use crate::arch::netburst::cccr::CccrValue;
 use crate::arch::netburst::ds::PebsArea;
+use crate::arch::netburst::{IA32_DS_AREA, MSR_PEBS_ENABLE};
 
 fn l1_miss_pebs() -> CounterConfig {
     let n = SampleAfter::new(5, overflow_rule()).unwrap();
@@ -33,8 +34,9 @@ fn a_second_driver_for_one_logical_processor_is_refused() {
     let m = NetBurstModel::new(Config::prescott_ht());
     let mut twin = Recording::<_, 64>::new(m.clone());
     let info = cpu(&m);
-    let refused = NetBurstDriver::<Cpu0Again, _>::take_for(T0, &mut twin, &info, &package);
-    let Err(InitError::LogicalProcessorTaken { lp: T0 }) = refused else {
+    let Err(InitError::LogicalProcessorTaken { lp: T0 }) =
+        NetBurstDriver::<Cpu0Again, _>::take_for(T0, &mut twin, &info, &package)
+    else {
         panic!("a second driver for T0")
     };
     let Err(InitError::LogicalProcessorTaken { lp: T0 }) =
@@ -138,4 +140,70 @@ fn pebs_needs_an_area_this_driver_installed() {
         c16: e.counter,
         ..c
     });
+}
+
+/// Reproductions 2 and 7 (issue 35): a driver dropped with a sampling
+/// counter and a PEBS counter running (their handles alive, its DS save
+/// area installed), as a kernel's early return or a test's `?` drops it,
+/// idles what it ran: every CCCR it enabled idle, its counters zeroed,
+/// `MSR_PEBS_ENABLE` clear, `IA32_DS_AREA` 0, nothing armed, its logical
+/// processors and claims free. Its owner stays held for good (its handles
+/// live on): taking it again says so; another owner takes the package.
+#[test]
+fn a_dropped_driver_idles_what_it_ran_and_holds_its_owner() {
+    use LogicalProcessor::{T0, T1};
+    crate::owner!(Dropped);
+    crate::owner!(Next);
+    let package = crate::testing::netburst_pmu();
+    let m = NetBurstModel::new(Config::prescott_ht());
+    let info = cpu(&m);
+    let mut rec = Recording::<_, 64>::new(m);
+    let (mut d, c) = NetBurstDriver::<Dropped, _>::take(&mut rec, &info, &package).unwrap();
+    let area: &'static mut PebsArea<2> = Box::leak(Box::new(PebsArea::new()));
+    d.set_pebs_area(T0, area).unwrap();
+    let n = SampleAfter::new(100, overflow_rule()).unwrap();
+    let c0 = c.c0.configure(&mut d, &running().sampling(n)).unwrap();
+    let c0 = c0.enable(&mut d).unwrap();
+    let c16 = c.c16.configure(&mut d, &l1_miss_pebs()).unwrap();
+    let c16 = c16.enable(&mut d).unwrap();
+    assert_ne!(d.msr().read_msr(MSR_PEBS_ENABLE).unwrap(), 0);
+    assert_eq!(
+        package.pmi().armed(T0),
+        CounterSet::EMPTY.with(Counter::BpuCounter0)
+    );
+    drop(d);
+    let _alive = (c0, c16);
+    for counter in [Counter::BpuCounter0, Counter::IqCounter4] {
+        assert_eq!(
+            rec.read_msr(counter.cccr().msr()).unwrap(),
+            CccrValue::IDLE.bits(),
+            "{counter:?}'s CCCR idle"
+        );
+        assert_eq!(
+            rec.read_msr(counter.msr()).unwrap(),
+            0,
+            "{counter:?} zeroed"
+        );
+    }
+    assert_eq!(rec.read_msr(MSR_PEBS_ENABLE).unwrap(), 0, "no PEBS");
+    assert_eq!(rec.read_msr(IA32_DS_AREA).unwrap(), 0, "no DS area");
+    assert_eq!(package.pmi().armed(T0), CounterSet::EMPTY);
+    assert_eq!(package.claimed_counters(), CounterSet::EMPTY);
+    assert!(!package.is_served(T0) && !package.is_served(T1));
+    rec.clear();
+    let e = match NetBurstDriver::<Dropped, _>::take(&mut rec, &info, &package) {
+        Err(e) => e,
+        Ok(_) => panic!("a dropped driver's owner taken again"),
+    };
+    let owner = core::any::type_name::<Dropped>();
+    assert_eq!(e, InitError::OwnerDropped { owner });
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "the driver of owner `{owner}` was dropped without `give_back`: it idled its counters and freed the PMU, but handles it issued may still exist, so `{owner}` cannot own a driver again; take the PMU for another owner type (`pmu::owner!`), or give a driver back with every token to reuse its owner"
+        )
+    );
+    assert_eq!(rec.take_counts(), counts(0, 0, 0), "refused untouched");
+    let (d, c) = NetBurstDriver::<Next, _>::take(&mut rec, &info, &package).unwrap();
+    let _ = d.give_back(c);
 }
