@@ -39,6 +39,10 @@
 //! 53/131/92 and 48 (the guide's performance page, `src/guide/performance.md`, has the figures
 //! after issue 28's changes to the handlers).
 //!
+//! Every measured call is checked against the set-up call's outcome (the
+//! same overflows serviced, the same counters armed), so a scenario that
+//! lost its work cannot report a figure: the bench stops instead.
+//!
 //! After the figures the bench inspects each handler's object code
 //! (objdump): locked instructions, and every function it can reach by a
 //! direct call or jump, none of which may be panic machinery, a lock or an
@@ -380,7 +384,7 @@ fn next_id() -> usize {
 
 mod netburst {
     use super::shapes::{self, ShapedMsr};
-    use super::{File, Scenario, entry, install, lvt, next_id};
+    use super::{File, Scenario, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
     use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
@@ -389,7 +393,6 @@ mod netburst {
     use pmu::counter::Owner;
     use pmu::detect;
     use pmu::sampling::SampleAfter;
-    use std::hint::black_box;
 
     /// The handler as measured: everything inside is counted by callgrind.
     #[inline(never)]
@@ -479,7 +482,7 @@ mod netburst {
         d.msr().clear();
         let mut sink = 0;
         let mut apic = lvt();
-        handle_pmi(
+        let expected = handle_pmi(
             state,
             LogicalProcessor::T0,
             d.msr(),
@@ -488,7 +491,9 @@ mod netburst {
             1,
             |s| sink += s.rip,
         )
-        .unwrap();
+        .unwrap()
+        .overflowed
+        .bits();
         let t = d.msr().take_counts();
         let traffic = format!(
             "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
@@ -500,7 +505,9 @@ mod netburst {
             + u64::from(t.msr_writes) * shapes::WRMSR
             + shapes::LVT;
         let file = d.msr().inner_mut().clone();
-        let _ = (d, keep);
+        // The driver lives on with the scenario (a dropped driver would
+        // release its counters, disarming the handler's state).
+        std::mem::forget((d, keep));
         let id = next_id();
         Scenario {
             name,
@@ -509,13 +516,14 @@ mod netburst {
             placeholder_instructions,
             run: Box::new(move |rip| {
                 install(id, Some(&file), None);
-                black_box(measured_netburst(
-                    state,
-                    &mut ShapedMsr,
-                    &mut apic,
-                    rip,
-                    &mut sink,
-                ));
+                let got = measured_netburst(state, &mut ShapedMsr, &mut apic, rip, &mut sink);
+                check(
+                    name,
+                    got,
+                    expected,
+                    state.armed(LogicalProcessor::T0).len(),
+                    armed,
+                );
             }),
         }
     }
@@ -523,7 +531,7 @@ mod netburst {
 
 mod itanium {
     use super::shapes::{self, ShapedIa64};
-    use super::{IaFile, Scenario, install, next_id};
+    use super::{IaFile, Scenario, check, install, next_id};
     use pmu::access::Recording;
     use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
     use pmu::arch::itanium::ear::{IearConfig, TlbFills};
@@ -532,7 +540,6 @@ mod itanium {
     use pmu::arch::itanium::{EventCode, Plm};
     use pmu::counter::Owner;
     use pmu::sampling::SampleAfter;
-    use std::hint::black_box;
 
     /// The handler as measured: everything inside is counted by callgrind.
     #[inline(never)]
@@ -587,7 +594,10 @@ mod itanium {
         d.regs().inner_mut().pmc[0] = overflowed;
         d.regs().clear();
         let mut sink = 0;
-        handle_pmi(state, d.regs(), 1, |s| sink += s.rip).unwrap();
+        let expected = handle_pmi(state, d.regs(), 1, |s| sink += s.rip)
+            .unwrap()
+            .overflowed
+            .bits();
         let t = d.regs().take_counts();
         let traffic = format!(
             "{} PMC reads, {} PMC writes, {} PMD reads, {} PMD writes",
@@ -599,7 +609,9 @@ mod itanium {
             + u64::from(t.pmd_writes) * shapes::IA64_WRITE_PMD;
         let mut file = d.regs().inner_mut().clone();
         file.pmc[0] = overflowed;
-        let _ = (d, a, b);
+        // The driver lives on with the scenario (a dropped driver would
+        // release its counters, disarming the handler's state).
+        std::mem::forget((d, a, b));
         let id = next_id();
         Scenario {
             name,
@@ -608,7 +620,8 @@ mod itanium {
             placeholder_instructions,
             run: Box::new(move |iip| {
                 install(id, None, Some(&file));
-                black_box(measured_itanium(state, &mut ShapedIa64, iip, &mut sink));
+                let got = measured_itanium(state, &mut ShapedIa64, iip, &mut sink);
+                check(name, got, expected, 0, 0);
             }),
         }
     }
@@ -616,7 +629,7 @@ mod itanium {
 
 mod archperf {
     use super::shapes::{self, ShapedMsr};
-    use super::{File, Scenario, entry, install, lvt, next_id};
+    use super::{File, Scenario, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
     use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig};
@@ -626,7 +639,6 @@ mod archperf {
     use pmu::counter::Owner;
     use pmu::detect;
     use pmu::sampling::SampleAfter;
-    use std::hint::black_box;
 
     /// The handler as measured: everything inside is counted by callgrind.
     #[inline(never)]
@@ -708,7 +720,10 @@ mod archperf {
         d.msr().clear();
         let mut sink = 0;
         let mut apic = lvt();
-        handle_pmi(state, d.msr(), &mut apic, entry(), 1, |s| sink += s.rip).unwrap();
+        let expected = handle_pmi(state, d.msr(), &mut apic, entry(), 1, |s| sink += s.rip)
+            .unwrap()
+            .overflowed
+            .bits();
         let t = d.msr().take_counts();
         let traffic = format!(
             "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
@@ -720,7 +735,9 @@ mod archperf {
             + u64::from(t.msr_writes) * shapes::WRMSR
             + shapes::LVT;
         let file = d.msr().inner_mut().clone();
-        let _ = (d, keep);
+        // The driver lives on with the scenario (a dropped driver would
+        // release its counters, disarming the handler's state).
+        std::mem::forget((d, keep));
         let id = next_id();
         Scenario {
             name,
@@ -729,13 +746,8 @@ mod archperf {
             placeholder_instructions,
             run: Box::new(move |rip| {
                 install(id, Some(&file), None);
-                black_box(measured_archperf(
-                    state,
-                    &mut ShapedMsr,
-                    &mut apic,
-                    rip,
-                    &mut sink,
-                ));
+                let got = measured_archperf(state, &mut ShapedMsr, &mut apic, rip, &mut sink);
+                check(name, got, expected, state.armed().len(), armed);
             }),
         }
     }
@@ -821,6 +833,24 @@ fn scenarios() -> Vec<Scenario> {
         callchain::scenario("callchain/4-frames", 4),
         callchain::scenario("callchain/16-frames", 16),
     ]
+}
+
+/// Every measured call does its scenario's work: the overflows the set-up
+/// call serviced, with the counters it armed still armed (a scenario whose
+/// driver was dropped would measure a handler with nothing armed). A
+/// mismatch stops the bench.
+fn check<T: PartialEq + std::fmt::Debug>(
+    name: &str,
+    got: T,
+    expected: T,
+    armed: u32,
+    scenario_armed: usize,
+) {
+    assert_eq!(
+        got, expected,
+        "{name}: the measured call serviced other overflows"
+    );
+    assert_eq!(armed as usize, scenario_armed, "{name}: counters disarmed");
 }
 
 /// Under callgrind: run `CALLS` interrupts of one scenario.

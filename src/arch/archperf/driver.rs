@@ -460,7 +460,7 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         }
         match Self::reset(&mut msr, cpu, present) {
             Ok((firmware, firmware_global, fixed_ctrl)) => {
-                pmu.pmi().reset();
+                pmu.pmi().reset(cpu.version());
                 let driver = ArchPerfDriver {
                     msr,
                     pmu,

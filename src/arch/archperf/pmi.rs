@@ -24,9 +24,11 @@
 //! nothing, so it may run as an NMI. It returns an error only if a register
 //! access fails (only a model fails), with the LVT entry still masked.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::msrs::{Counter, CounterSet, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS};
+use super::msrs::{
+    Counter, CounterSet, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS, IA32_PERFEVTSEL0,
+};
 use crate::access::{MsrBackend, MsrOps};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, Samples, Sink, bump};
@@ -66,6 +68,19 @@ pub const fn overflow_rule(width: u8) -> OverflowRule {
 pub struct PmiState {
     /// The armed counters, as `GLOBAL` bits.
     armed: AtomicU64,
+    /// The MSR the handler reads for the overflow bits, which it masks
+    /// with the armed set: `IA32_PERF_GLOBAL_STATUS` from version 2.
+    /// Version 1 has no such MSR (its read raises #GP) and arms nothing
+    /// (sampling needs version 2, [`ConfigError::NoOverflowStatus`]): there
+    /// it is `IA32_PERFEVTSEL0`, which every version has, whatever it
+    /// reads masked to "not ours" by the empty armed set. So an NMI routed
+    /// to the handler on version 1 (as perf routes every NMI) touches no
+    /// missing MSR, and deciding so costs the handler no instruction
+    /// (the address is a load where it was an immediate). Before a driver
+    /// takes the PMU it is the version-1 choice, right on every version.
+    ///
+    /// [`ConfigError::NoOverflowStatus`]: super::driver::ConfigError::NoOverflowStatus
+    status: AtomicU32,
     /// Per counter: the MSR its re-arm writes (low 32 bits) and RDPMC's
     /// ECX for it (high 32 bits), set when it is configured.
     access: [AtomicU64; SLOTS],
@@ -108,6 +123,7 @@ impl PmiState {
         const Z: AtomicU64 = AtomicU64::new(0);
         PmiState {
             armed: Z,
+            status: AtomicU32::new(IA32_PERFEVTSEL0),
             access: [Z; SLOTS],
             preset: [Z; SLOTS],
             n: [Z; SLOTS],
@@ -118,9 +134,17 @@ impl PmiState {
         }
     }
 
-    /// A driver takes the PMU: nothing armed, no counts.
-    pub(super) fn reset(&self) {
+    /// A driver takes the PMU (of architectural perfmon `version`):
+    /// nothing armed, no counts, the overflow bits read where the version
+    /// has them.
+    pub(super) fn reset(&self, version: u8) {
         self.armed.store(0, Ordering::Release);
+        let status = if version >= 2 {
+            IA32_PERF_GLOBAL_STATUS
+        } else {
+            IA32_PERFEVTSEL0
+        };
+        self.status.store(status, Ordering::Release);
         for s in 0..SLOTS {
             self.periods[s].store(0, Ordering::Relaxed);
             self.at_halt[s].store(0, Ordering::Relaxed);
@@ -221,17 +245,10 @@ pub fn handle_pmi_into<M: MsrBackend, L: LvtPerfCounterEntry>(
     mut sink: impl Sink,
 ) -> Result<PmiOutcome, M::Error> {
     bump(&state.interrupts, 1);
-    // Nothing armed: not this PMU's interrupt, answered without a register
-    // read. On version 1, which has no `IA32_PERF_GLOBAL_STATUS` (its read
-    // raises #GP), nothing is ever armed (sampling needs version 2,
-    // `ConfigError::NoOverflowStatus`), so a kernel that routes every
-    // NMI here never touches the missing MSR.
-    let armed = state.armed.load(Ordering::Acquire);
-    let found = if armed == 0 {
-        0
-    } else {
-        msr.read_msr(IA32_PERF_GLOBAL_STATUS)? & armed
-    };
+    // `IA32_PERF_GLOBAL_STATUS`, or on version 1 an MSR that exists there
+    // (`PmiState::status`): nothing is armed on version 1.
+    let status = msr.read_msr(state.status.load(Ordering::Relaxed))?;
+    let found = status & state.armed.load(Ordering::Acquire);
     if found == 0 {
         // Spurious: apart from the loop, so that it does not pay the loop's
         // registers.
