@@ -15,6 +15,7 @@
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
 //! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC; bounded waits for an interrupt |
+//! | [`pmi_error`] | why a model PMI was not delivered or not seen handled, said as it is known (on every target) |
 //! | [`pace`] | how fast the platform runs code, and repetition counts scaled to it |
 //! | [`smp`] | the application processors (up to 64 CPUs): INIT-SIPI-SIPI, per-CPU stacks, GDT/TSS and APIC, work posted to a CPU, IPIs |
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
@@ -53,6 +54,7 @@ pub mod idt;
 pub mod pace;
 #[cfg(target_os = "none")]
 pub mod pmi;
+pub mod pmi_error;
 #[cfg(target_os = "none")]
 pub mod serial;
 #[cfg(target_os = "none")]
