@@ -38,12 +38,12 @@ pub fn line(w: &mut impl Write, args: fmt::Arguments<'_>) -> Result<(), Closed> 
     }
 }
 
-/// [`line`] on this process's standard output.
+/// [`line()`] on this process's standard output.
 pub fn stdout(args: fmt::Arguments<'_>) -> Result<(), Closed> {
     line(&mut io::stdout().lock(), args)
 }
 
-/// [`line`] on this process's standard error, the line lost when nobody
+/// [`line()`] on this process's standard error, the line lost when nobody
 /// reads it (a diagnostic: the exit status still says what happened).
 pub fn stderr(args: fmt::Arguments<'_>) {
     let _ = line(&mut io::stderr().lock(), args);
