@@ -579,7 +579,7 @@ impl fmt::Display for ParseError {
             )?,
             ParseErrorKind::PinControl => write!(
                 f,
-                "term `{term}` at byte {at} is not supported: pin control (IA32_PERFEVTSELx bit 19) is a bit Linux clears (X86_RAW_EVENT_MASK) and later processors lack"
+                "term `{term}` at byte {at} is not supported: pin control (IA32_PERFEVTSELx bit 19) is a bit Linux clears (X86_RAW_EVENT_MASK has no PC), so perf never programs it"
             )?,
             ParseErrorKind::RawBits { bits } => write!(
                 f,

@@ -380,7 +380,7 @@ fn refusals_say_what_and_where() {
             "event=0x3c,pc",
             PinControl,
             11,
-            "term `pc` at byte 11 is not supported: pin control (IA32_PERFEVTSELx bit 19) is a bit Linux clears (X86_RAW_EVENT_MASK) and later processors lack",
+            "term `pc` at byte 11 is not supported: pin control (IA32_PERFEVTSELx bit 19) is a bit Linux clears (X86_RAW_EVENT_MASK has no PC), so perf never programs it",
         ),
         (
             "r1013c",
