@@ -15,6 +15,7 @@
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
 //! | [`fault`] | catching exceptions and panics inside a closure |
 //! | [`pmi`] | a PMU model's interrupt line, delivered through the real APIC; bounded waits for an interrupt |
+//! | [`pmi_error`] | why a model PMI was not delivered or not seen handled, said as it is known (on every target) |
 //! | [`pace`] | how fast the platform runs code, and repetition counts scaled to it |
 //! | [`smp`] | the application processors (up to 64 CPUs): INIT-SIPI-SIPI, per-CPU stacks, GDT/TSS and APIC, work posted to a CPU, IPIs |
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
@@ -27,7 +28,10 @@
 //! | [`accel()`] | what runs the kernel: TCG, KVM or something else (CPUID leaf 40000000H) |
 //!
 //! Everything is compiled only for `x86_64-unknown-none`; on the host the
-//! crate is empty, so that host builds of the workspace stay clean.
+//! crate is [`pmi_error`] alone, so that host builds of the workspace stay
+//! clean. A plain `cargo doc` on the host documents every module all the
+//! same (they are compiled for `cfg(doc)` too), as docs.rs does for the
+//! kernel target.
 #![no_std]
 
 /// The `pmu` crate this library is built on (its model PMIs and APIC types
@@ -35,39 +39,40 @@
 #[doc(no_inline)]
 pub use pmu;
 
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod apic;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod boot;
-#[cfg(all(target_os = "none", feature = "defmt"))]
+#[cfg(all(any(target_os = "none", doc), feature = "defmt"))]
 pub mod defmt_serial;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod exit;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod fault;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod gdt;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod idt;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod pace;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod pmi;
-#[cfg(target_os = "none")]
+pub mod pmi_error;
+#[cfg(any(target_os = "none", doc))]
 pub mod serial;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod smp;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod stacks;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod symbols;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod test;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod timer;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod user;
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub mod workload;
 
 /// Declares the kernel's `main`: `fn(&'static BootInfo) -> !`, called after
@@ -114,14 +119,14 @@ impl Accel {
 /// (`-icount`), so the TSC and the timers follow the code executed, not
 /// the host's scheduling. The runner says so with `time=icount` on the
 /// command line of a kernel whose header asks for it (`//! icount:`).
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub fn deterministic_time() -> bool {
     boot::info().and_then(|b| b.arg("time")) == Some("icount")
 }
 
 /// What runs this kernel ([`Accel`]), read once (CPUID costs a VM exit
 /// under KVM).
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", doc))]
 pub fn accel() -> Accel {
     static ACCEL: spin::Once<Accel> = spin::Once::new();
     *ACCEL.call_once(|| {

@@ -76,40 +76,13 @@ pub fn interrupt_window() -> u64 {
     rip
 }
 
-/// Why [`inject`] stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InjectError {
-    /// The model raised its PMI but the LVT entry was masked: the previous
-    /// PMI's handler did not unmask it.
-    Masked,
-    /// The LVT entry holds a delivery mode a PMI cannot use.
-    Invalid,
-    /// The PMI was sent, but its handler did not run (or did not unmask the
-    /// entry) within [`WAIT_CYCLES`].
-    NotHandled,
-}
+/// Why [`inject`] stopped: [`PmiError`]'s `Masked`, `Invalid` or
+/// `NotHandled`, whose messages say what was observed (an entry never
+/// programmed, one masked since a handler unmasked it, a PMI sent whose
+/// handler did not unmask the entry).
+pub use crate::pmi_error::{InjectError, PmiError, Waited};
 
-impl core::fmt::Display for InjectError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            InjectError::Masked => {
-                "a PMI came with the LVT entry masked: the handler did not unmask it"
-            }
-            InjectError::Invalid => "the LVT entry holds a delivery mode a PMI cannot use",
-            InjectError::NotHandled => {
-                "a PMI was sent, but the LVT entry stayed masked for 2^32 TSC cycles: its handler did not run, or did not unmask it"
-            }
-        })
-    }
-}
-
-/// How long every bounded wait of this module waits at most, in TSC
-/// cycles: 2^32, about 1 s at 4 GHz and 4 s at 1 GHz. An interrupt comes at
-/// the first instruction boundary where it can under TCG, and within a few
-/// VM exits under KVM (about 1 ms on a nested host that emulates the
-/// guest); the bound only turns an interrupt that never comes into a
-/// failure instead of a hang, and is spent only then.
-pub const WAIT_CYCLES: u64 = 1 << 32;
+pub use crate::pmi_error::WAIT_CYCLES;
 
 // The bounded waits: read a 32-bit word until (word XOR ESI) AND EDX is
 // not zero, or RCX TSC cycles have passed (the TSC is read every 256
@@ -424,6 +397,39 @@ impl ModelPmiLine for SharedArchPerfModel {
     }
 }
 
+/// Raises one PMI through this CPU's LVT performance-counter entry
+/// ([`deliver`]) and waits, boundedly, until its handler has unmasked the
+/// entry ([`wait_for_handler`]: interrupts enabled over [`wait_window`] for
+/// a fixed vector, left disabled for an NMI). `handled` is how many PMIs
+/// of the same run were delivered and handled before this one, for the
+/// error's message ([`PmiError`]), which says what was seen: the entry
+/// masked (never programmed, or masked since a handler unmasked it), a
+/// delivery a PMI cannot use, or a PMI sent whose entry stayed masked.
+/// Call it with interrupts disabled.
+pub fn deliver_and_wait(handled: u64) -> Result<(), PmiError> {
+    let (vector, nmi) = match deliver(&mut local_apic()) {
+        Delivery::Vector(v) => (Some(v), false),
+        Delivery::Nmi => (None, true),
+        Delivery::Masked => {
+            let entry = local_apic().perf_counter_entry();
+            return Err(PmiError::Masked { entry, handled });
+        }
+        Delivery::Invalid => {
+            let entry = local_apic().perf_counter_entry();
+            return Err(PmiError::Invalid { entry });
+        }
+    };
+    if wait_for_handler(nmi) {
+        Ok(())
+    } else {
+        Err(PmiError::NotHandled {
+            vector,
+            pmi: handled + 1,
+            waited: Waited::Cycles(WAIT_CYCLES),
+        })
+    }
+}
+
 /// Feeds `event` to `model` and delivers every PMI the model raises through
 /// the local APIC as soon as it is raised, before any further event counts,
 /// and waits (boundedly: [`wait_for_handler`]) until the kernel's handler
@@ -440,15 +446,7 @@ pub fn inject<M: ModelPmiLine>(model: &M, event: M::Event) -> Result<u64, Inject
         let (injected, pending) = model.inject_until_pmi(M::with_count(event, left));
         left -= injected.min(left);
         if pending && model.take_pmi() {
-            let handled = match deliver(&mut local_apic()) {
-                Delivery::Vector(_) => wait_for_handler(false),
-                Delivery::Nmi => wait_for_handler(true),
-                Delivery::Masked => return Err(InjectError::Masked),
-                Delivery::Invalid => return Err(InjectError::Invalid),
-            };
-            if !handled {
-                return Err(InjectError::NotHandled);
-            }
+            deliver_and_wait(pmis)?;
             pmis += 1;
         } else if injected == 0 {
             // Nothing injected and no PMI taken: a line pending that

@@ -83,10 +83,13 @@
 //!
 //! 0 when the run passed; 1 when it failed (each failed case is printed on
 //! standard error with why); 2 for a usage error or an unusable
-//! `PMU_QEMU_ACCEL` or `PMU_QEMU_FIRMWARE`; 127 when QEMU cannot be found or installed.
+//! `PMU_QEMU_ACCEL` or `PMU_QEMU_FIRMWARE`; 127 when QEMU cannot be found or installed;
+//! 141 when its standard output is a closed pipe (`| head`): it stops
+//! quietly, QEMU killed ([`output`]).
 
 use std::path::Path;
 
+pub mod output;
 pub mod qemu;
 pub mod stacks;
 
@@ -325,13 +328,18 @@ pub fn judge(console: &str, exit_success: bool, runner_said: &str, run: &Run) ->
 
 /// Boots `kernel` with the console on this terminal (standard output) and
 /// judges it, its call stacks too ([`stacks::check`]): what the
-/// `pmu-qemu-run` binary does. Returns the cases and the console.
+/// `pmu-qemu-run` binary does. Returns the cases and the console; `Err`
+/// when standard output was closed during the boot (QEMU was killed,
+/// nothing judged: [`output`]).
 pub fn boot_and_judge(
     kernel: &Path,
     accel: qemu::Accel,
     qemu_args: &[String],
-) -> (Vec<CaseResult>, String) {
+) -> Result<(Vec<CaseResult>, String), output::Closed> {
     let boot = qemu::boot(kernel, accel, qemu_args, true);
+    if boot.stdout_closed {
+        return Err(output::Closed);
+    }
     let name = kernel.file_name().map_or_else(
         || kernel.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
@@ -343,7 +351,7 @@ pub fn boot_and_judge(
         &Run::plain(&name, qemu_args.to_vec()),
     );
     results.extend(stacks::check(&boot.console, kernel));
-    (results, boot.console)
+    Ok((results, boot.console))
 }
 
 #[cfg(test)]

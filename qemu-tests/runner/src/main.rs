@@ -15,7 +15,24 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use pmu_qemu_run::qemu;
+use pmu_qemu_run::{output, qemu};
+
+/// A line on standard output; when that is a closed pipe (`| head`), the
+/// run ends there, quietly, with [`output::CLOSED_STATUS`].
+macro_rules! say {
+    ($($arg:tt)*) => {
+        if output::stdout(format_args!($($arg)*)).is_err() {
+            return ExitCode::from(output::CLOSED_STATUS);
+        }
+    };
+}
+
+/// A line on standard error, lost when nobody reads it.
+macro_rules! complain {
+    ($($arg:tt)*) => {
+        output::stderr(format_args!($($arg)*))
+    };
+}
 
 const USAGE: &str = "\
 usage: pmu-qemu-run KERNEL.elf [QEMU ARGS...]
@@ -41,7 +58,8 @@ Environment:
   QEMU              the QEMU binary (qemu-system-x86_64)
 
 Exit status: 0 passed, 1 failed, 2 usage, PMU_QEMU_ACCEL or
-PMU_QEMU_FIRMWARE error, 127 QEMU missing. --install-only installs QEMU
+PMU_QEMU_FIRMWARE error, 127 QEMU missing, 141 standard output closed
+(`| head`: the run stops quietly, QEMU killed). --install-only installs QEMU
 (Debian's qemu-system-x86, as root with apt) when it is missing, and boots
 nothing.
 
@@ -52,21 +70,21 @@ As a cargo runner, in a kernel crate's .cargo/config.toml:
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((kernel, qemu_args)) = args.split_first() else {
-        eprintln!("{USAGE}");
+        complain!("{USAGE}");
         return ExitCode::from(2);
     };
     match kernel.as_str() {
         "--help" | "-h" => {
-            println!("{USAGE}");
+            say!("{USAGE}");
             return ExitCode::SUCCESS;
         }
         "--version" | "-V" => {
-            println!("pmu-qemu-run {}", env!("CARGO_PKG_VERSION"));
+            say!("pmu-qemu-run {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
         "--install-only" => {}
         other if other.starts_with('-') => {
-            eprintln!(
+            complain!(
                 "pmu-qemu-run: unknown option {other}: the first argument is the kernel\n\n{USAGE}"
             );
             return ExitCode::from(2);
@@ -74,7 +92,7 @@ fn main() -> ExitCode {
         _ => {}
     }
     if let Err(e) = qemu::ensure_qemu() {
-        eprintln!("pmu-qemu-run: {e}");
+        complain!("pmu-qemu-run: {e}");
         return ExitCode::from(127);
     }
     if kernel == "--install-only" {
@@ -83,27 +101,31 @@ fn main() -> ExitCode {
     let accel = match qemu::Accel::from_env() {
         Ok(accel) => accel,
         Err(e) => {
-            eprintln!("pmu-qemu-run: {e}");
+            complain!("pmu-qemu-run: {e}");
             return ExitCode::from(2);
         }
     };
-    println!("pmu-qemu-run: {accel}");
+    say!("pmu-qemu-run: {accel}");
     match qemu::firmware() {
-        Ok(f) => println!("pmu-qemu-run: {f}"),
+        Ok(f) => say!("pmu-qemu-run: {f}"),
         Err(e) => {
-            eprintln!("pmu-qemu-run: {e}");
+            complain!("pmu-qemu-run: {e}");
             return ExitCode::from(2);
         }
     }
     let path = Path::new(kernel);
-    let (results, console) = pmu_qemu_run::boot_and_judge(path, accel, qemu_args);
+    let Ok((results, console)) = pmu_qemu_run::boot_and_judge(path, accel, qemu_args) else {
+        return ExitCode::from(output::CLOSED_STATUS);
+    };
     let name = path
         .file_name()
         .map_or(kernel.clone(), |n| n.to_string_lossy().into_owned());
-    draw_flamegraph(&console, path);
+    if draw_flamegraph(&console, path).is_err() {
+        return ExitCode::from(output::CLOSED_STATUS);
+    }
     let failed: Vec<_> = results.iter().filter(|r| r.failed()).collect();
     for r in &failed {
-        eprintln!("pmu-qemu-run: {name}::{} FAILED{}", r.name, r.note);
+        complain!("pmu-qemu-run: {name}::{} FAILED{}", r.name, r.note);
     }
     if failed.is_empty() {
         ExitCode::SUCCESS
@@ -113,22 +135,28 @@ fn main() -> ExitCode {
 }
 
 /// The flame graph of the stacks the kernel reported, if any, beside the
-/// kernel (its path with `.svg` appended), and a line saying where.
+/// kernel (its path with `.svg` appended), and a line saying where (`Err`:
+/// standard output is closed).
 #[cfg(feature = "flamegraph")]
-fn draw_flamegraph(console: &str, kernel: &Path) {
+fn draw_flamegraph(console: &str, kernel: &Path) -> Result<(), output::Closed> {
     let mut svg = kernel.as_os_str().to_owned();
     svg.push(".svg");
     let svg = Path::new(&svg);
     match pmu_qemu_run::stacks::flamegraph(console, kernel, svg) {
-        Some(Ok(samples)) => println!(
+        Some(Ok(samples)) => output::stdout(format_args!(
             "pmu-qemu-run: flame graph of {samples} samples: {}",
             svg.display()
-        ),
-        Some(Err(e)) => eprintln!("pmu-qemu-run: no flame graph: {e}"),
-        None => {}
+        )),
+        Some(Err(e)) => {
+            complain!("pmu-qemu-run: no flame graph: {e}");
+            Ok(())
+        }
+        None => Ok(()),
     }
 }
 
 /// Built without the `flamegraph` feature: the stacks are only checked.
 #[cfg(not(feature = "flamegraph"))]
-fn draw_flamegraph(_: &str, _: &Path) {}
+fn draw_flamegraph(_: &str, _: &Path) -> Result<(), output::Closed> {
+    Ok(())
+}

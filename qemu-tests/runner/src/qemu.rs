@@ -50,7 +50,7 @@
 //! APIC itself. The runners print the firmware on their second line.
 
 use std::fmt;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -219,7 +219,9 @@ pub fn ensure_qemu() -> Result<(), String> {
             "{qemu} not found: install the package qemu-system-x86 (Debian/Ubuntu)"
         ));
     }
-    eprintln!("pmu-qemu-run: {qemu} not found; installing Debian's qemu-system-x86");
+    crate::output::stderr(format_args!(
+        "pmu-qemu-run: {qemu} not found; installing Debian's qemu-system-x86"
+    ));
     let update = Command::new("apt-get").args(["update", "-qq"]).status();
     let install = Command::new("apt-get")
         .args([
@@ -360,12 +362,16 @@ pub struct Boot {
     pub success: bool,
     /// Why not, when it did not: a line for people.
     pub said: String,
+    /// With `echo`: standard output was a closed pipe (its reader gone,
+    /// `| head`), so the boot stopped there and QEMU was killed.
+    pub stdout_closed: bool,
 }
 
 /// Boots `kernel` under `accel` with `args` (the kernel's) added to the
 /// fixed QEMU command line ([`Accel::qemu_args`]), after the [`firmware`]
 /// ([`Firmware::qemu_args`]). With `echo`, console lines are copied to
-/// this process's stdout as they come.
+/// this process's stdout as they come; when that is a closed pipe, QEMU is
+/// killed and the boot ends there ([`Boot::stdout_closed`]).
 pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
     let qemu = qemu_binary();
     let firmware = match firmware() {
@@ -375,6 +381,7 @@ pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
                 console: String::new(),
                 success: false,
                 said: e.clone(),
+                stdout_closed: false,
             };
         }
     };
@@ -403,6 +410,7 @@ pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
                 console: String::new(),
                 success: false,
                 said: format!("cannot run {qemu}: {e}"),
+                stdout_closed: false,
             };
         }
     };
@@ -420,10 +428,10 @@ pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
     let mut stderr = child.stderr.take();
     let deadline = Instant::now() + timeout(accel);
     let mut console = String::new();
+    let closed = std::cell::Cell::new(false);
     let mut collect = |line: String| {
-        if echo && !crate::stacks::is_stack_line(&line) {
-            println!("{line}");
-            let _ = std::io::stdout().flush();
+        if echo && !closed.get() && !crate::stacks::is_stack_line(&line) {
+            closed.set(crate::output::stdout(format_args!("{line}")).is_err());
         }
         console += &line;
         console.push('\n');
@@ -431,6 +439,12 @@ pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
     let status = loop {
         while let Ok(line) = rx.try_recv() {
             collect(line);
+        }
+        if closed.get() {
+            // Nobody reads the console any more: stop the kernel.
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
         }
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -452,6 +466,10 @@ pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
         let _ = e.read_to_string(&mut qemu_said);
     }
     let (success, said) = match status.and_then(|s| s.code()) {
+        _ if closed.get() => (
+            false,
+            "standard output closed: QEMU stopped, no verdict".into(),
+        ),
         Some(33) => (true, String::new()),
         Some(35) => (false, "kernel reported failure".into()),
         Some(0) => (
@@ -475,5 +493,6 @@ pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
         console,
         success,
         said,
+        stdout_closed: closed.get(),
     }
 }

@@ -268,3 +268,42 @@ fn qboot_is_asked_for_unless_the_kernel_names_its_firmware() {
     assert!(Firmware::Qboot.qemu_args(&args("-bios my.rom")).is_empty());
     assert!(Firmware::Default(None).qemu_args(&[]).is_empty());
 }
+
+/// A writer that fails every write with `kind`.
+struct Failing(std::io::ErrorKind);
+
+impl std::io::Write for Failing {
+    fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+        Err(self.0.into())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A line goes out whole, with its newline; a closed pipe is `Closed`, any
+/// other failure loses the line only.
+#[test]
+fn output_lines_report_a_closed_pipe_and_nothing_else() {
+    let mut written = Vec::new();
+    assert_eq!(
+        output::line(&mut written, format_args!("pmu-qemu-run: {}", 1)),
+        Ok(())
+    );
+    assert_eq!(written, b"pmu-qemu-run: 1\n");
+    assert_eq!(
+        output::line(
+            &mut Failing(std::io::ErrorKind::BrokenPipe),
+            format_args!("x")
+        ),
+        Err(output::Closed)
+    );
+    assert_eq!(
+        output::line(
+            &mut Failing(std::io::ErrorKind::StorageFull),
+            format_args!("x")
+        ),
+        Ok(())
+    );
+}

@@ -11,7 +11,7 @@
 #![no_main]
 
 use hobby::idt::{self, InterruptFrame};
-use hobby::pmi::{self, Delivery};
+use hobby::pmi;
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
@@ -103,20 +103,15 @@ fn on_pmi(frame: &InterruptFrame) {
     r.expect("the model refused an access");
 }
 
-/// Deliver the model's pending overflow interrupt through the APIC, if any.
-fn deliver_pending() -> Result<bool, hobby::test::Failure> {
+/// Deliver the model's pending overflow interrupt through the APIC, if
+/// any, after `handled` others (for the error's message).
+fn deliver_pending(handled: u32) -> Result<bool, hobby::test::Failure> {
     if MODEL.take_interrupt().is_none() {
         return Ok(false);
     }
     pmi::local_apic().set_perf_counter_entry(ENTRY);
-    match pmi::deliver(&mut pmi::local_apic()) {
-        // The handler unmasks the entry; waited for boundedly (a real CPU
-        // takes the interrupt some instructions after the write that sent
-        // it).
-        Delivery::Vector(_) if pmi::wait_for_handler(false) => Ok(true),
-        Delivery::Vector(_) => Err("the PMU interrupt did not reach the handler".into()),
-        _ => Err("the PMU interrupt was not delivered".into()),
-    }
+    pmi::deliver_and_wait(u64::from(handled))?;
+    Ok(true)
 }
 
 fn reset_received() {
@@ -183,7 +178,7 @@ fn dear() -> Outcome {
     let mut interrupts = 0;
     for (data, ip, slot, latency) in misses {
         MODEL.with(|m| m.data_miss(DataMiss::cache(data, ip, slot, latency)));
-        interrupts += u32::from(deliver_pending()?);
+        interrupts += u32::from(deliver_pending(interrupts)?);
     }
     let mut report: DearReport<'_, 4, 8> = DearReport::new(MODULES).with_sample_after(2);
     let got = RECEIVED.lock();
@@ -251,7 +246,7 @@ fn icache() -> Outcome {
     let mut interrupts = 0;
     for (address, latency) in misses {
         MODEL.with(|m| m.fetch_miss(FetchMiss::cache(address, latency)));
-        interrupts += u32::from(deliver_pending()?);
+        interrupts += u32::from(deliver_pending(interrupts)?);
     }
     let got = RECEIVED.lock();
     println!("ear: {interrupts} PMU interrupts; I-EAR cache misses from the model's captures:");
@@ -320,7 +315,7 @@ fn btb() -> Outcome {
     let mut interrupts = 0;
     for i in 0..12 {
         MODEL.with(|m| m.branch(branch(i)));
-        interrupts += u32::from(deliver_pending()?);
+        interrupts += u32::from(deliver_pending(interrupts)?);
     }
     let got = RECEIVED.lock();
     println!("ear: {interrupts} PMU interrupts; branch trace records from the model's buffer:");

@@ -12,7 +12,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use hobby::idt::{self, InterruptFrame};
-use hobby::pmi::{self, Delivery};
+use hobby::pmi;
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println};
 use pmu::access::Recording;
@@ -79,16 +79,10 @@ fn feed(mut event: Event) -> Result<u64, hobby::test::Failure> {
         event.count -= got.counted_cycles * u64::from(event.per_cycle.max(1));
         if MODEL.take_interrupt().is_some() {
             pmi::local_apic().set_perf_counter_entry(ENTRY);
-            match pmi::deliver(&mut pmi::local_apic()) {
-                // The handler unmasks the entry; waited for boundedly (a
-                // real CPU takes the interrupt some instructions after the
-                // write that sent it).
-                Delivery::Vector(_) if pmi::wait_for_handler(false) => {}
-                Delivery::Vector(_) => {
-                    return Err("the PMU interrupt did not reach the handler".into());
-                }
-                _ => return Err("the PMU interrupt was not delivered".into()),
-            }
+            // The handler unmasks the entry; waited for boundedly (a real
+            // CPU takes the interrupt some instructions after the write
+            // that sent it).
+            pmi::deliver_and_wait(interrupts)?;
             interrupts += 1;
         } else if got.counted_cycles == 0 {
             return Err("the model is frozen with no interrupt pending".into());

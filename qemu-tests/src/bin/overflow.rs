@@ -16,8 +16,8 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
-use hobby::pmi::{self, Delivery, Taken};
-use hobby::test::Outcome;
+use hobby::pmi::{self, Delivery, PmiError, Taken, Waited};
+use hobby::test::{Failure, Outcome};
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver, NetBurstHandle};
@@ -180,7 +180,8 @@ fn handled_once(before: u64, taken: Taken) -> bool {
 /// waiting until the handler has taken it: a vector PMI interrupts an
 /// instruction of the wait's loop ([`pmi::wait_window`]). Returns how many
 /// PMIs were delivered.
-fn run(kind: EventKind, mut n: u64) -> Result<u64, &'static str> {
+/// PMIs delivered; an error says what was observed ([`PmiError`]).
+fn run(kind: EventKind, mut n: u64) -> Result<u64, Failure> {
     let mut pmis = 0;
     while n > 0 {
         let got = MODEL.inject_until_pmi(kind.on(ModelLp::T0, Privilege::Os, n));
@@ -191,10 +192,28 @@ fn run(kind: EventKind, mut n: u64) -> Result<u64, &'static str> {
             let taken = match pmi::deliver(&mut apic()) {
                 Delivery::Vector(_) => Taken::Vector,
                 Delivery::Nmi => Taken::Nmi,
-                _ => return Err("LVT entry masked: the handler did not unmask it"),
+                Delivery::Masked => {
+                    let entry = apic().perf_counter_entry();
+                    return Err(PmiError::Masked {
+                        entry,
+                        handled: pmis,
+                    }
+                    .into());
+                }
+                Delivery::Invalid => {
+                    let entry = apic().perf_counter_entry();
+                    return Err(PmiError::Invalid { entry }.into());
+                }
             };
-            if !handled_once(before, taken) {
-                return Err("the PMI did not reach the handler");
+            pmi::wait_for_interrupt(&HANDLED, before, taken);
+            let runs = HANDLED.load(Ordering::SeqCst) - before;
+            if runs != 1 {
+                return Err(PmiError::Runs {
+                    pmi: pmis + 1,
+                    runs,
+                    waited: Waited::Cycles(pmi::WAIT_CYCLES),
+                }
+                .into());
             }
             pmis += 1;
         }
@@ -211,7 +230,7 @@ fn sampling_pmis_are_real_interrupts_with_the_interrupted_rip() -> Outcome {
         fail!("enable")
     };
     let window = pmi::wait_window(); // every delivery interrupts an instruction here
-    let pmis = run(RUNNING, 1000).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
+    let pmis = run(RUNNING, 1000)?;
     check_eq!(pmis, 9, "first PMI on event 101, then every 100");
     let mut n = 0;
     let mut wrong_rip = 0;
@@ -254,7 +273,7 @@ fn sample_after_1_completes_a_period_per_event() -> Outcome {
     let Ok(c0) = start(&mut d, c.c0, &running(1)) else {
         fail!("configure/enable")
     };
-    let pmis = run(RUNNING, 101).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
+    let pmis = run(RUNNING, 101)?;
     // Overflow on every event; the PMI comes with the next one, which is a
     // period of its own: one PMI per two events, two periods each.
     check_eq!(pmis, 50);
@@ -271,7 +290,7 @@ fn sample_after_2() -> Outcome {
     let Ok(c0) = start(&mut d, c.c0, &running(2)) else {
         fail!("configure/enable")
     };
-    let pmis = run(RUNNING, 101).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
+    let pmis = run(RUNNING, 101)?;
     check_eq!(pmis, 50, "PMIs at events 3, 5, ..., 101");
     conservation(2, 101, c0.read(&mut d).unwrap_or(0))?;
     let _ = c0.release(&mut d);
@@ -324,7 +343,7 @@ fn pmi_racing_a_halt_is_counted_once() -> Outcome {
     let Ok(c0) = c0.resume(&mut d) else {
         fail!("resume")
     };
-    let pmis = run(RUNNING, 10).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
+    let pmis = run(RUNNING, 10)?;
     check_eq!(pmis, 1, "the next period is exactly 10 events");
     check_eq!(pmi().periods(0), 2);
     conservation(10, 21, c0.read(&mut d).unwrap_or(0))?;
@@ -364,7 +383,7 @@ fn pmi_as_nmi() -> Outcome {
     let Ok(c0) = start(&mut d, c.c0, &running(50)) else {
         fail!("configure/enable")
     };
-    let pmis = run(RUNNING, 500).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
+    let pmis = run(RUNNING, 500)?;
     check_eq!(pmis, 9);
     check_eq!(SAMPLES.len(), 9);
     check_eq!(
@@ -398,7 +417,7 @@ fn conservation_over_long_randomised_runs() -> Outcome {
         let (mut events, mut sampled, mut dropped) = (0u64, 0u64, SAMPLES.dropped());
         for _ in 0..rounds {
             let k = 1 + rnd(4 * n);
-            run(RUNNING, k).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
+            run(RUNNING, k)?;
             events += k;
             SAMPLES.drain(|s| sampled += u64::from(s.periods));
             if rnd(4) == 0 {
@@ -448,7 +467,7 @@ fn force_ovf() -> Outcome {
     let spec: EventSpec = pmu::netburst_event!("global_power_events:RUNNING:k");
     let config = CounterConfig::counting(spec, Escr::FsbEscr0).every_increment();
     let c0 = c.c0.configure(&mut d, &config)?.enable(&mut d)?;
-    let pmis = run(RUNNING, 301).map_err(|e| hobby::test::Failure::new(format_args!("{e}")))?;
+    let pmis = run(RUNNING, 301)?;
     let mut samples = 0u64;
     let mut increments = 0u64;
     SAMPLES.drain(|s| {

@@ -2,15 +2,17 @@
 //! crate's `InterruptDescriptorTable` (not hobby's), the PMI vector's gate
 //! on the crate's entry stub (`pmu::pmi_entry!`), the handler calling
 //! `handle_pmi`, and the NetBurst model's PMIs delivered through the local
-//! APIC with `pmu::apic::deliver_model_pmi`. Hobby only boots the kernel and
-//! prints the case lines; from `main` on, the IDT is this kernel's.
+//! APIC with `pmu::apic::deliver_model_pmi`. Hobby only boots the kernel,
+//! prints the case lines and words a failed PMI (`hobby::pmi_error`); from
+//! `main` on, the IDT is this kernel's.
 #![no_std]
 #![no_main]
 
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use hobby::test::Outcome;
+use hobby::pmi_error::{PmiError, Waited};
+use hobby::test::{Failure, Outcome};
 use hobby::{case, check, check_eq};
 use pmu::apic::{LocalApic, LvtPerfCounter, ModelPmi, PmiDelivery, Vector, deliver_model_pmi};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
@@ -81,10 +83,14 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
     hobby::test::run("own_idt", &[case!(samples_through_the_x86_64_idt)])
 }
 
+/// How many times [`inject`] reads the LVT entry, interrupts enabled, for
+/// the handler to unmask it.
+const POLLS: u64 = 1_000_000;
+
 /// Feeds `event` to the model; each PMI it raises goes out through the
 /// local APIC at once, and the handler runs before the next event counts.
 /// Returns the PMIs delivered.
-fn inject(mut event: Event) -> Result<u64, &'static str> {
+fn inject(mut event: Event) -> Result<u64, Failure> {
     let mut pmis = 0;
     while event.count > 0 {
         let got = MODEL.inject_until_pmi(event);
@@ -96,20 +102,39 @@ fn inject(mut event: Event) -> Result<u64, &'static str> {
         {
             continue;
         }
-        match deliver_model_pmi(&mut apic()) {
-            Ok(ModelPmi::Vector(_)) => {}
-            _ => return Err("the LVT entry was masked or invalid"),
-        }
+        let entry = apic().perf_counter_entry();
+        let Ok(delivered) = deliver_model_pmi(&mut apic());
+        let vector = match delivered {
+            ModelPmi::Vector(v) => v.get(),
+            ModelPmi::Masked => {
+                return Err(PmiError::Masked {
+                    entry,
+                    handled: pmis,
+                }
+                .into());
+            }
+            ModelPmi::Invalid => return Err(PmiError::Invalid { entry }.into()),
+            // `main` programs a fixed vector, and this IDT has no NMI gate.
+            ModelPmi::Nmi => hobby::fail!(
+                "the LVT entry ({:#x}) delivered an NMI, though main programmed vector {PMI_VECTOR:#x}",
+                entry.bits()
+            ),
+        };
         // The handler shows it ran by unmasking the entry: let it in.
         interrupts::enable();
-        let mut spins = 0;
-        while apic().perf_counter_entry().is_masked() && spins < 1_000_000 {
+        let mut polls = 0;
+        while apic().perf_counter_entry().is_masked() && polls < POLLS {
             core::hint::spin_loop();
-            spins += 1;
+            polls += 1;
         }
         interrupts::disable();
         if apic().perf_counter_entry().is_masked() {
-            return Err("the PMI handler did not run");
+            return Err(PmiError::NotHandled {
+                vector: Some(vector),
+                pmi: pmis + 1,
+                waited: Waited::Polls(POLLS),
+            }
+            .into());
         }
         pmis += 1;
     }

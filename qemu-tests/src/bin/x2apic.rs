@@ -17,7 +17,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use hobby::boot::BootInfo;
 use hobby::idt::{self, InterruptFrame};
-use hobby::pmi::{self, Delivery, Taken};
+use hobby::pmi::{self, Delivery, PmiError, Taken, Waited};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println, skip};
 use pmu::access::X86Msr;
@@ -268,11 +268,17 @@ fn sample(events: u64, n: u64) -> Result<(u64, u64, u64), hobby::test::Failure> 
                 want,
                 "the PMI raised through the x2APIC"
             );
-            check!(
-                pmi::wait_for_handler(nmi),
-                "PMI {}: the handler did not unmask the entry through the x2APIC",
-                pmis + 1
-            );
+            if !pmi::wait_for_handler(nmi) {
+                let vector = (!nmi).then_some(PMI_VECTOR);
+                hobby::fail!(
+                    "through the x2APIC: {}",
+                    PmiError::NotHandled {
+                        vector,
+                        pmi: pmis + 1,
+                        waited: Waited::Cycles(pmi::WAIT_CYCLES),
+                    }
+                );
+            }
             pmis += 1;
         } else if got.injected == 0 {
             hobby::fail!("the model took no event and raised no PMI");

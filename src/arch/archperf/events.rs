@@ -5,26 +5,43 @@ use core::str::FromStr;
 
 use super::msrs::PerfEvtSel;
 
-/// A pre-defined architectural event: its bit in CPUID.0AH:EBX (set: not
-/// available) is its discriminant.
+/// A pre-defined architectural event (SDM Vol. 3B, "Pre-defined
+/// Architectural Performance Events", Table "UMask and Event Select
+/// Encodings for Pre-Defined Architectural Performance Events"): its bit in
+/// CPUID.0AH:EBX (set: not available) is its discriminant.
+///
+/// Where the SDM and `perf` name an event differently, [`ArchEvent::name`]
+/// is `perf`'s (the names Linux's `arch/x86/events/intel/core.c` maps,
+/// `intel_perfmon_event_map` and `intel_arch_events_map`): see each
+/// variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ArchEvent {
-    /// UnHalted Core Cycles, 3CH/00H.
+    /// UnHalted Core Cycles, 3CH/00H: `perf`'s `cycles` (`cpu-cycles`).
     CoreCycles = 0,
-    /// Instruction Retired, C0H/00H.
+    /// Instruction Retired, C0H/00H: `instructions`.
     InstructionsRetired = 1,
-    /// UnHalted Reference Cycles, 3CH/01H.
+    /// UnHalted Reference Cycles, 3CH/01H: `perf`'s `bus-cycles`
+    /// (`PERF_COUNT_HW_BUS_CYCLES`, `0x013c` in `intel_perfmon_event_map`;
+    /// `intel_arch_events_map` pairs EBX bit 2 with it). `perf`'s
+    /// `ref-cycles` is another event: the pseudo-encoding `0x0300` that
+    /// only fixed counter 2 counts ([`EventSpec`]). The SDM's name says
+    /// "reference", `perf`'s the clock it counts on the older parts (the
+    /// bus clock; the crystal clock on later ones).
     ReferenceCycles = 2,
-    /// LLC Reference, 2EH/4FH.
+    /// LLC Reference, 2EH/4FH: `cache-references`.
     LlcReferences = 3,
-    /// LLC Misses, 2EH/41H.
+    /// LLC Misses, 2EH/41H: `cache-misses`.
     LlcMisses = 4,
-    /// Branch Instruction Retired, C4H/00H.
+    /// Branch Instruction Retired, C4H/00H: `branches`
+    /// (`branch-instructions`).
     BranchInstructionsRetired = 5,
-    /// Branch Misses Retired, C5H/00H.
+    /// Branch Misses Retired, C5H/00H: `branch-misses`.
     BranchMissesRetired = 6,
-    /// Topdown Slots, A4H/01H.
+    /// Topdown Slots, A4H/01H: this crate's `topdown-slots`. `perf` has no
+    /// generic name for it (Intel's event lists, which `perf` reads per
+    /// model, call it `TOPDOWN.SLOTS_P`); `perf`'s `slots` is the
+    /// pseudo-encoding `0x0400` that only fixed counter 3 counts.
     TopdownSlots = 7,
 }
 
@@ -41,16 +58,16 @@ impl ArchEvent {
         ArchEvent::TopdownSlots,
     ];
 
-    /// (event select, unit mask, `perf` name) by EBX bit.
+    /// (event select, unit mask, name) by EBX bit.
     const TABLE: [(u8, u8, &'static str); 8] = [
         (0x3C, 0x00, "cycles"),
         (0xC0, 0x00, "instructions"),
-        (0x3C, 0x01, "ref-cycles"),
+        (0x3C, 0x01, "bus-cycles"),
         (0x2E, 0x4F, "cache-references"),
         (0x2E, 0x41, "cache-misses"),
         (0xC4, 0x00, "branches"),
         (0xC5, 0x00, "branch-misses"),
-        (0xA4, 0x01, "slots"),
+        (0xA4, 0x01, "topdown-slots"),
     ];
 
     /// Its bit in CPUID.0AH:EBX.
@@ -68,7 +85,9 @@ impl ArchEvent {
         Self::TABLE[self as usize].1
     }
 
-    /// The name `perf` gives it (and this crate's parser takes).
+    /// The name the parser takes for it: `perf`'s (`bus-cycles` for
+    /// UnHalted Reference Cycles), or this crate's `topdown-slots` for the
+    /// one `perf` has no generic name for (see the variants).
     pub const fn name(self) -> &'static str {
         Self::TABLE[self as usize].2
     }
@@ -81,57 +100,190 @@ impl ArchEvent {
     }
 }
 
-/// What each fixed counter counts: (event select, unit mask, name) of
-/// fixed counter `i`. Fixed counter 2's encoding is Linux's pseudo-encoding
-/// for `CPU_CLK_UNHALTED.REF_TSC`; fixed counter 3 also accepts its
-/// pseudo-encoding 00H/04H.
+/// What each fixed counter counts, as Linux places events on them
+/// (`arch/x86/events/intel/core.c`, `FIXED_EVENT_CONSTRAINT`): (event
+/// select, unit mask, name) of fixed counter `i`. Counters 2 and 3 take
+/// the pseudo-encodings of their events (event select 00H, unit mask the
+/// counter's number plus one: `arch/x86/include/asm/perf_event.h`), which
+/// Linux never extends to a general counter; 0 and 1 take the events'
+/// real encodings, which general counters count too.
 ///
-/// Source disagreement: the SDM's table of fixed counters pairs fixed
-/// counter 2 with the architectural event "UnHalted Reference Cycles"
-/// (3CH/01H), while its event description says fixed counter 2 counts at
-/// the TSC's rate and 3CH/01H at the reference (bus or crystal) clock's;
-/// Linux counts `ref-cycles` on fixed counter 2 only, under the
-/// pseudo-encoding. The driver accepts both encodings on fixed counter 2
-/// (what it counts is the hardware's), and `ref-tsc` names it.
+/// Source disagreement: the SDM's table of fixed counters ("Association of
+/// Fixed-Function Performance Counters with Architectural Performance
+/// Events") pairs fixed counter 2 with "UnHalted Reference Cycles"
+/// (3CH/01H) and fixed counter 3 with "Topdown Slots" (A4H/01H), while its
+/// event descriptions say fixed counter 2 counts at the TSC's rate and
+/// 3CH/01H at the bus or crystal clock's. This crate follows Linux: fixed
+/// counter 2 takes `ref-cycles` (00H/03H) only, fixed counter 3 `slots`
+/// (00H/04H) only; 3CH/01H (`bus-cycles`) and A4H/01H (`topdown-slots`)
+/// count on general counters.
 const FIXED: [(u8, u8, &str); 4] = [
     (0xC0, 0x00, "instructions"),
     (0x3C, 0x00, "cycles"),
-    (0x00, 0x03, "ref-tsc"),
-    (0xA4, 0x01, "slots"),
+    (0x00, 0x03, "ref-cycles"),
+    (0x00, 0x04, "slots"),
 ];
 
-/// Events of the architectural PMU: the pre-defined architectural events
-/// (SDM Vol. 3B, Table "UMask and Event Select Encodings for Pre-Defined
-/// Architectural Performance Events"), which CPUID leaf 0AH says are
-/// available, and any event by its raw encoding, in the syntax `perf` users
-/// know: `event=0x3c,umask=0x00,cmask=2,inv,edge`, or a name (`cycles`,
-/// `instructions`, ...), each optionally followed by `:u` (CPL > 0 only) or
-/// `:k` (CPL 0 only). Model-specific event tables are out of scope.
+/// The event names the parser takes: (name, event select, unit mask).
 ///
-/// The fixed counters count one event each (SDM Vol. 3B "Fixed-Function
-/// Performance Counters"): fixed counter 0 `INST_RETIRED.ANY`, 1
-/// `CPU_CLK_UNHALTED.THREAD` (`CPU_CLK_UNHALTED.CORE`), 2
-/// `CPU_CLK_UNHALTED.REF_TSC`, 3 `TOPDOWN.SLOTS`. Counter 2 counts at the
-/// TSC's rate, which is not the rate of the general-counter event
-/// "UnHalted Reference Cycles" (3CH/01H, the bus or crystal clock): they
-/// are two events, and `ref-tsc` (Linux's pseudo-encoding `event=0x00,
-/// umask=0x03`) names the fixed one.
+/// * `perf`'s generic hardware events (`PERF_TYPE_HARDWARE`; names and
+///   aliases from `tools/perf/util/parse-events.l`) with the encodings
+///   Linux maps them to on Intel's architectural PMU
+///   (`arch/x86/events/intel/core.c`, `intel_perfmon_event_map`, a value
+///   being `umask << 8 | event`): `cpu-cycles`/`cycles` `0x003c`,
+///   `instructions` `0x00c0`, `cache-references` `0x4f2e`, `cache-misses`
+///   `0x412e`, `branch-instructions`/`branches` `0x00c4`, `branch-misses`
+///   `0x00c5`, `bus-cycles` `0x013c`, `ref-cycles` `0x0300` (the
+///   pseudo-encoding of fixed counter 2).
+/// * The `cpu` PMU's event `slots` (`EVENT_ATTR_STR(slots, ...,
+///   "event=0x00,umask=0x4")` in the same file, on the parts with fixed
+///   counter 3).
+/// * This crate's own: `topdown-slots` (A4H/01H, the SDM's architectural
+///   event "Topdown Slots") and `ref-tsc` (an earlier name of this crate's
+///   for `ref-cycles`).
+const NAMES: [(&str, u8, u8); 13] = [
+    ("cycles", 0x3C, 0x00),
+    ("cpu-cycles", 0x3C, 0x00),
+    ("instructions", 0xC0, 0x00),
+    ("cache-references", 0x2E, 0x4F),
+    ("cache-misses", 0x2E, 0x41),
+    ("branches", 0xC4, 0x00),
+    ("branch-instructions", 0xC4, 0x00),
+    ("branch-misses", 0xC5, 0x00),
+    ("bus-cycles", 0x3C, 0x01),
+    ("ref-cycles", 0x00, 0x03),
+    ("slots", 0x00, 0x04),
+    ("topdown-slots", 0xA4, 0x01),
+    ("ref-tsc", 0x00, 0x03),
+];
+
+/// `perf`'s generic hardware events that Linux maps to no event on Intel's
+/// architectural PMU: `intel_perfmon_event_map` has no entry for them
+/// (some models' set-up code adds one of their own, a model-specific event
+/// this crate leaves to the caller's `event=` terms).
+const UNMAPPED: [&str; 4] = [
+    "stalled-cycles-frontend",
+    "idle-cycles-frontend",
+    "stalled-cycles-backend",
+    "idle-cycles-backend",
+];
+
+/// Where a term or raw config sets its field in `perf_event_attr.config`,
+/// as Linux's `cpu` PMU formats say (`arch/x86/events/intel/core.c`,
+/// `PMU_FORMAT_ATTR`: `event` `config:0-7`, `umask` `config:8-15`, `edge`
+/// `config:18`, `any` `config:21` (version 3 and later), `inv` `config:23`,
+/// `cmask` `config:24-31`): (term, first bit, width). The layout is
+/// `IA32_PERFEVTSELx`'s (SDM Vol. 3B Figure "Layout of IA32_PERFEVTSELx
+/// MSRs").
+const FORMAT: [(&str, u32, u32); 6] = [
+    ("event", 0, 8),
+    ("umask", 8, 8),
+    ("edge", 18, 1),
+    ("any", 21, 1),
+    ("inv", 23, 1),
+    ("cmask", 24, 8),
+];
+
+/// The bits of a raw config that a format term covers (the union of
+/// [`FORMAT`]).
+const FORMAT_BITS: u64 = 0xFFA4_FFFF;
+
+/// `perf`'s event modifiers that this driver has no counterpart for, with
+/// what each means (`tools/perf/Documentation/perf-list.txt`, "EVENT
+/// MODIFIERS").
+const OTHER_MODIFIERS: [(char, &str); 13] = [
+    ('h', "hypervisor counting"),
+    ('I', "non-idle counting"),
+    ('G', "guest counting"),
+    ('H', "host counting"),
+    ('p', "precise level (PEBS)"),
+    ('P', "maximum precise level (PEBS)"),
+    ('S', "sample read"),
+    ('D', "pinned"),
+    ('W', "weak group"),
+    ('e', "exclusive"),
+    ('b', "BPF aggregation"),
+    ('R', "retire latency"),
+    ('X', "no regrouping"),
+];
+
+/// An event to count on the architectural PMU, with its filters: the
+/// fields of `IA32_PERFEVTSELx` that say what counts (SDM Vol. 3B Figure
+/// "Layout of IA32_PERFEVTSELx MSRs"). It parses from the event strings
+/// `perf` users write, resolved as `perf` resolves them on Intel's
+/// architectural PMU (Linux's `arch/x86/events/intel/core.c` and
+/// `tools/perf/util/parse-events.l`); model-specific event tables are out
+/// of scope.
+///
+/// # Names
+///
+/// | name | event select/unit mask (`perf_event_attr.config`) | counts on |
+/// |---|---|---|
+/// | `cycles`, `cpu-cycles` | 3CH/00H (`0x003c`) | fixed counter 1, general counters |
+/// | `instructions` | C0H/00H (`0x00c0`) | fixed counter 0, general counters |
+/// | `cache-references` | 2EH/4FH (`0x4f2e`) | general counters |
+/// | `cache-misses` | 2EH/41H (`0x412e`) | general counters |
+/// | `branches`, `branch-instructions` | C4H/00H (`0x00c4`) | general counters |
+/// | `branch-misses` | C5H/00H (`0x00c5`) | general counters |
+/// | `bus-cycles` | 3CH/01H (`0x013c`) | general counters |
+/// | `ref-cycles` (`ref-tsc`) | 00H/03H (`0x0300`, a pseudo-encoding) | fixed counter 2 only |
+/// | `slots` | 00H/04H (`0x0400`, a pseudo-encoding) | fixed counter 3 only |
+/// | `topdown-slots` (not `perf`'s) | A4H/01H (`0x01a4`) | general counters |
+///
+/// `stalled-cycles-frontend` and `stalled-cycles-backend` (and their
+/// `idle-` aliases) are refused: Linux maps them to no event on the
+/// architectural PMU. Where `perf` and the SDM name an event differently
+/// (3CH/01H: the SDM's "UnHalted Reference Cycles", `perf`'s `bus-cycles`;
+/// fixed counter 2: the SDM pairs it with 3CH/01H, `perf` counts
+/// `ref-cycles` there under its own encoding) the names are `perf`'s;
+/// [`ArchEvent`] and [`EventSpec::fixed_counter`] say more.
+///
+/// # Syntax
+///
+/// | form | example |
+/// |---|---|
+/// | a name | `cycles` |
+/// | terms | `event=0x3c,umask=0x00,cmask=2,inv` |
+/// | a raw config (hexadecimal, `perf`'s `rNNN`) | `r13c`, `r0x13c` |
+/// | any of these in `perf`'s PMU syntax | `cpu/ref-cycles/`, `cpu/event=0x3c,any=1/`, `cpu/r13c/` |
+///
+/// Terms (each at most once; a term without `=` is 1, as in `perf`;
+/// numbers in decimal or `0x` hexadecimal): `event=` (required, or
+/// `config=`), `umask=`, `cmask=` (8 bits each), `inv`, `edge`, `any` (0 or
+/// 1: INV, E, AnyThread) and `config=`, the whole `perf_event_attr.config`
+/// in the layout of Linux's `cpu` PMU formats (`event` bits 7:0, `umask`
+/// 15:8, `edge` 18, `any` 21, `inv` 23, `cmask` 31:24), which a raw config
+/// is too. Bits outside those are refused rather than dropped as Linux
+/// drops them: USR and OS come from the modifiers; `pc` (pin control, bit
+/// 19), which `perf` accepts and Linux clears, is refused by name.
+///
+/// Modifiers follow a `:` (or, in the PMU syntax, the closing `/`): `u`
+/// (CPL > 0 only), `k` (CPL 0 only), `uk` or `ku` (both, as without
+/// modifiers). `perf`'s other modifiers (`h`, `p`, `G`, ...) and a repeated
+/// modifier are refused, each with a message.
+///
+/// Errors give the byte offset of the offending term, and the closest name
+/// or term where one is near ([`ParseError`]).
 ///
 /// ```
 /// use pmu::arch::archperf::{ArchEvent, EventSpec};
 ///
 /// let e: EventSpec = "event=0x3c,umask=0x00,cmask=2,inv:u".parse()?;
 /// assert_eq!((e.select, e.umask, e.cmask, e.inv, e.usr, e.os), (0x3C, 0, 2, true, true, false));
-/// let i: EventSpec = "instructions".parse()?;
+/// let i: EventSpec = "instructions:uk".parse()?;
 /// assert_eq!(i.architectural(), Some(ArchEvent::InstructionsRetired));
 /// assert_eq!(i.fixed_counter(), Some(0));
+/// let r: EventSpec = "cpu/ref-cycles/k".parse()?;
+/// assert_eq!((r.perf_config(), r.fixed_counter(), r.counts_on_general()), (0x0300, Some(2), false));
+/// let b: EventSpec = "bus-cycles".parse()?;
+/// assert_eq!((b.architectural(), b.fixed_counter()), (Some(ArchEvent::ReferenceCycles), None));
 /// let err = "event=0x3c,umaks=1".parse::<EventSpec>().unwrap_err();
-/// assert_eq!(err.to_string(), "unknown term `umaks` at byte 11: expected event=, umask=, cmask=, inv or edge");
+/// assert_eq!(
+///     err.to_string(),
+///     "unknown term `umaks` at byte 11: expected event=, umask=, cmask=, inv, edge, any or config=; did you mean `umask`?"
+/// );
 /// # Ok::<(), pmu::arch::archperf::ParseError>(())
 /// ```
-///
-/// An event to count, with its filters: the fields of `IA32_PERFEVTSELx`
-/// that say what counts (SDM Vol. 3B Figure "Layout of IA32_PERFEVTSELx").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct EventSpec {
@@ -145,6 +297,10 @@ pub struct EventSpec {
     pub inv: bool,
     /// E: count rising edges of the CMASK comparison.
     pub edge: bool,
+    /// AnyThread: count the events of every logical processor of the core
+    /// (version 3 and 4; deprecated where CPUID.0AH:EDX\[15\] says so; Linux
+    /// refuses it below version 3).
+    pub any: bool,
     /// Count at CPL > 0.
     pub usr: bool,
     /// Count at CPL 0.
@@ -160,6 +316,7 @@ impl EventSpec {
             cmask: 0,
             inv: false,
             edge: false,
+            any: false,
             usr: true,
             os: true,
         }
@@ -170,7 +327,8 @@ impl EventSpec {
         EventSpec::raw(e.select(), e.umask())
     }
 
-    /// What fixed counter `i` counts, at every privilege (`None` past 3).
+    /// What fixed counter `i` counts, at every privilege (`None` past 3):
+    /// the encodings of [`EventSpec::fixed_counter`].
     pub const fn fixed(i: u8) -> Option<EventSpec> {
         if (i as usize) < FIXED.len() {
             Some(EventSpec::raw(FIXED[i as usize].0, FIXED[i as usize].1))
@@ -198,27 +356,69 @@ impl EventSpec {
         ArchEvent::from_encoding(self.select, self.umask)
     }
 
-    /// The fixed counter that counts this event, if one does, without
-    /// filters (a fixed counter has no CMASK, INV or E).
+    /// The fixed counter that counts this event, if one does, as Linux
+    /// places it (`FIXED_EVENT_CONSTRAINT` in
+    /// `arch/x86/events/intel/core.c`): C0H/00H on fixed counter 0,
+    /// 3CH/00H on 1, the pseudo-encodings 00H/03H (`ref-cycles`) on 2 and
+    /// 00H/04H (`slots`) on 3. Only without CMASK, INV or E (a fixed
+    /// counter has none: Linux's constraint compares them too), and without
+    /// AnyThread (Linux would set the fixed field's AnyThread bit; this
+    /// driver's fixed-counter path does not program it, so it refuses the
+    /// filter rather than drop it). 3CH/01H (`bus-cycles`), which the SDM
+    /// pairs with fixed counter 2, is not that counter's event: see
+    /// [`EventSpec`].
     pub fn fixed_counter(&self) -> Option<u8> {
-        if self.cmask != 0 || self.inv || self.edge {
+        if self.cmask != 0 || self.inv || self.edge || self.any {
             return None;
         }
-        let also = match (self.select, self.umask) {
-            (0x3C, 0x01) => Some(2),
-            (0x00, 0x04) => Some(3),
-            _ => None,
-        };
         FIXED
             .iter()
             .position(|&(s, u, _)| (s, u) == (self.select, self.umask))
             .map(|i| i as u8)
-            .or(also)
     }
 
     /// Whether fixed counter `i` counts this event.
     pub fn counts_on_fixed(&self, i: u8) -> bool {
         self.fixed_counter() == Some(i)
+    }
+
+    /// Whether a general counter can count it: every encoding but those
+    /// with event select 00H, the fixed counters' pseudo-encodings (Linux's
+    /// `use_fixed_pseudo_encoding`, `arch/x86/include/asm/perf_event.h`,
+    /// which it never places on a general counter: `ref-cycles` counts on
+    /// fixed counter 2 only).
+    pub const fn counts_on_general(&self) -> bool {
+        self.select != 0
+    }
+
+    /// The `perf_event_attr.config` `perf` builds for it: the terms' fields
+    /// where Linux's `cpu` PMU formats put them (event bits 7:0, umask
+    /// 15:8, edge 18, any 21, inv 23, cmask 31:24), without the privilege
+    /// (`perf` passes that as the `exclude_user` and `exclude_kernel`
+    /// flags). For a name, the value Linux's `intel_perfmon_event_map`
+    /// holds: `0x013c` for `bus-cycles`, `0x0300` for `ref-cycles`.
+    pub const fn perf_config(&self) -> u64 {
+        self.select as u64
+            | (self.umask as u64) << 8
+            | (self.edge as u64) << 18
+            | (self.any as u64) << 21
+            | (self.inv as u64) << 23
+            | (self.cmask as u64) << 24
+    }
+
+    /// The event of a `perf_event_attr.config` ([`EventSpec::perf_config`]),
+    /// at every privilege; `Err` with the bits no format term covers.
+    const fn from_perf_config(config: u64) -> Result<EventSpec, u64> {
+        let stray = config & !FORMAT_BITS;
+        if stray != 0 {
+            return Err(stray);
+        }
+        let mut spec = EventSpec::raw(config as u8, (config >> 8) as u8);
+        spec.edge = config >> 18 & 1 != 0;
+        spec.any = config >> 21 & 1 != 0;
+        spec.inv = config >> 23 & 1 != 0;
+        spec.cmask = (config >> 24) as u8;
+        Ok(spec)
     }
 
     /// The `IA32_PERFEVTSELx` image: the event, its filters and privilege,
@@ -228,23 +428,17 @@ impl EventSpec {
             .with_cmask(self.cmask)
             .with_inv(self.inv)
             .with_edge(self.edge)
+            .with_any_thread(self.any)
             .with_usr(self.usr)
             .with_os(self.os)
     }
 }
 
-/// Names besides the architectural events' own `perf` names.
-const ALIASES: [(&str, EventSpec); 4] = [
-    ("cpu-cycles", EventSpec::arch(ArchEvent::CoreCycles)),
-    (
-        "branch-instructions",
-        EventSpec::arch(ArchEvent::BranchInstructionsRetired),
-    ),
-    ("topdown-slots", EventSpec::arch(ArchEvent::TopdownSlots)),
-    ("ref-tsc", EventSpec::raw(FIXED[2].0, FIXED[2].1)),
-];
+/// The longest offending term a [`ParseError`] keeps, in bytes.
+const TERM_MAX: usize = 24;
 
-/// Why an event string was refused: what, where, and the term.
+/// Why an event string was refused: what, where, the term, and the closest
+/// name or term where one is near.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ParseError {
@@ -252,13 +446,14 @@ pub struct ParseError {
     pub offset: usize,
     /// What was wrong.
     pub kind: ParseErrorKind,
-    term: [u8; 24],
+    term: [u8; TERM_MAX],
     term_len: u8,
+    suggestion: Option<&'static str>,
 }
 
 impl ParseError {
     fn new(kind: ParseErrorKind, offset: usize, term: &str) -> ParseError {
-        let mut bytes = [0; 24];
+        let mut bytes = [0; TERM_MAX];
         // Cut at a character boundary, so the copy stays UTF-8.
         let mut len = term.len().min(bytes.len());
         while !term.is_char_boundary(len) {
@@ -270,7 +465,13 @@ impl ParseError {
             kind,
             term: bytes,
             term_len: len as u8,
+            suggestion: None,
         }
+    }
+
+    fn suggesting(mut self, typed: &str, names: impl Iterator<Item = &'static str>) -> ParseError {
+        self.suggestion = closest(typed, names);
+        self
     }
 
     /// The offending term (its first 24 bytes).
@@ -278,86 +479,268 @@ impl ParseError {
         let bytes = self.term.get(..usize::from(self.term_len)).unwrap_or(&[]);
         core::str::from_utf8(bytes).unwrap_or("")
     }
+
+    /// The name or term closest to a misspelt one (edit distance, a
+    /// transposition counting as one edit), when one is near enough to be
+    /// meant: `umask` for `umaks`, `cycles` for `cyles`.
+    pub const fn suggestion(&self) -> Option<&'static str> {
+        self.suggestion
+    }
 }
 
 /// What was wrong with an event string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ParseErrorKind {
-    /// The string is empty.
+    /// No event where one belongs (an empty string, `cpu//`, `:u`).
     Empty,
-    /// A term that is neither a known key nor a flag.
+    /// An empty term between commas.
+    EmptyTerm,
+    /// A term that is none of `event`, `umask`, `cmask`, `inv`, `edge`,
+    /// `any`, `config`.
     UnknownTerm,
-    /// A name that is no architectural event.
+    /// A name that is no event the parser knows.
     UnknownEvent,
-    /// A number that does not parse or does not fit its field.
+    /// A `perf` name that Linux maps to no event on the architectural PMU
+    /// (`stalled-cycles-frontend`, `stalled-cycles-backend`).
+    Unmapped,
+    /// A value that is not a number.
     BadNumber,
-    /// A raw encoding without `event=`.
+    /// A value too big for its field.
+    TooBig {
+        /// The field's width in bits.
+        bits: u8,
+    },
+    /// Terms without `event=` (or `config=`).
     MissingEvent,
-    /// A privilege suffix other than `:u` or `:k`.
+    /// A term that sets a field an earlier term set.
+    RepeatedTerm,
+    /// The `pc` term (pin control), which Linux clears.
+    PinControl,
+    /// A raw config (or `config=`) with bits no format term covers.
+    RawBits {
+        /// Those bits.
+        bits: u64,
+    },
+    /// A PMU other than `cpu` (`name/.../`).
+    UnknownPmu,
+    /// `cpu/` without its closing `/`.
+    Unclosed,
+    /// A modifier that is not one of `perf`'s.
     BadModifier,
+    /// A modifier given twice.
+    RepeatedModifier,
+    /// One of `perf`'s modifiers that this driver has no counterpart for
+    /// (`h`, `p`, `G`, ...).
+    UnsupportedModifier,
 }
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (term, at) = (self.term(), self.offset);
         match self.kind {
-            ParseErrorKind::Empty => f.write_str("the event string is empty"),
+            ParseErrorKind::Empty => write!(
+                f,
+                "no event at byte {at}: expected a name (such as `cycles`), terms (`event=0x..`) or a raw config (`r..`)"
+            )?,
+            ParseErrorKind::EmptyTerm => {
+                write!(f, "empty term at byte {at}: remove the extra `,`")?
+            }
             ParseErrorKind::UnknownTerm => write!(
                 f,
-                "unknown term `{term}` at byte {at}: expected event=, umask=, cmask=, inv or edge"
-            ),
+                "unknown term `{term}` at byte {at}: expected event=, umask=, cmask=, inv, edge, any or config="
+            )?,
             ParseErrorKind::UnknownEvent => {
                 write!(f, "unknown event `{term}` at byte {at}: expected ")?;
-                for (k, e) in ArchEvent::ALL.iter().enumerate() {
-                    write!(f, "{}{}", if k == 0 { "" } else { ", " }, e.name())?;
+                for (name, _, _) in NAMES {
+                    write!(f, "{name}, ")?;
                 }
-                f.write_str(", ref-tsc, or event=0x..,umask=0x..")
+                f.write_str("event=0x..,umask=0x.. or r<hex>")?
             }
+            ParseErrorKind::Unmapped => write!(
+                f,
+                "`{term}` at byte {at} is a perf event that Linux maps to no event on the architectural PMU (intel_perfmon_event_map has none): give the model's encoding as event=0x..,umask=0x.."
+            )?,
             ParseErrorKind::BadNumber => write!(
                 f,
-                "`{term}` at byte {at} is not a number from 0 to 255 (decimal or 0x hexadecimal)"
-            ),
+                "`{term}` at byte {at} is not a number (decimal or 0x hexadecimal)"
+            )?,
+            ParseErrorKind::TooBig { bits } => write!(
+                f,
+                "`{term}` at byte {at} does not fit its {bits}-bit field (0 to {})",
+                (1u64 << bits) - 1
+            )?,
             ParseErrorKind::MissingEvent => {
-                write!(f, "the raw encoding at byte {at} has no event= term")
+                write!(f, "the terms at byte {at} have no event= (or config=) term")?
             }
+            ParseErrorKind::RepeatedTerm => write!(
+                f,
+                "term `{term}` at byte {at} sets a field an earlier term set: give each once (config= sets them all)"
+            )?,
+            ParseErrorKind::PinControl => write!(
+                f,
+                "term `{term}` at byte {at} is not supported: pin control (IA32_PERFEVTSELx bit 19) is a bit Linux clears (X86_RAW_EVENT_MASK has no PC), so perf never programs it"
+            )?,
+            ParseErrorKind::RawBits { bits } => write!(
+                f,
+                "raw config `{term}` at byte {at} sets bits {bits:#x} that no term covers (event 7:0, umask 15:8, edge 18, any 21, inv 23, cmask 31:24); the privilege comes from the :u and :k modifiers"
+            )?,
+            ParseErrorKind::UnknownPmu => write!(
+                f,
+                "unknown PMU `{term}` at byte {at}: expected cpu/.../ (the architectural PMU of the logical processor the driver runs on)"
+            )?,
+            ParseErrorKind::Unclosed => write!(
+                f,
+                "`cpu/` at byte {at} has no closing `/`: expected cpu/.../"
+            )?,
+            ParseErrorKind::BadModifier if term.is_empty() => write!(
+                f,
+                "empty modifier at byte {at}: expected u (CPL > 0), k (CPL 0) or both"
+            )?,
             ParseErrorKind::BadModifier => write!(
                 f,
-                "unknown modifier `{term}` at byte {at}: expected :u (user) or :k (kernel)"
-            ),
+                "unknown modifier `{term}` at byte {at}: expected u (CPL > 0), k (CPL 0) or both"
+            )?,
+            ParseErrorKind::RepeatedModifier => write!(
+                f,
+                "modifier `{term}` at byte {at} is given twice (perf refuses a repeated modifier too)"
+            )?,
+            ParseErrorKind::UnsupportedModifier => {
+                let what = OTHER_MODIFIERS
+                    .iter()
+                    .find(|(c, _)| term.starts_with(*c))
+                    .map_or("", |(_, what)| what);
+                write!(
+                    f,
+                    "modifier `{term}` at byte {at} is perf's {what}, which this driver has no counterpart for: expected u (CPL > 0), k (CPL 0) or both"
+                )?
+            }
+        }
+        match self.suggestion {
+            Some(name) => write!(f, "; did you mean `{name}`?"),
+            None => Ok(()),
         }
     }
 }
 
 impl core::error::Error for ParseError {}
 
-fn number(text: &str, at: usize) -> Result<u8, ParseError> {
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => u8::from_str_radix(hex, 16),
-        None => text.parse(),
-    };
-    parsed.map_err(|_| ParseError::new(ParseErrorKind::BadNumber, at, text))
+/// Optimal-string-alignment distance between `a` and `b` (insertions,
+/// deletions, substitutions and transpositions of neighbours, one edit
+/// each); `usize::MAX` for a string longer than 32 bytes.
+fn distance(a: &[u8], b: &[u8]) -> usize {
+    const MAX: usize = 32;
+    if a.len() > MAX || b.len() > MAX {
+        return usize::MAX;
+    }
+    // Three rows of the table: i - 2, i - 1 and i.
+    let mut rows = [[0usize; MAX + 1]; 3];
+    for (j, cell) in rows[1].iter_mut().enumerate().take(b.len() + 1) {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        let (before, rest) = rows.split_at_mut(2);
+        let (two_up, up) = (&before[0], &before[1]);
+        let cur = &mut rest[0];
+        cur[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (up[j - 1] + cost).min(up[j] + 1).min(cur[j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(two_up[j - 2] + 1);
+            }
+            cur[j] = best;
+        }
+        rows.rotate_left(1);
+    }
+    // After the last rotation the last row computed is the middle one.
+    rows[1][b.len()]
 }
 
-/// `event=..,umask=..,cmask=..,inv,edge` starting at byte `base`.
-fn raw_terms(body: &str, base: usize) -> Result<EventSpec, ParseError> {
+/// The name of `names` closest to `typed`, when it is within a third of the
+/// typed length (at least 1 edit, at most 3).
+fn closest(typed: &str, names: impl Iterator<Item = &'static str>) -> Option<&'static str> {
+    let limit = (typed.len() / 3).clamp(1, 3);
+    names
+        .map(|n| (distance(typed.as_bytes(), n.as_bytes()), n))
+        .filter(|&(d, _)| d <= limit)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, n)| n)
+}
+
+/// A number in decimal or `0x` hexadecimal that fits `bits` bits (64 for
+/// `config=`), the text at byte `at`.
+fn number(text: &str, at: usize, bits: u32) -> Result<u64, ParseError> {
+    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (text, 10),
+    };
+    // Digits only: `from_str_radix` would take a sign too.
+    let value = Some(digits)
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| char::from(b).is_digit(radix)))
+        .and_then(|d| u64::from_str_radix(d, radix).ok())
+        .ok_or_else(|| ParseError::new(ParseErrorKind::BadNumber, at, text))?;
+    if bits < 64 && value >> bits != 0 {
+        return Err(ParseError::new(
+            ParseErrorKind::TooBig { bits: bits as u8 },
+            at,
+            text,
+        ));
+    }
+    Ok(value)
+}
+
+/// A raw config's event: `perf`'s `rNNN` (`text` after the `r`, hexadecimal,
+/// optionally `0x`-prefixed) or a `config=` value, at byte `at`.
+fn raw_config(text: &str, config: u64, at: usize) -> Result<EventSpec, ParseError> {
+    EventSpec::from_perf_config(config)
+        .map_err(|bits| ParseError::new(ParseErrorKind::RawBits { bits }, at, text))
+}
+
+/// The terms `event=..,umask=..,...` starting at byte `base`.
+fn terms(body: &str, base: usize) -> Result<EventSpec, ParseError> {
     let mut spec = EventSpec::raw(0, 0);
+    // The fields set so far, as bits of the config (`config=` sets all).
+    let mut set = 0u64;
     let mut has_event = false;
     let mut at = base;
     for term in body.split(',') {
-        match term.split_once('=') {
-            Some(("event", v)) => {
-                spec.select = number(v, at + 6)?;
-                has_event = true;
+        let (key, value) = match term.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (term, None),
+        };
+        let value_at = at + key.len() + 1;
+        if term.is_empty() {
+            return Err(ParseError::new(ParseErrorKind::EmptyTerm, at, term));
+        }
+        let (fields, config) = match key {
+            "config" => {
+                let v = value.unwrap_or("1");
+                let config = number(v, value_at, 64)?;
+                spec = raw_config(v, config, value_at)?;
+                (FORMAT_BITS, None)
             }
-            Some(("umask", v)) => spec.umask = number(v, at + 6)?,
-            Some(("cmask", v)) => spec.cmask = number(v, at + 6)?,
-            None if term == "inv" => spec.inv = true,
-            None if term == "edge" => spec.edge = true,
-            _ => {
-                let key = term.split_once('=').map_or(term, |(k, _)| k);
-                return Err(ParseError::new(ParseErrorKind::UnknownTerm, at, key));
-            }
+            "pc" => return Err(ParseError::new(ParseErrorKind::PinControl, at, key)),
+            _ => match FORMAT.iter().find(|(name, _, _)| *name == key) {
+                Some(&(_, shift, width)) => {
+                    let v = number(value.unwrap_or("1"), value_at, width)?;
+                    (((1u64 << width) - 1) << shift, Some(v << shift))
+                }
+                None => {
+                    return Err(ParseError::new(ParseErrorKind::UnknownTerm, at, key)
+                        .suggesting(key, FORMAT.iter().map(|(n, _, _)| *n).chain(["config"])));
+                }
+            },
+        };
+        if set & fields != 0 {
+            return Err(ParseError::new(ParseErrorKind::RepeatedTerm, at, key));
+        }
+        set |= fields;
+        has_event |= fields & 0xFF != 0;
+        if let Some(bits) = config {
+            // One field's bits: merged into the event so far.
+            let merged = spec.perf_config() | bits;
+            spec = EventSpec::from_perf_config(merged).unwrap_or(spec);
         }
         at += term.len() + 1;
     }
@@ -368,38 +751,105 @@ fn raw_terms(body: &str, base: usize) -> Result<EventSpec, ParseError> {
     }
 }
 
+/// A name, terms or a raw config at byte `at`, without modifiers.
+fn body(text: &str, at: usize) -> Result<EventSpec, ParseError> {
+    if text.is_empty() {
+        return Err(ParseError::new(ParseErrorKind::Empty, at, text));
+    }
+    let first = text.split(['=', ',']).next().unwrap_or(text);
+    let is_term = text.contains(['=', ','])
+        || first == "config"
+        || first == "pc"
+        || FORMAT.iter().any(|(n, _, _)| *n == first);
+    if is_term {
+        return terms(text, at);
+    }
+    if let Some(hex) = text.strip_prefix('r') {
+        let digits = hex
+            .strip_prefix("0x")
+            .or_else(|| hex.strip_prefix("0X"))
+            .unwrap_or(hex);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let config = u64::from_str_radix(digits, 16)
+                .map_err(|_| ParseError::new(ParseErrorKind::BadNumber, at, text))?;
+            return raw_config(text, config, at);
+        }
+    }
+    if let Some(&(_, select, umask)) = NAMES.iter().find(|(name, _, _)| *name == text) {
+        return Ok(EventSpec::raw(select, umask));
+    }
+    if UNMAPPED.contains(&text) {
+        return Err(ParseError::new(ParseErrorKind::Unmapped, at, text));
+    }
+    Err(ParseError::new(ParseErrorKind::UnknownEvent, at, text)
+        .suggesting(text, NAMES.iter().map(|(n, _, _)| *n)))
+}
+
+/// Applies the modifiers `mods` (after the `:`, at byte `at`) to `spec`:
+/// as `perf` does, the first of `u` and `k` excludes every privilege, and
+/// each one given includes its own.
+fn modifiers(mut spec: EventSpec, mods: &str, at: usize) -> Result<EventSpec, ParseError> {
+    if mods.is_empty() {
+        return Err(ParseError::new(ParseErrorKind::BadModifier, at, mods));
+    }
+    let (mut usr, mut os) = (false, false);
+    for (i, c) in mods.char_indices() {
+        let here = &mods[i..i + c.len_utf8()];
+        let seen = match c {
+            'u' => core::mem::replace(&mut usr, true),
+            'k' => core::mem::replace(&mut os, true),
+            _ if OTHER_MODIFIERS.iter().any(|(m, _)| *m == c) => {
+                return Err(ParseError::new(
+                    ParseErrorKind::UnsupportedModifier,
+                    at + i,
+                    here,
+                ));
+            }
+            _ => return Err(ParseError::new(ParseErrorKind::BadModifier, at + i, here)),
+        };
+        if seen {
+            return Err(ParseError::new(
+                ParseErrorKind::RepeatedModifier,
+                at + i,
+                here,
+            ));
+        }
+    }
+    spec.usr = usr;
+    spec.os = os;
+    Ok(spec)
+}
+
 impl FromStr for EventSpec {
     type Err = ParseError;
 
-    /// `name[:u|:k]` or `event=0x..[,umask=0x..][,cmask=n][,inv][,edge][:u|:k]`.
+    /// `event[:mods]` or `cpu/event/[mods]`, where `event` is a name,
+    /// terms or a raw config and `mods` is `u`, `k` or both (see
+    /// [`EventSpec`]).
     fn from_str(s: &str) -> Result<EventSpec, ParseError> {
-        let (body, modifier) = match s.rsplit_once(':') {
-            Some((body, m)) => (body, Some(m)),
-            None => (s, None),
-        };
-        if body.is_empty() {
-            return Err(ParseError::new(ParseErrorKind::Empty, 0, s));
+        if let Some((pmu, rest)) = s.split_once('/') {
+            if pmu != "cpu" {
+                return Err(ParseError::new(ParseErrorKind::UnknownPmu, 0, pmu)
+                    .suggesting(pmu, ["cpu"].into_iter()));
+            }
+            let inner_at = pmu.len() + 1;
+            let Some((inner, after)) = rest.split_once('/') else {
+                return Err(ParseError::new(ParseErrorKind::Unclosed, 0, "cpu/"));
+            };
+            let spec = body(inner, inner_at)?;
+            let mods_at = inner_at + inner.len() + 1;
+            return match after.strip_prefix(':') {
+                Some(mods) => modifiers(spec, mods, mods_at + 1),
+                None if after.is_empty() => Ok(spec),
+                None => modifiers(spec, after, mods_at),
+            };
         }
-        let spec = if body.contains('=') {
-            raw_terms(body, 0)?
-        } else {
-            ArchEvent::ALL
-                .iter()
-                .map(|e| (e.name(), EventSpec::arch(*e)))
-                .chain(ALIASES)
-                .find(|(name, _)| *name == body)
-                .map(|(_, spec)| spec)
-                .ok_or_else(|| ParseError::new(ParseErrorKind::UnknownEvent, 0, body))?
-        };
-        match modifier {
-            None => Ok(spec),
-            Some("u") => Ok(spec.user()),
-            Some("k") => Ok(spec.kernel()),
-            Some(m) => Err(ParseError::new(
-                ParseErrorKind::BadModifier,
-                body.len() + 1,
-                m,
-            )),
+        match s.split_once(':') {
+            Some((event, mods)) => modifiers(body(event, 0)?, mods, event.len() + 1),
+            None => body(s, 0),
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

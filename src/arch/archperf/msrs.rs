@@ -30,7 +30,13 @@ pub const MAX_GENERAL: u8 = 8;
 /// The most fixed counters the crate drives (`f0`-`f3`).
 pub const MAX_FIXED: u8 = 4;
 
-/// Register map and layouts of Intel's architectural performance
+/// A counter of the architectural PMU, numbered as its bit in the `GLOBAL`
+/// registers: general counter n is n (0-7), fixed counter i is 32 + i
+/// (32-35). A counter handle's `N` is this number.
+///
+/// # Register map
+///
+/// The register map and layouts of Intel's architectural performance
 /// monitoring (SDM Vol. 3B, "Architectural Performance Monitoring",
 /// versions 1-5; MSR numbers from Vol. 4, "Architectural MSRs"):
 ///
@@ -51,10 +57,6 @@ pub const MAX_FIXED: u8 = 4;
 /// In the `GLOBAL` registers general counter n is bit n and fixed counter i
 /// is bit 32 + i; the crate numbers its counter handles the same way
 /// ([`Counter`]).
-///
-/// A counter of the architectural PMU, numbered as its bit in the `GLOBAL`
-/// registers: general counter n is n (0-7), fixed counter i is 32 + i
-/// (32-35). A counter handle's `N` is this number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Counter(u8);

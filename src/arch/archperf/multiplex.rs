@@ -73,6 +73,16 @@ pub enum MultiplexError {
         /// Its position.
         index: usize,
     },
+    /// Event `index` counts on no general counter: a fixed counter's
+    /// pseudo-encoding such as `ref-cycles` (event select 00H; see
+    /// [`EventSpec::counts_on_general`]), which the multiplexer cannot
+    /// place.
+    NotGeneral {
+        /// Its position.
+        index: usize,
+        /// The fixed counter that counts it, if one does.
+        fixed: Option<u8>,
+    },
 }
 
 impl core::fmt::Display for MultiplexError {
@@ -82,6 +92,17 @@ impl core::fmt::Display for MultiplexError {
             MultiplexError::Handles { index } => write!(
                 f,
                 "handle {index} is not the driver's counter of that place, unclaimed"
+            ),
+            MultiplexError::NotGeneral {
+                index,
+                fixed: Some(fixed),
+            } => write!(
+                f,
+                "event {index} counts on fixed counter {fixed} only, and the multiplexer places events on general counters: configure fixed counter {fixed} for it"
+            ),
+            MultiplexError::NotGeneral { index, fixed: None } => write!(
+                f,
+                "event {index} has event select 00H, which no general counter counts (a fixed counter's pseudo-encoding)"
             ),
         }
     }
@@ -110,7 +131,8 @@ impl<const E: usize> Multiplexer<E> {
     /// Multiplexes `events` with `handles` (a driver's, unclaimed, as
     /// [`super::driver::Counters::erase_all`] gives them). Nothing runs
     /// until the first [`Multiplexer::tick`]. Refused with the handles
-    /// given back.
+    /// given back, and for an event no general counter counts
+    /// ([`MultiplexError::NotGeneral`]: `ref-cycles`, `slots`).
     #[allow(
         clippy::result_large_err,
         reason = "the error hands the handles back by value: a no_std crate has no Box"
@@ -118,6 +140,10 @@ impl<const E: usize> Multiplexer<E> {
     pub fn new(handles: Handles, events: &[EventSpec]) -> Result<Self, (MultiplexError, Handles)> {
         if events.len() > E {
             return Err((MultiplexError::TooMany, handles));
+        }
+        if let Some(index) = events.iter().position(|e| !e.counts_on_general()) {
+            let fixed = events[index].fixed_counter();
+            return Err((MultiplexError::NotGeneral { index, fixed }, handles));
         }
         const PLACES: [u8; 12] = [0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35];
         let owner = handles.iter().flatten().next().map(AnyHandle::owner);
@@ -387,9 +413,47 @@ mod tests {
         if let Some(h) = all[1].as_mut() {
             h.release(&mut d).unwrap();
         }
-        let Err((e, _)) = Multiplexer::<1>::new(all, &[EventSpec::raw(0x10, 0); 2]) else {
+        let Err((e, all)) = Multiplexer::<1>::new(all, &[EventSpec::raw(0x10, 0); 2]) else {
             panic!("too many events")
         };
         assert_eq!(e, MultiplexError::TooMany);
+        // `ref-cycles` and `slots` count on their fixed counters only
+        // (Linux's pseudo-encodings), event select 00H on no counter.
+        let mut all = all;
+        for (events, index, fixed, message) in [
+            (
+                ["bus-cycles", "ref-cycles"],
+                1,
+                Some(2),
+                "event 1 counts on fixed counter 2 only, and the multiplexer places events on general counters: configure fixed counter 2 for it",
+            ),
+            (
+                ["slots", "cycles"],
+                0,
+                Some(3),
+                "event 0 counts on fixed counter 3 only, and the multiplexer places events on general counters: configure fixed counter 3 for it",
+            ),
+            (
+                ["cycles", "event=0,umask=7"],
+                1,
+                None,
+                "event 1 has event select 00H, which no general counter counts (a fixed counter's pseudo-encoding)",
+            ),
+        ] {
+            let events = events.map(|s| s.parse::<EventSpec>().unwrap());
+            let Err((e, back)) = Multiplexer::<2>::new(all, &events) else {
+                panic!("{events:?} taken")
+            };
+            assert_eq!(e, MultiplexError::NotGeneral { index, fixed });
+            assert_eq!(e.to_string(), message);
+            all = back;
+        }
+        let m = Multiplexer::<2>::new(
+            all,
+            &["bus-cycles", "topdown-slots"].map(|s| s.parse().unwrap()),
+        )
+        .map_err(|(e, _)| e)
+        .unwrap();
+        let _ = Counters::<Cpu>::from_erased(m.into_handles().unwrap()).map(|c| d.give_back(c));
     }
 }

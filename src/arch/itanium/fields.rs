@@ -22,6 +22,13 @@ impl fmt::Display for ReservedBits {
 
 impl core::error::Error for ReservedBits {}
 
+/// The privilege level mask, bits 3:0 of every monitor configuration
+/// register (libpfm3; VTune's Itanium event help, "PLM"): bit n enables
+/// monitoring at privilege level n. All zero disables the monitor, and then
+/// the processor need not preserve the monitor's PMD (VTune, "PLM").
+///
+/// # The field types
+///
 /// The bounded field types shared by the Itanium register layouts (the bit
 /// positions themselves are [`crate::arch::Field`]s): privilege level mask, instruction set mask, unit mask, event
 /// code, threshold, instruction slot, and the errors the typed builders
@@ -41,11 +48,6 @@ impl core::error::Error for ReservedBits {}
 /// assert!(EventCode::new(Generation::Itanium, 0x80).is_none());
 /// assert!(EventCode::new(Generation::Itanium2, 0x80).is_some());
 /// ```
-///
-/// The privilege level mask, bits 3:0 of every monitor configuration
-/// register (libpfm3; VTune's Itanium event help, "PLM"): bit n enables
-/// monitoring at privilege level n. All zero disables the monitor, and then
-/// the processor need not preserve the monitor's PMD (VTune, "PLM").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Plm(u8);

@@ -3,9 +3,10 @@
 use super::descriptors::{self, Checker};
 use crate::arch::Field;
 
-/// The three PMU generations and what each implements: counters and their
-/// width, the PMC and PMD register maps, each PMC's power-up value and
-/// writable bits, and which PMDs each PMC controls.
+/// An Itanium PMU generation (Itanium, Itanium 2 or Montecito), and what
+/// each implements: counters and their width, the PMC and PMD register
+/// maps, each PMC's power-up value and writable bits, and which PMDs each
+/// PMC controls.
 ///
 /// Sources: Linux perfmon's per-model PMU tables (`perfmon_itanium.h`,
 /// `perfmon_mckinley.h`, `perfmon_montecito.h`: the implemented registers,

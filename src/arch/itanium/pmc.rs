@@ -254,6 +254,19 @@ register! {
 }
 
 register! {
+    /// A counter configuration register value for one counter of one
+    /// generation. Bits outside the writable fields always hold the register's
+    /// power-up value (see [`crate::arch::itanium::Generation`]).
+    ///
+    /// The fields every generation places alike have generated accessors; the
+    /// event select, the threshold, the ISM and the power enable, `all` and
+    /// MESI bits differ between generations (and the threshold and power enable
+    /// between counters), so the declaration lists each placement and the
+    /// generation's [`CounterLayout`] picks one: their accessors read the
+    /// field from the layout and refuse what it lacks.
+    ///
+    /// # PMC0-3 and the counter configuration registers
+    ///
     /// PMC0-3 (freeze and overflow bits) and the generic counter configuration
     /// registers PMC4-7 (PMC4-15 on Montecito), one layout table per generation.
     ///
@@ -297,17 +310,6 @@ register! {
     /// assert_eq!(pmc0.bits(), 1 << 5 | 1);
     /// assert!(pmc0.frozen() && pmc0.overflowed(Generation::Itanium2).contains(5));
     /// ```
-    ///
-    /// A counter configuration register value for one counter of one
-    /// generation. Bits outside the writable fields always hold the register's
-    /// power-up value (see [`crate::arch::itanium::Generation`]).
-    ///
-    /// The fields every generation places alike have generated accessors; the
-    /// event select, the threshold, the ISM and the power enable, `all` and
-    /// MESI bits differ between generations (and the threshold and power enable
-    /// between counters), so the declaration lists each placement and the
-    /// generation's [`CounterLayout`] picks one: their accessors read the
-    /// field from the layout and refuse what it lacks.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
     pub struct CounterPmc(pub counter: Counter, u64): pmc(Counter::info) {

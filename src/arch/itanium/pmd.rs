@@ -15,6 +15,10 @@ pub enum UpperBits {
     Other,
 }
 
+/// A value read from a counter PMD.
+///
+/// # The counter data registers
+///
 /// The generic counter data registers PMD4-7 (PMD4-15 on Montecito): the
 /// count, what the upper bits read as, and the presets for sampling.
 ///
@@ -43,8 +47,6 @@ pub enum UpperBits {
 /// // A 32-bit Itanium counter cannot wait for 2^32 + 1 events.
 /// assert_eq!(sampling_preset(Generation::Itanium, (1 << 32) + 1), None);
 /// ```
-///
-/// A value read from a counter PMD.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterPmd {

@@ -148,6 +148,11 @@ impl Pair {
     }
 }
 
+/// One of the 18 performance counters (counter number n = MSR `0x300 + n`,
+/// also the RDPMC index and the index used by the SDM tables).
+///
+/// # The MSR map and counter topology
+///
 /// The NetBurst MSR map and counter topology: 18 counters, 18 CCCRs, 45
 /// ESCRs, 4 blocks, 9 pairs, the cascade partners and the PEBS/tagging MSRs.
 ///
@@ -168,9 +173,6 @@ impl Pair {
 /// assert_eq!(Escr::CruEscr0.name(), "MSR_CRU_ESCR0");
 /// assert!(Assignment::new(Escr::CruEscr0, Counter::BpuCounter0).is_none(), "not wired");
 /// ```
-///
-/// One of the 18 performance counters (counter number n = MSR `0x300 + n`,
-/// also the RDPMC index and the index used by the SDM tables).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[repr(u8)]

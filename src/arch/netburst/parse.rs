@@ -683,6 +683,19 @@ impl fmt::Display for ParseError {
 
 impl core::error::Error for ParseError {}
 
+/// A fully qualified NetBurst event: what libpfm4 calls an encoding.
+///
+/// Invariants (kept by every constructor): the masks are indices into the
+/// event's catalog entry and at least one is selected.
+///
+/// What the register images need from the catalog (the ESCR image without
+/// its CPL bits, the CCCR's ESCR select, the ESCRs the event may use) is
+/// computed once by the constructors, which are `const`: a spec built at
+/// compile time ([`netburst_event!`](crate::netburst_event)) takes neither
+/// the parser nor the catalog into the kernel that uses it.
+///
+/// # Event strings
+///
 /// libpfm4-compatible NetBurst event strings:
 /// `[netburst::|netburst_p::]event[:MASK...][:u][:k][:cmpl][:e][:thr=N]`.
 ///
@@ -724,17 +737,6 @@ impl core::error::Error for ParseError {}
 /// assert!("global_power_events:NOPE".parse::<EventSpec>().is_err());
 /// # Ok::<(), pmu::arch::netburst::ParseError>(())
 /// ```
-///
-/// A fully qualified NetBurst event: what libpfm4 calls an encoding.
-///
-/// Invariants (kept by every constructor): the masks are indices into the
-/// event's catalog entry and at least one is selected.
-///
-/// What the register images need from the catalog (the ESCR image without
-/// its CPL bits, the CCCR's ESCR select, the ESCRs the event may use) is
-/// computed once by the constructors, which are `const`: a spec built at
-/// compile time ([`netburst_event!`](crate::netburst_event)) takes neither
-/// the parser nor the catalog into the kernel that uses it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct EventSpec {

@@ -134,6 +134,11 @@ pub struct TaggedCounter {
 /// one.
 pub const MAX_TAGGED_COUNTERS: usize = 5;
 
+/// A checked tagging set-up: the counters to configure, upstream first, the
+/// downstream counter last.
+///
+/// # The tagging mechanisms
+///
 /// The three at-retirement tagging mechanisms of SDM Vol. 3B
 /// 18.15.6.2-18.15.6.4 as requests: each builder checks a whole set-up
 /// (upstream events, tag bits, downstream masks, which ESCR feeds which
@@ -167,9 +172,6 @@ pub const MAX_TAGGED_COUNTERS: usize = 5;
 /// // Each goes to its counter's handle: CounterConfig::counting(up.event, up.escr).
 /// # Ok::<(), pmu::arch::netburst::TaggingError>(())
 /// ```
-///
-/// A checked tagging set-up: the counters to configure, upstream first, the
-/// downstream counter last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct TaggingPlan {

@@ -3,6 +3,10 @@
 use crate::arch::register;
 
 register! {
+    /// `MSR_PEBS_ENABLE` (3F1H) as one logical processor writes it.
+    ///
+    /// # The tagging MSRs
+    ///
     /// The layouts of the three package-wide tagging MSRs, 3F0H-3F2H:
     /// `MSR_TC_PRECISE_EVENT`, `MSR_PEBS_ENABLE` and `MSR_PEBS_MATRIX_VERT`
     /// (SDM Vol. 3C Table 35-41 for the registers, Vol. 3B Table 19-33 for the
@@ -11,8 +15,6 @@ register! {
     /// Source disagreement: SDM 18.15.7.1 calls `MSR_PEBS_ENABLE` bit 24
     /// "Enable PEBS"; Table 35-41 and 18.16.3 put PEBS at bit 25 and call bit
     /// 24 `UOP_Tag`. The crate follows the table.
-    ///
-    /// `MSR_PEBS_ENABLE` (3F1H) as one logical processor writes it.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
     pub struct PebsEnable(u64): from_bits {

@@ -80,6 +80,13 @@ pub const fn ti_counts(cpl: ThreadCpl, state: CplState) -> bool {
     (os && any_os) || (usr && any_usr)
 }
 
+/// Whether an event counts under the ESCR's thread and CPL flags `cpl`,
+/// with the logical processors at `state`, by the event's qualification:
+/// for a TS event, one occurring on `on`; for a TI event `on` is ignored.
+/// `None` for events Table 19-34 does not list.
+///
+/// # Logical-processor and CPL qualification
+///
 /// Logical-processor and CPL qualification on Hyper-Threading parts (SDM
 /// Vol. 3B 18.16.4, Tables 18-29 and 18-30).
 ///
@@ -116,10 +123,6 @@ pub const fn ti_counts(cpl: ThreadCpl, state: CplState) -> bool {
 /// assert!(!ts_counts(cpl, LogicalProcessor::T0, Privilege::Usr));
 /// assert!(!ts_counts(cpl, LogicalProcessor::T1, Privilege::Os));
 /// ```
-///
-/// Dispatch on the event's qualification: for a TS event, one occurring on
-/// `on`; for a TI event `on` is ignored. `None` for events Table 19-34 does
-/// not list.
 pub const fn counts(
     specificity: Specificity,
     cpl: ThreadCpl,
