@@ -271,6 +271,21 @@ pub enum ConfigError {
         /// The fixed counter (0-3).
         fixed: u8,
     },
+    /// A pseudo-encoding (event select 00H: `ref-cycles`, `slots`) counts on
+    /// its fixed counter only, as Linux places it.
+    NotGeneralEvent {
+        /// The general counter asked for.
+        counter: u8,
+        /// The fixed counter that counts the event.
+        fixed: Option<u8>,
+    },
+    /// AnyThread needs architectural perfmon version 3 or later, where
+    /// CPUID does not deprecate it (CPUID.0AH:EDX\[15\]; Linux refuses it
+    /// below version 3).
+    AnyThreadUnavailable {
+        /// This CPU's version.
+        version: u8,
+    },
     /// The sample-after value was checked against another counter rule
     /// (use [`ArchPerfDriver::overflow_rule`]).
     SampleAfterRule,
@@ -301,14 +316,29 @@ impl fmt::Display for ConfigError {
                     .map_or("nothing else", |i| match i {
                         0 => "instructions",
                         1 => "cycles",
-                        2 => "ref-tsc",
+                        2 => "ref-cycles",
                         _ => "slots",
                     });
                 write!(
                     f,
-                    "fixed counter {fixed} counts {name} only, without cmask, inv or edge"
+                    "fixed counter {fixed} counts {name} only, without cmask, inv, edge or any"
                 )
             }
+            ConfigError::NotGeneralEvent { counter, fixed } => {
+                write!(
+                    f,
+                    "general counter {counter} cannot count a pseudo-encoding (event select 00H)"
+                )?;
+                match fixed {
+                    Some(i) => write!(f, ": it counts on fixed counter {i} only"),
+                    None => Ok(()),
+                }
+            }
+            ConfigError::AnyThreadUnavailable { version } => write!(
+                f,
+                "AnyThread needs architectural performance monitoring version 3 or later, not deprecated by CPUID.0AH:EDX[15] (this CPU has version {version}{})",
+                if *version >= 3 { ", AnyThread deprecated" } else { "" }
+            ),
             ConfigError::SampleAfterRule => f.write_str(
                 "the sample-after value was checked against another counter rule: use ArchPerfDriver::overflow_rule",
             ),
@@ -619,6 +649,13 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         self.claimed
     }
 
+    /// Whether AnyThread may be set: from version 3, unless
+    /// CPUID.0AH:EDX\[15\] deprecates it (SDM Vol. 3B 20.2.3 and 20.2.5;
+    /// Linux's `intel_pmu_hw_config` refuses it below version 3).
+    fn any_thread(&self) -> bool {
+        self.cpu.version() >= 3 && !self.cpu.leaf.any_thread_deprecated()
+    }
+
     /// How this CPU's general counters overflow (fixed counters: the same
     /// rule at their width), for [`SampleAfter::new`]. General and fixed
     /// counters of one width share it; a fixed counter of another width
@@ -711,10 +748,20 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
             }
         }
         let e = &config.event;
+        if e.any && !self.any_thread() {
+            return Err(ConfigError::AnyThreadUnavailable {
+                version: self.cpu.version(),
+            });
+        }
         if c.is_fixed() {
             if !e.counts_on_fixed(c.number()) {
                 return Err(ConfigError::NotFixedEvent { fixed: c.number() });
             }
+        } else if !e.counts_on_general() {
+            return Err(ConfigError::NotGeneralEvent {
+                counter: c.number(),
+                fixed: e.fixed_counter(),
+            });
         } else if let Some(a) = e.architectural()
             && !self.cpu.leaf.event_available(a.ebx_bit())
         {

@@ -799,3 +799,50 @@ fn a_dropped_driver_releases_its_counters_and_holds_its_owner() {
     let (d, c) = ArchPerfDriver::<Next, _>::take(&mut rec, &info, &pmu).unwrap();
     let _ = d.give_back(c);
 }
+
+/// `ref-cycles` (the pseudo-encoding 00H/03H) counts on fixed counter 2
+/// only (Linux never places a pseudo-encoding on a general counter), and
+/// AnyThread is refused where the version lacks it (below 3) or CPUID
+/// deprecates it (version 5, CPUID.0AH:EDX\[15\]), before any register is
+/// touched; version 4 takes it.
+#[test]
+fn pseudo_encodings_and_any_thread_are_refused_where_they_cannot_count() {
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::skylake());
+    let e =
+        c.g0.configure(&mut d, &CounterConfig::counting(spec("ref-cycles")));
+    let e = e.unwrap_err();
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::NotGeneralEvent {
+            counter: 0,
+            fixed: Some(2)
+        })
+    );
+    assert_eq!(
+        e.error.to_string(),
+        "configuration refused: general counter 0 cannot count a pseudo-encoding (event select 00H): it counts on fixed counter 2 only"
+    );
+    assert_eq!(d.msr().take_counts(), counts(0, 0, 0), "nothing written");
+    let any = CounterConfig::counting(spec("event=0x3c,umask=0x00,any=1"));
+    let g0 = e.counter.configure(&mut d, &any).unwrap();
+    assert!(g0.programmed().select.any_thread(), "v4: AnyThread set");
+    let _ = g0.release(&mut d).unwrap();
+
+    for (config, version) in [(Config::core2(), 2), (Config::alder_lake_p_core(), 5)] {
+        let pmu = crate::testing::archperf_pmu();
+        let (mut d, c) = driver!(&pmu, config);
+        let e = c.g0.configure(&mut d, &any).unwrap_err();
+        assert_eq!(
+            e.error,
+            Error::Config(ConfigError::AnyThreadUnavailable { version })
+        );
+        assert!(
+            e.error
+                .to_string()
+                .contains(&format!("this CPU has version {version}"))
+        );
+        assert_eq!(d.msr().take_counts(), counts(0, 0, 0), "nothing written");
+        let _ = d.give_back(Counters { g0: e.counter, ..c });
+    }
+}
