@@ -1,5 +1,7 @@
 //! Benchmark of the overflow interrupt handlers, NetBurst's, Itanium's and
-//! the architectural PMU's `handle_pmi`, in three or four scenarios each.
+//! the architectural PMU's, through the crate's one PMI path
+//! (`pmu::arch::handle_pmi`; Itanium with no LVT entry to rewrite, `&mut ()`),
+//! in three or four scenarios each.
 //! For every scenario it prints:
 //!
 //! - the register traffic of one interrupt, counted by the recording backend
@@ -387,8 +389,9 @@ mod netburst {
     use super::{File, Scenario, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
+    use pmu::arch::handle_pmi;
     use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-    use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
+    use pmu::arch::netburst::pmi::overflow_rule;
     use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
     use pmu::counter::Owner;
     use pmu::detect;
@@ -397,16 +400,17 @@ mod netburst {
     /// The handler as measured: everything inside is counted by callgrind.
     #[inline(never)]
     pub fn measured_netburst(
-        state: &PmiState,
+        package: &NetBurstPmu,
         msr: &mut ShapedMsr,
         apic: &mut LocalApic,
         rip: u64,
         sink: &mut u64,
-    ) -> u32 {
-        handle_pmi(state, LogicalProcessor::T0, msr, apic, entry(), rip, |s| {
+    ) -> u64 {
+        let t0 = package.logical(LogicalProcessor::T0);
+        handle_pmi(t0, msr, apic, entry(), rip, |s| {
             *sink = sink.wrapping_add(s.rip)
         })
-        .map_or(0, |o| o.overflowed.bits())
+        .map_or(0, |o| o.overflowed)
     }
 
     /// Four sampling counters on four ESCRs: counters 0, 12, 14 and 1.
@@ -482,18 +486,10 @@ mod netburst {
         d.msr().clear();
         let mut sink = 0;
         let mut apic = lvt();
-        let expected = handle_pmi(
-            state,
-            LogicalProcessor::T0,
-            d.msr(),
-            &mut apic,
-            entry(),
-            1,
-            |s| sink += s.rip,
-        )
-        .unwrap()
-        .overflowed
-        .bits();
+        let t0 = package.logical(LogicalProcessor::T0);
+        let expected = handle_pmi(t0, d.msr(), &mut apic, entry(), 1, |s| sink += s.rip)
+            .unwrap()
+            .overflowed;
         let t = d.msr().take_counts();
         let traffic = format!(
             "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
@@ -516,7 +512,7 @@ mod netburst {
             placeholder_instructions,
             run: Box::new(move |rip| {
                 install(id, Some(&file), None);
-                let got = measured_netburst(state, &mut ShapedMsr, &mut apic, rip, &mut sink);
+                let got = measured_netburst(package, &mut ShapedMsr, &mut apic, rip, &mut sink);
                 check(
                     name,
                     got,
@@ -531,11 +527,12 @@ mod netburst {
 
 mod itanium {
     use super::shapes::{self, ShapedIa64};
-    use super::{IaFile, Scenario, check, install, next_id};
+    use super::{IaFile, Scenario, check, entry, install, next_id};
     use pmu::access::Recording;
+    use pmu::arch::Driven;
     use pmu::arch::itanium::driver::{CounterConfig, ItaniumDriver};
     use pmu::arch::itanium::ear::{IearConfig, TlbFills};
-    use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
+    use pmu::arch::itanium::pmi::overflow_rule;
     use pmu::arch::itanium::{Counter, CounterPmc, Generation, ItaniumPmu};
     use pmu::arch::itanium::{EventCode, Plm};
     use pmu::counter::Owner;
@@ -544,13 +541,15 @@ mod itanium {
     /// The handler as measured: everything inside is counted by callgrind.
     #[inline(never)]
     pub fn measured_itanium(
-        state: &PmiState,
+        cpu: &ItaniumPmu,
         regs: &mut ShapedIa64,
         iip: u64,
         sink: &mut u64,
     ) -> u64 {
-        handle_pmi(state, regs, iip, |s| *sink = sink.wrapping_add(s.rip))
-            .map_or(0, |o| o.overflowed.bits())
+        cpu.handle_pmi(regs, &mut (), entry(), iip, |s| {
+            *sink = sink.wrapping_add(s.rip)
+        })
+        .map_or(0, |o| o.overflowed)
     }
 
     /// Itanium 2: counter 4 samples CPU cycles (event 12H), counter 7 every
@@ -561,7 +560,6 @@ mod itanium {
         // SAFETY: the scenario's register file is a processor of its own, and
         // this is its one value.
         let cpu: &'static ItaniumPmu = Box::leak(Box::new(unsafe { ItaniumPmu::new() }));
-        let state = cpu.pmi();
         let mut file = IaFile {
             pmc: [0; 64],
             pmd: [0; 64],
@@ -594,10 +592,10 @@ mod itanium {
         d.regs().inner_mut().pmc[0] = overflowed;
         d.regs().clear();
         let mut sink = 0;
-        let expected = handle_pmi(state, d.regs(), 1, |s| sink += s.rip)
+        let expected = cpu
+            .handle_pmi(d.regs(), &mut (), entry(), 1, |s| sink += s.rip)
             .unwrap()
-            .overflowed
-            .bits();
+            .overflowed;
         let t = d.regs().take_counts();
         let traffic = format!(
             "{} PMC reads, {} PMC writes, {} PMD reads, {} PMD writes",
@@ -620,7 +618,7 @@ mod itanium {
             placeholder_instructions,
             run: Box::new(move |iip| {
                 install(id, None, Some(&file));
-                let got = measured_itanium(state, &mut ShapedIa64, iip, &mut sink);
+                let got = measured_itanium(cpu, &mut ShapedIa64, iip, &mut sink);
                 check(name, got, expected, 0, 0);
             }),
         }
@@ -633,9 +631,9 @@ mod archperf {
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
     use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig};
-    use pmu::arch::archperf::pmi::{PmiState, handle_pmi};
     use pmu::arch::archperf::{ArchPerfPmu, EventSpec};
     use pmu::arch::archperf::{IA32_PERF_GLOBAL_STATUS, Leaf0A};
+    use pmu::arch::handle_pmi;
     use pmu::counter::Owner;
     use pmu::detect;
     use pmu::sampling::SampleAfter;
@@ -643,16 +641,16 @@ mod archperf {
     /// The handler as measured: everything inside is counted by callgrind.
     #[inline(never)]
     pub fn measured_archperf(
-        state: &PmiState,
+        cpu: &ArchPerfPmu,
         msr: &mut ShapedMsr,
         apic: &mut LocalApic,
         rip: u64,
         sink: &mut u64,
     ) -> u64 {
-        handle_pmi(state, msr, apic, entry(), rip, |s| {
+        handle_pmi(cpu, msr, apic, entry(), rip, |s| {
             *sink = sink.wrapping_add(s.rip)
         })
-        .map_or(0, |o| o.overflowed.bits())
+        .map_or(0, |o| o.overflowed)
     }
 
     /// `armed` general counters sampling with period N = 100,000 on a
@@ -720,10 +718,9 @@ mod archperf {
         d.msr().clear();
         let mut sink = 0;
         let mut apic = lvt();
-        let expected = handle_pmi(state, d.msr(), &mut apic, entry(), 1, |s| sink += s.rip)
+        let expected = handle_pmi(cpu0, d.msr(), &mut apic, entry(), 1, |s| sink += s.rip)
             .unwrap()
-            .overflowed
-            .bits();
+            .overflowed;
         let t = d.msr().take_counts();
         let traffic = format!(
             "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
@@ -746,7 +743,7 @@ mod archperf {
             placeholder_instructions,
             run: Box::new(move |rip| {
                 install(id, Some(&file), None);
-                let got = measured_archperf(state, &mut ShapedMsr, &mut apic, rip, &mut sink);
+                let got = measured_archperf(cpu0, &mut ShapedMsr, &mut apic, rip, &mut sink);
                 check(name, got, expected, state.armed().len(), armed);
             }),
         }

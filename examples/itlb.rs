@@ -38,12 +38,13 @@ use hobby::println;
 use hobby::test::Failure;
 use pmu::access::Recording;
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::handle_pmi;
 use pmu::arch::itanium::ItaniumPmu;
 use pmu::arch::itanium::Plm;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{IearConfig, ItlbSample, TlbFill, TlbFills};
 use pmu::arch::itanium::itlb_report::{ItlbReport, L2Fills};
-use pmu::arch::itanium::pmi::{PmiState, handle_pmi, overflow_rule};
+use pmu::arch::itanium::pmi::{PmiState, overflow_rule};
 use pmu::arch::itanium::report::{Function, LoadModule};
 use pmu::arch::itanium::{Counter as HwCounter, Generation};
 use pmu::counter::Owner;
@@ -202,19 +203,22 @@ fn pmi() -> &'static PmiState {
     CPUS[CURRENT.load(Ordering::SeqCst)].pmi()
 }
 
-/// The kernel's PMU interrupt entry: the driver's handler, then unmask the
-/// LVT entry (the harness's APIC delivery masks it, `hobby::pmi::deliver`)
-/// and EOI. The sample travels through the sample buffer with its I-EAR
+/// The kernel's PMU interrupt entry: the crate's PMI path (Itanium's
+/// handler, then the LVT entry unmasked: the harness's APIC delivery masks
+/// it, `hobby::pmi::deliver`), and EOI. The sample travels through the sample buffer with its I-EAR
 /// capture as its payload.
 fn on_pmi(frame: &InterruptFrame) {
     let mut apic = apic();
     let mut regs: Recording<_, 8> = Recording::new(MODEL.regs());
-    let r = handle_pmi(pmi(), &mut regs, frame.rip, |s| match s.payload.itlb() {
-        Some(t) => {
-            SAMPLES.push(s.with_payload(t));
-        }
-        None => {
-            NO_EAR.fetch_add(1, Ordering::SeqCst);
+    let cpu = &CPUS[CURRENT.load(Ordering::SeqCst)];
+    let r = handle_pmi(cpu, &mut regs, &mut apic, entry(), frame.rip, |s| {
+        match s.payload.itlb() {
+            Some(t) => {
+                SAMPLES.push(s.with_payload(t));
+            }
+            None => {
+                NO_EAR.fetch_add(1, Ordering::SeqCst);
+            }
         }
     });
     if r.is_err() {
@@ -228,7 +232,6 @@ fn on_pmi(frame: &InterruptFrame) {
         t.fetch_add(u64::from(n), Ordering::SeqCst);
     }
     HANDLED.fetch_add(1, Ordering::SeqCst);
-    apic.set_perf_counter_entry(entry());
     apic.eoi();
 }
 

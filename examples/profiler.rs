@@ -41,8 +41,9 @@ use hobby::idt::InterruptFrame;
 use hobby::test::Failure;
 use hobby::timer::Calibration;
 use hobby::{println, smp};
+use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
-use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 use pmu::counter::Owner;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
@@ -136,8 +137,7 @@ impl shared::Architecture for NetBurstModel {
         let chain = shared::call_chain(frame);
         if let Some(mut msr) = MODEL.msr_as(model_lp) {
             let _ = handle_pmi(
-                PACKAGE.pmi(),
-                lp,
+                PACKAGE.logical(lp),
                 &mut msr,
                 &mut apic,
                 entry(),

@@ -44,8 +44,8 @@ use hobby::timer::Calibration;
 use hobby::{println, smp};
 use pmu::access::{MsrBackend, X86Msr};
 use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, Counters};
-use pmu::arch::archperf::pmi::handle_pmi;
 use pmu::arch::archperf::{ArchEvent, ArchPerfPmu, Counter, EventSpec};
+use pmu::arch::handle_pmi;
 use pmu::counter::Owner;
 use pmu::detect::{self, Cpuid, HardwareCpuid};
 use pmu::model::archperf::{Config, Event, SharedArchPerfModel};
@@ -210,7 +210,7 @@ impl shared::Architecture for ArchPerf {
         };
         if Self::real() {
             let Ok(_) = handle_pmi(
-                REAL_CPUS[cpu].pmi(),
+                &REAL_CPUS[cpu],
                 &mut real_msr(),
                 &mut apic,
                 entry(),
@@ -219,7 +219,7 @@ impl shared::Architecture for ArchPerf {
             );
         } else {
             let _ = handle_pmi(
-                MODEL_CPUS[cpu].pmi(),
+                &MODEL_CPUS[cpu],
                 &mut MODELS[cpu].msr(),
                 &mut apic,
                 entry(),

@@ -287,6 +287,13 @@ pub trait LvtPerfCounterEntry {
     fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter);
 }
 
+/// No entry to rewrite: the PMU interrupt of an Itanium processor (its PMV)
+/// is not masked by its delivery, so its kernel passes `&mut ()`.
+impl LvtPerfCounterEntry for () {
+    #[inline(always)]
+    fn write_lvt_perf_counter(&mut self, _: LvtPerfCounter) {}
+}
+
 impl LvtPerfCounterEntry for LocalApic {
     fn write_lvt_perf_counter(&mut self, entry: LvtPerfCounter) {
         self.set_perf_counter_entry(entry);
@@ -359,7 +366,7 @@ pub enum ModelPmi {
 /// performance-counter entry is masked; otherwise it sets the entry's mask
 /// bit and sends the entry's vector, or an NMI, to this CPU. The kernel's
 /// handler then runs as for a real overflow, and must unmask the entry
-/// (the drivers' `handle_pmi` does). Emulated CPUs (QEMU's TCG) have no PMU
+/// ([`crate::arch::handle_pmi`] does). Emulated CPUs (QEMU's TCG) have no PMU
 /// behind the entry: this is the model's interrupt line.
 ///
 /// Three or four register accesses: read the entry, write it masked, send

@@ -18,7 +18,7 @@
 //! What the stub does not do, because it belongs to the handler: send the
 //! APIC its end-of-interrupt for a fixed vector (an NMI has none), and
 //! unmask the LVT performance-counter entry (NetBurst masks it on delivery;
-//! [`crate::arch::netburst::pmi::handle_pmi`] writes it back). It saves no
+//! [`crate::arch::handle_pmi`] writes it back). It saves no
 //! SSE/x87 state: `x86_64-unknown-none` code is soft-float; a kernel that
 //! enables SSE in its handlers must save that state itself.
 //!
@@ -28,7 +28,7 @@
 //! use pmu::entry::PmiFrame;
 //!
 //! extern "C" fn on_pmi(frame: &PmiFrame) {
-//!     // handle_pmi(..., frame.rip, ...), then EOI for a fixed vector
+//!     // pmu::arch::handle_pmi(..., frame.rip, ...), then EOI for a fixed vector
 //!     let _ = frame.rip;
 //! }
 //!

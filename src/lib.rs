@@ -14,10 +14,11 @@
 //!   handles ([`counter::Handle`]): configure, enable, halt, resume,
 //!   cascade, read, release, each with exactly the register accesses the
 //!   hardware needs.
-//! * **The overflow interrupt handlers**: [`arch::netburst::pmi::handle_pmi`],
-//!   [`arch::itanium::pmi::handle_pmi`] and [`arch::archperf::pmi::handle_pmi`], called from the kernel's PMU
-//!   interrupt (or NMI); lock-free, allocation-free, and exact about the
-//!   events they account ([`sampling`]).
+//! * **The seam** ([`arch::Architecture`]): what every architecture
+//!   provides, the same way, and the one overflow interrupt path,
+//!   [`arch::handle_pmi`], called from the kernel's PMU interrupt (or NMI)
+//!   for any architecture; lock-free, allocation-free, and exact about the
+//!   events it accounts ([`sampling`]).
 //! * **The models** (feature `model`): `model::netburst::NetBurstModel`,
 //!   `model::itanium::ItaniumModel` and `model::archperf::ArchPerfModel`,
 //!   register-level PMU models written from the manuals, which the tests drive the real driver against (QEMU

@@ -374,19 +374,16 @@ impl<P: Copy> Sample<P> {
 }
 
 /// What an overflow interrupt handler hands its samples to, on every
-/// architecture: each architecture's `handle_pmi` takes a closure
-/// (`FnMut(Sample<P>)`), and its `handle_pmi_into` takes a `Sink`, for a
-/// consumer that is a type of its own (a `&mut` of one is a sink too).
-/// `P` is the architecture's payload: `()` on NetBurst and the
-/// architectural PMU, [`Capture`](crate::arch::itanium::pmi::Capture) on
-/// Itanium.
+/// architecture: a closure taking each [`Sample`] (`FnMut(Sample<P>)`;
+/// every such closure is a `Sink`, and its argument's type is inferred
+/// where a handler asks for a `Sink`). `P` is the architecture's payload
+/// ([`crate::arch::Architecture::Payload`]): what the overflow captured
+/// besides its counter, periods and IP (NetBurst's PEBS record, Itanium's
+/// EAR and branch captures; `()` on the architectural PMU). A kernel's
+/// consumer of its own type is reached through a closure that borrows it.
 ///
-/// An architecture whose handler delivers more than samples extends this
-/// trait: NetBurst's [`PebsSink`](crate::arch::netburst::pmi::PebsSink)
-/// adds the PEBS records the handler drains from the DS buffer.
-///
-/// The handler calls [`Sink::sample`] from the interrupt (it may be an
-/// NMI): an implementation must not take a lock or wait.
+/// The handler calls the sink from the interrupt (it may be an NMI): it
+/// must not take a lock or wait.
 ///
 /// # Examples
 ///
@@ -396,42 +393,45 @@ impl<P: Copy> Sample<P> {
 /// /// Counts the periods per counter, as a kernel's sink might.
 /// struct Periods([u64; 18]);
 ///
-/// impl Sink for Periods {
-///     fn sample(&mut self, s: Sample) {
-///         if let Some(p) = self.0.get_mut(usize::from(s.counter)) {
-///             *p += u64::from(s.periods);
-///         }
-///     }
+/// fn handler(mut sink: impl Sink) {
+///     // What a handler does with its sink:
+///     sink(Sample::new(4, 2, 0x1000));
 /// }
 ///
 /// let mut periods = Periods([0; 18]);
-/// // What a handler does with `&mut periods`:
-/// let mut sink = &mut periods;
-/// sink.sample(Sample::new(4, 2, 0x1000));
+/// handler(|s| {
+///     if let Some(p) = periods.0.get_mut(usize::from(s.counter)) {
+///         *p += u64::from(s.periods);
+///     }
+/// });
 /// assert_eq!(periods.0[4], 2);
 /// ```
-pub trait Sink<P = ()> {
-    /// A counter completed [`Sample::periods`] periods; the interrupt
-    /// interrupted [`Sample::rip`].
-    fn sample(&mut self, sample: Sample<P>);
+pub trait Sink<P = ()>: FnMut(Sample<P>) {}
+
+/// Every closure taking samples.
+impl<P, F: FnMut(Sample<P>)> Sink<P> for F {}
+
+/// What one call of a PMI handler found, on every architecture
+/// ([`crate::arch::handle_pmi`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PmiOutcome {
+    /// The counters whose overflow was serviced, by counter number (the
+    /// handle's: bit `n` is counter `n`; on the architectural PMU the
+    /// counter's `IA32_PERF_GLOBAL_*` bit).
+    pub overflowed: u64,
 }
 
-/// A sink borrowed for one call.
-impl<P, S: Sink<P> + ?Sized> Sink<P> for &mut S {
-    #[inline(always)]
-    fn sample(&mut self, sample: Sample<P>) {
-        (**self).sample(sample)
+impl PmiOutcome {
+    /// No counter had overflowed: the interrupt was not this PMU's (an NMI
+    /// of someone else), or its overflow was serviced already.
+    pub const fn is_spurious(self) -> bool {
+        self.overflowed == 0
     }
-}
 
-/// A closure as a [`Sink`]: what each architecture's `handle_pmi` wraps its
-/// closure in to call its `handle_pmi_into`.
-pub(crate) struct Samples<F>(pub(crate) F);
-
-impl<P, F: FnMut(Sample<P>)> Sink<P> for Samples<F> {
-    #[inline(always)]
-    fn sample(&mut self, sample: Sample<P>) {
-        (self.0)(sample)
+    /// Whether counter `n`'s overflow was serviced.
+    pub const fn serviced(self, n: u8) -> bool {
+        n < 64 && self.overflowed & 1 << n != 0
     }
 }
 

@@ -1,5 +1,7 @@
-//! Per-architecture register layouts, tables and encoders, and the field
-//! type their layouts are declared with.
+//! The architectures: per architecture its register layouts, tables and
+//! encoders, its driver and its PMI handler, each behind the one seam the
+//! rest of the crate and a kernel meet it at ([`Architecture`], [`Driven`],
+//! [`handle_pmi`]); and the field type their layouts are declared with.
 //!
 //! # Examples
 //!
@@ -20,10 +22,12 @@ mod field;
 pub mod ia32;
 pub mod itanium;
 pub mod netburst;
+mod seam;
 mod set;
 
 pub use field::Field;
 pub(crate) use field::register;
+pub use seam::{Architecture, Driven, LocalPmu, handle_pmi};
 pub(crate) use set::set_operations;
 
 #[cfg(test)]

@@ -277,6 +277,13 @@ pub trait Driver<A: Arch>: Sealed {
     fn can_cascade(&self, from: u8, to: u8) -> bool {
         A::can_cascade(from, to)
     }
+    /// How counter `n` overflows into a PMI: its width and how late the
+    /// interrupt comes ([`crate::sampling::OverflowRule`]), for
+    /// [`crate::sampling::SampleAfter::new`] (NetBurst: 40 bits, one event
+    /// late; Itanium: the generation's width; the architectural PMU: the
+    /// width CPUID gives the counter's kind, general or fixed). `None` for a
+    /// counter this PMU does not have.
+    fn overflow_rule(&self, n: u8) -> Option<crate::sampling::OverflowRule>;
     /// The counter's current value.
     #[doc(hidden)]
     fn read(&mut self, _: Token, n: u8, p: &A::Programmed) -> Result<u64, Self::Error>;

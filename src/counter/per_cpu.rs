@@ -33,8 +33,7 @@ impl<S> PerCpuPmu<S> {
         }
     }
 
-    /// The state the PMI handler shares with the driver: hand it to the
-    /// architecture's `handle_pmi`.
+    /// The state the PMI handler shares with the driver: what it counted.
     pub const fn pmi(&self) -> &S {
         &self.pmi
     }

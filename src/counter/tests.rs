@@ -56,6 +56,12 @@ impl Driver<Toy> for Log {
         self.0.push(("read", n, *p));
         Ok(u64::from(*p) * 10)
     }
+    fn overflow_rule(&self, n: u8) -> Option<crate::sampling::OverflowRule> {
+        (n < 4).then_some(crate::sampling::OverflowRule {
+            width: 32,
+            pmi_delay: 0,
+        })
+    }
     fn release(&mut self, _: Token, n: u8, p: &u32) -> Result<(), &'static str> {
         self.0.push(("release", n, *p));
         Ok(())

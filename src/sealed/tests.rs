@@ -82,11 +82,9 @@ const TRAITS: &[(&str, &str, Kind)] = &[
         Users("the kernel's consumer of the samples a PMI handler produces"),
     ),
     ("sampling.rs", "Payload", Sealed),
-    (
-        "arch/netburst/pmi.rs",
-        "PebsSink",
-        Users("the kernel's consumer of samples and PEBS records (a Sink with records)"),
-    ),
+    ("arch/seam.rs", "Architecture", Sealed),
+    ("arch/seam.rs", "LocalPmu", Sealed),
+    ("arch/seam.rs", "Driven", Through("LocalPmu")),
     ("model/archperf/tables.rs", "Encoding", Sealed),
     ("model/itanium/tables.rs", "Tables", Sealed),
 ];

@@ -11,8 +11,9 @@ use hobby::idt::{self, InterruptFrame};
 use hobby::test::Outcome;
 use hobby::{case, check_eq, pmi, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
-use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, LogicalProcessor, NetBurstPmu};
 use pmu::model::netburst::{Config, EventKind, LogicalProcessor as Lp, Privilege, SharedModel};
 use pmu::sampling::SampleAfter;
@@ -36,8 +37,7 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
 fn on_pmi(frame: &InterruptFrame) {
     let mut apic = pmi::local_apic();
     let r = handle_pmi(
-        PACKAGE.pmi(),
-        LogicalProcessor::T0,
+        PACKAGE.logical(LogicalProcessor::T0),
         &mut MODEL.msr(),
         &mut apic,
         ENTRY,

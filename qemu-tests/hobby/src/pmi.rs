@@ -437,8 +437,8 @@ pub fn deliver_and_wait(handled: u64) -> Result<(), PmiError> {
 /// NMI is taken with interrupts disabled; either way the model is not
 /// touched again while the handler may still use it. Returns how many PMIs
 /// were delivered. Call it with interrupts disabled; the kernel's handler
-/// must run `handle_pmi` (which unmasks the entry) and, for a vector, send
-/// the EOI.
+/// must run `pmu::arch::handle_pmi` (which unmasks the entry) and, for a
+/// vector, send the EOI.
 pub fn inject<M: ModelPmiLine>(model: &M, event: M::Event) -> Result<u64, InjectError> {
     let mut pmis = 0;
     let mut left = M::count(&event);

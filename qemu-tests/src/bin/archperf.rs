@@ -38,8 +38,8 @@ use pmu::arch::archperf::bounds;
 use pmu::arch::archperf::driver::{
     ArchPerfDriver, ArchPerfmon, ConfigError, CounterConfig, Counters,
 };
-use pmu::arch::archperf::pmi::handle_pmi;
 use pmu::arch::archperf::{ArchEvent, ArchPerfPmu, Counter, CounterSet, EventSpec};
+use pmu::arch::handle_pmi;
 use pmu::counter::{AnyHandle, DriverError, ErasedError, Group, Owner, StateTag};
 use pmu::detect::{self, Cpuid, HardwareCpuid};
 use pmu::model::archperf::{
@@ -128,7 +128,7 @@ fn on_model_pmi(frame: &InterruptFrame) {
     let mut apic = pmi::local_apic();
     let serviced = model_cpu().is_some_and(|cpu| {
         handle_pmi(
-            cpu.pmi(),
+            cpu,
             &mut MODEL.msr(),
             &mut apic,
             model_entry(),
@@ -530,7 +530,7 @@ fn real_entry() -> LvtPerfCounter {
 fn on_real_pmi(frame: &InterruptFrame) {
     let mut apic = pmi::local_apic();
     let Ok(_) = handle_pmi(
-        CPU0.pmi(),
+        &CPU0,
         &mut real_msr(),
         &mut apic,
         real_entry(),

@@ -28,8 +28,9 @@ use hobby::stacks::{self, Tally};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
-use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 use pmu::counter::Owner;
 use pmu::model::netburst::{
@@ -89,8 +90,7 @@ fn on_pmi(frame: &InterruptFrame) {
     let mut apic = local_apic();
     if let Some(mut msr) = MODEL.msr_as(ModelLp::T0) {
         let _ = handle_pmi(
-            PACKAGE.pmi(),
-            LogicalProcessor::T0,
+            PACKAGE.logical(LogicalProcessor::T0),
             &mut msr,
             &mut apic,
             entry(),

@@ -11,10 +11,11 @@ use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::access::{AccessCounts, Recording};
 use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+use pmu::arch::handle_pmi;
 use pmu::arch::netburst::LogicalProcessor as Lp;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::driver::{NetBurst, NetBurstHandle};
-use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 use pmu::counter::state::Unclaimed;
 use pmu::counter::{Cascade, Owner};
@@ -395,10 +396,9 @@ fn pmi<O: Owner>(
 ) -> Result<((u32, u32, u32), u32), &'static str> {
     traffic(d);
     let entry = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).ok_or("vector")?));
-    let state = d.pmi_state();
-    let out =
-        handle_pmi(state, Lp::T0, d.msr(), lvt, entry, 0x1000, |_| {}).map_err(|_| "handler")?;
-    Ok((traffic(d), out.overflowed.len()))
+    let t0 = d.physical().logical(Lp::T0);
+    let out = handle_pmi(t0, d.msr(), lvt, entry, 0x1000, |_| {}).map_err(|_| "handler")?;
+    Ok((traffic(d), out.overflowed.count_ones()))
 }
 
 /// The PMI and halt traffic of every case, asserted exactly as on the host:

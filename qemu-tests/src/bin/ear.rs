@@ -15,11 +15,12 @@ use hobby::pmi;
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::handle_pmi;
 use pmu::arch::itanium::btb::{BranchRecord, BtbConfig};
 use pmu::arch::itanium::dear_report::DearReport;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{DearConfig, DearSample, IcacheSample, IearConfig, LatencyFilter};
-use pmu::arch::itanium::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::itanium::pmi::overflow_rule;
 use pmu::arch::itanium::report::{Function, LoadModule};
 use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, Plm, Slot};
 use pmu::model::itanium::{
@@ -66,11 +67,12 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
     hobby::test::run("ear", &[case!(dear), case!(icache), case!(btb)])
 }
 
-/// The driver's handler (samples into `RECEIVED`), then unmask the LVT
-/// entry (the harness's APIC delivery masks it) and EOI.
+/// The crate's PMI path (samples into `RECEIVED`; it unmasks the LVT
+/// entry, which the harness's APIC delivery masks), then EOI.
 fn on_pmi(frame: &InterruptFrame) {
     let mut got = RECEIVED.lock();
-    let r = handle_pmi(CPU0.pmi(), &mut MODEL.regs(), frame.rip, |s| {
+    let mut apic = pmi::local_apic();
+    let r = handle_pmi(&CPU0, &mut MODEL.regs(), &mut apic, ENTRY, frame.rip, |s| {
         got.samples += 1;
         if let Some(d) = s.payload.dear() {
             let i = got.dears;
@@ -97,8 +99,6 @@ fn on_pmi(frame: &InterruptFrame) {
         }
     });
     drop(got);
-    let mut apic = pmi::local_apic();
-    apic.set_perf_counter_entry(ENTRY);
     apic.eoi();
     r.expect("the model refused an access");
 }

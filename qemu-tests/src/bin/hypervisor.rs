@@ -278,8 +278,9 @@ mod two {
     use hobby::user;
     use pmu::access::MsrAccess;
     use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+    use pmu::arch::handle_pmi;
     use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-    use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+    use pmu::arch::netburst::pmi::overflow_rule;
     use pmu::arch::netburst::{
         Counter, CounterSet, Escr, EscrSet, EventName, EventSpec, LogicalProcessor, NetBurstPmu,
     };
@@ -715,14 +716,13 @@ mod two {
         let g = CURRENT.load(Ordering::SeqCst);
         let mut msr = GuestMsr::new();
         let _ = handle_pmi(
-            GUEST_PACKAGES[g].pmi(),
-            LogicalProcessor::T0,
+            GUEST_PACKAGES[g].logical(LogicalProcessor::T0),
             &mut msr,
             &mut GuestLvt,
             entry(),
             rip,
             |s| {
-                SAMPLES[g].push(s);
+                SAMPLES[g].push(s.with_payload(()));
             },
         );
     }

@@ -17,9 +17,10 @@ use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println};
 use pmu::access::Recording;
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::handle_pmi;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver, MontecitoCounters};
 use pmu::arch::itanium::events::find;
-use pmu::arch::itanium::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::itanium::pmi::overflow_rule;
 use pmu::arch::itanium::{Counter, CounterPmc, Generation, ItaniumPmu};
 use pmu::arch::itanium::{EventCode, Plm};
 use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
@@ -44,16 +45,15 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
     hobby::test::run("montecito", &[case!(montecito)])
 }
 
-/// The driver's handler, then unmask the LVT entry (the harness's APIC
-/// delivery masks it) and EOI.
+/// The crate's PMI path (it unmasks the LVT entry, which the harness's
+/// APIC delivery masks), then EOI.
 fn on_pmi(frame: &InterruptFrame) {
     let mut regs: Recording<_, 8> = Recording::new(MODEL.regs());
-    let r = handle_pmi(CORE0.pmi(), &mut regs, frame.rip, |s| {
+    let mut apic = pmi::local_apic();
+    let r = handle_pmi(&CORE0, &mut regs, &mut apic, ENTRY, frame.rip, |s| {
         SAMPLES[usize::from(s.counter) % 16].fetch_add(1, Ordering::SeqCst);
     });
     PMD_READS.fetch_add(u64::from(regs.counts().pmd_reads), Ordering::SeqCst);
-    let mut apic = pmi::local_apic();
-    apic.set_perf_counter_entry(ENTRY);
     apic.eoi();
     r.expect("the model refused an access");
 }

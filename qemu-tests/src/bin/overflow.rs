@@ -20,9 +20,10 @@ use hobby::pmi::{self, Delivery, PmiError, Taken, Waited};
 use hobby::test::{Failure, Outcome};
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver, NetBurstHandle};
 use pmu::arch::netburst::ds::PebsArea;
-use pmu::arch::netburst::pmi::{PmiState, handle_pmi, overflow_rule};
+use pmu::arch::netburst::pmi::{PmiState, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 use pmu::counter::state::{Enabled, Unclaimed};
 use pmu::counter::{Handle, Owner};
@@ -100,14 +101,13 @@ fn on_pmi(frame: &InterruptFrame) {
     let mut apic = apic();
     let serviced = package().is_some_and(|package| {
         handle_pmi(
-            package.pmi(),
-            LogicalProcessor::T0,
+            package.logical(LogicalProcessor::T0),
             &mut MODEL.msr(),
             &mut apic,
             entry(),
             frame.rip,
             |s| {
-                SAMPLES.push(s);
+                SAMPLES.push(s.with_payload(()));
             },
         )
         .is_ok()

@@ -15,8 +15,9 @@ use hobby::pmi_error::{PmiError, Waited};
 use hobby::test::{Failure, Outcome};
 use hobby::{case, check, check_eq};
 use pmu::apic::{LocalApic, LvtPerfCounter, ModelPmi, PmiDelivery, Vector, deliver_model_pmi};
+use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
-use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, LogicalProcessor, NetBurstPmu};
 use pmu::entry::PmiFrame;
 use pmu::model::netburst::{Config, Event, EventKind, Privilege, SharedModel};
@@ -51,8 +52,7 @@ extern "C" fn on_pmi(frame: &PmiFrame) {
     let mut apic = apic();
     // Services the overflow and unmasks the LVT entry.
     let serviced = handle_pmi(
-        PACKAGE.pmi(),
-        LogicalProcessor::T0,
+        PACKAGE.logical(LogicalProcessor::T0),
         &mut MODEL.msr(),
         &mut apic,
         ENTRY,

@@ -22,8 +22,9 @@ use hobby::pmi::{self, Delivery, Taken, local_apic};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println, skip, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
-use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp, NetBurstPmu};
 use pmu::counter::Owner;
 use pmu::model::netburst::{
@@ -240,8 +241,7 @@ fn on_pmi(frame: &InterruptFrame) {
         let own = own_counter(lp).0 as u8;
         let window = pmi::wait_window();
         let r = handle_pmi(
-            PMUS[package].pmi(),
-            lp,
+            PMUS[package].logical(lp),
             &mut msr,
             &mut apic,
             entry(),

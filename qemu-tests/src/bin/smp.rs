@@ -31,8 +31,9 @@ use hobby::pmi::{self, Delivery, local_apic};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, println, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{ConfigError, CounterConfig, Counters, Error, NetBurstDriver};
-use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp, NetBurstPmu};
 use pmu::counter::{ErasedError, Owner};
 use pmu::model::netburst::{
@@ -369,8 +370,7 @@ fn on_pmi(frame: &InterruptFrame) {
     let own = OWN_COUNTER[cpu].load(Ordering::SeqCst);
     let window = pmi::wait_window();
     let r = handle_pmi(
-        SAMPLING.pmi(),
-        lp,
+        SAMPLING.logical(lp),
         &mut msr,
         &mut apic,
         entry(),
@@ -612,8 +612,9 @@ mod itanium {
     use hobby::idt::InterruptFrame;
     use hobby::pmi::{self, Delivery, local_apic};
     use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+    use pmu::arch::handle_pmi;
     use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
-    use pmu::arch::itanium::pmi::{handle_pmi, overflow_rule};
+    use pmu::arch::itanium::pmi::overflow_rule;
     use pmu::arch::itanium::{Counter, CounterPmc, Generation, ItaniumPmu};
     use pmu::arch::itanium::{EventCode, Plm};
     use pmu::counter::Owner;
@@ -640,7 +641,8 @@ mod itanium {
     pub fn on_pmi(frame: &InterruptFrame) {
         let cpu = hobby::smp::cpu().min(1);
         let mut regs = MODELS[cpu].regs();
-        let r = handle_pmi(PMUS[cpu].pmi(), &mut regs, frame.rip, |s| {
+        let mut apic = local_apic();
+        let r = handle_pmi(&PMUS[cpu], &mut regs, &mut apic, entry(), frame.rip, |s| {
             SAMPLES[cpu].fetch_add(u64::from(s.periods), Ordering::SeqCst);
             if s.counter != 4 {
                 FOREIGN.fetch_add(1, Ordering::SeqCst);
@@ -649,8 +651,6 @@ mod itanium {
         if r.is_err() {
             ERRORS.fetch_add(1, Ordering::SeqCst);
         }
-        let mut apic = local_apic();
-        apic.set_perf_counter_entry(entry());
         apic.eoi();
     }
 

@@ -23,8 +23,9 @@ use hobby::{case, check, check_eq, println, skip};
 use pmu::access::X86Msr;
 use pmu::apic::x2apic::{APIC_BASE_ENABLE, APIC_BASE_EXTD, IA32_APIC_BASE};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector, X2Apic};
+use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp, NetBurstPmu};
 use pmu::detect::{HardwareCpuid, detect};
 use pmu::model::netburst::{
@@ -210,8 +211,7 @@ fn on_pmi(frame: &InterruptFrame) {
         return;
     };
     let r = handle_pmi(
-        PMU.pmi(),
-        Lp::T0,
+        PMU.logical(Lp::T0),
         &mut msr,
         &mut apic,
         entry(),

@@ -234,9 +234,8 @@ fn the_pmi_handler_unmasks_through_the_x2apic() {
     let mut apic = X2Apic::new(Msrs(BTreeMap::new()));
     let entry = LvtPerfCounter::new(PmiDelivery::Nmi);
     let mut pmu = Msrs(BTreeMap::new());
-    let out = crate::arch::netburst::pmi::handle_pmi(
-        state.pmi(),
-        crate::arch::netburst::LogicalProcessor::T0,
+    let out = crate::arch::handle_pmi(
+        state.logical(crate::arch::netburst::LogicalProcessor::T0),
         &mut pmu,
         &mut apic,
         entry,

@@ -68,8 +68,8 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 
-use super::events::EventSpec;
-use super::msrs::{Counter, CounterSet, FixedCtl, FixedCtrCtrl, PerfEvtSel};
+use super::events::{ArchEvent, EventSpec};
+use super::msrs::{Counter, CounterSet, FixedCtl, FixedCtrCtrl, MAX_GENERAL, PerfEvtSel};
 use super::msrs::{IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_OVF_CTRL};
 use super::physical::ArchPerfPmu;
 use super::pmi::{PmiState, overflow_rule};
@@ -624,6 +624,21 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         owner::end::<O>(how);
     }
 
+    /// Where this driver counts core cycles (`perf`'s `cycles`: unhalted
+    /// core cycles, 3CH/00H): fixed counter 1 where the CPU has it and it
+    /// is free (not the firmware's, not claimed), else the first free
+    /// general counter. `None` when every one is taken.
+    pub fn core_cycles(&self) -> Option<(u8, CounterConfig)> {
+        let free = |c: &Counter| {
+            self.present.contains(*c) && !self.firmware.contains(*c) && !self.claimed.contains(*c)
+        };
+        let c = Counter::fixed(1)
+            .filter(free)
+            .or_else(|| (0..MAX_GENERAL).filter_map(Counter::general).find(free))?;
+        let config = CounterConfig::counting(EventSpec::arch(ArchEvent::CoreCycles));
+        Some((c.index(), config))
+    }
+
     /// The MSR backend.
     pub fn msr(&mut self) -> &mut M {
         &mut self.msr
@@ -872,6 +887,15 @@ impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_
 
     fn cascade(&mut self, _: Token, n: u8, _from: u8, _p: &Programmed) -> Result<(), Self::Error> {
         Err(Error::Config(ConfigError::NoSuchCounter(n)))
+    }
+
+    fn overflow_rule(&self, n: u8) -> Option<crate::sampling::OverflowRule> {
+        let c = Counter::from_index(n).filter(|c| self.present.contains(*c))?;
+        Some(if c.is_fixed() {
+            self.fixed_overflow_rule()
+        } else {
+            ArchPerfDriver::overflow_rule(self)
+        })
     }
 
     fn read(&mut self, _: Token, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {

@@ -48,6 +48,7 @@ mod msrs;
 pub mod multiplex;
 mod physical;
 pub mod pmi;
+mod seam;
 
 pub use events::*;
 pub use msrs::*;

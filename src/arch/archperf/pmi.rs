@@ -31,7 +31,7 @@ use super::msrs::{
 };
 use crate::access::{MsrBackend, MsrOps};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, Samples, Sink, bump};
+use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
 
 /// Per-counter arrays are indexed by the counter's `GLOBAL` bit, so the
 /// handler indexes with the bit number it finds (no mapping, no bounds
@@ -98,21 +98,6 @@ impl core::fmt::Debug for PmiState {
             .field("armed", &self.armed())
             .field("interrupts", &self.interrupts())
             .finish_non_exhaustive()
-    }
-}
-
-/// What one call of [`handle_pmi`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct PmiOutcome {
-    /// The counters whose overflow was serviced.
-    pub overflowed: CounterSet,
-}
-
-impl PmiOutcome {
-    /// No counter had overflowed.
-    pub const fn is_spurious(self) -> bool {
-        self.overflowed.is_empty()
     }
 }
 
@@ -215,34 +200,21 @@ impl PmiState {
     }
 }
 
-/// The PMI handler: read `IA32_PERF_GLOBAL_STATUS` once, re-arm every armed
-/// counter it shows overflowed relative to what the counter holds, hand a
-/// [`Sample`] with the interrupted `rip` to `sink`, acknowledge every
-/// overflow found in one `IA32_PERF_GLOBAL_OVF_CTRL` write, then unmask the
-/// LVT entry by writing `entry`. See the [module documentation](self) for
-/// the traffic.
+/// The PMI handler (the architectural PMU's part of
+/// [`crate::arch::handle_pmi`]): read `IA32_PERF_GLOBAL_STATUS` once,
+/// re-arm every armed counter it shows overflowed relative to what the
+/// counter holds, hand a [`Sample`] with the interrupted `rip` to `sink`,
+/// acknowledge every overflow found in one `IA32_PERF_GLOBAL_OVF_CTRL`
+/// write, then unmask the LVT entry by writing `entry`. See the [module
+/// documentation](self) for the traffic.
 #[inline]
-pub fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry>(
+pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     state: &PmiState,
     msr: &mut M,
     lvt: &mut L,
     entry: LvtPerfCounter,
     rip: u64,
-    sink: impl FnMut(Sample),
-) -> Result<PmiOutcome, M::Error> {
-    handle_pmi_into(state, msr, lvt, entry, rip, Samples(sink))
-}
-
-/// [`handle_pmi`] with a [`Sink`], for a consumer that is a type of its
-/// own.
-#[inline]
-pub fn handle_pmi_into<M: MsrBackend, L: LvtPerfCounterEntry>(
-    state: &PmiState,
-    msr: &mut M,
-    lvt: &mut L,
-    entry: LvtPerfCounter,
-    rip: u64,
-    mut sink: impl Sink,
+    mut sink: S,
 ) -> Result<PmiOutcome, M::Error> {
     bump(&state.interrupts, 1);
     // `IA32_PERF_GLOBAL_STATUS`, or on version 1 an MSR that exists there
@@ -252,11 +224,13 @@ pub fn handle_pmi_into<M: MsrBackend, L: LvtPerfCounterEntry>(
     if found == 0 {
         // Spurious: apart from the loop, so that it does not pay the loop's
         // registers.
-        bump(&state.spurious, 1);
+        // The entry first, then the count (the handler is not re-entered
+        // before it returns: interrupts are off, or NMIs blocked): the two
+        // exits then end differently, so the compiler does not merge them,
+        // and this one saves none of the loop's registers.
         lvt.write_lvt_perf_counter(entry);
-        return Ok(PmiOutcome {
-            overflowed: CounterSet::EMPTY,
-        });
+        bump(&state.spurious, 1);
+        return Ok(PmiOutcome { overflowed: 0 });
     }
     // Every counter found is serviced, but for one that has not reached its
     // overflow after all (a stale status bit): taken out of the set then.
@@ -275,14 +249,12 @@ pub fn handle_pmi_into<M: MsrBackend, L: LvtPerfCounterEntry>(
         if periods != 0 {
             msr.write_msr(access as u32, value)?;
             bump(&state.periods[i], periods);
-            sink.sample(Sample::new(n as u8, periods, rip));
+            sink(Sample::new(n as u8, periods, rip));
         } else {
             overflowed &= !(1 << n);
         }
     }
     msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, found)?;
     lvt.write_lvt_perf_counter(entry);
-    Ok(PmiOutcome {
-        overflowed: CounterSet::from_bits_truncate(overflowed),
-    })
+    Ok(PmiOutcome { overflowed })
 }

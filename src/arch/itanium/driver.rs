@@ -194,7 +194,7 @@ use super::{pmc, pmd};
 use crate::access::{PmcPmdBackend, PmcPmdOps};
 use crate::counter::owner::{self, Ending};
 use crate::counter::state::Unclaimed;
-use crate::counter::{self, Arch, Owner};
+use crate::counter::{self, Arch, Owner, OwnerId, StateTag};
 use crate::sampling::SampleAfter;
 use crate::sealed::{Sealed, Token};
 
@@ -718,6 +718,67 @@ impl<O: Owner> Counters<O> {
             }),
         }
     }
+
+    /// The tokens as run-time handles, indexed by counter number less 4
+    /// (PMC4 first; `None` for Montecito's counters 8-15 on an earlier
+    /// generation), for code that picks counters at run time.
+    pub fn erase_all(self) -> [Option<counter::AnyHandle<Itanium>>; 12] {
+        let m = self.montecito.map(|m| {
+            [
+                m.c8.erase(),
+                m.c9.erase(),
+                m.c10.erase(),
+                m.c11.erase(),
+                m.c12.erase(),
+                m.c13.erase(),
+                m.c14.erase(),
+                m.c15.erase(),
+            ]
+        });
+        let mut all = [const { None }; 12];
+        all[0] = Some(self.c4.erase());
+        all[1] = Some(self.c5.erase());
+        all[2] = Some(self.c6.erase());
+        all[3] = Some(self.c7.erase());
+        if let Some(m) = m {
+            for (slot, h) in all[4..].iter_mut().zip(m) {
+                *slot = Some(h);
+            }
+        }
+        all
+    }
+
+    /// The tokens back from run-time handles (as [`Counters::erase_all`]
+    /// made them): each counter `4 + i` at index `i`, Unclaimed, issued
+    /// for owner `O`, counters 8-15 all present or all absent; otherwise
+    /// they come back unchanged.
+    #[allow(clippy::result_large_err, reason = "the handles come back by value")]
+    pub fn from_erased(
+        all: [Option<counter::AnyHandle<Itanium>>; 12],
+    ) -> Result<Counters<O>, [Option<counter::AnyHandle<Itanium>>; 12]> {
+        let mut present = 0u16;
+        let mut whole = true;
+        for (i, h) in all.iter().enumerate() {
+            if let Some(h) = h {
+                present |= 1 << i;
+                whole &= h.owner() == OwnerId::of::<O>()
+                    && usize::from(h.index()) == i + 4
+                    && h.state() == StateTag::Unclaimed;
+            }
+        }
+        // PMC4-7 always; 8-15 together (Montecito) or not at all.
+        whole &= present == 0x00F || present == 0xFFF;
+        if !whole {
+            return Err(all);
+        }
+        // An Unclaimed handle carries nothing but its identity: the checked
+        // ones are these tokens.
+        Ok(Counters::issue(if present == 0xFFF {
+            Generation::Montecito
+        } else {
+            Generation::Itanium2
+        }))
+    }
 }
 
 /// Why the driver could not take the PMU.
@@ -897,6 +958,25 @@ impl<'s, O: Owner, R: PmcPmdBackend> ItaniumDriver<'s, O, R> {
     /// The counters claimed through this driver's handles.
     pub const fn claimed(&self) -> CounterSet {
         self.claimed
+    }
+
+    /// Where this driver counts core cycles (`CPU_CYCLES`, event 12H,
+    /// which every counter of every generation takes): the first
+    /// unclaimed counter from 4, at every privilege level, monitored as a
+    /// privileged monitor. `None` when every counter is claimed.
+    pub fn core_cycles(&self) -> Option<(u8, CounterConfig)> {
+        let g = self.generation;
+        let event = super::EventCode::new(g, 0x12)?;
+        g.counters().iter().find_map(|n| {
+            if self.claimed.contains(n) {
+                return None;
+            }
+            let pmc = pmc::CounterPmc::new(HwCounter::new(g, n)?, event).ok()?;
+            Some((
+                n,
+                CounterConfig::counting(pmc.with_plm(Plm::ALL).with_privileged(true)),
+            ))
+        })
     }
 
     /// The register backend.
@@ -1082,6 +1162,10 @@ impl<O: Owner, R: PmcPmdBackend> counter::Driver<Itanium> for ItaniumDriver<'_, 
 
     fn cascade(&mut self, _: Token, _n: u8, _from: u8, _p: &Programmed) -> Result<(), Self::Error> {
         Err(Error::Config(ConfigError::NoCascade))
+    }
+
+    fn overflow_rule(&self, n: u8) -> Option<crate::sampling::OverflowRule> {
+        HwCounter::new(self.generation, n).map(|_| overflow_rule(self.generation))
     }
 
     fn read(&mut self, _: Token, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {

@@ -132,6 +132,7 @@ mod pmc;
 mod pmd;
 pub mod pmi;
 pub mod report;
+mod seam;
 pub mod validate;
 
 pub use btb::{BtbConfig, BtbEntry, BtbIndex, BtbRecord};

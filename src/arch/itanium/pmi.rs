@@ -7,8 +7,10 @@
 //! `oi`: "a Performance Monitor interrupt is raised and the performance
 //! monitor freeze bit (PMC\[0\].fr) is set when the monitor overflows";
 //! SDM Vol. 2 7.2.1-7.2.2). The kernel's handler for the PMV vector (Linux:
-//! `IA64_PERFMON_VECTOR`, 0xEE) calls [`handle_pmi`] with the interrupted
-//! IIP. Per interrupt it issues exactly:
+//! `IA64_PERFMON_VECTOR`, 0xEE) calls the crate's one PMI path,
+//! [`crate::arch::handle_pmi`], with the processor's PMU and the
+//! interrupted IIP; Itanium's part of it is this module's handler. Per
+//! interrupt it issues exactly:
 //!
 //! | access | count | why |
 //! |---|---|---|
@@ -56,10 +58,11 @@ use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use super::btb::{BtbConfig, BtbIndex, BtbSample};
 use super::ear::{DearConfig, DearSample, IcacheSample, ItlbSample};
-use super::generation::{CounterSet, Generation};
+use super::generation::Generation;
 use super::pmc::Pmc0;
 use crate::access::{PmcPmdBackend, PmcPmdOps};
-use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, Samples, Sink, bump};
+use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
+use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
 
 const SLOTS: usize = 16;
 
@@ -231,23 +234,6 @@ impl Capture {
     }
 }
 
-/// What one call of [`handle_pmi`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct PmiOutcome {
-    /// PMC0 as read.
-    pub pmc0: u64,
-    /// The counters that overflowed and were serviced.
-    pub overflowed: CounterSet,
-}
-
-impl PmiOutcome {
-    /// No counter had overflowed.
-    pub const fn is_spurious(self) -> bool {
-        self.overflowed.is_empty()
-    }
-}
-
 /// The generation's code in [`PmiState`]: Itanium 2 is 0, so that a new
 /// state is all zero bits and a `static` of it lives in `.bss`.
 const fn generation_from(v: u8) -> Generation {
@@ -402,11 +388,17 @@ impl PmiState {
     }
 }
 
-/// The overflow interrupt handler: read PMC0 once, re-arm every overflowed
+/// The overflow interrupt handler (Itanium's part of
+/// [`crate::arch::handle_pmi`]): read PMC0 once, re-arm every overflowed
 /// sampling counter relative to what it holds, read the I-EAR (TLB or cache
 /// mode), the D-EAR or the branch trace buffer for counters sampling them, hand an
 /// [`Sample`] with its [`Capture`] to `sink` per overflowed counter, and unfreeze
-/// (PMC0 = 0) last. See the [module documentation](self).
+/// (PMC0 = 0), then write `entry` to the interrupt's delivery entry `lvt`:
+/// on an IA-32 host that runs the Itanium model, the local APIC's LVT entry
+/// its PMI came through (masked by the delivery); an IA-64 kernel, whose
+/// PMU interrupt vector (PMV) is not masked by delivery, passes `&mut ()`
+/// (and any `entry`).
+/// See the [module documentation](self).
 ///
 /// An overflow bit of a counter that is not sampling (released, or never
 /// configured with `oi`) is not a sample: it is cleared with the rest. The
@@ -416,23 +408,13 @@ impl PmiState {
 /// If a register access fails (only a model can fail) the handler stops and
 /// returns the error with the PMU still frozen.
 #[inline]
-pub fn handle_pmi<R: PmcPmdBackend>(
+pub(crate) fn handle_pmi<R: PmcPmdBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     state: &PmiState,
     regs: &mut R,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
     iip: u64,
-    sink: impl FnMut(Sample<Capture>),
-) -> Result<PmiOutcome, R::Error> {
-    handle_pmi_into(state, regs, iip, Samples(sink))
-}
-
-/// [`handle_pmi`] with a [`Sink`] of samples carrying their [`Capture`], for
-/// a consumer that is a type of its own.
-#[inline]
-pub fn handle_pmi_into<R: PmcPmdBackend>(
-    state: &PmiState,
-    regs: &mut R,
-    iip: u64,
-    mut sink: impl Sink<Capture>,
+    mut sink: S,
 ) -> Result<PmiOutcome, R::Error> {
     bump(&state.interrupts, 1);
     let pmc0 = regs.read_pmc(0)?;
@@ -461,10 +443,8 @@ pub fn handle_pmi_into<R: PmcPmdBackend>(
     if pmc0 != 0 {
         regs.write_pmc(0, Pmc0::UNFROZEN.bits())?;
     }
-    Ok(PmiOutcome {
-        pmc0,
-        overflowed: CounterSet(overflowed),
-    })
+    lvt.write_lvt_perf_counter(entry);
+    Ok(PmiOutcome { overflowed })
 }
 
 /// Marks the branch that calls it as rarely taken.
@@ -514,7 +494,7 @@ fn service_counter<R: PmcPmdBackend>(
     }
     regs.write_pmd(n, reload)?;
     bump(&slot.periods[i], periods);
-    sink.sample(Sample::new(n, periods, iip).with_payload(capture));
+    sink(Sample::new(n, periods, iip).with_payload(capture));
     Ok(true)
 }
 

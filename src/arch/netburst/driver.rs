@@ -37,7 +37,8 @@
 //! processor ([`CounterConfig::pebs`], [`NetBurstDriver::set_pebs_area`]).
 //! The PEBS counter's overflow takes the PEBS assist instead of a PMI
 //! (its CCCR has no `OVF_PMI`); the PMI comes from the DS buffer's
-//! threshold and the handler drains the records ([`super::pmi::PebsSink`]).
+//! threshold and the handler drains the records (each a sample carrying
+//! it, [`super::pmi::Capture::Pebs`]).
 //!
 //! Linux's NetBurst driver (`arch/x86/events/intel/p4.c`), for comparison:
 //! start = 4 WRMSR (counter twice for erratum N15, ESCR, CCCR), disable = 1
@@ -937,6 +938,33 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
             .with_claims(self.pmu.claimed_escrs(), self.pmu.claimed_counters())
     }
 
+    /// Where this driver counts core cycles (`perf`'s `cycles`, which Linux
+    /// maps to `global_power_events` RUNNING on NetBurst, `p4.c`'s
+    /// `p4_general_events`): the first counter fed by `FSB_ESCR0` or
+    /// `FSB_ESCR1` (SDM Table 18-63: counters 0-3) that is free in the
+    /// package, with a free ESCR, for the logical processor this driver
+    /// serves (T0 for a driver of both); the logical processor's "own" ESCR
+    /// first (`FSB_ESCR0` for T0, `FSB_ESCR1` for T1). `None` when every
+    /// such pair is claimed.
+    pub fn core_cycles(&self) -> Option<(u8, CounterConfig)> {
+        let lp = self.only.unwrap_or(LogicalProcessor::T0);
+        let escrs = match lp {
+            LogicalProcessor::T0 => [Escr::FsbEscr0, Escr::FsbEscr1],
+            LogicalProcessor::T1 => [Escr::FsbEscr1, Escr::FsbEscr0],
+        };
+        let claimed = self.occupied();
+        let event: EventSpec = crate::netburst_event!("global_power_events:RUNNING");
+        escrs
+            .into_iter()
+            .filter(|e| !claimed.escrs().contains(*e))
+            .find_map(|e| {
+                let c = Counter::ALL
+                    .into_iter()
+                    .find(|&c| e.feeds(c) && !claimed.counters().contains(c))?;
+                Some((c.index(), CounterConfig::counting(event, e).on(lp)))
+            })
+    }
+
     /// The MSR backend.
     pub fn msr(&mut self) -> &mut M {
         &mut self.msr
@@ -1415,6 +1443,10 @@ impl<O: Owner, M: MsrBackend> counter::Driver<NetBurst> for NetBurstDriver<'_, O
 
     fn can_cascade(&self, from: u8, to: u8) -> bool {
         NetBurst::can_cascade(from, to) || self.extended_source(to, from).is_some()
+    }
+
+    fn overflow_rule(&self, n: u8) -> Option<crate::sampling::OverflowRule> {
+        Counter::from_index(n).map(|_| overflow_rule())
     }
 
     fn read(&mut self, _: Token, n: u8, _p: &Programmed) -> Result<u64, Self::Error> {

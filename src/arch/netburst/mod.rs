@@ -98,6 +98,7 @@ pub mod events;
 pub mod multiplex;
 pub mod pmi;
 pub mod schedule;
+mod seam;
 
 pub use cccr::*;
 pub use escr::*;

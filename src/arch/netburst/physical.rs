@@ -111,10 +111,16 @@ impl NetBurstPmu {
         }
     }
 
-    /// The state the package's PMI handlers share with its drivers: hand
-    /// it to [`super::pmi::handle_pmi`].
+    /// The state the package's PMI handlers share with its drivers.
     pub const fn pmi(&self) -> &PmiState {
         &self.pmi
+    }
+
+    /// Logical processor `lp`'s share of the package's PMU: what its driver
+    /// is taken for and its PMI handler serves
+    /// ([`crate::arch::LocalPmu`]).
+    pub const fn logical(&self, lp: LogicalProcessor) -> LogicalPmu<'_> {
+        LogicalPmu { pmu: self, lp }
     }
 
     /// The counters claimed in the package, by every driver.
@@ -174,4 +180,26 @@ impl NetBurstPmu {
 
 const fn lp_bit(lp: LogicalProcessor) -> u8 {
     1 << lp as u8
+}
+
+/// One logical processor's share of its package's PMU
+/// ([`NetBurstPmu::logical`]): the two logical processors of a
+/// Hyper-Threading package share one PMU (SDM 18.16), and each CPU's
+/// driver and PMI handler serve their own logical processor of it.
+#[derive(Clone, Copy, Debug)]
+pub struct LogicalPmu<'a> {
+    pmu: &'a NetBurstPmu,
+    lp: LogicalProcessor,
+}
+
+impl<'a> LogicalPmu<'a> {
+    /// The package.
+    pub const fn package(self) -> &'a NetBurstPmu {
+        self.pmu
+    }
+
+    /// The logical processor.
+    pub const fn logical_processor(self) -> LogicalProcessor {
+        self.lp
+    }
 }

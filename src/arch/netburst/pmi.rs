@@ -1,13 +1,15 @@
 //! The NetBurst overflow interrupt path: the state shared between the
 //! counter handles and the handler, and the handler routine itself.
 //!
-//! A kernel calls [`handle_pmi`] from its interrupt entry for the LVT
-//! performance-counter vector (or its NMI handler) with the interrupted RIP.
-//! The routine takes no lock, executes no locked instruction and allocates
-//! nothing, so it is safe in an NMI; it touches only atomics in [`PmiState`]
-//! (each with one writer), the MSR backend the kernel hands it, and the
-//! APIC's LVT entry. The re-arm constants were computed when the counter was
-//! configured.
+//! A kernel calls the crate's one PMI path, [`crate::arch::handle_pmi`],
+//! from its interrupt entry for the LVT performance-counter vector (or its
+//! NMI handler) with the interrupted RIP and the package's share of the
+//! logical processor it runs on ([`super::NetBurstPmu::logical`]); NetBurst's
+//! part of it is this module's handler. The routine takes no lock, executes
+//! no locked instruction and allocates nothing, so it is safe in an NMI; it
+//! touches only atomics in [`PmiState`] (each with one writer), the MSR
+//! backend the kernel hands it, and the APIC's LVT entry. The re-arm
+//! constants were computed when the counter was configured.
 //!
 //! Per interrupt it issues exactly (asserted in the tests):
 //!
@@ -59,8 +61,9 @@
 #![cfg_attr(feature = "model", doc = "```")]
 #![cfg_attr(not(feature = "model"), doc = "```ignore")]
 //! use pmu::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+//! use pmu::arch::handle_pmi;
 //! use pmu::arch::netburst::driver::{CounterConfig, NetBurstDriver};
-//! use pmu::arch::netburst::pmi::{handle_pmi, overflow_rule};
+//! use pmu::arch::netburst::pmi::overflow_rule;
 //! use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 //! use pmu::model::netburst::{self as model, Config, EventKind, NetBurstModel, Privilege};
 //! use pmu::sampling::SampleAfter;
@@ -86,8 +89,9 @@
 //! assert!(pmu.msr().take_pmi(model::LogicalProcessor::T0).is_some());
 //! let entry = LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()));
 //! let mut samples = 0;
-//! let out = handle_pmi(PACKAGE0.pmi(), LogicalProcessor::T0, pmu.msr(), &mut Lvt, entry, 0x1000, |_| samples += 1)?;
-//! assert_eq!((out.overflowed.len(), samples, PACKAGE0.pmi().periods(0)), (1, 1, 1));
+//! let t0 = PACKAGE0.logical(LogicalProcessor::T0);
+//! let out = handle_pmi(t0, pmu.msr(), &mut Lvt, entry, 0x1000, |_| samples += 1)?;
+//! assert_eq!((out.overflowed, samples, PACKAGE0.pmi().periods(0)), (1, 1, 1));
 //! assert_eq!(c0.read(&mut pmu)?, every_100.at_residual(1)); // -(N-1): the PMI event counted
 //! # Ok::<(), Box<dyn core::error::Error>>(())
 //! ```
@@ -101,9 +105,34 @@ use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
 use crate::access::{MsrBackend, MsrOps};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, Rearm, Sample, SampleAfter, Samples, Sink, bump};
+use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
 
 const COUNTERS: usize = 18;
+
+/// What a NetBurst overflow captured besides its counter, periods and IP
+/// (NetBurst's [`crate::arch::Architecture::Payload`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Capture {
+    /// Nothing: a sampling counter's overflow, at the interrupted IP.
+    #[default]
+    None,
+    /// A PEBS record the handler drained from the DS buffer (one period of
+    /// the PEBS counter, at the record's precise RIP: the sample's `rip`),
+    /// with RFLAGS and the general registers as the assist saved them
+    /// (SDM 18.15.7).
+    Pebs(PebsRecord),
+}
+
+impl Capture {
+    /// The PEBS record, if this is one.
+    pub const fn pebs(&self) -> Option<&PebsRecord> {
+        match self {
+            Capture::Pebs(r) => Some(r),
+            Capture::None => None,
+        }
+    }
+}
 
 /// Entries of each per-counter array: one per bit of the armed word.
 const SLOTS: usize = 64;
@@ -227,21 +256,6 @@ impl core::fmt::Debug for PmiState {
             .field("armed_t0", &self.armed(LogicalProcessor::T0))
             .field("armed_t1", &self.armed(LogicalProcessor::T1))
             .finish_non_exhaustive()
-    }
-}
-
-/// What one call of [`handle_pmi`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct PmiOutcome {
-    /// The counters that had overflowed and were serviced.
-    pub overflowed: CounterSet,
-}
-
-impl PmiOutcome {
-    /// No counter had overflowed.
-    pub const fn is_spurious(self) -> bool {
-        self.overflowed.is_empty()
     }
 }
 
@@ -460,12 +474,15 @@ impl PmiState {
     }
 }
 
-/// The PMI handler for logical processor `lp`: find the armed counters that
-/// passed their overflow, re-arm each relative to what it holds, clear its
-/// `OVF`, hand a [`Sample`] with the interrupted `rip` to `sink`, then unmask
-/// the LVT entry by writing `entry` (which should be unmasked). Returns what it
-/// found; a PMI without any overflow is counted as spurious. See the
-/// [module documentation](self) for the traffic and why it is exact.
+/// The PMI handler for logical processor `lp` (NetBurst's part of
+/// [`crate::arch::handle_pmi`]): find the armed counters that passed their
+/// overflow, re-arm each relative to what it holds, clear its `OVF`, hand a
+/// [`Sample`] with the interrupted `ip` to `sink` (and each PEBS record
+/// drained, [`Capture::Pebs`]), then unmask the LVT entry by writing
+/// `entry`.
+/// Returns what it found; a PMI without any overflow is counted as
+/// spurious. See the [module documentation](self) for the traffic and why
+/// it is exact.
 ///
 /// Per armed counter the handler does nothing beyond its RDPMC and a
 /// comparison with the preset computed at configure time ([`Rearm`]), all
@@ -480,45 +497,7 @@ impl PmiState {
 /// If a register access fails (only a model can fail), the handler stops and
 /// returns the error with the LVT entry still masked.
 #[inline]
-pub fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry>(
-    state: &PmiState,
-    lp: LogicalProcessor,
-    msr: &mut M,
-    lvt: &mut L,
-    entry: LvtPerfCounter,
-    rip: u64,
-    sink: impl FnMut(Sample),
-) -> Result<PmiOutcome, M::Error> {
-    handle_pmi_into(state, lp, msr, lvt, entry, rip, Samples(sink))
-}
-
-/// NetBurst's [`Sink`]: the samples, and each PEBS record the handler
-/// drains from the DS buffer. [`handle_pmi`] takes a closure, which gets
-/// each PEBS record as a sample at the record's precise RIP; implement
-/// [`Sink`] and this trait and call [`handle_pmi_into`] to get the records
-/// themselves (RFLAGS and the general registers too).
-pub trait PebsSink: Sink {
-    /// The PEBS counter `counter` (16 or 17) took the assist that wrote
-    /// `record` (one period each). By default: a [`Sample`] of one period
-    /// at the record's RIP.
-    fn pebs(&mut self, counter: u8, record: &PebsRecord) {
-        self.sample(Sample::new(counter, 1, record.rip));
-    }
-}
-
-/// A PEBS sink borrowed for one call.
-impl<S: PebsSink + ?Sized> PebsSink for &mut S {
-    fn pebs(&mut self, counter: u8, record: &PebsRecord) {
-        (**self).pebs(counter, record)
-    }
-}
-
-/// A closure gets each PEBS record as a sample (the default).
-impl<F: FnMut(Sample)> PebsSink for Samples<F> {}
-
-/// [`handle_pmi`] with a [`PebsSink`], for the full PEBS records.
-#[inline]
-pub fn handle_pmi_into<M: MsrBackend, L: LvtPerfCounterEntry, S: PebsSink>(
+pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     state: &PmiState,
     lp: LogicalProcessor,
     msr: &mut M,
@@ -633,7 +612,7 @@ fn finish<L: LvtPerfCounterEntry>(
     PmiOutcome {
         // Bits of armed counters (`armed` less `PEBS_ARMED`, the PEBS
         // counters' bits): counters only.
-        overflowed: CounterSet::from_counter_bits(overflowed),
+        overflowed: u64::from(CounterSet::from_counter_bits(overflowed).bits()),
     }
 }
 
@@ -645,7 +624,7 @@ fn finish<L: LvtPerfCounterEntry>(
 ///
 /// `n < SLOTS`: it indexes the per-counter arrays unchecked.
 #[inline(always)]
-unsafe fn service<M: MsrBackend, S: Sink>(
+unsafe fn service<M: MsrBackend, S: Sink<Capture>>(
     state: &PmiState,
     msr: &mut M,
     sink: &mut S,
@@ -660,7 +639,7 @@ unsafe fn service<M: MsrBackend, S: Sink>(
     msr.write_msr(Cccr::MSR_BASE + n as u32, u64::from(cccr))?;
     // SAFETY: as above.
     bump(unsafe { slot(&state.slot.periods, n) }, 1);
-    sink.sample(Sample::new(n as u8, periods, rip));
+    sink(Sample::new(n as u8, periods, rip).with_payload(Capture::None));
     Ok(())
 }
 
@@ -709,7 +688,7 @@ unsafe fn slot<T>(array: &[T; SLOTS], n: usize) -> &T {
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: PebsSink>(
+fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     state: &PmiState,
     lp: LogicalProcessor,
     msr: &mut M,
@@ -751,7 +730,10 @@ fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: PebsSink>(
     }
     if rest & PEBS_ARMED != 0 {
         let n = Counter::pebs_for(lp).index();
-        if state.drain_pebs(lp, |r| sink.pebs(n, r)) > 0 {
+        let drained = state.drain_pebs(lp, |r| {
+            sink(Sample::new(n, 1, r.rip).with_payload(Capture::Pebs(*r)));
+        });
+        if drained > 0 {
             overflowed |= 1 << n;
         }
     }
@@ -761,7 +743,7 @@ fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: PebsSink>(
 /// [`service_rare`]'s service of counter `n` that holds `raw`, whatever it
 /// is: its bit if it overflowed.
 #[inline(always)]
-fn service_any<M: MsrBackend, S: Sink>(
+fn service_any<M: MsrBackend, S: Sink<Capture>>(
     state: &PmiState,
     msr: &mut M,
     sink: &mut S,
@@ -785,7 +767,7 @@ fn service_any<M: MsrBackend, S: Sink>(
             u64::from(state.slot.cccr[i].load(Ordering::Relaxed)),
         )?;
         bump(&state.slot.periods[i], increments);
-        sink.sample(Sample::new(n as u8, increments, rip));
+        sink(Sample::new(n as u8, increments, rip).with_payload(Capture::None));
         return Ok(1 << (n % 32));
     }
     let rearm = Rearm {

@@ -8,11 +8,11 @@ use std::vec::Vec;
 use super::*;
 use crate::access::{Access, AccessCounts, Recording};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
-use crate::arch::archperf::pmi::{handle_pmi, handle_pmi_into};
 use crate::arch::archperf::{IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_STATUS, IA32_PERFEVTSEL0};
+use crate::arch::handle_pmi;
 use crate::counter::{Group, Owner};
 use crate::model::archperf::{ArchPerfModel, Config, Event, Privilege};
-use crate::sampling::{Sample, Sink};
+use crate::sampling::Sample;
 
 type Model = Recording<ArchPerfModel, 256>;
 type Ap<'s, O> = ArchPerfDriver<'s, O, Model>;
@@ -78,8 +78,8 @@ fn service<O: Owner>(d: &mut Ap<'_, O>, lvt: &mut Lvt, rip: u64, out: &mut Vec<S
     if !model(d).take_pmi() {
         return false;
     }
-    let state = d.pmi_state();
-    handle_pmi(state, d.msr(), lvt, entry(), rip, |s| out.push(s)).unwrap();
+    let pmu = d.physical();
+    handle_pmi(pmu, d.msr(), lvt, entry(), rip, |s| out.push(s)).unwrap();
     true
 }
 
@@ -368,19 +368,19 @@ fn sampling_services_each_overflow_with_exact_traffic() {
     let _ = g1.release(&mut d).unwrap();
 }
 
-/// A kernel's sink of its own, for `handle_pmi_into`.
+/// A kernel's consumer of its own type.
 #[derive(Default)]
 struct Collected(Vec<Sample>);
 
-impl Sink for Collected {
+impl Collected {
     fn sample(&mut self, s: Sample) {
         self.0.push(s);
     }
 }
 
-/// `handle_pmi_into` hands a sink of the kernel's own type (borrowed) the
-/// samples `handle_pmi` hands a closure: 120 instructions at 50 per sample
-/// are 2 periods in one interrupt, 20 into the third.
+/// A consumer of the kernel's own type gets the samples through a closure
+/// that borrows it: 120 instructions at 50 per sample are 2 periods in one
+/// interrupt, 20 into the third.
 #[test]
 fn a_sink_of_its_own_gets_the_samples() {
     let pmu = crate::testing::archperf_pmu();
@@ -396,9 +396,9 @@ fn a_sink_of_its_own_gets_the_samples() {
     inject(&mut d, INSTRUCTIONS, 120);
     assert!(model(&mut d).take_pmi());
     let (mut lvt, mut sink) = (Lvt::default(), Collected::default());
-    let out = handle_pmi_into(pmu.pmi(), d.msr(), &mut lvt, entry(), 0x77, &mut sink).unwrap();
+    let out = handle_pmi(&pmu, d.msr(), &mut lvt, entry(), 0x77, |s| sink.sample(s)).unwrap();
     let g = Counter::general(2).unwrap();
-    assert_eq!(out.overflowed, CounterSet::EMPTY.with(g));
+    assert_eq!(out.overflowed, CounterSet::EMPTY.with(g).bits());
     assert_eq!(sink.0, [Sample::new(2, 2, 0x77)]);
     assert_eq!(n.split(g2.read(&mut d).unwrap()), (0, 20));
 }
@@ -647,7 +647,7 @@ fn an_nmi_on_version_1_touches_no_missing_msr() {
     let mut lvt = Lvt::default();
     let nmi = LvtPerfCounter::new(PmiDelivery::Nmi);
     let state = d.pmi_state();
-    let out = handle_pmi(state, d.msr(), &mut lvt, nmi, 0x1000, |_| {
+    let out = handle_pmi(&pmu, d.msr(), &mut lvt, nmi, 0x1000, |_| {
         panic!("no sample")
     })
     .unwrap();

@@ -3,16 +3,17 @@
 //! traffic per operation through [`Recording`]. Every count here comes from
 //! the model.
 
-use crate::sampling::{Payload, Sample, Sink};
+use crate::sampling::{Payload, Sample};
 use std::vec::Vec;
 
 use super::*;
 use crate::access::{Access, AccessCounts, Recording};
+use crate::arch::handle_pmi;
 use crate::arch::itanium::CounterSet;
 use crate::arch::itanium::driver::Unit;
 use crate::arch::itanium::ear::{self, ItlbSample};
 use crate::arch::itanium::ear::{IearConfig, TlbFills};
-use crate::arch::itanium::pmi::{Capture, handle_pmi, handle_pmi_into};
+use crate::arch::itanium::pmi::Capture;
 use crate::arch::itanium::{EventCode, Plm};
 use crate::counter::Owner;
 use crate::counter::{AnyHandle, ErasedError, StateTag};
@@ -22,6 +23,11 @@ use crate::sampling::calibrate;
 type Regs = Recording<ItaniumModel, 64>;
 
 const CYCLES: u8 = 0x12;
+
+/// The LVT entry the handler is given (`&mut ()`: Itanium's interrupt is
+/// not masked by its delivery, so nothing is written).
+const ENTRY: crate::apic::LvtPerfCounter =
+    crate::apic::LvtPerfCounter::new(crate::apic::PmiDelivery::Nmi);
 
 /// The model has its own generation type (written independently).
 fn model_generation(g: Generation) -> crate::model::itanium::Generation {
@@ -90,7 +96,7 @@ fn run<O: Owner>(
         counted += got.counted_cycles;
         n -= got.counted_cycles;
         if model(d).take_interrupt().is_some() {
-            handle_pmi(state.pmi(), d.regs(), iip, |s| out.push(s)).unwrap();
+            handle_pmi(state, d.regs(), &mut (), ENTRY, iip, |s| out.push(s)).unwrap();
         }
     }
     counted
@@ -460,9 +466,11 @@ fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
     let mut out = Vec::new();
-    let o = handle_pmi(state.pmi(), d.regs(), 0x4000_0010, |s| out.push(s)).unwrap();
-    assert_eq!(o.pmc0, 1 << 4 | 1);
-    assert_eq!(o.overflowed, CounterSet::single(4));
+    let o = handle_pmi(&state, d.regs(), &mut (), ENTRY, 0x4000_0010, |s| {
+        out.push(s)
+    })
+    .unwrap();
+    assert_eq!(o.overflowed, CounterSet::single(4).bits());
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 1));
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].rip, 0x4000_0010);
@@ -475,18 +483,18 @@ fn overflow_freezes_at_once_and_the_handler_unfreezes_last() {
     assert_eq!(state.pmi().periods(4), 1);
 }
 
-/// A kernel's sink of its own, for `handle_pmi_into`.
+/// A kernel's sink of its own type.
 #[derive(Default)]
 struct Collected(Vec<Sample<Capture>>);
 
-impl Sink<Capture> for Collected {
+impl Collected {
     fn sample(&mut self, s: Sample<Capture>) {
         self.0.push(s);
     }
 }
 
-/// `handle_pmi_into` hands a sink of the kernel's own type (borrowed) the
-/// samples `handle_pmi` hands a closure: two counters overflowed on the
+/// A consumer of the kernel's own type gets the samples through a closure
+/// that borrows it: two counters overflowed on the
 /// same event, one sample each, lowest counter first.
 #[test]
 fn a_sink_of_its_own_gets_the_samples() {
@@ -504,8 +512,11 @@ fn a_sink_of_its_own_gets_the_samples() {
     model(&mut d).inject(Event::new(CYCLES, 0, 10));
     assert!(model(&mut d).take_interrupt().is_some());
     let mut sink = Collected::default();
-    let o = handle_pmi_into(state.pmi(), d.regs(), 0x4000_0020, &mut sink).unwrap();
-    assert_eq!(o.overflowed, CounterSet::single(4).with(5));
+    let o = handle_pmi(&state, d.regs(), &mut (), ENTRY, 0x4000_0020, |s| {
+        sink.sample(s)
+    })
+    .unwrap();
+    assert_eq!(o.overflowed, CounterSet::single(4).with(5).bits());
     let none = |c| Sample::new(c, 1, 0x4000_0020).with_payload(Capture::None);
     assert_eq!(sink.0, [none(4), none(5)]);
 }
@@ -529,8 +540,8 @@ fn handler_order_is_pmc0_read_reloads_then_pmc0_write() {
     model(&mut d).inject(Event::new(CYCLES, 0, 10));
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
-    let o = handle_pmi(state.pmi(), d.regs(), 1, |_| {}).unwrap();
-    assert_eq!(o.overflowed, CounterSet::single(4).with(9));
+    let o = handle_pmi(&state, d.regs(), &mut (), ENTRY, 1, |_| {}).unwrap();
+    assert_eq!(o.overflowed, CounterSet::single(4).with(9).bits());
     // Montecito's catalog says CPU_OP_CYCLES (12h) gains at most 1 per
     // cycle, so the frozen counters hold exactly 0 and are reloaded without
     // being read: PMC0 read, one PMD write each, PMC0 written last.
@@ -590,8 +601,8 @@ fn four_overflowed_counters_cost_one_pmc0_read_and_write() {
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
     let mut samples = 0;
-    let o = handle_pmi(state.pmi(), d.regs(), 1, |_| samples += 1).unwrap();
-    assert_eq!(o.overflowed, CounterSet::range(4, 7));
+    let o = handle_pmi(&state, d.regs(), &mut (), ENTRY, 1, |_| samples += 1).unwrap();
+    assert_eq!(o.overflowed, CounterSet::range(4, 7).bits());
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 4));
     assert_eq!(samples, 4);
     assert!((4..8).all(|i| state.pmi().periods(i) == 1));
@@ -602,13 +613,13 @@ fn four_overflowed_counters_cost_one_pmc0_read_and_write() {
 fn spurious_interrupt_is_one_read() {
     let state = crate::testing::itanium_pmu();
     let (mut d, _c) = driver!(&state, Generation::Itanium2);
-    let o = handle_pmi(state.pmi(), d.regs(), 0, |_| panic!("no sample")).unwrap();
+    let o = handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |_| panic!("no sample")).unwrap();
     assert!(o.is_spurious());
     assert_eq!(d.regs().take_counts(), counts(1, 0, 0, 0));
     assert_eq!(state.pmi().spurious(), 1);
     // Frozen by someone, no overflow bit: unfrozen, still spurious.
     model(&mut d).write_pmc(0, 1).unwrap();
-    let o = handle_pmi(state.pmi(), d.regs(), 0, |_| panic!("no sample")).unwrap();
+    let o = handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |_| panic!("no sample")).unwrap();
     assert!(o.is_spurious());
     assert_eq!(d.regs().take_counts(), counts(1, 1, 0, 0));
     assert!(!model(&mut d).frozen());
@@ -673,7 +684,7 @@ fn events_between_the_overflow_and_a_late_handler_are_not_counted() {
             events += got.counted_cycles;
             assert_eq!(c5.read(&mut d).unwrap(), 0, "{g:?}: wrapped to 0 and held");
             assert!(model(&mut d).take_interrupt().is_some());
-            handle_pmi(state.pmi(), d.regs(), late, |o| out.push(o)).unwrap();
+            handle_pmi(&state, d.regs(), &mut (), ENTRY, late, |o| out.push(o)).unwrap();
             assert_eq!(out.last().map(|o| o.periods), Some(1), "{g:?}");
         }
         let (owed, residual) = s.split(c5.read(&mut d).unwrap());
@@ -699,7 +710,7 @@ fn halt_with_a_pending_overflow_counts_it_once() {
         model(&mut d).inject(Event::new(CYCLES, 0, 10));
         let c4 = c4.halt(&mut d).unwrap();
         assert!(model(&mut d).take_interrupt().is_some());
-        handle_pmi(state.pmi(), d.regs(), 0, |_| {}).unwrap();
+        handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |_| {}).unwrap();
         assert_eq!(state.pmi().periods(4), 1);
         let c4 = c4.resume(&mut d).unwrap();
         model(&mut d).inject(Event::new(CYCLES, 0, 4));
@@ -750,7 +761,7 @@ fn iear_samples_every_nth_itlb_miss() {
             }
             if model(&mut d).take_interrupt().is_some() {
                 d.regs().clear();
-                handle_pmi(state.pmi(), d.regs(), i, |s| out.push(s)).unwrap();
+                handle_pmi(&state, d.regs(), &mut (), ENTRY, i, |s| out.push(s)).unwrap();
                 assert_eq!(d.regs().take_counts(), counts(1, 1, 1, 1), "{g:?}");
             }
         }
@@ -848,7 +859,7 @@ fn handler_samples_make_the_itlb_report() {
         let address = 0x4000_0000 + (i as u64 % 4) * 0x40;
         model(&mut d).fetch_miss(FetchMiss::tlb(address, fill));
         if model(&mut d).take_interrupt().is_some() {
-            handle_pmi(state.pmi(), d.regs(), 0, |s| {
+            handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |s| {
                 report.record(s.payload.itlb().unwrap()).unwrap();
             })
             .unwrap();
@@ -896,10 +907,10 @@ fn events_counting_several_per_cycle_are_not_lost() {
                 events += 6 * got.counted_cycles;
                 if model(&mut d).take_interrupt().is_some() {
                     d.regs().clear();
-                    let o = handle_pmi(state.pmi(), d.regs(), 0, |o| {
+                    let o = handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |o| {
                         sampled += u64::from(o.periods)
                     });
-                    assert_eq!(o.unwrap().overflowed, CounterSet::single(4));
+                    assert_eq!(o.unwrap().overflowed, CounterSet::single(4).bits());
                     // The reload is relative: the counter is read first.
                     assert_eq!(d.regs().take_counts(), counts(1, 1, 1, 1), "{g:?}");
                 }
@@ -947,7 +958,7 @@ fn release_with_an_overflow_pending_leaves_nothing_for_the_next_owner() {
         assert!(!model(&mut d).frozen());
         let c4 = c4.configure(&mut d, &config).unwrap();
         let c4 = c4.enable(&mut d).unwrap();
-        let o = handle_pmi(state.pmi(), d.regs(), 0, |_| panic!("no sample"));
+        let o = handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |_| panic!("no sample"));
         assert!(o.unwrap().is_spurious(), "{g:?}");
         model(&mut d).inject(Event::new(CYCLES, 0, 5));
         assert_eq!(s.split(c4.read(&mut d).unwrap()), (0, 5), "{g:?}: 5 events");
@@ -973,8 +984,8 @@ fn release_keeps_another_counters_pending_overflow() {
     assert!(model(&mut d).frozen());
     assert_eq!(model(&mut d).pmc(0), 1 << 5 | 1);
     let mut out = Vec::new();
-    let o = handle_pmi(state.pmi(), d.regs(), 7, |s| out.push(s)).unwrap();
-    assert_eq!(o.overflowed, CounterSet::single(5));
+    let o = handle_pmi(&state, d.regs(), &mut (), ENTRY, 7, |s| out.push(s)).unwrap();
+    assert_eq!(o.overflowed, CounterSet::single(5).bits());
     assert_eq!((out.len(), state.pmi().periods(5)), (1, 1));
     assert_eq!(c5.read(&mut d).unwrap(), s.preset());
 }
@@ -1032,7 +1043,7 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
                 5 | 6 => {
                     // The interrupt, if one is pending; otherwise spurious.
                     model(&mut d).take_interrupt();
-                    handle_pmi(state.pmi(), d.regs(), step, |o| {
+                    handle_pmi(&state, d.regs(), &mut (), ENTRY, step, |o| {
                         sampled[usize::from(o.counter - 4)] += u64::from(o.periods)
                     })
                     .unwrap();

@@ -7,8 +7,9 @@ use std::vec::Vec;
 use super::*;
 use crate::access::{AccessCounts, Recording};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
+use crate::arch::handle_pmi;
 use crate::arch::netburst::CounterSet;
-use crate::arch::netburst::pmi::handle_pmi;
+use crate::arch::netburst::pmi::Capture;
 use crate::counter::Owner;
 use crate::counter::state::{Configured, Enabled};
 use crate::counter::{AnyHandle, ErasedError, Operation};
@@ -100,13 +101,12 @@ fn service<O: Owner>(
         return false;
     }
     handle_pmi(
-        state.pmi(),
-        LogicalProcessor::T0,
+        state.logical(LogicalProcessor::T0),
         d.msr(),
         lvt,
         entry(),
         rip,
-        |s| samples.push(s),
+        |s| samples.push(s.with_payload(())),
     )
     .unwrap();
     true
@@ -116,8 +116,7 @@ fn service<O: Owner>(
 /// nothing to service (a spurious PMI).
 fn handler_finds_nothing<O: Owner>(d: &mut Nb<'_, O>, state: &NetBurstPmu, lvt: &mut Lvt) -> bool {
     let out = handle_pmi(
-        state.pmi(),
-        LogicalProcessor::T0,
+        state.logical(LogicalProcessor::T0),
         d.msr(),
         lvt,
         entry(),
@@ -537,8 +536,7 @@ fn thread_1_counter_counts_and_interrupts_thread_1_only() {
     let mut lvt = Lvt::default();
     let mut got = Vec::new();
     handle_pmi(
-        state.pmi(),
-        LogicalProcessor::T1,
+        state.logical(LogicalProcessor::T1),
         d.msr(),
         &mut lvt,
         entry(),
@@ -834,8 +832,7 @@ fn a_pmi_serviced_early_invents_no_event() {
     let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
     d.msr().clear();
     let out = handle_pmi(
-        state.pmi(),
-        LogicalProcessor::T0,
+        state.logical(LogicalProcessor::T0),
         d.msr(),
         &mut lvt,
         entry(),
@@ -843,7 +840,7 @@ fn a_pmi_serviced_early_invents_no_event() {
         |s| samples.push(s),
     );
     let only_0 = CounterSet::EMPTY.with(Counter::BpuCounter0);
-    assert_eq!(out.unwrap().overflowed, only_0);
+    assert_eq!(out.unwrap().overflowed, u64::from(only_0.bits()));
     assert_eq!(
         d.msr().take_counts(),
         counts(0, 2, 1),
@@ -861,8 +858,9 @@ fn a_pmi_serviced_early_invents_no_event() {
     // The second overflow's own PMI comes with the 7th event.
     assert!(!model(&mut d).pmi_pending(ModelLp::T0));
     inject(&mut d, RUNNING, 1);
-    assert!(service(&mut d, &state, &mut lvt, 10, &mut samples));
-    assert_eq!(samples.len(), 2);
+    let mut later = Vec::new();
+    assert!(service(&mut d, &state, &mut lvt, 10, &mut later));
+    assert_eq!(samples.len() + later.len(), 2);
     assert_eq!(state.pmi().periods(0), 2);
     assert_eq!(c0.read(&mut d).unwrap(), sa.at_residual(1), "7 = 2 x 3 + 1");
 }
@@ -992,7 +990,7 @@ fn conservation_with_several_counters_both_threads_and_releases() {
                 };
                 model(&mut d).take_pmi(model_lp);
                 let mut lvt = Lvt::default();
-                handle_pmi(state.pmi(), lp, d.msr(), &mut lvt, entry(), step, |s| {
+                handle_pmi(state.logical(lp), d.msr(), &mut lvt, entry(), step, |s| {
                     let i = setup.iter().position(|&(c, ..)| c == s.counter).unwrap();
                     sampled[i] += u64::from(s.periods);
                 })
@@ -1485,13 +1483,12 @@ fn rare_pmi<O: Owner>(zero_sized: bool) -> RarePmi {
     assert!(model(&mut d).take_pmi(ModelLp::T0).is_some());
     d.msr().clear();
     let (mut lvt, mut samples) = (Lvt::default(), Vec::new());
-    let sink = |s| samples.push(s);
+    let sink = |s: Sample<Capture>| samples.push(s.with_payload(()));
     let out = if zero_sized {
         let spare = Recording::new(NetBurstModel::new(Config::prescott_ht()));
         ZERO_SIZED.set(Some(core::mem::replace(d.msr(), spare)));
         let out = handle_pmi(
-            state.pmi(),
-            LogicalProcessor::T0,
+            state.logical(LogicalProcessor::T0),
             &mut ZeroSized,
             &mut lvt,
             entry(),
@@ -1501,10 +1498,8 @@ fn rare_pmi<O: Owner>(zero_sized: bool) -> RarePmi {
         *d.msr() = ZERO_SIZED.take().unwrap();
         out
     } else {
-        let pmi = state.pmi();
         handle_pmi(
-            pmi,
-            LogicalProcessor::T0,
+            state.logical(LogicalProcessor::T0),
             d.msr(),
             &mut lvt,
             entry(),
@@ -1513,7 +1508,7 @@ fn rare_pmi<O: Owner>(zero_sized: bool) -> RarePmi {
         )
     };
     let bits = |cs: &[u8]| cs.iter().fold(0, |b, &c| b | 1 << c);
-    assert_eq!(out.unwrap().overflowed.bits(), bits(&[0, 1, 12]));
+    assert_eq!(out.unwrap().overflowed, bits(&[0, 1, 12]));
     assert_eq!(lvt.0, [entry()]);
     let log = d.msr().log().to_vec();
     let periods = [0, 1, 12].map(|c| state.pmi().periods(c));
@@ -1557,8 +1552,7 @@ fn a_zero_sized_backend_reaches_the_out_of_line_handler() {
     let mut lvt = Lvt::default();
     let pmi = state.pmi();
     let out = handle_pmi(
-        pmi,
-        LogicalProcessor::T0,
+        state.logical(LogicalProcessor::T0),
         &mut ZeroSized,
         &mut lvt,
         entry(),

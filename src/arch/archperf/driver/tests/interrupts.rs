@@ -39,7 +39,7 @@
 //! handler's armed set is exactly the running sampling counters.
 
 use super::*;
-use crate::arch::archperf::pmi::PmiState;
+use crate::arch::archperf::ArchPerfPmu;
 use crate::counter::{AnyHandle, StateTag};
 use crate::testing::{At, Interrupt, Interrupting, sweep};
 
@@ -71,7 +71,7 @@ impl Delivery {
 /// and where the PMI is taken (access numbers of the call under test;
 /// `None`: after it), the handler, and what it all counted.
 struct Pmi<'s> {
-    state: &'s PmiState,
+    pmu: &'s ArchPerfPmu,
     entry: LvtPerfCounter,
     overflow_at: Option<usize>,
     take_at: Option<usize>,
@@ -109,7 +109,7 @@ impl Pmi<'_> {
         self.handled += 1;
         let mut lvt = Lvt::default();
         let samples = &mut self.samples;
-        handle_pmi(self.state, m, &mut lvt, self.entry, self.handled, |s| {
+        handle_pmi(self.pmu, m, &mut lvt, self.entry, self.handled, |s| {
             samples.push(s)
         })
         .unwrap();
@@ -175,7 +175,7 @@ impl<'s, O: Owner> Rig<'s, O> {
         let m = ArchPerfModel::new(Config::skylake());
         let info = cpu(&m);
         let pmi = Pmi {
-            state: pmu.pmi(),
+            pmu,
             entry: delivery.entry(),
             overflow_at: None,
             take_at: None,
@@ -469,7 +469,7 @@ fn a_pmi_at_every_access_of_a_multiplexer_rotation() {
             let m = ArchPerfModel::new(Config::skylake());
             let info = cpu(&m);
             let pmi = Pmi {
-                state: pmu.pmi(),
+                pmu: &pmu,
                 entry: delivery.entry(),
                 overflow_at: None,
                 take_at: None,

@@ -84,7 +84,7 @@ fn dear_samples_every_nth_cache_miss() {
             }
             if model(&mut d).take_interrupt().is_some() {
                 d.regs().clear();
-                handle_pmi(state.pmi(), d.regs(), i, |s| out.push(s)).unwrap();
+                handle_pmi(&state, d.regs(), &mut (), ENTRY, i, |s| out.push(s)).unwrap();
                 assert_eq!(d.regs().take_counts(), counts(1, 1, 3, 1), "{g:?}");
             }
         }
@@ -142,7 +142,7 @@ fn dear_register_log_on_montecito() {
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
     let mut out = Vec::new();
-    handle_pmi(state.pmi(), d.regs(), 7, |s| out.push(s)).unwrap();
+    handle_pmi(&state, d.regs(), &mut (), ENTRY, 7, |s| out.push(s)).unwrap();
     assert_eq!(
         d.regs().log(),
         [
@@ -211,7 +211,7 @@ fn dear_tlb_and_alat_modes_and_invalid_captures() {
             let miss = DataMiss::tlb(0x7000_0000 + i as u64 * 8, 0x4000_0100, 1, fill);
             model(&mut d).data_miss(miss);
             assert!(model(&mut d).take_interrupt().is_some(), "{g:?} {fill:?}");
-            handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
+            handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |s| out.push(s)).unwrap();
             let s = out.pop().unwrap().payload.dear().unwrap();
             assert_eq!(s.event, DearEvent::TlbMiss { fill: Some(want) }, "{g:?}");
             assert_eq!(s.data_address, miss.address);
@@ -224,7 +224,7 @@ fn dear_tlb_and_alat_modes_and_invalid_captures() {
         }
         model(&mut d).inject(Event::new(dear_event_code(g), 0, 1));
         assert!(model(&mut d).take_interrupt().is_some());
-        handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
+        handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |s| out.push(s)).unwrap();
         assert_eq!(out.pop().unwrap().payload.dear(), None, "{g:?}");
         assert_eq!(state.pmi().ear_invalid(), 1);
         let _ = c6.release(&mut d).unwrap();
@@ -244,7 +244,7 @@ fn dear_tlb_and_alat_modes_and_invalid_captures() {
                 .unwrap();
             model(&mut d).data_miss(DataMiss::alat(0x8000_0008, 0x4000_0200, 0));
             assert!(model(&mut d).take_interrupt().is_some());
-            handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
+            handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |s| out.push(s)).unwrap();
             let s = out.pop().unwrap().payload.dear().unwrap();
             assert_eq!(
                 (s.event, s.data_address),
@@ -393,7 +393,7 @@ fn btb_samples_every_nth_branch_as_source_target_records() {
             if model(&mut d).take_interrupt().is_some() {
                 expected.push(core::mem::take(&mut pending));
                 d.regs().clear();
-                handle_pmi(state.pmi(), d.regs(), i, |s| out.push(s)).unwrap();
+                handle_pmi(&state, d.regs(), &mut (), ENTRY, i, |s| out.push(s)).unwrap();
                 assert_eq!(
                     d.regs().take_counts(),
                     counts(1, 1, 1 + extension + 2 * n as u32, 2),
@@ -449,7 +449,7 @@ fn btb_trace_wraps_through_the_index() {
     assert!(model(&mut d).take_interrupt().is_some());
     d.regs().clear();
     let mut out = Vec::new();
-    handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
+    handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |s| out.push(s)).unwrap();
     let log = d.regs().log();
     // PMC0, the index (bbi 2, full), records 2-7 then 0-1, the index
     // emptied, the reload, PMC0.
@@ -513,7 +513,7 @@ fn btb_filters_select_the_branches() {
                 want.push(record(&b));
             }
             if model(&mut d).take_interrupt().is_some() {
-                handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
+                handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |s| out.push(s)).unwrap();
             }
         }
         let got: Vec<_> = out
@@ -538,7 +538,7 @@ fn btb_filters_select_the_branches() {
         for i in 0..14 {
             model(&mut d).branch(branch(i));
             if model(&mut d).take_interrupt().is_some() {
-                handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
+                handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |s| out.push(s)).unwrap();
             }
         }
         let got: Vec<_> = out
@@ -578,12 +578,12 @@ fn erased_handles_sample_the_dear_and_the_btb() {
     model(&mut d).data_miss(miss);
     let mut out = Vec::new();
     assert!(model(&mut d).take_interrupt().is_some());
-    handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
+    handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |s| out.push(s)).unwrap();
     let (b0, b1) = (branch(0), branch(1));
     model(&mut d).branch(b0);
     model(&mut d).branch(b1);
     assert!(model(&mut d).take_interrupt().is_some());
-    handle_pmi(state.pmi(), d.regs(), 0, |s| out.push(s)).unwrap();
+    handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |s| out.push(s)).unwrap();
     assert_eq!(out.len(), 2);
     assert_eq!(
         (out[0].counter, out[0].payload.dear()),
@@ -655,7 +655,7 @@ fn iear_samples_every_nth_icache_miss() {
             }
             if model(&mut d).take_interrupt().is_some() {
                 d.regs().clear();
-                handle_pmi(state.pmi(), d.regs(), i, |s| out.push(s)).unwrap();
+                handle_pmi(&state, d.regs(), &mut (), ENTRY, i, |s| out.push(s)).unwrap();
                 assert_eq!(d.regs().take_counts(), counts(1, 1, 2, 1), "{g:?}");
             }
         }
@@ -710,7 +710,7 @@ fn icache_register_log_and_invalid_capture() {
         assert!(model(&mut d).take_interrupt().is_some());
         d.regs().clear();
         let mut out = Vec::new();
-        handle_pmi(state.pmi(), d.regs(), 9, |s| out.push(s)).unwrap();
+        handle_pmi(&state, d.regs(), &mut (), ENTRY, 9, |s| out.push(s)).unwrap();
         let reload = g.counter_mask();
         assert_eq!(
             d.regs().log(),
@@ -754,7 +754,7 @@ fn icache_register_log_and_invalid_capture() {
             .write_pmd(u32::from(pmd0), 0x4000_0080)
             .unwrap();
         out.clear();
-        handle_pmi(state.pmi(), d.regs(), 10, |s| out.push(s)).unwrap();
+        handle_pmi(&state, d.regs(), &mut (), ENTRY, 10, |s| out.push(s)).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].payload.icache(), None);
         assert_eq!(state.pmi().ear_invalid(), 1);

@@ -220,7 +220,7 @@ fn a_group_stop_with_a_pending_overflow_counts_it_once() {
             assert!(!model(&mut d).frozen(), "{g:?}: the overflow withdrawn");
         }
         if model(&mut d).take_interrupt().is_some() {
-            handle_pmi(state.pmi(), d.regs(), 0, |_| {}).unwrap();
+            handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |_| {}).unwrap();
         }
         assert_eq!(state.pmi().periods(4), 1, "{g:?}: one period, counted once");
         group.start(&mut d).unwrap();
@@ -333,7 +333,7 @@ fn an_overflow_racing_the_freeze_is_not_lost() {
         assert!(model_of(&mut d).frozen(), "{g:?}: the overflow kept");
         assert!(model_of(&mut d).take_interrupt().is_some());
         let mut samples = Vec::new();
-        handle_pmi(state.pmi(), d.regs(), 0, |x| samples.push(x)).unwrap();
+        handle_pmi(&state, d.regs(), &mut (), ENTRY, 0, |x| samples.push(x)).unwrap();
         assert_eq!((samples.len(), state.pmi().periods(4)), (1, 1), "{g:?}");
         assert!(!model_of(&mut d).frozen(), "{g:?}");
         model_of(&mut d).inject(Event::new(CYCLES, 0, 3));

@@ -63,7 +63,7 @@ enum Delivery {
 /// and where the interrupt is taken (access numbers of the call under
 /// test; `None`: after it), the handler, and what it all counted.
 struct Pmi<'s> {
-    state: &'s PmiState,
+    pmu: &'s ItaniumPmu,
     mask: u64,
     overflow_at: Option<usize>,
     take_at: Option<usize>,
@@ -102,7 +102,7 @@ impl Pmi<'_> {
         }
         self.handled += 1;
         let samples = &mut self.samples;
-        handle_pmi(self.state, m, self.handled, |o| {
+        handle_pmi(self.pmu, m, &mut (), ENTRY, self.handled, |o| {
             samples.push(o.with_payload(()))
         })
         .unwrap();
@@ -178,7 +178,7 @@ impl<'s, O: Owner> Rig<'s, O> {
         let mut m = ItaniumModel::new(model_generation(g));
         m.set_psr(Psr::MONITORING);
         let pmi = Pmi {
-            state: pmu.pmi(),
+            pmu,
             mask: g.counter_mask(),
             overflow_at: None,
             take_at: None,

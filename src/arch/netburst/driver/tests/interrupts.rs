@@ -9,7 +9,7 @@
 //!
 //! The handler of a logical processor runs on that processor's CPU and runs
 //! to completion before the driver call it interrupted resumes
-//! ([`PmiState`]); a single-counter call (configure, enable, halt, resume,
+//! ([`crate::arch::netburst::pmi::PmiState`]); a single-counter call (configure, enable, halt, resume,
 //! cascade, read, release) may be interrupted anywhere, by the vector or
 //! the NMI alike: both are swept at every access. A group operation is
 //! called with the PMU interrupt masked ([`crate::counter::Group`]), so
@@ -44,7 +44,6 @@
 //! interrupt.
 
 use super::*;
-use crate::arch::netburst::pmi::PmiState;
 use crate::counter::Group;
 use crate::testing::{At, Interrupt, Interrupting, sweep};
 
@@ -78,7 +77,7 @@ impl Delivery {
 /// and where the PMI is taken (access numbers of the call under test;
 /// `None`: after it), the handler, and what it all counted.
 struct Pmi<'s> {
-    state: &'s PmiState,
+    pmu: &'s NetBurstPmu,
     entry: LvtPerfCounter,
     overflow_at: Option<usize>,
     take_at: Option<usize>,
@@ -116,13 +115,12 @@ impl Pmi<'_> {
         let mut lvt = Lvt::default();
         let samples = &mut self.samples;
         handle_pmi(
-            self.state,
-            LogicalProcessor::T0,
+            self.pmu.logical(LogicalProcessor::T0),
             m,
             &mut lvt,
             self.entry,
             self.handled,
-            |s| samples.push(s),
+            |s| samples.push(s.with_payload(())),
         )
         .unwrap();
         self.lvt.extend(lvt.0);
@@ -209,7 +207,7 @@ impl<'s, O: Owner> Rig<'s, O> {
         let m = NetBurstModel::new(Config::prescott_ht());
         let info = cpu(&m);
         let pmi = Pmi {
-            state: pmu.pmi(),
+            pmu,
             entry: delivery.entry(),
             overflow_at: None,
             take_at: None,
@@ -504,7 +502,7 @@ impl crate::access::MsrAccess for Lp<'_> {
 /// overflows and where T1's handler runs, and what it all counted.
 struct OtherCpu<'s, 'm> {
     model: &'m std::sync::Mutex<NetBurstModel>,
-    state: &'s PmiState,
+    pmu: &'s NetBurstPmu,
     overflow_at: Option<usize>,
     take_at: Option<usize>,
     /// The events T1's counter (12) counted.
@@ -531,13 +529,12 @@ impl OtherCpu<'_, '_> {
         let mut t1 = m.thread(ModelLp::T1).unwrap();
         let mut lvt = Lvt::default();
         handle_pmi(
-            self.state,
-            LogicalProcessor::T1,
+            self.pmu.logical(LogicalProcessor::T1),
             &mut t1,
             &mut lvt,
             entry(),
             self.handled,
-            |s| samples.push(s),
+            |s| samples.push(s.with_payload(())),
         )
         .unwrap();
     }
@@ -597,7 +594,7 @@ fn the_other_cpus_pmi_at_every_access_of_a_rotation() {
             let pmu = crate::testing::netburst_pmu();
             let hook = OtherCpu {
                 model: &model,
-                state: pmu.pmi(),
+                pmu: &pmu,
                 overflow_at: None,
                 take_at: None,
                 counted: 0,

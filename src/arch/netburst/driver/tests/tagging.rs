@@ -6,11 +6,11 @@
 use std::boxed::Box;
 
 use super::*;
+use crate::arch::handle_pmi;
 use crate::arch::netburst::ds::{PebsArea, PebsRecord};
-use crate::arch::netburst::pmi::{PebsSink, handle_pmi_into};
+use crate::arch::netburst::pmi::Capture;
 use crate::arch::netburst::{IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use crate::model::netburst::{PebsRecord as ModelRecord, replay};
-use crate::sampling::Sink;
 
 /// A DS save area for `K` records, for good (as a kernel's `static`).
 fn area<const K: usize>() -> &'static mut PebsArea<K> {
@@ -45,15 +45,17 @@ struct Records {
     records: Vec<(u8, PebsRecord)>,
 }
 
-impl Sink for Records {
-    fn sample(&mut self, s: Sample) {
-        self.samples.push(s);
-    }
-}
-
-impl PebsSink for Records {
-    fn pebs(&mut self, counter: u8, record: &PebsRecord) {
-        self.records.push((counter, *record));
+/// The samples, and the PEBS records apart (each also a sample of its
+/// counter at the record's RIP, one period).
+impl Records {
+    fn sample(&mut self, s: Sample<Capture>) {
+        match s.payload {
+            Capture::Pebs(r) => {
+                assert_eq!((s.periods, s.rip), (1, r.rip), "a record is one period");
+                self.records.push((s.counter, r));
+            }
+            Capture::None => self.samples.push(s.with_payload(())),
+        }
     }
 }
 
@@ -112,17 +114,16 @@ fn pebs_records_reach_the_sink() {
             assert!(line.pebs_threshold);
             assert_eq!(k % 2, 1, "a PMI every second record");
             d.msr().clear();
-            let out = handle_pmi_into(
-                state.pmi(),
-                LogicalProcessor::T0,
+            let out = handle_pmi(
+                state.logical(LogicalProcessor::T0),
                 d.msr(),
                 &mut lvt,
                 entry(),
                 0xdead,
-                &mut sink,
+                |s| sink.sample(s),
             )
             .unwrap();
-            assert_eq!(out.overflowed, CounterSet::EMPTY.with(Counter::IqCounter4));
+            assert_eq!(out.overflowed, 1 << 16);
             assert_eq!(
                 d.msr().take_counts(),
                 counts(0, 0, 0),
@@ -186,13 +187,12 @@ fn a_closure_sink_gets_precise_rips() {
     assert!(model(&mut d).take_pmi(ModelLp::T0).is_some());
     let mut samples = Vec::new();
     handle_pmi(
-        state.pmi(),
-        LogicalProcessor::T0,
+        state.logical(LogicalProcessor::T0),
         d.msr(),
         &mut Lvt::default(),
         entry(),
         1,
-        |s| samples.push(s),
+        |s: Sample<Capture>| samples.push(s.with_payload(())),
     )
     .unwrap();
     assert_eq!(samples, [Sample::new(16, 1, 0xABC)]);
@@ -227,24 +227,26 @@ fn pebs_beside_sampling_and_force_ovf_counters() {
     d.msr().clear();
     let (mut sink, mut lvt) = (Records::default(), Lvt::default());
     let mut pmi = |d: &mut Nb<'_, _>, sink: &mut Records| {
-        handle_pmi_into(
-            state.pmi(),
-            LogicalProcessor::T0,
+        handle_pmi(
+            state.logical(LogicalProcessor::T0),
             d.msr(),
             &mut lvt,
             entry(),
             0x40,
-            sink,
+            |s| sink.sample(s),
         )
         .unwrap()
     };
     let out = pmi(&mut d, &mut sink);
     assert_eq!(
         out.overflowed,
-        CounterSet::EMPTY
-            .with(Counter::BpuCounter0)
-            .with(Counter::BpuCounter1)
-            .with(Counter::IqCounter4)
+        u64::from(
+            CounterSet::EMPTY
+                .with(Counter::BpuCounter0)
+                .with(Counter::BpuCounter1)
+                .with(Counter::IqCounter4)
+                .bits()
+        )
     );
     assert_eq!(
         d.msr().take_counts(),

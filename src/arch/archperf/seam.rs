@@ -1,0 +1,102 @@
+//! The architectural PMU behind the crate's seam
+//! ([`crate::arch::Architecture`]): a logical processor's PMU, its driver
+//! and its PMI handler.
+
+use super::driver::{ArchPerfDriver, ArchPerfmon, CounterConfig, Counters, InitError};
+use super::physical::ArchPerfPmu;
+use super::pmi;
+use crate::access::MsrBackend;
+use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
+use crate::arch::{Architecture, Driven, LocalPmu};
+use crate::counter::{AnyHandle, Owner};
+use crate::detect::ArchPerfCpu;
+use crate::sampling::{PmiOutcome, SampleAfter, Sink};
+use crate::sealed::Sealed;
+
+impl Architecture for ArchPerfmon {
+    type Pmu = ArchPerfPmu;
+    type Local<'a> = &'a ArchPerfPmu;
+    type Detected = ArchPerfCpu;
+    type Config = CounterConfig;
+    type Payload = ();
+    type Counters<O: Owner> = Counters<O>;
+    type Handles = [Option<AnyHandle<ArchPerfmon>>; 12];
+
+    fn erase_all<O: Owner>(counters: Counters<O>) -> Self::Handles {
+        counters.erase_all()
+    }
+
+    fn from_erased<O: Owner>(handles: Self::Handles) -> Result<Counters<O>, Self::Handles> {
+        Counters::from_erased(handles)
+    }
+
+    /// General counters 0-7 at 0-7, fixed counters (handle numbers 32-35)
+    /// at 8-11, as [`Counters::erase_all`] orders them.
+    fn handle(handles: &mut Self::Handles, n: u8) -> Option<&mut AnyHandle<ArchPerfmon>> {
+        let i = match n {
+            0..=7 => n,
+            32..=35 => n - 24,
+            _ => return None,
+        };
+        handles.get_mut(usize::from(i))?.as_mut()
+    }
+
+    fn sampling(config: CounterConfig, every: SampleAfter) -> CounterConfig {
+        config.sampling(every)
+    }
+}
+
+impl Sealed for &ArchPerfPmu {}
+
+impl<'a> LocalPmu<'a> for &'a ArchPerfPmu {
+    type Arch = ArchPerfmon;
+
+    fn periods(self, n: u8) -> (u64, u64) {
+        (self.pmi().periods(n), self.pmi().periods_at_halt(n))
+    }
+
+    fn interrupts(self) -> u64 {
+        self.pmi().interrupts()
+    }
+
+    fn spurious(self) -> u64 {
+        self.pmi().spurious()
+    }
+}
+
+impl<'a, M: MsrBackend> Driven<'a, M> for &'a ArchPerfPmu {
+    type Error = M::Error;
+    type InitError = InitError<M::Error>;
+    type Driver<O: Owner> = ArchPerfDriver<'a, O, M>;
+
+    fn take<O: Owner>(
+        self,
+        regs: M,
+        detected: &ArchPerfCpu,
+    ) -> Result<(ArchPerfDriver<'a, O, M>, Counters<O>), InitError<M::Error>> {
+        ArchPerfDriver::take(regs, detected, self)
+    }
+
+    fn give_back<O: Owner>(
+        driver: ArchPerfDriver<'a, O, M>,
+        counters: Counters<O>,
+    ) -> Result<M, (ArchPerfDriver<'a, O, M>, Counters<O>)> {
+        Ok(driver.give_back(counters))
+    }
+
+    fn core_cycles<O: Owner>(driver: &ArchPerfDriver<'a, O, M>) -> Option<(u8, CounterConfig)> {
+        driver.core_cycles()
+    }
+
+    #[inline(always)]
+    fn handle_pmi<L: LvtPerfCounterEntry, S: Sink>(
+        self,
+        regs: &mut M,
+        lvt: &mut L,
+        entry: LvtPerfCounter,
+        ip: u64,
+        sink: S,
+    ) -> Result<PmiOutcome, M::Error> {
+        pmi::handle_pmi(self.pmi(), regs, lvt, entry, ip, sink)
+    }
+}

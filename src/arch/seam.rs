@@ -1,0 +1,161 @@
+//! The seam every architecture meets the rest of the crate, and a kernel,
+//! at: one table per architecture, as Linux fills one `struct x86_pmu` per
+//! vendor (`handle_irq`, `schedule_events`, `cntval_bits`, ...).
+//!
+//! | what | where | NetBurst | Itanium | architectural PMU |
+//! |---|---|---|---|---|
+//! | the physical PMU | [`Architecture::Pmu`] | a package's `NetBurstPmu` | a processor's `ItaniumPmu` | a logical processor's `ArchPerfPmu` |
+//! | a CPU's share of it | [`Architecture::Local`] ([`LocalPmu`]) | `LogicalPmu`: one logical processor of the package | the `&ItaniumPmu` | the `&ArchPerfPmu` |
+//! | its driver, taken over backend `B` | [`Driven::take`], [`Driven::Driver`] | `NetBurstDriver::take_for` | `ItaniumDriver::take` | `ArchPerfDriver::take` |
+//! | the PMI handler | [`Driven::handle_pmi`], behind [`handle_pmi`] | ESCR/CCCR counters, PEBS | PMC0, EARs, BTB | `IA32_PERF_GLOBAL_STATUS` |
+//! | what a sample carries | [`Architecture::Payload`] | a PEBS record | an EAR or branch capture | nothing |
+//! | overflow rule, counter width | [`counter::Driver::overflow_rule`] | 40 bits, PMI one event late | 32 or 47 bits | CPUID's widths |
+//!
+//! One outcome ([`PmiOutcome`]), one sink ([`Sink`]), one kernel-side path
+//! ([`handle_pmi`]): the architecture's handler, which ends by unmasking
+//! the LVT entry (the local APIC masks it when it delivers a PMI, SDM
+//! Vol. 3A 11.5.1), for every architecture. A kernel that drives one architecture
+//! names its types; code that drives any takes `A: Architecture` and a
+//! [`Driven`] local PMU, as the profiler example and the QEMU test kernels
+//! do.
+//!
+//! The traits are sealed: the architectures are the crate's.
+
+use core::fmt;
+
+use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
+use crate::counter::{self, AnyHandle, Owner};
+use crate::sampling::{PmiOutcome, SampleAfter, Sink};
+use crate::sealed::Sealed;
+
+/// One PMU architecture, as the crate and a kernel meet it: its types. The
+/// operations over a register backend are [`Driven`]'s.
+pub trait Architecture: counter::Arch + Sealed + 'static {
+    /// The physical PMU: one value per PMU, made with its `unsafe`
+    /// constructor, from which drivers are taken.
+    type Pmu: Sync + 'static;
+    /// A CPU's share of a physical PMU: what its driver is taken for and its
+    /// PMI handler serves.
+    type Local<'a>: LocalPmu<'a, Arch = Self>;
+    /// What detection reports of the PMU, which a driver is taken with.
+    type Detected: Copy;
+    /// A counter's configuration (the driver's `Config`).
+    type Config: Copy;
+    /// What a sample carries besides its counter, periods and IP.
+    type Payload: Copy;
+    /// The claim tokens a driver hands out when it is taken.
+    type Counters<O: Owner>;
+    /// The same tokens as run-time handles ([`Architecture::erase_all`]).
+    type Handles;
+
+    /// The tokens as run-time handles, for code that picks counters at run
+    /// time.
+    fn erase_all<O: Owner>(counters: Self::Counters<O>) -> Self::Handles;
+    /// The tokens back from run-time handles (each Unclaimed, of owner `O`,
+    /// in its place), or the handles unchanged.
+    #[allow(clippy::result_large_err, reason = "the handles come back by value")]
+    fn from_erased<O: Owner>(handles: Self::Handles) -> Result<Self::Counters<O>, Self::Handles>;
+    /// The run-time handle of counter `n` (its handle number), if the PMU
+    /// has one.
+    fn handle(handles: &mut Self::Handles, n: u8) -> Option<&mut AnyHandle<Self>>;
+    /// `config`, sampling every `every` events.
+    fn sampling(config: Self::Config, every: SampleAfter) -> Self::Config;
+}
+
+/// A CPU's share of a physical PMU ([`Architecture::Local`]): on NetBurst
+/// one logical processor of the package (the two share the PMU), elsewhere
+/// the PMU itself. What its handler accounted is read here.
+pub trait LocalPmu<'a>: Copy + Sealed {
+    /// The architecture.
+    type Arch: Architecture<Local<'a> = Self>;
+
+    /// The sample-after periods counter `n` completed since it was
+    /// configured (serviced by the handler or found by a halt), and of
+    /// those, the ones a halt found.
+    fn periods(self, n: u8) -> (u64, u64);
+    /// PMIs handled.
+    fn interrupts(self) -> u64;
+    /// PMIs that found no overflowed counter.
+    fn spurious(self) -> u64;
+}
+
+/// A CPU's share of a PMU driven over register backend `B`: its driver and
+/// its PMI handler.
+pub trait Driven<'a, B>: LocalPmu<'a> {
+    /// A register access's error (only a model's can happen).
+    type Error: fmt::Debug;
+    /// Why a driver could not be taken.
+    type InitError: fmt::Debug + fmt::Display;
+    /// The driver of owner `O`.
+    type Driver<O: Owner>: counter::DriverOf<Self::Arch, O, Config = <Self::Arch as Architecture>::Config>;
+
+    /// Takes the driver of this share for owner `O`, with backend `regs`
+    /// (on hardware the CPU's own), as detection described the PMU.
+    #[allow(clippy::type_complexity)]
+    fn take<O: Owner>(
+        self,
+        regs: B,
+        detected: &<Self::Arch as Architecture>::Detected,
+    ) -> Result<(Self::Driver<O>, <Self::Arch as Architecture>::Counters<O>), Self::InitError>;
+
+    /// Gives `driver` back with every token it issued (the backend back),
+    /// or both back if the tokens are not its whole set.
+    #[allow(clippy::result_large_err, reason = "the driver comes back by value")]
+    #[allow(clippy::type_complexity)]
+    fn give_back<O: Owner>(
+        driver: Self::Driver<O>,
+        counters: <Self::Arch as Architecture>::Counters<O>,
+    ) -> Result<B, (Self::Driver<O>, <Self::Arch as Architecture>::Counters<O>)>;
+
+    /// The counter and configuration that count core cycles (`perf`'s
+    /// `cycles`) for this driver's CPU, the first free one a kernel would
+    /// pick: `None` if none is free.
+    fn core_cycles<O: Owner>(
+        driver: &Self::Driver<O>,
+    ) -> Option<(u8, <Self::Arch as Architecture>::Config)>;
+
+    /// The PMI handler: every overflowed counter serviced (re-armed
+    /// relative to what it holds, a sample with the interrupted `ip` and
+    /// its capture handed to `sink`), the PMU's overflow state
+    /// acknowledged, and the interrupt's delivery entry `lvt` written
+    /// `entry` last. No lock, no locked instruction, no allocation: it may
+    /// run as an NMI. [`handle_pmi`] is the same as a function.
+    fn handle_pmi<L: LvtPerfCounterEntry, S: Sink<<Self::Arch as Architecture>::Payload>>(
+        self,
+        regs: &mut B,
+        lvt: &mut L,
+        entry: LvtPerfCounter,
+        ip: u64,
+        sink: S,
+    ) -> Result<PmiOutcome, Self::Error>;
+}
+
+/// The kernel's PMI path, the same for every architecture: `local`'s
+/// handler over `regs` (the interrupted instruction pointer `ip`, each
+/// sample to the closure `sink`, whose argument's type is inferred from
+/// `local`), ending with the LVT performance-counter entry written `entry`
+/// (unmasked: the local APIC masked it when it delivered the PMI, SDM
+/// Vol. 3A 11.5.1; Itanium's interrupt vector is not masked by delivery:
+/// there `lvt` is `&mut ()` and `entry` any value, such as
+/// [`LvtPerfCounter::RESET`], unless the Itanium model's interrupt came
+/// through an IA-32 host's APIC, as in the crate's test kernels). A fixed
+/// vector still needs its EOI afterwards (an NMI has none); that is the
+/// kernel's.
+///
+/// If a register access fails (only a model fails), the error comes back
+/// with the entry still masked.
+#[inline(always)]
+pub fn handle_pmi<'a, C, B, L>(
+    local: C,
+    regs: &mut B,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    ip: u64,
+    sink: impl Sink<<C::Arch as Architecture>::Payload>,
+) -> Result<PmiOutcome, C::Error>
+where
+    C: Driven<'a, B>,
+    L: LvtPerfCounterEntry,
+{
+    local.handle_pmi(regs, lvt, entry, ip, sink)
+}
