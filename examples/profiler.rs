@@ -19,10 +19,10 @@
 //! RIPs and the symbol lookup are real. Booted with one CPU (plain `cargo
 //! run`), it profiles that one.
 //!
-//! This file is the NetBurst part (the model package, its drivers, the
-//! counter each logical processor samples, the PMI handler); the profiler
-//! itself (workloads, runs, report) is `profiler/shared.rs`, which
-//! `profiler_archperf.rs` shares.
+//! This file is the NetBurst platform (the model package, each CPU's
+//! logical processor of it, how the ticks feed it); the profiler itself
+//! (workloads, runs, drivers and PMIs through the crate's seam, report) is
+//! `profiler/shared.rs`, which `profiler_archperf.rs` shares.
 //!
 //! ```text
 //! cargo qemu profiler
@@ -37,18 +37,11 @@ mod shared;
 
 use core::fmt;
 
-use hobby::idt::InterruptFrame;
-use hobby::test::Failure;
-use hobby::timer::Calibration;
-use hobby::{println, smp};
-use pmu::arch::handle_pmi;
-use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
-use pmu::arch::netburst::pmi::overflow_rule;
-use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
-use pmu::counter::Owner;
+use hobby::println;
+use pmu::arch::netburst::{LogicalPmu, LogicalProcessor, NetBurstPmu};
+use pmu::detect::NetBurstCpu;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
 use pmu::model::netburst::{ModelMsr, SharedModel};
-use shared::{CycleCounter, SAMPLES, apic, entry};
 
 hobby::entry_point!(shared::main::<NetBurstModel>);
 
@@ -74,19 +67,18 @@ fn lp_of(cpu: usize) -> (LogicalProcessor, ModelLp) {
     }
 }
 
-impl shared::Architecture for NetBurstModel {
+impl shared::Platform for NetBurstModel {
+    type Local = LogicalPmu<'static>;
+    type Regs = ModelMsr<'static>;
     const NAME: &'static str = "profiler";
     const EVENT: &'static str = "cycles";
     const SAME_ROUNDS: bool = true;
+    const REAL: bool = false;
 
     fn introduce() {
         println!(
             "  counter: the NetBurst PMU model (QEMU has no PMU), its clock driven by the TSC;"
         );
-    }
-
-    fn real() -> bool {
-        false
     }
 
     fn machine(f: &mut fmt::Formatter<'_>, cpus: usize) -> fmt::Result {
@@ -96,9 +88,18 @@ impl shared::Architecture for NetBurstModel {
         )
     }
 
-    /// The shortest the platform keeps up with (200 µs under TCG).
-    fn choose_tick(cal: &Calibration) {
-        shared::choose_model_tick::<Self>(cal);
+    /// CPU `cpu`'s logical processor of the package.
+    fn local(cpu: usize) -> LogicalPmu<'static> {
+        PACKAGE.logical(lp_of(cpu).0)
+    }
+
+    /// The model's registers as CPU `cpu`'s logical processor sees them.
+    fn regs(cpu: usize) -> Option<ModelMsr<'static>> {
+        MODEL.msr_as(lp_of(cpu).1)
+    }
+
+    fn detect(_: usize) -> Option<NetBurstCpu> {
+        MODEL.detect()
     }
 
     /// The cycles happen on CPU `cpu`'s logical processor of the package,
@@ -111,10 +112,9 @@ impl shared::Architecture for NetBurstModel {
     /// counter may be this logical processor's own, wrapped on the last
     /// cycle of a tick, its PMI due with the next event (NetBurst raises it
     /// "on the next event count after the counter has overflowed", SDM
-    /// 18.15.5.8); with no cycle fed, neither CPU would ever feed again
-    /// (seen: once in 282 boots, both CPUs stuck at 64 samples). Otherwise
-    /// it is the other logical processor's PMI, raised and not yet
-    /// serviced, and the cycle is just counted.
+    /// 18.15.5.8); with no cycle fed, neither CPU would ever feed again.
+    /// Otherwise it is the other logical processor's PMI, raised and not
+    /// yet serviced, and the cycle is just counted.
     fn feed(cpu: usize, cycles: u64) -> (u64, bool) {
         let lp = lp_of(cpu).1;
         let cycles = if MODEL.with(|m| m.events_without_pmi()) == 0 {
@@ -127,68 +127,5 @@ impl shared::Architecture for NetBurstModel {
             got.injected,
             got.pmi_pending && MODEL.take_pmi(lp).is_some(),
         )
-    }
-
-    /// The driver's handler for this CPU's logical processor, then EOI.
-    fn on_pmi(frame: &InterruptFrame) {
-        let cpu = smp::cpu().min(1);
-        let (lp, model_lp) = lp_of(cpu);
-        let mut apic = apic();
-        let chain = shared::call_chain(frame);
-        if let Some(mut msr) = MODEL.msr_as(model_lp) {
-            let _ = handle_pmi(
-                PACKAGE.logical(lp),
-                &mut msr,
-                &mut apic,
-                entry(),
-                frame.rip,
-                |s| {
-                    SAMPLES[cpu].push(s.with_payload(chain));
-                },
-            );
-        }
-        shared::rearm_tick(cpu);
-        apic.eoi();
-    }
-
-    /// RUNNING on the logical processor's own counter, with a driver of the
-    /// package for that logical processor.
-    fn profile<O: Owner>(cpu: usize) -> Result<(), Failure> {
-        let (lp, model_lp) = lp_of(cpu);
-        let info = MODEL.detect().ok_or("detection on the model failed")?;
-        let msr: ModelMsr<'static> = MODEL.msr_as(model_lp).ok_or("no such logical processor")?;
-        let (mut pmu, c) = NetBurstDriver::<O, _>::take_for(lp, msr, &info, &PACKAGE)?;
-        let event: EventSpec = pmu::netburst_event!("global_power_events:RUNNING:k");
-        // T0 counts on counter 0 (FSB_ESCR0), T1 on counter 2 (FSB_ESCR1).
-        let (n_counter, escr) = if cpu == 0 {
-            (0, Escr::FsbEscr0)
-        } else {
-            (2, Escr::FsbEscr1)
-        };
-        let mut handles = c.erase_all();
-        CycleCounter {
-            driver: &mut pmu,
-            handle: &mut handles[n_counter],
-            counting: CounterConfig::counting(event, escr).on(lp),
-            sample_every: CounterConfig::sampling,
-            rule: overflow_rule(),
-            periods: &|n| (PACKAGE.pmi().periods(n), PACKAGE.pmi().periods_at_halt(n)),
-        }
-        .profile::<Self>(cpu)?;
-        // Every token back: the driver is given back, and `lp` is free for
-        // another driver of the package.
-        let Ok(c) = Counters::from_erased(handles) else {
-            return Err("a handle is not back unclaimed".into());
-        };
-        let _msr = pmu.give_back(c);
-        Ok(())
-    }
-
-    fn place(cpu: usize, _: u8) -> &'static str {
-        if cpu == 0 {
-            "logical processor T0"
-        } else {
-            "logical processor T1"
-        }
     }
 }

@@ -19,9 +19,11 @@
 //! run lasts as long). Where interrupts are costly (under a hypervisor whose
 //! VM exits are slow), the model's tick lengthens, and both runs with it.
 //!
-//! This file is the architectural-PMU part (the real PMU or the models, the
-//! drivers, the counter each CPU samples, the PMI handler, the tick); the
-//! profiler itself (workloads, runs, report) is `profiler/shared.rs`.
+//! This file is the architectural-PMU platforms (the real PMU, or a model
+//! per CPU and how the ticks feed it); the profiler itself (workloads,
+//! runs, drivers and PMIs through the crate's seam, report) is
+//! `profiler/shared.rs`. The driver picks the counter: fixed counter 1
+//! where it is free, else a general counter.
 //!
 //! ```text
 //! cargo qemu profiler_archperf
@@ -35,37 +37,36 @@
 #[path = "profiler/shared.rs"]
 mod shared;
 
-use core::fmt::{self, Debug};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::fmt;
 
-use hobby::idt::InterruptFrame;
-use hobby::test::Failure;
-use hobby::timer::Calibration;
-use hobby::{println, smp};
-use pmu::access::{MsrBackend, X86Msr};
-use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, Counters};
-use pmu::arch::archperf::{ArchEvent, ArchPerfPmu, Counter, EventSpec};
-use pmu::arch::handle_pmi;
-use pmu::counter::Owner;
-use pmu::detect::{self, Cpuid, HardwareCpuid};
-use pmu::model::archperf::{Config, Event, SharedArchPerfModel};
-use pmu::sampling::Sample;
-use shared::{CycleCounter, SAMPLES, apic, entry};
+use hobby::boot::BootInfo;
+use hobby::println;
+use pmu::access::X86Msr;
+use pmu::arch::archperf::ArchPerfPmu;
+use pmu::detect::{self, ArchPerfCpu, Cpuid, HardwareCpuid};
+use pmu::model::archperf::{ArchPerfMsr, Config, Event, SharedArchPerfModel};
 
-hobby::entry_point!(shared::main::<ArchPerf>);
+hobby::entry_point!(main);
 
-/// The profiler on the architectural PMU of each CPU, real or modelled.
-enum ArchPerf {}
+/// The real architectural PMU where the guest has one (CPUID leaf 0AH
+/// version 1 or later), each CPU's model otherwise.
+fn main(info: &'static BootInfo) -> ! {
+    if pmu_version() != 0 {
+        shared::main::<RealPmu>(info)
+    } else {
+        shared::main::<Models>(info)
+    }
+}
+
+/// The real architectural PMU of each CPU.
+enum RealPmu {}
+
+/// Each CPU's architectural-PMU model.
+enum Models {}
 
 /// Unhalted core cycles, 3CH/00H: what fixed counter 1 counts.
 const CYCLES: (u8, u8) = (0x3C, 0x00);
-/// Fixed counter 1's place in `Counters::erase_all` (and its `GLOBAL` bit is
-/// 33).
-const FIXED1: usize = 9;
 
-/// Whether the real PMU is sampled (decided once, on CPU 0, before any
-/// profile runs).
-static REAL: AtomicBool = AtomicBool::new(false);
 /// Per CPU: its architectural-PMU model, a logical processor of its own.
 static MODELS: [SharedArchPerfModel; 2] =
     [const { SharedArchPerfModel::new(Config::skylake()) }; 2];
@@ -84,14 +85,6 @@ static REAL_CPUS: [ArchPerfPmu; 2] = [
     unsafe { ArchPerfPmu::new() },
 ];
 
-fn real_msr() -> X86Msr {
-    // SAFETY: ring 0, on the CPU that calls it (each CPU makes its own and
-    // uses it there); detection reads only the MSRs CPUID enumerates, and
-    // the driver and its handler access only the PMU registers of the
-    // counters detection found.
-    unsafe { X86Msr::new() }
-}
-
 /// The version of the architectural PMU this CPU's CPUID reports (0: none).
 fn pmu_version() -> u32 {
     let cpuid = HardwareCpuid;
@@ -102,96 +95,76 @@ fn pmu_version() -> u32 {
     }
 }
 
-/// The calibration run counting core cycles, then the sampled run, on
-/// fixed counter 1 (or a general counter, on a PMU without a free one),
-/// with a driver of `pmu` over `msr`.
-fn profile_on<O: Owner, M: MsrBackend>(
-    cpu: usize,
-    msr: M,
-    info: &detect::ArchPerfCpu,
-    pmu: &'static ArchPerfPmu,
-) -> Result<(), Failure>
-where
-    M::Error: Debug,
-{
-    let (mut d, c) = ArchPerfDriver::<O, _>::take(msr, info, pmu)?;
-    let mut handles = c.erase_all();
-    let free = |place: usize, counter: Option<Counter>| {
-        handles[place].is_some() && counter.is_some_and(|c| !d.firmware().contains(c))
-    };
-    let place = if free(FIXED1, Counter::fixed(1)) {
-        FIXED1
-    } else {
-        (0..8u8)
-            .find(|&i| free(usize::from(i), Counter::general(i)))
-            .map(usize::from)
-            .ok_or("no free counter for core cycles")?
-    };
-    let h = handles[place].as_mut().ok_or("the counter's handle")?;
-    let rule = if Counter::from_index(h.index()).is_some_and(Counter::is_fixed) {
-        d.fixed_overflow_rule()
-    } else {
-        d.overflow_rule()
-    };
-    CycleCounter {
-        driver: &mut d,
-        handle: h,
-        counting: CounterConfig::counting(EventSpec::arch(ArchEvent::CoreCycles)),
-        sample_every: CounterConfig::sampling,
-        rule,
-        periods: &|n| (pmu.pmi().periods(n), pmu.pmi().periods_at_halt(n)),
-    }
-    .profile::<ArchPerf>(cpu)?;
-    apic().set_perf_counter_entry(entry().masked());
-    let Ok(c) = Counters::from_erased(handles) else {
-        return Err("a handle is not back unclaimed".into());
-    };
-    let _msr = d.give_back(c);
-    Ok(())
-}
-
-impl shared::Architecture for ArchPerf {
+impl shared::Platform for RealPmu {
+    type Local = &'static ArchPerfPmu;
+    type Regs = X86Msr;
     const NAME: &'static str = "profiler_archperf";
     const EVENT: &'static str = "core cycles";
     const SAME_ROUNDS: bool = false;
+    const REAL: bool = true;
 
-    /// Decides between the real PMU and the models, by CPU 0's CPUID.
     fn introduce() {
-        let version = pmu_version();
-        REAL.store(version != 0, Ordering::SeqCst);
-        if version != 0 {
-            println!(
-                "  counter: the real architectural PMU (CPUID leaf 0AH version {version}), core cycles: every count is the hardware's;"
-            );
-        } else {
-            println!(
-                "  counter: an architectural-PMU model per CPU (Skylake configuration): this guest exposes no PMU (CPUID leaf 0AH version 0);"
-            );
-            println!(
-                "  the model's core cycles are driven by the TSC: its counts come from the model"
-            );
-        }
-    }
-
-    fn real() -> bool {
-        REAL.load(Ordering::SeqCst)
+        println!(
+            "  counter: the real architectural PMU (CPUID leaf 0AH version {}), core cycles: every count is the hardware's;",
+            pmu_version()
+        );
     }
 
     fn machine(f: &mut fmt::Formatter<'_>, cpus: usize) -> fmt::Result {
-        write!(
-            f,
-            "{cpus} CPU(s), a driver per CPU of its {}",
-            shared::source::<Self>()
-        )
+        write!(f, "{cpus} CPU(s), a driver per CPU of its real PMU")
     }
 
-    /// On the models, the shortest tick the platform keeps up with
-    /// (`shared::choose_model_tick`; a real PMU has no tick).
-    fn choose_tick(cal: &Calibration) {
-        if !Self::real() {
-            MODELS[0].reset();
-            shared::choose_model_tick::<Self>(cal);
-        }
+    fn local(cpu: usize) -> &'static ArchPerfPmu {
+        &REAL_CPUS[cpu]
+    }
+
+    fn regs(_: usize) -> Option<X86Msr> {
+        // SAFETY: ring 0, on the CPU that calls it (each CPU makes its own
+        // and uses it there); the drivers and their handler reach the
+        // registers through it only, as detection found them.
+        Some(unsafe { X86Msr::new() })
+    }
+
+    fn detect(cpu: usize) -> Option<ArchPerfCpu> {
+        let Ok(found) = detect::detect(&HardwareCpuid, &mut Self::regs(cpu)?);
+        found.arch_perf()
+    }
+
+    /// A real PMU counts by itself: no tick feeds it.
+    fn feed(_: usize, _: u64) -> (u64, bool) {
+        (0, false)
+    }
+}
+
+impl shared::Platform for Models {
+    type Local = &'static ArchPerfPmu;
+    type Regs = ArchPerfMsr<'static>;
+    const NAME: &'static str = "profiler_archperf";
+    const EVENT: &'static str = "core cycles";
+    const SAME_ROUNDS: bool = false;
+    const REAL: bool = false;
+
+    fn introduce() {
+        println!(
+            "  counter: an architectural-PMU model per CPU (Skylake configuration): this guest exposes no PMU (CPUID leaf 0AH version 0);"
+        );
+        println!("  the model's core cycles are driven by the TSC: its counts come from the model");
+    }
+
+    fn machine(f: &mut fmt::Formatter<'_>, cpus: usize) -> fmt::Result {
+        write!(f, "{cpus} CPU(s), a driver per CPU of its model")
+    }
+
+    fn local(cpu: usize) -> &'static ArchPerfPmu {
+        &MODEL_CPUS[cpu]
+    }
+
+    fn regs(cpu: usize) -> Option<ArchPerfMsr<'static>> {
+        Some(MODELS[cpu].msr())
+    }
+
+    fn detect(cpu: usize) -> Option<ArchPerfCpu> {
+        MODELS[cpu].detect()
     }
 
     /// The cycles happen on CPU `cpu`'s model.
@@ -200,61 +173,7 @@ impl shared::Architecture for ArchPerf {
         (got.injected, got.pmi_pending && MODELS[cpu].take_pmi())
     }
 
-    /// The driver's handler on this CPU's real PMU or model, then EOI.
-    fn on_pmi(frame: &InterruptFrame) {
-        let cpu = smp::cpu().min(1);
-        let mut apic = apic();
-        let chain = shared::call_chain(frame);
-        let sink = |s: Sample| {
-            SAMPLES[cpu].push(s.with_payload(chain));
-        };
-        if Self::real() {
-            let Ok(_) = handle_pmi(
-                &REAL_CPUS[cpu],
-                &mut real_msr(),
-                &mut apic,
-                entry(),
-                frame.rip,
-                sink,
-            );
-        } else {
-            let _ = handle_pmi(
-                &MODEL_CPUS[cpu],
-                &mut MODELS[cpu].msr(),
-                &mut apic,
-                entry(),
-                frame.rip,
-                sink,
-            );
-        }
-        shared::rearm_tick(cpu);
-        apic.eoi();
-    }
-
-    /// On this CPU's real PMU or its model ([`profile_on`]).
-    fn profile<O: Owner>(cpu: usize) -> Result<(), Failure> {
-        if Self::real() {
-            let Ok(found) = detect::detect(&HardwareCpuid, &mut real_msr());
-            let info = found
-                .arch_perf()
-                .ok_or("CPU 0 has an architectural PMU, this CPU none")?;
-            profile_on::<O, _>(cpu, real_msr(), &info, &REAL_CPUS[cpu])
-        } else {
-            MODELS[cpu].reset();
-            let info = MODELS[cpu]
-                .detect()
-                .ok_or("detection on the model failed")?;
-            profile_on::<O, _>(cpu, MODELS[cpu].msr(), &info, &MODEL_CPUS[cpu])
-        }
-    }
-
-    /// The counter's name, by its `GLOBAL` bit.
-    fn place(_: usize, counter: u8) -> &'static str {
-        match counter {
-            33 => "FIXED_CTR1",
-            0 => "PMC0",
-            1 => "PMC1",
-            _ => "a general counter",
-        }
+    fn reset(cpu: usize) {
+        MODELS[cpu].reset();
     }
 }

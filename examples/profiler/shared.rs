@@ -2,16 +2,21 @@
 //! `profiler.rs` (the NetBurst PMU model) and `profiler_archperf.rs`
 //! (Intel's architectural PMU, real or modelled), each of which includes it
 //! with `#[path = "profiler/shared.rs"] mod shared;` and boots through
-//! [`main`] with its [`Architecture`].
+//! [`main`] with its [`Platform`].
 //!
 //! Here: the workloads and their expected shares ([`WORKLOADS`]), the
 //! per-CPU bookkeeping (samples, tick clocks, carried cycles, findings), the
 //! timer tick that feeds a model with real time (TSC) up to its PMI, the
 //! method (a calibration run counting cycles without interrupts, N = cycles
 //! / [`TARGET_SAMPLES`], then the sampled run and its accounting:
-//! [`CycleCounter::profile`]), one profile per CPU with a driver each, and
-//! the report with its verdict. In each binary: its PMU or model and its
-//! driver, the counter it programs and how, its PMI handler, its tick.
+//! [`CycleCounter::profile`]), one profile per CPU with a driver each, the
+//! PMI entry, and the report with its verdict. Everything an architecture
+//! does (taking the driver, the counter that counts core cycles, its
+//! overflow rule, the PMI handler, the periods it accounted, giving the
+//! driver back) goes through the crate's seam (`pmu::arch::Architecture`,
+//! `Driven`, `pmu::arch::handle_pmi`), so this file drives any
+//! architecture. In each binary: its [`Platform`], which PMU each CPU has,
+//! through which register backend, and on a model how the ticks feed it.
 //!
 //! Why a module of the examples and not of the `hobby` kernel library: this
 //! is one example's method and report (its workloads' expected shares, its
@@ -33,7 +38,8 @@ use hobby::timer::{self, ApicTimer, Divide, Jitter, TickClock};
 use hobby::workload::{self, SYMBOLS};
 use hobby::{pmi, println, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
-use pmu::counter::{AnyHandle, Arch, Driver, Owner};
+use pmu::arch::{Architecture, Driven, LocalPmu};
+use pmu::counter::{self, AnyHandle, Driver, Owner};
 use pmu::sampling::{self, CallChain, OverflowRule, SampleAfter, SampleBuffer};
 use x86_64::instructions::interrupts;
 
@@ -165,9 +171,16 @@ fn round_2_0_4() {
     workload::work_1x();
 }
 
-/// One architecture's part of the profiler: what [`main`] asks of the
-/// binary.
-pub trait Architecture {
+/// What a binary profiles on: which PMU each CPU has (a share of a
+/// physical PMU, [`Platform::Local`], driven over register backend
+/// [`Platform::Regs`]), a real one or a model, and on a model how the
+/// ticks feed it; and what the report calls it. Nothing here does what an
+/// architecture does: that is the crate's seam's.
+pub trait Platform: 'static {
+    /// A CPU's share of its physical PMU, driven over [`Platform::Regs`].
+    type Local: Driven<'static, Self::Regs>;
+    /// A CPU's register backend.
+    type Regs;
     /// The binary's name: its first line and its verdict line start with it.
     const NAME: &'static str;
     /// What the counter counts, for the report ("cycles", "core cycles").
@@ -180,38 +193,39 @@ pub trait Architecture {
     /// count stays about [`TARGET_SAMPLES`]; the report then gives the
     /// sampled run's rounds).
     const SAME_ROUNDS: bool;
-
-    /// Says what counts, in the lines after the first, having decided what
-    /// must be decided before anything runs (a real PMU or a model).
-    fn introduce();
     /// Whether a real PMU counts; else a model does, which the timer's
-    /// ticks feed during the runs ([`Architecture::feed`]).
-    fn real() -> bool;
+    /// ticks feed during the runs ([`Platform::feed`]).
+    const REAL: bool;
+
+    /// Says what counts, in the lines after the first.
+    fn introduce();
     /// The end of the line that gives the TSC's and the APIC timer's rates:
-    /// the CPUs (`cpus` of them) and their drivers.
+    /// the CPUs (`cpus` of them) and their PMUs.
     fn machine(f: &mut fmt::Formatter<'_>, cpus: usize) -> fmt::Result;
-    /// Picks the model's tick, on CPU 0 before any profile runs
-    /// ([`set_tick`]; 200 µs if it is never called).
-    fn choose_tick(cal: &timer::Calibration);
-    /// `cycles` happen on CPU `cpu`'s model, up to the one that raises its
-    /// PMI: how many happened, and whether a PMI was taken from the model
-    /// (the tick then delivers it through the APIC).
+    /// CPU `cpu`'s share of its physical PMU.
+    fn local(cpu: usize) -> Self::Local;
+    /// CPU `cpu`'s register backend (called on that CPU); `None` if it has
+    /// none.
+    fn regs(cpu: usize) -> Option<Self::Regs>;
+    /// What detection finds of CPU `cpu`'s PMU; `None` if nothing usable.
+    fn detect(cpu: usize) -> Option<Detected<Self>>;
+    /// A model's: `cycles` happen on CPU `cpu`'s model, up to the one that
+    /// raises its PMI: how many happened, and whether a PMI was taken from
+    /// the model (the tick then delivers it through the APIC). A real PMU's
+    /// counts itself: never called.
     fn feed(cpu: usize, cycles: u64) -> (u64, bool);
-    /// The PMI entry, on every CPU: the driver's handler pushes the samples
-    /// to this CPU's [`SAMPLES`], re-arms the tick ([`rearm_tick`]: a model's
-    /// PMIs come from a tick, and are its last handler), then EOI.
-    fn on_pmi(frame: &InterruptFrame);
-    /// The profile of CPU `cpu`, with a driver of its own (owner `O`): takes
-    /// it, runs [`CycleCounter::profile`] on the counter it picks, gives it
-    /// back.
-    fn profile<O: Owner>(cpu: usize) -> Result<(), Failure>;
-    /// What CPU `cpu` counted on (counter `counter`), for its report.
-    fn place(cpu: usize, counter: u8) -> &'static str;
+    /// A model's: starts its counts afresh before a profile.
+    fn reset(_cpu: usize) {}
 }
 
+/// The architecture of platform `P`.
+pub type Arch<P> = <<P as Platform>::Local as LocalPmu<'static>>::Arch;
+/// What detection reports on platform `P`.
+pub type Detected<P> = <Arch<P> as Architecture>::Detected;
+
 /// What the counts come from, for the report.
-pub fn source<P: Architecture>() -> &'static str {
-    if P::real() { "real PMU" } else { "model" }
+pub fn source<P: Platform>() -> &'static str {
+    if P::REAL { "real PMU" } else { "model" }
 }
 
 /// This CPU's local APIC.
@@ -294,7 +308,7 @@ fn share_bound(samples: u64) -> f64 {
 /// samples (at least [`FEWEST_SAMPLES`]) and its shares' bound widens with
 /// that. Call on
 /// CPU 0 before any profile runs; says what it chose.
-pub fn choose_model_tick<P: Architecture>(cal: &timer::Calibration) {
+fn choose_model_tick<P: Platform>(cal: &timer::Calibration) {
     let burst = timer::kept_up_period(
         cal,
         Vector::new(TIMER_VECTOR).unwrap(),
@@ -376,7 +390,7 @@ pub fn rearm_tick(cpu: usize) {
 /// on one RIP; its cycles are sampled at the next ticks' RIPs instead (the
 /// sample period is kept above a tick's cycles, handlers included, see
 /// [`CALIBRATION_NS`]).
-fn on_tick<P: Architecture>(_: &InterruptFrame) {
+fn on_tick<P: Platform>(_: &InterruptFrame) {
     let cpu = smp::cpu().min(1);
     let cycles = CLOCK[cpu].tick() + CARRY[cpu].swap(0, Ordering::SeqCst);
     let (injected, taken) = P::feed(cpu, cycles);
@@ -392,8 +406,8 @@ fn on_tick<P: Architecture>(_: &InterruptFrame) {
 /// Runs `round` for `rounds` rounds (or, with `rounds == 0`, for about
 /// `ns`, whole rounds) on CPU `cpu` with interrupts enabled and, where a
 /// model counts, its timer ticking; returns the rounds run.
-fn profile_run<P: Architecture>(cpu: usize, round: fn(), rounds: u64, ns: u64) -> u64 {
-    let timer = (!P::real()).then(|| start_ticks(cpu));
+fn profile_run<P: Platform>(cpu: usize, round: fn(), rounds: u64, ns: u64) -> u64 {
+    let timer = (!P::REAL).then(|| start_ticks(cpu));
     interrupts::enable();
     let mut done = 0;
     if rounds > 0 {
@@ -419,7 +433,7 @@ fn profile_run<P: Architecture>(cpu: usize, round: fn(), rounds: u64, ns: u64) -
 
 /// The counter a CPU's profile counts its cycles on, as the architecture's
 /// part picked and programs it.
-pub struct CycleCounter<'a, A: Arch, D: Driver<A>> {
+pub struct CycleCounter<'a, A: counter::Arch, D: Driver<A>> {
     /// The CPU's driver.
     pub driver: &'a mut D,
     /// The counter's handle, unclaimed (and unclaimed again after).
@@ -436,15 +450,15 @@ pub struct CycleCounter<'a, A: Arch, D: Driver<A>> {
     pub periods: &'a dyn Fn(u8) -> (u64, u64),
 }
 
-impl<A: Arch, D: Driver<A>> CycleCounter<'_, A, D>
+impl<A: counter::Arch, D: Driver<A>> CycleCounter<'_, A, D>
 where
     D::Config: Copy,
 {
     /// CPU `cpu`'s profile: a calibration run counting its workload's
     /// cycles for about [`calibration_ns`], N from it, then the sampled
-    /// run, as long or as many rounds ([`Architecture::SAME_ROUNDS`]); the
+    /// run, as long or as many rounds ([`Platform::SAME_ROUNDS`]); the
     /// findings go to the report.
-    pub fn profile<P: Architecture>(self, cpu: usize) -> Result<(), Failure> {
+    pub fn profile<P: Platform>(self, cpu: usize) -> Result<(), Failure> {
         let Self {
             driver: d,
             handle: h,
@@ -489,7 +503,7 @@ where
 
 /// The kernel's main: the profiler on architecture `P`, every CPU (two at
 /// most) profiled at once, then the report; exits QEMU with its verdict.
-pub fn main<P: Architecture>(_: &'static BootInfo) -> ! {
+pub fn main<P: Platform>(_: &'static BootInfo) -> ! {
     println!("pmu example: {}", P::NAME);
     P::introduce();
     println!("  interrupts, APICs, RIPs and symbols: real");
@@ -503,14 +517,72 @@ pub fn main<P: Architecture>(_: &'static BootInfo) -> ! {
     }
 }
 
-/// CPU `cpu`'s profile, its PMIs coming on [`PMI_VECTOR`].
-fn profile<P: Architecture, O: Owner>(cpu: usize) -> Result<(), Failure> {
+/// CPU `cpu`'s profile, its PMIs coming on [`PMI_VECTOR`], with a driver
+/// of its own (owner `O`): everything through the crate's seam. The driver
+/// is taken for the CPU's share of its PMU, picks the counter that counts
+/// core cycles and its overflow rule, the profile runs
+/// ([`CycleCounter::profile`]), and the driver is given back with every
+/// token.
+fn profile<P: Platform, O: Owner>(cpu: usize) -> Result<(), Failure> {
     apic().set_perf_counter_entry(entry());
-    P::profile::<O>(cpu)
+    P::reset(cpu);
+    let local = P::local(cpu);
+    let detected = P::detect(cpu).ok_or("no PMU this profiler can drive")?;
+    let regs = P::regs(cpu).ok_or("no register backend for this CPU")?;
+    let (mut d, c) = local.take::<O>(regs, &detected)?;
+    let mut handles = Arch::<P>::erase_all(c);
+    let (n, counting) = P::Local::core_cycles(&d).ok_or("no free counter for core cycles")?;
+    let rule = d
+        .overflow_rule(n)
+        .ok_or("no overflow rule for the counter")?;
+    let h = Arch::<P>::handle(&mut handles, n).ok_or("no handle for the counter")?;
+    CycleCounter {
+        driver: &mut d,
+        handle: h,
+        counting,
+        sample_every: Arch::<P>::sampling,
+        rule,
+        periods: &|n| local.periods(n),
+    }
+    .profile::<P>(cpu)?;
+    apic().set_perf_counter_entry(entry().masked());
+    let Ok(c) = Arch::<P>::from_erased::<O>(handles) else {
+        return Err("a handle is not back unclaimed".into());
+    };
+    // Every token back: the driver is given back, and the CPU's share of
+    // its PMU is free for another driver.
+    match P::Local::give_back(d, c) {
+        Ok(_) => Ok(()),
+        Err(_) => Err("the driver did not take its tokens back".into()),
+    }
+}
+
+/// The PMI entry, on every CPU: the crate's PMI path for this CPU's share
+/// of its PMU, each sample pushed to this CPU's [`SAMPLES`] with its call
+/// chain; then the tick is re-armed ([`rearm_tick`]: a model's PMIs come
+/// from a tick, and are its last handler), and EOI.
+fn on_pmi<P: Platform>(frame: &InterruptFrame) {
+    let cpu = smp::cpu().min(1);
+    let mut apic = apic();
+    let chain = call_chain(frame);
+    if let Some(mut regs) = P::regs(cpu) {
+        let _ = pmu::arch::handle_pmi(
+            P::local(cpu),
+            &mut regs,
+            &mut apic,
+            entry(),
+            frame.rip,
+            |s| {
+                SAMPLES[cpu].push(s.with_payload(chain));
+            },
+        );
+    }
+    rearm_tick(cpu);
+    apic.eoi();
 }
 
 /// CPU 1's profile, run there.
-fn ap_profile<P: Architecture>(cpu: usize) -> u64 {
+fn ap_profile<P: Platform>(cpu: usize) -> u64 {
     pmu::owner!(Cpu1);
     match profile::<P, Cpu1>(cpu) {
         Ok(()) => 0,
@@ -537,7 +609,7 @@ impl fmt::Display for Bar {
 /// names of this kernel's ELF file); whether its shares are within 6
 /// points of the expected ones (wider with fewer samples aimed at,
 /// [`share_bound`]).
-fn report<P: Architecture>(cpu: usize) -> bool {
+fn report<P: Platform>(cpu: usize) -> bool {
     let p = &PROFILE[cpu];
     let mut chains: Tally<DEPTH, CHAINS> = Tally::new();
     SAMPLES[cpu].drain(|s| {
@@ -554,7 +626,7 @@ fn report<P: Architecture>(cpu: usize) -> bool {
     );
     println!(
         "CPU {cpu} ({}), workload {what}: calibration {} rounds = {cycles} {} ({}) -> sample after {n} cycles",
-        P::place(cpu, p.counter.load(Ordering::SeqCst)),
+        Arch::<P>::counter_name(p.counter.load(Ordering::SeqCst)).unwrap_or("a counter"),
         p.rounds.load(Ordering::SeqCst),
         P::EVENT,
         source::<P>(),
@@ -628,10 +700,10 @@ fn report<P: Architecture>(cpu: usize) -> bool {
 
 /// Sets up the interrupts and the timer, starts CPU 1, profiles every CPU
 /// at once and reports each; whether every CPU's shares were right.
-fn run<P: Architecture>() -> Result<bool, Failure> {
+fn run<P: Platform>() -> Result<bool, Failure> {
     apic().enable(Vector::new(0xFF).unwrap());
     idt::set_handler(TIMER_VECTOR, on_tick::<P>);
-    idt::set_handler(PMI_VECTOR, P::on_pmi);
+    idt::set_handler(PMI_VECTOR, on_pmi::<P>);
     let cal = timer::calibrate_best_of(&mut apic_timer(), 11_932, 5);
     TSC_HZ.store(cal.tsc_hz, Ordering::SeqCst);
     let cpus = smp::start_aps(2).unwrap_or_else(|_| smp::online());
@@ -641,7 +713,9 @@ fn run<P: Architecture>() -> Result<bool, Failure> {
         cal.apic_hz / 1_000_000,
         fmt::from_fn(|f| P::machine(f, cpus))
     );
-    P::choose_tick(&cal);
+    if !P::REAL {
+        choose_model_tick::<P>(&cal);
+    }
     if cpus > 1 {
         smp::run_on(1, ap_profile::<P>)?;
     }

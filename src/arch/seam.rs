@@ -60,6 +60,8 @@ pub trait Architecture: counter::Arch + Sealed + 'static {
     fn handle(handles: &mut Self::Handles, n: u8) -> Option<&mut AnyHandle<Self>>;
     /// `config`, sampling every `every` events.
     fn sampling(config: Self::Config, every: SampleAfter) -> Self::Config;
+    /// The SDM name of counter `n` (its handle number), for reports.
+    fn counter_name(n: u8) -> Option<&'static str>;
 }
 
 /// A CPU's share of a physical PMU ([`Architecture::Local`]): on NetBurst

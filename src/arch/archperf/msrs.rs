@@ -94,6 +94,34 @@ impl Counter {
         self.0
     }
 
+    /// The SDM name of the counter's MSR (Vol. 4 Table 2-2):
+    /// `"IA32_PMC0"` to `"IA32_PMC7"`, `"IA32_FIXED_CTR0"` to
+    /// `"IA32_FIXED_CTR3"`.
+    pub const fn name(self) -> &'static str {
+        const GENERAL: [&str; 8] = [
+            "IA32_PMC0",
+            "IA32_PMC1",
+            "IA32_PMC2",
+            "IA32_PMC3",
+            "IA32_PMC4",
+            "IA32_PMC5",
+            "IA32_PMC6",
+            "IA32_PMC7",
+        ];
+        const FIXED: [&str; 4] = [
+            "IA32_FIXED_CTR0",
+            "IA32_FIXED_CTR1",
+            "IA32_FIXED_CTR2",
+            "IA32_FIXED_CTR3",
+        ];
+        let n = self.number() as usize;
+        if self.is_fixed() {
+            FIXED[n % 4]
+        } else {
+            GENERAL[n % 8]
+        }
+    }
+
     /// Whether it is a fixed counter.
     pub const fn is_fixed(self) -> bool {
         self.0 >= 32

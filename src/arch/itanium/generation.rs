@@ -480,6 +480,17 @@ pub struct Counter {
 }
 
 impl Counter {
+    /// The counter's name as the SDM's register tables give it: its data
+    /// register, `"PMD4"` to `"PMD15"` (its configuration is the PMC of
+    /// the same number).
+    pub const fn name(self) -> &'static str {
+        const NAMES: [&str; 12] = [
+            "PMD4", "PMD5", "PMD6", "PMD7", "PMD8", "PMD9", "PMD10", "PMD11", "PMD12", "PMD13",
+            "PMD14", "PMD15",
+        ];
+        NAMES[(self.index as usize).saturating_sub(4) % 12]
+    }
+
     /// Counter `index` of `generation`, if it has one.
     pub const fn new(generation: Generation, index: u8) -> Option<Counter> {
         if generation.counters().contains(index) {

@@ -40,6 +40,11 @@ impl Architecture for Itanium {
     fn sampling(config: CounterConfig, every: SampleAfter) -> CounterConfig {
         config.sampling(every)
     }
+
+    fn counter_name(n: u8) -> Option<&'static str> {
+        super::generation::Counter::new(Generation::Montecito, n)
+            .map(super::generation::Counter::name)
+    }
 }
 
 impl Sealed for &ItaniumPmu {}

@@ -221,6 +221,32 @@ impl Counter {
         Counter::IqCounter5,
     ];
 
+    /// The SDM name of the counter's MSR (Table 18-63), e.g.
+    /// `"MSR_IQ_COUNTER4"`.
+    pub const fn name(self) -> &'static str {
+        const NAMES: [&str; 18] = [
+            "MSR_BPU_COUNTER0",
+            "MSR_BPU_COUNTER1",
+            "MSR_BPU_COUNTER2",
+            "MSR_BPU_COUNTER3",
+            "MSR_MS_COUNTER0",
+            "MSR_MS_COUNTER1",
+            "MSR_MS_COUNTER2",
+            "MSR_MS_COUNTER3",
+            "MSR_FLAME_COUNTER0",
+            "MSR_FLAME_COUNTER1",
+            "MSR_FLAME_COUNTER2",
+            "MSR_FLAME_COUNTER3",
+            "MSR_IQ_COUNTER0",
+            "MSR_IQ_COUNTER1",
+            "MSR_IQ_COUNTER2",
+            "MSR_IQ_COUNTER3",
+            "MSR_IQ_COUNTER4",
+            "MSR_IQ_COUNTER5",
+        ];
+        NAMES[self as usize]
+    }
+
     /// The counter with number `n` (0-17).
     pub const fn from_index(n: u8) -> Option<Counter> {
         if (n as usize) < Self::ALL.len() {

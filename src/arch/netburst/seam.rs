@@ -37,6 +37,10 @@ impl Architecture for NetBurst {
     fn sampling(config: CounterConfig, every: SampleAfter) -> CounterConfig {
         config.sampling(every)
     }
+
+    fn counter_name(n: u8) -> Option<&'static str> {
+        super::msrs::Counter::from_index(n).map(super::msrs::Counter::name)
+    }
 }
 
 impl Sealed for LogicalPmu<'_> {}
