@@ -320,3 +320,21 @@ impl<R: PmcPmdBackend + ?Sized> PmcPmdOps for R {
         self.backend_write_pmd(TOKEN, n, value)
     }
 }
+
+/// `backend` reborrowed; for a zero-sized backend (`X86Msr`), a reference
+/// made afresh, so that a PMI handler's loop keeps no register for the
+/// caller's pointer (which a zero-sized backend's accesses do not use) only
+/// to pass it to the handler's out-of-line rare path.
+#[inline(always)]
+pub(crate) fn same_backend<M>(backend: &mut M) -> &mut M {
+    if size_of::<M>() == 0 {
+        // SAFETY: `M` is zero-sized, so a reference to it accesses no
+        // memory, and a non-null, aligned pointer such as `dangling` is
+        // valid for it. The result borrows `backend` for its whole life, so
+        // it is as exclusive as a reborrow of `backend`, whose value (the one
+        // value of a zero-sized type) it designates.
+        unsafe { core::ptr::NonNull::<M>::dangling().as_mut() }
+    } else {
+        backend
+    }
+}

@@ -29,7 +29,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use super::msrs::{
     Counter, CounterSet, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS, IA32_PERFEVTSEL0,
 };
-use crate::access::{MsrBackend, MsrOps};
+use crate::access::{MsrBackend, MsrOps, same_backend};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
 
@@ -81,15 +81,20 @@ pub struct PmiState {
     ///
     /// [`ConfigError::NoOverflowStatus`]: super::driver::ConfigError::NoOverflowStatus
     status: AtomicU32,
-    /// Per counter: the MSR its re-arm writes (low 32 bits) and RDPMC's
-    /// ECX for it (high 32 bits), set when it is configured.
-    access: [AtomicU64; SLOTS],
+    /// Per counter: RDPMC's ECX for it, set when it is configured.
+    ecx: [AtomicU32; SLOTS],
+    /// Per counter: the MSR its re-arm writes, set when it is configured.
+    msr: [AtomicU32; SLOTS],
     preset: [AtomicU64; SLOTS],
     n: [AtomicU64; SLOTS],
     periods: [AtomicU64; SLOTS],
     at_halt: [AtomicU64; SLOTS],
     interrupts: AtomicU64,
     spurious: AtomicU64,
+    /// The overflows the running handler found: its own scratch (one
+    /// writer: the handler, which nothing re-enters), kept here rather than
+    /// in a register through the loop.
+    found: AtomicU64,
 }
 
 impl core::fmt::Debug for PmiState {
@@ -109,13 +114,15 @@ impl PmiState {
         PmiState {
             armed: Z,
             status: AtomicU32::new(IA32_PERFEVTSEL0),
-            access: [Z; SLOTS],
+            ecx: [const { AtomicU32::new(0) }; SLOTS],
+            msr: [const { AtomicU32::new(0) }; SLOTS],
             preset: [Z; SLOTS],
             n: [Z; SLOTS],
             periods: [Z; SLOTS],
             at_halt: [Z; SLOTS],
             interrupts: Z,
             spurious: Z,
+            found: Z,
         }
     }
 
@@ -168,8 +175,8 @@ impl PmiState {
     /// counters at full width or not), its re-arm constants, no periods yet.
     pub(super) fn set_sampling(&self, c: Counter, s: Option<SampleAfter>, full_width: bool) {
         let i = slot(c);
-        let access = u64::from(c.rdpmc().ecx()) << 32 | u64::from(c.msr(full_width));
-        self.access[i].store(access, Ordering::Release);
+        self.ecx[i].store(c.rdpmc().ecx(), Ordering::Release);
+        self.msr[i].store(c.msr(full_width), Ordering::Release);
         let r = s.map_or(Rearm::default(), SampleAfter::rearm_constants);
         self.preset[i].store(r.preset, Ordering::Release);
         self.n[i].store(r.n, Ordering::Release);
@@ -222,8 +229,6 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     let status = msr.read_msr(state.status.load(Ordering::Relaxed))?;
     let found = status & state.armed.load(Ordering::Acquire);
     if found == 0 {
-        // Spurious: apart from the loop, so that it does not pay the loop's
-        // registers.
         // The entry first, then the count (the handler is not re-entered
         // before it returns: interrupts are off, or NMIs blocked): the two
         // exits then end differently, so the compiler does not merge them,
@@ -232,22 +237,77 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
         bump(&state.spurious, 1);
         return Ok(PmiOutcome { overflowed: 0 });
     }
-    // Every counter found is serviced, but for one that has not reached its
-    // overflow after all (a stale status bit): taken out of the set then.
-    let mut overflowed = found;
+    // The usual overflow: fewer than N events past the wrap, one period,
+    // re-armed to `preset + raw` (`Rearm::rearm`). Anything else (a stale
+    // status bit of a counter not past its overflow, or a counter a period
+    // or more past it) hands the rest of the interrupt, from that counter,
+    // to the out-of-line `service_rare`, so that the loop keeps no register
+    // for the rare cases.
+    state.found.store(found, Ordering::Relaxed);
     let mut rest = found;
+    loop {
+        let n = rest.trailing_zeros();
+        let i = n as usize % SLOTS;
+        let raw = msr.rdpmc(state.ecx[i].load(Ordering::Relaxed))?;
+        // What the re-arm needs, loaded after the read: loaded before it,
+        // each would have to survive the instruction in a register of its
+        // own.
+        if raw >= state.n[i].load(Ordering::Relaxed) {
+            return service_rare(state, same_backend(msr), lvt, entry, rip, sink, rest, raw);
+        }
+        let preset = state.preset[i].load(Ordering::Relaxed);
+        msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
+        bump(&state.periods[i], 1);
+        sink(Sample::new(n as u8, 1, rip));
+        rest &= rest - 1;
+        if rest == 0 {
+            break;
+        }
+    }
+    let found = state.found.load(Ordering::Relaxed);
+    msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, found)?;
+    lvt.write_lvt_perf_counter(entry);
+    Ok(PmiOutcome { overflowed: found })
+}
+
+/// The rest of the interrupt, out of line, from the counter at the lowest
+/// bit of `rest`, which read `raw` and is not in the usual case (one
+/// period, fewer than N events past the wrap): each counter of `rest` is
+/// re-armed relative to what it holds ([`Rearm::rearm`]: by division, a
+/// period or more past the wrap), or, not past its overflow at all (a
+/// stale status bit), left out of the outcome; then the interrupt ends as
+/// the usual handler ends it. Cold, and only ever the handler's last act.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    rip: u64,
+    mut sink: S,
+    mut rest: u64,
+    raw: u64,
+) -> Result<PmiOutcome, M::Error> {
+    let found = state.found.load(Ordering::Relaxed);
+    let mut overflowed = found;
+    let mut first = Some(raw);
     while rest != 0 {
         let n = rest.trailing_zeros();
         rest &= rest - 1;
         let i = n as usize % SLOTS;
+        let raw = match first.take() {
+            Some(raw) => raw,
+            None => msr.rdpmc(state.ecx[i].load(Ordering::Relaxed))?,
+        };
         let rearm = Rearm {
             preset: state.preset[i].load(Ordering::Relaxed),
             n: state.n[i].load(Ordering::Relaxed),
         };
-        let access = state.access[i].load(Ordering::Relaxed);
-        let (periods, value) = rearm.rearm(msr.rdpmc((access >> 32) as u32)?);
+        let (periods, value) = rearm.rearm(raw);
         if periods != 0 {
-            msr.write_msr(access as u32, value)?;
+            msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
             bump(&state.periods[i], periods);
             sink(Sample::new(n as u8, periods, rip));
         } else {

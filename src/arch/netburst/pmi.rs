@@ -103,7 +103,7 @@ use super::cccr::CccrValue;
 use super::ds::{self, DsManagement, PebsRecord};
 use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
-use crate::access::{MsrBackend, MsrOps};
+use crate::access::{MsrBackend, MsrOps, same_backend};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
 
@@ -576,24 +576,6 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
         }
     }
     Ok(finish(thread, lvt, entry, overflowed))
-}
-
-/// `msr` reborrowed; for a zero-sized backend (`X86Msr`), a reference made
-/// afresh, so that the handler's loop keeps no register for the caller's
-/// pointer (which a zero-sized backend's accesses do not use) only to pass
-/// it to [`service_rare`].
-#[inline(always)]
-fn same_backend<M>(msr: &mut M) -> &mut M {
-    if size_of::<M>() == 0 {
-        // SAFETY: `M` is zero-sized, so a reference to it accesses no
-        // memory, and a non-null, aligned pointer such as `dangling` is
-        // valid for it. The result borrows `msr` for its whole life, so it
-        // is as exclusive as a reborrow of `msr`, whose value (the one value
-        // of a zero-sized type) it designates.
-        unsafe { NonNull::<M>::dangling().as_mut() }
-    } else {
-        msr
-    }
 }
 
 /// The end of every interrupt: a PMI that found nothing is counted as
