@@ -82,6 +82,7 @@ pub mod guide;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod multiplex;
+pub mod register;
 pub mod sampling;
 mod sealed;
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! Figure 3-6 "Version Information Returned by CPUID in EAX", Tables 3-10
 //! and 3-11).
 
-use crate::arch::register;
+use crate::register::register;
 
 register! {
     /// `IA32_MISC_ENABLE` (MSR 1A0H), the bits a PMU driver reads; all three

@@ -1,6 +1,6 @@
 //! The register map and layouts (documented on [`Counter`]).
 
-use crate::arch::{Field, register};
+use crate::register::{Field, register};
 
 /// `IA32_PMC0`; general counter n is `IA32_PMC0 + n`.
 pub const IA32_PMC0: u32 = 0xC1;
@@ -138,7 +138,7 @@ impl Counter {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterSet(u64);
 
-crate::arch::set_operations!(CounterSet, "counter");
+crate::register::set_operations!(CounterSet, "counter");
 
 impl CounterSet {
     /// The empty set.

@@ -56,9 +56,8 @@
 //! assert_eq!(BtbConfig::capture_all(Generation::Itanium2).bits(), 0x3F00);
 //! ```
 
-use super::fields::{FieldError, Plm, Slot};
+use super::fields::{FieldError, Plm, Slot, pmc_register};
 use super::generation::{Generation, PmcInfo};
-use crate::arch::register;
 
 /// Which branch outcomes are captured (`tm`, 9:8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -134,7 +133,7 @@ impl BranchTypeMask {
     }
 }
 
-register! {
+pmc_register! {
     /// A branch trace buffer configuration (PMC12, Montecito PMC39; libpfm3
     /// `pmc12_ita_reg`, `pmc12_ita2_reg`, `pmc39_mont_reg`). Which fields a
     /// generation has is its row of the PMC descriptor table

@@ -22,7 +22,7 @@ use super::opcode::{
     RangeTag,
 };
 use super::pmc::{CounterLayout, ITANIUM_COUNTER, ITANIUM2_COUNTER, MONTECITO_COUNTER};
-use crate::arch::Field;
+use crate::register::Field;
 
 /// What the validator checks on a PMC beyond its reserved bits: the
 /// checker of its descriptor row (perfmon's `write_check`), each variant

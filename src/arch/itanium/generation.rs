@@ -1,7 +1,7 @@
 //! The generations and their register maps (documented on [`Generation`]).
 
 use super::descriptors::{self, Checker};
-use crate::arch::Field;
+use crate::register::Field;
 
 /// An Itanium PMU generation (Itanium, Itanium 2 or Montecito), and what
 /// each implements: counters and their width, the PMC and PMD register
@@ -346,7 +346,7 @@ macro_rules! number_set {
         #[cfg_attr(feature = "defmt", derive(defmt::Format))]
         pub struct $name($vis u64);
 
-        crate::arch::set_operations!($name, $member);
+        crate::register::set_operations!($name, $member);
 
         impl $name {
             /// The empty set.

@@ -133,7 +133,7 @@ use super::fields::Ism;
 use super::generation::{CounterSet, Generation, PmcInfo};
 use super::opcode::{DataRangeConfig, InstructionRangeConfig, RangeTag};
 use super::pmc::CounterLayout;
-use crate::arch::Field;
+use crate::register::Field;
 
 /// What to do with bits outside a register's writable fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
