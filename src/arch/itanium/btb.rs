@@ -57,7 +57,7 @@
 //! ```
 
 use super::fields::{FieldError, Plm, Slot, pmc_register};
-use super::generation::{Generation, PmcInfo};
+use super::generation::Generation;
 
 /// Which branch outcomes are captured (`tm`, 9:8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -187,11 +187,6 @@ macro_rules! itanium_flag {
 }
 
 impl BtbConfig {
-    /// The register's power-up value and writable bits.
-    pub const fn info(generation: Generation) -> PmcInfo {
-        generation.pmc_or_empty(generation.btb_pmc())
-    }
-
     /// Capture every branch: `tm`, `ptm`, `ppm` all 3; on Itanium `tar`,
     /// `tac`, `bac` set; on Itanium 2 targets (`ds` 0) of all branch types
     /// (libpfm3's setting for `BRANCH_EVENT`). PLM zero.

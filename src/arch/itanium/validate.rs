@@ -126,11 +126,11 @@
 
 use core::fmt;
 
-use super::descriptors::{self, Checker, Tagging};
+use super::descriptors::{self, Checker, PmcInfo, Tagging};
 use super::ear::{DearConfig, DearMode, IearConfig, UmaskProblem};
 use super::events;
 use super::fields::Ism;
-use super::generation::{CounterSet, Generation, PmcInfo};
+use super::generation::{CounterSet, Generation};
 use super::opcode::{DataRangeConfig, InstructionRangeConfig, RangeTag};
 use super::pmc::CounterLayout;
 use crate::register::Field;

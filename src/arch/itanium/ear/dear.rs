@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::arch::itanium::{FieldError, Ism, Plm, Slot};
-use crate::arch::itanium::{Generation, PmcInfo, pmc_register};
+use crate::arch::itanium::{Generation, pmc_register};
 
 /// Data EAR mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,11 +45,6 @@ pmc_register! {
 }
 
 impl DearConfig {
-    /// The register's power-up value and writable bits.
-    pub const fn info(generation: Generation) -> PmcInfo {
-        generation.pmc_or_empty(generation.dear_pmc())
-    }
-
     const fn with_mode(generation: Generation, mode: u64, umask: u64) -> DearConfig {
         let base = Self::info(generation).default;
         let bits = match generation {

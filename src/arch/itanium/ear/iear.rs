@@ -4,8 +4,8 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
+use crate::arch::itanium::Generation;
 use crate::arch::itanium::{FieldError, Ism, Plm, pmc_register};
-use crate::arch::itanium::{Generation, PmcInfo};
 use crate::register::Field;
 
 /// Instruction EAR mode.
@@ -82,11 +82,6 @@ impl IearConfig {
     /// The register number.
     pub const fn pmc(generation: Generation) -> u8 {
         generation.iear_pmc()
-    }
-
-    /// The register's power-up value and writable bits.
-    pub const fn info(generation: Generation) -> PmcInfo {
-        generation.pmc_or_empty(generation.iear_pmc())
     }
 
     /// Capture instruction cache misses at or above `latency` (PLM zero:
