@@ -102,8 +102,7 @@ pub mod schedule;
 pub use cccr::*;
 pub use escr::*;
 pub use events::{
-    Constraint, Counting, EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric, Specificity,
-    Tagging,
+    Constraint, Counting, EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric, Tagging,
 };
 pub use msrs::*;
 pub use parse::*;
