@@ -214,18 +214,3 @@ impl PebsRegisters {
         out
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The replay metrics' upstream bits name exactly the metrics that have
-    /// an upstream event.
-    #[test]
-    fn upstream_bits_cover_every_metric_with_an_upstream() {
-        for m in ReplayMetric::ALL {
-            let listed = TagBits::UPSTREAM.iter().any(|(u, _)| *u == m);
-            assert_eq!(listed, m.upstream().is_some(), "{}", m.name());
-        }
-    }
-}
