@@ -630,12 +630,13 @@ mod archperf {
     use super::{File, Scenario, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
+    use pmu::arch::archperf::IA32_PERF_GLOBAL_STATUS;
     use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig};
     use pmu::arch::archperf::{ArchPerfPmu, EventSpec};
-    use pmu::arch::archperf::{IA32_PERF_GLOBAL_STATUS, Leaf0A};
     use pmu::arch::handle_pmi;
     use pmu::counter::Owner;
     use pmu::detect;
+    use pmu::detect::Leaf0A;
     use pmu::sampling::SampleAfter;
 
     /// The handler as measured: everything inside is counted by callgrind.

@@ -27,7 +27,7 @@
 //! assert!(Vector::new(15).is_none(), "vectors 0-15 are reserved");
 //! ```
 
-use crate::arch::register;
+use crate::register::register;
 use core::ptr::NonNull;
 
 use volatile::VolatilePtr;

@@ -36,13 +36,10 @@
 use core::fmt;
 
 use crate::access::{MsrBackend, MsrOps};
-use crate::arch::archperf::{IA32_PERF_CAPABILITIES, Leaf0A, PerfCapabilities};
-use crate::arch::ia32::{
-    Leaf1AEax, Leaf01Eax, Leaf01Ebx, Leaf01Ecx, Leaf01Edx, Leaf07Edx, MiscEnable,
-};
 
-/// IA32_MISC_ENABLE, MSR 1A0H.
-pub const IA32_MISC_ENABLE: u32 = 0x1A0;
+mod registers;
+
+pub use registers::*;
 
 /// The four registers CPUID returns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -50,13 +50,20 @@
 //!
 //! | layer | module | what it does |
 //! |---|---|---|
+//! | register declarations | [`register`] | the foundation every register layout is declared with: [`register::Field`] (a position and a width), `register!` (a typed register image from its fields) and the set operations; it imports nothing |
 //! | register access | [`access`] | the only code that reaches PMU registers: [`access::MsrAccess`] (RDMSR, WRMSR, RDPMC) and [`access::PmcPmdAccess`] (Itanium PMC/PMD), the hardware backend, a recording wrapper for exact access counts |
-//! | detection | [`detect`] | identifies the PMU from CPUID and IA32_MISC_ENABLE without executing anything the CPU may lack |
+//! | detection | [`detect`] | identifies the PMU from CPUID and IA32_MISC_ENABLE without executing anything the CPU may lack; the layouts of the CPUID leaves and MSRs it reads ([`detect::Leaf0A`], [`detect::MiscEnable`], ...) |
 //! | interrupt delivery | [`apic`], [`entry`] | the local APIC's LVT performance-counter entry, EOI and self-IPI; the PMI's interrupt entry stub ([`pmi_entry!`]) |
 //! | typestate counters | [`counter`] | architecture-independent handles whose type is their owner and state; owners ([`counter::owner`]); the run-time form [`counter::AnyHandle`] |
 //! | sampling | [`sampling`] | sample-after values, presets and re-arming, calibration, the interrupt-to-kernel sample buffer |
 //! | architectures | [`arch`] | per architecture: register layouts and data tables, the driver behind the handles, its overflow handler |
 //! | models | `model` (feature `model`) | register-level PMU models: test instruments written from the manuals |
+//!
+//! Each layer imports only from the layers above it in this table (besides
+//! the crate-private `sealed`; the architectures also use [`multiplex`], and
+//! [`topology`] and [`virt`] sit on top), never from one below, and inside
+//! each directory no two files import each other, directly or around a
+//! loop: a unit test reads the sources and fails on any import circle.
 //!
 //! Everything that touches hardware is `unsafe` to construct and safe to use
 //! through the drivers: two constructors' contracts are the promises the
@@ -80,9 +87,12 @@ pub mod detect;
 #[cfg(target_arch = "x86_64")]
 pub mod entry;
 pub mod guide;
+#[cfg(test)]
+mod layering;
 #[cfg(any(test, feature = "model"))]
 pub mod model;
 pub mod multiplex;
+pub mod register;
 pub mod sampling;
 mod sealed;
 #[cfg(test)]

@@ -56,7 +56,7 @@
 //! # Ok::<(), pmu::topology::TopologyError>(())
 //! ```
 
-use crate::arch::ia32::{Leaf0BEbx, Leaf01Ebx, Leaf01Edx, Leaf04Eax};
+use crate::detect::{Leaf0BEbx, Leaf01Ebx, Leaf01Edx, Leaf04Eax};
 use core::fmt;
 
 use crate::arch::netburst::LogicalProcessor;

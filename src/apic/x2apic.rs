@@ -30,7 +30,7 @@ pub const APIC_BASE_ENABLE: u64 = ApicBase::ENABLE.mask();
 /// `IA32_APIC_BASE` bit 10 (`EXTD`): x2APIC mode.
 pub const APIC_BASE_EXTD: u64 = ApicBase::EXTD.mask();
 
-crate::arch::register! {
+crate::register::register! {
     /// `IA32_APIC_BASE` (MSR 1BH; SDM Vol. 3A Figure 11-26), the two bits
     /// that select the APIC's mode.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
-//! The architectures: per architecture its register layouts, tables and
-//! encoders, its driver and its PMI handler, each behind the one seam the
-//! rest of the crate and a kernel meet it at ([`Architecture`], [`Driven`],
-//! [`handle_pmi`]); and the field type their layouts are declared with.
+//! The architectures: per architecture its register layouts (declared with
+//! [`crate::register`]'s fields), tables and encoders, its driver and its
+//! PMI handler, each behind the one seam the rest of the crate and a kernel
+//! meet it at ([`Architecture`], [`Driven`], [`handle_pmi`]).
 //!
 //! # Examples
 //!
@@ -18,20 +18,38 @@
 //! ```
 
 pub mod archperf;
-mod field;
 pub mod ia32;
 pub mod itanium;
 pub mod netburst;
 mod seam;
-mod set;
 
-pub use field::Field;
-pub(crate) use field::register;
 pub use seam::{Architecture, Driven, LocalPmu, handle_pmi};
-pub(crate) use set::set_operations;
 
 #[cfg(test)]
 mod tests {
+    use crate::arch::{archperf, itanium, netburst};
+
+    /// The three architectures' sets answer the same operations alike.
+    #[test]
+    fn every_architecture_names_the_operations_alike() {
+        let (a, b) = (0b0110u32, 0b0011u32);
+        let nb = netburst::CounterSet::from_bits_truncate;
+        assert_eq!(nb(a).union(nb(b)).bits(), 0b0111);
+        assert_eq!(nb(a).intersection(nb(b)).bits(), 0b0010);
+        assert_eq!(nb(a).difference(nb(b)).bits(), 0b0100);
+        let ap = archperf::CounterSet::from_bits_truncate;
+        let (a64, b64) = (u64::from(a), u64::from(b));
+        assert_eq!(ap(a64).union(ap(b64)).bits(), 0b0111);
+        assert_eq!(ap(a64).intersection(ap(b64)).bits(), 0b0010);
+        assert_eq!(ap(a64).difference(ap(b64)).bits(), 0b0100);
+        let it = itanium::CounterSet;
+        assert_eq!(it(a64).union(it(b64)).bits(), 0b0111);
+        assert_eq!(it(a64).intersection(it(b64)).bits(), 0b0010);
+        assert_eq!(it(a64).difference(it(b64)).bits(), 0b0100);
+        let r = itanium::RegSet::range(4, 7).difference(itanium::RegSet::single(5));
+        assert_eq!(r.bits(), 0b1101_0000);
+    }
+
     /// The PMI path sits below the drivers and takes no lock: no
     /// architecture's `pmi.rs` imports its driver module (whose claims and
     /// PEBS images live behind a lock in the physical PMU's value), nor a

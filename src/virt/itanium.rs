@@ -67,12 +67,12 @@
 //!   treatment ([`GUEST_VALIDATION`]): no architecture faults on them.
 
 use crate::access::{PmcPmdBackend, PmcPmdOps};
-use crate::arch::Field;
 use crate::arch::itanium::Pmc0;
 use crate::arch::itanium::validate::{
     PmcError, Policy, PrivilegePolicy, ReservedPolicy, Validator, disputed_bits,
 };
 use crate::arch::itanium::{CounterSet, Generation, RegSet};
+use crate::register::Field;
 
 /// The validation a guest's PMC writes get: perfmon's reserved-field rule
 /// (replace by the power-up value), either privilege (a guest kernel may

@@ -128,7 +128,6 @@
 //! sees its sibling's share in them ([`EventFilter`] can deny them).
 
 use crate::access::{MsrBackend, MsrOps};
-use crate::arch::ia32::MiscEnable;
 use crate::arch::netburst::EscrValue;
 use crate::arch::netburst::events::EventName;
 use crate::arch::netburst::{ActiveThread, CccrValue};
@@ -137,6 +136,7 @@ use crate::arch::netburst::{
     MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT, MSR_TC_PRECISE_EVENT, RdpmcIndex,
 };
 use crate::arch::netburst::{PebsEnable, PebsMatrixVert, TcPreciseEvent};
+use crate::detect::MiscEnable;
 
 pub use super::VirtualLvt;
 

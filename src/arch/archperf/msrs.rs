@@ -1,6 +1,6 @@
 //! The register map and layouts (documented on [`Counter`]).
 
-use crate::arch::{Field, register};
+use crate::register::{Field, register};
 
 /// `IA32_PMC0`; general counter n is `IA32_PMC0 + n`.
 pub const IA32_PMC0: u32 = 0xC1;
@@ -10,8 +10,6 @@ pub const IA32_A_PMC0: u32 = 0x4C1;
 pub const IA32_PERFEVTSEL0: u32 = 0x186;
 /// `IA32_FIXED_CTR0`; fixed counter i is `IA32_FIXED_CTR0 + i`.
 pub const IA32_FIXED_CTR0: u32 = 0x309;
-/// `IA32_PERF_CAPABILITIES` (present when CPUID.01H:ECX.PDCM\[15\] is set).
-pub const IA32_PERF_CAPABILITIES: u32 = 0x345;
 /// `IA32_FIXED_CTR_CTRL`.
 pub const IA32_FIXED_CTR_CTRL: u32 = 0x38D;
 /// `IA32_PERF_GLOBAL_STATUS`.
@@ -46,7 +44,7 @@ pub const MAX_FIXED: u8 = 4;
 /// | 4C1H + n | `IA32_A_PMCn` | the same counter, written at full width (`IA32_PERF_CAPABILITIES[13]`) |
 /// | 186H + n | `IA32_PERFEVTSELn` | [`PerfEvtSel`] |
 /// | 309H + i | `IA32_FIXED_CTRi` | fixed counter i (NetBurst's `MSR_FLAME_PERFCTR1-3` share 309H-30BH: which one a number means depends on the CPU) |
-/// | 345H | `IA32_PERF_CAPABILITIES` | [`PerfCapabilities`] |
+/// | 345H | `IA32_PERF_CAPABILITIES` | [`PerfCapabilities`](crate::detect::PerfCapabilities) (read by detection) |
 /// | 38DH | `IA32_FIXED_CTR_CTRL` | [`FixedCtrCtrl`] |
 /// | 38EH | `IA32_PERF_GLOBAL_STATUS` | [`CounterSet`] of overflowed counters (read only) |
 /// | 38FH | `IA32_PERF_GLOBAL_CTRL` | [`CounterSet`] of enabled counters (v2+) |
@@ -166,7 +164,7 @@ impl Counter {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterSet(u64);
 
-crate::arch::set_operations!(CounterSet, "counter");
+crate::register::set_operations!(CounterSet, "counter");
 
 impl CounterSet {
     /// The empty set.
@@ -381,17 +379,6 @@ impl FixedCtrCtrl {
 }
 
 register! {
-    /// `IA32_PERF_CAPABILITIES` (SDM Vol. 3B "Performance Monitoring
-    /// Capabilities"); only what the driver uses.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct PerfCapabilities(u64): from_bits {
-        /// `FW_WRITE`, bit 13: the `IA32_A_PMCx` full-width aliases exist.
-        FULL_WIDTH_WRITE: 13 => full_width_write, with_full_width_write: bool;
-    }
-}
-
-register! {
     /// RDPMC's ECX (SDM Vol. 2B RDPMC): bits 29:0 the counter, bit 30 a fixed
     /// counter, bit 31 a fast read of the low 32 bits (on processors that
     /// support it).
@@ -423,113 +410,5 @@ impl RdpmcIndex {
     /// The ECX value.
     pub const fn ecx(self) -> u32 {
         self.0
-    }
-}
-
-/// CPUID leaf 0AH, "Architectural Performance Monitoring Leaf" (SDM Vol. 2A
-/// CPUID; Vol. 3B "Architectural Performance Monitoring"): EAX\[7:0\]
-/// version, \[15:8\] general counters per logical processor, \[23:16\]
-/// their width, \[31:24\] the length of EBX's vector; EBX bit k set:
-/// architectural event k NOT available; ECX the fixed counters' bitmap
-/// (v5); EDX\[4:0\] contiguous fixed counters, \[12:5\] their width, \[15\]
-/// AnyThread deprecated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Leaf0A {
-    /// EAX, EBX, ECX, EDX.
-    pub regs: [u32; 4],
-}
-
-register! {
-    /// CPUID.0AH:EAX.
-    #[derive(Clone, Copy)]
-    struct Leaf0AEax(u32) {
-        /// Version ID, bits 7:0.
-        VERSION: 0..=7 => version, with_version: u8;
-        /// General counters per logical processor, bits 15:8.
-        GENERAL: 8..=15 => general, with_general: u8;
-        /// Their width, bits 23:16.
-        GENERAL_WIDTH: 16..=23 => general_width, with_general_width: u8;
-        /// The length of EBX's event vector, bits 31:24.
-        VECTOR_LENGTH: 24..=31 => vector_length, with_vector_length: u8;
-    }
-}
-
-register! {
-    /// CPUID.0AH:EDX.
-    #[derive(Clone, Copy)]
-    struct Leaf0AEdx(u32) {
-        /// Contiguous fixed counters, bits 4:0.
-        FIXED: 0..=4 => fixed, with_fixed: u8;
-        /// Their width, bits 12:5.
-        FIXED_WIDTH: 5..=12 => fixed_width, with_fixed_width: u8;
-        /// AnyThread deprecated, bit 15.
-        ANY_DEPRECATED: 15 => any_deprecated, with_any_deprecated: bool;
-    }
-}
-
-impl Leaf0A {
-    const fn eax(self) -> Leaf0AEax {
-        Leaf0AEax(self.regs[0])
-    }
-
-    const fn edx(self) -> Leaf0AEdx {
-        Leaf0AEdx(self.regs[3])
-    }
-
-    /// The version ID (0: no architectural PMU).
-    pub const fn version(self) -> u8 {
-        self.eax().version()
-    }
-
-    /// General counters per logical processor.
-    pub const fn general(self) -> u8 {
-        self.eax().general()
-    }
-
-    /// Their width in bits.
-    pub const fn general_width(self) -> u8 {
-        self.eax().general_width()
-    }
-
-    /// The length of EBX's event vector.
-    pub const fn vector_length(self) -> u8 {
-        self.eax().vector_length()
-    }
-
-    /// Architectural event `k` (the EBX bit of [`super::events::ArchEvent`])
-    /// is available: within the vector and its EBX bit clear.
-    pub const fn event_available(self, k: u8) -> bool {
-        k < self.vector_length() && k < 32 && self.regs[1] & (1 << k) == 0
-    }
-
-    /// Contiguous fixed counters (EDX\[4:0\]; v2+).
-    pub const fn fixed_contiguous(self) -> u8 {
-        if self.version() < 2 {
-            0
-        } else {
-            self.edx().fixed()
-        }
-    }
-
-    /// The fixed counters' width (v2+).
-    pub const fn fixed_width(self) -> u8 {
-        if self.version() < 2 {
-            0
-        } else {
-            self.edx().fixed_width()
-        }
-    }
-
-    /// Fixed counter `i` exists: `ECX[i] || EDX[4:0] > i` (SDM: the v5
-    /// bitmap, or the contiguous count).
-    pub const fn fixed_supported(self, i: u8) -> bool {
-        let bitmap = self.version() >= 5 && i < 32 && self.regs[2] & (1 << i) != 0;
-        bitmap || self.fixed_contiguous() > i
-    }
-
-    /// AnyThread is deprecated (EDX\[15\]).
-    pub const fn any_thread_deprecated(self) -> bool {
-        self.edx().any_deprecated()
     }
 }

@@ -56,9 +56,8 @@
 //! assert_eq!(BtbConfig::capture_all(Generation::Itanium2).bits(), 0x3F00);
 //! ```
 
-use super::fields::{FieldError, Plm, Slot};
-use super::generation::{Generation, PmcInfo};
-use crate::arch::register;
+use super::fields::{FieldError, Plm, Slot, pmc_register};
+use super::generation::Generation;
 
 /// Which branch outcomes are captured (`tm`, 9:8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -134,7 +133,7 @@ impl BranchTypeMask {
     }
 }
 
-register! {
+pmc_register! {
     /// A branch trace buffer configuration (PMC12, Montecito PMC39; libpfm3
     /// `pmc12_ita_reg`, `pmc12_ita2_reg`, `pmc39_mont_reg`). Which fields a
     /// generation has is its row of the PMC descriptor table
@@ -188,11 +187,6 @@ macro_rules! itanium_flag {
 }
 
 impl BtbConfig {
-    /// The register's power-up value and writable bits.
-    pub const fn info(generation: Generation) -> PmcInfo {
-        generation.pmc_or_empty(generation.btb_pmc())
-    }
-
     /// Capture every branch: `tm`, `ptm`, `ppm` all 3; on Itanium `tar`,
     /// `tac`, `bac` set; on Itanium 2 targets (`ds` 0) of all branch types
     /// (libpfm3's setting for `BRANCH_EVENT`). PLM zero.

@@ -7,22 +7,180 @@
 //! writable bits, the PMDs it controls, the position of its `pm` bit and
 //! the checker the validator ([`super::validate`]) applies to it. The
 //! writable bits are derived from the fields the register images declare
-//! (`register!` in [`BtbConfig`], [`DearConfig`], [`IearConfig`],
-//! [`IpEarConfig`], [`RangeTag`], [`DataRangeConfig`],
+//! (`pmc_register!` and `register!` in [`BtbConfig`], [`DearConfig`],
+//! [`IearConfig`], [`IpEarConfig`], [`RangeTag`], [`DataRangeConfig`],
 //! [`OpcodeMatcherConfig`], [`OpcodeMatcher`], [`InstructionRangeConfig`];
 //! [`CounterLayout`] for the counters), except where perfmon's mask is the
 //! only source (the opcode matchers after Itanium); the choices between
 //! sources are documented on [`Generation`].
+//!
+//! The row type ([`PmcInfo`], [`PmcKind`], the checker) and the lookups
+//! into the tables live here too: [`Generation::pmc`] (a PMC's row),
+//! [`Counter::info`] and the configuration registers' `info`
+//! ([`BtbConfig::info`], [`DearConfig::info`], [`IearConfig::info`]),
+//! inherent methods of those types written beside the tables they read.
+//! The register images check their reserved bits against their rows
+//! through them (`pmc_register!`'s `from_bits`), while the
+//! rows' writable bits come from the images' fields: in the imports, the
+//! tables sit above the layouts they are built from, and [`Generation`]
+//! below both.
 
 use super::btb::BtbConfig;
 use super::ear::{DearConfig, IearConfig, IpEarConfig};
-use super::generation::{CounterSet, Generation, PmcInfo, PmcKind, RegSet};
+use super::generation::{Counter, CounterSet, Generation, RegSet};
 use super::opcode::{
     DataRangeConfig, InstructionRangeConfig, MontecitoMask, OpcodeMatcher, OpcodeMatcherConfig,
     RangeTag,
 };
 use super::pmc::{CounterLayout, ITANIUM_COUNTER, ITANIUM2_COUNTER, MONTECITO_COUNTER};
-use crate::arch::Field;
+use crate::register::Field;
+
+/// What a PMC does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PmcKind {
+    /// PMC0-3: the freeze bit and the overflow bits (SDM vol 2 §7.2; Linux
+    /// `perfmon.c`). Control registers: perfmon refuses writes to them.
+    Overflow,
+    /// The configuration of the generic counter with the same number.
+    Counter,
+    /// An opcode matcher: PMC8/9 on Itanium and Itanium 2; the mask half
+    /// PMC32/34 on Montecito (libpfm3's opcode matcher layouts).
+    OpcodeMatcher,
+    /// Montecito PMC33/35: the match half of an opcode matcher.
+    OpcodeMatchValue,
+    /// Opcode matcher configuration: Itanium 2 PMC15, Montecito PMC36.
+    OpcodeMatcherConfig,
+    /// Instruction EAR configuration: PMC10, Montecito PMC37.
+    IEar,
+    /// Data EAR configuration: PMC11, Montecito PMC40.
+    DEar,
+    /// Branch (execution) trace buffer configuration: PMC12, Montecito PMC39.
+    Btb,
+    /// Montecito PMC42: the IP-EAR configuration.
+    IpEar,
+    /// Itanium PMC13: the tag-all bit of instruction range restriction.
+    RangeTag,
+    /// Data address range configuration: Itanium 2 PMC13, Montecito PMC41.
+    DataRange,
+    /// Instruction address range configuration: Itanium 2 PMC14, Montecito
+    /// PMC38.
+    InstructionRange,
+}
+
+/// A row of a generation's PMC descriptor table (perfmon's register
+/// descriptor): the PMC's number, role, power-up value, writable bits,
+/// controlled PMDs, `pm` bit and the validator's checker. Only the crate's
+/// tables make rows ([`Generation::pmc`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PmcInfo {
+    /// The register number.
+    pub pmc: u8,
+    /// What the register does.
+    pub kind: PmcKind,
+    /// Its power-up value (perfmon's "default value").
+    pub default: u64,
+    /// The bits software may change; the others must keep [`PmcInfo::default`].
+    pub writable: u64,
+    /// The PMDs whose contents it controls (perfmon's `dep_pmd`).
+    pub pmds: RegSet,
+    /// The `pm` bit, on the monitors.
+    pub(crate) pm: Option<Field>,
+    /// What the validator checks beyond the reserved bits.
+    pub(crate) checker: Checker,
+    /// Bits the sources dispute ([`super::validate::disputed_bits`]).
+    pub(crate) disputed: u64,
+}
+
+impl PmcInfo {
+    const UNIMPLEMENTED: PmcInfo = PmcInfo {
+        pmc: 0,
+        kind: PmcKind::Overflow,
+        default: 0,
+        writable: 0,
+        pmds: RegSet::EMPTY,
+        pm: None,
+        checker: Checker::Plain,
+        disputed: 0,
+    };
+
+    /// The bits of `raw` outside the writable fields that differ from the
+    /// power-up value.
+    pub const fn reserved_bits(self, raw: u64) -> u64 {
+        (raw ^ self.default) & !self.writable
+    }
+
+    /// `raw` with every bit outside the writable fields replaced by its
+    /// power-up value (perfmon's rule).
+    pub const fn merge(self, raw: u64) -> u64 {
+        (raw & self.writable) | (self.default & !self.writable)
+    }
+
+    /// The position of the `pm` (privileged monitor) bit, for registers that
+    /// have one (the monitors: counters, EARs, branch trace buffer, IP-EAR).
+    pub const fn pm_bit(self) -> Option<u8> {
+        match self.pm {
+            Some(f) => Some(f.lsb()),
+            None => None,
+        }
+    }
+
+    /// Whether the register is a monitor (it has `plm` and `pm`: the
+    /// counters, EARs, branch trace buffer and IP-EAR): its row names a
+    /// `pm` bit.
+    pub const fn is_monitor(self) -> bool {
+        self.pm.is_some()
+    }
+}
+
+impl Generation {
+    /// What PMC `index` is on this generation: its row of the generation's
+    /// PMC descriptor table, with its power-up value, writable bits, the
+    /// PMDs it controls and how the validator checks it; `None` if not
+    /// implemented.
+    pub const fn pmc(self, index: u8) -> Option<PmcInfo> {
+        table(self).row(index)
+    }
+
+    /// [`Generation::pmc`], or a row with nothing writable (so every set
+    /// bit is reserved) if the generation has no such register.
+    pub(crate) const fn pmc_or_empty(self, index: u8) -> PmcInfo {
+        match self.pmc(index) {
+            Some(i) => i,
+            None => PmcInfo::UNIMPLEMENTED,
+        }
+    }
+}
+
+impl Counter {
+    /// Its configuration register's power-up value and writable bits.
+    pub const fn info(self) -> PmcInfo {
+        // `new` admits counters only, which every table has.
+        self.generation().pmc_or_empty(self.index())
+    }
+}
+
+impl BtbConfig {
+    /// The register's power-up value and writable bits.
+    pub const fn info(generation: Generation) -> PmcInfo {
+        generation.pmc_or_empty(generation.btb_pmc())
+    }
+}
+
+impl DearConfig {
+    /// The register's power-up value and writable bits.
+    pub const fn info(generation: Generation) -> PmcInfo {
+        generation.pmc_or_empty(generation.dear_pmc())
+    }
+}
+
+impl IearConfig {
+    /// The register's power-up value and writable bits.
+    pub const fn info(generation: Generation) -> PmcInfo {
+        generation.pmc_or_empty(generation.iear_pmc())
+    }
+}
 
 /// What the validator checks on a PMC beyond its reserved bits: the
 /// checker of its descriptor row (perfmon's `write_check`), each variant

@@ -22,6 +22,120 @@ impl fmt::Display for ReservedBits {
 
 impl core::error::Error for ReservedBits {}
 
+/// Declares an Itanium PMC image with `register!`'s field lines, whose
+/// writable bits and power-up value come from a row of the generation's PMC
+/// descriptor table ([`PmcInfo`](crate::arch::itanium::PmcInfo)); three
+/// forms:
+///
+/// * `struct Name(u64): pmc(INFO) { .. }`, one fixed register whose row is
+///   the expression `INFO`: `from_bits` refuses a value whose bits outside
+///   the writable fields differ from the power-up value ([`ReservedBits`]);
+/// * `struct Name(vis key: Key, u64): pmc(info) { .. }`, a register whose
+///   number and layout depend on `key` (a [`Counter`] for the counter
+///   configurations), the struct holding both; `info` is a
+///   `const fn(Key) -> PmcInfo`. It adds `from_bits(key, raw)` (refusing as
+///   above), `from_bits_truncate(key, raw)` (replacing those bits by their
+///   power-up values, perfmon's rule) and the accessor `key()` (of
+///   visibility `vis`);
+/// * `struct Name(Generation, u64): pmc(info) { .. }`, short for
+///   `struct Name(pub generation: Generation, u64): pmc(info) { .. }`.
+///
+/// The fields, `DEFINED`, `bits()`, `with_bits(raw)` and the accessors are
+/// `register!`'s.
+macro_rules! pmc_register {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident(Generation, u64): pmc($info:path) { $($body:tt)* }
+    ) => {
+        $crate::arch::itanium::pmc_register! {
+            $(#[$meta])*
+            $vis struct $name(pub generation: $crate::arch::itanium::Generation, u64):
+                pmc($info) { $($body)* }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident($kvis:vis $key:ident: $kty:ty, u64): pmc($info:path) {
+            $($body:tt)*
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $key: $kty,
+            bits: u64,
+        }
+
+        #[allow(dead_code)]
+        impl $name {
+            /// Decode any raw value, replacing the bits outside the writable
+            /// fields by their power-up values (perfmon's rule).
+            #[inline]
+            pub const fn from_bits_truncate($key: $kty, raw: u64) -> $name {
+                $name {
+                    $key,
+                    bits: $info($key).merge(raw),
+                }
+            }
+
+            /// Decode a raw value, refusing bits outside the writable fields
+            /// that differ from the power-up value.
+            #[inline]
+            pub const fn from_bits(
+                $key: $kty,
+                raw: u64,
+            ) -> Result<$name, $crate::arch::itanium::ReservedBits> {
+                match $info($key).reserved_bits(raw) {
+                    0 => Ok($name { $key, bits: raw }),
+                    r => Err($crate::arch::itanium::ReservedBits(r)),
+                }
+            }
+
+            /// The register image.
+            #[inline]
+            pub const fn bits(self) -> u64 {
+                self.bits
+            }
+
+            #[doc = concat!("The ", stringify!($key), ".")]
+            #[inline]
+            $kvis const fn $key(self) -> $kty {
+                self.$key
+            }
+
+            const fn with_bits(self, bits: u64) -> $name {
+                $name {
+                    $key: self.$key,
+                    bits,
+                }
+            }
+        }
+
+        $crate::register::register!(@fields $name, u64 { $($body)* });
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident(u64): pmc($info:expr) { $($body:tt)* }
+    ) => {
+        $crate::register::register! {
+            $(#[$meta])*
+            $vis struct $name(u64) { $($body)* }
+        }
+
+        impl $name {
+            /// Decode a raw value, refusing bits outside the writable fields
+            /// that differ from the power-up value.
+            #[inline]
+            pub const fn from_bits(raw: u64) -> Result<$name, $crate::arch::itanium::ReservedBits> {
+                match $info.reserved_bits(raw) {
+                    0 => Ok($name(raw)),
+                    r => Err($crate::arch::itanium::ReservedBits(r)),
+                }
+            }
+        }
+    };
+}
+pub(crate) use pmc_register;
+
 /// The privilege level mask, bits 3:0 of every monitor configuration
 /// register (libpfm3; VTune's Itanium event help, "PLM"): bit n enables
 /// monitoring at privilege level n. All zero disables the monitor, and then
@@ -30,7 +144,7 @@ impl core::error::Error for ReservedBits {}
 /// # The field types
 ///
 /// The bounded field types shared by the Itanium register layouts (the bit
-/// positions themselves are [`crate::arch::Field`]s): privilege level mask, instruction set mask, unit mask, event
+/// positions themselves are [`crate::register::Field`]s): privilege level mask, instruction set mask, unit mask, event
 /// code, threshold, instruction slot, and the errors the typed builders
 /// return.
 ///

@@ -1,8 +1,5 @@
 //! The generations and their register maps (documented on [`Generation`]).
 
-use super::descriptors::{self, Checker};
-use crate::arch::Field;
-
 /// An Itanium PMU generation (Itanium, Itanium 2 or Montecito), and what
 /// each implements: counters and their width, the PMC and PMD register
 /// maps, each PMC's power-up value and writable bits, and which PMDs each
@@ -30,7 +27,8 @@ use crate::arch::Field;
 /// Linux perfmon keeps, per PMC, a power-up value and a mask of the bits a
 /// write may change; every other bit is replaced by its power-up value
 /// (`pfm_mck_reserved` in `perfmon_mckinley.h`). This crate uses the same
-/// pair for every register of every generation ([`PmcInfo`]), with these
+/// pair for every register of every generation
+/// ([`PmcInfo`](crate::arch::itanium::PmcInfo)), with these
 /// choices:
 ///
 /// * **Itanium**: perfmon's Itanium table enforces nothing (mask -1). This
@@ -246,23 +244,6 @@ impl Generation {
         }
     }
 
-    /// What PMC `index` is on this generation: its row of the generation's
-    /// PMC descriptor table, with its power-up value, writable bits, the
-    /// PMDs it controls and how the validator checks it; `None` if not
-    /// implemented.
-    pub const fn pmc(self, index: u8) -> Option<PmcInfo> {
-        descriptors::table(self).row(index)
-    }
-
-    /// [`Generation::pmc`], or a row with nothing writable (so every set
-    /// bit is reserved) if the generation has no such register.
-    pub(crate) const fn pmc_or_empty(self, index: u8) -> PmcInfo {
-        match self.pmc(index) {
-            Some(i) => i,
-            None => PmcInfo::UNIMPLEMENTED,
-        }
-    }
-
     /// The bits of PMD `index` the hardware keeps on a write (the others
     /// are ignored: a write cannot set them); `None` if the PMD is not
     /// implemented. A counter keeps its W bits (SDM Vol. 2 7.2: bits 63:W
@@ -346,7 +327,7 @@ macro_rules! number_set {
         #[cfg_attr(feature = "defmt", derive(defmt::Format))]
         pub struct $name($vis u64);
 
-        crate::arch::set_operations!($name, $member);
+        crate::register::set_operations!($name, $member);
 
         impl $name {
             /// The empty set.
@@ -444,7 +425,8 @@ number_set! {
     /// A set of register numbers 0-63, PMCs or PMDs, as a bit mask: the
     /// implemented registers of a generation
     /// ([`Generation::implemented_pmcs`], [`Generation::implemented_pmds`]),
-    /// the PMDs a PMC controls ([`PmcInfo::pmds`]). A set of counters is a
+    /// the PMDs a PMC controls
+    /// ([`PmcInfo::pmds`](crate::arch::itanium::PmcInfo::pmds)). A set of counters is a
     /// [`CounterSet`].
     pub struct RegSet, RegSetIter, "register";
 }
@@ -521,111 +503,6 @@ impl Counter {
             _ => 3,
         }
     }
-
-    /// Its configuration register's power-up value and writable bits.
-    pub const fn info(self) -> PmcInfo {
-        // `new` admits counters only, which every table has.
-        self.generation.pmc_or_empty(self.index)
-    }
-}
-
-/// What a PMC does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum PmcKind {
-    /// PMC0-3: the freeze bit and the overflow bits (SDM vol 2 §7.2; Linux
-    /// `perfmon.c`). Control registers: perfmon refuses writes to them.
-    Overflow,
-    /// The configuration of the generic counter with the same number.
-    Counter,
-    /// An opcode matcher: PMC8/9 on Itanium and Itanium 2; the mask half
-    /// PMC32/34 on Montecito (libpfm3's opcode matcher layouts).
-    OpcodeMatcher,
-    /// Montecito PMC33/35: the match half of an opcode matcher.
-    OpcodeMatchValue,
-    /// Opcode matcher configuration: Itanium 2 PMC15, Montecito PMC36.
-    OpcodeMatcherConfig,
-    /// Instruction EAR configuration: PMC10, Montecito PMC37.
-    IEar,
-    /// Data EAR configuration: PMC11, Montecito PMC40.
-    DEar,
-    /// Branch (execution) trace buffer configuration: PMC12, Montecito PMC39.
-    Btb,
-    /// Montecito PMC42: the IP-EAR configuration.
-    IpEar,
-    /// Itanium PMC13: the tag-all bit of instruction range restriction.
-    RangeTag,
-    /// Data address range configuration: Itanium 2 PMC13, Montecito PMC41.
-    DataRange,
-    /// Instruction address range configuration: Itanium 2 PMC14, Montecito
-    /// PMC38.
-    InstructionRange,
-}
-
-/// A row of a generation's PMC descriptor table (perfmon's register
-/// descriptor): the PMC's number, role, power-up value, writable bits,
-/// controlled PMDs, `pm` bit and the validator's checker. Only the crate's
-/// tables make rows ([`Generation::pmc`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct PmcInfo {
-    /// The register number.
-    pub pmc: u8,
-    /// What the register does.
-    pub kind: PmcKind,
-    /// Its power-up value (perfmon's "default value").
-    pub default: u64,
-    /// The bits software may change; the others must keep [`PmcInfo::default`].
-    pub writable: u64,
-    /// The PMDs whose contents it controls (perfmon's `dep_pmd`).
-    pub pmds: RegSet,
-    /// The `pm` bit, on the monitors.
-    pub(crate) pm: Option<Field>,
-    /// What the validator checks beyond the reserved bits.
-    pub(crate) checker: Checker,
-    /// Bits the sources dispute ([`super::validate::disputed_bits`]).
-    pub(crate) disputed: u64,
-}
-
-impl PmcInfo {
-    const UNIMPLEMENTED: PmcInfo = PmcInfo {
-        pmc: 0,
-        kind: PmcKind::Overflow,
-        default: 0,
-        writable: 0,
-        pmds: RegSet::EMPTY,
-        pm: None,
-        checker: Checker::Plain,
-        disputed: 0,
-    };
-
-    /// The bits of `raw` outside the writable fields that differ from the
-    /// power-up value.
-    pub const fn reserved_bits(self, raw: u64) -> u64 {
-        (raw ^ self.default) & !self.writable
-    }
-
-    /// `raw` with every bit outside the writable fields replaced by its
-    /// power-up value (perfmon's rule).
-    pub const fn merge(self, raw: u64) -> u64 {
-        (raw & self.writable) | (self.default & !self.writable)
-    }
-
-    /// The position of the `pm` (privileged monitor) bit, for registers that
-    /// have one (the monitors: counters, EARs, branch trace buffer, IP-EAR).
-    pub const fn pm_bit(self) -> Option<u8> {
-        match self.pm {
-            Some(f) => Some(f.lsb()),
-            None => None,
-        }
-    }
-
-    /// Whether the register is a monitor (it has `plm` and `pm`: the
-    /// counters, EARs, branch trace buffer and IP-EAR): its row names a
-    /// `pm` bit.
-    pub const fn is_monitor(self) -> bool {
-        self.pm.is_some()
-    }
 }
 
 /// What a PMD holds.
@@ -655,6 +532,7 @@ pub enum PmdKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::itanium::PmcKind;
 
     #[test]
     fn generation_facts() {

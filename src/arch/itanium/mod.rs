@@ -136,6 +136,7 @@ mod seam;
 pub mod validate;
 
 pub use btb::{BtbConfig, BtbEntry, BtbIndex, BtbRecord};
+pub use descriptors::{PmcInfo, PmcKind};
 pub use ear::{DearConfig, DearSample, IearConfig, IearSample, LatencyFilter, TlbFill, TlbFills};
 pub use events::{EventInfo, EventType};
 pub use fields::*;

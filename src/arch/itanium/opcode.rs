@@ -42,9 +42,9 @@
 //! assert!(OpcodeMatcher::match_all(Generation::Itanium2, 7).is_none(), "not a matcher");
 //! ```
 
-use super::fields::ReservedBits;
+use super::fields::{ReservedBits, pmc_register};
 use super::generation::Generation;
-use crate::arch::{Field, register};
+use crate::register::{Field, register};
 
 /// The instruction units an opcode matcher considers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -408,7 +408,7 @@ impl MontecitoOpcodeMatcher {
     }
 }
 
-register! {
+pmc_register! {
     /// Itanium PMC13: the `ta` (tag all) bit (libpfm3's layout; perfmon's
     /// power-up value also sets bits 49:32, which this crate keeps as
     /// reserved).
@@ -430,7 +430,7 @@ impl RangeTag {
     }
 }
 
-register! {
+pmc_register! {
     /// The data address range configuration (Itanium 2 PMC13, Montecito
     /// PMC41; libpfm3 `pmc13_ita2_reg`, `pmc41_mont_reg`: `cfg_dbrpN` and
     /// `ena_dbrpN`).
@@ -644,7 +644,7 @@ impl InstructionRangeConfig {
     }
 }
 
-register! {
+pmc_register! {
     /// The opcode matcher configuration (Itanium 2 PMC15, Montecito PMC36):
     /// four bits whose meaning libpfm3 gives only as names.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

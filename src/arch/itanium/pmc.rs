@@ -1,9 +1,9 @@
 //! PMC0-3 and the counter configuration registers (documented on [`CounterPmc`]).
 
 use super::events::EventInfo;
-use super::fields::{EventCode, FieldError, Ism, Plm, Threshold, Umask};
+use super::fields::{EventCode, FieldError, Ism, Plm, Threshold, Umask, pmc_register};
 use super::generation::{Counter, CounterSet, Generation};
-use crate::arch::{Field, register};
+use crate::register::{Field, register};
 
 register! {
     /// PMC0: bit 0 `fr` (freeze), bits 3:1 ignored, bit n (n >= 4) the
@@ -253,7 +253,7 @@ register! {
     }
 }
 
-register! {
+pmc_register! {
     /// A counter configuration register value for one counter of one
     /// generation. Bits outside the writable fields always hold the register's
     /// power-up value (see [`crate::arch::itanium::Generation`]).

@@ -126,14 +126,14 @@
 
 use core::fmt;
 
-use super::descriptors::{self, Checker, Tagging};
+use super::descriptors::{self, Checker, PmcInfo, Tagging};
 use super::ear::{DearConfig, DearMode, IearConfig, UmaskProblem};
 use super::events;
 use super::fields::Ism;
-use super::generation::{CounterSet, Generation, PmcInfo};
+use super::generation::{CounterSet, Generation};
 use super::opcode::{DataRangeConfig, InstructionRangeConfig, RangeTag};
 use super::pmc::CounterLayout;
-use crate::arch::Field;
+use crate::register::Field;
 
 /// What to do with bits outside a register's writable fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

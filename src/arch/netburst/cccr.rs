@@ -2,7 +2,7 @@
 
 use super::escr::ReservedBits;
 use super::msrs::{Cccr, Counter, EscrSelect};
-use crate::arch::register;
+use crate::register::register;
 
 /// A 4-bit threshold (bits 23:20).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

@@ -159,7 +159,7 @@ use super::escr::ThreadCpl;
 use super::events::{EventName, Tagging};
 use super::msrs::{Counter, CounterSet, Escr, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use super::parse::EventSpec;
-use super::physical::{Joined, NetBurstPmu, Refused};
+use super::physical::{Joined, NetBurstPmu, PebsWrites, Refused};
 use super::pmi::{PmiState, overflow_rule};
 use super::thread::LogicalProcessor;
 use crate::access::{MsrBackend, MsrOps};
@@ -1506,8 +1506,7 @@ fn claim_bits(c: Counter, e: Option<Escr>) -> (u32, u64) {
 }
 
 mod package;
-pub(crate) use package::PebsRegisters;
-use package::{Package, PebsWrites};
+use package::Package;
 
 #[cfg(test)]
 mod tests;

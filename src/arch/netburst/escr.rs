@@ -1,6 +1,6 @@
 //! The ESCR register layout (documented on [`EscrValue`]).
 
-use crate::arch::register;
+use crate::register::register;
 
 /// A 6-bit event select (ESCR bits 30:25).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -88,6 +88,7 @@ mod escr;
 mod msrs;
 mod parse;
 mod physical;
+mod tag_bits;
 mod tagging;
 mod tagging_msrs;
 mod thread;
@@ -103,13 +104,13 @@ mod seam;
 pub use cccr::*;
 pub use escr::*;
 pub use events::{
-    Constraint, Counting, EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric, Specificity,
-    Tagging,
+    Constraint, Counting, EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric, Tagging,
 };
 pub use msrs::*;
 pub use parse::*;
 pub use physical::*;
 pub use schedule::{Conflict, Occupied, Part, Request, Schedule, ScheduleError};
+pub use tag_bits::*;
 pub use tagging::*;
 pub use tagging_msrs::*;
 pub use thread::*;

@@ -1,6 +1,6 @@
 //! The NetBurst MSR map and counter topology (documented on [`Counter`]).
 
-use crate::arch::register;
+use crate::register::register;
 
 /// `IA32_MISC_ENABLE`: bit 7 "performance monitoring available", bit 12
 /// "PEBS unavailable" (SDM Vol. 3C Table 35-41).
@@ -403,7 +403,7 @@ impl Cccr {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterSet(u32);
 
-crate::arch::set_operations!(CounterSet, "counter");
+crate::register::set_operations!(CounterSet, "counter");
 
 impl CounterSet {
     /// The empty set.

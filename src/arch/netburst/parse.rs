@@ -7,7 +7,7 @@ use super::cccr::{CccrValue, Threshold};
 use super::escr::{EscrValue, EventMask, TagValue, ThreadCpl};
 use super::events::{EventInfo, EventName, MaskInfo, MaskKind, ReplayMetric};
 use super::msrs::{Escr, EscrSelect, EscrSet};
-use super::tagging::{TagBits, replay_registers};
+use super::tag_bits::{TagBits, replay_registers};
 
 /// libpfm4's two NetBurst PMU models.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

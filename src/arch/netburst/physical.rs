@@ -2,7 +2,6 @@
 
 use core::sync::atomic::AtomicU8;
 
-use super::driver::PebsRegisters;
 use super::msrs::{CounterSet, EscrSet};
 use super::pmi::PmiState;
 use super::thread::LogicalProcessor;
@@ -15,8 +14,10 @@ mod sync {
 }
 
 mod claims;
+mod pebs;
 
 pub(crate) use claims::{Claims, Joined, Refused};
+pub(crate) use pebs::{PebsRegisters, PebsWrites};
 
 /// The physical NetBurst PMU of one package, as a value: [`NetBurstPmu`].
 ///

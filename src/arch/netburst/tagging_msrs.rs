@@ -1,6 +1,6 @@
 //! The tagging MSRs' layouts (documented on [`PebsEnable`]).
 
-use crate::arch::register;
+use crate::register::register;
 
 register! {
     /// `MSR_PEBS_ENABLE` (3F1H) as one logical processor writes it.

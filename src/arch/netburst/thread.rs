@@ -1,8 +1,21 @@
 //! Logical-processor and CPL qualification (documented on [`counts`]).
 
 use super::escr::ThreadCpl;
-use super::events::Specificity;
 pub use crate::arch::ia32::Privilege;
+
+/// An event's logical-processor qualification (SDM Table 19-34), a column
+/// of the event catalog ([`EventInfo::specificity`](crate::arch::netburst::EventInfo::specificity)):
+/// which of [`counts`]'s rules applies to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Specificity {
+    /// TS: attributable to one logical processor (Table 18-29 applies).
+    ThreadSpecific,
+    /// TI: not attributable (Table 18-30 applies).
+    ThreadIndependent,
+    /// Not listed in Table 19-34.
+    Unlisted,
+}
 
 /// A logical processor of a Hyper-Threading core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -4,13 +4,13 @@
 use crate::access::MsrAccess;
 use crate::detect::{Cpuid, CpuidResult};
 
-use super::counting::Privilege;
 use super::tables::{
     IA32_A_PMC0, IA32_DEBUGCTL, IA32_FIXED_CTR_CTRL, IA32_FIXED_CTR0, IA32_PERF_CAPABILITIES,
     IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_INUSE, IA32_PERF_GLOBAL_OVF_CTRL,
     IA32_PERF_GLOBAL_STATUS, IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0, MAX_FIXED,
     MAX_GP, SLOTS, debugctl, evtsel, fixed_ctrl, global_status, perf_capabilities, rdpmc,
 };
+use crate::arch::ia32::Privilege;
 
 /// The highest basic CPUID leaf the model reports (leaf 0 EAX): 1AH, so that
 /// the hybrid core-type leaf is reachable.

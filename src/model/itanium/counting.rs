@@ -5,7 +5,7 @@
 //! (SDM Vol. 2 7.2.1-7.2.2; Intel VTune's Itanium event help; libpfm3's
 //! counter layouts; Linux perfmon).
 
-use super::registers::ItaniumModel;
+use super::registers::{InterruptLine, ItaniumModel};
 use super::tables::{Generation, counter, pmc0};
 use crate::model::itanium::tables::Tables;
 use bit_field::BitField;
@@ -164,22 +164,6 @@ pub struct Interrupt {
     /// How many interrupting overflow events happened since the line was last
     /// taken (the line is a single pending flag: later ones merge into it).
     pub edges: u32,
-}
-
-/// The PMU interrupt line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct InterruptLine {
-    pending: bool,
-    overflow: u64,
-    edges: u32,
-}
-
-impl InterruptLine {
-    pub(super) const NONE: Self = Self {
-        pending: false,
-        overflow: 0,
-        edges: 0,
-    };
 }
 
 impl ItaniumModel {

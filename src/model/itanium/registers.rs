@@ -2,7 +2,6 @@
 //! fault rules, the writable-bit masks, PMD sign extension, the PSR bits the
 //! PMU looks at, and user-level PMD reads.
 
-use super::counting::InterruptLine;
 use super::tables::{self, Generation, PmdRule, RegSpec, counter};
 use crate::model::itanium::tables::Tables;
 use bit_field::BitField;
@@ -202,6 +201,22 @@ impl Psr {
             | (if self.sp { Self::SP } else { 0 })
             | (if self.pp { Self::PP } else { 0 })
     }
+}
+
+/// The PMU interrupt line (raised and taken by the counting logic).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct InterruptLine {
+    pub(super) pending: bool,
+    pub(super) overflow: u64,
+    pub(super) edges: u32,
+}
+
+impl InterruptLine {
+    pub(super) const NONE: Self = Self {
+        pending: false,
+        overflow: 0,
+        edges: 0,
+    };
 }
 
 /// The register-level model of one Itanium-family PMU. See the [module

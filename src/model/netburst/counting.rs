@@ -3,40 +3,12 @@
 //! active-thread field, and the compare/complement/threshold/edge filter
 //! (SDM 18.15.3, 18.16.2).
 
-use super::registers::{LogicalProcessor, NetBurstModel};
+use super::registers::{LogicalProcessor, NetBurstModel, ThreadState};
 use super::tables::{self, EscrGroup, Specificity, cccr, escr};
 use bit_field::BitField;
 
 /// The privilege level an event occurs at: the driver's vocabulary type.
 pub use crate::arch::ia32::Privilege;
-
-/// The state of a logical processor that the PMU sees: whether it is active
-/// (not halted; the CCCR active-thread field, SDM 18.16.2) and its current
-/// privilege level (used for the other thread of a TI event, Table 18-30).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ThreadState {
-    /// The logical processor is running (not halted / absent).
-    pub active: bool,
-    /// Its current privilege level.
-    pub privilege: Privilege,
-}
-
-impl ThreadState {
-    /// Active, at CPL 0.
-    pub const RUNNING_OS: Self = Self {
-        active: true,
-        privilege: Privilege::Os,
-    };
-
-    /// Active or not, at CPL 0.
-    pub const fn new(active: bool) -> Self {
-        Self {
-            active,
-            privilege: Privilege::Os,
-        }
-    }
-}
 
 /// Which event occurred, as an ESCR would select it: the functional unit
 /// (ESCR group), the event select and the event-mask bits that describe the

@@ -169,6 +169,7 @@
 //! only the field's position.
 
 mod counting;
+mod ds;
 mod overflow;
 mod registers;
 #[cfg(target_arch = "x86_64")]
@@ -179,15 +180,14 @@ mod tagging;
 #[cfg(test)]
 mod tests;
 
-pub use counting::{Event, EventKind, MAX_INPUT_PER_CYCLE, Privilege, ThreadState};
-pub use overflow::{PmiLine, can_cascade, cascade_alternate};
+pub use counting::{Event, EventKind, MAX_INPUT_PER_CYCLE, Privilege};
+pub use ds::{DsManagement, PEBS_RECORD_SIZE, PEBS_RECORD_SLOTS, PebsRecord};
+pub use overflow::{can_cascade, cascade_alternate};
 pub use registers::{
-    Config, Fault, GpReason, Instruction, LogicalProcessor, NetBurstModel, ThreadView,
+    Config, Fault, GpReason, Instruction, LogicalProcessor, NetBurstModel, PmiLine, ThreadState,
+    ThreadView,
 };
 #[cfg(target_arch = "x86_64")]
 pub use shared::{Injected, ModelMsr, SharedModel, any_pmi_pending, inject_until_pmi};
 pub use tables::{EscrGroup, Specificity};
-pub use tagging::{
-    DsManagement, EventList, MAX_UPSTREAM, PEBS_RECORD_SIZE, PEBS_RECORD_SLOTS, PebsRecord,
-    UopKind, Uops, replay,
-};
+pub use tagging::{EventList, MAX_UPSTREAM, UopKind, Uops, replay};

@@ -3,30 +3,8 @@
 //! 18.15.5.5-18.15.5.8) and the PEBS assist hook.
 
 use super::counting::{Event, Increment};
-use super::registers::{LogicalProcessor, NetBurstModel};
+use super::registers::{LogicalProcessor, NetBurstModel, PmiLine};
 use super::tables::{self, COUNTER_BITS, COUNTER_MASK, COUNTERS, cccr};
-
-/// The performance-monitoring interrupt line of one logical processor.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct PmiLine {
-    /// A PMI has been raised and not yet taken.
-    pub pending: bool,
-    /// Bit `n` set: counter `n` overflowed with OVF_PMI for this logical
-    /// processor (since the last [`NetBurstModel::take_pmi`]).
-    pub counters: u32,
-    /// The PEBS buffer reached its interrupt threshold.
-    pub pebs_threshold: bool,
-}
-
-impl PmiLine {
-    /// No PMI.
-    pub const NONE: Self = Self {
-        pending: false,
-        counters: 0,
-        pebs_threshold: false,
-    };
-}
 
 impl NetBurstModel {
     /// Whether counter `c` counts now: without CASCADE (and without the

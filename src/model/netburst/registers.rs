@@ -4,19 +4,19 @@
 use crate::access::MsrAccess;
 use crate::detect::{Cpuid, CpuidResult};
 
-use super::counting::ThreadState;
-use super::overflow::PmiLine;
+use super::ds::PebsState;
 use super::tables::{
     self, COUNTER_MASK, COUNTERS, ESCR_TABLE, ESCRS, IA32_DS_AREA, IA32_MISC_ENABLE, MSR_CCCR_BASE,
     MSR_COUNTER_BASE, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT, MSR_TC_PRECISE_EVENT, cccr, escr,
     escr_index, matrix_vert, pebs_enable,
 };
-use super::tagging::PebsState;
 
 /// One of the two logical processors (hyper-threads) that share the PMU:
 /// the driver's vocabulary type (the model keeps its own bit tables, not
 /// its own words for the same concepts).
 pub use crate::arch::netburst::LogicalProcessor;
+
+use crate::arch::ia32::Privilege;
 
 /// What the modelled processor is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,6 +216,56 @@ pub const MISC_ENABLE_READ_ONLY: u64 = (1 << 7) | (1 << 11) | (1 << 12);
 pub const TC_PRECISE_EVENT_WRITABLE: u64 = 0xFFFF;
 /// Reset value of MSR_TC_PRECISE_EVENT.
 pub const TC_PRECISE_EVENT_RESET: u64 = 0xFC00;
+
+/// The state of a logical processor that the PMU sees: whether it is active
+/// (not halted; the CCCR active-thread field, SDM 18.16.2) and its current
+/// privilege level (used for the other thread of a TI event, Table 18-30).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ThreadState {
+    /// The logical processor is running (not halted / absent).
+    pub active: bool,
+    /// Its current privilege level.
+    pub privilege: Privilege,
+}
+
+impl ThreadState {
+    /// Active, at CPL 0.
+    pub const RUNNING_OS: Self = Self {
+        active: true,
+        privilege: Privilege::Os,
+    };
+
+    /// Active or not, at CPL 0.
+    pub const fn new(active: bool) -> Self {
+        Self {
+            active,
+            privilege: Privilege::Os,
+        }
+    }
+}
+
+/// The performance-monitoring interrupt line of one logical processor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PmiLine {
+    /// A PMI has been raised and not yet taken.
+    pub pending: bool,
+    /// Bit `n` set: counter `n` overflowed with OVF_PMI for this logical
+    /// processor (since the last [`NetBurstModel::take_pmi`]).
+    pub counters: u32,
+    /// The PEBS buffer reached its interrupt threshold.
+    pub pebs_threshold: bool,
+}
+
+impl PmiLine {
+    /// No PMI.
+    pub const NONE: Self = Self {
+        pending: false,
+        counters: 0,
+        pebs_threshold: false,
+    };
+}
 
 /// The register-level model of one physical NetBurst package's PMU, shared
 /// by its logical processors. See the [module documentation](super).

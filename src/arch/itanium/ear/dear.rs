@@ -3,8 +3,7 @@
 
 use super::*;
 use crate::arch::itanium::{FieldError, Ism, Plm, Slot};
-use crate::arch::itanium::{Generation, PmcInfo};
-use crate::arch::register;
+use crate::arch::itanium::{Generation, pmc_register};
 
 /// Data EAR mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -20,7 +19,7 @@ pub enum DearMode {
     Undefined,
 }
 
-register! {
+pmc_register! {
     /// A data EAR configuration (PMC11, Montecito PMC40; libpfm3
     /// `pmc11_ita_reg`, `pmc11_ita2_reg`, `pmc40_mont_reg`). Which fields a
     /// generation has is its row of the PMC descriptor table
@@ -46,11 +45,6 @@ register! {
 }
 
 impl DearConfig {
-    /// The register's power-up value and writable bits.
-    pub const fn info(generation: Generation) -> PmcInfo {
-        generation.pmc_or_empty(generation.dear_pmc())
-    }
-
     const fn with_mode(generation: Generation, mode: u64, umask: u64) -> DearConfig {
         let base = Self::info(generation).default;
         let bits = match generation {

@@ -4,10 +4,9 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
-use crate::arch::Field;
-use crate::arch::itanium::{FieldError, Ism, Plm};
-use crate::arch::itanium::{Generation, PmcInfo};
-use crate::arch::register;
+use crate::arch::itanium::Generation;
+use crate::arch::itanium::{FieldError, Ism, Plm, pmc_register};
+use crate::register::Field;
 
 /// Instruction EAR mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -21,7 +20,7 @@ pub enum IearMode {
     Off,
 }
 
-register! {
+pmc_register! {
     /// An instruction EAR configuration (PMC10, Montecito PMC37; libpfm3
     /// `pmc10_ita_reg`, `pmc10_ita2_reg`, `pmc37_mont_reg`). Itanium places
     /// `pm` and the ISM elsewhere than its successors, and Montecito has no
@@ -83,11 +82,6 @@ impl IearConfig {
     /// The register number.
     pub const fn pmc(generation: Generation) -> u8 {
         generation.iear_pmc()
-    }
-
-    /// The register's power-up value and writable bits.
-    pub const fn info(generation: Generation) -> PmcInfo {
-        generation.pmc_or_empty(generation.iear_pmc())
     }
 
     /// Capture instruction cache misses at or above `latency` (PLM zero:

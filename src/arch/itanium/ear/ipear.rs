@@ -1,10 +1,9 @@
 //! Montecito's IP-EAR configuration register (PMC42).
 
 use crate::arch::itanium::Generation;
-use crate::arch::itanium::Plm;
-use crate::arch::register;
+use crate::arch::itanium::{Plm, pmc_register};
 
-register! {
+pmc_register! {
     /// Montecito's IP-EAR configuration, PMC42 (libpfm3 `pmc42_mont_reg`:
     /// plm 3:0, pm 6, mode 10:8, delay 18:11). The IP-EAR writes its
     /// captures into the execution trace buffer registers (PMD38, PMD39,

@@ -1,6 +1,7 @@
-//! What the driver owns besides counters and ESCRs: the package-wide
-//! `MSR_PEBS_ENABLE` and `MSR_PEBS_MATRIX_VERT` (SDM Table 35-41: shared by
-//! the logical processors), and what each claimed counter contributes to
+//! What the driver books besides counters and ESCRs: its share of the
+//! package-wide `MSR_PEBS_ENABLE` and `MSR_PEBS_MATRIX_VERT` (SDM Table
+//! 35-41: shared by the logical processors; their state is the physical
+//! PMU's, [`PebsRegisters`]), and what each claimed counter contributes to
 //! tagging, against which a counter of tagged µops is checked before it is
 //! programmed (SDM 18.15.6: the downstream event counts only what an
 //! upstream ESCR, or the PEBS MSRs, tagged).
@@ -10,10 +11,11 @@
 //! OR over 18 bytes and costs a counting-only kernel little code.
 
 use super::{ConfigError, CounterConfig};
+use crate::arch::netburst::Counter;
 use crate::arch::netburst::LogicalProcessor;
+use crate::arch::netburst::TagBits;
 use crate::arch::netburst::events::{EventName, ReplayMetric, Tagging};
-use crate::arch::netburst::{Counter, CounterSet};
-use crate::arch::netburst::{TagBits, pebs_enable_image};
+use crate::arch::netburst::physical::{PebsRegisters, PebsWrites};
 
 /// The error for the lowest of the `missing` tag bits.
 fn missing(missing: u8) -> ConfigError {
@@ -41,15 +43,6 @@ fn missing(missing: u8) -> ConfigError {
     }
 }
 
-/// The images of the two PEBS MSRs a configuration needs written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct PebsWrites {
-    /// `MSR_PEBS_ENABLE`, if it changes.
-    pub enable: Option<u64>,
-    /// `MSR_PEBS_MATRIX_VERT`, if it changes.
-    pub matrix_vert: Option<u64>,
-}
-
 /// What one driver knows for tagging: what each counter it claimed
 /// provides, per logical processor (tags are per logical processor), and
 /// the logical processor it writes `MSR_PEBS_ENABLE` from.
@@ -60,23 +53,6 @@ pub(super) struct Package {
     /// (`ENABLE_PEBS_MY_THR` is its own, `_OTH_THR` the other's): the one
     /// the driver runs on.
     home: LogicalProcessor,
-}
-
-/// The package-wide PEBS MSR state, shared by the package's drivers under
-/// a lock (`NetBurstPmu`).
-#[derive(Debug)]
-pub(crate) struct PebsRegisters {
-    /// Replay tagging: the metric bits of `MSR_PEBS_ENABLE` and the
-    /// `MSR_PEBS_MATRIX_VERT` image the claimed `replay_event` counters
-    /// share, and those counters.
-    replay: (u64, u64),
-    replay_users: CounterSet,
-    /// PEBS runs for each logical processor.
-    pebs_on: [bool; 2],
-    /// The state last written: replay metric bits and PEBS per logical
-    /// processor (`MSR_PEBS_ENABLE`), and `MSR_PEBS_MATRIX_VERT`; all clear
-    /// after reset. (The image depends on who writes it, the state not.)
-    written: (u64, [bool; 2], u64),
 }
 
 impl Package {
@@ -110,7 +86,7 @@ impl Package {
                 bit: None,
             });
         }
-        if replay.0 != 0 && !regs.replay_users.is_empty() && replay != regs.replay {
+        if regs.replay_busy(replay) {
             return Err(ConfigError::ReplayTaggingBusy);
         }
         if c.pebs.is_some() {
@@ -140,13 +116,7 @@ impl Package {
         if let Some(slot) = self.provides[c.lp as usize].get_mut(usize::from(counter.index())) {
             *slot = c.event.tags_provided(c.escr).0;
         }
-        if replay.0 != 0 {
-            regs.replay = replay;
-            regs.replay_users = regs.replay_users.with(counter);
-        }
-        if c.pebs.is_some() {
-            regs.pebs_on[c.lp as usize] = true;
-        }
+        regs.book(counter, replay, c.pebs.is_some().then_some(c.lp));
         regs.writes(self.home, hyper_threading)
     }
 
@@ -163,69 +133,12 @@ impl Package {
         if let Some(slot) = self.provides[lp as usize].get_mut(usize::from(counter.index())) {
             *slot = 0;
         }
-        if pebs {
-            regs.pebs_on[lp as usize] = false;
-        }
-        regs.replay_users = regs.replay_users.without(counter);
-        if regs.replay_users.is_empty() {
-            regs.replay = (0, 0);
-        }
+        regs.unbook(counter, pebs.then_some(lp));
         regs.writes(self.home, hyper_threading)
     }
 
     /// The driver runs on `lp` from now on, for PEBS.
     pub(super) fn set_home(&mut self, lp: LogicalProcessor) {
         self.home = lp;
-    }
-}
-
-impl PebsRegisters {
-    pub(crate) const fn new() -> PebsRegisters {
-        PebsRegisters {
-            replay: (0, 0),
-            replay_users: CounterSet::EMPTY,
-            pebs_on: [false; 2],
-            written: (0, [false; 2], 0),
-        }
-    }
-
-    /// Whether PEBS runs for `lp` (its counter is claimed for PEBS).
-    pub(super) const fn pebs_on(&self, lp: LogicalProcessor) -> bool {
-        self.pebs_on[lp as usize]
-    }
-
-    /// The PEBS MSR images now, as logical processor `writer` writes them,
-    /// and which of them differ from what was written last (those are then
-    /// taken as written).
-    fn writes(&mut self, writer: LogicalProcessor, hyper_threading: bool) -> PebsWrites {
-        let other = writer.other();
-        let enable = pebs_enable_image(
-            self.replay.0,
-            self.pebs_on[writer as usize],
-            hyper_threading && self.pebs_on[other as usize],
-        );
-        let vert = self.replay.1;
-        let (metrics, pebs, written_vert) = self.written;
-        let out = PebsWrites {
-            enable: (metrics != self.replay.0 || pebs != self.pebs_on).then_some(enable),
-            matrix_vert: (vert != written_vert).then_some(vert),
-        };
-        self.written = (self.replay.0, self.pebs_on, vert);
-        out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The replay metrics' upstream bits name exactly the metrics that have
-    /// an upstream event.
-    #[test]
-    fn upstream_bits_cover_every_metric_with_an_upstream() {
-        for m in ReplayMetric::ALL {
-            let listed = TagBits::UPSTREAM.iter().any(|(u, _)| *u == m);
-            assert_eq!(listed, m.upstream().is_some(), "{}", m.name());
-        }
     }
 }

@@ -44,6 +44,7 @@ use super::escr::{EventMask, EventSelect};
 use super::msrs::Escr;
 use super::msrs::EscrSelect;
 use super::tagging_msrs::{PebsEnable, PebsMatrixVert};
+use super::thread::Specificity;
 
 /// Which SDM table an event comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,18 +54,6 @@ pub enum Counting {
     NonRetirement,
     /// Table 19-29: counted when the (tagged) µop retires.
     AtRetirement,
-}
-
-/// Logical-processor qualification (SDM Table 19-34).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Specificity {
-    /// TS: attributable to one logical processor (Table 18-29 applies).
-    ThreadSpecific,
-    /// TI: not attributable (Table 18-30 applies).
-    ThreadIndependent,
-    /// Not listed in Table 19-34.
-    Unlisted,
 }
 
 /// The tagging mechanisms of SDM 18.15.6.

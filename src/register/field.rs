@@ -133,26 +133,14 @@ impl Field {
 /// for fields whose setter refuses values (returning an `Option` or a
 /// `Result`), which the type then writes over the field constant.
 ///
-/// Three forms declare the Itanium PMC images, whose writable bits and
-/// power-up value come from a row of the generation's PMC descriptor table
-/// ([`crate::arch::itanium::PmcInfo`]):
-///
-/// * `struct Name(u64): pmc(INFO) { .. }`, one fixed register whose row is
-///   the expression `INFO`: `from_bits` refuses a value whose bits outside
-///   the writable fields differ from the power-up value;
-/// * `struct Name(vis key: Key, u64): pmc(info) { .. }`, a register whose
-///   number and layout depend on `key` (a [`crate::arch::itanium::Counter`]
-///   for the counter configurations), the struct holding both; `info` is a
-///   `const fn(Key) -> PmcInfo`. It adds `from_bits(key, raw)` (refusing as
-///   above), `from_bits_truncate(key, raw)` (replacing those bits by their
-///   power-up values, perfmon's rule) and the accessor `key()` (of
-///   visibility `vis`). `struct Name(Generation, u64)` is short for
-///   `struct Name(pub generation: Generation, u64)`;
-/// * `impl Name(u64) { .. }`, fields and accessors only, for a struct
-///   written by hand because it holds more than the image or its
-///   constructors have another shape (the opcode matchers, the instruction
-///   range configuration); the struct provides `const fn bits(self)` and
-///   `const fn with_bits(self, raw)`.
+/// With `impl Name(u64) { .. }` it declares the fields and accessors only,
+/// for a struct written by hand because it holds more than the image or its
+/// constructors have another shape (the Itanium opcode matchers, the
+/// instruction range configuration); the struct provides `const fn
+/// bits(self)` and `const fn with_bits(self, raw)`. (The Itanium PMC
+/// images, whose constructors check reserved bits against a descriptor
+/// row, are declared with `pmc_register!`, in `arch::itanium`, which builds
+/// on this one.)
 ///
 /// Every `struct` form defines the struct over its storage (`u8`, `u16`,
 /// `u32` or `u64`), and every form an associated [`Field`] constant per
@@ -168,7 +156,7 @@ macro_rules! register {
         $(#[$meta:meta])*
         $vis:vis struct $name:ident($repr:ident): from_bits { $($body:tt)* }
     ) => {
-        $crate::arch::register! {
+        $crate::register::register! {
             $(#[$meta])*
             $vis struct $name($repr) { $($body)* }
         }
@@ -182,99 +170,9 @@ macro_rules! register {
         }
     };
     (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident(Generation, u64): pmc($info:path) { $($body:tt)* }
-    ) => {
-        $crate::arch::register! {
-            $(#[$meta])*
-            $vis struct $name(pub generation: $crate::arch::itanium::Generation, u64):
-                pmc($info) { $($body)* }
-        }
-    };
-    (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident($kvis:vis $key:ident: $kty:ty, u64): pmc($info:path) {
-            $($body:tt)*
-        }
-    ) => {
-        $(#[$meta])*
-        $vis struct $name {
-            $key: $kty,
-            bits: u64,
-        }
-
-        #[allow(dead_code)]
-        impl $name {
-            /// Decode any raw value, replacing the bits outside the writable
-            /// fields by their power-up values (perfmon's rule).
-            #[inline]
-            pub const fn from_bits_truncate($key: $kty, raw: u64) -> $name {
-                $name {
-                    $key,
-                    bits: $info($key).merge(raw),
-                }
-            }
-
-            /// Decode a raw value, refusing bits outside the writable fields
-            /// that differ from the power-up value.
-            #[inline]
-            pub const fn from_bits(
-                $key: $kty,
-                raw: u64,
-            ) -> Result<$name, $crate::arch::itanium::ReservedBits> {
-                match $info($key).reserved_bits(raw) {
-                    0 => Ok($name { $key, bits: raw }),
-                    r => Err($crate::arch::itanium::ReservedBits(r)),
-                }
-            }
-
-            /// The register image.
-            #[inline]
-            pub const fn bits(self) -> u64 {
-                self.bits
-            }
-
-            #[doc = concat!("The ", stringify!($key), ".")]
-            #[inline]
-            $kvis const fn $key(self) -> $kty {
-                self.$key
-            }
-
-            const fn with_bits(self, bits: u64) -> $name {
-                $name {
-                    $key: self.$key,
-                    bits,
-                }
-            }
-        }
-
-        $crate::arch::register!(@fields $name, u64 { $($body)* });
-    };
-    (
         impl $name:ident($repr:ident) { $($body:tt)* }
     ) => {
-        $crate::arch::register!(@fields $name, $repr { $($body)* });
-    };
-    (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident(u64): pmc($info:expr) { $($body:tt)* }
-    ) => {
-        $crate::arch::register! {
-            $(#[$meta])*
-            $vis struct $name(u64) { $($body)* }
-        }
-
-        impl $name {
-            /// Decode a raw value, refusing bits outside the writable fields
-            /// that differ from the power-up value.
-            #[inline]
-            pub const fn from_bits(raw: u64) -> Result<$name, $crate::arch::itanium::ReservedBits> {
-                match $info.reserved_bits(raw) {
-                    0 => Ok($name(raw)),
-                    r => Err($crate::arch::itanium::ReservedBits(r)),
-                }
-            }
-        }
+        $crate::register::register!(@fields $name, $repr { $($body)* });
     };
     (
         $(#[$meta:meta])*
@@ -296,7 +194,7 @@ macro_rules! register {
             }
         }
 
-        $crate::arch::register!(@fields $name, $repr { $($body)* });
+        $crate::register::register!(@fields $name, $repr { $($body)* });
     };
     (
         @fields $name:ident, $repr:ident {
@@ -311,15 +209,15 @@ macro_rules! register {
         impl $name {
             $(
                 $(#[$fmeta])*
-                $fvis const $field: $crate::arch::Field =
-                    $crate::arch::Field::new($lsb, $crate::arch::register!(@width $lsb $(, $msb)?));
+                $fvis const $field: $crate::register::Field =
+                    $crate::register::Field::new($lsb, $crate::register::register!(@width $lsb $(, $msb)?));
             )*
 
             /// Every bit that one of the register's fields declares.
             pub const DEFINED: u64 = 0 $(| Self::$field.mask())*;
 
             $(
-                $crate::arch::register!(
+                $crate::register::register!(
                     @accessors $name, $repr, $field, [$(#[$fmeta])*] $(, $get, [$($set)?], $ty)?
                 );
             )*
@@ -333,21 +231,21 @@ macro_rules! register {
         $(#[$m])*
         #[inline]
         pub const fn $get(self) -> $ty {
-            $crate::arch::register!(@get $ty, Self::$field, self.bits() as u64)
+            $crate::register::register!(@get $ty, Self::$field, self.bits() as u64)
         }
     };
     (
         @accessors $name:ident, $repr:ident, $field:ident, [$(#[$m:meta])*],
         $get:ident, [$set:ident], $ty:tt
     ) => {
-        $crate::arch::register!(@accessors $name, $repr, $field, [$(#[$m])*], $get, [], $ty);
+        $crate::register::register!(@accessors $name, $repr, $field, [$(#[$m])*], $get, [], $ty);
 
         #[doc = concat!("With `", stringify!($field), "` replaced ([`",
             stringify!($name), "::", stringify!($get), "`]).")]
         #[inline]
         pub const fn $set(self, v: $ty) -> $name {
             self.with_bits(
-                Self::$field.set(self.bits() as u64, $crate::arch::register!(@put $ty, v)) as $repr,
+                Self::$field.set(self.bits() as u64, $crate::register::register!(@put $ty, v)) as $repr,
             )
         }
     };

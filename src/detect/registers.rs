@@ -1,0 +1,285 @@
+//! The layouts of the registers detection reads, declared with
+//! `register!`: CPUID's leaves 01H (signature and feature bits, SDM Vol. 2A
+//! CPUID, Figure 3-6 "Version Information Returned by CPUID in EAX",
+//! Tables 3-10 and 3-11), 04H, 07H, 0BH and 1AH (the fields the topology
+//! and hybrid checks read) and 0AH (the architectural PMU), and the MSRs
+//! `IA32_MISC_ENABLE` (its performance-monitoring bits, SDM Vol. 4 Table
+//! 2-2) and `IA32_PERF_CAPABILITIES`. The architectures, the topology and
+//! the hypervisor support read them from here.
+
+use crate::register::register;
+
+/// IA32_MISC_ENABLE, MSR 1A0H.
+pub const IA32_MISC_ENABLE: u32 = 0x1A0;
+
+/// `IA32_PERF_CAPABILITIES` (present when CPUID.01H:ECX.PDCM\[15\] is set).
+pub const IA32_PERF_CAPABILITIES: u32 = 0x345;
+
+register! {
+    /// `IA32_MISC_ENABLE` (MSR 1A0H), the bits a PMU driver reads; all three
+    /// are read-only.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct MiscEnable(u64): from_bits {
+        /// Performance monitoring available (bit 7).
+        PERF_MON_AVAILABLE: 7 => perf_mon_available, with_perf_mon_available: bool;
+        /// Branch trace storage unavailable (bit 11).
+        BTS_UNAVAILABLE: 11 => bts_unavailable, with_bts_unavailable: bool;
+        /// Processor event-based sampling unavailable (bit 12).
+        PEBS_UNAVAILABLE: 12 => pebs_unavailable, with_pebs_unavailable: bool;
+    }
+}
+
+register! {
+    /// CPUID.01H:EAX, the processor signature (SDM Vol. 2A Figure 3-6).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf01Eax(u32): from_bits {
+        /// Stepping ID (bits 3:0).
+        STEPPING: 0..=3 => stepping, with_stepping: u8;
+        /// Model (bits 7:4).
+        MODEL: 4..=7 => model, with_model: u8;
+        /// Family ID (bits 11:8).
+        FAMILY: 8..=11 => family, with_family: u8;
+        /// Extended model ID (bits 19:16).
+        EXTENDED_MODEL: 16..=19 => extended_model, with_extended_model: u8;
+        /// Extended family ID (bits 27:20).
+        EXTENDED_FAMILY: 20..=27 => extended_family, with_extended_family: u8;
+    }
+}
+
+register! {
+    /// CPUID.01H:EBX, the fields that give a processor's place in its
+    /// package (SDM Vol. 2A Table 3-8, "EBX").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf01Ebx(u32): from_bits {
+        /// Maximum number of addressable IDs for logical processors in this
+        /// package (bits 23:16; valid when CPUID.01H:EDX.HTT is set).
+        LOGICAL_PROCESSORS: 16..=23 => logical_processors, with_logical_processors: u8;
+        /// Initial APIC ID (bits 31:24).
+        INITIAL_APIC_ID: 24..=31 => initial_apic_id, with_initial_apic_id: u8;
+    }
+}
+
+register! {
+    /// CPUID.01H:ECX, the feature bits a PMU driver reads (SDM Vol. 2A
+    /// Table 3-10).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf01Ecx(u32): from_bits {
+        /// PDCM: `IA32_PERF_CAPABILITIES` exists (bit 15).
+        PDCM: 15 => pdcm, with_pdcm: bool;
+        /// x2APIC (bit 21).
+        X2APIC: 21 => x2apic, with_x2apic: bool;
+    }
+}
+
+register! {
+    /// CPUID.01H:EDX, the feature bits a PMU driver reads (SDM Vol. 2A
+    /// Table 3-11).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf01Edx(u32): from_bits {
+        /// MSR: RDMSR and WRMSR exist (bit 5).
+        MSR: 5 => msr, with_msr: bool;
+        /// DS: the debug store (BTS, PEBS) exists (bit 21).
+        DS: 21 => ds, with_ds: bool;
+        /// HTT: CPUID.01H:EBX\[23:16\] is valid (bit 28).
+        HTT: 28 => htt, with_htt: bool;
+    }
+}
+
+register! {
+    /// CPUID.04H:EAX (subleaf 0), the fields that count a package's cores
+    /// (SDM Vol. 2A Table 3-8, "Deterministic Cache Parameters Leaf").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf04Eax(u32): from_bits {
+        /// Cache type (bits 4:0); 0: no more caches, the leaf says nothing.
+        CACHE_TYPE: 0..=4 => cache_type, with_cache_type: u8;
+        /// Maximum number of addressable IDs for processor cores in the
+        /// package, minus one (bits 31:26).
+        CORES_MINUS_ONE: 26..=31 => cores_minus_one, with_cores_minus_one: u8;
+    }
+}
+
+register! {
+    /// CPUID.07H:EDX (subleaf 0), the bit a PMU driver reads (SDM Vol. 2A
+    /// Table 3-8, "Structured Extended Feature Flags").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf07Edx(u32): from_bits {
+        /// Hybrid: the processor has cores of more than one type (bit 15).
+        HYBRID: 15 => hybrid, with_hybrid: bool;
+    }
+}
+
+register! {
+    /// CPUID.0BH:EBX, extended topology (SDM Vol. 2A Table 3-8, "Extended
+    /// Topology Enumeration Leaf").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf0BEbx(u32): from_bits {
+        /// Logical processors at this level (bits 15:0); 0: the leaf is
+        /// not valid.
+        LOGICAL_PROCESSORS: 0..=15 => logical_processors, with_logical_processors: u16;
+    }
+}
+
+register! {
+    /// CPUID.1AH:EAX, the hybrid core's type (SDM Vol. 2A Table 3-8,
+    /// "Hybrid Information Enumeration Leaf").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf1AEax(u32): from_bits {
+        /// Core type (bits 31:24): 20H Atom, 40H Core.
+        CORE_TYPE: 24..=31 => core_type, with_core_type: u8;
+    }
+}
+
+register! {
+    /// `IA32_PERF_CAPABILITIES` (SDM Vol. 3B "Performance Monitoring
+    /// Capabilities"); only what the driver uses.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct PerfCapabilities(u64): from_bits {
+        /// `FW_WRITE`, bit 13: the `IA32_A_PMCx` full-width aliases exist.
+        FULL_WIDTH_WRITE: 13 => full_width_write, with_full_width_write: bool;
+    }
+}
+
+/// CPUID leaf 0AH, "Architectural Performance Monitoring Leaf" (SDM Vol. 2A
+/// CPUID; Vol. 3B "Architectural Performance Monitoring"): EAX\[7:0\]
+/// version, \[15:8\] general counters per logical processor, \[23:16\]
+/// their width, \[31:24\] the length of EBX's vector; EBX bit k set:
+/// architectural event k NOT available; ECX the fixed counters' bitmap
+/// (v5); EDX\[4:0\] contiguous fixed counters, \[12:5\] their width, \[15\]
+/// AnyThread deprecated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Leaf0A {
+    /// EAX, EBX, ECX, EDX.
+    pub regs: [u32; 4],
+}
+
+register! {
+    /// CPUID.0AH:EAX.
+    #[derive(Clone, Copy)]
+    struct Leaf0AEax(u32) {
+        /// Version ID, bits 7:0.
+        VERSION: 0..=7 => version, with_version: u8;
+        /// General counters per logical processor, bits 15:8.
+        GENERAL: 8..=15 => general, with_general: u8;
+        /// Their width, bits 23:16.
+        GENERAL_WIDTH: 16..=23 => general_width, with_general_width: u8;
+        /// The length of EBX's event vector, bits 31:24.
+        VECTOR_LENGTH: 24..=31 => vector_length, with_vector_length: u8;
+    }
+}
+
+register! {
+    /// CPUID.0AH:EDX.
+    #[derive(Clone, Copy)]
+    struct Leaf0AEdx(u32) {
+        /// Contiguous fixed counters, bits 4:0.
+        FIXED: 0..=4 => fixed, with_fixed: u8;
+        /// Their width, bits 12:5.
+        FIXED_WIDTH: 5..=12 => fixed_width, with_fixed_width: u8;
+        /// AnyThread deprecated, bit 15.
+        ANY_DEPRECATED: 15 => any_deprecated, with_any_deprecated: bool;
+    }
+}
+
+impl Leaf0A {
+    const fn eax(self) -> Leaf0AEax {
+        Leaf0AEax(self.regs[0])
+    }
+
+    const fn edx(self) -> Leaf0AEdx {
+        Leaf0AEdx(self.regs[3])
+    }
+
+    /// The version ID (0: no architectural PMU).
+    pub const fn version(self) -> u8 {
+        self.eax().version()
+    }
+
+    /// General counters per logical processor.
+    pub const fn general(self) -> u8 {
+        self.eax().general()
+    }
+
+    /// Their width in bits.
+    pub const fn general_width(self) -> u8 {
+        self.eax().general_width()
+    }
+
+    /// The length of EBX's event vector.
+    pub const fn vector_length(self) -> u8 {
+        self.eax().vector_length()
+    }
+
+    /// Architectural event `k` (the EBX bit of [`ArchEvent`](crate::arch::archperf::ArchEvent))
+    /// is available: within the vector and its EBX bit clear.
+    pub const fn event_available(self, k: u8) -> bool {
+        k < self.vector_length() && k < 32 && self.regs[1] & (1 << k) == 0
+    }
+
+    /// Contiguous fixed counters (EDX\[4:0\]; v2+).
+    pub const fn fixed_contiguous(self) -> u8 {
+        if self.version() < 2 {
+            0
+        } else {
+            self.edx().fixed()
+        }
+    }
+
+    /// The fixed counters' width (v2+).
+    pub const fn fixed_width(self) -> u8 {
+        if self.version() < 2 {
+            0
+        } else {
+            self.edx().fixed_width()
+        }
+    }
+
+    /// Fixed counter `i` exists: `ECX[i] || EDX[4:0] > i` (SDM: the v5
+    /// bitmap, or the contiguous count).
+    pub const fn fixed_supported(self, i: u8) -> bool {
+        let bitmap = self.version() >= 5 && i < 32 && self.regs[2] & (1 << i) != 0;
+        bitmap || self.fixed_contiguous() > i
+    }
+
+    /// AnyThread is deprecated (EDX\[15\]).
+    pub const fn any_thread_deprecated(self) -> bool {
+        self.edx().any_deprecated()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The positions against the SDM's own examples and figures.
+    #[test]
+    fn fields_sit_where_the_sdm_puts_them() {
+        let misc = MiscEnable::from_bits(1 << 7 | 1 << 12);
+        assert!(misc.perf_mon_available() && misc.pebs_unavailable() && !misc.bts_unavailable());
+        // A Pentium D 9xx: family 0FH, model 6, stepping 5.
+        let sig = Leaf01Eax::from_bits(0x0000_0F65);
+        assert_eq!((sig.family(), sig.model(), sig.stepping()), (0xF, 6, 5));
+        // Haswell: extended model 3, model 0CH.
+        let hsw = Leaf01Eax::from_bits(0x0003_06C3);
+        assert_eq!(
+            (hsw.extended_model(), hsw.model(), hsw.family()),
+            (3, 0xC, 6)
+        );
+        assert_eq!(Leaf01Eax::from_bits(0x0010_0F00).extended_family(), 1);
+        let ebx = Leaf01Ebx::from_bits(0x0302_0800);
+        assert_eq!((ebx.initial_apic_id(), ebx.logical_processors()), (3, 2));
+        assert!(Leaf01Ecx::from_bits(1 << 21).x2apic());
+        let edx = Leaf01Edx::from_bits(1 << 5 | 1 << 28);
+        assert!(edx.msr() && edx.htt() && !edx.ds());
+    }
+}
