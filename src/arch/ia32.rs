@@ -1,5 +1,7 @@
 //! What the x86 PMUs share across architectures: the privilege level an
-//! event occurs at. (The IA-32 architectural registers that detection
+//! event occurs at, and the DS save area ([`ds`]: the memory PEBS writes,
+//! one ownership type for NetBurst and the architectural PMU). (The IA-32
+//! architectural registers that detection
 //! reads, CPUID's leaves, `IA32_MISC_ENABLE` and `IA32_PERF_CAPABILITIES`,
 //! are laid out in [`crate::detect`].)
 
@@ -14,3 +16,5 @@ pub enum Privilege {
     /// CPL 1, 2 or 3.
     Usr,
 }
+
+pub mod ds;
