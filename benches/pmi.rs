@@ -672,6 +672,7 @@ mod archperf {
             hybrid: false,
             core_type: None,
             model: 0x55,
+            pebs: detect::ArchPebs::default(),
         };
         let (mut d, c) =
             ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(File::new(0, 0)), &cpu, cpu0)

@@ -1,0 +1,417 @@
+//! PEBS records of the architectural PMU (documented on [`PebsRecord`]):
+//! their formats, the layout a configuration makes ([`RecordLayout`]), the
+//! decoding of the words the processor wrote, and the memory that holds
+//! them ([`PebsArea`]).
+
+use super::msrs::{CounterSet, PebsDataCfg};
+use crate::arch::ia32::ds::{DsMemory, RecordSlot};
+use crate::register::{Field, register};
+use crate::sealed::Sealed;
+
+/// The general registers a record saved: the state after the instruction
+/// that took the assist (SDM Vol. 3B: "the machine state after the
+/// instruction that causes the PEBS assist is retired").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[allow(missing_docs)]
+pub struct Gprs {
+    pub rax: u64,
+    pub rbx: u64,
+    pub rcx: u64,
+    pub rdx: u64,
+    pub rsi: u64,
+    pub rdi: u64,
+    pub rbp: u64,
+    pub rsp: u64,
+    pub r8: u64,
+    pub r9: u64,
+    pub r10: u64,
+    pub r11: u64,
+    pub r12: u64,
+    pub r13: u64,
+    pub r14: u64,
+    pub r15: u64,
+}
+
+/// What a record says of the memory access of its instruction: the load
+/// latency facility's fields (formats 1-3, every record; the memory group
+/// of an adaptive record).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct MemoryInfo {
+    /// The data linear address (DLA) of the load (or store).
+    pub address: u64,
+    /// The data source encoding (DSE; the memory group's "auxiliary"
+    /// word): where the load was satisfied, its TLB and lock bits.
+    pub source: u64,
+    /// The load's latency in core cycles (the `lat` word; 0 for a record
+    /// of another event).
+    pub latency: u64,
+    /// Transactional-execution information (formats 2-5), if the format
+    /// has it.
+    pub tsx: Option<u64>,
+}
+
+/// One PEBS record as the processor wrote it, decoded whatever its format
+/// (SDM Vol. 3B "Processor Event Based Sampling (PEBS)" of each
+/// generation: Nehalem's record format 1, Haswell's 2, Skylake's 3, Ice
+/// Lake's adaptive format 4 and format 5).
+///
+/// # Which instruction pointer
+///
+/// A record has up to two:
+///
+/// | format | `next_ip` (the RIP field) | `eventing_ip` |
+/// |---|---|---|
+/// | 1 (Nehalem) | the instruction after the one that took the assist (offset 08H; the assist is trap-like: `IA32_PERF_CAPABILITIES[6]`) | none |
+/// | 2 (Haswell), 3 (Skylake) | the same | the instruction that caused the event (EventingIP, offset B0H) |
+/// | 4, 5 (adaptive) | the GPR group's RIP, the next instruction, when `MSR_PEBS_DATA_CFG` includes that group | the basic group's IP, EventingIP |
+///
+/// [`PebsRecord::ip`] picks one for a precise level as `perf` does
+/// (`:p` the RIP field, `:pp` and `:ppp` EventingIP).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PebsRecord {
+    /// The record format (1-5).
+    pub format: u8,
+    /// The instruction after the one that took the assist, as the RIP
+    /// field gives it (none in an adaptive record without the GPR group).
+    pub next_ip: Option<u64>,
+    /// The instruction that caused the event (formats 2-5).
+    pub eventing_ip: Option<u64>,
+    /// The counters the record is for: formats 3-5's applicable counters
+    /// (exact); formats 1-2's status field, `IA32_PERF_GLOBAL_STATUS` at
+    /// the assist (which may name other counters too: the driver runs one
+    /// PEBS counter at a time there).
+    pub counters: CounterSet,
+    /// RFLAGS after the instruction, if the record has the registers.
+    pub rflags: Option<u64>,
+    /// The general registers after the instruction, if the record has
+    /// them (formats 1-3 always; adaptive with the GPR group).
+    pub gprs: Option<Gprs>,
+    /// The memory access (formats 1-3 always; adaptive with the memory
+    /// group).
+    pub memory: Option<MemoryInfo>,
+    /// The TSC at the assist (formats 3-5).
+    pub tsc: Option<u64>,
+}
+
+/// The instruction pointer a sample reports, by `perf`'s precise level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Precise {
+    /// `:p` (`precise_ip` 1): constant skid, the record's RIP field (the
+    /// next instruction; EventingIP in an adaptive record without GPRs,
+    /// the only IP it has).
+    Constant,
+    /// `:pp` (`precise_ip` 2): zero skid requested: EventingIP (formats
+    /// 2-5; refused on format 1, which has none).
+    Zero,
+    /// `:ppp` (`precise_ip` 3): zero skid required: EventingIP too, which
+    /// is the instruction of the event itself.
+    MustBeZero,
+}
+
+impl Precise {
+    /// The level of `perf`'s `precise_ip` value (1-3).
+    pub const fn from_level(level: u8) -> Option<Precise> {
+        match level {
+            1 => Some(Precise::Constant),
+            2 => Some(Precise::Zero),
+            3 => Some(Precise::MustBeZero),
+            _ => None,
+        }
+    }
+
+    /// `perf`'s `precise_ip` value.
+    pub const fn level(self) -> u8 {
+        match self {
+            Precise::Constant => 1,
+            Precise::Zero => 2,
+            Precise::MustBeZero => 3,
+        }
+    }
+
+    /// Whether the sample takes EventingIP.
+    pub const fn eventing(self) -> bool {
+        !matches!(self, Precise::Constant)
+    }
+}
+
+impl PebsRecord {
+    /// The instruction pointer a sample at precise level `precise`
+    /// reports: EventingIP for [`Precise::Zero`] and
+    /// [`Precise::MustBeZero`] (the RIP field where the record has none),
+    /// the RIP field for [`Precise::Constant`] (EventingIP where the
+    /// record has no RIP field); 0 for a record with neither.
+    pub fn ip(&self, precise: Precise) -> u64 {
+        let (first, then) = if precise.eventing() {
+            (self.eventing_ip, self.next_ip)
+        } else {
+            (self.next_ip, self.eventing_ip)
+        };
+        first.or(then).unwrap_or(0)
+    }
+}
+
+register! {
+    /// Word 0 of an adaptive record's basic group (SDM Vol. 3B "Basic Info
+    /// Group"): the groups that follow (the record format, bits of
+    /// `MSR_PEBS_DATA_CFG`) and the record's size in bytes.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct BasicFormat(u64): from_bits {
+        /// The groups present, bits 31:0 (`MSR_PEBS_DATA_CFG`'s layout).
+        pub GROUPS: 0..=31 => groups, with_groups: u32;
+        /// The record's size in bytes, bits 63:48.
+        pub SIZE: 48..=63 => size, with_size: u16;
+    }
+}
+
+/// The layout of the records a configuration makes: the format and, for
+/// an adaptive record, its groups. The driver computes it when it sets the
+/// buffer up and publishes it to the PMI handler, which decodes with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RecordLayout {
+    format: u8,
+    /// Formats 4-5 with PEBS baseline: the memory and GPR groups.
+    adaptive: Option<PebsDataCfg>,
+}
+
+/// Words of each part of a record.
+mod words {
+    /// Formats 1-3: RFLAGS, RIP, 16 general registers, then the memory
+    /// fields: status (18), DLA (19), DSE (20), latency (21); format 2 adds
+    /// EventingIP (22) and TSX information (23), format 3 the TSC (24).
+    pub const LEGACY: [usize; 3] = [22, 24, 25];
+    /// The basic group of an adaptive record: format and size, EventingIP,
+    /// applicable counters, TSC.
+    pub const BASIC: usize = 4;
+    /// The memory group: address, auxiliary (data source), latency, TSX.
+    pub const MEMORY: usize = 4;
+    /// The GPR group: RFLAGS, RIP, RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI,
+    /// R8-R15.
+    pub const GPRS: usize = 18;
+}
+
+impl RecordLayout {
+    /// The layout of format `format` records (1-5): formats 1-3 fixed,
+    /// 4-5 a basic group with, given PEBS baseline (`adaptive`), the groups
+    /// of `adaptive` (memory and GPRs only: the XMM and LBR groups are not
+    /// driven). `None` for another format, or groups outside those.
+    pub const fn new(format: u8, adaptive: Option<PebsDataCfg>) -> Option<RecordLayout> {
+        match (format, adaptive) {
+            (1..=3, _) => Some(RecordLayout {
+                format,
+                adaptive: None,
+            }),
+            (4 | 5, Some(cfg)) => {
+                if cfg.bits() & !(PebsDataCfg::MEMORY.mask() | PebsDataCfg::GPRS.mask()) != 0 {
+                    None
+                } else {
+                    Some(RecordLayout {
+                        format,
+                        adaptive: Some(cfg),
+                    })
+                }
+            }
+            (4 | 5, None) => Some(RecordLayout {
+                format,
+                adaptive: None,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The format.
+    pub const fn format(self) -> u8 {
+        self.format
+    }
+
+    /// The adaptive groups (`MSR_PEBS_DATA_CFG`'s image), if the records
+    /// are adaptive with groups.
+    pub const fn groups(self) -> Option<PebsDataCfg> {
+        self.adaptive
+    }
+
+    /// Words per record.
+    pub const fn words(self) -> usize {
+        match self.format {
+            1..=3 => words::LEGACY[(self.format - 1) as usize],
+            _ => {
+                let mut n = words::BASIC;
+                if let Some(cfg) = self.adaptive {
+                    if cfg.memory() {
+                        n += words::MEMORY;
+                    }
+                    if cfg.gprs() {
+                        n += words::GPRS;
+                    }
+                }
+                n
+            }
+        }
+    }
+
+    /// Bytes per record: 176 (format 1), 192 (2), 200 (3), 32 to 208
+    /// (4-5, by groups).
+    pub const fn bytes(self) -> u32 {
+        self.words() as u32 * 8
+    }
+
+    /// The record these words are, or `None` if they are not one of this
+    /// layout: fewer words, or an adaptive record whose basic group names
+    /// other groups or another size than the layout's.
+    pub fn decode(self, w: &[u64]) -> Option<PebsRecord> {
+        if w.len() < self.words() {
+            return None;
+        }
+        if self.format <= 3 {
+            return Some(self.decode_legacy(w));
+        }
+        let basic = BasicFormat::from_bits(w[0]);
+        let groups = self.adaptive.map_or(0, |c| c.bits());
+        if u64::from(basic.groups()) != groups || u32::from(basic.size()) != self.bytes() {
+            return None;
+        }
+        let mut record = PebsRecord {
+            format: self.format,
+            eventing_ip: Some(w[1]),
+            counters: CounterSet::from_bits_truncate(w[2]),
+            tsc: Some(w[3]),
+            ..PebsRecord::default()
+        };
+        let mut at = words::BASIC;
+        let cfg = PebsDataCfg::from_bits(groups);
+        if cfg.memory() {
+            record.memory = Some(MemoryInfo {
+                address: w[at],
+                source: w[at + 1],
+                latency: w[at + 2],
+                tsx: Some(w[at + 3]),
+            });
+            at += words::MEMORY;
+        }
+        if cfg.gprs() {
+            let g = &w[at..at + words::GPRS];
+            record.rflags = Some(g[0]);
+            record.next_ip = Some(g[1]);
+            // The group's order is the registers' encoding order: RAX,
+            // RCX, RDX, RBX, RSP, RBP, RSI, RDI (unlike formats 1-3's).
+            record.gprs = Some(Gprs {
+                rax: g[2],
+                rcx: g[3],
+                rdx: g[4],
+                rbx: g[5],
+                rsp: g[6],
+                rbp: g[7],
+                rsi: g[8],
+                rdi: g[9],
+                r8: g[10],
+                r9: g[11],
+                r10: g[12],
+                r11: g[13],
+                r12: g[14],
+                r13: g[15],
+                r14: g[16],
+                r15: g[17],
+            });
+        }
+        Some(record)
+    }
+
+    /// Formats 1-3 (`w` holds the layout's words).
+    fn decode_legacy(self, w: &[u64]) -> PebsRecord {
+        PebsRecord {
+            format: self.format,
+            rflags: Some(w[0]),
+            next_ip: Some(w[1]),
+            gprs: Some(Gprs {
+                rax: w[2],
+                rbx: w[3],
+                rcx: w[4],
+                rdx: w[5],
+                rsi: w[6],
+                rdi: w[7],
+                rbp: w[8],
+                rsp: w[9],
+                r8: w[10],
+                r9: w[11],
+                r10: w[12],
+                r11: w[13],
+                r12: w[14],
+                r13: w[15],
+                r14: w[16],
+                r15: w[17],
+            }),
+            counters: CounterSet::from_bits_truncate(w[18]),
+            memory: Some(MemoryInfo {
+                address: w[19],
+                source: w[20],
+                latency: w[21],
+                tsx: (self.format >= 2).then(|| w[23]),
+            }),
+            eventing_ip: (self.format >= 2).then(|| w[22]),
+            tsc: (self.format >= 3).then(|| w[24]),
+        }
+    }
+
+    /// Packed for the PMI state (one atomic word): the format in bits 3:0,
+    /// whether adaptive groups follow in bit 4, the groups in bits 31:8.
+    pub(crate) const fn pack(self) -> u32 {
+        let (adaptive, groups) = match self.adaptive {
+            Some(cfg) => (1, cfg.bits() as u32),
+            None => (0, 0),
+        };
+        PACKED_FORMAT.set(0, self.format as u64) as u32
+            | PACKED_ADAPTIVE.set(0, adaptive) as u32
+            | PACKED_GROUPS.set(0, groups as u64) as u32
+    }
+
+    /// [`RecordLayout::pack`]'s inverse (`None` for 0, no layout).
+    pub(crate) const fn unpack(packed: u32) -> Option<RecordLayout> {
+        let packed = packed as u64;
+        let format = PACKED_FORMAT.get(packed) as u8;
+        let adaptive = if PACKED_ADAPTIVE.get(packed) != 0 {
+            Some(PebsDataCfg::from_bits(PACKED_GROUPS.get(packed)))
+        } else {
+            None
+        };
+        RecordLayout::new(format, adaptive)
+    }
+}
+
+const PACKED_FORMAT: Field = Field::new(0, 4);
+const PACKED_ADAPTIVE: Field = Field::new(4, 1);
+const PACKED_GROUPS: Field = Field::new(8, 24);
+
+/// One slot of an architectural PMU's PEBS buffer: room for the largest
+/// record the driver configures (208 bytes: an adaptive record with the
+/// basic, memory and GPR groups). Records of a smaller layout are packed
+/// tighter: a buffer of `K` slots holds `K × 208 / record bytes` of them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PebsSlot([u64; crate::arch::ia32::ds::MAX_RECORD_WORDS]);
+
+impl Sealed for PebsSlot {}
+
+impl RecordSlot for PebsSlot {
+    const ZERO: PebsSlot = PebsSlot([0; crate::arch::ia32::ds::MAX_RECORD_WORDS]);
+}
+
+const _: () = assert!(
+    words::BASIC + words::MEMORY + words::GPRS == crate::arch::ia32::ds::MAX_RECORD_WORDS
+);
+
+/// Caller-provided memory for one logical processor's PEBS on the
+/// architectural PMU: the DS management area and `K` slots of 208 bytes.
+/// Declare it as a `static mut` or leak it, make it a
+/// [`DsArea`](crate::arch::ia32::ds::DsArea) (whose `unsafe` constructor
+/// states that it is mapped at one linear address in every address space)
+/// and hand it to
+/// [`ArchPerfDriver::set_pebs_area`](super::driver::ArchPerfDriver::set_pebs_area).
+pub type PebsArea<const K: usize> = DsMemory<PebsSlot, K>;
+
+#[cfg(test)]
+mod tests;
