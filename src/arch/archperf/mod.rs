@@ -46,10 +46,12 @@ pub mod driver;
 mod events;
 mod msrs;
 pub mod multiplex;
+mod pebs;
 mod physical;
 pub mod pmi;
 mod seam;
 
 pub use events::*;
 pub use msrs::*;
+pub use pebs::*;
 pub use physical::*;

@@ -419,7 +419,7 @@ register! {
     /// [`CounterSet`]).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct GlobalStatus(u64) {
+    pub struct GlobalStatus(u64): from_bits {
         /// OvfBuf, bit 62: the PEBS index reached the DS area's interrupt
         /// threshold (the PEBS buffer's PMI).
         pub OVF_BUF: 62 => ovf_buf, with_ovf_buf: bool;
@@ -442,7 +442,7 @@ register! {
     /// crate keys the bits on PEBS baseline, which says what they are.)
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct PebsEnable(u64) {
+    pub struct PebsEnable(u64): from_bits {
         /// `PEBS_EN_PMCn`, bits 7:0: PEBS on general counter n.
         pub GENERAL: 0..=7 => general, with_general: u8;
         /// Bits 35:32: `LL_EN_PMCn` (before baseline) or `PEBS_EN_FIXEDi`
@@ -475,7 +475,7 @@ register! {
     /// driver sets the memory and GPR groups only.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct PebsDataCfg(u64) {
+    pub struct PebsDataCfg(u64): from_bits {
         /// Memory info, bit 0: data linear address, data source, latency,
         /// TSX information (4 words).
         pub MEMORY: 0 => memory, with_memory: bool;
@@ -496,7 +496,7 @@ register! {
     /// which a sampled load counts for the load-latency event.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-    pub struct PebsLdLat(u64) {
+    pub struct PebsLdLat(u64): from_bits {
         /// Threshold, bits 15:0.
         pub THRESHOLD: 0..=15 => threshold, with_threshold: u16;
     }

@@ -184,7 +184,13 @@ mod words {
     /// Formats 1-3: RFLAGS, RIP, 16 general registers, then the memory
     /// fields: status (18), DLA (19), DSE (20), latency (21); format 2 adds
     /// EventingIP (22) and TSX information (23), format 3 the TSC (24).
-    pub const LEGACY: [usize; 3] = [22, 24, 25];
+    pub const fn legacy(format: u8) -> usize {
+        match format {
+            1 => 22,
+            2 => 24,
+            _ => 25,
+        }
+    }
     /// The basic group of an adaptive record: format and size, EventingIP,
     /// applicable counters, TSC.
     pub const BASIC: usize = 4;
@@ -238,7 +244,7 @@ impl RecordLayout {
     /// Words per record.
     pub const fn words(self) -> usize {
         match self.format {
-            1..=3 => words::LEGACY[(self.format - 1) as usize],
+            1..=3 => words::legacy(self.format),
             _ => {
                 let mut n = words::BASIC;
                 if let Some(cfg) = self.adaptive {
@@ -264,96 +270,98 @@ impl RecordLayout {
     /// layout: fewer words, or an adaptive record whose basic group names
     /// other groups or another size than the layout's.
     pub fn decode(self, w: &[u64]) -> Option<PebsRecord> {
-        if w.len() < self.words() {
-            return None;
-        }
+        let w = w.get(..self.words())?;
+        // Within the record's words, read without a bounds check that
+        // could panic (the handler may run as an NMI): a word past them
+        // reads as 0, which the length check above rules out anyway.
+        let at = |i: usize| w.get(i).copied().unwrap_or(0);
         if self.format <= 3 {
-            return Some(self.decode_legacy(w));
+            return Some(self.decode_legacy(at));
         }
-        let basic = BasicFormat::from_bits(w[0]);
+        let basic = BasicFormat::from_bits(at(0));
         let groups = self.adaptive.map_or(0, |c| c.bits());
         if u64::from(basic.groups()) != groups || u32::from(basic.size()) != self.bytes() {
             return None;
         }
         let mut record = PebsRecord {
             format: self.format,
-            eventing_ip: Some(w[1]),
-            counters: CounterSet::from_bits_truncate(w[2]),
-            tsc: Some(w[3]),
+            eventing_ip: Some(at(1)),
+            counters: CounterSet::from_bits_truncate(at(2)),
+            tsc: Some(at(3)),
             ..PebsRecord::default()
         };
-        let mut at = words::BASIC;
+        let mut first = words::BASIC;
         let cfg = PebsDataCfg::from_bits(groups);
         if cfg.memory() {
             record.memory = Some(MemoryInfo {
-                address: w[at],
-                source: w[at + 1],
-                latency: w[at + 2],
-                tsx: Some(w[at + 3]),
+                address: at(first),
+                source: at(first + 1),
+                latency: at(first + 2),
+                tsx: Some(at(first + 3)),
             });
-            at += words::MEMORY;
+            first += words::MEMORY;
         }
         if cfg.gprs() {
-            let g = &w[at..at + words::GPRS];
-            record.rflags = Some(g[0]);
-            record.next_ip = Some(g[1]);
+            let g = |i: usize| at(first + i);
+            record.rflags = Some(g(0));
+            record.next_ip = Some(g(1));
             // The group's order is the registers' encoding order: RAX,
             // RCX, RDX, RBX, RSP, RBP, RSI, RDI (unlike formats 1-3's).
             record.gprs = Some(Gprs {
-                rax: g[2],
-                rcx: g[3],
-                rdx: g[4],
-                rbx: g[5],
-                rsp: g[6],
-                rbp: g[7],
-                rsi: g[8],
-                rdi: g[9],
-                r8: g[10],
-                r9: g[11],
-                r10: g[12],
-                r11: g[13],
-                r12: g[14],
-                r13: g[15],
-                r14: g[16],
-                r15: g[17],
+                rax: g(2),
+                rcx: g(3),
+                rdx: g(4),
+                rbx: g(5),
+                rsp: g(6),
+                rbp: g(7),
+                rsi: g(8),
+                rdi: g(9),
+                r8: g(10),
+                r9: g(11),
+                r10: g(12),
+                r11: g(13),
+                r12: g(14),
+                r13: g(15),
+                r14: g(16),
+                r15: g(17),
             });
         }
         Some(record)
     }
 
-    /// Formats 1-3 (`w` holds the layout's words).
-    fn decode_legacy(self, w: &[u64]) -> PebsRecord {
+    /// Formats 1-3, word `i` of the record being `w(i)`.
+    fn decode_legacy(self, w: impl Fn(usize) -> u64) -> PebsRecord {
         PebsRecord {
             format: self.format,
-            rflags: Some(w[0]),
-            next_ip: Some(w[1]),
+            rflags: Some(w(0)),
+            next_ip: Some(w(1)),
             gprs: Some(Gprs {
-                rax: w[2],
-                rbx: w[3],
-                rcx: w[4],
-                rdx: w[5],
-                rsi: w[6],
-                rdi: w[7],
-                rbp: w[8],
-                rsp: w[9],
-                r8: w[10],
-                r9: w[11],
-                r10: w[12],
-                r11: w[13],
-                r12: w[14],
-                r13: w[15],
-                r14: w[16],
-                r15: w[17],
+                rax: w(2),
+                rbx: w(3),
+                rcx: w(4),
+                rdx: w(5),
+                rsi: w(6),
+                rdi: w(7),
+                rbp: w(8),
+                rsp: w(9),
+                r8: w(10),
+                r9: w(11),
+                r10: w(12),
+                r11: w(13),
+                r12: w(14),
+                r13: w(15),
+                r14: w(16),
+                r15: w(17),
             }),
-            counters: CounterSet::from_bits_truncate(w[18]),
+            counters: CounterSet::from_bits_truncate(w(18)),
             memory: Some(MemoryInfo {
-                address: w[19],
-                source: w[20],
-                latency: w[21],
-                tsx: (self.format >= 2).then(|| w[23]),
+                address: w(19),
+                source: w(20),
+                latency: w(21),
+                tsx: (self.format >= 2).then(|| w(23)),
             }),
-            eventing_ip: (self.format >= 2).then(|| w[22]),
-            tsc: (self.format >= 3).then(|| w[24]),
+            eventing_ip: (self.format >= 2).then(|| w(22)),
+            tsc: (self.format >= 3).then(|| w(24)),
         }
     }
 

@@ -315,31 +315,35 @@ fn management(ptr: NonNull<DsManagement>) -> VolatilePtr<'static, DsManagement> 
 ///
 /// `area` is a live [`DsArea`]'s [`DsArea::management_ptr`], and nothing
 /// else drains or resets that area during the call.
+#[inline(always)]
 pub(crate) unsafe fn drain_published(
     area: NonNull<DsManagement>,
     record_bytes: u32,
     mut f: impl FnMut(&[u64]),
 ) -> u32 {
     let m = management(area);
-    let words = record_bytes as usize / 8;
-    if words == 0 || words > MAX_RECORD_WORDS || record_bytes % 8 != 0 {
+    let mut record = [0u64; MAX_RECORD_WORDS];
+    let Some(record) = record.get_mut(..record_bytes as usize / 8) else {
+        return 0;
+    };
+    let size = u64::from(record_bytes);
+    if record.is_empty() || record_bytes % 8 != 0 {
         return 0;
     }
     let address = area.as_ptr().expose_provenance() as u64;
     let base = address + RECORDS_OFFSET as u64;
     let maximum = volatile::map_field!(m.pebs_absolute_maximum).read();
     let index = volatile::map_field!(m.pebs_index).read();
-    let fit = maximum.saturating_sub(base) / u64::from(record_bytes);
-    let written = index.saturating_sub(base) / u64::from(record_bytes);
+    let fit = maximum.saturating_sub(base).checked_div(size).unwrap_or(0);
+    let written = index.saturating_sub(base).checked_div(size).unwrap_or(0);
     let n = u32::try_from(written.min(fit)).unwrap_or(u32::MAX);
     let first = area
         .as_ptr()
         .wrapping_byte_add(RECORDS_OFFSET)
         .cast::<u64>();
-    let mut record = [0u64; MAX_RECORD_WORDS];
     for k in 0..n {
         let at = first.wrapping_byte_add(k as usize * record_bytes as usize);
-        for (w, word) in record.iter_mut().enumerate().take(words) {
+        for (w, word) in record.iter_mut().enumerate() {
             let Some(ptr) = NonNull::new(at.wrapping_add(w)) else {
                 return k;
             };
@@ -350,7 +354,7 @@ pub(crate) unsafe fn drain_published(
             // over as `&'static mut` that nothing references.
             *word = unsafe { VolatilePtr::new(ptr) }.read();
         }
-        f(&record[..words]);
+        f(record);
     }
     volatile::map_field!(m.pebs_index).write(base);
     n
