@@ -220,8 +220,11 @@
 //!     refuses it).
 
 mod counting;
+mod memory;
 mod overflow;
+mod pebs;
 mod registers;
+mod retire;
 #[cfg(target_arch = "x86_64")]
 pub mod shared;
 mod tables;
@@ -231,14 +234,17 @@ mod tests;
 
 pub use counting::{Event, Injected, Privilege};
 pub use registers::{
-    ArchPerfModel, Config, Fault, GpReason, Instruction, MAX_BASIC_LEAF, msr_name,
+    ArchPerfModel, Config, Fault, GpReason, Instruction, MAX_BASIC_LEAF, PebsConfig, msr_name,
 };
+pub use retire::{Branch, BranchKind, Load, Registers, Retirement};
 #[cfg(target_arch = "x86_64")]
 pub use shared::{ArchPerfMsr, SharedArchPerfModel};
 pub use tables::{
-    ArchEvent, Encoding, FIXED_EVENTS, IA32_A_PMC0, IA32_DEBUGCTL, IA32_FIXED_CTR_CTRL,
-    IA32_FIXED_CTR0, IA32_PERF_CAPABILITIES, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_INUSE,
+    ArchEvent, Encoding, FIXED_EVENTS, IA32_A_PMC0, IA32_DEBUGCTL, IA32_DS_AREA,
+    IA32_FIXED_CTR_CTRL, IA32_FIXED_CTR0, IA32_MISC_ENABLE, IA32_PEBS_ENABLE,
+    IA32_PERF_CAPABILITIES, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_INUSE,
     IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS, IA32_PERF_GLOBAL_STATUS_RESET,
-    IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0, MAX_FIXED, MAX_GP, debugctl, evtsel,
-    fixed_ctrl, global_status, perf_capabilities, rdpmc,
+    IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0, LD_LAT_THRESHOLD, MAX_FIXED, MAX_GP,
+    MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT, data_cfg, debugctl, ds, evtsel, fixed_ctrl, global_status,
+    misc_enable, pebs_enable, perf_capabilities, rdpmc,
 };

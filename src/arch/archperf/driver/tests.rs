@@ -79,7 +79,7 @@ fn service<O: Owner>(d: &mut Ap<'_, O>, lvt: &mut Lvt, rip: u64, out: &mut Vec<S
         return false;
     }
     let pmu = d.physical();
-    handle_pmi(pmu, d.msr(), lvt, entry(), rip, |s| out.push(s)).unwrap();
+    handle_pmi(pmu, d.msr(), lvt, entry(), rip, |s| out.push(s.with_payload(()))).unwrap();
     true
 }
 
@@ -373,8 +373,8 @@ fn sampling_services_each_overflow_with_exact_traffic() {
 struct Collected(Vec<Sample>);
 
 impl Collected {
-    fn sample(&mut self, s: Sample) {
-        self.0.push(s);
+    fn sample(&mut self, s: Sample<Capture>) {
+        self.0.push(s.with_payload(()));
     }
 }
 

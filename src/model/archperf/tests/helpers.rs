@@ -73,6 +73,7 @@ pub const fn v3() -> Config {
         model: 0x1A,
         hybrid: false,
         core_type: 0,
+        pebs: crate::model::archperf::PebsConfig::NONE,
     }
 }
 
