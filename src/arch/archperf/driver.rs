@@ -105,7 +105,8 @@ pub struct Programmed {
     sampling: Option<SampleAfter>,
     /// PEBS, at this precise level.
     pebs: Option<Precise>,
-    /// Load latency (`LL_EN_PMCn` before PEBS baseline).
+    /// Load latency (`MSR_PEBS_LD_LAT`; `LL_EN_PMCn` before PEBS
+    /// baseline).
     load_latency: bool,
 }
 
@@ -511,9 +512,10 @@ pub struct CounterConfig {
     pub pebs: PebsOptions,
 }
 
-/// How a PEBS counter's buffer is used: options every PEBS counter of the
-/// logical processor shares (one DS buffer, one `MSR_PEBS_DATA_CFG`, one
-/// `MSR_PEBS_LD_LAT`), so a second PEBS counter must ask for the same
+/// How a PEBS counter's buffer is used. The PEBS counters of a logical
+/// processor share one DS buffer, one `MSR_PEBS_DATA_CFG` and one
+/// `MSR_PEBS_LD_LAT`: a second PEBS counter must ask for the same records
+/// per PMI and adaptive groups, and, with load latency, the same threshold
 /// ([`ConfigError::PebsOptionsDiffer`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -526,11 +528,12 @@ pub struct PebsOptions {
     /// Adaptive records carry the GPR group (RFLAGS, the next
     /// instruction's RIP, the general registers).
     pub gprs: bool,
-    /// Load latency: only loads above this many cycles count
-    /// (`MSR_PEBS_LD_LAT`; before PEBS baseline also `LL_EN_PMCn`), for a
-    /// load-latency event (a model-specific one, such as Skylake's
-    /// `MEM_TRANS_RETIRED.LOAD_LATENCY`, CDH/01H). Adaptive records then
-    /// carry the memory group.
+    /// Load latency for this counter: only loads above this many cycles
+    /// count (`MSR_PEBS_LD_LAT`; before PEBS baseline also the counter's
+    /// `LL_EN_PMCn`), for a load-latency event (a model-specific one, such
+    /// as Skylake's `MEM_TRANS_RETIRED.LOAD_LATENCY`, CDH/01H). Adaptive
+    /// records then carry the memory group (so every PEBS counter beside
+    /// it asks for [`PebsOptions::memory`]).
     pub load_latency: Option<u16>,
 }
 
@@ -621,13 +624,13 @@ pub struct ArchPerfDriver<'s, O: Owner, M: MsrBackend> {
     /// The DS save area this driver installed ([`ArchPerfDriver::set_pebs_area`]),
     /// published to the PMI state.
     ds: Option<DsArea>,
-    /// The counters configured for PEBS, and of those the ones with
-    /// `LL_EN_PMCn` (before PEBS baseline).
+    /// The counters configured for PEBS, and of those the ones with load
+    /// latency (their `LL_EN_PMCn` before PEBS baseline).
     pebs: CounterSet,
     load_latency: CounterSet,
-    /// The options the PEBS buffer is set up with, while a PEBS counter is
-    /// configured.
-    pebs_options: Option<PebsOptions>,
+    /// What the PEBS buffer is set up with, while a PEBS counter is
+    /// configured: records per PMI and the adaptive groups.
+    pebs_buffer: Option<(u32, PebsDataCfg)>,
     /// `MSR_PEBS_DATA_CFG` and `MSR_PEBS_LD_LAT` as this driver last wrote
     /// them (`None`: not since take).
     data_cfg: Option<PebsDataCfg>,
@@ -692,7 +695,7 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
                     ds: None,
                     pebs: CounterSet::EMPTY,
                     load_latency: CounterSet::EMPTY,
-                    pebs_options: None,
+                    pebs_buffer: None,
                     data_cfg: None,
                     ld_lat: None,
                     _owner: PhantomData,
@@ -1008,9 +1011,7 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
             fixed: FixedCtl::new(e.os, e.usr, interrupt),
             sampling: config.sampling,
             pebs,
-            load_latency: pebs.is_some()
-                && config.pebs.load_latency.is_some()
-                && !self.cpu.pebs.baseline,
+            load_latency: pebs.is_some() && config.pebs.load_latency.is_some(),
         })
     }
 
@@ -1193,11 +1194,20 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
                 format: pebs.format,
             });
         }
-        if self.pebs_options.is_some_and(|o| o != config.pebs) {
+        let options = config.pebs;
+        if self
+            .pebs_buffer
+            .is_some_and(|b| b != (options.records_per_pmi, options.data_cfg()))
+        {
             return Err(ConfigError::PebsOptionsDiffer);
         }
-        if config.pebs.load_latency.is_some() && (c.is_fixed() || !(pebs.baseline || c.number() < 4)) {
-            return Err(ConfigError::NoLoadLatency(c.index()));
+        if let Some(t) = options.load_latency {
+            if c.is_fixed() || !(pebs.baseline || c.number() < 4) {
+                return Err(ConfigError::NoLoadLatency(c.index()));
+            }
+            if !self.load_latency.is_empty() && self.ld_lat != Some(t) {
+                return Err(ConfigError::PebsOptionsDiffer);
+            }
         }
         Ok(())
     }
@@ -1253,7 +1263,7 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         if p.load_latency {
             self.load_latency = self.load_latency.with(c);
         }
-        self.pebs_options = Some(options);
+        self.pebs_buffer = Some((options.records_per_pmi, cfg));
         self.write_pebs_enable()?;
         self.write_control(c, p.select, p.fixed, pebs.baseline)?;
         self.claimed = self.claimed.with(c);
@@ -1385,7 +1395,7 @@ impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_
                 area.set_counter_reset(index, 0);
             }
             if self.pebs.is_empty() {
-                self.pebs_options = None;
+                self.pebs_buffer = None;
                 self.pmu.pmi().set_layout(None);
             }
         }

@@ -755,6 +755,7 @@ fn tokens_reassemble_from_run_time_handles() {
 }
 
 mod interrupts;
+mod pebs;
 
 /// Reproduction 7 (issue 35), on the architectural PMU: a driver dropped
 /// with a sampling counter running (its handle alive) releases it (select
