@@ -731,4 +731,53 @@ mod tests {
         assert_eq!((s.family, s.model), (5, 4));
         assert_eq!(Vendor::Other(*b"HygonGenuine").id(), b"HygonGenuine");
     }
+
+    /// An architectural PMU's PEBS, as the models report it: the record
+    /// format and PEBS baseline from IA32_PERF_CAPABILITIES, availability
+    /// from IA32_MISC_ENABLE[12], which is read only where CPUID.01H:EDX.DS
+    /// says the debug store exists.
+    #[test]
+    fn arch_perf_pebs_from_capabilities_and_misc_enable() {
+        use crate::model::archperf::{ArchPerfModel, Config, PebsConfig};
+        let cases = [
+            (Config::nehalem(), 1, false, true),
+            (Config::haswell(), 2, false, true),
+            (Config::skylake(), 3, false, true),
+            (Config::icelake(), 4, true, true),
+            (Config::core2(), 0, false, false),
+        ];
+        for (config, format, baseline, usable) in cases {
+            let m = ArchPerfModel::new(config);
+            let mut rec = crate::access::Recording::<_, 8>::new(m.clone());
+            let a = detect(&m, &mut rec).unwrap().arch_perf().unwrap();
+            assert_eq!(
+                (a.pebs.format, a.pebs.baseline, a.pebs.usable()),
+                (format, baseline, usable),
+                "{config:?}"
+            );
+            assert_eq!(a.pebs.trap, format > 0);
+            let misc_reads = rec
+                .log()
+                .iter()
+                .filter(|x| matches!(x, crate::access::Access::ReadMsr { msr: IA32_MISC_ENABLE, .. }))
+                .count();
+            assert_eq!(misc_reads, usize::from(format > 0), "{config:?}");
+        }
+        let off = Config {
+            pebs: PebsConfig {
+                available: false,
+                ..PebsConfig::format(3)
+            },
+            ..Config::skylake()
+        };
+        let m = ArchPerfModel::new(off);
+        let d = detect(&m, &mut m.clone()).unwrap();
+        let a = d.arch_perf().unwrap();
+        assert!(a.pebs.ds && !a.pebs.available && !a.pebs.usable());
+        let text = std::format!("{d}");
+        assert!(text.ends_with(", PEBS unavailable (IA32_MISC_ENABLE[12])"), "{text}");
+        let ice = ArchPerfModel::new(Config::icelake());
+        let text = std::format!("{}", detect(&ice, &mut ice.clone()).unwrap());
+        assert!(text.ends_with(", PEBS record format 4 (baseline: adaptive)"), "{text}");
+    }
 }
