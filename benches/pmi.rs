@@ -752,6 +752,139 @@ mod archperf {
     }
 }
 
+/// The architectural PMU's PEBS buffer interrupt: the handler drains K
+/// records of Skylake's format 3 (200 bytes each) from a DS area in
+/// memory, each a sample with its record, then acknowledges bit 62.
+mod archperf_pebs {
+    use super::shapes::{self, ShapedMsr};
+    use super::{File, Scenario, check, entry, install, lvt, next_id};
+    use pmu::access::Recording;
+    use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, PebsOptions};
+    use pmu::arch::archperf::{ArchPerfPmu, EventSpec, IA32_PERF_GLOBAL_STATUS, PebsArea};
+    use pmu::arch::handle_pmi;
+    use pmu::arch::ia32::ds::DsArea;
+    use pmu::counter::Owner;
+    use pmu::detect::{self, ArchPebs, Leaf0A};
+    use pmu::sampling::SampleAfter;
+
+    /// Format 3 records: 25 words.
+    const WORDS: usize = 25;
+
+    /// The handler as measured: everything inside is counted by callgrind.
+    #[inline(never)]
+    pub fn measured_archperf_pebs(
+        cpu: &ArchPerfPmu,
+        msr: &mut ShapedMsr,
+        apic: &mut pmu::apic::LocalApic,
+        rip: u64,
+        sink: &mut u64,
+    ) -> u64 {
+        handle_pmi(cpu, msr, apic, entry(), rip, |s| {
+            *sink = sink.wrapping_add(s.rip)
+        })
+        .map_or(0, |o| o.overflowed)
+    }
+
+    /// General counter 0 with PEBS (`instructions:pp`, EventingIP), the PMI
+    /// after `records` records, which every interrupt finds in the buffer.
+    pub fn scenario<O: Owner>(name: &'static str, records: u32) -> Scenario {
+        // SAFETY: the scenario's register file is a logical processor of
+        // its own, and this is its one value.
+        let cpu0: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
+        let cpu = detect::ArchPerfCpu {
+            leaf: Leaf0A {
+                regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],
+            },
+            full_width_write: true,
+            hybrid: false,
+            core_type: None,
+            model: 0x5E,
+            pebs: ArchPebs {
+                ds: true,
+                available: true,
+                format: 3,
+                baseline: false,
+                trap: true,
+            },
+        };
+        let (mut d, c) =
+            ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(File::new(0, 0)), &cpu, cpu0)
+                .unwrap();
+        let memory: &'static mut PebsArea<32> = Box::leak(Box::new(PebsArea::new()));
+        // SAFETY: a leaked allocation, mapped at its address in this
+        // process's one address space.
+        d.set_pebs_area(unsafe { DsArea::new(memory) }).unwrap();
+        let n = SampleAfter::new(100_000, d.overflow_rule()).unwrap();
+        let options = PebsOptions {
+            records_per_pmi: records,
+            ..PebsOptions::DEFAULT
+        };
+        let spec: EventSpec = "instructions:pp".parse().unwrap();
+        let cfg = CounterConfig::counting(spec).sampling(n).pebs(options);
+        let g0 = c.g0.configure(&mut d, &cfg).unwrap().enable(&mut d).unwrap();
+        let area = d.pebs_area().unwrap();
+        let m = area.read_management();
+        let base = m.pebs_buffer_base;
+        let index_at = area.address() + 0x28;
+        // The records, as the processor writes them: format 3, counter 0
+        // applicable, EventingIP at B0H.
+        let words = core::ptr::with_exposed_provenance_mut::<u64>(base as usize);
+        for k in 0..records as usize {
+            for w in 0..WORDS {
+                let value = match w {
+                    18 => 1,
+                    22 => 0x40_0000 + k as u64,
+                    _ => w as u64,
+                };
+                // SAFETY: record k < 32 × 208 / 200 of the leaked buffer.
+                unsafe { words.add(k * WORDS + w).write_volatile(value) };
+            }
+        }
+        let full = base + u64::from(records) * 200;
+        let rewind = move || {
+            let index = core::ptr::with_exposed_provenance_mut::<u64>(index_at as usize);
+            // SAFETY: the PEBS index of the leaked management area, which
+            // the processor (here the bench) writes.
+            unsafe { index.write_volatile(full) };
+        };
+        rewind();
+        d.msr().inner_mut().msr[(IA32_PERF_GLOBAL_STATUS & 63) as usize] = 1 << 62;
+        d.msr().clear();
+        let mut sink = 0;
+        let mut apic = lvt();
+        let expected = handle_pmi(cpu0, d.msr(), &mut apic, entry(), 1, |s| sink += s.rip)
+            .unwrap()
+            .overflowed;
+        assert_eq!(expected, 1, "{name}: the PEBS counter serviced");
+        let t = d.msr().take_counts();
+        let traffic = format!(
+            "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write, {records} records",
+            t.rdpmc, t.msr_reads, t.msr_writes
+        );
+        let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
+        let placeholder_instructions = u64::from(t.rdpmc) * shapes::RDPMC
+            + u64::from(t.msr_reads) * shapes::RDMSR
+            + u64::from(t.msr_writes) * shapes::WRMSR
+            + shapes::LVT;
+        let file = d.msr().inner_mut().clone();
+        std::mem::forget((d, g0));
+        let id = next_id();
+        Scenario {
+            name,
+            traffic,
+            accesses,
+            placeholder_instructions,
+            run: Box::new(move |rip| {
+                install(id, Some(&file), None);
+                rewind();
+                let got =
+                    measured_archperf_pebs(cpu0, &mut ShapedMsr, &mut apic, rip, &mut sink);
+                check(name, got, expected, 0, 0);
+            }),
+        }
+    }
+}
+
 // Each scenario drives a PMU of its own (its own leaked `NetBurstPmu`,
 // `ItaniumPmu` or `ArchPerfPmu`), through a driver of its own owner (an
 // owner is taken once).
@@ -814,6 +947,8 @@ mod callchain {
 pmu::owner!(Ap2);
 pmu::owner!(Ap3);
 pmu::owner!(Ap4);
+pmu::owner!(Ap5);
+pmu::owner!(Ap6);
 
 fn scenarios() -> Vec<Scenario> {
     vec![
@@ -828,6 +963,8 @@ fn scenarios() -> Vec<Scenario> {
         archperf::scenario::<Ap2>("archperf/4-armed-1-overflowed", 4, &[0]),
         archperf::scenario::<Ap3>("archperf/4-armed-4-overflowed", 4, &[0, 1, 2, 3]),
         archperf::scenario::<Ap4>("archperf/4-armed-spurious", 4, &[]),
+        archperf_pebs::scenario::<Ap5>("archperf/pebs-1-record", 1),
+        archperf_pebs::scenario::<Ap6>("archperf/pebs-16-records", 16),
         callchain::scenario("callchain/1-frame", 1),
         callchain::scenario("callchain/4-frames", 4),
         callchain::scenario("callchain/16-frames", 16),
@@ -938,6 +1075,15 @@ fn main() -> std::process::ExitCode {
     if !callgrind {
         println!("(valgrind not found: no instruction counts)");
     }
+    if let (Some(one), Some(sixteen)) = (
+        counted_by_name.get("archperf/pebs-1-record"),
+        counted_by_name.get("archperf/pebs-16-records"),
+    ) {
+        println!(
+            "archperf PEBS: {:.1} instructions per record drained (16 records less 1, over 15; callgrind)",
+            (sixteen - one) / 15.0
+        );
+    }
     if let (Some(four), Some(sixteen)) = (
         counted_by_name.get("callchain/4-frames"),
         counted_by_name.get("callchain/16-frames"),
@@ -984,6 +1130,7 @@ fn main() -> std::process::ExitCode {
         "measured_netburst",
         "measured_itanium",
         "measured_archperf",
+        "measured_archperf_pebs",
         "measured_callchain",
         "service_rare",
     ] {

@@ -4,7 +4,7 @@
 //! them ([`PebsArea`]).
 
 use super::msrs::{CounterSet, PebsDataCfg};
-use crate::arch::ia32::ds::{DsMemory, RecordSlot};
+use crate::arch::ia32::ds::{DsMemory, MAX_RECORD_WORDS, RecordSlot};
 use crate::register::{Field, register};
 use crate::sealed::Sealed;
 
@@ -52,16 +52,19 @@ pub struct MemoryInfo {
     pub tsx: Option<u64>,
 }
 
-/// One PEBS record as the processor wrote it, decoded whatever its format
-/// (SDM Vol. 3B "Processor Event Based Sampling (PEBS)" of each
-/// generation: Nehalem's record format 1, Haswell's 2, Skylake's 3, Ice
-/// Lake's adaptive format 4 and format 5).
+/// One PEBS record as the processor wrote it, whatever its format (SDM
+/// Vol. 3B "Processor Event Based Sampling (PEBS)" of each generation:
+/// Nehalem's record format 1, Haswell's 2, Skylake's 3, Ice Lake's
+/// adaptive format 4 and format 5): its words, kept as written, and its
+/// layout, which the accessors decode them with. The handler copies the
+/// words and reads only what it needs (the counters, the IP), so a record
+/// costs the interrupt little more than its copy.
 ///
 /// # Which instruction pointer
 ///
 /// A record has up to two:
 ///
-/// | format | `next_ip` (the RIP field) | `eventing_ip` |
+/// | format | [`PebsRecord::next_ip`] (the RIP field) | [`PebsRecord::eventing_ip`] |
 /// |---|---|---|
 /// | 1 (Nehalem) | the instruction after the one that took the assist (offset 08H; the assist is trap-like: `IA32_PERF_CAPABILITIES[6]`) | none |
 /// | 2 (Haswell), 3 (Skylake) | the same | the instruction that caused the event (EventingIP, offset B0H) |
@@ -69,31 +72,200 @@ pub struct MemoryInfo {
 ///
 /// [`PebsRecord::ip`] picks one for a precise level as `perf` does
 /// (`:p` the RIP field, `:pp` and `:ppp` EventingIP).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct PebsRecord {
+    layout: RecordLayout,
+    words: [u64; MAX_RECORD_WORDS],
+}
+
+impl PebsRecord {
+    /// A record of `layout`, every word 0, for the handler to read the
+    /// processor's words into.
+    pub(crate) const fn empty(layout: RecordLayout) -> PebsRecord {
+        PebsRecord {
+            layout,
+            words: [0; MAX_RECORD_WORDS],
+        }
+    }
+
+    /// The layout's words, to read a record into.
+    #[inline(always)]
+    pub(crate) fn words_mut(&mut self) -> &mut [u64] {
+        let n = self.layout.words();
+        self.words.get_mut(..n).unwrap_or(&mut [])
+    }
+
+    /// Whether the words are a record of the layout: an adaptive record's
+    /// basic group names the layout's groups and size.
+    #[inline(always)]
+    pub(crate) fn is_valid(&self) -> bool {
+        if self.layout.format <= 3 {
+            return true;
+        }
+        let basic = BasicFormat::from_bits(self.word(0));
+        let groups = self.layout.adaptive.map_or(0, |c| c.bits());
+        u64::from(basic.groups()) == groups && u32::from(basic.size()) == self.layout.bytes()
+    }
+
+    /// Word `i` of the record (0 past it).
+    #[inline(always)]
+    fn word(&self, i: usize) -> u64 {
+        self.words.get(i).copied().unwrap_or(0)
+    }
+
+    /// The record's layout.
+    pub const fn layout(&self) -> RecordLayout {
+        self.layout
+    }
+
     /// The record format (1-5).
-    pub format: u8,
+    pub const fn format(&self) -> u8 {
+        self.layout.format
+    }
+
+    /// The record's words, as the processor wrote them.
+    pub fn words(&self) -> &[u64] {
+        self.words.get(..self.layout.words()).unwrap_or(&[])
+    }
+
+    /// Formats 1-3: the words of the fixed record (RFLAGS 0, RIP 1, the
+    /// general registers 2-17 in the order RAX, RBX, RCX, RDX, RSI, RDI,
+    /// RBP, RSP, R8-R15, status 18, DLA 19, DSE 20, latency 21, EventingIP
+    /// 22, TSX 23, TSC 24). Adaptive: where the memory group and the GPR
+    /// group start, if present.
+    #[inline]
+    fn legacy(&self) -> bool {
+        self.layout.format <= 3
+    }
+
+    #[inline]
+    fn memory_at(&self) -> Option<usize> {
+        match self.layout.adaptive {
+            _ if self.legacy() => Some(19),
+            Some(cfg) if cfg.memory() => Some(words::BASIC),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn gprs_at(&self) -> Option<usize> {
+        match self.layout.adaptive {
+            _ if self.legacy() => Some(0),
+            Some(cfg) if cfg.gprs() => Some(
+                words::BASIC
+                    + if cfg.memory() {
+                        words::MEMORY
+                    } else {
+                        0
+                    },
+            ),
+            _ => None,
+        }
+    }
+
     /// The instruction after the one that took the assist, as the RIP
     /// field gives it (none in an adaptive record without the GPR group).
-    pub next_ip: Option<u64>,
+    #[inline]
+    pub fn next_ip(&self) -> Option<u64> {
+        self.gprs_at().map(|at| self.word(at + 1))
+    }
+
     /// The instruction that caused the event (formats 2-5).
-    pub eventing_ip: Option<u64>,
+    #[inline]
+    pub fn eventing_ip(&self) -> Option<u64> {
+        match self.layout.format {
+            1 => None,
+            2 | 3 => Some(self.word(22)),
+            _ => Some(self.word(1)),
+        }
+    }
+
     /// The counters the record is for: formats 3-5's applicable counters
     /// (exact); formats 1-2's status field, `IA32_PERF_GLOBAL_STATUS` at
     /// the assist (which may name other counters too: the driver runs one
     /// PEBS counter at a time there).
-    pub counters: CounterSet,
+    #[inline]
+    pub fn counters(&self) -> CounterSet {
+        CounterSet::from_bits_truncate(self.word(if self.legacy() { 18 } else { 2 }))
+    }
+
     /// RFLAGS after the instruction, if the record has the registers.
-    pub rflags: Option<u64>,
+    pub fn rflags(&self) -> Option<u64> {
+        self.gprs_at().map(|at| self.word(at))
+    }
+
     /// The general registers after the instruction, if the record has
-    /// them (formats 1-3 always; adaptive with the GPR group).
-    pub gprs: Option<Gprs>,
+    /// them (formats 1-3 always; adaptive with the GPR group, whose order
+    /// is the registers' encoding order: RAX, RCX, RDX, RBX, RSP, RBP, RSI,
+    /// RDI, unlike formats 1-3's).
+    pub fn gprs(&self) -> Option<Gprs> {
+        let at = self.gprs_at()?;
+        let w = |i: usize| self.word(at + i);
+        let (rbx, rcx, rdx, rsi, rdi, rbp, rsp) = if self.legacy() {
+            (w(3), w(4), w(5), w(6), w(7), w(8), w(9))
+        } else {
+            (w(5), w(3), w(4), w(8), w(9), w(7), w(6))
+        };
+        Some(Gprs {
+            rax: w(2),
+            rbx,
+            rcx,
+            rdx,
+            rsi,
+            rdi,
+            rbp,
+            rsp,
+            r8: w(10),
+            r9: w(11),
+            r10: w(12),
+            r11: w(13),
+            r12: w(14),
+            r13: w(15),
+            r14: w(16),
+            r15: w(17),
+        })
+    }
+
     /// The memory access (formats 1-3 always; adaptive with the memory
     /// group).
-    pub memory: Option<MemoryInfo>,
+    pub fn memory(&self) -> Option<MemoryInfo> {
+        let at = self.memory_at()?;
+        Some(MemoryInfo {
+            address: self.word(at),
+            source: self.word(at + 1),
+            latency: self.word(at + 2),
+            tsx: match self.layout.format {
+                1 => None,
+                2 | 3 => Some(self.word(23)),
+                _ => Some(self.word(at + 3)),
+            },
+        })
+    }
+
     /// The TSC at the assist (formats 3-5).
-    pub tsc: Option<u64>,
+    pub fn tsc(&self) -> Option<u64> {
+        match self.layout.format {
+            1 | 2 => None,
+            3 => Some(self.word(24)),
+            _ => Some(self.word(3)),
+        }
+    }
+
+    /// The instruction pointer a sample at precise level `precise`
+    /// reports: EventingIP for [`Precise::Zero`] and
+    /// [`Precise::MustBeZero`] (the RIP field where the record has none),
+    /// the RIP field for [`Precise::Constant`] (EventingIP where the
+    /// record has no RIP field); 0 for a record with neither.
+    #[inline]
+    pub fn ip(&self, precise: Precise) -> u64 {
+        let (first, then) = if precise.eventing() {
+            (self.eventing_ip(), self.next_ip())
+        } else {
+            (self.next_ip(), self.eventing_ip())
+        };
+        first.or(then).unwrap_or(0)
+    }
 }
 
 /// The instruction pointer a sample reports, by `perf`'s precise level.
@@ -135,22 +307,6 @@ impl Precise {
     /// Whether the sample takes EventingIP.
     pub const fn eventing(self) -> bool {
         !matches!(self, Precise::Constant)
-    }
-}
-
-impl PebsRecord {
-    /// The instruction pointer a sample at precise level `precise`
-    /// reports: EventingIP for [`Precise::Zero`] and
-    /// [`Precise::MustBeZero`] (the RIP field where the record has none),
-    /// the RIP field for [`Precise::Constant`] (EventingIP where the
-    /// record has no RIP field); 0 for a record with neither.
-    pub fn ip(&self, precise: Precise) -> u64 {
-        let (first, then) = if precise.eventing() {
-            (self.eventing_ip, self.next_ip)
-        } else {
-            (self.next_ip, self.eventing_ip)
-        };
-        first.or(then).unwrap_or(0)
     }
 }
 
@@ -242,6 +398,7 @@ impl RecordLayout {
     }
 
     /// Words per record.
+    #[inline]
     pub const fn words(self) -> usize {
         match self.format {
             1..=3 => words::legacy(self.format),
@@ -262,6 +419,7 @@ impl RecordLayout {
 
     /// Bytes per record: 176 (format 1), 192 (2), 200 (3), 32 to 208
     /// (4-5, by groups).
+    #[inline]
     pub const fn bytes(self) -> u32 {
         self.words() as u32 * 8
     }
@@ -270,99 +428,10 @@ impl RecordLayout {
     /// layout: fewer words, or an adaptive record whose basic group names
     /// other groups or another size than the layout's.
     pub fn decode(self, w: &[u64]) -> Option<PebsRecord> {
-        let w = w.get(..self.words())?;
-        // Within the record's words, read without a bounds check that
-        // could panic (the handler may run as an NMI): a word past them
-        // reads as 0, which the length check above rules out anyway.
-        let at = |i: usize| w.get(i).copied().unwrap_or(0);
-        if self.format <= 3 {
-            return Some(self.decode_legacy(at));
-        }
-        let basic = BasicFormat::from_bits(at(0));
-        let groups = self.adaptive.map_or(0, |c| c.bits());
-        if u64::from(basic.groups()) != groups || u32::from(basic.size()) != self.bytes() {
-            return None;
-        }
-        let mut record = PebsRecord {
-            format: self.format,
-            eventing_ip: Some(at(1)),
-            counters: CounterSet::from_bits_truncate(at(2)),
-            tsc: Some(at(3)),
-            ..PebsRecord::default()
-        };
-        let mut first = words::BASIC;
-        let cfg = PebsDataCfg::from_bits(groups);
-        if cfg.memory() {
-            record.memory = Some(MemoryInfo {
-                address: at(first),
-                source: at(first + 1),
-                latency: at(first + 2),
-                tsx: Some(at(first + 3)),
-            });
-            first += words::MEMORY;
-        }
-        if cfg.gprs() {
-            let g = |i: usize| at(first + i);
-            record.rflags = Some(g(0));
-            record.next_ip = Some(g(1));
-            // The group's order is the registers' encoding order: RAX,
-            // RCX, RDX, RBX, RSP, RBP, RSI, RDI (unlike formats 1-3's).
-            record.gprs = Some(Gprs {
-                rax: g(2),
-                rcx: g(3),
-                rdx: g(4),
-                rbx: g(5),
-                rsp: g(6),
-                rbp: g(7),
-                rsi: g(8),
-                rdi: g(9),
-                r8: g(10),
-                r9: g(11),
-                r10: g(12),
-                r11: g(13),
-                r12: g(14),
-                r13: g(15),
-                r14: g(16),
-                r15: g(17),
-            });
-        }
-        Some(record)
-    }
-
-    /// Formats 1-3, word `i` of the record being `w(i)`.
-    fn decode_legacy(self, w: impl Fn(usize) -> u64) -> PebsRecord {
-        PebsRecord {
-            format: self.format,
-            rflags: Some(w(0)),
-            next_ip: Some(w(1)),
-            gprs: Some(Gprs {
-                rax: w(2),
-                rbx: w(3),
-                rcx: w(4),
-                rdx: w(5),
-                rsi: w(6),
-                rdi: w(7),
-                rbp: w(8),
-                rsp: w(9),
-                r8: w(10),
-                r9: w(11),
-                r10: w(12),
-                r11: w(13),
-                r12: w(14),
-                r13: w(15),
-                r14: w(16),
-                r15: w(17),
-            }),
-            counters: CounterSet::from_bits_truncate(w(18)),
-            memory: Some(MemoryInfo {
-                address: w(19),
-                source: w(20),
-                latency: w(21),
-                tsx: (self.format >= 2).then(|| w(23)),
-            }),
-            eventing_ip: (self.format >= 2).then(|| w(22)),
-            tsc: (self.format >= 3).then(|| w(24)),
-        }
+        let mut record = PebsRecord::empty(self);
+        let words = record.words_mut();
+        words.copy_from_slice(w.get(..words.len())?);
+        record.is_valid().then_some(record)
     }
 
     /// Packed for the PMI state (one atomic word): the format in bits 3:0,
@@ -378,6 +447,7 @@ impl RecordLayout {
     }
 
     /// [`RecordLayout::pack`]'s inverse (`None` for 0, no layout).
+    #[inline]
     pub(crate) const fn unpack(packed: u32) -> Option<RecordLayout> {
         let packed = packed as u64;
         let format = PACKED_FORMAT.get(packed) as u8;
@@ -400,17 +470,15 @@ const PACKED_GROUPS: Field = Field::new(8, 24);
 /// tighter: a buffer of `K` slots holds `K × 208 / record bytes` of them.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PebsSlot([u64; crate::arch::ia32::ds::MAX_RECORD_WORDS]);
+pub struct PebsSlot([u64; MAX_RECORD_WORDS]);
 
 impl Sealed for PebsSlot {}
 
 impl RecordSlot for PebsSlot {
-    const ZERO: PebsSlot = PebsSlot([0; crate::arch::ia32::ds::MAX_RECORD_WORDS]);
+    const ZERO: PebsSlot = PebsSlot([0; MAX_RECORD_WORDS]);
 }
 
-const _: () = assert!(
-    words::BASIC + words::MEMORY + words::GPRS == crate::arch::ia32::ds::MAX_RECORD_WORDS
-);
+const _: () = assert!(words::BASIC + words::MEMORY + words::GPRS == MAX_RECORD_WORDS);
 
 /// Caller-provided memory for one logical processor's PEBS on the
 /// architectural PMU: the DS management area and `K` slots of 208 bytes.

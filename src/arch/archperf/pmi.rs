@@ -373,21 +373,32 @@ impl PmiState {
         let pebs = self.pebs.load(Ordering::Acquire);
         let eventing = self.eventing.load(Ordering::Acquire);
         let mut touched = 0u64;
-        let mut each = |w: &[u64]| {
-            let Some(record) = layout.decode(w) else {
+        // One record read over and over: its words past the layout's stay
+        // 0, each read writes the layout's.
+        let mut record = PebsRecord::empty(layout);
+        // SAFETY: only `publish_ds_area` stores the pointer: a DS area the
+        // driver owns until it withdraws it, from this logical processor,
+        // where the handler runs to completion first; the callers drain
+        // one at a time (the driver with the buffer disarmed), and the
+        // driver resets the area only with no PEBS counter configured.
+        let written = unsafe { ds::written(area, layout.bytes()) };
+        for k in 0..written.count() {
+            // SAFETY: as above, until the rewind below.
+            unsafe { written.read(k, record.words_mut()) };
+            if !record.is_valid() {
                 bump(&self.pebs_dropped, 1);
-                return;
-            };
+                continue;
+            }
             // Formats 1-2 have no exact applicable counters: the driver
             // runs one PEBS counter there, which every record is for.
             let mut counters = if layout.format() < 3 {
                 pebs
             } else {
-                record.counters.bits() & pebs
+                record.counters().bits() & pebs
             };
             if counters == 0 {
                 bump(&self.pebs_dropped, 1);
-                return;
+                continue;
             }
             while counters != 0 {
                 let n = counters.trailing_zeros();
@@ -405,13 +416,9 @@ impl PmiState {
                 touched |= 1 << i;
                 f(Sample::new(n as u8, 1, record.ip(precise)).with_payload(Capture::Pebs(record)));
             }
-        };
-        // SAFETY: only `publish_ds_area` stores the pointer: a DS area the
-        // driver owns until it withdraws it, from this logical processor,
-        // where the handler runs to completion first; the callers drain
-        // one at a time (the driver with the buffer disarmed), and the
-        // driver resets the area only with no PEBS counter configured.
-        unsafe { ds::drain_published(area, layout.bytes(), &mut each) };
+        }
+        // SAFETY: as above.
+        unsafe { ds::rewind(area) };
         touched
     }
 }

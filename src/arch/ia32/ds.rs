@@ -300,64 +300,133 @@ fn management(ptr: NonNull<DsManagement>) -> VolatilePtr<'static, DsManagement> 
     unsafe { VolatilePtr::new(ptr) }
 }
 
-/// [`DsArea::drain`] for the area whose management area is at `area`: the
-/// records of `record_bytes` (a multiple of 8, at most
-/// [`MAX_RECORD_WORDS`] words; otherwise nothing is read) from the buffer
-/// base up to the PEBS index, each read into a buffer of words with
-/// volatile reads and handed to `f`; then the index is rewound to the
-/// base. The buffer's size is read from the area's PEBS absolute maximum,
-/// which only [`DsArea::reset`] writes (the processor writes the index and
-/// the records), from the memory's own size: so the whole area is
-/// published as one pointer, and a record past the buffer is never read
-/// whatever the index says.
+/// The records written to a published area, as [`written`] finds them:
+/// where the first is, how many there are, their size.
+pub(crate) struct Written {
+    first: NonNull<u64>,
+    count: u32,
+    words: usize,
+}
+
+impl Written {
+    /// How many records.
+    #[inline(always)]
+    pub(crate) const fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Reads record `k` (below [`Written::count`]) into `out`, its first
+    /// `out.len()` words (at most the record's), with volatile reads.
+    ///
+    /// # Safety
+    ///
+    /// The area [`written`] found these records in is still live and owned
+    /// as its contract says.
+    #[inline(always)]
+    pub(crate) unsafe fn read(&self, k: u32, out: &mut [u64]) {
+        if k >= self.count || out.len() > self.words {
+            return;
+        }
+        let at = self.first.as_ptr().wrapping_add(k as usize * self.words);
+        for (w, word) in out.iter_mut().enumerate() {
+            // SAFETY: word `w` < the record's words of record `k` < count,
+            // which ends at or below the absolute maximum, which `reset`
+            // put at or below the end of the `DsMemory` whose management
+            // area the area is (its records start at `RECORDS_OFFSET`,
+            // 8-byte aligned), memory handed over as `&'static mut` that
+            // nothing references; live by the caller's promise.
+            *word = unsafe { at.add(w).read_volatile() };
+        }
+    }
+}
+
+/// The records of `record_bytes` (a multiple of 8, at most
+/// [`MAX_RECORD_WORDS`] words; otherwise none) in the area whose management
+/// area is at `area`, from the buffer base up to the PEBS index. The
+/// buffer's size is read from the area's PEBS absolute maximum, which only
+/// [`DsArea::reset`] writes (the processor writes the index and the
+/// records), from the memory's own size: so the whole area is published as
+/// one pointer, and a record past the buffer is never read whatever the
+/// index says.
 ///
 /// # Safety
 ///
 /// `area` is a live [`DsArea`]'s [`DsArea::management_ptr`], and nothing
-/// else drains or resets that area during the call.
+/// else drains or resets that area until the records are read and the
+/// index rewound ([`rewind`]).
+#[inline(always)]
+pub(crate) unsafe fn written(area: NonNull<DsManagement>, record_bytes: u32) -> Written {
+    let m = management(area);
+    let words = record_bytes as usize / 8;
+    let size = u64::from(record_bytes);
+    let first = area
+        .cast::<u8>()
+        .as_ptr()
+        .wrapping_add(RECORDS_OFFSET)
+        .cast::<u64>();
+    let none = Written {
+        first: area.cast::<u64>(),
+        count: 0,
+        words,
+    };
+    let Some(first) = NonNull::new(first) else {
+        return none;
+    };
+    if words == 0 || words > MAX_RECORD_WORDS || record_bytes % 8 != 0 {
+        return none;
+    }
+    let base = area.as_ptr().expose_provenance() as u64 + RECORDS_OFFSET as u64;
+    let maximum = volatile::map_field!(m.pebs_absolute_maximum).read();
+    let index = volatile::map_field!(m.pebs_index).read();
+    let fit = maximum.saturating_sub(base).checked_div(size).unwrap_or(0);
+    let written = index.saturating_sub(base).checked_div(size).unwrap_or(0);
+    Written {
+        first,
+        count: u32::try_from(written.min(fit)).unwrap_or(u32::MAX),
+        words,
+    }
+}
+
+/// Rewinds the PEBS index of the area at `area` to its buffer base.
+///
+/// # Safety
+///
+/// As [`written`]'s.
+#[inline(always)]
+pub(crate) unsafe fn rewind(area: NonNull<DsManagement>) {
+    let m = management(area);
+    let base = area.as_ptr().expose_provenance() as u64 + RECORDS_OFFSET as u64;
+    volatile::map_field!(m.pebs_index).write(base);
+}
+
+/// [`DsArea::drain`] for the area whose management area is at `area`: the
+/// records of `record_bytes` [`written`] finds, each read into a buffer of
+/// words and handed to `f`; then the index is rewound.
+///
+/// # Safety
+///
+/// As [`written`]'s.
 #[inline(always)]
 pub(crate) unsafe fn drain_published(
     area: NonNull<DsManagement>,
     record_bytes: u32,
     mut f: impl FnMut(&[u64]),
 ) -> u32 {
-    let m = management(area);
     let mut record = [0u64; MAX_RECORD_WORDS];
-    let Some(record) = record.get_mut(..record_bytes as usize / 8) else {
+    let words = record_bytes as usize / 8;
+    // SAFETY: the caller's promise is `written`'s.
+    let records = unsafe { written(area, record_bytes) };
+    let Some(record) = record.get_mut(..words) else {
         return 0;
     };
-    let size = u64::from(record_bytes);
-    if record.is_empty() || record_bytes % 8 != 0 {
-        return 0;
-    }
-    let address = area.as_ptr().expose_provenance() as u64;
-    let base = address + RECORDS_OFFSET as u64;
-    let maximum = volatile::map_field!(m.pebs_absolute_maximum).read();
-    let index = volatile::map_field!(m.pebs_index).read();
-    let fit = maximum.saturating_sub(base).checked_div(size).unwrap_or(0);
-    let written = index.saturating_sub(base).checked_div(size).unwrap_or(0);
-    let n = u32::try_from(written.min(fit)).unwrap_or(u32::MAX);
-    let first = area
-        .as_ptr()
-        .wrapping_byte_add(RECORDS_OFFSET)
-        .cast::<u64>();
-    for k in 0..n {
-        let at = first.wrapping_byte_add(k as usize * record_bytes as usize);
-        for (w, word) in record.iter_mut().enumerate() {
-            let Some(ptr) = NonNull::new(at.wrapping_add(w)) else {
-                return k;
-            };
-            // SAFETY: word `w` of record `k`, which ends at or below the
-            // absolute maximum, which `reset` put at or below the end of
-            // the `DsMemory` whose management area this is (its records
-            // start at `RECORDS_OFFSET`, 8-byte aligned), memory handed
-            // over as `&'static mut` that nothing references.
-            *word = unsafe { VolatilePtr::new(ptr) }.read();
-        }
+    for k in 0..records.count() {
+        // SAFETY: as above.
+        unsafe { records.read(k, record) };
         f(record);
     }
-    volatile::map_field!(m.pebs_index).write(base);
-    n
+    // SAFETY: as above.
+    unsafe { rewind(area) };
+    records.count()
 }
 
 #[cfg(test)]

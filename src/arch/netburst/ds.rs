@@ -57,6 +57,7 @@ const _: () = {
 
 impl PebsRecord {
     /// The record of 18 words as the processor wrote them.
+    #[inline(always)]
     fn from_words(w: &[u64]) -> PebsRecord {
         let at = |i: usize| w.get(i).copied().unwrap_or(0);
         PebsRecord {
@@ -125,6 +126,7 @@ pub(crate) const RECORD_BYTES: u32 = PEBS_RECORD_BYTES as u32;
 ///
 /// As [`ds::drain_published`]'s: `area` is a live [`DsArea`]'s management
 /// area, and nothing else drains or resets it during the call.
+#[inline(always)]
 pub(crate) unsafe fn drain_published(
     area: NonNull<DsManagement>,
     mut f: impl FnMut(&PebsRecord),

@@ -24,19 +24,19 @@ fn formats_1_to_3_decode_at_the_manual_offsets() {
         assert_eq!(layout.bytes(), bytes);
         let w = words(layout.words(), &[(0x90 / 8, 0b101)]);
         let r = layout.decode(&w).unwrap();
-        assert_eq!(r.format, format);
-        assert_eq!(r.rflags, Some(0x1000));
-        assert_eq!(r.next_ip, Some(0x1001));
-        let g = r.gprs.unwrap();
+        assert_eq!(r.format(), format);
+        assert_eq!(r.rflags(), Some(0x1000));
+        assert_eq!(r.next_ip(), Some(0x1001));
+        let g = r.gprs().unwrap();
         assert_eq!((g.rax, g.rbx, g.rcx, g.rdx), (0x1002, 0x1003, 0x1004, 0x1005));
         assert_eq!((g.rsi, g.rdi, g.rbp, g.rsp), (0x1006, 0x1007, 0x1008, 0x1009));
         assert_eq!((g.r8, g.r15), (0x100A, 0x1011));
-        assert_eq!(r.counters.bits(), 0b101);
-        let m = r.memory.unwrap();
+        assert_eq!(r.counters().bits(), 0b101);
+        let m = r.memory().unwrap();
         assert_eq!((m.address, m.source, m.latency), (0x1013, 0x1014, 0x1015));
-        assert_eq!(r.eventing_ip, (format >= 2).then_some(0x1016));
+        assert_eq!(r.eventing_ip(), (format >= 2).then_some(0x1016));
         assert_eq!(m.tsx, (format >= 2).then_some(0x1017));
-        assert_eq!(r.tsc, (format >= 3).then_some(0x1018));
+        assert_eq!(r.tsc(), (format >= 3).then_some(0x1018));
         assert!(layout.decode(&w[..w.len() - 1]).is_none(), "short");
         // The IPs a sample takes.
         assert_eq!(r.ip(Precise::Constant), 0x1001);
@@ -64,12 +64,12 @@ fn adaptive_records_decode_by_their_groups() {
             let head = cfg.bits() | u64::from(bytes) << 48;
             let w = words(layout.words(), &[(0, head), (2, 1 << 33 | 1)]);
             let r = layout.decode(&w).unwrap();
-            assert_eq!(r.format, format);
-            assert_eq!(r.eventing_ip, Some(0x1001));
-            assert_eq!(r.counters.bits(), 1 << 33 | 1);
-            assert_eq!(r.tsc, Some(0x1003));
+            assert_eq!(r.format(), format);
+            assert_eq!(r.eventing_ip(), Some(0x1001));
+            assert_eq!(r.counters().bits(), 1 << 33 | 1);
+            assert_eq!(r.tsc(), Some(0x1003));
             let mut at = 4;
-            match r.memory {
+            match r.memory() {
                 Some(m) => {
                     assert!(cfg.memory());
                     assert_eq!(
@@ -80,11 +80,11 @@ fn adaptive_records_decode_by_their_groups() {
                 }
                 None => assert!(!cfg.memory()),
             }
-            match r.gprs {
+            match r.gprs() {
                 Some(g) => {
                     let at = 0x1000 + at as u64;
-                    assert_eq!(r.rflags, Some(at));
-                    assert_eq!(r.next_ip, Some(at + 1));
+                    assert_eq!(r.rflags(), Some(at));
+                    assert_eq!(r.next_ip(), Some(at + 1));
                     assert_eq!((g.rax, g.rcx, g.rdx, g.rbx), (at + 2, at + 3, at + 4, at + 5));
                     assert_eq!((g.rsp, g.rbp, g.rsi, g.rdi), (at + 6, at + 7, at + 8, at + 9));
                     assert_eq!((g.r8, g.r15), (at + 10, at + 17));

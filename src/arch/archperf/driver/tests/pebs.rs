@@ -371,11 +371,11 @@ fn records_of_every_format_carry_the_instruction_of_the_event() {
             let k = 3 * (7 * j as u64 + 7) - 1;
             let event = instruction(k);
             let r = pebs_record(s);
-            assert_eq!(r.format, format, "{what}");
+            assert_eq!(r.format(), format, "{what}");
             let adaptive_gprs = format >= 4 && options.gprs;
             let next = (format <= 3 || adaptive_gprs).then_some(event.next_ip);
-            assert_eq!(r.next_ip, next, "{what}");
-            assert_eq!(r.eventing_ip, (format >= 2).then_some(event.ip), "{what}");
+            assert_eq!(r.next_ip(), next, "{what}");
+            assert_eq!(r.eventing_ip(), (format >= 2).then_some(event.ip), "{what}");
             let expected = if precise >= 2 || next.is_none() {
                 event.ip
             } else {
@@ -384,18 +384,18 @@ fn records_of_every_format_carry_the_instruction_of_the_event() {
             assert_eq!(s.rip, expected, "{what}: record {j}");
             assert_eq!(s.counter, 0);
             if format <= 3 || adaptive_gprs {
-                let g = r.gprs.unwrap();
+                let g = r.gprs().unwrap();
                 assert_eq!((g.rax, g.rbx, g.rsp, g.r15), (k, 0xB0 + k, 0x7000 - k, !k), "{what}");
-                assert_eq!(r.rflags, Some(0x202));
+                assert_eq!(r.rflags(), Some(0x202));
             } else {
-                assert_eq!(r.gprs, None);
+                assert_eq!(r.gprs(), None);
             }
-            assert_eq!(r.memory.is_some(), format <= 3 || options.memory, "{what}");
-            assert_eq!(r.tsc.is_some(), format >= 3, "{what}");
+            assert_eq!(r.memory().is_some(), format <= 3 || options.memory, "{what}");
+            assert_eq!(r.tsc().is_some(), format >= 3, "{what}");
             if format >= 3 {
-                assert_eq!(r.counters.bits(), 1, "{what}: applicable counters");
+                assert_eq!(r.counters().bits(), 1, "{what}: applicable counters");
             } else {
-                assert_ne!(r.counters.bits() & 1, 0, "{what}: the status field");
+                assert_ne!(r.counters().bits() & 1, 0, "{what}: the status field");
             }
         }
         assert_eq!(pmu.pmi().periods(0), 5);
@@ -447,7 +447,7 @@ fn load_latency_records_carry_the_load() {
         assert_eq!(out.len(), 5, "{config:?}");
         for (j, s) in out.iter().enumerate() {
             let k = 14 + 5 * (2 * j as u64 + 1);
-            let m = pebs_record(s).memory.unwrap();
+            let m = pebs_record(s).memory().unwrap();
             assert_eq!((m.address, m.latency, m.source), (0x60_0000 + 8 * k, 10 * k, 3));
         }
         let g3 = g3.halt(&mut d).unwrap().release(&mut d).unwrap();
