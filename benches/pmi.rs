@@ -821,7 +821,11 @@ mod archperf_pebs {
         };
         let spec: EventSpec = "instructions:pp".parse().unwrap();
         let cfg = CounterConfig::counting(spec).sampling(n).pebs(options);
-        let g0 = c.g0.configure(&mut d, &cfg).unwrap().enable(&mut d).unwrap();
+        let g0 =
+            c.g0.configure(&mut d, &cfg)
+                .unwrap()
+                .enable(&mut d)
+                .unwrap();
         let area = d.pebs_area().unwrap();
         let m = area.read_management();
         let base = m.pebs_buffer_base;
@@ -877,8 +881,7 @@ mod archperf_pebs {
             run: Box::new(move |rip| {
                 install(id, Some(&file), None);
                 rewind();
-                let got =
-                    measured_archperf_pebs(cpu0, &mut ShapedMsr, &mut apic, rip, &mut sink);
+                let got = measured_archperf_pebs(cpu0, &mut ShapedMsr, &mut apic, rip, &mut sink);
                 check(name, got, expected, 0, 0);
             }),
         }

@@ -759,7 +759,15 @@ mod tests {
             let misc_reads = rec
                 .log()
                 .iter()
-                .filter(|x| matches!(x, crate::access::Access::ReadMsr { msr: IA32_MISC_ENABLE, .. }))
+                .filter(|x| {
+                    matches!(
+                        x,
+                        crate::access::Access::ReadMsr {
+                            msr: IA32_MISC_ENABLE,
+                            ..
+                        }
+                    )
+                })
                 .count();
             assert_eq!(misc_reads, usize::from(format > 0), "{config:?}");
         }
@@ -775,9 +783,15 @@ mod tests {
         let a = d.arch_perf().unwrap();
         assert!(a.pebs.ds && !a.pebs.available && !a.pebs.usable());
         let text = std::format!("{d}");
-        assert!(text.ends_with(", PEBS unavailable (IA32_MISC_ENABLE[12])"), "{text}");
+        assert!(
+            text.ends_with(", PEBS unavailable (IA32_MISC_ENABLE[12])"),
+            "{text}"
+        );
         let ice = ArchPerfModel::new(Config::icelake());
         let text = std::format!("{}", detect(&ice, &mut ice.clone()).unwrap());
-        assert!(text.ends_with(", PEBS record format 4 (baseline: adaptive)"), "{text}");
+        assert!(
+            text.ends_with(", PEBS record format 4 (baseline: adaptive)"),
+            "{text}"
+        );
     }
 }

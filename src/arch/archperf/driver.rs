@@ -76,8 +76,8 @@ use super::msrs::{PebsDataCfg, PebsEnable, PebsLdLat};
 use super::pebs::{Precise, RecordLayout};
 use super::physical::ArchPerfPmu;
 use super::pmi::{Capture, PmiState, overflow_rule};
-use crate::arch::ia32::ds::DsArea;
 use crate::access::{MsrBackend, MsrOps};
+use crate::arch::ia32::ds::DsArea;
 use crate::counter::owner::{self, Ending};
 use crate::counter::state::Unclaimed;
 use crate::counter::{self, Arch, Owner, OwnerId, StateTag};
@@ -1109,9 +1109,7 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         self.msr.write_msr(IA32_DS_AREA, 0).map_err(Error::Access)?;
         // SAFETY: withdrawing: no pointer is published.
         unsafe { self.pmu.pmi().publish_ds_area(None) };
-        self.ds
-            .take()
-            .ok_or(Error::Config(ConfigError::NoPebsArea))
+        self.ds.take().ok_or(Error::Config(ConfigError::NoPebsArea))
     }
 
     /// Hands the PEBS records in the DS buffer to `f` as samples (as the
@@ -1124,7 +1122,10 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
     /// ([`ConfigError::PebsRunning`]: the handler drains meanwhile); the
     /// handler is kept off the buffer during the drain. No register
     /// access. Returns how many samples were handed over.
-    pub fn drain_pebs(&mut self, mut f: impl FnMut(Sample<Capture>)) -> Result<u64, Error<M::Error>> {
+    pub fn drain_pebs(
+        &mut self,
+        mut f: impl FnMut(Sample<Capture>),
+    ) -> Result<u64, Error<M::Error>> {
         if self.ds.is_none() {
             return Err(Error::Config(ConfigError::NoPebsArea));
         }
@@ -1166,7 +1167,12 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
 
     /// The checks a PEBS configuration of counter `c` must pass, before
     /// any register is written.
-    fn check_pebs(&self, c: Counter, config: &CounterConfig, precise: Precise) -> Result<(), ConfigError> {
+    fn check_pebs(
+        &self,
+        c: Counter,
+        config: &CounterConfig,
+        precise: Precise,
+    ) -> Result<(), ConfigError> {
         let pebs = self.cpu.pebs;
         if !pebs.usable() {
             return Err(ConfigError::PebsUnavailable);
@@ -1217,7 +1223,12 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
     /// `MSR_PEBS_DATA_CFG` and `MSR_PEBS_LD_LAT` where they change,
     /// `IA32_PEBS_ENABLE`, the control; the counter's reset value in the DS
     /// area, and the handler told.
-    fn program_pebs(&mut self, c: Counter, config: &CounterConfig, p: &Programmed) -> Result<(), Error<M::Error>> {
+    fn program_pebs(
+        &mut self,
+        c: Counter,
+        config: &CounterConfig,
+        p: &Programmed,
+    ) -> Result<(), Error<M::Error>> {
         let (Some(precise), Some(s)) = (p.pebs, p.sampling) else {
             return Err(Error::Config(ConfigError::PreciseNeedsSampling));
         };
@@ -1255,7 +1266,10 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
             && self.ld_lat != Some(t)
         {
             self.msr
-                .write_msr(MSR_PEBS_LD_LAT, PebsLdLat::from_bits(0).with_threshold(t).bits())
+                .write_msr(
+                    MSR_PEBS_LD_LAT,
+                    PebsLdLat::from_bits(0).with_threshold(t).bits(),
+                )
                 .map_err(Error::Access)?;
             self.ld_lat = Some(t);
         }

@@ -612,10 +612,9 @@ impl fmt::Display for ParseError {
                 f,
                 "`cpu/` at byte {at} has no closing `/`: expected cpu/.../"
             )?,
-            ParseErrorKind::BadModifier if term.is_empty() => write!(
-                f,
-                "empty modifier at byte {at}: expected {MODIFIERS}"
-            )?,
+            ParseErrorKind::BadModifier if term.is_empty() => {
+                write!(f, "empty modifier at byte {at}: expected {MODIFIERS}")?
+            }
             ParseErrorKind::BadModifier => write!(
                 f,
                 "unknown modifier `{term}` at byte {at}: expected {MODIFIERS}"

@@ -152,14 +152,9 @@ impl PebsRecord {
     fn gprs_at(&self) -> Option<usize> {
         match self.layout.adaptive {
             _ if self.legacy() => Some(0),
-            Some(cfg) if cfg.gprs() => Some(
-                words::BASIC
-                    + if cfg.memory() {
-                        words::MEMORY
-                    } else {
-                        0
-                    },
-            ),
+            Some(cfg) if cfg.gprs() => {
+                Some(words::BASIC + if cfg.memory() { words::MEMORY } else { 0 })
+            }
             _ => None,
         }
     }

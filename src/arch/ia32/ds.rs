@@ -452,7 +452,10 @@ mod tests {
         // SAFETY: a leaked allocation, mapped at its address in the one
         // address space of the test process.
         let mut area = unsafe { DsArea::new(memory) };
-        assert_eq!((area.capacity(), area.bytes(), area.records_of(16)), (4, 96, 6));
+        assert_eq!(
+            (area.capacity(), area.bytes(), area.records_of(16)),
+            (4, 96, 6)
+        );
         area.reset(16, 2);
         area.set_counter_reset(33, 0xFFFF_FFF0);
         area.set_counter_reset(COUNTER_RESETS, 1);

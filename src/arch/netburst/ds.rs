@@ -14,8 +14,8 @@
 use core::mem::{offset_of, size_of};
 use core::ptr::NonNull;
 
-pub use crate::arch::ia32::ds::{DsArea, DsManagement};
 use crate::arch::ia32::ds::{self, DsMemory, RecordSlot};
+pub use crate::arch::ia32::ds::{DsArea, DsManagement};
 use crate::sealed::Sealed;
 
 /// One 64-bit PEBS record (SDM 18.15.7): the architectural state after the

@@ -104,7 +104,11 @@ impl PebsConfig {
             format,
             baseline: format >= 4,
             available: true,
-            load_latency_event: if format == 1 { (0x0B, 0x10) } else { (0xCD, 0x01) },
+            load_latency_event: if format == 1 {
+                (0x0B, 0x10)
+            } else {
+                (0xCD, 0x01)
+            },
         }
     }
 }

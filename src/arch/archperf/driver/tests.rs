@@ -79,7 +79,10 @@ fn service<O: Owner>(d: &mut Ap<'_, O>, lvt: &mut Lvt, rip: u64, out: &mut Vec<S
         return false;
     }
     let pmu = d.physical();
-    handle_pmi(pmu, d.msr(), lvt, entry(), rip, |s| out.push(s.with_payload(()))).unwrap();
+    handle_pmi(pmu, d.msr(), lvt, entry(), rip, |s| {
+        out.push(s.with_payload(()))
+    })
+    .unwrap();
     true
 }
 

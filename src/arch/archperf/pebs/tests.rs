@@ -28,8 +28,14 @@ fn formats_1_to_3_decode_at_the_manual_offsets() {
         assert_eq!(r.rflags(), Some(0x1000));
         assert_eq!(r.next_ip(), Some(0x1001));
         let g = r.gprs().unwrap();
-        assert_eq!((g.rax, g.rbx, g.rcx, g.rdx), (0x1002, 0x1003, 0x1004, 0x1005));
-        assert_eq!((g.rsi, g.rdi, g.rbp, g.rsp), (0x1006, 0x1007, 0x1008, 0x1009));
+        assert_eq!(
+            (g.rax, g.rbx, g.rcx, g.rdx),
+            (0x1002, 0x1003, 0x1004, 0x1005)
+        );
+        assert_eq!(
+            (g.rsi, g.rdi, g.rbp, g.rsp),
+            (0x1006, 0x1007, 0x1008, 0x1009)
+        );
         assert_eq!((g.r8, g.r15), (0x100A, 0x1011));
         assert_eq!(r.counters().bits(), 0b101);
         let m = r.memory().unwrap();
@@ -85,8 +91,14 @@ fn adaptive_records_decode_by_their_groups() {
                     let at = 0x1000 + at as u64;
                     assert_eq!(r.rflags(), Some(at));
                     assert_eq!(r.next_ip(), Some(at + 1));
-                    assert_eq!((g.rax, g.rcx, g.rdx, g.rbx), (at + 2, at + 3, at + 4, at + 5));
-                    assert_eq!((g.rsp, g.rbp, g.rsi, g.rdi), (at + 6, at + 7, at + 8, at + 9));
+                    assert_eq!(
+                        (g.rax, g.rcx, g.rdx, g.rbx),
+                        (at + 2, at + 3, at + 4, at + 5)
+                    );
+                    assert_eq!(
+                        (g.rsp, g.rbp, g.rsi, g.rdi),
+                        (at + 6, at + 7, at + 8, at + 9)
+                    );
                     assert_eq!((g.r8, g.r15), (at + 10, at + 17));
                     assert_eq!(r.ip(Precise::Constant), at + 1);
                 }

@@ -29,7 +29,12 @@ fn area(records: u64, size: u64, threshold: u64, reset: u64) -> (&'static mut [u
     (words, address)
 }
 
-fn model_with_area(config: Config, records: u64, size: u64, threshold: u64) -> (ArchPerfModel, &'static mut [u64]) {
+fn model_with_area(
+    config: Config,
+    records: u64,
+    size: u64,
+    threshold: u64,
+) -> (ArchPerfModel, &'static mut [u64]) {
     let mut m = ArchPerfModel::new(config);
     let (words, address) = area(records, size, threshold, (1 << 48) - 1);
     m.write_msr(DS_AREA, address).unwrap();
@@ -61,15 +66,39 @@ fn pebs_msrs_exist_where_the_configuration_has_pebs() {
     for config in [Config::nehalem(), Config::haswell(), Config::skylake()] {
         let mut m = ArchPerfModel::new(config);
         absent(&mut m, DATA_CFG);
-        assert_eq!(m.read_msr(MISC_ENABLE).unwrap(), 1 << 7 | 1 << 11, "PEBS available");
+        assert_eq!(
+            m.read_msr(MISC_ENABLE).unwrap(),
+            1 << 7 | 1 << 11,
+            "PEBS available"
+        );
         assert_ne!(config.cpuid(1, 0).edx & 1 << 21, 0, "DS");
         // PEBS_EN_PMC0-3 and LL_EN_PMC0-3 only.
         m.write_msr(PEBS_ENABLE, 0xF | 0xF << 32).unwrap();
-        write_faults(&mut m, PEBS_ENABLE, 1 << 4, GpReason::ReservedBits { bits: 1 << 4 });
-        write_faults(&mut m, PEBS_ENABLE, 1 << 63, GpReason::ReservedBits { bits: 1 << 63 });
+        write_faults(
+            &mut m,
+            PEBS_ENABLE,
+            1 << 4,
+            GpReason::ReservedBits { bits: 1 << 4 },
+        );
+        write_faults(
+            &mut m,
+            PEBS_ENABLE,
+            1 << 63,
+            GpReason::ReservedBits { bits: 1 << 63 },
+        );
         m.write_msr(LD_LAT, 0xFFFF).unwrap();
-        write_faults(&mut m, LD_LAT, 1 << 16, GpReason::ReservedBits { bits: 1 << 16 });
-        write_faults(&mut m, EVTSEL0, 1 << 34, GpReason::ReservedBits { bits: 1 << 34 });
+        write_faults(
+            &mut m,
+            LD_LAT,
+            1 << 16,
+            GpReason::ReservedBits { bits: 1 << 16 },
+        );
+        write_faults(
+            &mut m,
+            EVTSEL0,
+            1 << 34,
+            GpReason::ReservedBits { bits: 1 << 34 },
+        );
         write_faults(
             &mut m,
             DS_AREA,
@@ -86,9 +115,19 @@ fn pebs_msrs_exist_where_the_configuration_has_pebs() {
     );
     // Every general and fixed counter's PEBS enable.
     ice.write_msr(PEBS_ENABLE, 0xFF | 0xF << 32).unwrap();
-    write_faults(&mut ice, PEBS_ENABLE, 1 << 36, GpReason::ReservedBits { bits: 1 << 36 });
+    write_faults(
+        &mut ice,
+        PEBS_ENABLE,
+        1 << 36,
+        GpReason::ReservedBits { bits: 1 << 36 },
+    );
     ice.write_msr(DATA_CFG, 0b11).unwrap();
-    write_faults(&mut ice, DATA_CFG, 0b100, GpReason::ReservedBits { bits: 0b100 });
+    write_faults(
+        &mut ice,
+        DATA_CFG,
+        0b100,
+        GpReason::ReservedBits { bits: 0b100 },
+    );
     ice.write_msr(EVTSEL0, 1 << 34).unwrap();
     ice.write_msr(FIXED_CTRL, 1 << 32 | 1 << 44).unwrap();
     // PEBS unavailable: IA32_MISC_ENABLE[12] set, no PEBS MSRs, DS still.
@@ -138,11 +177,17 @@ fn a_format_3_record_is_written_at_the_manual_offsets() {
     let record = read_words(words, 56, 25);
     assert_eq!(record[0], 0x46);
     assert_eq!(record[1], 0x2003, "RIP: the next instruction");
-    assert_eq!((record[2], record[3], record[6], record[17]), (0xA, 0xB, 0x51, 0xF15));
+    assert_eq!(
+        (record[2], record[3], record[6], record[17]),
+        (0xA, 0xB, 0x51, 0xF15)
+    );
     assert_eq!(record[18], 1, "applicable counters");
     assert_eq!(record[22], 0x1003, "EventingIP");
     assert_eq!(record[24], 4, "the clock");
-    assert_eq!(read_words(words, 5, 1)[0], words.as_ptr().expose_provenance() as u64 + 0x1C0 + 200);
+    assert_eq!(
+        read_words(words, 5, 1)[0],
+        words.as_ptr().expose_provenance() as u64 + 0x1C0 + 200
+    );
     assert_ne!(m.global_status() & 1 << 62, 0, "OvfBuf");
     assert_eq!(m.counter(0), (1 << 48) - 1, "reloaded from 40H");
     assert_eq!((m.pebs_records(), m.pebs_lost()), (1, 0));
@@ -200,7 +245,11 @@ fn an_adaptive_record_has_the_groups_of_data_cfg() {
         assert_eq!(record[3], 2, "the clock");
         if adaptive {
             assert_eq!(&record[4..7], &[0xD00D, 0x11, 9], "memory group");
-            assert_eq!(&record[8..18], &[0x2, 0x3004, 1, 2, 3, 4, 5, 6, 7, 8], "GPRs");
+            assert_eq!(
+                &record[8..18],
+                &[0x2, 0x3004, 1, 2, 3, 4, 5, 6, 7, 8],
+                "GPRs"
+            );
         }
         assert_eq!(m.fixed(0), (1 << 48) - 2, "reloaded from 80H");
     }
@@ -229,5 +278,8 @@ fn a_full_buffer_takes_no_record() {
     plain.write_msr(A_PMC0, (1 << 48) - 1).unwrap();
     plain.write_msr(PEBS_ENABLE, 1).unwrap();
     plain.inject(ev(INSTR, 2));
-    assert_eq!((plain.pebs_records(), plain.pebs_lost(), plain.counter(0)), (0, 1, 1));
+    assert_eq!(
+        (plain.pebs_records(), plain.pebs_lost(), plain.counter(0)),
+        (0, 1, 1)
+    );
 }

@@ -64,12 +64,7 @@ fn instruction(k: u64) -> Retirement {
 /// Feeds instructions `from..to`; after each, a pending PMI goes through
 /// the handler (at the next instruction's address, as an interrupt taken
 /// after the instruction), its samples to `out`.
-fn run<O: Owner>(
-    d: &mut Ap<'_, O>,
-    from: u64,
-    to: u64,
-    out: &mut Vec<Sample<Capture>>,
-) -> u32 {
+fn run<O: Owner>(d: &mut Ap<'_, O>, from: u64, to: u64, out: &mut Vec<Sample<Capture>>) -> u32 {
     let mut pmis = 0;
     for k in from..to {
         let r = instruction(k);
@@ -139,16 +134,29 @@ fn pebs_traffic_is_exact() {
     );
     let m = d.pebs_area().unwrap().read_management();
     assert_eq!(m.pebs_counter_reset[0], preset);
-    assert_eq!(m.pebs_absolute_maximum - m.pebs_buffer_base, 8 * 208 / 200 * 200);
-    assert_eq!(m.pebs_interrupt_threshold - m.pebs_buffer_base, 200, "a PMI per record");
+    assert_eq!(
+        m.pebs_absolute_maximum - m.pebs_buffer_base,
+        8 * 208 / 200 * 200
+    );
+    assert_eq!(
+        m.pebs_interrupt_threshold - m.pebs_buffer_base,
+        200,
+        "a PMI per record"
+    );
     d.msr().clear();
     let g0 = g0.enable(&mut d).unwrap();
     assert_eq!(d.msr().take_counts(), counts(0, 1, 0), "GLOBAL_CTRL");
     let mut out = Vec::new();
-    assert_eq!(run(&mut d, 0, 4, &mut out), 1, "the 4th instruction's record");
+    assert_eq!(
+        run(&mut d, 0, 4, &mut out),
+        1,
+        "the 4th instruction's record"
+    );
     let log = d.msr().log().to_vec();
     assert_eq!(log.len(), 3, "{log:?}");
-    assert!(matches!(log[0], Access::ReadMsr { msr: IA32_PERF_GLOBAL_STATUS, value } if value & 1 << 62 != 0));
+    assert!(
+        matches!(log[0], Access::ReadMsr { msr: IA32_PERF_GLOBAL_STATUS, value } if value & 1 << 62 != 0)
+    );
     assert!(matches!(log[1], Access::Rdpmc { index: 0, .. }), "{log:?}");
     assert_eq!(
         log[2],
@@ -159,7 +167,11 @@ fn pebs_traffic_is_exact() {
         "bit 62 and the PEBS counter's status bit"
     );
     assert_eq!(out.len(), 1);
-    assert_eq!(out[0].rip, instruction(3).ip, "EventingIP: the 4th instruction");
+    assert_eq!(
+        out[0].rip,
+        instruction(3).ip,
+        "EventingIP: the 4th instruction"
+    );
     assert_eq!((out[0].counter, out[0].periods), (0, 1));
     assert_eq!(pmu.pmi().periods(0), 1);
     d.msr().clear();
@@ -276,7 +288,10 @@ fn baseline_traffic_is_exact() {
         "OS, USR, no PMI, Adaptive_Record"
     );
     let m = d.pebs_area().unwrap().read_management();
-    assert_eq!((m.pebs_counter_reset[1], m.pebs_counter_reset[8]), (preset, preset));
+    assert_eq!(
+        (m.pebs_counter_reset[1], m.pebs_counter_reset[8]),
+        (preset, preset)
+    );
     let other = CounterConfig::counting(spec("branches:p")).sampling(n);
     let e = c.g2.unwrap().configure(&mut d, &other).unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::PebsOptionsDiffer));
@@ -288,7 +303,11 @@ fn baseline_traffic_is_exact() {
         .counter
         .configure(&mut d, &other.pebs(threshold))
         .unwrap_err();
-    assert_eq!(e.error, Error::Config(ConfigError::PebsOptionsDiffer), "one LD_LAT");
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::PebsOptionsDiffer),
+        "one LD_LAT"
+    );
     let _ = (g1, f0, e);
 }
 
@@ -351,7 +370,10 @@ fn records_of_every_format_carry_the_instruction_of_the_event() {
             Err(e) => {
                 assert_eq!(format, 1, "{e:?}");
                 assert!(precise >= 2);
-                assert_eq!(e.error, Error::Config(ConfigError::NoEventingIp { format: 1 }));
+                assert_eq!(
+                    e.error,
+                    Error::Config(ConfigError::NoEventingIp { format: 1 })
+                );
                 assert_eq!(
                     ConfigError::NoEventingIp { format: 1 }.to_string(),
                     ":pp and :ppp ask for the event's own instruction (EventingIP), which PEBS record format 1 lacks: use :p, the next instruction's address"
@@ -364,7 +386,10 @@ fn records_of_every_format_carry_the_instruction_of_the_event() {
         let mut out = Vec::new();
         // 105 instructions: 35 branches (every third), 5 periods.
         run(&mut d, 0, 105, &mut out);
-        let what = format!("format {format}, :{}, {options:?}", "p".repeat(precise.into()));
+        let what = format!(
+            "format {format}, :{}, {options:?}",
+            "p".repeat(precise.into())
+        );
         assert_eq!(out.len(), 5, "{what}");
         for (j, s) in out.iter().enumerate() {
             // The (7j+7)-th branch: instruction 3(7j+7) - 1.
@@ -385,12 +410,20 @@ fn records_of_every_format_carry_the_instruction_of_the_event() {
             assert_eq!(s.counter, 0);
             if format <= 3 || adaptive_gprs {
                 let g = r.gprs().unwrap();
-                assert_eq!((g.rax, g.rbx, g.rsp, g.r15), (k, 0xB0 + k, 0x7000 - k, !k), "{what}");
+                assert_eq!(
+                    (g.rax, g.rbx, g.rsp, g.r15),
+                    (k, 0xB0 + k, 0x7000 - k, !k),
+                    "{what}"
+                );
                 assert_eq!(r.rflags(), Some(0x202));
             } else {
                 assert_eq!(r.gprs(), None);
             }
-            assert_eq!(r.memory().is_some(), format <= 3 || options.memory, "{what}");
+            assert_eq!(
+                r.memory().is_some(),
+                format <= 3 || options.memory,
+                "{what}"
+            );
             assert_eq!(r.tsc().is_some(), format >= 3, "{what}");
             if format >= 3 {
                 assert_eq!(r.counters().bits(), 1, "{what}: applicable counters");
@@ -448,13 +481,13 @@ fn load_latency_records_carry_the_load() {
         for (j, s) in out.iter().enumerate() {
             let k = 14 + 5 * (2 * j as u64 + 1);
             let m = pebs_record(s).memory().unwrap();
-            assert_eq!((m.address, m.latency, m.source), (0x60_0000 + 8 * k, 10 * k, 3));
+            assert_eq!(
+                (m.address, m.latency, m.source),
+                (0x60_0000 + 8 * k, 10 * k, 3)
+            );
         }
         let g3 = g3.halt(&mut d).unwrap().release(&mut d).unwrap();
-        let _ = d.give_back(Counters {
-            g3: Some(g3),
-            ..c
-        });
+        let _ = d.give_back(Counters { g3: Some(g3), ..c });
     }
 }
 
@@ -481,7 +514,11 @@ fn pebs_refusals_touch_no_register() {
     ];
     let mut g0 = Some(g0);
     for (s, error) in table {
-        let e = g0.take().unwrap().configure(&mut nhm, &pebs(s)).unwrap_err();
+        let e = g0
+            .take()
+            .unwrap()
+            .configure(&mut nhm, &pebs(s))
+            .unwrap_err();
         assert_eq!(e.error, Error::Config(error), "{s}");
         g0 = Some(e.counter);
     }
@@ -494,15 +531,28 @@ fn pebs_refusals_touch_no_register() {
     let one = SampleAfter::new(1, nhm.overflow_rule()).unwrap();
     let e = e
         .counter
-        .configure(&mut nhm, &CounterConfig::counting(spec("branches:p")).sampling(one))
+        .configure(
+            &mut nhm,
+            &CounterConfig::counting(spec("branches:p")).sampling(one),
+        )
         .unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::PebsPeriod));
-    let f1 = nc.f1.unwrap().configure(&mut nhm, &pebs("cycles:p")).unwrap_err();
+    let f1 = nc
+        .f1
+        .unwrap()
+        .configure(&mut nhm, &pebs("cycles:p"))
+        .unwrap_err();
     assert_eq!(f1.error, Error::Config(ConfigError::NotPebsCounter(33)));
     let g0 = e.counter.configure(&mut nhm, &pebs("branches:p")).unwrap();
     nhm.msr().clear();
-    let e = nc.g1.configure(&mut nhm, &pebs("instructions:p")).unwrap_err();
-    assert_eq!(e.error, Error::Config(ConfigError::PebsOneCounter { format: 1 }));
+    let e = nc
+        .g1
+        .configure(&mut nhm, &pebs("instructions:p"))
+        .unwrap_err();
+    assert_eq!(
+        e.error,
+        Error::Config(ConfigError::PebsOneCounter { format: 1 })
+    );
     assert_eq!(nhm.msr().take_counts(), counts(0, 0, 0));
     assert_eq!(
         nhm.take_pebs_area().map(|_| ()),
@@ -525,7 +575,11 @@ fn pebs_refusals_touch_no_register() {
     let (mut sky, sc) = take::<Sky>(&s_pmu, Config::skylake());
     sky.set_pebs_area(area::<4>()).unwrap();
     sky.msr().clear();
-    let e = sc.f0.unwrap().configure(&mut sky, &pebs("instructions:p")).unwrap_err();
+    let e = sc
+        .f0
+        .unwrap()
+        .configure(&mut sky, &pebs("instructions:p"))
+        .unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::NotPebsCounter(32)));
     assert_eq!(sky.msr().take_counts(), counts(0, 0, 0));
 
@@ -552,7 +606,10 @@ fn pebs_refusals_touch_no_register() {
     let n2 = SampleAfter::new(10, core2.overflow_rule()).unwrap();
     let e = cc
         .g0
-        .configure(&mut core2, &CounterConfig::counting(spec("instructions:p")).sampling(n2))
+        .configure(
+            &mut core2,
+            &CounterConfig::counting(spec("instructions:p")).sampling(n2),
+        )
         .unwrap_err();
     assert_eq!(e.error, Error::Config(ConfigError::PebsUnavailable));
     assert_eq!(
@@ -661,7 +718,11 @@ fn every_event_is_in_one_record_or_the_residual() {
         for &(i, event, n) in &chosen {
             let h = handles[i].as_mut().unwrap();
             let raw = h.read(&mut d).unwrap();
-            let fed = if event == BRANCHES { branches } else { instructions };
+            let fed = if event == BRANCHES {
+                branches
+            } else {
+                instructions
+            };
             let counter = h.index();
             let periods = pmu.pmi().periods(counter);
             let residual = crate::arch::archperf::driver::pebs_residual(n, raw);
@@ -690,5 +751,8 @@ fn every_event_is_in_one_record_or_the_residual() {
     }
     // The randomness reached what it is for: records, PMIs taken late, and
     // buffers full.
-    assert!(records > 1000 && late > 100 && full >= 3, "{records} {late} {full}");
+    assert!(
+        records > 1000 && late > 100 && full >= 3,
+        "{records} {late} {full}"
+    );
 }
