@@ -35,7 +35,8 @@ use hobby::idt::{self, InterruptFrame};
 use hobby::stacks::{self, Tally};
 use hobby::test::Failure;
 use hobby::timer::{self, ApicTimer, Divide, Jitter, TickClock};
-use hobby::workload::{self, SYMBOLS};
+use hobby::symbols::SymbolTable;
+use hobby::workload::{self, STEP_SYMBOLS, SYMBOLS};
 use hobby::{pmi, println, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::{Architecture, Driven, LocalPmu};
@@ -94,12 +95,6 @@ const CHAINS: usize = 128;
 /// pushes.
 pub static SAMPLES: [SampleBuffer<4096, CallChain<DEPTH>>; 2] = [const { SampleBuffer::new() }; 2];
 
-/// The call chain of the code `frame` interrupted: its frame pointers
-/// walked inside its kernel stack (the kernels are built with frame
-/// pointers).
-pub fn call_chain(frame: &InterruptFrame) -> CallChain<DEPTH> {
-    CallChain::walk(frame.rip, frame.rbp, frame.rsp, &stacks::bounds(frame.rsp))
-}
 /// Per CPU: the TSC time its model's last tick reached.
 static CLOCK: [TickClock; 2] = [const { TickClock::new() }; 2];
 /// Per CPU: the cycles a tick carried over to the next (past its model's
@@ -144,8 +139,9 @@ static PROFILE: [Profile; 2] = [const {
 }; 2];
 
 /// A workload: its name, one round of it, and its expected shares of
-/// `work_1x`, `work_2x`, `work_4x` (costs 1, 2, 4).
-type Workload = (&'static str, fn(), [f64; 3]);
+/// `work_1x`, `work_2x`, `work_4x` (costs 1, 2, 4), or of `step_1x`,
+/// `step_2x`, `step_4x` in a stepped profile.
+type Workload = (&'static str, extern "C" fn(), [f64; 3]);
 
 /// Each CPU's workload.
 const WORKLOADS: [Workload; 2] = [
@@ -161,14 +157,49 @@ const WORKLOADS: [Workload; 2] = [
     ),
 ];
 
-fn round_1_2_4() {
+extern "C" fn round_1_2_4() {
     workload::run(1);
 }
 
-fn round_2_0_4() {
+extern "C" fn round_2_0_4() {
     workload::work_4x();
     workload::work_1x();
     workload::work_1x();
+}
+
+/// Each CPU's workload in a stepped profile ([`Platform::STEPPED`]): the
+/// same costs, with the small functions that single-step in reasonable
+/// time.
+const STEP_WORKLOADS: [Workload; 2] = [
+    (
+        "step_1x, step_2x, step_4x",
+        workload::run_stepped,
+        [1.0 / 7.0, 2.0 / 7.0, 4.0 / 7.0],
+    ),
+    (
+        "step_4x, step_1x, step_1x",
+        round_step_2_0_4,
+        [2.0 / 6.0, 0.0, 4.0 / 6.0],
+    ),
+];
+
+extern "C" fn round_step_2_0_4() {
+    workload::step_4x();
+    workload::step_1x();
+    workload::step_1x();
+}
+
+/// The rounds a stepped profile's calibration run counts (its sampled run
+/// repeats them): about 85,000 single-stepped instructions on CPU 0.
+const STEP_ROUNDS: u64 = 20;
+
+/// The workloads of platform `P`, and the functions they name.
+fn workloads<P: Platform>() -> (&'static [Workload; 2], &'static SymbolTable<3>) {
+    if P::STEPPED {
+        (&STEP_WORKLOADS, &STEP_SYMBOLS)
+    } else {
+        (&WORKLOADS, &SYMBOLS)
+    }
 }
 
 /// What a binary profiles on: which PMU each CPU has (a share of a
@@ -194,8 +225,16 @@ pub trait Platform: 'static {
     /// sampled run's rounds).
     const SAME_ROUNDS: bool;
     /// Whether a real PMU counts; else a model does, which the timer's
-    /// ticks feed during the runs ([`Platform::feed`]).
+    /// ticks feed during the runs ([`Platform::feed`]), or, stepped, the
+    /// workload's own instructions.
     const REAL: bool;
+    /// Whether the workload runs single-stepped ([`Platform::step`]): the
+    /// stepped workloads ([`STEP_WORKLOADS`]), each instruction fed to the
+    /// model as it retires, the model's PMI serviced where the debug
+    /// exception stopped the workload ([`service`]); no tick. The
+    /// calibration run is [`STEP_ROUNDS`] rounds, repeated by the sampled
+    /// run.
+    const STEPPED: bool = false;
 
     /// Says what counts, in the lines after the first.
     fn introduce();
@@ -216,12 +255,61 @@ pub trait Platform: 'static {
     fn feed(cpu: usize, cycles: u64) -> (u64, bool);
     /// A model's: starts its counts afresh before a profile.
     fn reset(_cpu: usize) {}
+    /// The counter and configuration a profile counts with: core cycles
+    /// (`Driven::core_cycles`) unless the platform says otherwise.
+    fn counter<O: Owner>(d: &Drv<Self, O>) -> Option<(u8, Config<Self>)> {
+        <Self::Local as Driven<'static, Self::Regs>>::core_cycles(d)
+    }
+    /// The counting configuration `config` made to sample every `n`
+    /// events: the seam's ([`Architecture::sampling`]) unless the platform
+    /// samples otherwise (precisely).
+    fn sampling(config: Config<Self>, n: SampleAfter) -> Config<Self> {
+        Arch::<Self>::sampling(config, n)
+    }
+    /// Before a profile's runs, with the driver taken (a DS area to
+    /// install).
+    fn prepare<O: Owner>(_cpu: usize, _d: &mut Drv<Self, O>) -> Result<(), Failure> {
+        Ok(())
+    }
+    /// After a run's counter is halted: samples left to hand over (PEBS
+    /// records below the buffer's threshold).
+    fn after_halt<O: Owner>(_cpu: usize, _d: &mut Drv<Self, O>) -> Result<(), Failure> {
+        Ok(())
+    }
+    /// A stepped platform's: runs one round of `round` single-stepped on
+    /// CPU `cpu`.
+    fn step(_cpu: usize, round: extern "C" fn()) {
+        round();
+    }
+    /// What a halted counter that read `raw` owes, sampling every `n`:
+    /// periods not serviced and the residual events ([`SampleAfter::split`]
+    /// unless the platform's counter starts its periods elsewhere).
+    fn split(n: SampleAfter, raw: u64) -> (u64, u64) {
+        n.split(raw)
+    }
+    /// Whether a sample at `rip` in one of the workload's functions is
+    /// where the profile's mode puts it, and what that is ("at its
+    /// branch"); `None`: no such check.
+    fn placed(_rip: u64) -> Option<(bool, &'static str)> {
+        None
+    }
 }
+
+/// The driver of platform `P` for owner `O`.
+pub type Drv<P, O> = <<P as Platform>::Local as Driven<'static, <P as Platform>::Regs>>::Driver<O>;
+/// A counter configuration of platform `P`.
+pub type Config<P> = <Arch<P> as Architecture>::Config;
 
 /// The architecture of platform `P`.
 pub type Arch<P> = <<P as Platform>::Local as LocalPmu<'static>>::Arch;
 /// What detection reports on platform `P`.
 pub type Detected<P> = <Arch<P> as Architecture>::Detected;
+
+/// What the counter counts, in the report's sentences: cycles, or a
+/// stepped profile's branches.
+fn unit<P: Platform>() -> &'static str {
+    if P::STEPPED { "branches" } else { "cycles" }
+}
 
 /// What the counts come from, for the report.
 pub fn source<P: Platform>() -> &'static str {
@@ -406,13 +494,13 @@ fn on_tick<P: Platform>(_: &InterruptFrame) {
 /// Runs `round` for `rounds` rounds (or, with `rounds == 0`, for about
 /// `ns`, whole rounds) on CPU `cpu` with interrupts enabled and, where a
 /// model counts, its timer ticking; returns the rounds run.
-fn profile_run<P: Platform>(cpu: usize, round: fn(), rounds: u64, ns: u64) -> u64 {
-    let timer = (!P::REAL).then(|| start_ticks(cpu));
+fn profile_run<P: Platform>(cpu: usize, round: extern "C" fn(), rounds: u64, ns: u64) -> u64 {
+    let timer = (!P::REAL && !P::STEPPED).then(|| start_ticks(cpu));
     interrupts::enable();
     let mut done = 0;
     if rounds > 0 {
         while done < rounds {
-            round();
+            P::step(cpu, round);
             done += 1;
         }
     } else {
@@ -420,7 +508,7 @@ fn profile_run<P: Platform>(cpu: usize, round: fn(), rounds: u64, ns: u64) -> u6
         let limit = (tsc_hz as u128 * ns as u128 / 1_000_000_000) as u64;
         let start = timer::rdtsc();
         while timer::rdtsc().wrapping_sub(start) < limit {
-            round();
+            P::step(cpu, round);
             done += 1;
         }
     }
@@ -448,6 +536,8 @@ pub struct CycleCounter<'a, A: counter::Arch, D: Driver<A>> {
     /// serviced, and those it found at a halt (its `periods` and
     /// `periods_at_halt`).
     pub periods: &'a dyn Fn(u8) -> (u64, u64),
+    /// After the sampled run's halt ([`Platform::after_halt`]).
+    pub after_halt: fn(usize, &mut D) -> Result<(), Failure>,
 }
 
 impl<A: counter::Arch, D: Driver<A>> CycleCounter<'_, A, D>
@@ -466,14 +556,16 @@ where
             sample_every,
             rule,
             periods,
+            after_halt,
         } = self;
-        let (_, round, _) = WORKLOADS[cpu];
+        let (_, round, _) = workloads::<P>().0[cpu];
         let counter = h.index();
 
         // Calibration: count the run's cycles without interrupts.
         h.configure(d, &counting)?;
         h.enable(d)?;
-        let rounds = profile_run::<P>(cpu, round, 0, calibration_ns());
+        let fixed = if P::STEPPED { STEP_ROUNDS } else { 0 };
+        let rounds = profile_run::<P>(cpu, round, fixed, calibration_ns());
         h.halt(d)?;
         let cycles = h.read(d)? + CARRY[cpu].load(Ordering::SeqCst);
         h.release(d)?;
@@ -485,7 +577,8 @@ where
         let repeat = if P::SAME_ROUNDS { rounds } else { 0 };
         let sampled_rounds = profile_run::<P>(cpu, round, repeat, calibration_ns());
         h.halt(d)?;
-        let (owed, residual) = n.split(h.read(d)?);
+        after_halt(cpu, d)?;
+        let (owed, residual) = P::split(n, h.read(d)?);
         let (serviced, at_halt) = periods(counter);
         let sampled = (serviced + owed) * n.get() + residual + CARRY[cpu].load(Ordering::SeqCst);
         let p = &PROFILE[cpu];
@@ -506,7 +599,11 @@ where
 pub fn main<P: Platform>(_: &'static BootInfo) -> ! {
     println!("pmu example: {}", P::NAME);
     P::introduce();
-    println!("  interrupts, APICs, RIPs and symbols: real");
+    if P::STEPPED {
+        println!("  debug exceptions, RIPs and symbols: real");
+    } else {
+        println!("  interrupts, APICs, RIPs and symbols: real");
+    }
     match run::<P>() {
         Ok(true) => exit_qemu(ExitCode::Success),
         Ok(false) => exit_qemu(ExitCode::Failure),
@@ -530,8 +627,9 @@ fn profile<P: Platform, O: Owner>(cpu: usize) -> Result<(), Failure> {
     let detected = P::detect(cpu).ok_or("no PMU this profiler can drive")?;
     let regs = P::regs(cpu).ok_or("no register backend for this CPU")?;
     let (mut d, c) = local.take::<O>(regs, &detected)?;
+    P::prepare(cpu, &mut d)?;
     let mut handles = Arch::<P>::erase_all(c);
-    let (n, counting) = P::Local::core_cycles(&d).ok_or("no free counter for core cycles")?;
+    let (n, counting) = P::counter(&d).ok_or("no free counter for the profile's event")?;
     let rule = d
         .overflow_rule(n)
         .ok_or("no overflow rule for the counter")?;
@@ -540,9 +638,10 @@ fn profile<P: Platform, O: Owner>(cpu: usize) -> Result<(), Failure> {
         driver: &mut d,
         handle: h,
         counting,
-        sample_every: Arch::<P>::sampling,
+        sample_every: P::sampling,
         rule,
         periods: &|n| local.periods(n),
+        after_halt: P::after_halt::<O>,
     }
     .profile::<P>(cpu)?;
     apic().set_perf_counter_entry(entry().masked());
@@ -557,28 +656,38 @@ fn profile<P: Platform, O: Owner>(cpu: usize) -> Result<(), Failure> {
     }
 }
 
-/// The PMI entry, on every CPU: the crate's PMI path for this CPU's share
-/// of its PMU, each sample pushed to this CPU's [`SAMPLES`] with its call
-/// chain; then the tick is re-armed ([`rearm_tick`]: a model's PMIs come
-/// from a tick, and are its last handler), and EOI.
+/// The PMI entry, on every CPU: [`service`] with the interrupted state;
+/// then the tick is re-armed ([`rearm_tick`]: a model's PMIs come from a
+/// tick, and are its last handler), and EOI.
 fn on_pmi<P: Platform>(frame: &InterruptFrame) {
     let cpu = smp::cpu().min(1);
-    let mut apic = apic();
-    let chain = call_chain(frame);
-    if let Some(mut regs) = P::regs(cpu) {
-        let _ = pmu::arch::handle_pmi(
-            P::local(cpu),
-            &mut regs,
-            &mut apic,
-            entry(),
-            frame.rip,
-            |s| {
-                SAMPLES[cpu].push(s.with_payload(chain));
-            },
-        );
-    }
+    service::<P>(cpu, frame.rip, frame.rbp, frame.rsp);
     rearm_tick(cpu);
-    apic.eoi();
+    apic().eoi();
+}
+
+/// The crate's PMI path for CPU `cpu`'s share of its PMU, the PMU
+/// interrupting the code at `rip` with frame pointer `rbp` and stack
+/// pointer `rsp`: each sample pushed to this CPU's [`SAMPLES`] with its
+/// call chain (a PEBS sample's from its precise IP, the rest of the chain
+/// the interrupted code's). From the PMI's interrupt, or, in a stepped
+/// profile, from the debug exception after the instruction whose event
+/// raised the model's PMI (the workload stopped at the next instruction,
+/// where an interrupt taken at once would have stopped it).
+pub fn service<P: Platform>(cpu: usize, rip: u64, rbp: u64, rsp: u64) {
+    let mut apic = apic();
+    let bounds = stacks::bounds(rsp);
+    let chain = CallChain::walk(rip, rbp, rsp, &bounds);
+    if let Some(mut regs) = P::regs(cpu) {
+        let _ = pmu::arch::handle_pmi(P::local(cpu), &mut regs, &mut apic, entry(), rip, |s| {
+            let chain = if s.rip == rip {
+                chain
+            } else {
+                CallChain::walk(s.rip, rbp, rsp, &bounds)
+            };
+            SAMPLES[cpu].push(s.with_payload(chain));
+        });
+    }
 }
 
 /// CPU 1's profile, run there.
@@ -612,12 +721,23 @@ impl fmt::Display for Bar {
 fn report<P: Platform>(cpu: usize) -> bool {
     let p = &PROFILE[cpu];
     let mut chains: Tally<DEPTH, CHAINS> = Tally::new();
+    let (workloads, symbols) = workloads::<P>();
+    // Samples in the workload's functions, and those the mode's check
+    // ([`Platform::placed`]) finds elsewhere than it puts them.
+    let (mut checked, mut misplaced, mut what_placed) = (0u64, 0u64, "");
     SAMPLES[cpu].drain(|s| {
-        let i = SYMBOLS.position(s.rip as usize).unwrap_or(3);
+        let i = symbols.position(s.rip as usize).unwrap_or(3);
         p.counts[i].fetch_add(u64::from(s.periods), Ordering::SeqCst);
         chains.add(&s.payload, u64::from(s.periods));
+        if i < 3
+            && let Some((ok, what)) = P::placed(s.rip)
+        {
+            checked += 1;
+            misplaced += u64::from(!ok);
+            what_placed = what;
+        }
     });
-    let (what, _, expected) = WORKLOADS[cpu];
+    let (what, _, expected) = workloads[cpu];
     let counts: [u64; 4] = core::array::from_fn(|i| p.counts[i].load(Ordering::SeqCst));
     let (cycles, sampled, n) = (
         p.calibration_cycles.load(Ordering::SeqCst),
@@ -625,11 +745,12 @@ fn report<P: Platform>(cpu: usize) -> bool {
         p.n.load(Ordering::SeqCst),
     );
     println!(
-        "CPU {cpu} ({}), workload {what}: calibration {} rounds = {cycles} {} ({}) -> sample after {n} cycles",
+        "CPU {cpu} ({}), workload {what}: calibration {} rounds = {cycles} {} ({}) -> sample after {n} {}",
         Arch::<P>::counter_name(p.counter.load(Ordering::SeqCst)).unwrap_or("a counter"),
         p.rounds.load(Ordering::SeqCst),
         P::EVENT,
         source::<P>(),
+        unit::<P>(),
     );
     let inside: u64 = counts[..3].iter().sum();
     let total = inside + counts[3];
@@ -648,9 +769,10 @@ fn report<P: Platform>(cpu: usize) -> bool {
         }
     });
     println!(
-        "  {total} samples ({} dropped, {} found at halt); the sampled run{rounds} counted {sampled} cycles, {}.{:02} x the calibration run's: {} periods of {n}",
+        "  {total} samples ({} dropped, {} found at halt); the sampled run{rounds} counted {sampled} {}, {}.{:02} x the calibration run's: {} periods of {n}",
         SAMPLES[cpu].dropped(),
         p.at_halt.load(Ordering::SeqCst),
+        unit::<P>(),
         sampled / cycles.max(1),
         sampled * 100 / cycles.max(1) % 100,
         sampled / n.max(1),
@@ -670,7 +792,7 @@ fn report<P: Platform>(cpu: usize) -> bool {
         let share = counts[i] as f64 / inside.max(1) as f64;
         println!(
             "  {:<10} {:>8} {:>7.1}% {:>8.1}%  {}",
-            SYMBOLS.get(i).name,
+            symbols.get(i).name,
             counts[i],
             share * 100.0,
             expected * 100.0,
@@ -681,6 +803,13 @@ fn report<P: Platform>(cpu: usize) -> bool {
         ok &= (share - expected).abs() < bound;
     }
     println!("  {:<10} {:>8}", "(other)", counts[3]);
+    if checked > 0 {
+        println!(
+            "  skid: {} of the {checked} samples in the workload's functions {what_placed}",
+            checked - misplaced
+        );
+        ok &= misplaced == 0;
+    }
     // The flame graph's lines, under a root frame per CPU.
     chains.print(Some(["cpu0", "cpu1"][cpu]));
     if chains.unplaced() > 0 {
@@ -713,7 +842,7 @@ fn run<P: Platform>() -> Result<bool, Failure> {
         cal.apic_hz / 1_000_000,
         fmt::from_fn(|f| P::machine(f, cpus))
     );
-    if !P::REAL {
+    if !P::REAL && !P::STEPPED {
         choose_model_tick::<P>(&cal);
     }
     if cpus > 1 {
