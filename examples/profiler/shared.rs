@@ -189,9 +189,41 @@ extern "C" fn round_step_2_0_4() {
     workload::step_1x();
 }
 
-/// The rounds a stepped profile's calibration run counts (its sampled run
-/// repeats them): about 85,000 single-stepped instructions on CPU 0.
+/// The most rounds a stepped profile's calibration run counts (its sampled
+/// run repeats them): about 85,000 single-stepped instructions on CPU 0.
 const STEP_ROUNDS: u64 = 20;
+/// The time a stepped profile's two runs may take, per CPU, which
+/// [`choose_step_rounds`] fits the rounds to: a single step costs a few
+/// microseconds under TCG, and about a thousand times that under a nested
+/// KVM, which intercepts every debug exception.
+const STEP_BUDGET_NS: u64 = 20_000_000_000;
+/// The samples a stepped profile aims at per round of its calibration
+/// run: half the 600-odd branches of the smaller round, so that N is at
+/// least 2 (a PEBS period's least).
+const STEP_SAMPLES_PER_ROUND: u64 = 300;
+/// The rounds [`choose_step_rounds`] chose.
+static STEP_ROUNDS_CHOSEN: AtomicU64 = AtomicU64::new(STEP_ROUNDS);
+
+/// A stepped profile's rounds: as many as fit [`STEP_BUDGET_NS`] at the
+/// speed a single-stepped unit of work shows, 7 to a round (at least 1,
+/// at most [`STEP_ROUNDS`]), and the samples aimed at with them (the
+/// shares' bound widens with fewer, [`share_bound`]). Call on CPU 0 before
+/// any profile runs; says what it chose.
+fn choose_step_rounds<P: Platform>(cal: &timer::Calibration) {
+    // One unit of work single-stepped (`step_1x`), a seventh of a round.
+    let start = timer::rdtsc();
+    P::step(0, workload::step_1x);
+    let ticks = timer::rdtsc().wrapping_sub(start);
+    let round_ns = (7 * ticks as u128 * 1_000_000_000 / cal.tsc_hz.max(1) as u128) as u64;
+    let rounds = (STEP_BUDGET_NS / (2 * round_ns.max(1))).clamp(1, STEP_ROUNDS);
+    STEP_ROUNDS_CHOSEN.store(rounds, Ordering::SeqCst);
+    let target = (rounds * STEP_SAMPLES_PER_ROUND).min(TARGET_SAMPLES);
+    TARGET.store(target, Ordering::SeqCst);
+    println!(
+        "  single-stepping: a round of CPU 0's workload in about {} ms: {rounds} rounds per run, {target} samples aimed at per CPU",
+        round_ns / 1_000_000
+    );
+}
 
 /// The workloads of platform `P`, and the functions they name.
 fn workloads<P: Platform>() -> (&'static [Workload; 2], &'static SymbolTable<3>) {
@@ -232,8 +264,8 @@ pub trait Platform: 'static {
     /// stepped workloads ([`STEP_WORKLOADS`]), each instruction fed to the
     /// model as it retires, the model's PMI serviced where the debug
     /// exception stopped the workload ([`service`]); no tick. The
-    /// calibration run is [`STEP_ROUNDS`] rounds, repeated by the sampled
-    /// run.
+    /// calibration run is [`STEP_ROUNDS`] rounds or fewer
+    /// ([`choose_step_rounds`]), repeated by the sampled run.
     const STEPPED: bool = false;
 
     /// Says what counts, in the lines after the first.
@@ -564,7 +596,11 @@ where
         // Calibration: count the run's cycles without interrupts.
         h.configure(d, &counting)?;
         h.enable(d)?;
-        let fixed = if P::STEPPED { STEP_ROUNDS } else { 0 };
+        let fixed = if P::STEPPED {
+            STEP_ROUNDS_CHOSEN.load(Ordering::SeqCst)
+        } else {
+            0
+        };
         let rounds = profile_run::<P>(cpu, round, fixed, calibration_ns());
         h.halt(d)?;
         let cycles = h.read(d)? + CARRY[cpu].load(Ordering::SeqCst);
@@ -842,7 +878,9 @@ fn run<P: Platform>() -> Result<bool, Failure> {
         cal.apic_hz / 1_000_000,
         fmt::from_fn(|f| P::machine(f, cpus))
     );
-    if !P::REAL && !P::STEPPED {
+    if P::STEPPED {
+        choose_step_rounds::<P>(&cal);
+    } else if !P::REAL {
         choose_model_tick::<P>(&cal);
     }
     if cpus > 1 {
