@@ -401,6 +401,41 @@ impl CounterPmc {
         }
     }
 
+    /// The same configuration on `counter`, a counter of the same
+    /// generation: every field (`plm`, `ev`, `oi`, `pm`, `es`, unit mask,
+    /// threshold, ISM, Montecito's `all` and MESI filter) carried over,
+    /// on `counter`'s power-up value, so that a power enable bit (Itanium 2
+    /// PMC4's bit 23, which gates all four counters) is `counter`'s own,
+    /// never carried from or to another counter. `None` if `counter` is of
+    /// another generation, or the threshold does not fit its field (the
+    /// first Itanium's PMC6/7 hold 2 bits, VTune's Itanium event help).
+    /// What the multiplexer uses to move an event between counters
+    /// ([`crate::arch::itanium::multiplex`]).
+    pub fn on(self, counter: Counter) -> Option<CounterPmc> {
+        let g = counter.generation();
+        if g != self.counter.generation() {
+            return None;
+        }
+        let mut c = CounterPmc::new(counter, EventCode::new(g, self.es())?)
+            .ok()?
+            .with_plm(self.plm())
+            .with_external_visibility(self.external_visibility())
+            .with_overflow_interrupt(self.overflow_interrupt())
+            .with_privileged(self.privileged())
+            .with_umask(self.umask())
+            .with_threshold(Threshold::new(counter, self.threshold().get())?)
+            .ok()?
+            .with_ism(self.ism())
+            .ok()?;
+        if let Some(all) = self.all_threads() {
+            c = c.with_all_threads(all).ok()?;
+        }
+        if let Some(mesi) = self.mesi() {
+            c = c.with_mesi(mesi).ok()?;
+        }
+        Some(c)
+    }
+
     /// The generation's layout.
     pub const fn layout(self) -> &'static CounterLayout {
         CounterLayout::of(self.counter.generation())
