@@ -57,7 +57,8 @@ impl<const E: usize> Matching<E> {
     /// takes it next on the path being applied). Nothing for an event or
     /// counter out of range, so every holder is an event below `E`.
     fn set(&mut self, i: usize, n: u8) {
-        if let (Some(on), Some(holder)) = (self.on.get_mut(i), self.holder.get_mut(usize::from(n))) {
+        if let (Some(on), Some(holder)) = (self.on.get_mut(i), self.holder.get_mut(usize::from(n)))
+        {
             *on = Some(n);
             *holder = Some(i);
         }
@@ -131,7 +132,11 @@ pub(crate) fn choose<const E: usize>(
 /// Kuhn's step, breadth first: an augmenting path from unmatched event
 /// `start` to a free counter, applied; `false` (the matching unchanged)
 /// if there is none.
-fn augment<const E: usize>(m: &mut Matching<E>, mask: &impl Fn(usize) -> u64, start: usize) -> bool {
+fn augment<const E: usize>(
+    m: &mut Matching<E>,
+    mask: &impl Fn(usize) -> u64,
+    start: usize,
+) -> bool {
     if start >= E {
         return false;
     }

@@ -868,4 +868,62 @@ mod tests {
             }
         }
     }
+
+    /// An image moved to another counter keeps every field, and the
+    /// counter's own power enable bit; a threshold too wide for the
+    /// counter, or another generation's counter, is refused.
+    #[test]
+    fn an_image_moves_between_counters() {
+        let mut rnd = crate::testing::rng(0x4D0E);
+        for g in Generation::ALL {
+            for from in g.counters() {
+                for to in g.counters() {
+                    let max_es = if g == Generation::Itanium { 0x7F } else { 0xFF };
+                    let es = EventCode::new(g, rnd(max_es + 1) as u8).unwrap();
+                    let mut c = zero(g, from)
+                        .with_es(es)
+                        .unwrap()
+                        .with_plm(Plm::from_bits_truncate(rnd(16)))
+                        .with_external_visibility(rnd(2) == 1)
+                        .with_overflow_interrupt(rnd(2) == 1)
+                        .with_privileged(rnd(2) == 1)
+                        .with_umask(Umask::from_bits_truncate(rnd(16)))
+                        .with_threshold(Threshold::new(ctr(g, from), rnd(4) as u8).unwrap())
+                        .unwrap();
+                    if g == Generation::Montecito {
+                        c = c
+                            .with_all_threads(rnd(2) == 1)
+                            .unwrap()
+                            .with_mesi(MesiFilter::from_bits(rnd(16)))
+                            .unwrap();
+                    } else {
+                        c = c.with_ism(Ism::from_bits(rnd(4))).unwrap();
+                    }
+                    let moved = c.on(ctr(g, to)).unwrap();
+                    assert_eq!(moved.counter(), ctr(g, to));
+                    assert_eq!(moved.on(ctr(g, from)), Some(c), "{g:?} {from} -> {to}");
+                    assert_eq!(moved.enable(), zero(g, to).enable(), "the counter's own");
+                }
+            }
+        }
+        // Itanium 2: PMC4's power enable bit stays PMC4's.
+        let g = Generation::Itanium2;
+        let off = zero(g, 4).with_enable(false).unwrap();
+        assert_eq!(
+            off.on(ctr(g, 5)).unwrap().on(ctr(g, 4)).unwrap().enable(),
+            Some(true)
+        );
+        // The first Itanium: a threshold of 4 fits PMC4/5, not PMC6/7.
+        let g = Generation::Itanium;
+        let wide = zero(g, 4)
+            .with_threshold(Threshold::new(ctr(g, 4), 4).unwrap())
+            .unwrap();
+        assert!(wide.on(ctr(g, 5)).is_some());
+        assert_eq!(wide.on(ctr(g, 6)), None);
+        assert_eq!(
+            wide.on(ctr(Generation::Itanium2, 4)),
+            None,
+            "another generation"
+        );
+    }
 }
