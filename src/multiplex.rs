@@ -228,6 +228,25 @@ pub trait PlaceOn<D: Driver<Self::Arch, Config = Self::Config>>: Placement {
     );
 }
 
+/// The position of the first of `handles` that is not the driver's
+/// counter `number(position)`, unclaimed, of the first handle's owner, if
+/// one is not (a driver's set in its `erase_all` order; a `None`, a counter
+/// kept out of the rotation, passes): the check a placement's constructor
+/// makes of the handles it is given.
+pub(crate) fn foreign_handle<A: Arch>(
+    handles: &[Option<AnyHandle<A>>],
+    number: impl Fn(usize) -> Option<u8>,
+) -> Option<usize> {
+    let owner = handles.iter().flatten().next().map(AnyHandle::owner);
+    handles.iter().enumerate().position(|(i, h)| {
+        h.as_ref().is_some_and(|h| {
+            Some(h.index()) != number(i)
+                || h.state() != StateTag::Unclaimed
+                || Some(h.owner()) != owner
+        })
+    })
+}
+
 /// The error of a rotation: a refused transition or register access.
 pub type RotateError<D, A> = ErasedError<<D as Driver<A>>::Error>;
 

@@ -21,17 +21,17 @@ use hobby::test::{Failure, Outcome};
 use hobby::timer::{self, ApicTimer, Calibration, Divide};
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::Vector;
+use pmu::arch::itanium::driver::Itanium;
 use pmu::arch::itanium::driver::{
     CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver,
 };
-use pmu::arch::itanium::driver::Itanium;
 use pmu::arch::itanium::{Counter as ItaniumHandle, CounterPmc, Generation, ItaniumPmu};
 use pmu::arch::itanium::{EventCode, Plm, events};
-use pmu::arch::{Architecture, Driven};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::multiplex::Multiplexer;
 use pmu::arch::netburst::schedule::Part;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
+use pmu::arch::{Architecture, Driven};
 use pmu::counter::{Group, Handle};
 use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
 use pmu::model::netburst::{
@@ -380,7 +380,11 @@ fn multiplexing_itanium() -> Outcome {
             m.estimate()
         );
         check_eq!(m.enabled, iterations, "{name}: enabled the whole run");
-        check_eq!(m.estimate(), Some(rate * iterations), "{name}: the estimate");
+        check_eq!(
+            m.estimate(),
+            Some(rate * iterations),
+            "{name}: the estimate"
+        );
         if name == "CPU_CYCLES" {
             check_eq!(m.running, m.enabled, "{name} always fits");
         } else {

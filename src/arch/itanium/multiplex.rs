@@ -116,7 +116,7 @@ use crate::access::PmcPmdBackend;
 use crate::counter::{AnyHandle, ErasedError, Owner, StateTag};
 #[cfg(doc)]
 use crate::multiplex::{Multiplexed, Rotation};
-use crate::multiplex::{PlaceOn, Placement, matching};
+use crate::multiplex::{PlaceOn, Placement, foreign_handle, matching};
 
 /// The handles of a driver in [`super::driver::Counters::erase_all`]'s
 /// form: counter `4 + i` at `i`.
@@ -271,20 +271,18 @@ impl<const E: usize> Multiplexer<E> {
         if events.len() > E {
             return Err((MultiplexError::TooMany, handles));
         }
-        let owner = handles.iter().flatten().next().map(AnyHandle::owner);
-        let mut given = CounterSet::EMPTY;
-        for (index, h) in handles.iter().enumerate() {
-            let Some(h) = h else { continue };
-            let n = h.index();
-            if usize::from(n) != index + 4
-                || !generation.counters().contains(n)
-                || h.state() != StateTag::Unclaimed
-                || Some(h.owner()) != owner
-            {
-                return Err((MultiplexError::Handles { index }, handles));
-            }
-            given = given.with(n);
+        let number = |i: usize| {
+            u8::try_from(i + 4)
+                .ok()
+                .filter(|&n| generation.counters().contains(n))
+        };
+        if let Some(index) = foreign_handle(&handles, number) {
+            return Err((MultiplexError::Handles { index }, handles));
         }
+        let given = handles
+            .iter()
+            .flatten()
+            .fold(CounterSet::EMPTY, |set, h| set.with(h.index()));
         let mut placement = Events {
             generation,
             events: [None; E],
