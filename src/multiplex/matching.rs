@@ -24,43 +24,37 @@
 //!    moves only where every matching of the set needs one of them moved.
 //!
 //! Counters are numbers 0-63 (bits of a `u64`); at most `E` events. No
-//! allocation, no recursion, every index checked: input that names no
-//! event or counter is skipped, never a panic.
+//! allocation, no recursion, about 1 KiB of stack; every index the input
+//! gives is checked: input that names no event or counter is skipped,
+//! never a panic.
 
 /// Counters are bits 0-63.
 const COUNTERS: usize = 64;
 
-/// A matching of up to `E` events to counters.
+/// A matching of up to `E` events to counters: each event's counter (a
+/// counter's holder is found by looking, so the two never disagree).
 #[derive(Clone, Copy)]
 struct Matching<const E: usize> {
-    /// Each event's counter.
     on: [Option<u8>; E],
-    /// Each counter's event.
-    holder: [Option<usize>; COUNTERS],
 }
 
 impl<const E: usize> Matching<E> {
-    const EMPTY: Self = Matching {
-        on: [None; E],
-        holder: [None; COUNTERS],
-    };
+    const EMPTY: Self = Matching { on: [None; E] };
 
     fn counter(&self, i: usize) -> Option<u8> {
         self.on.get(i).copied().flatten()
     }
 
     fn holder(&self, n: u8) -> Option<usize> {
-        self.holder.get(usize::from(n)).copied().flatten()
+        self.on.iter().position(|&c| c == Some(n))
     }
 
     /// Event `i` now on counter `n` (its old counter is left to whoever
-    /// takes it next on the path being applied). Nothing for an event or
-    /// counter out of range, so every holder is an event below `E`.
+    /// takes it next on the path being applied); nothing for an event out
+    /// of range.
     fn set(&mut self, i: usize, n: u8) {
-        if let (Some(on), Some(holder)) = (self.on.get_mut(i), self.holder.get_mut(usize::from(n)))
-        {
+        if let Some(on) = self.on.get_mut(i) {
             *on = Some(n);
-            *holder = Some(i);
         }
     }
 }
@@ -220,14 +214,12 @@ fn cheapest_path<const E: usize>(
                 }
             }
         }
-        for n in 0..COUNTERS as u8 {
+        for h in 0..E {
+            let Some(n) = m.counter(h) else { continue };
             let d = to_counter[usize::from(n)];
-            if let Some(h) = m.holder(n).filter(|_| d < FAR) {
-                let d = d - cost(h, n);
-                if d < to_event[h] {
-                    to_event[h] = d;
-                    changed = true;
-                }
+            if d < FAR && d - cost(h, n) < to_event[h] {
+                to_event[h] = d - cost(h, n);
+                changed = true;
             }
         }
         if !changed {
