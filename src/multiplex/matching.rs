@@ -25,9 +25,8 @@
 //!
 //! Counters are numbers 0-63 (bits of a `u64`); at most `E` events. No
 //! allocation, no recursion, under 1 KiB of stack plus about 40 bytes per
-//! event; every index the input
-//! gives is checked: input that names no event or counter is skipped,
-//! never a panic.
+//! event; every index the input gives is checked: input that names no
+//! event or counter is skipped, never a panic.
 
 /// Counters are bits 0-63.
 const COUNTERS: usize = 64;
