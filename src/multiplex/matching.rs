@@ -214,11 +214,11 @@ fn cheapest_path<const E: usize>(
                 }
             }
         }
-        for h in 0..E {
+        for (h, to) in to_event.iter_mut().enumerate() {
             let Some(n) = m.counter(h) else { continue };
             let d = to_counter[usize::from(n)];
-            if d < FAR && d - cost(h, n) < to_event[h] {
-                to_event[h] = d - cost(h, n);
+            if d < FAR && d - cost(h, n) < *to {
+                *to = d - cost(h, n);
                 changed = true;
             }
         }
