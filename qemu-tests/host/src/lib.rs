@@ -324,8 +324,9 @@ impl Workspace {
         discover(&self.root)
     }
 
-    fn kernel(&self, run: &Run) -> PathBuf {
-        let dir = if run.kernel == "client" {
+    fn kernel(&self, k: &KernelRun) -> PathBuf {
+        let run = &k.run;
+        let dir = if k.package.is_none() {
             self.client_target_dir()
         } else {
             self.target_dir.clone()
@@ -349,7 +350,7 @@ impl Workspace {
         } else {
             println!("qemu: booting {} (QEMU {})", run.label(), args.join(" "));
         }
-        let kernel = self.kernel(run);
+        let kernel = self.kernel(k);
         let boot = qemu::boot(&kernel, accel, &args, true);
         if !boot.success {
             eprintln!("qemu: {}", boot.said);
@@ -459,10 +460,10 @@ impl Workspace {
                         let booted = skipped.is_none();
                         let mut cases = match skipped {
                             Some(skipped) => vec![skipped],
-                            None => boot(&self.kernel(run), k, accel, &self.target_dir),
+                            None => boot(&self.kernel(k), k, accel, &self.target_dir),
                         };
                         if k.defmt && booted {
-                            cases.push(check_defmt(&self.kernel(run), &self.target_dir, decoder));
+                            cases.push(check_defmt(&self.kernel(k), &self.target_dir, decoder));
                         }
                         let mut out = String::new();
                         for case in &cases {
@@ -596,11 +597,22 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
         }
     }
     sources.push(root.join(CLIENT).join("src/main.rs"));
+    let client_bins = root.join(CLIENT).join("src/bin");
+    let entries = fs::read_dir(&client_bins).map_err(|e| format!("{CLIENT}/src/bin: {e}"))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            sources.push(path);
+        }
+    }
     sources.sort();
     let mut runs = Vec::new();
     for path in sources {
-        let (kernel, package) = if path.starts_with(root.join(CLIENT)) {
+        let (kernel, package) = if path.ends_with(Path::new(CLIENT).join("src/main.rs")) {
             ("client".to_string(), None)
+        } else if path.starts_with(root.join(CLIENT)) {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, None)
         } else {
             let package = if path.starts_with(root.join("examples")) {
                 "pmu-examples"
