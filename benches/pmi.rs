@@ -944,10 +944,10 @@ fn main() -> std::process::ExitCode {
                 Some(i) => {
                     counted_by_name.insert(s.name, i);
                     let own = i - s.placeholder_instructions as f64;
-                    if let Some(&(_, goal)) = GOALS.iter().find(|(n, _)| *n == s.name) {
-                        if own > goal as f64 {
-                            over.push(format!("{}: {own:.0} > {goal}", s.name));
-                        }
+                    if let Some(&(_, goal)) = GOALS.iter().find(|(n, _)| *n == s.name)
+                        && own > goal as f64
+                    {
+                        over.push(format!("{}: {own:.0} > {goal}", s.name));
                     }
                     format!(
                         "; {i:.0} instructions, {own:.0} excluding the {} instructions of the {} register-access placeholders, {:.0} with each access as the {} instructions it is on hardware (callgrind)",
