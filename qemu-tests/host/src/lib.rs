@@ -53,6 +53,8 @@
 //! `-icount`: such a kernel boots as any other and its cases hold by their
 //! own design there.
 
+pub mod budget;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -224,8 +226,11 @@ impl Workspace {
         let client = Self::kernel_build(&self.root.join(CLIENT), &self.client_target_dir())
             .arg("--quiet")
             .spawn();
+        // With cargo's timing report, whose critical path the harness
+        // prints when `cargo test` exceeds its budget (`budget`).
         let built = Self::kernel_build(&self.root, &self.target_dir)
             .args([
+                "--timings",
                 "--quiet",
                 "--bins",
                 "-p",
@@ -421,6 +426,8 @@ impl Workspace {
                 return ExitCode::FAILURE;
             }
         }
+        let cargo_age = budget::parent_age();
+        let harness = std::time::Instant::now();
         let runs = match self.prepare().and_then(|()| self.runs()) {
             Ok(runs) => runs,
             Err(e) => {
@@ -433,6 +440,7 @@ impl Workspace {
             runs,
             &past_boot_times(&history, &self.boot_times_file(accel.other())),
         );
+        let kernels = harness.elapsed();
         let next = Mutex::new(runs.iter());
         let results = Mutex::new(Vec::new());
         let took = Mutex::new(Vec::new());
@@ -483,7 +491,25 @@ impl Workspace {
         let took = took.into_inner().unwrap();
         // For the next run's order; a run that cannot keep it still runs.
         let _ = fs::write(&history, boot_times_text(&took));
-        println!("qemu: {}", longest(took));
+        let longest = longest(took);
+        println!("qemu: {longest}");
+        if let Some(age) = cargo_age {
+            let total = age + harness.elapsed();
+            if total.as_secs_f64() > budget::budget() {
+                let boots = harness.elapsed() - kernels;
+                let path = budget::build_critical_path(&self.target_dir, None);
+                // The test binaries' build, where `cargo test --timings`
+                // reported it (beside the kernels' target directory).
+                let outer = self
+                    .target_dir
+                    .parent()
+                    .and_then(|t| budget::build_critical_path(t, Some(total)));
+                println!(
+                    "{}",
+                    budget::over_budget(total, age, outer, kernels, path, boots, &longest)
+                );
+            }
+        }
         let count = |v: Verdict| results.iter().filter(|&&r| r == v).count();
         let (passed, failed) = (count(Verdict::Passed), count(Verdict::Failed));
         println!("{}", tally(passed, failed, count(Verdict::Skipped)));
