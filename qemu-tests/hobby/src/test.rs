@@ -220,49 +220,111 @@ macro_rules! check_eq {
     };
 }
 
-/// Runs every case of `suite`, reports each, and exits QEMU with the verdict:
-/// success when no case failed.
-pub fn run(suite: &str, cases: &[Case]) -> ! {
-    println!("suite {suite}: {} cases", cases.len());
-    let mut failed = 0usize;
-    let mut skipped = 0usize;
-    for case in cases {
-        // SAFETY: the contract every `Case` keeps (see [`Case`]).
-        match unsafe { catch(case.run) } {
-            Ok(Ok(())) => println!("test {suite}::{} ... ok", case.name),
-            Ok(Err(Failure(Verdict::Skipped))) => {
-                skipped += 1;
-                let message = MESSAGE.lock();
-                // One line: the host reads the reason up to its end.
-                println!(
-                    "test {suite}::{} ... skipped: {}",
-                    case.name,
-                    OneLine(message.as_str())
-                );
-            }
-            Ok(Err(Failure(Verdict::Failed))) => {
-                failed += 1;
-                let message = MESSAGE.lock();
-                println!(
-                    "test {suite}::{} ... FAILED\n    {}",
-                    case.name,
-                    message.as_str()
-                );
-            }
-            Err(Fault::Panic) => {
-                failed += 1;
-                println!("test {suite}::{} ... FAILED\n    panicked", case.name);
-            }
-            Err(fault) => {
-                failed += 1;
-                println!(
-                    "test {suite}::{} ... FAILED\n    unexpected {fault}",
-                    case.name
-                );
-            }
+/// How one case ended ([`run_case`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ran {
+    /// It passed.
+    Passed,
+    /// It was skipped: what it needs is not there ([`message`] says why).
+    Skipped,
+    /// It failed, panicked or raised an exception ([`message`] says how).
+    Failed,
+}
+
+/// How the cases of a suite ended, so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Cases that passed.
+    pub passed: usize,
+    /// Cases that failed.
+    pub failed: usize,
+    /// Cases that were skipped.
+    pub skipped: usize,
+}
+
+impl Tally {
+    /// Counts one more case.
+    pub fn add(&mut self, ran: Ran) {
+        match ran {
+            Ran::Passed => self.passed += 1,
+            Ran::Skipped => self.skipped += 1,
+            Ran::Failed => self.failed += 1,
         }
     }
-    let passed = cases.len() - failed - skipped;
+}
+
+/// What the last case that did not pass said (why it was skipped, or how
+/// it failed), until the next case runs: for a kernel that reports its
+/// cases in a form of its own besides the case lines.
+pub fn message() -> FailureMessage {
+    FailureMessage(())
+}
+
+/// Records `text` as the message of a case that faulted or panicked, unless
+/// the abandoned case holds the message's lock (a fault inside a message's
+/// formatting): then the message stays as it was.
+fn record_fault(args: fmt::Arguments<'_>) {
+    if let Some(mut message) = MESSAGE.try_lock() {
+        message.len = 0;
+        let _ = fmt::write(&mut *message, args);
+    }
+}
+
+/// Runs one case of `suite` (inside [`catch`]) and prints its line, as
+/// [`run`] does for each of its cases; returns how it ended. A kernel that
+/// runs its cases one by one prints `suite <name>: <n> cases` first and
+/// ends with [`conclude`].
+pub fn run_case(suite: &str, case: &Case) -> Ran {
+    // SAFETY: the contract every `Case` keeps (see [`Case`]).
+    match unsafe { catch(case.run) } {
+        Ok(Ok(())) => {
+            println!("test {suite}::{} ... ok", case.name);
+            Ran::Passed
+        }
+        Ok(Err(Failure(Verdict::Skipped))) => {
+            let message = MESSAGE.lock();
+            // One line: the host reads the reason up to its end.
+            println!(
+                "test {suite}::{} ... skipped: {}",
+                case.name,
+                OneLine(message.as_str())
+            );
+            Ran::Skipped
+        }
+        Ok(Err(Failure(Verdict::Failed))) => {
+            let message = MESSAGE.lock();
+            println!(
+                "test {suite}::{} ... FAILED\n    {}",
+                case.name,
+                message.as_str()
+            );
+            Ran::Failed
+        }
+        Err(Fault::Panic) => {
+            record_fault(format_args!("panicked"));
+            println!("test {suite}::{} ... FAILED\n    panicked", case.name);
+            Ran::Failed
+        }
+        Err(fault) => {
+            record_fault(format_args!("unexpected {fault}"));
+            println!(
+                "test {suite}::{} ... FAILED\n    unexpected {fault}",
+                case.name
+            );
+            Ran::Failed
+        }
+    }
+}
+
+/// Prints the suite's closing line (`suite <name>: <p> passed, <f>
+/// failed`, and `, <s> skipped` when a case was skipped) and exits QEMU
+/// with the verdict: success when no case failed.
+pub fn conclude(suite: &str, tally: Tally) -> ! {
+    let Tally {
+        passed,
+        failed,
+        skipped,
+    } = tally;
     if skipped == 0 {
         println!("suite {suite}: {passed} passed, {failed} failed");
     } else {
@@ -273,6 +335,17 @@ pub fn run(suite: &str, cases: &[Case]) -> ! {
     } else {
         ExitCode::Failure
     })
+}
+
+/// Runs every case of `suite`, reports each, and exits QEMU with the verdict:
+/// success when no case failed.
+pub fn run(suite: &str, cases: &[Case]) -> ! {
+    println!("suite {suite}: {} cases", cases.len());
+    let mut tally = Tally::default();
+    for case in cases {
+        tally.add(run_case(suite, case));
+    }
+    conclude(suite, tally)
 }
 
 /// A text printed on one line: each line break becomes a space.
