@@ -16,6 +16,7 @@ fn kernel_run(qemu_args: Vec<String>) -> KernelRun {
         package: Some("pmu-qemu-tests"),
         tcg_only: None,
         icount: None,
+        check_report: None,
     }
 }
 
@@ -145,4 +146,15 @@ fn the_timer_kernel_has_deterministic_time() {
         .map(|r| r.run.kernel.as_str())
         .collect();
     assert_eq!(icount, ["timer"]);
+}
+
+#[test]
+fn only_the_validate_kernel_has_its_report_checked() {
+    let runs = Workspace::new().runs().expect("the kernels' headers");
+    let checked: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.check_report.is_some())
+        .map(|r| r.run.kernel.as_str())
+        .collect();
+    assert_eq!(checked, ["validate"]);
 }

@@ -215,7 +215,7 @@ fn cpu() {
     let s = CpuSignature::from_eax(HardwareCpuid.cpuid(1, 0).eax);
     report!(
         "cpu {} family {} model {} stepping {} ({:02X}_{:02X}H, CPUID.01H:EAX {:08X})",
-        Ascii(&vendor),
+        Ascii(trim(&vendor)),
         s.family,
         s.model,
         s.stepping,

@@ -80,10 +80,18 @@ impl Bench for Real {
             0
         };
         if version == 0 {
+            let intel = cpuid.cpuid(0, 0);
+            let intel =
+                (intel.ebx, intel.edx, intel.ecx) == (0x756E_6547, 0x4965_6E69, 0x6C65_746E);
             match hobby::accel() {
-                Accel::Tcg | Accel::Kvm => {
-                    skip!("no PMU exposed to this guest (CPUID leaf 0AH version 0)")
-                }
+                Accel::Tcg => skip!(
+                    "no PMU exposed to this guest (TCG emulates none; CPUID leaf 0AH version 0)"
+                ),
+                _ if !intel => skip!(
+                    "not an Intel CPU: no architectural PMU (CPUID leaf 0AH version 0; {})",
+                    Vendor(cpuid.cpuid(0, 0))
+                ),
+                Accel::Kvm => skip!("no PMU exposed to this guest (CPUID leaf 0AH version 0)"),
                 Accel::Other if max < 0xA => skip!(
                     "no architectural PMU: CPUID has no leaf 0AH (largest standard leaf {max:#x})"
                 ),
@@ -210,6 +218,20 @@ impl Bench for Model {
 
     fn timestamp() -> u64 {
         MODEL_CLOCK.load(Ordering::SeqCst)
+    }
+}
+
+/// The vendor string of CPUID leaf 0, for messages.
+struct Vendor(pmu::detect::CpuidResult);
+
+impl core::fmt::Display for Vendor {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let r = self.0;
+        for b in [r.ebx, r.edx, r.ecx].iter().flat_map(|w| w.to_le_bytes()) {
+            let c = if b.is_ascii_graphic() { b as char } else { '?' };
+            core::fmt::Write::write_char(f, c)?;
+        }
+        Ok(())
     }
 }
 
