@@ -28,6 +28,7 @@
 //! | [`user`] | running a function at CPL 3 until it raises the exit vector |
 //! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table |
 //! | [`mod@test`] | the test-case runner and its console protocol |
+//! | [`text`] | a text in a fixed buffer (no allocator) |
 //! | [`exit`] | success or failure exit codes |
 //! | [`accel()`] | what runs the kernel: TCG, KVM or something else (CPUID leaf 40000000H) |
 //!
@@ -74,6 +75,8 @@ pub mod stacks;
 pub mod symbols;
 #[cfg(any(target_os = "none", doc))]
 pub mod test;
+#[cfg(any(target_os = "none", doc))]
+pub mod text;
 #[cfg(any(target_os = "none", doc))]
 pub mod timer;
 #[cfg(any(target_os = "none", doc))]

@@ -27,6 +27,7 @@ use core::fmt;
 use crate::exit::{ExitCode, exit_qemu};
 use crate::fault::{Fault, catch};
 use crate::println;
+use crate::text::Text;
 
 /// A case that did not pass: it failed ([`Failure::new`],
 /// [`fail!`](crate::fail!)) or was skipped ([`Failure::skipped`],
@@ -44,15 +45,9 @@ enum Verdict {
 }
 
 /// The last failure message, cut at 240 bytes.
-struct Message {
-    text: [u8; 240],
-    len: usize,
-}
+type Message = Text<240>;
 
-static MESSAGE: spin::Mutex<Message> = spin::Mutex::new(Message {
-    text: [0; 240],
-    len: 0,
-});
+static MESSAGE: spin::Mutex<Message> = spin::Mutex::new(Text::new());
 
 impl Failure {
     /// Records a failure message and returns the failure.
@@ -72,10 +67,7 @@ impl Failure {
     }
 
     fn record(verdict: Verdict, args: fmt::Arguments<'_>) -> Self {
-        let mut message = MESSAGE.lock();
-        message.len = 0;
-        // Overflow is the only error, and it just cuts the message.
-        let _ = fmt::write(&mut *message, args);
+        MESSAGE.lock().set(args);
         Self(verdict)
     }
 }
@@ -104,25 +96,6 @@ impl Failure {
 impl<E: fmt::Display> From<E> for Failure {
     fn from(e: E) -> Self {
         Failure::new(format_args!("{e}"))
-    }
-}
-
-impl Message {
-    fn as_str(&self) -> &str {
-        match core::str::from_utf8(&self.text[..self.len]) {
-            Ok(text) => text,
-            // A cut in the middle of a character: keep the valid prefix.
-            Err(e) => core::str::from_utf8(&self.text[..e.valid_up_to()]).unwrap_or(""),
-        }
-    }
-}
-
-impl fmt::Write for Message {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(self.text.len() - self.len);
-        self.text[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        if n < s.len() { Err(fmt::Error) } else { Ok(()) }
     }
 }
 
@@ -265,8 +238,7 @@ pub fn message() -> FailureMessage {
 /// formatting): then the message stays as it was.
 fn record_fault(args: fmt::Arguments<'_>) {
     if let Some(mut message) = MESSAGE.try_lock() {
-        message.len = 0;
-        let _ = fmt::write(&mut *message, args);
+        message.set(args);
     }
 }
 

@@ -5,7 +5,9 @@
 //! only a screen (a machine booted from a USB stick) writes its lines here
 //! as well as on the serial console.
 //!
-//! The screen is written from a copy kept in memory: a line writes only its
+//! A line longer than the screen is wide breaks between words, its
+//! continuation indented by [`INDENT`] columns. The screen is written from
+//! a copy kept in memory: a line writes only its
 //! own cells, and the screen is redrawn from the copy only when it scrolls.
 //! Under a hypervisor every access to the VGA memory is emulated (a VM exit
 //! under KVM), so a report of a few lines costs a few hundred exits, not
@@ -19,6 +21,7 @@
 
 use core::fmt;
 
+use crate::text::Text;
 use x86_64::instructions::interrupts;
 use x86_64::instructions::port::Port;
 
@@ -30,6 +33,10 @@ pub const COLUMNS: usize = 80;
 pub const ROWS: usize = 25;
 /// Light grey on black: the BIOS's attribute for text.
 const ATTRIBUTE: u16 = 0x07 << 8;
+/// Columns a broken line's continuation is indented by.
+pub const INDENT: usize = 2;
+/// The longest text one [`write`] lays out; the rest is cut.
+const LONGEST: usize = 1024;
 
 /// The screen as last written: its characters, and where the next one goes.
 struct Screen {
@@ -77,13 +84,9 @@ impl Screen {
         self.redraw();
     }
 
-    /// One byte: a line break, or a character (anything but printable
-    /// ASCII shown as `?`), wrapping at the last column.
+    /// One character (anything but printable ASCII shown as `?`),
+    /// wrapping at the last column.
     fn put(&mut self, byte: u8) {
-        if byte == b'\n' {
-            self.new_line();
-            return;
-        }
         if self.column == COLUMNS {
             self.new_line();
         }
@@ -98,10 +101,26 @@ impl Screen {
     }
 }
 
-impl fmt::Write for Screen {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        s.bytes().for_each(|b| self.put(b));
-        Ok(())
+impl Screen {
+    /// Lays out `text`: its line breaks kept, each line broken between
+    /// words where it would pass the last column (a word longer than a row
+    /// broken where it must), its continuation indented by [`INDENT`].
+    fn lay_out(&mut self, text: &str) {
+        for (i, line) in text.split('\n').enumerate() {
+            if i > 0 {
+                self.new_line();
+            }
+            for (j, word) in line.split(' ').enumerate() {
+                let space = usize::from(j > 0);
+                if self.column > INDENT && self.column + space + word.len() > COLUMNS {
+                    self.new_line();
+                    (0..INDENT).for_each(|_| self.put(b' '));
+                } else if space == 1 {
+                    self.put(b' ');
+                }
+                word.bytes().for_each(|b| self.put(b));
+            }
+        }
     }
 }
 
@@ -127,8 +146,7 @@ pub fn clear() {
 /// Writes `args` on the screen, with interrupts disabled (as the serial
 /// console does, so a handler that writes cannot deadlock on the screen).
 pub fn write(args: fmt::Arguments<'_>) {
-    interrupts::without_interrupts(|| {
-        // Writing on the screen cannot fail.
-        let _ = fmt::write(&mut *SCREEN.lock(), args);
-    });
+    let mut text = Text::<LONGEST>::new();
+    text.set(args);
+    interrupts::without_interrupts(|| SCREEN.lock().lay_out(text.as_str()));
 }

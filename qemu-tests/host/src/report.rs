@@ -168,7 +168,10 @@ fn case(line: &str) -> Result<Case, String> {
     if name.is_empty() || name.contains(char::is_whitespace) {
         return Err(format!("a case line whose name is not one word: `{line}`"));
     }
-    let (verdict, rest) = rest.split_once(": ").unwrap_or((rest, ""));
+    let (verdict, rest) = match rest.split_once(':') {
+        Some((verdict, rest)) => (verdict, rest.strip_prefix(' ').unwrap_or(rest)),
+        None => (rest, ""),
+    };
     let verdict = match verdict {
         "passed" => Verdict::Passed,
         "skipped" => Verdict::Skipped,

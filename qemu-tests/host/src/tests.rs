@@ -158,3 +158,14 @@ fn only_the_validate_kernel_has_its_report_checked() {
         .collect();
     assert_eq!(checked, ["validate"]);
 }
+
+#[test]
+fn the_image_s_grub_boots_the_validate_kernel_by_multiboot2() {
+    let cfg = image::grub_cfg("v0.1-3-gabc");
+    assert!(
+        cfg.contains("\n    multiboot2 /boot/pmu-validate.elf commit=v0.1-3-gabc\n    boot\n"),
+        "{cfg}"
+    );
+    assert!(cfg.contains(&format!("\nset timeout={}\n", image::TIMEOUT_S)));
+    assert_eq!(cfg.matches("menuentry ").count(), 1, "one entry: {cfg}");
+}

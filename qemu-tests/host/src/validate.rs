@@ -126,12 +126,17 @@ fn first_line(path: &str) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// How the run was made, for the report's head: the command, QEMU and
+/// How the run was made, for the report's head: the command (with
+/// `PMU_QEMU_ACCEL` when set), QEMU and
 /// its accelerator arguments, and under KVM the host's kernel and whether
 /// its KVM exposes a PMU to guests (`kvm.enable_pmu`).
 pub fn how(command: &str, accel: qemu::Accel, medium: &str) -> Vec<String> {
+    let env = std::env::var("PMU_QEMU_ACCEL")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map_or(String::new(), |v| format!("PMU_QEMU_ACCEL={v} "));
     let mut lines = vec![
-        format!("command:  {command}"),
+        format!("command:  {env}{command}"),
         format!(
             "qemu:     {} ({medium}, {})",
             qemu_version(),

@@ -70,6 +70,7 @@ impl Bench for Real {
     type Local = &'static ArchPerfPmu;
     type Owner = RealOwner;
     const SOURCE: &'static str = "real PMU";
+    const CLOCK: &'static str = "TSC";
 
     fn prepare() -> Result<ArchPerfCpu, Failure> {
         let cpuid = HardwareCpuid;
@@ -153,6 +154,7 @@ impl Bench for Model {
     type Local = &'static ArchPerfPmu;
     type Owner = ModelOwner;
     const SOURCE: &'static str = "model";
+    const CLOCK: &'static str = "model clock";
 
     fn prepare() -> Result<ArchPerfCpu, Failure> {
         MODEL.reset();

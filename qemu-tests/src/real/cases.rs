@@ -165,7 +165,8 @@ pub fn core_cycles<B: Bench>() -> Outcome {
         let cycles = h.read(d)?;
         measured::record(
             format_args!(
-                "{cycles} core cycles over {ticks} TSC ticks ({}, {})",
+                "{cycles} core cycles over {ticks} {} ticks ({}, {})",
+                B::CLOCK,
                 name::<B>(n),
                 B::SOURCE
             ),

@@ -3,65 +3,31 @@
 //! its measurement ([`record`]) before it judges it, so that a failed case
 //! reports what it saw as well as a passed one.
 
-use core::fmt::{self, Write};
+use core::fmt;
 
 use hobby::println;
+use hobby::text::Text;
 
 /// The longest text kept of each part; longer text is cut.
 const TEXT: usize = 160;
 
-/// A fixed-size text (no allocator).
-struct Text {
-    bytes: [u8; TEXT],
-    len: usize,
-}
-
-impl Text {
-    const EMPTY: Text = Text {
-        bytes: [0; TEXT],
-        len: 0,
-    };
-
-    fn set(&mut self, args: fmt::Arguments<'_>) {
-        self.len = 0;
-        // Overflow is the only error, and it just cuts the text.
-        let _ = self.write_fmt(args);
-    }
-
-    fn as_str(&self) -> &str {
-        match core::str::from_utf8(&self.bytes[..self.len]) {
-            Ok(s) => s,
-            Err(e) => core::str::from_utf8(&self.bytes[..e.valid_up_to()]).unwrap_or(""),
-        }
-    }
-}
-
-impl Write for Text {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(TEXT - self.len);
-        self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        if n < s.len() { Err(fmt::Error) } else { Ok(()) }
-    }
-}
-
 /// The measurement and its bound; both empty when the last case measured
 /// nothing (it was skipped, or failed before it measured).
 struct Measurement {
-    value: Text,
-    bound: Text,
+    value: Text<TEXT>,
+    bound: Text<TEXT>,
 }
 
 static LAST: spin::Mutex<Measurement> = spin::Mutex::new(Measurement {
-    value: Text::EMPTY,
-    bound: Text::EMPTY,
+    value: Text::new(),
+    bound: Text::new(),
 });
 
 /// Forgets the last measurement: a case calls it first.
 pub fn clear() {
     let mut last = LAST.lock();
-    last.value.len = 0;
-    last.bound.len = 0;
+    last.value.clear();
+    last.bound.clear();
 }
 
 /// Records what a case measured (`value`, with its unit and where it was
@@ -82,7 +48,7 @@ pub fn record(value: fmt::Arguments<'_>, bound: fmt::Arguments<'_>) {
 /// recorded one.
 pub fn last(f: impl FnOnce(&str, &str)) {
     let last = LAST.lock();
-    if last.value.len > 0 {
+    if !last.value.is_empty() {
         f(last.value.as_str(), last.bound.as_str());
     }
 }

@@ -53,6 +53,9 @@ pub trait Bench: 'static {
     type Owner: Owner;
     /// What counts, for the measurements: `real PMU` or `model`.
     const SOURCE: &'static str;
+    /// The clock of [`Bench::timestamp`], for the measurements: `TSC`, or
+    /// a model's.
+    const CLOCK: &'static str;
 
     /// The PMU as detection finds it, afresh (a model is reset, its clock
     /// too); a real PMU this machine does not have skips the case, saying
