@@ -1,6 +1,9 @@
 //! The test-case runner of the test kernels.
 //!
-//! A kernel lists its cases and hands them to [`run`]. The output is the
+//! A kernel lists its cases and hands them to [`run`] (or, to report each
+//! case in a form of its own too, runs them one by one with [`run_case`],
+//! reads what a case said with [`message`], and ends with [`conclude`]).
+//! The output is the
 //! protocol the QEMU suite on the host reads (`qemu-tests/host`, whose
 //! crate documentation describes the same lines):
 //!

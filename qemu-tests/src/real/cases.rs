@@ -34,11 +34,15 @@ pub const PMI_VECTOR: u8 = 0xF1;
 pub const ITERATIONS: u64 = 1_000_000;
 /// The most instructions outside the loop that retire between a counter's
 /// start and stop: the driver's return from the enabling write into the
-/// loop, and its call down to the stopping write. Straight-line code (no
-/// loop runs in either path), a few hundred instructions in this
-/// package's unoptimised build; 20 000 leaves room for any build and is
-/// 0.7 % of the loop. Under KVM the hypervisor may add instructions of its
-/// own to a guest's count; those fall in the 2 % allowance.
+/// loop, and its call down to the stopping write. From the code: in this
+/// package's unoptimised build the functions on the two paths (the erased
+/// handle's `enable` and `halt` with their state check, the architectural
+/// driver's `start` and `stop` and its `IA32_PERF_GLOBAL_CTRL` write, the
+/// case's own code between them) hold about 1 000 instructions, whose
+/// only loops run over the PMU's dozen counters: a few thousand retire at
+/// most. 20 000 bounds that for any build and is 0.7 % of the loop. What
+/// a hypervisor adds to a guest's count falls in the 2 % allowance
+/// (`bounds::INSTRUCTION_SLACK_DIVISOR`).
 pub const PATH_OVERHEAD: u64 = 20_000;
 /// The sampling case's period: 30 overflows over the loop.
 pub const SAMPLE_AFTER: u64 = 100_000;
