@@ -17,6 +17,8 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
+use crate::qemu;
+
 /// The Debian packages `grub-mkrescue` needs for a BIOS image: GRUB's
 /// i386-pc modules, the tool itself, the ISO writer, and the FAT tools it
 /// calls for an EFI image.
@@ -78,13 +80,8 @@ pub fn ensure_tools() -> Result<(), String> {
     if lacking.is_empty() {
         return Ok(());
     }
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
-    let apt = Command::new("apt-get").arg("--version").output().is_ok();
     let packages = PACKAGES.join(" ");
-    if !(root && apt) {
+    if !qemu::can_apt_install() {
         return Err(format!(
             "the image needs {}: install the packages {packages} (Debian/Ubuntu)",
             lacking.join(", ")
@@ -94,15 +91,13 @@ pub fn ensure_tools() -> Result<(), String> {
         "validate: {} missing; installing {packages}",
         lacking.join(", ")
     );
-    let update = Command::new("apt-get").args(["update", "-qq"]).status();
-    let install = Command::new("apt-get")
-        .args(["install", "-y", "-qq", "--no-install-recommends"])
-        .args(PACKAGES)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status();
-    match (update, install) {
-        (Ok(u), Ok(i)) if u.success() && i.success() && missing().is_empty() => Ok(()),
-        _ => Err(format!("installing {packages} failed")),
+    qemu::apt_install(&PACKAGES)?;
+    match missing().as_slice() {
+        [] => Ok(()),
+        still => Err(format!(
+            "after installing {packages}, still missing: {}",
+            still.join(", ")
+        )),
     }
 }
 

@@ -215,12 +215,7 @@ pub fn ensure_qemu() -> Result<(), String> {
     {
         return Ok(());
     }
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
-    let apt = Command::new("apt-get").arg("--version").output().is_ok();
-    if !(root && apt) {
+    if !can_apt_install() {
         return Err(format!(
             "{qemu} not found: install the package qemu-system-x86 (Debian/Ubuntu)"
         ));
@@ -228,20 +223,32 @@ pub fn ensure_qemu() -> Result<(), String> {
     crate::output::stderr(format_args!(
         "pmu-qemu-run: {qemu} not found; installing Debian's qemu-system-x86"
     ));
+    apt_install(&["qemu-system-x86"])
+}
+
+/// Whether this process can install Debian packages: it runs as root on a
+/// machine with apt.
+pub fn can_apt_install() -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    root && Command::new("apt-get").arg("--version").output().is_ok()
+}
+
+/// Installs Debian's `packages` (`apt-get update`, then `apt-get install
+/// --no-install-recommends`, non-interactive), where
+/// [`can_apt_install`]; the error says which failed.
+pub fn apt_install(packages: &[&str]) -> Result<(), String> {
     let update = Command::new("apt-get").args(["update", "-qq"]).status();
     let install = Command::new("apt-get")
-        .args([
-            "install",
-            "-y",
-            "-qq",
-            "--no-install-recommends",
-            "qemu-system-x86",
-        ])
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(packages)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .status();
     match (update, install) {
         (Ok(u), Ok(i)) if u.success() && i.success() => Ok(()),
-        _ => Err("installing qemu-system-x86 failed".into()),
+        _ => Err(format!("installing {} failed", packages.join(" "))),
     }
 }
 
