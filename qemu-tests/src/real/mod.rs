@@ -15,7 +15,7 @@
 //! loop and `pmu::arch::archperf::bounds` for the intervals.
 //!
 //! The registry, [`ARCHITECTURES`], lists each architecture's real PMU and
-//! its cases ([`real_cases!`]); the `validate` kernel runs them all and
+//! its cases ([`real_cases!`](crate::real_cases)); the `validate` kernel runs them all and
 //! reports each with what it measured ([`measured`]). An architecture
 //! joins with its bench (a module here, as [`archperf`] is) and one entry:
 //!
@@ -123,7 +123,7 @@ macro_rules! real_cases {
 pub struct Architecture {
     /// Its name (the crate's module: `pmu::arch::<name>`).
     pub name: &'static str,
-    /// Its cases on its real PMU ([`real_cases!`]).
+    /// Its cases on its real PMU ([`real_cases!`](crate::real_cases)).
     pub cases: &'static [Case],
 }
 
