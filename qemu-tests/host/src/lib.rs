@@ -756,6 +756,15 @@ fn boot(kernel: &Path, k: &KernelRun, accel: qemu::Accel, target_dir: &Path) -> 
     if results.iter().any(CaseResult::failed)
         && let Some(last) = results.last_mut()
     {
+        // Kept whole, for a rare failure to be diagnosed from one run.
+        let dir = target_dir.join("failed");
+        let file = dir.join(format!("{}-{accel:?}.log", run.label()).to_lowercase());
+        if fs::create_dir_all(&dir)
+            .and_then(|()| fs::write(&file, &boot.console))
+            .is_ok()
+        {
+            last.note += &format!("\n    (the console is kept in {})", file.display());
+        }
         last.note += "\n    --- kernel console ---\n";
         for line in boot.console.lines() {
             last.note += &format!("    | {line}\n");
