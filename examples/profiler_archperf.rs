@@ -129,7 +129,6 @@ impl shared::Platform for RealPmu {
     type Regs = X86Msr;
     const NAME: &'static str = "profiler_archperf";
     const EVENT: &'static str = "core cycles";
-    const SAME_ROUNDS: bool = false;
     const REAL: bool = true;
 
     fn introduce() {
@@ -170,7 +169,6 @@ impl shared::Platform for Models {
     type Regs = ArchPerfMsr<'static>;
     const NAME: &'static str = "profiler_archperf";
     const EVENT: &'static str = "core cycles";
-    const SAME_ROUNDS: bool = false;
     const REAL: bool = false;
 
     fn introduce() {
@@ -236,7 +234,6 @@ impl<const PRECISE: bool> shared::Platform for Stepped<PRECISE> {
     type Regs = ArchPerfMsr<'static>;
     const NAME: &'static str = "profiler_archperf";
     const EVENT: &'static str = "branches";
-    const SAME_ROUNDS: bool = true;
     const REAL: bool = false;
     const STEPPED: bool = true;
 

@@ -33,9 +33,9 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::idt::{self, InterruptFrame};
 use hobby::stacks::{self, Tally};
+use hobby::symbols::SymbolTable;
 use hobby::test::Failure;
 use hobby::timer::{self, ApicTimer, Divide, Jitter, TickClock};
-use hobby::symbols::SymbolTable;
 use hobby::workload::{self, STEP_SYMBOLS, SYMBOLS};
 use hobby::{pmi, println, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
@@ -84,6 +84,16 @@ const CALIBRATION_NS: u64 = 500_000_000;
 /// widens with that ([`share_bound`]).
 const MAX_CALIBRATION_NS: u64 = 4_000_000_000;
 
+/// The longest a sampled run lasts, in calibration runs: it runs until it
+/// took the samples aimed at, which takes about one calibration run under
+/// TCG, and longer where interrupts are slow to take or a busy host
+/// deschedules the virtual CPUs (a model's clock, the TSC, runs on, a tick
+/// then carries several sample periods and gives one sample): 4 to 6 under
+/// this machine's KVM (nested), where a round of the workload takes 0.5-0.7
+/// s. 16 calibration runs are at most 64 s ([`MAX_CALIBRATION_NS`]), 8 s
+/// at the 200 µs tick.
+const SAMPLED_RUN_LIMIT: u64 = 16;
+
 /// The addresses of a sample's call chain: the workload function, its
 /// callers up to the CPU's first frame (about 12 deep here).
 const DEPTH: usize = 16;
@@ -94,6 +104,10 @@ const CHAINS: usize = 128;
 /// Per CPU: its samples and their call chains, which its PMI handler
 /// pushes.
 pub static SAMPLES: [SampleBuffer<4096, CallChain<DEPTH>>; 2] = [const { SampleBuffer::new() }; 2];
+
+/// Per CPU: the samples its PMI handler took since its sampled run began
+/// (one writer: that CPU's PMI handler).
+static TAKEN: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
 
 /// Per CPU: the TSC time its model's last tick reached.
 static CLOCK: [TickClock; 2] = [const { TickClock::new() }; 2];
@@ -248,14 +262,6 @@ pub trait Platform: 'static {
     const NAME: &'static str;
     /// What the counter counts, for the report ("cycles", "core cycles").
     const EVENT: &'static str;
-    /// Whether the sampled run repeats the calibration run's rounds (and so
-    /// lasts longer by the time its PMIs take, which the NetBurst model's
-    /// RUNNING counts too, as a Pentium 4's would), rather than last as long
-    /// as the calibration run (whatever a round takes this time, with an
-    /// emulator's code cache warming up or a hypervisor's exits: the sample
-    /// count stays about [`TARGET_SAMPLES`]; the report then gives the
-    /// sampled run's rounds).
-    const SAME_ROUNDS: bool;
     /// Whether a real PMU counts; else a model does, which the timer's
     /// ticks feed during the runs ([`Platform::feed`]), or, stepped, the
     /// workload's own instructions.
@@ -523,26 +529,43 @@ fn on_tick<P: Platform>(_: &InterruptFrame) {
     apic_timer().eoi();
 }
 
-/// Runs `round` for `rounds` rounds (or, with `rounds == 0`, for about
-/// `ns`, whole rounds) on CPU `cpu` with interrupts enabled and, where a
-/// model counts, its timer ticking; returns the rounds run.
-fn profile_run<P: Platform>(cpu: usize, round: extern "C" fn(), rounds: u64, ns: u64) -> u64 {
+/// How long a run lasts.
+#[derive(Clone, Copy)]
+enum Until {
+    /// About this many nanoseconds of TSC time, whole rounds.
+    Time(u64),
+    /// Until this CPU's PMI handler took this many samples, whole rounds;
+    /// or, failing that, for this many nanoseconds.
+    Samples(u64, u64),
+    /// This many rounds (a stepped profile's: its runs are exact).
+    Rounds(u64),
+}
+
+/// The TSC ticks of `ns` nanoseconds.
+fn tsc_ticks(ns: u64) -> u64 {
+    (u128::from(TSC_HZ.load(Ordering::SeqCst)) * u128::from(ns) / 1_000_000_000) as u64
+}
+
+/// Runs `round` on CPU `cpu` until `until`, with interrupts enabled and,
+/// where a model counts, its timer ticking (single-stepped, on a stepped
+/// platform: [`Platform::step`]); returns the rounds run.
+fn profile_run<P: Platform>(cpu: usize, round: extern "C" fn(), until: Until) -> u64 {
     let timer = (!P::REAL && !P::STEPPED).then(|| start_ticks(cpu));
+    let (limit, samples, rounds) = match until {
+        Until::Time(ns) => (tsc_ticks(ns), u64::MAX, u64::MAX),
+        Until::Samples(samples, ns) => (tsc_ticks(ns), samples, u64::MAX),
+        Until::Rounds(rounds) => (u64::MAX, u64::MAX, rounds),
+    };
+    TAKEN[cpu].store(0, Ordering::SeqCst);
     interrupts::enable();
     let mut done = 0;
-    if rounds > 0 {
-        while done < rounds {
-            P::step(cpu, round);
-            done += 1;
-        }
-    } else {
-        let tsc_hz = TSC_HZ.load(Ordering::SeqCst);
-        let limit = (tsc_hz as u128 * ns as u128 / 1_000_000_000) as u64;
-        let start = timer::rdtsc();
-        while timer::rdtsc().wrapping_sub(start) < limit {
-            P::step(cpu, round);
-            done += 1;
-        }
+    let start = timer::rdtsc();
+    while done < rounds
+        && timer::rdtsc().wrapping_sub(start) < limit
+        && TAKEN[cpu].load(Ordering::SeqCst) < samples
+    {
+        P::step(cpu, round);
+        done += 1;
     }
     interrupts::disable();
     if let Some(timer) = timer {
@@ -578,7 +601,8 @@ where
 {
     /// CPU `cpu`'s profile: a calibration run counting its workload's
     /// cycles for about [`calibration_ns`], N from it, then the sampled
-    /// run, as long or as many rounds ([`Platform::SAME_ROUNDS`]); the
+    /// run, until it took the samples aimed at ([`Until::Samples`]; a
+    /// stepped profile repeats the calibration's rounds); the
     /// findings go to the report.
     pub fn profile<P: Platform>(self, cpu: usize) -> Result<(), Failure> {
         let Self {
@@ -596,12 +620,12 @@ where
         // Calibration: count the run's cycles without interrupts.
         h.configure(d, &counting)?;
         h.enable(d)?;
-        let fixed = if P::STEPPED {
-            STEP_ROUNDS_CHOSEN.load(Ordering::SeqCst)
+        let calibration = if P::STEPPED {
+            Until::Rounds(STEP_ROUNDS_CHOSEN.load(Ordering::SeqCst))
         } else {
-            0
+            Until::Time(calibration_ns())
         };
-        let rounds = profile_run::<P>(cpu, round, fixed, calibration_ns());
+        let rounds = profile_run::<P>(cpu, round, calibration);
         h.halt(d)?;
         let cycles = h.read(d)? + CARRY[cpu].load(Ordering::SeqCst);
         h.release(d)?;
@@ -610,8 +634,20 @@ where
         // The profile.
         h.configure(d, &sample_every(counting, n))?;
         h.enable(d)?;
-        let repeat = if P::SAME_ROUNDS { rounds } else { 0 };
-        let sampled_rounds = profile_run::<P>(cpu, round, repeat, calibration_ns());
+        // Until the samples aimed at are taken, however long that takes:
+        // the sample count, which the report judges, then does not depend
+        // on how the host schedules the virtual CPUs (a CPU descheduled
+        // while its model's clock, the TSC, runs on takes fewer samples per
+        // second, never more than one a tick, [`on_tick`]); at most
+        // [`SAMPLED_RUN_LIMIT`] calibration runs long. A stepped profile
+        // repeats the calibration's rounds: its counts are the workload's
+        // own, exactly.
+        let until = if P::STEPPED {
+            Until::Rounds(rounds)
+        } else {
+            Until::Samples(target_samples(), calibration_ns() * SAMPLED_RUN_LIMIT)
+        };
+        let sampled_rounds = profile_run::<P>(cpu, round, until);
         h.halt(d)?;
         after_halt(cpu, d)?;
         let (owed, residual) = P::split(n, h.read(d)?);
@@ -722,6 +758,8 @@ pub fn service<P: Platform>(cpu: usize, rip: u64, rbp: u64, rsp: u64) {
                 CallChain::walk(s.rip, rbp, rsp, &bounds)
             };
             SAMPLES[cpu].push(s.with_payload(chain));
+            let taken = &TAKEN[cpu];
+            taken.store(taken.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         });
     }
 }
@@ -790,22 +828,17 @@ fn report<P: Platform>(cpu: usize) -> bool {
     );
     let inside: u64 = counts[..3].iter().sum();
     let total = inside + counts[3];
-    // Why not exactly the target: a run that repeats the calibration's
-    // rounds is longer by the time its interrupt handlers take, which is
-    // CPL-0 time the cycles count too (as on a Pentium 4); a run as long
-    // as the calibration's differs by the rounding to whole rounds on a
-    // model (whose cycles are TSC time), and by the core's varying
-    // frequency on a real PMU. Each sample is still exactly N cycles.
+    // The sampled run lasts until the samples aimed at are taken; its
+    // cycles are about the calibration run's where the virtual CPU ran
+    // when ready (more by the time the interrupt handlers take, CPL-0 time
+    // the cycles count too, as on a Pentium 4), and more where a busy host
+    // descheduled it (on a model, whose cycles are TSC time, a tick then
+    // carries several periods and gives one sample). Each sample is still
+    // exactly N cycles, and the periods are all accounted. (A stepped
+    // profile repeats the calibration's rounds: the same branches.)
     let sampled_rounds = p.sampled_rounds.load(Ordering::SeqCst);
-    let rounds = fmt::from_fn(|f| {
-        if P::SAME_ROUNDS {
-            Ok(())
-        } else {
-            write!(f, " ({sampled_rounds} rounds)")
-        }
-    });
     println!(
-        "  {total} samples ({} dropped, {} found at halt); the sampled run{rounds} counted {sampled} {}, {}.{:02} x the calibration run's: {} periods of {n}",
+        "  {total} samples ({} dropped, {} found at halt); the sampled run ({sampled_rounds} rounds) counted {sampled} {}, {}.{:02} x the calibration run's: {} periods of {n}",
         SAMPLES[cpu].dropped(),
         p.at_halt.load(Ordering::SeqCst),
         unit::<P>(),
@@ -852,6 +885,17 @@ fn report<P: Platform>(cpu: usize) -> bool {
         println!(
             "  {} samples without a place in the flame graph (past {CHAINS} distinct call chains)",
             chains.unplaced()
+        );
+    }
+    if inside < TARGET_SAMPLES {
+        println!(
+            "  {inside} samples in the workload ({target} aimed at): shares within {:.1} points",
+            bound * 100.0
+        );
+    }
+    if inside < fewest {
+        println!(
+            "  only {inside} samples in the workload: the sampled run reached its limit ({SAMPLED_RUN_LIMIT} calibration runs) first"
         );
     }
     if inside < TARGET_SAMPLES {

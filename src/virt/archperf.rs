@@ -54,7 +54,10 @@ impl core::fmt::Display for GuestGp {
                 "MSR {msr:#X} is PEBS's: refused to every guest (a PEBS record is written through a linear address with whatever paging is live, the host's after a VM exit)"
             ),
             GuestGp::ReadOnly { msr } => {
-                write!(f, "MSR {msr:#X}'s performance-monitoring bits are read-only")
+                write!(
+                    f,
+                    "MSR {msr:#X}'s performance-monitoring bits are read-only"
+                )
             }
         }
     }
@@ -63,7 +66,12 @@ impl core::fmt::Display for GuestGp {
 impl core::error::Error for GuestGp {}
 
 /// The MSRs of the architectural PMU's PEBS a guest may not touch.
-pub const PEBS_MSRS: [u32; 4] = [IA32_PEBS_ENABLE, MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT, IA32_DS_AREA];
+pub const PEBS_MSRS: [u32; 4] = [
+    IA32_PEBS_ENABLE,
+    MSR_PEBS_DATA_CFG,
+    MSR_PEBS_LD_LAT,
+    IA32_DS_AREA,
+];
 
 /// The `IA32_MISC_ENABLE` performance-monitoring bits a guest reads:
 /// performance monitoring available, BTS and PEBS unavailable (the VMM
@@ -183,7 +191,11 @@ mod tests {
         }
         let mut guest = Guest(host);
         let cpuid = Guest(guest.0.clone());
-        let pebs = detect(&cpuid, &mut guest).unwrap().arch_perf().unwrap().pebs;
+        let pebs = detect(&cpuid, &mut guest)
+            .unwrap()
+            .arch_perf()
+            .unwrap()
+            .pebs;
         assert!(!pebs.ds && !pebs.usable() && pebs.format == 0);
     }
 }

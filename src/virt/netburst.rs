@@ -398,7 +398,6 @@ impl core::fmt::Display for GuestGp {
 
 impl core::error::Error for GuestGp {}
 
-
 /// Counters are 40 bits wide (SDM 18.15.2): bits 63:40 are reserved.
 const COUNTER_RESERVED: u64 = !COUNTER_MASK;
 /// The `IA32_MISC_ENABLE` bits a guest reads from the PMU's part of the
