@@ -21,6 +21,24 @@
 //! | group start or stop ([`crate::counter::Group`]) | 0 | 1 (+2 per sampling member stopped past its overflow) | 0 (stop: 1 per sampling member) | one `GLOBAL_CTRL` write: every member starts (stops) at one instant; a stopped sampling member is then read as a halt reads it, after the write, when it has really stopped |
 //! | group read | 0 | 2 | K | `GLOBAL_CTRL` stopped, K RDPMCs, restored: one snapshot |
 //! | PMI | 1 | 1 + 1 per overflowed counter | 1 per overflowed counter | [`super::pmi`] |
+//! | [`ArchPerfDriver::set_pebs_area`], [`ArchPerfDriver::take_pebs_area`] | 0 | 1 | 0 | `IA32_DS_AREA` (and the DS management area, in memory) |
+//! | configure a PEBS counter | 0 | 3 (+1, +1) | 0 | the preset `-(N-1)`, `IA32_PEBS_ENABLE`, the control without INT (with Adaptive_Record on PEBS baseline); `MSR_PEBS_DATA_CFG` for the first PEBS counter on baseline and `MSR_PEBS_LD_LAT` where they change; the counter's reset value in the DS area (memory) |
+//! | halt a PEBS counter | 0 | 1 | 0 | `GLOBAL_CTRL` (its periods are its records: nothing to find) |
+//! | release a PEBS counter | 0 | 3 (+1) | 0 | `IA32_PEBS_ENABLE`, the control, the counter (`GLOBAL_CTRL` if it ran) |
+//! | the PEBS buffer's PMI | 1 | 1 | 1 | the status read, the RDPMC of the buffer's slot (the lowest PEBS counter), the acknowledgement of bit 62 and the PEBS counters' bits; the records are memory ([`super::pmi`]) |
+//! | [`ArchPerfDriver::drain_pebs`] | 0 | 0 | 0 | memory only |
+//!
+//! # PEBS
+//!
+//! A configuration whose event has a precise level (`branches:pp`,
+//! [`EventSpec::precise`]) and a sample-after value N is a PEBS counter: a
+//! record every N events (preset and reload `-(N-1)`: the assist takes the
+//! event after the overflow, SDM Vol. 3B "PEBS"), the options of
+//! [`PebsOptions`], on a DS area this driver installed
+//! ([`ArchPerfDriver::set_pebs_area`], whose memory the driver owns until
+//! [`ArchPerfDriver::take_pebs_area`]; its `unsafe` constructor states the
+//! linear mapping PEBS needs). The guide's archperf page has the formats,
+//! which IP a sample reports on each, and the refusals.
 //!
 //! # Counters the firmware uses
 //!

@@ -58,7 +58,7 @@ use crate::sealed::Sealed;
 /// 16 fixed counters, PEBS record format 5's layout (the largest).
 pub const COUNTER_RESETS: usize = 48;
 
-/// The largest record [`drain_published`] reads, in 8-byte words: 26
+/// The largest record the drain reads, in 8-byte words: 26
 /// (208 bytes, an adaptive record with the basic, memory and GPR groups).
 pub const MAX_RECORD_WORDS: usize = 26;
 
