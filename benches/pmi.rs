@@ -1,7 +1,10 @@
 //! Benchmark of the overflow interrupt handlers, NetBurst's, Itanium's and
 //! the architectural PMU's, through the crate's one PMI path
 //! (`pmu::arch::handle_pmi`; Itanium with no LVT entry to rewrite, `&mut ()`),
-//! in three or four scenarios each.
+//! in three or four scenarios each, and the architectural PMU's buffer PMI
+//! with one and with sixteen PEBS records to drain (`archperf/pebs-1-record`,
+//! `archperf/pebs-16-records`; their difference over 15 is the cost of one
+//! record drained into the sink).
 //! For every scenario it prints:
 //!
 //! - the register traffic of one interrupt, counted by the recording backend
