@@ -390,6 +390,33 @@ struct Scenario {
     run: Box<dyn FnMut(u64)>,
 }
 
+impl Scenario {
+    /// A scenario over the IA-32 shapes: `t` is its set-up call's traffic
+    /// (one LVT write besides), `note` ends its traffic line.
+    fn ia32(
+        name: &'static str,
+        t: pmu::access::AccessCounts,
+        note: String,
+        run: Box<dyn FnMut(u64)>,
+    ) -> Scenario {
+        let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
+        Scenario {
+            name,
+            traffic: format!(
+                "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write{note}",
+                t.rdpmc, t.msr_reads, t.msr_writes
+            ),
+            accesses,
+            placeholder_instructions: u64::from(t.rdpmc) * shapes::RDPMC
+                + u64::from(t.msr_reads) * shapes::RDMSR
+                + u64::from(t.msr_writes) * shapes::WRMSR
+                + shapes::LVT,
+            access_instructions: accesses * shapes::REAL,
+            run,
+        }
+    }
+}
+
 /// A fresh scenario id.
 fn next_id() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -397,7 +424,7 @@ fn next_id() -> usize {
 }
 
 mod netburst {
-    use super::shapes::{self, ShapedMsr};
+    use super::shapes::ShapedMsr;
     use super::{File, Scenario, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
@@ -503,27 +530,16 @@ mod netburst {
             .unwrap()
             .overflowed;
         let t = d.msr().take_counts();
-        let traffic = format!(
-            "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
-            t.rdpmc, t.msr_reads, t.msr_writes
-        );
-        let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
-        let placeholder_instructions = u64::from(t.rdpmc) * shapes::RDPMC
-            + u64::from(t.msr_reads) * shapes::RDMSR
-            + u64::from(t.msr_writes) * shapes::WRMSR
-            + shapes::LVT;
         let file = d.msr().inner_mut().clone();
         // The driver lives on with the scenario (a dropped driver would
         // release its counters, disarming the handler's state).
         std::mem::forget((d, keep));
         let id = next_id();
-        Scenario {
+        Scenario::ia32(
             name,
-            traffic,
-            accesses,
-            placeholder_instructions,
-            access_instructions: accesses * shapes::REAL,
-            run: Box::new(move |rip| {
+            t,
+            String::new(),
+            Box::new(move |rip| {
                 install(id, Some(&file), None);
                 let got = measured_netburst(package, &mut ShapedMsr, &mut apic, rip, &mut sink);
                 check(
@@ -534,7 +550,7 @@ mod netburst {
                     armed,
                 );
             }),
-        }
+        )
     }
 }
 
@@ -640,7 +656,7 @@ mod itanium {
 }
 
 mod archperf {
-    use super::shapes::{self, ShapedMsr};
+    use super::shapes::ShapedMsr;
     use super::{File, Scenario, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
@@ -738,32 +754,21 @@ mod archperf {
             .unwrap()
             .overflowed;
         let t = d.msr().take_counts();
-        let traffic = format!(
-            "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
-            t.rdpmc, t.msr_reads, t.msr_writes
-        );
-        let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
-        let placeholder_instructions = u64::from(t.rdpmc) * shapes::RDPMC
-            + u64::from(t.msr_reads) * shapes::RDMSR
-            + u64::from(t.msr_writes) * shapes::WRMSR
-            + shapes::LVT;
         let file = d.msr().inner_mut().clone();
         // The driver lives on with the scenario (a dropped driver would
         // release its counters, disarming the handler's state).
         std::mem::forget((d, keep));
         let id = next_id();
-        Scenario {
+        Scenario::ia32(
             name,
-            traffic,
-            accesses,
-            placeholder_instructions,
-            access_instructions: accesses * shapes::REAL,
-            run: Box::new(move |rip| {
+            t,
+            String::new(),
+            Box::new(move |rip| {
                 install(id, Some(&file), None);
                 let got = measured_archperf(cpu0, &mut ShapedMsr, &mut apic, rip, &mut sink);
                 check(name, got, expected, state.armed().len(), armed);
             }),
-        }
+        )
     }
 }
 
@@ -771,7 +776,7 @@ mod archperf {
 /// records of Skylake's format 3 (200 bytes each) from a DS area in
 /// memory, each a sample with its record, then acknowledges bit 62.
 mod archperf_pebs {
-    use super::shapes::{self, ShapedMsr};
+    use super::shapes::ShapedMsr;
     use super::{File, Scenario, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, PebsOptions};
@@ -876,31 +881,23 @@ mod archperf_pebs {
             .overflowed;
         assert_eq!(expected, 1, "{name}: the PEBS counter serviced");
         let t = d.msr().take_counts();
-        let traffic = format!(
-            "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write, {records} records",
-            t.rdpmc, t.msr_reads, t.msr_writes
-        );
-        let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
-        let placeholder_instructions = u64::from(t.rdpmc) * shapes::RDPMC
-            + u64::from(t.msr_reads) * shapes::RDMSR
-            + u64::from(t.msr_writes) * shapes::WRMSR
-            + shapes::LVT;
         let file = d.msr().inner_mut().clone();
         std::mem::forget((d, g0));
         let id = next_id();
-        Scenario {
+        Scenario::ia32(
             name,
-            traffic,
-            accesses,
-            placeholder_instructions,
-            access_instructions: accesses * shapes::REAL,
-            run: Box::new(move |rip| {
+            t,
+            format!(
+                ", {records} PEBS record{}",
+                if records == 1 { "" } else { "s" }
+            ),
+            Box::new(move |rip| {
                 install(id, Some(&file), None);
                 rewind();
                 let got = measured_archperf_pebs(cpu0, &mut ShapedMsr, &mut apic, rip, &mut sink);
                 check(name, got, expected, 0, 0);
             }),
-        }
+        )
     }
 }
 

@@ -27,7 +27,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
-use pmu::model::archperf::{Branch, BranchKind, Privilege, Registers, Retirement};
+use pmu::model::archperf::{Branch, BranchKind, Gprs, Privilege, Retirement};
 
 use crate::idt::{self, InterruptFrame};
 use crate::smp;
@@ -184,7 +184,7 @@ fn retirement(ip: u64, frame: &InterruptFrame) -> Retirement {
             Privilege::Usr
         },
         rflags: frame.rflags & !TF,
-        registers: Registers {
+        registers: Gprs {
             rax: frame.rax,
             rbx: frame.rbx,
             rcx: frame.rcx,

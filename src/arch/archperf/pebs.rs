@@ -11,27 +11,7 @@ use crate::sealed::Sealed;
 /// The general registers a record saved: the state after the instruction
 /// that took the assist (SDM Vol. 3B: "the machine state after the
 /// instruction that causes the PEBS assist is retired").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[allow(missing_docs)]
-pub struct Gprs {
-    pub rax: u64,
-    pub rbx: u64,
-    pub rcx: u64,
-    pub rdx: u64,
-    pub rsi: u64,
-    pub rdi: u64,
-    pub rbp: u64,
-    pub rsp: u64,
-    pub r8: u64,
-    pub r9: u64,
-    pub r10: u64,
-    pub r11: u64,
-    pub r12: u64,
-    pub r13: u64,
-    pub r14: u64,
-    pub r15: u64,
-}
+pub use crate::arch::ia32::Gprs;
 
 /// What a record says of the memory access of its instruction: the load
 /// latency facility's fields (formats 1-3, every record; the memory group

@@ -285,11 +285,12 @@ mod tables;
 #[cfg(test)]
 mod tests;
 
+pub use crate::arch::ia32::Gprs;
 pub use counting::{Event, Injected, Privilege};
 pub use registers::{
     ArchPerfModel, Config, Fault, GpReason, Instruction, MAX_BASIC_LEAF, PebsConfig, msr_name,
 };
-pub use retire::{Branch, BranchKind, Load, Registers, Retirement};
+pub use retire::{Branch, BranchKind, Load, Retirement};
 #[cfg(target_arch = "x86_64")]
 pub use shared::{ArchPerfMsr, SharedArchPerfModel};
 pub use tables::{

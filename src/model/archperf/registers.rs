@@ -196,19 +196,9 @@ impl Config {
     pub const fn skylake() -> Self {
         Self {
             version: 4,
-            gp_counters: 4,
-            gp_width: 48,
-            fixed_counters: 3,
-            fixed_width: 48,
-            unavailable: 0,
-            ebx_length: 7,
-            fixed_bitmap: 0,
-            full_width_writes: true,
-            family: 6,
             model: 0x5E,
-            hybrid: false,
-            core_type: 0,
             pebs: PebsConfig::format(3),
+            ..Self::haswell()
         }
     }
 
@@ -220,18 +210,12 @@ impl Config {
         Self {
             version: 5,
             gp_counters: 8,
-            gp_width: 48,
             fixed_counters: 4,
-            fixed_width: 48,
-            unavailable: 0,
             ebx_length: 8,
             fixed_bitmap: 0x0F,
-            full_width_writes: true,
-            family: 6,
             model: 0x7E,
-            hybrid: false,
-            core_type: 0,
             pebs: PebsConfig::format(4),
+            ..Self::skylake()
         }
     }
 
@@ -240,20 +224,11 @@ impl Config {
     /// TOPDOWN.SLOTS; bitmap 0FH), full-width writes, hybrid, core type 40H.
     pub const fn alder_lake_p_core() -> Self {
         Self {
-            version: 5,
-            gp_counters: 8,
-            gp_width: 48,
-            fixed_counters: 4,
-            fixed_width: 48,
-            unavailable: 0,
-            ebx_length: 8,
-            fixed_bitmap: 0x0F,
-            full_width_writes: true,
-            family: 6,
             model: 0x97,
             hybrid: true,
             core_type: 0x40,
             pebs: PebsConfig::NONE,
+            ..Self::icelake()
         }
     }
 

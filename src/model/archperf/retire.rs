@@ -13,30 +13,7 @@
 //! The same feed serves anything else that wants "an instruction retired
 //! at IP X" (a branch recorder).
 
-use crate::arch::ia32::Privilege;
-
-/// The general registers after an instruction retired.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[allow(missing_docs)]
-pub struct Registers {
-    pub rax: u64,
-    pub rbx: u64,
-    pub rcx: u64,
-    pub rdx: u64,
-    pub rsi: u64,
-    pub rdi: u64,
-    pub rbp: u64,
-    pub rsp: u64,
-    pub r8: u64,
-    pub r9: u64,
-    pub r10: u64,
-    pub r11: u64,
-    pub r12: u64,
-    pub r13: u64,
-    pub r14: u64,
-    pub r15: u64,
-}
+use crate::arch::ia32::{Gprs, Privilege};
 
 /// What kind of branch an instruction is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,7 +73,7 @@ pub struct Retirement {
     /// RFLAGS after it.
     pub rflags: u64,
     /// The general registers after it.
-    pub registers: Registers,
+    pub registers: Gprs,
     /// It was a branch.
     pub branch: Option<Branch>,
     /// It loaded from memory.
@@ -111,24 +88,7 @@ impl Retirement {
         next_ip: 0,
         privilege: Privilege::Os,
         rflags: 0,
-        registers: Registers {
-            rax: 0,
-            rbx: 0,
-            rcx: 0,
-            rdx: 0,
-            rsi: 0,
-            rdi: 0,
-            rbp: 0,
-            rsp: 0,
-            r8: 0,
-            r9: 0,
-            r10: 0,
-            r11: 0,
-            r12: 0,
-            r13: 0,
-            r14: 0,
-            r15: 0,
-        },
+        registers: Gprs::ZERO,
         branch: None,
         load: None,
     };

@@ -162,12 +162,12 @@ fn a_format_3_record_is_written_at_the_manual_offsets() {
             ip: 0x1000 + k,
             next_ip: 0x2000 + k,
             rflags: 0x46,
-            registers: Registers {
+            registers: Gprs {
                 rax: 0xA,
                 rbx: 0xB,
                 rsi: 0x51,
                 r15: 0xF15,
-                ..Registers::default()
+                ..Gprs::default()
             },
             ..Retirement::NONE
         };
@@ -216,7 +216,7 @@ fn an_adaptive_record_has_the_groups_of_data_cfg() {
             ip: 0x3000,
             next_ip: 0x3004,
             rflags: 0x2,
-            registers: Registers {
+            registers: Gprs {
                 rax: 1,
                 rcx: 2,
                 rdx: 3,
@@ -225,7 +225,7 @@ fn an_adaptive_record_has_the_groups_of_data_cfg() {
                 rbp: 6,
                 rsi: 7,
                 rdi: 8,
-                ..Registers::default()
+                ..Gprs::default()
             },
             load: Some(Load {
                 address: 0xD00D,

@@ -12,7 +12,7 @@ use crate::arch::archperf::{
     IA32_DS_AREA, IA32_PEBS_ENABLE, MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT, PebsArea, PebsRecord,
 };
 use crate::arch::ia32::ds::DsArea;
-use crate::model::archperf::{Branch, BranchKind, Load, PebsConfig, Registers, Retirement};
+use crate::model::archperf::{Branch, BranchKind, Gprs, Load, PebsConfig, Retirement};
 
 /// A DS area of `K` slots of 208 bytes, for good (a kernel's `static`).
 fn area<const K: usize>() -> DsArea {
@@ -41,12 +41,12 @@ fn instruction(k: u64) -> Retirement {
         ip,
         next_ip: if branch { 0x50_0000 + k } else { ip + 4 },
         rflags: 0x202,
-        registers: Registers {
+        registers: Gprs {
             rax: k,
             rbx: 0xB0 + k,
             rsp: 0x7000 - k,
             r15: !k,
-            ..Registers::default()
+            ..Gprs::default()
         },
         branch: branch.then_some(Branch {
             kind: BranchKind::Conditional,
