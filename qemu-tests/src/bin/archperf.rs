@@ -471,11 +471,11 @@ fn on_step(r: &Retirement) {
     p.next.store(r.next_ip, Ordering::SeqCst);
     if r.branch.is_some() {
         let branches = p.branches.fetch_add(1, Ordering::SeqCst) + 1;
-        if branches % PEBS_EVERY == 0 {
+        if branches.is_multiple_of(PEBS_EVERY) {
             keep(&p.expected, branches / PEBS_EVERY - 1, r.ip);
         }
     }
-    if steps % RIP_EVERY == 0 {
+    if steps.is_multiple_of(RIP_EVERY) {
         keep(&p.events, steps / RIP_EVERY - 1, steps);
         keep(&p.event_ips, steps / RIP_EVERY - 1, r.ip);
     }

@@ -372,7 +372,7 @@ pub(crate) unsafe fn written(area: NonNull<DsManagement>, record_bytes: u32) -> 
     let Some(first) = NonNull::new(first) else {
         return none;
     };
-    if words == 0 || words > MAX_RECORD_WORDS || record_bytes % 8 != 0 {
+    if words == 0 || words > MAX_RECORD_WORDS || !record_bytes.is_multiple_of(8) {
         return none;
     }
     let base = area.as_ptr().expose_provenance() as u64 + RECORDS_OFFSET as u64;
