@@ -268,7 +268,7 @@ impl<const PRECISE: bool> shared::Platform for Stepped<PRECISE> {
         MODELS[cpu].detect()
     }
 
-    /// No tick feeds it: its instructions do ([`Stepped::step`]).
+    /// No tick feeds it: its instructions do (`Platform::step`, [`on_step`]).
     fn feed(_: usize, _: u64) -> (u64, bool) {
         (0, false)
     }

@@ -6,7 +6,7 @@
 //! Vol. 3B "Single-Step Exception Condition"), whose frame holds the
 //! address of the next instruction and the registers after the one that
 //! retired. The handler turns each into a
-//! [`Retirement`](pmu::model::archperf::Retirement), the PMU models'
+//! [`Retirement`], the PMU models'
 //! vocabulary for "an instruction retired at IP X": its address (the
 //! previous exception's next instruction), the next one's, RFLAGS and the
 //! general registers after it, its privilege level, and, for a branch,
