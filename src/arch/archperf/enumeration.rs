@@ -172,3 +172,6 @@ pub fn check_event(cpu: &ArchPerfCpu, e: &EventSpec) -> Result<(), Lack> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -773,6 +773,7 @@ fn tokens_reassemble_from_run_time_handles() {
     let _ = d.give_back(c);
 }
 
+mod hybrid;
 mod interrupts;
 mod pebs;
 
