@@ -176,3 +176,50 @@ fn a_bitmap_without_general_counter_0_or_1_is_refused() {
     assert_eq!(e, InitError::TooFewCounters(7));
     assert!(!pmu.is_taken());
 }
+
+/// The multiplexer places events on this CPU's general counters only:
+/// eight events on the Alder Lake Golden Cove core beside its E-cores
+/// rotate over the six counters its CPUID enumerates, never onto the
+/// model's `IA32_PMC6`-`7`; and it refuses, up front, an event the core
+/// type lacks.
+#[test]
+fn the_multiplexer_places_on_this_cpus_counters_only() {
+    use crate::arch::archperf::multiplex::{MultiplexError, Multiplexer};
+    let pmu = crate::testing::archperf_pmu();
+    let (mut d, c) = driver!(&pmu, Config::alder_lake_p_core_hybrid());
+    let events: [EventSpec; 8] = core::array::from_fn(|i| EventSpec::raw(0x10 + i as u8, 0));
+    let mut m = Multiplexer::<8>::new(d.cpu(), c.erase_all(), &events)
+        .map_err(|(e, _)| e)
+        .unwrap();
+    for _ in 0..16 {
+        for e in &events {
+            inject(&mut d, (e.select, 0), 10);
+        }
+        m.tick(&mut d, 1).unwrap();
+    }
+    m.finish(&mut d, 0).unwrap();
+    assert!(!d.msr().log_overflowed(), "every access logged");
+    let log = d.msr().log().to_vec();
+    let selects = |n: u32| {
+        log.iter()
+            .filter(|a| matches!(a, Access::WriteMsr { msr, .. } if *msr == IA32_PERFEVTSEL0 + n))
+            .count()
+    };
+    assert!((0..6).all(|n| selects(n) > 0) && selects(6) == 0 && selects(7) == 0);
+    assert!(
+        m.results()
+            .iter()
+            .all(|r| r.running * 8 <= r.enabled * 6 + 8),
+        "{:?}",
+        m.results()
+    );
+    let handles = m.into_handles().unwrap();
+    let td = [spec("topdown-slots")];
+    let Err((MultiplexError::NotOnThisCpu { index: 0, lack }, handles)) =
+        Multiplexer::<1>::new(d.cpu(), handles, &td)
+    else {
+        panic!("topdown-slots taken where leaf 0AH does not enumerate it")
+    };
+    assert_eq!(lack.core_type, Some(CoreType::Core));
+    let _ = d.give_back(Counters::from_erased(handles).unwrap());
+}
