@@ -286,12 +286,13 @@ pub struct ArchPerfCpu {
 /// all zero when it has none.
 ///
 /// Architectural PEBS (the newest parts' PEBS, enumerated by CPUID leaf
-/// 23H, which writes records through its own MSRs, `IA32_PEBS_BASE` and
-/// `IA32_PEBS_INDEX`, instead of the DS save area, with a new record
-/// header and per-counter configuration MSRs; documented in Intel's
-/// "Architecture Instruction Set Extensions and Future Features", not yet
-/// in the SDM's PEBS chapter) is out of scope: detection does not read
-/// leaf 23H, and a CPU is driven with PEBS only where `IA32_PERF_CAPABILITIES`
+/// 23H's sub-leaves 4 and 5, which writes records through its own MSRs,
+/// `IA32_PEBS_BASE` and `IA32_PEBS_INDEX`, instead of the DS save area,
+/// with a new record header and per-counter configuration MSRs; documented
+/// in Intel's "Architecture Instruction Set Extensions and Future
+/// Features", not yet in the SDM's PEBS chapter) is out of scope:
+/// detection reads leaf 23H's counters and events only
+/// ([`ArchPerfCpu::ext`]), and a CPU is driven with PEBS only where `IA32_PERF_CAPABILITIES`
 /// reports one of the DS-area record formats 1-5 and `IA32_MISC_ENABLE`
 /// says PEBS is available, so a part whose PEBS is only architectural is
 /// driven without PEBS.

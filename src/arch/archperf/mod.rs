@@ -1,4 +1,6 @@
-//! Intel's architectural performance monitoring (versions 1-5): the PMU of
+//! Intel's architectural performance monitoring (versions 1-5, and 6 on the
+//! counters and registers version 5 has; per core type on a hybrid part:
+//! [`enumeration`]): the PMU of
 //! every Intel Core and Atom processor since 2006 (SDM Vol. 3B,
 //! "Architectural Performance Monitoring"), with the same shape as the
 //! NetBurst and Itanium modules: register map and layouts ([`Counter`], [`PerfEvtSel`]),
