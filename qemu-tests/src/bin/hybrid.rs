@@ -261,15 +261,22 @@ fn count<O: Owner>(cpu: usize) -> Result<Counted, &'static str> {
     Ok(counted)
 }
 
+/// `$work::<O>(cpu)` with an owner type `O` of CPU `cpu`'s own (each
+/// expansion makes its own two).
+macro_rules! with_owner {
+    ($work:ident, $cpu:expr) => {{
+        pmu::owner!(OnCpu0);
+        pmu::owner!(OnCpu1);
+        if $cpu == 0 {
+            $work::<OnCpu0>($cpu)
+        } else {
+            $work::<OnCpu1>($cpu)
+        }
+    }};
+}
+
 fn count_here(cpu: usize) -> u64 {
-    let counted = if cpu == 0 {
-        pmu::owner!(PCount);
-        count::<PCount>(cpu)
-    } else {
-        pmu::owner!(ECount);
-        count::<ECount>(cpu)
-    };
-    *COUNTED[cpu].lock() = counted;
+    *COUNTED[cpu].lock() = with_owner!(count, cpu);
     0
 }
 
@@ -367,14 +374,7 @@ fn refuse<O: Owner>(cpu: usize) -> Result<Refused, &'static str> {
 }
 
 fn refuse_here(cpu: usize) -> u64 {
-    let refused = if cpu == 0 {
-        pmu::owner!(PRefuse);
-        refuse::<PRefuse>(cpu)
-    } else {
-        pmu::owner!(ERefuse);
-        refuse::<ERefuse>(cpu)
-    };
-    *REFUSED[cpu].lock() = refused;
+    *REFUSED[cpu].lock() = with_owner!(refuse, cpu);
     0
 }
 
