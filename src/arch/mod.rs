@@ -18,6 +18,7 @@
 //! ```
 
 pub mod archperf;
+mod event_syntax;
 pub mod ia32;
 pub mod itanium;
 pub mod netburst;
