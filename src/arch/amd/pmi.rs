@@ -1,0 +1,453 @@
+//! The AMD core PMU's overflow interrupt path: the state the counter
+//! handles share with the handler, and the handler.
+//!
+//! One PMI is serviced with (asserted in the tests):
+//!
+//! | access | legacy, PerfCtrExtCore | PerfMonV2 | why |
+//! |---|---|---|---|
+//! | RDMSR `PerfCntrGlobalStatus` | 0 | 1 | which counters overflowed (PerfMonV2's `amd_pmu_v2_handle_irq`); before PerfMonV2 there is no status register |
+//! | RDPMC counter | one per armed counter | one per overflowed armed counter | legacy: a counter has overflowed when its top bit (47) is clear, its preset `-N` (`N <= 2^47`) having it set (Linux's `amd_pmu_test_overflow_topbit`); both: how far past the overflow it counted (skid), for the re-arm |
+//! | WRMSR counter | one per overflowed armed counter | the same | re-arm relative to what it holds: `-N + residual` ([`crate::sampling::SampleAfter::rearm`]) |
+//! | WRMSR `PerfCntrGlobalStatusClr` | 0 | 1 | acknowledge every status bit found, in one write |
+//! | LVT write | 1 | 1 | see below |
+//!
+//! The handler does not stop the PMU around the service (Linux's PerfMonV2
+//! handler writes `PerfCntrGlobalCtl` twice per PMI to do so): each re-arm
+//! is relative to the count it read, so an event between the read and the
+//! write is the only one that can be lost (none on the model). A status bit
+//! of a counter the driver did not arm (the firmware's; bit 58, LBRs
+//! frozen) is left alone.
+//!
+//! # The LVT entry
+//!
+//! The handler ends, as every architecture's does ([`crate::arch::handle_pmi`]),
+//! by writing the LVT performance-counter entry `entry`. On AMD that write
+//! does not unmask anything: AMD's local APIC does not set the entry's
+//! mask bit when it delivers a PMI (Linux's `amd_pmu_v2_handle_irq`
+//! comment; KVM masks its virtual entry on delivery only for
+//! Intel-compatible guests, `kvm_apic_local_deliver`). The handler writes
+//! it anyway, one store: the entry is rewritten with the value it holds,
+//! which is harmless; a kernel's PMI path stays the same for every
+//! architecture; where the entry is masked on delivery after all (a
+//! hypervisor presenting the AMD PMU behind an Intel-compatible virtual
+//! APIC, and the crate's model PMI line, which delivers as Intel's APIC
+//! does, [`crate::apic::deliver_model_pmi`]) the write is what unmasks it;
+//! and Linux's legacy AMD handler (the generic `x86_pmu_handle_irq`)
+//! writes `APIC_LVTPC` on every PMI too.
+//!
+//! # Late PMIs, decided by count
+//!
+//! AMD documents (and Linux works around) two ways an overflow's PMI can
+//! find nothing to do:
+//!
+//! * **An earlier invocation serviced its counter.** Two counters overflow;
+//!   the first PMI's handler finds both past their overflow and services
+//!   both; the second counter's PMI (taken after the first returns, or
+//!   still in flight) then finds nothing. Linux claims every unhandled NMI
+//!   within 100 ms of a handled one (`amd_pmu_adjust_nmi_window`). This
+//!   handler counts instead: an invocation that services `k` counters is
+//!   one interrupt of up to `k` raised, so it leaves `k - 1` late PMIs owed
+//!   ([`PmiState::owed`]); an invocation that finds nothing takes one owed
+//!   PMI if there is one and reports the interrupt as the PMU's own
+//!   ([`PmiOutcome::late`], not [`PmiOutcome::is_spurious`]... by
+//!   [`PmiOutcome::is_ours`]).
+//! * **A counter was stopped with its overflow's PMI in flight.** Linux
+//!   waits, up to 50 µs, for the NMI handler to re-arm such a counter
+//!   before it disables it (`amd_pmu_wait_on_overflow`), lest the NMI find
+//!   nothing. Here the halt (and a release) accounts the overflow itself
+//!   and owes the PMI: it marks the counter taken out of service before it
+//!   disarms it, and once it has read the stopped counter, owes one late
+//!   PMI if the counter was past its overflow ([`PmiState`]'s window). A
+//!   PMI that arrives between the disarm and that read finds the counter
+//!   in the window: if the counter is past its overflow, that is its PMI,
+//!   claimed there, and the halt owes none. No wait, and no event lost or
+//!   counted twice (the periods are accounted once, by the handler or by
+//!   the halt).
+//!
+//! What the count cannot decide: interrupts that merged (an overflow
+//! raised while another PMI of the CPU is pending is one delivery; a
+//! second NMI raised while one is pending is lost) leave owed PMIs that no
+//! interrupt takes; a later PMI that finds nothing then takes one, which
+//! may be another source's NMI that no other handler claims. The owed
+//! count is capped at [`MAX_COUNTERS`] (no more PMIs than counters can be
+//! in flight), so at most that many are taken for late PMIs, where Linux's
+//! window takes every one in 100 ms.
+//!
+//! The handler takes no lock, executes no locked instruction and allocates
+//! nothing, so it may run as an NMI. It returns an error only if a register
+//! access fails (only a model fails), with the LVT entry not written.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use super::msrs::{COUNTER_WIDTH, Counter, CounterSet, MAX_COUNTERS};
+use super::msrs::{PERF_CNTR_GLOBAL_STATUS, PERF_CNTR_GLOBAL_STATUS_CLR};
+use crate::access::{MsrBackend, MsrOps};
+use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
+use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
+
+/// Per-counter arrays are indexed by the counter's number, masked to 8
+/// entries (no bounds check), 6 used.
+const SLOTS: usize = 8;
+
+/// The slot of counter number `n`.
+const fn slot(n: u32) -> usize {
+    n as usize % SLOTS
+}
+
+/// A counter's top bit, 47: set from its preset `-N` (`N <= 2^47`) until
+/// it wraps, clear from the wrap until it has counted 2^47 events more.
+const TOP: u64 = 1 << (COUNTER_WIDTH - 1);
+
+/// The bits of [`PmiState`]'s `pending` word holding the owed late PMIs.
+const OWED: u64 = 0xFF;
+/// Where the window of counters taken out of service starts in it.
+const WINDOW_SHIFT: u32 = 8;
+
+/// How a counter overflows: 48 bits wide, its PMI raised with the overflow
+/// (AMD64 APM Vol. 2 13.2.1: INT "generates an interrupt when the counter
+/// overflows"), so no event is owed to it (the events the handler finds
+/// past the overflow are skid).
+pub const fn overflow_rule() -> OverflowRule {
+    OverflowRule {
+        width: COUNTER_WIDTH as u32,
+        pmi_delay: 0,
+    }
+}
+
+/// State shared by the driver and the PMI handler: atomics only, no lock.
+/// One per logical processor, inside its [`AmdPmu`](super::AmdPmu).
+///
+/// Every location the handler writes has one writer at a time (the
+/// handler of this logical processor, or the driver halting a counter
+/// after disarming it), so the handler updates it with a plain load and
+/// store; the one word both write, the late-PMI bookkeeping, the driver
+/// changes with single read-modify-write instructions, which a PMI on its
+/// own CPU cannot split. The handler may interrupt a driver call of its
+/// CPU at any register access, as a vector PMI or an NMI: every count
+/// stays exact, tested at every access of every operation
+/// (`driver/tests/interrupts.rs`).
+pub struct PmiState {
+    /// The armed counters.
+    armed: AtomicU64,
+    /// `PerfCntrGlobalStatus` with PerfMonV2; 0 before it, where the
+    /// handler tests each armed counter's top bit instead.
+    status: AtomicU32,
+    /// Per counter: the MSR its re-arm writes (`PERF_CTRn` or
+    /// `PERF_LEGACY_CTRn`), set when it is configured.
+    msr: [AtomicU32; SLOTS],
+    preset: [AtomicU64; SLOTS],
+    n: [AtomicU64; SLOTS],
+    periods: [AtomicU64; SLOTS],
+    at_halt: [AtomicU64; SLOTS],
+    interrupts: AtomicU64,
+    spurious: AtomicU64,
+    late: AtomicU64,
+    /// The late-PMI bookkeeping (module documentation): bits 7:0 the PMIs
+    /// owed, bits 15:8 the counters a halt or release is taking out of
+    /// service (between their disarm and their read).
+    pending: AtomicU64,
+}
+
+impl core::fmt::Debug for PmiState {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PmiState")
+            .field("armed", &self.armed())
+            .field("interrupts", &self.interrupts())
+            .field("owed", &self.owed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PmiState {
+    /// Nothing armed (made by [`super::AmdPmu::new`]).
+    #[allow(clippy::declare_interior_mutable_const)]
+    pub(super) const fn new() -> PmiState {
+        const Z: AtomicU64 = AtomicU64::new(0);
+        PmiState {
+            armed: Z,
+            status: AtomicU32::new(0),
+            msr: [const { AtomicU32::new(0) }; SLOTS],
+            preset: [Z; SLOTS],
+            n: [Z; SLOTS],
+            periods: [Z; SLOTS],
+            at_halt: [Z; SLOTS],
+            interrupts: Z,
+            spurious: Z,
+            late: Z,
+            pending: Z,
+        }
+    }
+
+    /// A driver takes the PMU: nothing armed, no counts, nothing owed, the
+    /// overflow bits read from `PerfCntrGlobalStatus` with PerfMonV2
+    /// (`v2`).
+    pub(super) fn reset(&self, v2: bool) {
+        self.armed.store(0, Ordering::Release);
+        let status = if v2 { PERF_CNTR_GLOBAL_STATUS } else { 0 };
+        self.status.store(status, Ordering::Release);
+        for s in 0..SLOTS {
+            self.periods[s].store(0, Ordering::Relaxed);
+            self.at_halt[s].store(0, Ordering::Relaxed);
+        }
+        for cell in [&self.interrupts, &self.spurious, &self.late, &self.pending] {
+            cell.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The armed counters.
+    pub fn armed(&self) -> CounterSet {
+        CounterSet::from_bits_truncate(self.armed.load(Ordering::Acquire))
+    }
+
+    /// Sample-after periods counter `n` (its handle number) completed since
+    /// it was configured: serviced by the handler or found by a halt.
+    pub fn periods(&self, n: u8) -> u64 {
+        Counter::new(n).map_or(0, |c| {
+            self.periods[slot(c.index().into())].load(Ordering::Acquire)
+        })
+    }
+
+    /// Of [`PmiState::periods`], those a halt found.
+    pub fn periods_at_halt(&self, n: u8) -> u64 {
+        Counter::new(n).map_or(0, |c| {
+            self.at_halt[slot(c.index().into())].load(Ordering::Acquire)
+        })
+    }
+
+    /// PMIs handled.
+    pub fn interrupts(&self) -> u64 {
+        self.interrupts.load(Ordering::Relaxed)
+    }
+
+    /// PMIs that found no overflowed armed counter (the late ones among
+    /// them).
+    pub fn spurious(&self) -> u64 {
+        self.spurious.load(Ordering::Relaxed)
+    }
+
+    /// Of [`PmiState::spurious`], those taken as late PMIs of overflows
+    /// already serviced ([`PmiOutcome::late`]; module documentation).
+    pub fn late(&self) -> u64 {
+        self.late.load(Ordering::Relaxed)
+    }
+
+    /// The late PMIs owed now: raised by overflows already serviced (or
+    /// found by a halt), not yet taken.
+    pub fn owed(&self) -> u64 {
+        self.pending.load(Ordering::Acquire) & OWED
+    }
+
+    /// Counter `c` is (re)configured: the MSR its re-arm writes (`PERF_CTRn`
+    /// with PerfCtrExtCore, `extended`, else `PERF_LEGACY_CTRn`), its
+    /// re-arm constants, no periods yet.
+    pub(super) fn set_sampling(&self, c: Counter, s: Option<SampleAfter>, extended: bool) {
+        let i = slot(c.index().into());
+        self.msr[i].store(c.ctr(extended), Ordering::Release);
+        let r = s.map_or(Rearm::default(), SampleAfter::rearm_constants);
+        self.preset[i].store(r.preset, Ordering::Release);
+        self.n[i].store(r.n, Ordering::Release);
+        self.periods[i].store(0, Ordering::Release);
+        self.at_halt[i].store(0, Ordering::Release);
+    }
+
+    /// Counter `c`'s sample-after value `N` (0 if it does not sample).
+    pub(super) fn period(&self, c: Counter) -> u64 {
+        self.n[slot(c.index().into())].load(Ordering::Relaxed)
+    }
+
+    /// Counter `c` is armed for the handler (or not).
+    pub(super) fn arm(&self, c: Counter, on: bool) {
+        let bit = CounterSet::EMPTY.with(c).bits();
+        if on {
+            self.armed.fetch_or(bit, Ordering::AcqRel);
+        } else {
+            self.armed.fetch_and(!bit, Ordering::AcqRel);
+        }
+    }
+
+    /// A halt found `periods` owed by disarmed counter `c`.
+    pub(super) fn add_halt_periods(&self, c: Counter, periods: u64) {
+        let i = slot(c.index().into());
+        bump(&self.periods[i], periods);
+        bump(&self.at_halt[i], periods);
+    }
+
+    /// Counter `c` is being taken out of service (halted or released): in
+    /// the window from before its disarm until [`PmiState::close_window`].
+    pub(super) fn open_window(&self, c: Counter) {
+        let bit = 1 << (WINDOW_SHIFT + u32::from(c.index()));
+        self.pending.fetch_or(bit, Ordering::AcqRel);
+    }
+
+    /// Counter `c`, stopped and disarmed, has been read: `overflowed` if it
+    /// was past its overflow, whose PMI is then owed, unless a PMI taken in
+    /// the window claimed it already.
+    pub(super) fn close_window(&self, c: Counter, overflowed: bool) {
+        let bit = 1 << (WINDOW_SHIFT + u32::from(c.index()));
+        let was = self.pending.fetch_and(!bit, Ordering::AcqRel);
+        if overflowed && was & bit != 0 {
+            let _ = self
+                .pending
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                    Some(p & !OWED | owe(p, 1))
+                });
+        }
+    }
+}
+
+/// The owed count of `pending` plus `more`, capped at [`MAX_COUNTERS`].
+const fn owe(pending: u64, more: u64) -> u64 {
+    let owed = (pending & OWED) + more;
+    if owed > MAX_COUNTERS as u64 {
+        MAX_COUNTERS as u64
+    } else {
+        owed
+    }
+}
+
+/// Re-arms counter `n`, which read `raw` (not past its overflow: left
+/// alone), as [`Rearm::rearm`] says, and hands its sample to `sink`;
+/// whether it was past its overflow. The usual overflow (fewer than `N`
+/// events past the wrap) inline, the rest out of line.
+#[inline(always)]
+fn service<M: MsrBackend, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    n: u32,
+    raw: u64,
+    rip: u64,
+    sink: &mut S,
+) -> Result<bool, M::Error> {
+    let i = slot(n);
+    if raw >= state.n[i].load(Ordering::Relaxed) {
+        return service_rare(state, msr, n, raw, rip, sink);
+    }
+    let preset = state.preset[i].load(Ordering::Relaxed);
+    msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
+    bump(&state.periods[i], 1);
+    sink(Sample::new(n as u8, 1, rip));
+    Ok(true)
+}
+
+/// [`service`]'s rare cases: a counter a period or more past its wrap (a
+/// division), or not past its overflow at all (a stale status bit).
+#[cold]
+#[inline(never)]
+fn service_rare<M: MsrBackend, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    n: u32,
+    raw: u64,
+    rip: u64,
+    sink: &mut S,
+) -> Result<bool, M::Error> {
+    let i = slot(n);
+    let rearm = Rearm {
+        preset: state.preset[i].load(Ordering::Relaxed),
+        n: state.n[i].load(Ordering::Relaxed),
+    };
+    let (periods, value) = rearm.rearm(raw);
+    if periods == 0 {
+        return Ok(false);
+    }
+    msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
+    bump(&state.periods[i], periods);
+    sink(Sample::new(n as u8, periods, rip));
+    Ok(true)
+}
+
+/// An interrupt that serviced nothing: the PMU's own, late, if a counter
+/// being taken out of service is past its overflow (the halt's PMI, which
+/// the halt then does not owe) or a late PMI is owed; `false` otherwise.
+#[cold]
+#[inline(never)]
+fn claim_late<M: MsrBackend>(state: &PmiState, msr: &mut M) -> Result<bool, M::Error> {
+    let pending = state.pending.load(Ordering::Relaxed);
+    let mut window = pending >> WINDOW_SHIFT;
+    while window != 0 {
+        let n = window.trailing_zeros();
+        window &= window - 1;
+        if msr.rdpmc(n)? & TOP == 0 {
+            let bit = 1 << (WINDOW_SHIFT + n);
+            state.pending.store(pending & !bit, Ordering::Relaxed);
+            bump(&state.late, 1);
+            return Ok(true);
+        }
+    }
+    if pending & OWED == 0 {
+        return Ok(false);
+    }
+    state.pending.store(pending - 1, Ordering::Relaxed);
+    bump(&state.late, 1);
+    Ok(true)
+}
+
+/// `k` counters serviced by one interrupt: `k - 1` late PMIs owed.
+#[cold]
+#[inline(never)]
+fn owe_late(state: &PmiState, k: u64) {
+    let pending = state.pending.load(Ordering::Relaxed);
+    state
+        .pending
+        .store(pending & !OWED | owe(pending, k - 1), Ordering::Relaxed);
+}
+
+/// The PMI handler (the AMD core PMU's part of [`crate::arch::handle_pmi`]):
+/// with PerfMonV2, read `PerfCntrGlobalStatus` once and service every armed
+/// counter it shows overflowed; before PerfMonV2, read every armed
+/// counter and service those whose top bit is clear; each re-armed
+/// relative to what it holds, a [`Sample`] with the interrupted `rip` to
+/// `sink`; with PerfMonV2 every status bit found acknowledged in one
+/// `PerfCntrGlobalStatusClr` write; late PMIs owed or claimed by count;
+/// then the LVT entry written `entry`. See the [module documentation](self).
+#[inline]
+pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    rip: u64,
+    mut sink: S,
+) -> Result<PmiOutcome, M::Error> {
+    bump(&state.interrupts, 1);
+    let armed = state.armed.load(Ordering::Acquire);
+    let status = state.status.load(Ordering::Relaxed);
+    let mut overflowed = 0u64;
+    let mut serviced = 0u64;
+    if status != 0 {
+        let found = msr.read_msr(status)? & armed;
+        let mut rest = found;
+        while rest != 0 {
+            let n = rest.trailing_zeros();
+            rest &= rest - 1;
+            let raw = msr.rdpmc(n)?;
+            if service(state, msr, n, raw, rip, &mut sink)? {
+                overflowed |= 1 << n;
+                serviced += 1;
+            }
+        }
+        if found != 0 {
+            msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
+        }
+    } else {
+        let mut rest = armed;
+        while rest != 0 {
+            let n = rest.trailing_zeros();
+            rest &= rest - 1;
+            let raw = msr.rdpmc(n)?;
+            if raw & TOP == 0 && service(state, msr, n, raw, rip, &mut sink)? {
+                overflowed |= 1 << n;
+                serviced += 1;
+            }
+        }
+    }
+    let late = serviced == 0 && {
+        bump(&state.spurious, 1);
+        state.pending.load(Ordering::Relaxed) != 0 && claim_late(state, msr)?
+    };
+    if serviced > 1 {
+        owe_late(state, serviced);
+    }
+    lvt.write_lvt_perf_counter(entry);
+    Ok(PmiOutcome { overflowed, late })
+}
