@@ -665,7 +665,7 @@ impl<'s, O: Owner, M: MsrBackend> AmdDriver<'s, O, M> {
     /// window ([`super::pmi`]). The raw count.
     fn read_stopped(&mut self, c: Counter, s: SampleAfter) -> Result<u64, Error<M::Error>> {
         let raw = self.msr.rdpmc(c.rdpmc()).map_err(Error::Access)?;
-        self.pmu.pmi().close_window(c, s.split(raw).0 > 0);
+        self.pmu.pmi().close_window(c, s.split(raw).0);
         Ok(raw)
     }
 }
@@ -714,7 +714,7 @@ impl<O: Owner, M: MsrBackend> counter::Driver<AmdCore> for AmdDriver<'_, O, M> {
         // Halted and started again in one bracket: it never stopped.
         if self.halting.contains(c) {
             self.halting = self.halting.without(c);
-            self.pmu.pmi().close_window(c, false);
+            self.pmu.pmi().close_window(c, 0);
         }
         if p.sampling.is_some() {
             self.pmu.pmi().arm(c, true);

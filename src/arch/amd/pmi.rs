@@ -45,33 +45,43 @@
 //!   both; the second counter's PMI (taken after the first returns, or
 //!   still in flight) then finds nothing. Linux claims every unhandled NMI
 //!   within 100 ms of a handled one (`amd_pmu_adjust_nmi_window`). This
-//!   handler counts instead: an invocation that services `k` counters is
-//!   one interrupt of up to `k` raised, so it leaves `k - 1` late PMIs owed
-//!   ([`PmiState::owed`]); an invocation that finds nothing takes one owed
-//!   PMI if there is one and reports the interrupt as the PMU's own
-//!   ([`PmiOutcome::late`], not [`PmiOutcome::is_spurious`]... by
+//!   handler counts instead: every overflow raises a PMI, so an invocation
+//!   that services `k` periods (one per counter, more for a counter a
+//!   period or more past its wrap) is one interrupt of up to `k` raised,
+//!   and leaves `k - 1` late PMIs owed ([`PmiState::owed`]); an invocation
+//!   that finds nothing takes one owed PMI if there is one and reports the
+//!   interrupt as the PMU's own ([`PmiOutcome::late`], so
 //!   [`PmiOutcome::is_ours`]).
 //! * **A counter was stopped with its overflow's PMI in flight.** Linux
 //!   waits, up to 50 µs, for the NMI handler to re-arm such a counter
 //!   before it disables it (`amd_pmu_wait_on_overflow`), lest the NMI find
 //!   nothing. Here the halt (and a release) accounts the overflow itself
-//!   and owes the PMI: it marks the counter taken out of service before it
-//!   disarms it, and once it has read the stopped counter, owes one late
-//!   PMI if the counter was past its overflow ([`PmiState`]'s window). A
+//!   and owes its PMI: it marks the counter taken out of service before it
+//!   disarms it, and once it has read the stopped counter, owes a late PMI
+//!   per period the counter was past its last service ([`PmiState`]'s
+//!   window). A
 //!   PMI that arrives between the disarm and that read finds the counter
 //!   in the window: if the counter is past its overflow, that is its PMI,
 //!   claimed there, and the halt owes none. No wait, and no event lost or
 //!   counted twice (the periods are accounted once, by the handler or by
 //!   the halt).
 //!
-//! What the count cannot decide: interrupts that merged (an overflow
-//! raised while another PMI of the CPU is pending is one delivery; a
-//! second NMI raised while one is pending is lost) leave owed PMIs that no
-//! interrupt takes; a later PMI that finds nothing then takes one, which
-//! may be another source's NMI that no other handler claims. The owed
-//! count is capped at [`MAX_COUNTERS`] (no more PMIs than counters can be
-//! in flight), so at most that many are taken for late PMIs, where Linux's
-//! window takes every one in 100 ms.
+//! What the count cannot decide:
+//!
+//! * Interrupts that merged (an overflow raised while another PMI of the
+//!   CPU is pending is one delivery; a second NMI raised while one is
+//!   pending is lost) leave owed PMIs that no interrupt takes; a later
+//!   interrupt that finds nothing then takes one, which may be another
+//!   source's NMI that no other handler claims. The owed count is capped
+//!   at [`MAX_COUNTERS`] (no more PMIs than counters can be in flight), so
+//!   at most that many are taken for late PMIs, where Linux's window takes
+//!   every one in 100 ms.
+//! * Another source's NMI that arrives while an overflow's PMI is in
+//!   flight services the overflow (as Linux's handler does): one period
+//!   for one interrupt, nothing owed, and the overflow's own PMI then
+//!   finds nothing and is not claimed (tested:
+//!   `a_foreign_nmi_that_services_an_overflow_leaves_its_pmi_unclaimed`).
+//!   Linux's window claims it; this handler reports it as not its own.
 //!
 //! The handler takes no lock, executes no locked instruction and allocates
 //! nothing, so it may run as an NMI. It returns an error only if a register
@@ -279,17 +289,22 @@ impl PmiState {
         self.pending.fetch_or(bit, Ordering::AcqRel);
     }
 
-    /// Counter `c`, stopped and disarmed, has been read: `overflowed` if it
-    /// was past its overflow, whose PMI is then owed, unless a PMI taken in
-    /// the window claimed it already.
-    pub(super) fn close_window(&self, c: Counter, overflowed: bool) {
+    /// Counter `c`, stopped and disarmed, has been read: `periods` past
+    /// its last service, whose PMIs are then owed, unless a PMI taken in
+    /// the window claimed one already (then one fewer).
+    pub(super) fn close_window(&self, c: Counter, periods: u64) {
         let bit = 1 << (WINDOW_SHIFT + u32::from(c.index()));
         let was = self.pending.fetch_and(!bit, Ordering::AcqRel);
-        if overflowed && was & bit != 0 {
+        let owed = if was & bit != 0 {
+            periods
+        } else {
+            periods.saturating_sub(1)
+        };
+        if owed > 0 {
             let _ = self
                 .pending
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                    Some(p & !OWED | owe(p, 1))
+                    Some(p & !OWED | owe(p, owed))
                 });
         }
     }
@@ -297,7 +312,7 @@ impl PmiState {
 
 /// The owed count of `pending` plus `more`, capped at [`MAX_COUNTERS`].
 const fn owe(pending: u64, more: u64) -> u64 {
-    let owed = (pending & OWED) + more;
+    let owed = (pending & OWED).saturating_add(more);
     if owed > MAX_COUNTERS as u64 {
         MAX_COUNTERS as u64
     } else {
@@ -306,9 +321,9 @@ const fn owe(pending: u64, more: u64) -> u64 {
 }
 
 /// Re-arms counter `n`, which read `raw` (not past its overflow: left
-/// alone), as [`Rearm::rearm`] says, and hands its sample to `sink`;
-/// whether it was past its overflow. The usual overflow (fewer than `N`
-/// events past the wrap) inline, the rest out of line.
+/// alone), as [`Rearm::rearm`] says, and hands its sample to `sink`; the
+/// periods it completed (0: not past its overflow). The usual overflow
+/// (fewer than `N` events past the wrap) inline, the rest out of line.
 #[inline(always)]
 fn service<M: MsrBackend, S: Sink>(
     state: &PmiState,
@@ -317,7 +332,7 @@ fn service<M: MsrBackend, S: Sink>(
     raw: u64,
     rip: u64,
     sink: &mut S,
-) -> Result<bool, M::Error> {
+) -> Result<u64, M::Error> {
     let i = slot(n);
     if raw >= state.n[i].load(Ordering::Relaxed) {
         return service_rare(state, msr, n, raw, rip, sink);
@@ -326,7 +341,7 @@ fn service<M: MsrBackend, S: Sink>(
     msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
     bump(&state.periods[i], 1);
     sink(Sample::new(n as u8, 1, rip));
-    Ok(true)
+    Ok(1)
 }
 
 /// [`service`]'s rare cases: a counter a period or more past its wrap (a
@@ -340,7 +355,7 @@ fn service_rare<M: MsrBackend, S: Sink>(
     raw: u64,
     rip: u64,
     sink: &mut S,
-) -> Result<bool, M::Error> {
+) -> Result<u64, M::Error> {
     let i = slot(n);
     let rearm = Rearm {
         preset: state.preset[i].load(Ordering::Relaxed),
@@ -348,12 +363,12 @@ fn service_rare<M: MsrBackend, S: Sink>(
     };
     let (periods, value) = rearm.rearm(raw);
     if periods == 0 {
-        return Ok(false);
+        return Ok(0);
     }
     msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
     bump(&state.periods[i], periods);
     sink(Sample::new(n as u8, periods, rip));
-    Ok(true)
+    Ok(periods)
 }
 
 /// An interrupt that serviced nothing: the PMU's own, late, if a counter
@@ -382,7 +397,8 @@ fn claim_late<M: MsrBackend>(state: &PmiState, msr: &mut M) -> Result<bool, M::E
     Ok(true)
 }
 
-/// `k` counters serviced by one interrupt: `k - 1` late PMIs owed.
+/// `k` periods serviced by one interrupt (each overflow raised a PMI):
+/// `k - 1` late PMIs owed.
 #[cold]
 #[inline(never)]
 fn owe_late(state: &PmiState, k: u64) {
@@ -421,9 +437,10 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
             let n = rest.trailing_zeros();
             rest &= rest - 1;
             let raw = msr.rdpmc(n)?;
-            if service(state, msr, n, raw, rip, &mut sink)? {
+            let periods = service(state, msr, n, raw, rip, &mut sink)?;
+            if periods != 0 {
                 overflowed |= 1 << n;
-                serviced += 1;
+                serviced += periods;
             }
         }
         if found != 0 {
@@ -435,9 +452,10 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
             let n = rest.trailing_zeros();
             rest &= rest - 1;
             let raw = msr.rdpmc(n)?;
-            if raw & TOP == 0 && service(state, msr, n, raw, rip, &mut sink)? {
+            if raw & TOP == 0 {
+                let periods = service(state, msr, n, raw, rip, &mut sink)?;
                 overflowed |= 1 << n;
-                serviced += 1;
+                serviced += periods;
             }
         }
     }

@@ -37,6 +37,12 @@ impl AmdModel {
         self.pmis > 0
     }
 
+    /// Whether a PMI is pending or requested by a wrap whose skid has not
+    /// run out: an overflow's interrupt is in flight.
+    pub fn pmi_requested(&self) -> bool {
+        self.pmi_pending() || self.armed.iter().any(Option::is_some)
+    }
+
     /// How many PMI messages are pending (more than 1 only with
     /// [`AmdModel::set_separate_pmis`]).
     pub const fn pending_pmis(&self) -> u32 {

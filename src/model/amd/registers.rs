@@ -349,7 +349,7 @@ impl AmdModel {
         let index = |base: u32, stride: u32, n: usize| {
             let d = msr.wrapping_sub(base);
             let i = (d / stride) as usize;
-            (d % stride == 0 && i < n).then_some(i)
+            (d.is_multiple_of(stride) && i < n).then_some(i)
         };
         if let Some(i) = index(LEGACY_CTL0, 1, LEGACY) {
             return Some(Reg::Ctl(i));

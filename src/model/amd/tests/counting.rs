@@ -62,7 +62,11 @@ fn host_and_guest_only() {
     }
     m.inject(ev(0xC0, 3));
     m.inject(ev(0xC0, 4).in_guest());
-    assert_eq!([0, 1, 2, 3].map(|n| m.counter(n)), [7; 4], "SVM off: ignored");
+    assert_eq!(
+        [0, 1, 2, 3].map(|n| m.counter(n)),
+        [7; 4],
+        "SVM off: ignored"
+    );
     m.set_svme(true);
     m.inject(ev(0xC0, 10));
     m.inject(ev(0xC0, 100).in_guest());
@@ -76,7 +80,8 @@ fn cntmask_inv_and_edge() {
     let mut m = AmdModel::new(Config::zen2());
     m.write_msr(ctl(0), counting(0xC0, cmask(2))).unwrap();
     m.write_msr(ctl(1), counting(0xC0, cmask(2) | INV)).unwrap();
-    m.write_msr(ctl(2), counting(0xC0, cmask(2) | EDGE)).unwrap();
+    m.write_msr(ctl(2), counting(0xC0, cmask(2) | EDGE))
+        .unwrap();
     m.write_msr(ctl(3), counting(0xC0, INV)).unwrap();
     for n in [3, 1, 2, 2, 0, 4] {
         m.cycle(&[ev(0xC0, n)]);
@@ -84,7 +89,8 @@ fn cntmask_inv_and_edge() {
     // >= 2 in clocks 1, 3, 4, 6; < 2 in 2, 5; rising edges at 1, 3, 6.
     assert_eq!([0, 1, 2, 3].map(|n| m.counter(n)), [4, 2, 3, 12]);
     // A clock whose privilege is not admitted compares false.
-    m.write_msr(ctl(4), sel(0xC0, 0, OS_BIT | EN | cmask(1) | INV)).unwrap();
+    m.write_msr(ctl(4), sel(0xC0, 0, OS_BIT | EN | cmask(1) | INV))
+        .unwrap();
     m.set_privilege(USR);
     m.idle(5);
     assert_eq!(m.counter(4), 0);

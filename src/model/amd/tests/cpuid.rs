@@ -38,7 +38,10 @@ fn detection_on_the_presets() {
         let a = d.usable_amd().expect("usable");
         assert_eq!(a.vendor, Vendor::Amd);
         assert_eq!((a.family, a.model), (config.family, config.model));
-        assert_eq!((a.counters(), a.perf_ctr_ext_core, a.perfmon_v2), (counters, ext, v2));
+        assert_eq!(
+            (a.counters(), a.perf_ctr_ext_core, a.perfmon_v2),
+            (counters, ext, v2)
+        );
         assert_eq!(a.probe, CounterProbe::ReadBack { counter: 0 });
     }
     let hygon = Config {

@@ -69,9 +69,16 @@ pub fn reason<T: core::fmt::Debug>(r: Result<T, Fault>) -> GpReason {
 /// `UnknownMsr` and change nothing.
 #[track_caller]
 pub fn absent(m: &mut AmdModel, msr: u32) {
-    assert_eq!(reason(m.read_msr(msr)), GpReason::UnknownMsr, "RDMSR {msr:#X}");
+    assert_eq!(
+        reason(m.read_msr(msr)),
+        GpReason::UnknownMsr,
+        "RDMSR {msr:#X}"
+    );
     let before = m.clone();
     let e = m.write_msr(msr, 0).unwrap_err();
-    assert_eq!((e.instruction, e.ecx, e.reason), (Instruction::Wrmsr, msr, GpReason::UnknownMsr));
+    assert_eq!(
+        (e.instruction, e.ecx, e.reason),
+        (Instruction::Wrmsr, msr, GpReason::UnknownMsr)
+    );
     assert_eq!(*m, before, "a faulting WRMSR {msr:#X} changed the model");
 }

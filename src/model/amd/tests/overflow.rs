@@ -21,7 +21,10 @@ fn the_wrap_sets_status_on_v2_and_int_raises_the_pmi() {
             pmi_pending: true
         }
     );
-    assert_eq!((m.counter(2), m.global_status(), m.pmi_sources()), (0, 0b101, 0b100));
+    assert_eq!(
+        (m.counter(2), m.global_status(), m.pmi_sources()),
+        (0, 0b101, 0b100)
+    );
     assert!(m.take_pmi() && !m.take_pmi());
     // Before PerfMonV2: no status, the PMI all the same.
     let mut z2 = AmdModel::new(Config::zen2());
@@ -39,7 +42,11 @@ fn skid_and_a_stopped_counter() {
     m.set_skid(5);
     m.write_msr(ctl(0), counting(0x76, INT)).unwrap();
     m.write_msr(ctr(0), W48 - 1).unwrap();
-    assert_eq!(m.inject_until_pmi(ev(0x76, 100)).injected, 6, "wrap, then 5");
+    assert_eq!(
+        m.inject_until_pmi(ev(0x76, 100)).injected,
+        6,
+        "wrap, then 5"
+    );
     assert_eq!(m.counter(0), 5);
     assert!(m.take_pmi());
     m.write_msr(ctr(0), W48 - 1).unwrap();

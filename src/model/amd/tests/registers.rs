@@ -60,12 +60,20 @@ fn reserved_bits_are_ignored() {
 #[test]
 fn global_status_registers() {
     let mut m = AmdModel::new(Config::zen4());
-    assert_eq!(m.read_msr(GCTL).unwrap(), 0x3F, "every counter enabled at RESET");
+    assert_eq!(
+        m.read_msr(GCTL).unwrap(),
+        0x3F,
+        "every counter enabled at RESET"
+    );
     m.write_msr(SET, 0b101).unwrap();
     assert_eq!(m.read_msr(STATUS).unwrap(), 0b101);
     assert!(!m.pmi_pending(), "StatusSet raises no PMI");
     m.write_msr(STATUS, 0).unwrap();
-    assert_eq!(m.read_msr(STATUS).unwrap(), 0b101, "a write to the status is ignored");
+    assert_eq!(
+        m.read_msr(STATUS).unwrap(),
+        0b101,
+        "a write to the status is ignored"
+    );
     m.write_msr(CLR, 0b100 | 1 << 58).unwrap();
     assert_eq!(m.read_msr(STATUS).unwrap(), 0b001);
     assert_eq!((m.read_msr(CLR).unwrap(), m.read_msr(SET).unwrap()), (0, 0));
