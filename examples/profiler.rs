@@ -12,7 +12,8 @@
 //!
 //! N is picked by calibration (VTune's method): one run counting cycles
 //! without interrupts, then N = cycles / target samples; the sampled run
-//! repeats the calibration run's rounds.
+//! lasts until it took the samples aimed at (however the host schedules the
+//! virtual CPUs).
 //!
 //! QEMU has no PMU: the counters are the crate's model of a Pentium 4 PMU
 //! with Hyper-Threading, fed with real time. The interrupts, the APICs, the
@@ -72,7 +73,6 @@ impl shared::Platform for NetBurstModel {
     type Regs = ModelMsr<'static>;
     const NAME: &'static str = "profiler";
     const EVENT: &'static str = "cycles";
-    const SAME_ROUNDS: bool = true;
     const REAL: bool = false;
 
     fn introduce() {

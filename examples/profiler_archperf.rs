@@ -100,7 +100,6 @@ impl shared::Platform for RealPmu {
     type Regs = X86Msr;
     const NAME: &'static str = "profiler_archperf";
     const EVENT: &'static str = "core cycles";
-    const SAME_ROUNDS: bool = false;
     const REAL: bool = true;
 
     fn introduce() {
@@ -141,7 +140,6 @@ impl shared::Platform for Models {
     type Regs = ArchPerfMsr<'static>;
     const NAME: &'static str = "profiler_archperf";
     const EVENT: &'static str = "core cycles";
-    const SAME_ROUNDS: bool = false;
     const REAL: bool = false;
 
     fn introduce() {

@@ -74,6 +74,15 @@ const MAX_TICK_OVERHEAD_PERCENT: u64 = 50;
 /// a model more than one sample. A longer tick lengthens it in proportion
 /// ([`calibration_ns`]).
 const CALIBRATION_NS: u64 = 500_000_000;
+/// The longest a sampled run lasts, in calibration runs: it runs until it
+/// took the samples aimed at, which takes about one calibration run under
+/// TCG, and longer where interrupts are slow to take or a busy host
+/// deschedules the virtual CPUs (a model's clock, the TSC, runs on, a tick
+/// then carries several sample periods and gives one sample): 4 to 6 under
+/// this machine's KVM (nested), where a round of the workload takes 0.5-0.7
+/// s. 16 calibration runs are at most 64 s ([`MAX_CALIBRATION_NS`]), 8 s
+/// at the 200 µs tick.
+const SAMPLED_RUN_LIMIT: u64 = 16;
 /// The longest calibration run a profile aims at: with a long tick (a
 /// loaded host or a slow platform, where [`choose_model_tick`] picks up to
 /// 12.8 ms), [`TARGET_SAMPLES`] would need a calibration run of up to 32 s
@@ -115,6 +124,9 @@ static TSC_HZ: AtomicU64 = AtomicU64::new(0);
 static TICK: AtomicU64 = AtomicU64::new(TICK_NS);
 /// The samples a profile aims at ([`choose_model_tick`]).
 static TARGET: AtomicU64 = AtomicU64::new(TARGET_SAMPLES);
+/// Per CPU: the samples its PMI handler took since its sampled run began
+/// (one writer: that CPU's PMI handler).
+static TAKEN: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
 
 /// What a CPU's profile found, for the boot CPU to print.
 struct Profile {
@@ -185,14 +197,6 @@ pub trait Platform: 'static {
     const NAME: &'static str;
     /// What the counter counts, for the report ("cycles", "core cycles").
     const EVENT: &'static str;
-    /// Whether the sampled run repeats the calibration run's rounds (and so
-    /// lasts longer by the time its PMIs take, which the NetBurst model's
-    /// RUNNING counts too, as a Pentium 4's would), rather than last as long
-    /// as the calibration run (whatever a round takes this time, with an
-    /// emulator's code cache warming up or a hypervisor's exits: the sample
-    /// count stays about [`TARGET_SAMPLES`]; the report then gives the
-    /// sampled run's rounds).
-    const SAME_ROUNDS: bool;
     /// Whether a real PMU counts; else a model does, which the timer's
     /// ticks feed during the runs ([`Platform::feed`]).
     const REAL: bool;
@@ -403,26 +407,37 @@ fn on_tick<P: Platform>(_: &InterruptFrame) {
     apic_timer().eoi();
 }
 
-/// Runs `round` for `rounds` rounds (or, with `rounds == 0`, for about
-/// `ns`, whole rounds) on CPU `cpu` with interrupts enabled and, where a
-/// model counts, its timer ticking; returns the rounds run.
-fn profile_run<P: Platform>(cpu: usize, round: fn(), rounds: u64, ns: u64) -> u64 {
+/// How long a run lasts.
+#[derive(Clone, Copy)]
+enum Until {
+    /// About this many nanoseconds of TSC time, whole rounds.
+    Time(u64),
+    /// Until this CPU's PMI handler took this many samples, whole rounds;
+    /// or, failing that, for this many nanoseconds.
+    Samples(u64, u64),
+}
+
+/// The TSC ticks of `ns` nanoseconds.
+fn tsc_ticks(ns: u64) -> u64 {
+    (u128::from(TSC_HZ.load(Ordering::SeqCst)) * u128::from(ns) / 1_000_000_000) as u64
+}
+
+/// Runs `round` on CPU `cpu` until `until`, with interrupts enabled and,
+/// where a model counts, its timer ticking; returns the rounds run.
+fn profile_run<P: Platform>(cpu: usize, round: fn(), until: Until) -> u64 {
     let timer = (!P::REAL).then(|| start_ticks(cpu));
+    let (limit, samples) = match until {
+        Until::Time(ns) => (tsc_ticks(ns), u64::MAX),
+        Until::Samples(samples, ns) => (tsc_ticks(ns), samples),
+    };
+    TAKEN[cpu].store(0, Ordering::SeqCst);
     interrupts::enable();
     let mut done = 0;
-    if rounds > 0 {
-        while done < rounds {
-            round();
-            done += 1;
-        }
-    } else {
-        let tsc_hz = TSC_HZ.load(Ordering::SeqCst);
-        let limit = (tsc_hz as u128 * ns as u128 / 1_000_000_000) as u64;
-        let start = timer::rdtsc();
-        while timer::rdtsc().wrapping_sub(start) < limit {
-            round();
-            done += 1;
-        }
+    let start = timer::rdtsc();
+    while timer::rdtsc().wrapping_sub(start) < limit && TAKEN[cpu].load(Ordering::SeqCst) < samples
+    {
+        round();
+        done += 1;
     }
     interrupts::disable();
     if let Some(timer) = timer {
@@ -456,7 +471,7 @@ where
 {
     /// CPU `cpu`'s profile: a calibration run counting its workload's
     /// cycles for about [`calibration_ns`], N from it, then the sampled
-    /// run, as long or as many rounds ([`Platform::SAME_ROUNDS`]); the
+    /// run, until it took the samples aimed at ([`Until::Samples`]); the
     /// findings go to the report.
     pub fn profile<P: Platform>(self, cpu: usize) -> Result<(), Failure> {
         let Self {
@@ -473,7 +488,7 @@ where
         // Calibration: count the run's cycles without interrupts.
         h.configure(d, &counting)?;
         h.enable(d)?;
-        let rounds = profile_run::<P>(cpu, round, 0, calibration_ns());
+        let rounds = profile_run::<P>(cpu, round, Until::Time(calibration_ns()));
         h.halt(d)?;
         let cycles = h.read(d)? + CARRY[cpu].load(Ordering::SeqCst);
         h.release(d)?;
@@ -482,8 +497,14 @@ where
         // The profile.
         h.configure(d, &sample_every(counting, n))?;
         h.enable(d)?;
-        let repeat = if P::SAME_ROUNDS { rounds } else { 0 };
-        let sampled_rounds = profile_run::<P>(cpu, round, repeat, calibration_ns());
+        // Until the samples aimed at are taken, however long that takes:
+        // the sample count, which the report judges, then does not depend
+        // on how the host schedules the virtual CPUs (a CPU descheduled
+        // while its model's clock, the TSC, runs on takes fewer samples per
+        // second, never more than one a tick, [`on_tick`]); at most
+        // [`SAMPLED_RUN_LIMIT`] calibration runs long.
+        let until = Until::Samples(target_samples(), calibration_ns() * SAMPLED_RUN_LIMIT);
+        let sampled_rounds = profile_run::<P>(cpu, round, until);
         h.halt(d)?;
         let (owed, residual) = n.split(h.read(d)?);
         let (serviced, at_halt) = periods(counter);
@@ -574,6 +595,8 @@ fn on_pmi<P: Platform>(frame: &InterruptFrame) {
             frame.rip,
             |s| {
                 SAMPLES[cpu].push(s.with_payload(chain));
+                let taken = &TAKEN[cpu];
+                taken.store(taken.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             },
         );
     }
@@ -633,22 +656,16 @@ fn report<P: Platform>(cpu: usize) -> bool {
     );
     let inside: u64 = counts[..3].iter().sum();
     let total = inside + counts[3];
-    // Why not exactly the target: a run that repeats the calibration's
-    // rounds is longer by the time its interrupt handlers take, which is
-    // CPL-0 time the cycles count too (as on a Pentium 4); a run as long
-    // as the calibration's differs by the rounding to whole rounds on a
-    // model (whose cycles are TSC time), and by the core's varying
-    // frequency on a real PMU. Each sample is still exactly N cycles.
+    // The sampled run lasts until the samples aimed at are taken; its
+    // cycles are about the calibration run's where the virtual CPU ran
+    // when ready (more by the time the interrupt handlers take, CPL-0 time
+    // the cycles count too, as on a Pentium 4), and more where a busy host
+    // descheduled it (on a model, whose cycles are TSC time, a tick then
+    // carries several periods and gives one sample). Each sample is still
+    // exactly N cycles, and the periods are all accounted.
     let sampled_rounds = p.sampled_rounds.load(Ordering::SeqCst);
-    let rounds = fmt::from_fn(|f| {
-        if P::SAME_ROUNDS {
-            Ok(())
-        } else {
-            write!(f, " ({sampled_rounds} rounds)")
-        }
-    });
     println!(
-        "  {total} samples ({} dropped, {} found at halt); the sampled run{rounds} counted {sampled} cycles, {}.{:02} x the calibration run's: {} periods of {n}",
+        "  {total} samples ({} dropped, {} found at halt); the sampled run ({sampled_rounds} rounds) counted {sampled} cycles, {}.{:02} x the calibration run's: {} periods of {n}",
         SAMPLES[cpu].dropped(),
         p.at_halt.load(Ordering::SeqCst),
         sampled / cycles.max(1),
@@ -687,6 +704,11 @@ fn report<P: Platform>(cpu: usize) -> bool {
         println!(
             "  {} samples without a place in the flame graph (past {CHAINS} distinct call chains)",
             chains.unplaced()
+        );
+    }
+    if inside < fewest {
+        println!(
+            "  only {inside} samples in the workload: the sampled run reached its limit ({SAMPLED_RUN_LIMIT} calibration runs) first"
         );
     }
     if inside < TARGET_SAMPLES {

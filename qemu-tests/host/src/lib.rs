@@ -53,6 +53,8 @@
 //! `-icount`: such a kernel boots as any other and its cases hold by their
 //! own design there.
 
+pub mod budget;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -224,8 +226,11 @@ impl Workspace {
         let client = Self::kernel_build(&self.root.join(CLIENT), &self.client_target_dir())
             .arg("--quiet")
             .spawn();
+        // With cargo's timing report, whose critical path the harness
+        // prints when `cargo test` exceeds its budget (`budget`).
         let built = Self::kernel_build(&self.root, &self.target_dir)
             .args([
+                "--timings",
                 "--quiet",
                 "--bins",
                 "-p",
@@ -324,8 +329,9 @@ impl Workspace {
         discover(&self.root)
     }
 
-    fn kernel(&self, run: &Run) -> PathBuf {
-        let dir = if run.kernel == "client" {
+    fn kernel(&self, k: &KernelRun) -> PathBuf {
+        let run = &k.run;
+        let dir = if k.package.is_none() {
             self.client_target_dir()
         } else {
             self.target_dir.clone()
@@ -349,7 +355,7 @@ impl Workspace {
         } else {
             println!("qemu: booting {} (QEMU {})", run.label(), args.join(" "));
         }
-        let kernel = self.kernel(run);
+        let kernel = self.kernel(k);
         let boot = qemu::boot(&kernel, accel, &args, true);
         if !boot.success {
             eprintln!("qemu: {}", boot.said);
@@ -420,6 +426,8 @@ impl Workspace {
                 return ExitCode::FAILURE;
             }
         }
+        let cargo_age = budget::parent_age();
+        let harness = std::time::Instant::now();
         let runs = match self.prepare().and_then(|()| self.runs()) {
             Ok(runs) => runs,
             Err(e) => {
@@ -432,6 +440,7 @@ impl Workspace {
             runs,
             &past_boot_times(&history, &self.boot_times_file(accel.other())),
         );
+        let kernels = harness.elapsed();
         let next = Mutex::new(runs.iter());
         let results = Mutex::new(Vec::new());
         let took = Mutex::new(Vec::new());
@@ -459,10 +468,10 @@ impl Workspace {
                         let booted = skipped.is_none();
                         let mut cases = match skipped {
                             Some(skipped) => vec![skipped],
-                            None => boot(&self.kernel(run), k, accel, &self.target_dir),
+                            None => boot(&self.kernel(k), k, accel, &self.target_dir),
                         };
                         if k.defmt && booted {
-                            cases.push(check_defmt(&self.kernel(run), &self.target_dir, decoder));
+                            cases.push(check_defmt(&self.kernel(k), &self.target_dir, decoder));
                         }
                         let mut out = String::new();
                         for case in &cases {
@@ -482,7 +491,25 @@ impl Workspace {
         let took = took.into_inner().unwrap();
         // For the next run's order; a run that cannot keep it still runs.
         let _ = fs::write(&history, boot_times_text(&took));
-        println!("qemu: {}", longest(took));
+        let longest = longest(took);
+        println!("qemu: {longest}");
+        if let Some(age) = cargo_age {
+            let total = age + harness.elapsed();
+            if total.as_secs_f64() > budget::budget() {
+                let boots = harness.elapsed() - kernels;
+                let path = budget::build_critical_path(&self.target_dir, None);
+                // The test binaries' build, where `cargo test --timings`
+                // reported it (beside the kernels' target directory).
+                let outer = self
+                    .target_dir
+                    .parent()
+                    .and_then(|t| budget::build_critical_path(t, Some(total)));
+                println!(
+                    "{}",
+                    budget::over_budget(total, age, outer, kernels, path, boots, &longest)
+                );
+            }
+        }
         let count = |v: Verdict| results.iter().filter(|&&r| r == v).count();
         let (passed, failed) = (count(Verdict::Passed), count(Verdict::Failed));
         println!("{}", tally(passed, failed, count(Verdict::Skipped)));
@@ -596,11 +623,22 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
         }
     }
     sources.push(root.join(CLIENT).join("src/main.rs"));
+    let client_bins = root.join(CLIENT).join("src/bin");
+    let entries = fs::read_dir(&client_bins).map_err(|e| format!("{CLIENT}/src/bin: {e}"))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            sources.push(path);
+        }
+    }
     sources.sort();
     let mut runs = Vec::new();
     for path in sources {
-        let (kernel, package) = if path.starts_with(root.join(CLIENT)) {
+        let (kernel, package) = if path.ends_with(Path::new(CLIENT).join("src/main.rs")) {
             ("client".to_string(), None)
+        } else if path.starts_with(root.join(CLIENT)) {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, None)
         } else {
             let package = if path.starts_with(root.join("examples")) {
                 "pmu-examples"
