@@ -91,13 +91,14 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::msrs::{COUNTER_WIDTH, Counter, CounterSet, MAX_COUNTERS};
 use super::msrs::{PERF_CNTR_GLOBAL_STATUS, PERF_CNTR_GLOBAL_STATUS_CLR};
-use crate::access::{MsrBackend, MsrOps};
+use crate::access::{MsrBackend, MsrOps, same_backend};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
 
-/// Per-counter arrays are indexed by the counter's number, masked to 8
-/// entries (no bounds check), 6 used.
-const SLOTS: usize = 8;
+/// Per-counter arrays are indexed by the counter's number, the bit number
+/// the handler finds (no mapping, no bounds check: a bit number of a
+/// 64-bit word is below 64): 64 entries, 6 used.
+const SLOTS: usize = 64;
 
 /// The slot of counter number `n`.
 const fn slot(n: u32) -> usize {
@@ -108,10 +109,13 @@ const fn slot(n: u32) -> usize {
 /// it wraps, clear from the wrap until it has counted 2^47 events more.
 const TOP: u64 = 1 << (COUNTER_WIDTH - 1);
 
-/// The bits of [`PmiState`]'s `pending` word holding the owed late PMIs.
-const OWED: u64 = 0xFF;
-/// Where the window of counters taken out of service starts in it.
-const WINDOW_SHIFT: u32 = 8;
+/// In [`PmiState`]'s `pending` word: the window of counters taken out of
+/// service, bits 7:0 ...
+const WINDOW: u64 = 0xFF;
+/// ... and the late PMIs owed, from bit 8 up (an increment is one add).
+const OWED_SHIFT: u32 = 8;
+/// One late PMI owed.
+const ONE_OWED: u64 = 1 << OWED_SHIFT;
 
 /// How a counter overflows: 48 bits wide, its PMI raised with the overflow
 /// (AMD64 APM Vol. 2 13.2.1: INT "generates an interrupt when the counter
@@ -130,9 +134,10 @@ pub const fn overflow_rule() -> OverflowRule {
 /// Every location the handler writes has one writer at a time (the
 /// handler of this logical processor, or the driver halting a counter
 /// after disarming it), so the handler updates it with a plain load and
-/// store; the one word both write, the late-PMI bookkeeping, the driver
-/// changes with single read-modify-write instructions, which a PMI on its
-/// own CPU cannot split. The handler may interrupt a driver call of its
+/// store; the words both write, the late-PMI bookkeeping and the handler's
+/// way in, the driver changes with single read-modify-write instructions,
+/// which a PMI on its own CPU cannot split, and checks again
+/// ([`PmiState::resync`]). The handler may interrupt a driver call of its
 /// CPU at any register access, as a vector PMI or an NMI: every count
 /// stays exact, tested at every access of every operation
 /// (`driver/tests/interrupts.rs`).
@@ -142,6 +147,12 @@ pub struct PmiState {
     /// `PerfCntrGlobalStatus` with PerfMonV2; 0 before it, where the
     /// handler tests each armed counter's top bit instead.
     status: AtomicU32,
+    /// The handler's way in: `status` while the PerfMonV2 fast path may
+    /// serve (nothing of the late-PMI bookkeeping pending), `status` with
+    /// bit 63 set while something is (the general path, [`general`], which
+    /// owes and claims), 0 before PerfMonV2 (the general path). One load
+    /// and one sign test choose.
+    gate: AtomicU64,
     /// Per counter: the MSR its re-arm writes (`PERF_CTRn` or
     /// `PERF_LEGACY_CTRn`), set when it is configured.
     msr: [AtomicU32; SLOTS],
@@ -149,14 +160,20 @@ pub struct PmiState {
     n: [AtomicU64; SLOTS],
     periods: [AtomicU64; SLOTS],
     at_halt: [AtomicU64; SLOTS],
-    interrupts: AtomicU64,
+    /// PMIs that serviced an overflow; with `spurious`, every PMI (one
+    /// increment per PMI, whichever way it ends).
+    serviced: AtomicU64,
     spurious: AtomicU64,
     late: AtomicU64,
-    /// The late-PMI bookkeeping (module documentation): bits 7:0 the PMIs
-    /// owed, bits 15:8 the counters a halt or release is taking out of
-    /// service (between their disarm and their read).
+    /// The late-PMI bookkeeping (module documentation): bits 7:0 the
+    /// counters a halt or release is taking out of service (between their
+    /// disarm and their read), from bit 8 up the PMIs owed (at most
+    /// [`MAX_COUNTERS`]).
     pending: AtomicU64,
 }
+
+/// The gate's bit that sends the handler the general way.
+const GENERAL: u64 = 1 << 63;
 
 impl core::fmt::Debug for PmiState {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -176,12 +193,13 @@ impl PmiState {
         PmiState {
             armed: Z,
             status: AtomicU32::new(0),
+            gate: Z,
             msr: [const { AtomicU32::new(0) }; SLOTS],
             preset: [Z; SLOTS],
             n: [Z; SLOTS],
             periods: [Z; SLOTS],
             at_halt: [Z; SLOTS],
-            interrupts: Z,
+            serviced: Z,
             spurious: Z,
             late: Z,
             pending: Z,
@@ -195,11 +213,12 @@ impl PmiState {
         self.armed.store(0, Ordering::Release);
         let status = if v2 { PERF_CNTR_GLOBAL_STATUS } else { 0 };
         self.status.store(status, Ordering::Release);
+        self.gate.store(status.into(), Ordering::Release);
         for s in 0..SLOTS {
             self.periods[s].store(0, Ordering::Relaxed);
             self.at_halt[s].store(0, Ordering::Relaxed);
         }
-        for cell in [&self.interrupts, &self.spurious, &self.late, &self.pending] {
+        for cell in [&self.serviced, &self.spurious, &self.late, &self.pending] {
             cell.store(0, Ordering::Relaxed);
         }
     }
@@ -226,7 +245,7 @@ impl PmiState {
 
     /// PMIs handled.
     pub fn interrupts(&self) -> u64 {
-        self.interrupts.load(Ordering::Relaxed)
+        self.serviced.load(Ordering::Relaxed) + self.spurious.load(Ordering::Relaxed)
     }
 
     /// PMIs that found no overflowed armed counter (the late ones among
@@ -242,9 +261,9 @@ impl PmiState {
     }
 
     /// The late PMIs owed now: raised by overflows already serviced (or
-    /// found by a halt), not yet taken.
+    /// found by a halt), not yet taken (at most [`MAX_COUNTERS`]).
     pub fn owed(&self) -> u64 {
-        self.pending.load(Ordering::Acquire) & OWED
+        self.pending.load(Ordering::Acquire) >> OWED_SHIFT
     }
 
     /// Counter `c` is (re)configured: the MSR its re-arm writes (`PERF_CTRn`
@@ -285,15 +304,16 @@ impl PmiState {
     /// Counter `c` is being taken out of service (halted or released): in
     /// the window from before its disarm until [`PmiState::close_window`].
     pub(super) fn open_window(&self, c: Counter) {
-        let bit = 1 << (WINDOW_SHIFT + u32::from(c.index()));
-        self.pending.fetch_or(bit, Ordering::AcqRel);
+        self.gate.fetch_or(GENERAL, Ordering::AcqRel);
+        self.pending.fetch_or(1 << c.index(), Ordering::AcqRel);
+        self.resync();
     }
 
     /// Counter `c`, stopped and disarmed, has been read: `periods` past
     /// its last service, whose PMIs are then owed, unless a PMI taken in
     /// the window claimed one already (then one fewer).
     pub(super) fn close_window(&self, c: Counter, periods: u64) {
-        let bit = 1 << (WINDOW_SHIFT + u32::from(c.index()));
+        let bit = 1 << c.index();
         let was = self.pending.fetch_and(!bit, Ordering::AcqRel);
         let owed = if was & bit != 0 {
             periods
@@ -304,51 +324,253 @@ impl PmiState {
             let _ = self
                 .pending
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                    Some(p & !OWED | owe(p, owed))
+                    Some(owe(p, owed))
                 });
+        }
+        self.resync();
+    }
+
+    /// The gate set from `pending`, by the handler (which nothing
+    /// interrupts on its CPU): the general way exactly while something is
+    /// pending.
+    fn set_gate(&self, pending: u64) {
+        let status = u64::from(self.status.load(Ordering::Relaxed));
+        let gate = if pending == 0 { status } else { status | GENERAL };
+        self.gate.store(gate, Ordering::Relaxed);
+    }
+
+    /// The same, by the driver, which a PMI of its CPU may interrupt
+    /// between any two instructions: a handler that changes `pending` in
+    /// between sets the gate itself, so the driver's setting is checked
+    /// against `pending` again, until no PMI came between.
+    fn resync(&self) {
+        loop {
+            let pending = self.pending.load(Ordering::Acquire);
+            self.set_gate(pending);
+            if self.pending.load(Ordering::Acquire) == pending {
+                return;
+            }
         }
     }
 }
 
-/// The owed count of `pending` plus `more`, capped at [`MAX_COUNTERS`].
+/// `pending` with `more` late PMIs owed (at most [`MAX_COUNTERS`]: no more
+/// PMIs than counters can be in flight).
 const fn owe(pending: u64, more: u64) -> u64 {
-    let owed = (pending & OWED).saturating_add(more);
-    if owed > MAX_COUNTERS as u64 {
+    let owed = (pending >> OWED_SHIFT).saturating_add(more);
+    let owed = if owed > MAX_COUNTERS as u64 {
         MAX_COUNTERS as u64
     } else {
         owed
-    }
+    };
+    pending & WINDOW | owed << OWED_SHIFT
 }
 
-/// Re-arms counter `n`, which read `raw` (not past its overflow: left
-/// alone), as [`Rearm::rearm`] says, and hands its sample to `sink`; the
-/// periods it completed (0: not past its overflow). The usual overflow
-/// (fewer than `N` events past the wrap) inline, the rest out of line.
-#[inline(always)]
-fn service<M: MsrBackend, S: Sink>(
+/// The PMI handler (the AMD core PMU's part of [`crate::arch::handle_pmi`]):
+/// with PerfMonV2, read `PerfCntrGlobalStatus` once and service every armed
+/// counter it shows overflowed; before PerfMonV2, read every armed counter
+/// and service those whose top bit is clear; each re-armed relative to what
+/// it holds, a [`Sample`] with the interrupted `rip` to `sink`; with
+/// PerfMonV2 every status bit found acknowledged in one
+/// `PerfCntrGlobalStatusClr` write; late PMIs owed or claimed by count;
+/// before PerfMonV2 the LVT entry written `entry` last (module
+/// documentation). See the [module documentation](self).
+///
+/// With PerfMonV2 and nothing of the late-PMI bookkeeping pending, the
+/// usual interrupt (one overflowed counter, fewer than `N` events past its
+/// wrap) and the one that finds nothing are served inline; anything else
+/// (more counters, a counter a period or more past its wrap, a stale
+/// status bit) hands the rest of the interrupt to an out-of-line path, so
+/// that the inline path keeps no register for it. Before PerfMonV2, and
+/// while something is pending, the general path ([`general`]) serves.
+#[inline]
+pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     state: &PmiState,
     msr: &mut M,
-    n: u32,
-    raw: u64,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
     rip: u64,
-    sink: &mut S,
-) -> Result<u64, M::Error> {
+    mut sink: S,
+) -> Result<PmiOutcome, M::Error> {
+    let gate = state.gate.load(Ordering::Relaxed);
+    if gate as i64 <= 0 {
+        return general(state, same_backend(msr), lvt, entry, rip, sink);
+    }
+    let found = msr.read_msr(gate as u32)? & state.armed.load(Ordering::Acquire);
+    if found == 0 {
+        bump(&state.spurious, 1);
+        return Ok(PmiOutcome::default());
+    }
+    let n = found.trailing_zeros();
     let i = slot(n);
+    let raw = msr.rdpmc(n)?;
+    // What the re-arm needs, loaded after the read.
     if raw >= state.n[i].load(Ordering::Relaxed) {
-        return service_rare(state, msr, n, raw, rip, sink);
+        return general_v2(state, same_backend(msr), rip, sink, found);
     }
     let preset = state.preset[i].load(Ordering::Relaxed);
     msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
     bump(&state.periods[i], 1);
     sink(Sample::new(n as u8, 1, rip));
-    Ok(1)
+    let rest = found & (found - 1);
+    if rest != 0 {
+        return more_v2(state, same_backend(msr), rip, sink, found, rest);
+    }
+    msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
+    bump(&state.serviced, 1);
+    Ok(PmiOutcome {
+        overflowed: found,
+        late: false,
+    })
 }
 
-/// [`service`]'s rare cases: a counter a period or more past its wrap (a
-/// division), or not past its overflow at all (a stale status bit).
+/// The PerfMonV2 fast path's interrupt with more than one overflowed
+/// counter: the first serviced already, the others (`rest` of `found`)
+/// here, out of line, then [`finish`].
 #[cold]
 #[inline(never)]
-fn service_rare<M: MsrBackend, S: Sink>(
+fn more_v2<M: MsrBackend, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    rip: u64,
+    mut sink: S,
+    found: u64,
+    rest: u64,
+) -> Result<PmiOutcome, M::Error> {
+    let (overflowed, periods) = service_all(state, msr, rip, &mut sink, rest)?;
+    msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
+    finish(state, msr, &mut (), LvtPerfCounter::RESET, overflowed | found & !rest, periods + 1)
+}
+
+/// The PerfMonV2 fast path's interrupt whose first counter is a period or
+/// more past its wrap, or not past its overflow: the whole of it out of
+/// line, as the general path takes it.
+#[cold]
+#[inline(never)]
+fn general_v2<M: MsrBackend, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    rip: u64,
+    mut sink: S,
+    found: u64,
+) -> Result<PmiOutcome, M::Error> {
+    let (overflowed, periods) = service_all(state, msr, rip, &mut sink, found)?;
+    msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
+    finish(state, msr, &mut (), LvtPerfCounter::RESET, overflowed, periods)
+}
+
+/// The general path: before PerfMonV2 every armed counter, with PerfMonV2
+/// (while something of the late-PMI bookkeeping is pending) the armed
+/// counters the status shows, serviced ([`service_all`]), the status
+/// acknowledged; then [`finish`]: late PMIs owed or claimed, and (before
+/// PerfMonV2) the LVT entry written. A function of its own, so that the
+/// PerfMonV2 fast path keeps none of its registers.
+#[inline(never)]
+fn general<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    rip: u64,
+    mut sink: S,
+) -> Result<PmiOutcome, M::Error> {
+    let status = state.status.load(Ordering::Relaxed);
+    let armed = state.armed.load(Ordering::Acquire);
+    if status == 0 {
+        let (overflowed, periods) = service_all(state, msr, rip, &mut sink, armed)?;
+        if periods == 1 && state.pending.load(Ordering::Relaxed) == 0 {
+            bump(&state.serviced, 1);
+            lvt.write_lvt_perf_counter(entry);
+            return Ok(PmiOutcome {
+                overflowed,
+                late: false,
+            });
+        }
+        return finish(state, msr, lvt, entry, overflowed, periods);
+    }
+    let found = msr.read_msr(status)? & armed;
+    let (overflowed, periods) = service_all(state, msr, rip, &mut sink, found)?;
+    if found != 0 {
+        msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
+    }
+    finish(state, msr, &mut (), LvtPerfCounter::RESET, overflowed, periods)
+}
+
+/// Services the counters of `set` whose top bit is clear (the others are
+/// not past their overflow: before PerfMonV2 the usual case, with it a
+/// stale status bit): the usual overflow inline, a counter a period or
+/// more past its wrap by [`Rearm::rearm`]. The counters serviced and the
+/// periods.
+#[inline(always)]
+fn service_all<M: MsrBackend, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    rip: u64,
+    sink: &mut S,
+    mut set: u64,
+) -> Result<(u64, u64), M::Error> {
+    let (mut overflowed, mut periods) = (0, 0);
+    while set != 0 {
+        let n = set.trailing_zeros();
+        set &= set - 1;
+        let raw = msr.rdpmc(n)?;
+        if raw & TOP != 0 {
+            continue;
+        }
+        let i = slot(n);
+        let p = if raw < state.n[i].load(Ordering::Relaxed) {
+            let preset = state.preset[i].load(Ordering::Relaxed);
+            msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
+            bump(&state.periods[i], 1);
+            sink(Sample::new(n as u8, 1, rip));
+            1
+        } else {
+            service_rearm(state, msr, n, raw, rip, sink)?
+        };
+        overflowed |= 1 << n;
+        periods += p;
+    }
+    Ok((overflowed, periods))
+}
+
+/// The end of an interrupt that serviced `periods` periods of the
+/// counters `overflowed`: a late PMI owed per period beyond the first; an
+/// interrupt that serviced nothing claimed as a late PMI where the count
+/// says it is one ([`claim_late`]); counted; the gate set again; the LVT
+/// entry written.
+fn finish<M: MsrBackend, L: LvtPerfCounterEntry>(
+    state: &PmiState,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    overflowed: u64,
+    periods: u64,
+) -> Result<PmiOutcome, M::Error> {
+    let mut pending = state.pending.load(Ordering::Relaxed);
+    let mut late = false;
+    if periods > 1 {
+        pending = owe(pending, periods - 1);
+    } else if periods == 0 && pending != 0 {
+        (pending, late) = claim_late(msr, pending)?;
+    }
+    state.pending.store(pending, Ordering::Relaxed);
+    state.set_gate(pending);
+    lvt.write_lvt_perf_counter(entry);
+    if periods == 0 {
+        bump(&state.spurious, 1);
+        bump(&state.late, u64::from(late));
+    } else {
+        bump(&state.serviced, 1);
+    }
+    Ok(PmiOutcome { overflowed, late })
+}
+
+/// Services counter `n` (its slot's constants), which read `raw`, by
+/// [`Rearm::rearm`]: the periods it completed (0 when it is not past its
+/// overflow, left alone). Out of line: a division.
+#[cold]
+#[inline(never)]
+fn service_rearm<M: MsrBackend, S: Sink>(
     state: &PmiState,
     msr: &mut M,
     n: u32,
@@ -362,110 +584,29 @@ fn service_rare<M: MsrBackend, S: Sink>(
         n: state.n[i].load(Ordering::Relaxed),
     };
     let (periods, value) = rearm.rearm(raw);
-    if periods == 0 {
-        return Ok(0);
+    if periods != 0 {
+        msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
+        bump(&state.periods[i], periods);
+        sink(Sample::new(n as u8, periods, rip));
     }
-    msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
-    bump(&state.periods[i], periods);
-    sink(Sample::new(n as u8, periods, rip));
     Ok(periods)
 }
 
-/// An interrupt that serviced nothing: the PMU's own, late, if a counter
-/// being taken out of service is past its overflow (the halt's PMI, which
-/// the halt then does not owe) or a late PMI is owed; `false` otherwise.
-#[cold]
-#[inline(never)]
-fn claim_late<M: MsrBackend>(state: &PmiState, msr: &mut M) -> Result<bool, M::Error> {
-    let pending = state.pending.load(Ordering::Relaxed);
-    let mut window = pending >> WINDOW_SHIFT;
+/// An interrupt that serviced nothing, with late-PMI bookkeeping `pending`:
+/// the PMU's own, late, if a counter being taken out of service is past its
+/// overflow (the halt's PMI, which the halt then does not owe) or a late
+/// PMI is owed. The bookkeeping left, and whether it was.
+fn claim_late<M: MsrBackend>(msr: &mut M, pending: u64) -> Result<(u64, bool), M::Error> {
+    let mut window = pending & WINDOW;
     while window != 0 {
         let n = window.trailing_zeros();
         window &= window - 1;
         if msr.rdpmc(n)? & TOP == 0 {
-            let bit = 1 << (WINDOW_SHIFT + n);
-            state.pending.store(pending & !bit, Ordering::Relaxed);
-            bump(&state.late, 1);
-            return Ok(true);
+            return Ok((pending & !(1 << n), true));
         }
     }
-    if pending & OWED == 0 {
-        return Ok(false);
+    if pending >> OWED_SHIFT == 0 {
+        return Ok((pending, false));
     }
-    state.pending.store(pending - 1, Ordering::Relaxed);
-    bump(&state.late, 1);
-    Ok(true)
-}
-
-/// `k` periods serviced by one interrupt (each overflow raised a PMI):
-/// `k - 1` late PMIs owed.
-#[cold]
-#[inline(never)]
-fn owe_late(state: &PmiState, k: u64) {
-    let pending = state.pending.load(Ordering::Relaxed);
-    state
-        .pending
-        .store(pending & !OWED | owe(pending, k - 1), Ordering::Relaxed);
-}
-
-/// The PMI handler (the AMD core PMU's part of [`crate::arch::handle_pmi`]):
-/// with PerfMonV2, read `PerfCntrGlobalStatus` once and service every armed
-/// counter it shows overflowed; before PerfMonV2, read every armed
-/// counter and service those whose top bit is clear; each re-armed
-/// relative to what it holds, a [`Sample`] with the interrupted `rip` to
-/// `sink`; with PerfMonV2 every status bit found acknowledged in one
-/// `PerfCntrGlobalStatusClr` write; late PMIs owed or claimed by count;
-/// then the LVT entry written `entry`. See the [module documentation](self).
-#[inline]
-pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
-    state: &PmiState,
-    msr: &mut M,
-    lvt: &mut L,
-    entry: LvtPerfCounter,
-    rip: u64,
-    mut sink: S,
-) -> Result<PmiOutcome, M::Error> {
-    bump(&state.interrupts, 1);
-    let armed = state.armed.load(Ordering::Acquire);
-    let status = state.status.load(Ordering::Relaxed);
-    let mut overflowed = 0u64;
-    let mut serviced = 0u64;
-    if status != 0 {
-        let found = msr.read_msr(status)? & armed;
-        let mut rest = found;
-        while rest != 0 {
-            let n = rest.trailing_zeros();
-            rest &= rest - 1;
-            let raw = msr.rdpmc(n)?;
-            let periods = service(state, msr, n, raw, rip, &mut sink)?;
-            if periods != 0 {
-                overflowed |= 1 << n;
-                serviced += periods;
-            }
-        }
-        if found != 0 {
-            msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
-        }
-    } else {
-        let mut rest = armed;
-        while rest != 0 {
-            let n = rest.trailing_zeros();
-            rest &= rest - 1;
-            let raw = msr.rdpmc(n)?;
-            if raw & TOP == 0 {
-                let periods = service(state, msr, n, raw, rip, &mut sink)?;
-                overflowed |= 1 << n;
-                serviced += periods;
-            }
-        }
-    }
-    let late = serviced == 0 && {
-        bump(&state.spurious, 1);
-        state.pending.load(Ordering::Relaxed) != 0 && claim_late(state, msr)?
-    };
-    if serviced > 1 {
-        owe_late(state, serviced);
-    }
-    lvt.write_lvt_perf_counter(entry);
-    Ok(PmiOutcome { overflowed, late })
+    Ok((pending - ONE_OWED, true))
 }
