@@ -170,6 +170,10 @@ pub struct PmiState {
     /// disarm and their read), from bit 8 up the PMIs owed (at most
     /// [`MAX_COUNTERS`]).
     pending: AtomicU64,
+    /// The status bits the running handler found (PerfMonV2, general
+    /// path): its own scratch (one writer: the handler, which nothing
+    /// re-enters), kept here rather than in a register through the loop.
+    found: AtomicU64,
 }
 
 /// The gate's bit that sends the handler the general way.
@@ -203,6 +207,7 @@ impl PmiState {
             spurious: Z,
             late: Z,
             pending: Z,
+            found: Z,
         }
     }
 
@@ -263,7 +268,7 @@ impl PmiState {
     /// The late PMIs owed now: raised by overflows already serviced (or
     /// found by a halt), not yet taken (at most [`MAX_COUNTERS`]).
     pub fn owed(&self) -> u64 {
-        self.pending.load(Ordering::Acquire) >> OWED_SHIFT
+        owe(self.pending.load(Ordering::Acquire), 0) >> OWED_SHIFT
     }
 
     /// Counter `c` is (re)configured: the MSR its re-arm writes (`PERF_CTRn`
@@ -333,6 +338,7 @@ impl PmiState {
     /// The gate set from `pending`, by the handler (which nothing
     /// interrupts on its CPU): the general way exactly while something is
     /// pending.
+    #[inline(always)]
     fn set_gate(&self, pending: u64) {
         let status = u64::from(self.status.load(Ordering::Relaxed));
         let gate = if pending == 0 { status } else { status | GENERAL };
@@ -355,7 +361,8 @@ impl PmiState {
 }
 
 /// `pending` with `more` late PMIs owed (at most [`MAX_COUNTERS`]: no more
-/// PMIs than counters can be in flight).
+/// PMIs than counters can be in flight; the PerfMonV2 fast path adds
+/// without the cap, which applies where they are counted or taken).
 const fn owe(pending: u64, more: u64) -> u64 {
     let owed = (pending >> OWED_SHIFT).saturating_add(more);
     let owed = if owed > MAX_COUNTERS as u64 {
@@ -377,12 +384,13 @@ const fn owe(pending: u64, more: u64) -> u64 {
 /// documentation). See the [module documentation](self).
 ///
 /// With PerfMonV2 and nothing of the late-PMI bookkeeping pending, the
-/// usual interrupt (one overflowed counter, fewer than `N` events past its
-/// wrap) and the one that finds nothing are served inline; anything else
-/// (more counters, a counter a period or more past its wrap, a stale
-/// status bit) hands the rest of the interrupt to an out-of-line path, so
-/// that the inline path keeps no register for it. Before PerfMonV2, and
-/// while something is pending, the general path ([`general`]) serves.
+/// usual interrupt (each overflowed counter fewer than `N` events past its
+/// wrap) and the one that finds nothing are served inline (the first
+/// counter here, the others by [`v2_more`]); anything else (a counter a
+/// period or more past its wrap, a stale status bit) hands the rest of the
+/// interrupt to an out-of-line path, so that the inline path keeps no
+/// register for it. Before PerfMonV2, and while something is pending, the
+/// general path ([`general`]) serves.
 #[inline]
 pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     state: &PmiState,
@@ -399,14 +407,18 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     let found = msr.read_msr(gate as u32)? & state.armed.load(Ordering::Acquire);
     if found == 0 {
         bump(&state.spurious, 1);
-        return Ok(PmiOutcome::default());
+        return Ok(PmiOutcome {
+            overflowed: found,
+            late: false,
+        });
     }
     let n = found.trailing_zeros();
     let i = slot(n);
     let raw = msr.rdpmc(n)?;
     // What the re-arm needs, loaded after the read.
     if raw >= state.n[i].load(Ordering::Relaxed) {
-        return general_v2(state, same_backend(msr), rip, sink, found);
+        state.found.store(found, Ordering::Relaxed);
+        return rest_of(state, same_backend(msr), &mut (), entry, rip, sink, 0, found, 0);
     }
     let preset = state.preset[i].load(Ordering::Relaxed);
     msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
@@ -414,7 +426,7 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     sink(Sample::new(n as u8, 1, rip));
     let rest = found & (found - 1);
     if rest != 0 {
-        return more_v2(state, same_backend(msr), rip, sink, found, rest);
+        return v2_more(state, same_backend(msr), rip, sink, found, rest);
     }
     msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
     bump(&state.serviced, 1);
@@ -426,45 +438,59 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
 
 /// The PerfMonV2 fast path's interrupt with more than one overflowed
 /// counter: the first serviced already, the others (`rest` of `found`)
-/// here, out of line, then [`finish`].
+/// here, the usual overflow inline (anything else hands the rest to
+/// [`rest_of`]); the status acknowledged; a late PMI owed per counter
+/// beyond the first, which sends the next PMI the general way.
 #[cold]
 #[inline(never)]
-fn more_v2<M: MsrBackend, S: Sink>(
+fn v2_more<M: MsrBackend, S: Sink>(
     state: &PmiState,
     msr: &mut M,
     rip: u64,
     mut sink: S,
     found: u64,
-    rest: u64,
+    mut rest: u64,
 ) -> Result<PmiOutcome, M::Error> {
-    let (overflowed, periods) = service_all(state, msr, rip, &mut sink, rest)?;
+    let mut owed = 0;
+    while rest != 0 {
+        let n = rest.trailing_zeros();
+        let i = slot(n);
+        let raw = msr.rdpmc(n)?;
+        if raw >= state.n[i].load(Ordering::Relaxed) {
+            let serviced = found & !rest;
+            let done = u64::from(serviced.count_ones());
+            state.found.store(found, Ordering::Relaxed);
+            let lvt = &mut ();
+            return rest_of(state, same_backend(msr), lvt, LvtPerfCounter::RESET, rip, sink, serviced, rest, done);
+        }
+        let preset = state.preset[i].load(Ordering::Relaxed);
+        msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
+        bump(&state.periods[i], 1);
+        sink(Sample::new(n as u8, 1, rip));
+        rest &= rest - 1;
+        owed += ONE_OWED;
+    }
     msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
-    finish(state, msr, &mut (), LvtPerfCounter::RESET, overflowed | found & !rest, periods + 1)
-}
-
-/// The PerfMonV2 fast path's interrupt whose first counter is a period or
-/// more past its wrap, or not past its overflow: the whole of it out of
-/// line, as the general path takes it.
-#[cold]
-#[inline(never)]
-fn general_v2<M: MsrBackend, S: Sink>(
-    state: &PmiState,
-    msr: &mut M,
-    rip: u64,
-    mut sink: S,
-    found: u64,
-) -> Result<PmiOutcome, M::Error> {
-    let (overflowed, periods) = service_all(state, msr, rip, &mut sink, found)?;
-    msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
-    finish(state, msr, &mut (), LvtPerfCounter::RESET, overflowed, periods)
+    bump(&state.pending, owed);
+    state
+        .gate
+        .store(state.gate.load(Ordering::Relaxed) | GENERAL, Ordering::Relaxed);
+    bump(&state.serviced, 1);
+    Ok(PmiOutcome {
+        overflowed: found,
+        late: false,
+    })
 }
 
 /// The general path: before PerfMonV2 every armed counter, with PerfMonV2
 /// (while something of the late-PMI bookkeeping is pending) the armed
-/// counters the status shows, serviced ([`service_all`]), the status
-/// acknowledged; then [`finish`]: late PMIs owed or claimed, and (before
-/// PerfMonV2) the LVT entry written. A function of its own, so that the
-/// PerfMonV2 fast path keeps none of its registers.
+/// counters the status shows: each whose top bit is clear serviced (the
+/// others are not past their overflow: before PerfMonV2 the usual case,
+/// with it a stale status bit), the usual overflow inline (anything else
+/// hands the rest to [`rest_of`]); the usual legacy interrupt (one
+/// overflow, nothing pending) ended inline, every other by [`finish`].
+/// A function of its own, so that the PerfMonV2 fast path keeps none of
+/// its registers.
 #[inline(never)]
 fn general<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     state: &PmiState,
@@ -476,68 +502,110 @@ fn general<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
 ) -> Result<PmiOutcome, M::Error> {
     let status = state.status.load(Ordering::Relaxed);
     let armed = state.armed.load(Ordering::Acquire);
-    if status == 0 {
-        let (overflowed, periods) = service_all(state, msr, rip, &mut sink, armed)?;
-        if periods == 1 && state.pending.load(Ordering::Relaxed) == 0 {
+    let all = if status == 0 {
+        armed
+    } else {
+        msr.read_msr(status)? & armed
+    };
+    state.found.store(all, Ordering::Relaxed);
+    let mut rest = all;
+    let mut found = 0u64;
+    while rest != 0 {
+        let n = rest.trailing_zeros();
+        let raw = msr.rdpmc(n)?;
+        let i = slot(n);
+        if raw & TOP == 0 {
+            if raw >= state.n[i].load(Ordering::Relaxed) {
+                let done = u64::from(found.count_ones());
+                return rest_of(state, same_backend(msr), lvt, entry, rip, sink, found, rest, done);
+            }
+            let preset = state.preset[i].load(Ordering::Relaxed);
+            msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
+            bump(&state.periods[i], 1);
+            sink(Sample::new(n as u8, 1, rip));
+            found |= 1 << n;
+        }
+        rest &= rest - 1;
+    }
+    if status == 0 && found != 0 && found & (found - 1) == 0 {
+        if state.pending.load(Ordering::Relaxed) == 0 {
             bump(&state.serviced, 1);
             lvt.write_lvt_perf_counter(entry);
             return Ok(PmiOutcome {
-                overflowed,
+                overflowed: found,
                 late: false,
             });
         }
-        return finish(state, msr, lvt, entry, overflowed, periods);
     }
-    let found = msr.read_msr(status)? & armed;
-    let (overflowed, periods) = service_all(state, msr, rip, &mut sink, found)?;
-    if found != 0 {
-        msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
-    }
-    finish(state, msr, &mut (), LvtPerfCounter::RESET, overflowed, periods)
+    ended(state, same_backend(msr), lvt, entry, found)
 }
 
-/// Services the counters of `set` whose top bit is clear (the others are
-/// not past their overflow: before PerfMonV2 the usual case, with it a
-/// stale status bit): the usual overflow inline, a counter a period or
-/// more past its wrap by [`Rearm::rearm`]. The counters serviced and the
-/// periods.
-#[inline(always)]
-fn service_all<M: MsrBackend, S: Sink>(
+/// [`general`]'s end other than the usual legacy one: [`finish`] out of
+/// line, one period per counter `found`.
+#[cold]
+#[inline(never)]
+fn ended<M: MsrBackend, L: LvtPerfCounterEntry>(
     state: &PmiState,
     msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    found: u64,
+) -> Result<PmiOutcome, M::Error> {
+    finish(state, msr, lvt, entry, found, found.count_ones().into())
+}
+
+/// The rest of an interrupt, out of line, where a counter is not in the
+/// usual case: of the counters a path set out to service (saved in
+/// `PmiState::found`: with PerfMonV2 the status bits), those of `rest`
+/// (the one at its lowest bit included) serviced by [`Rearm::rearm`] where
+/// their top bit is clear, after `serviced` with `done` periods; then
+/// [`finish`].
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn rest_of<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
     rip: u64,
-    sink: &mut S,
-    mut set: u64,
-) -> Result<(u64, u64), M::Error> {
-    let (mut overflowed, mut periods) = (0, 0);
-    while set != 0 {
-        let n = set.trailing_zeros();
-        set &= set - 1;
+    mut sink: S,
+    serviced: u64,
+    mut rest: u64,
+    done: u64,
+) -> Result<PmiOutcome, M::Error> {
+    let mut overflowed = serviced;
+    let mut periods = done;
+    while rest != 0 {
+        let n = rest.trailing_zeros();
+        rest &= rest - 1;
         let raw = msr.rdpmc(n)?;
         if raw & TOP != 0 {
             continue;
         }
         let i = slot(n);
-        let p = if raw < state.n[i].load(Ordering::Relaxed) {
-            let preset = state.preset[i].load(Ordering::Relaxed);
-            msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
-            bump(&state.periods[i], 1);
-            sink(Sample::new(n as u8, 1, rip));
-            1
-        } else {
-            service_rearm(state, msr, n, raw, rip, sink)?
+        let rearm = Rearm {
+            preset: state.preset[i].load(Ordering::Relaxed),
+            n: state.n[i].load(Ordering::Relaxed),
         };
-        overflowed |= 1 << n;
-        periods += p;
+        let (p, value) = rearm.rearm(raw);
+        if p != 0 {
+            msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
+            bump(&state.periods[i], p);
+            sink(Sample::new(n as u8, p, rip));
+            overflowed |= 1 << n;
+            periods += p;
+        }
     }
-    Ok((overflowed, periods))
+    finish(state, msr, lvt, entry, overflowed, periods)
 }
 
 /// The end of an interrupt that serviced `periods` periods of the
-/// counters `overflowed`: a late PMI owed per period beyond the first; an
+/// counters `overflowed`: with PerfMonV2 the status acknowledged (the bits
+/// in `PmiState::found`); a late PMI owed per period beyond the first; an
 /// interrupt that serviced nothing claimed as a late PMI where the count
-/// says it is one ([`claim_late`]); counted; the gate set again; the LVT
-/// entry written.
+/// says it is one ([`claim_late`]); counted; the gate set again; before
+/// PerfMonV2 the LVT entry written.
 fn finish<M: MsrBackend, L: LvtPerfCounterEntry>(
     state: &PmiState,
     msr: &mut M,
@@ -546,7 +614,12 @@ fn finish<M: MsrBackend, L: LvtPerfCounterEntry>(
     overflowed: u64,
     periods: u64,
 ) -> Result<PmiOutcome, M::Error> {
-    let mut pending = state.pending.load(Ordering::Relaxed);
+    let v2 = state.status.load(Ordering::Relaxed) != 0;
+    let status_found = state.found.load(Ordering::Relaxed);
+    if v2 && status_found != 0 {
+        msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, status_found)?;
+    }
+    let mut pending = owe(state.pending.load(Ordering::Relaxed), 0);
     let mut late = false;
     if periods > 1 {
         pending = owe(pending, periods - 1);
@@ -555,7 +628,9 @@ fn finish<M: MsrBackend, L: LvtPerfCounterEntry>(
     }
     state.pending.store(pending, Ordering::Relaxed);
     state.set_gate(pending);
-    lvt.write_lvt_perf_counter(entry);
+    if !v2 {
+        lvt.write_lvt_perf_counter(entry);
+    }
     if periods == 0 {
         bump(&state.spurious, 1);
         bump(&state.late, u64::from(late));
@@ -563,33 +638,6 @@ fn finish<M: MsrBackend, L: LvtPerfCounterEntry>(
         bump(&state.serviced, 1);
     }
     Ok(PmiOutcome { overflowed, late })
-}
-
-/// Services counter `n` (its slot's constants), which read `raw`, by
-/// [`Rearm::rearm`]: the periods it completed (0 when it is not past its
-/// overflow, left alone). Out of line: a division.
-#[cold]
-#[inline(never)]
-fn service_rearm<M: MsrBackend, S: Sink>(
-    state: &PmiState,
-    msr: &mut M,
-    n: u32,
-    raw: u64,
-    rip: u64,
-    sink: &mut S,
-) -> Result<u64, M::Error> {
-    let i = slot(n);
-    let rearm = Rearm {
-        preset: state.preset[i].load(Ordering::Relaxed),
-        n: state.n[i].load(Ordering::Relaxed),
-    };
-    let (periods, value) = rearm.rearm(raw);
-    if periods != 0 {
-        msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
-        bump(&state.periods[i], periods);
-        sink(Sample::new(n as u8, periods, rip));
-    }
-    Ok(periods)
 }
 
 /// An interrupt that serviced nothing, with late-PMI bookkeeping `pending`:
