@@ -328,9 +328,7 @@ impl PmiState {
         if owed > 0 {
             let _ = self
                 .pending
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                    Some(owe(p, owed))
-                });
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| Some(owe(p, owed)));
         }
         self.resync();
     }
@@ -341,7 +339,11 @@ impl PmiState {
     #[inline(always)]
     fn set_gate(&self, pending: u64) {
         let status = u64::from(self.status.load(Ordering::Relaxed));
-        let gate = if pending == 0 { status } else { status | GENERAL };
+        let gate = if pending == 0 {
+            status
+        } else {
+            status | GENERAL
+        };
         self.gate.store(gate, Ordering::Relaxed);
     }
 
@@ -418,7 +420,17 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     // What the re-arm needs, loaded after the read.
     if raw >= state.n[i].load(Ordering::Relaxed) {
         state.found.store(found, Ordering::Relaxed);
-        return rest_of(state, same_backend(msr), &mut (), entry, rip, sink, 0, found, 0);
+        return rest_of(
+            state,
+            same_backend(msr),
+            &mut (),
+            entry,
+            rip,
+            sink,
+            0,
+            found,
+            0,
+        );
     }
     let preset = state.preset[i].load(Ordering::Relaxed);
     msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
@@ -461,7 +473,17 @@ fn v2_more<M: MsrBackend, S: Sink>(
             let done = u64::from(serviced.count_ones());
             state.found.store(found, Ordering::Relaxed);
             let lvt = &mut ();
-            return rest_of(state, same_backend(msr), lvt, LvtPerfCounter::RESET, rip, sink, serviced, rest, done);
+            return rest_of(
+                state,
+                same_backend(msr),
+                lvt,
+                LvtPerfCounter::RESET,
+                rip,
+                sink,
+                serviced,
+                rest,
+                done,
+            );
         }
         let preset = state.preset[i].load(Ordering::Relaxed);
         msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
@@ -472,9 +494,10 @@ fn v2_more<M: MsrBackend, S: Sink>(
     }
     msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
     bump(&state.pending, owed);
-    state
-        .gate
-        .store(state.gate.load(Ordering::Relaxed) | GENERAL, Ordering::Relaxed);
+    state.gate.store(
+        state.gate.load(Ordering::Relaxed) | GENERAL,
+        Ordering::Relaxed,
+    );
     bump(&state.serviced, 1);
     Ok(PmiOutcome {
         overflowed: found,
@@ -517,7 +540,17 @@ fn general<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
         if raw & TOP == 0 {
             if raw >= state.n[i].load(Ordering::Relaxed) {
                 let done = u64::from(found.count_ones());
-                return rest_of(state, same_backend(msr), lvt, entry, rip, sink, found, rest, done);
+                return rest_of(
+                    state,
+                    same_backend(msr),
+                    lvt,
+                    entry,
+                    rip,
+                    sink,
+                    found,
+                    rest,
+                    done,
+                );
             }
             let preset = state.preset[i].load(Ordering::Relaxed);
             msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
@@ -527,15 +560,23 @@ fn general<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
         }
         rest &= rest - 1;
     }
-    if status == 0 && found != 0 && found & (found - 1) == 0 {
-        if state.pending.load(Ordering::Relaxed) == 0 {
-            bump(&state.serviced, 1);
-            lvt.write_lvt_perf_counter(entry);
-            return Ok(PmiOutcome {
-                overflowed: found,
-                late: false,
-            });
-        }
+    if status == 0
+        && found & found.wrapping_sub(1) == 0
+        && state.pending.load(Ordering::Relaxed) == 0
+    {
+        // Before PerfMonV2, one overflow or none, nothing pending: nothing
+        // to acknowledge, owe or claim.
+        lvt.write_lvt_perf_counter(entry);
+        let cell = if found == 0 {
+            &state.spurious
+        } else {
+            &state.serviced
+        };
+        bump(cell, 1);
+        return Ok(PmiOutcome {
+            overflowed: found,
+            late: false,
+        });
     }
     ended(state, same_backend(msr), lvt, entry, found)
 }
