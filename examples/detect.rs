@@ -29,7 +29,9 @@ fn main(_: &'static BootInfo) -> ! {
         PmuKind::NetBurst(_) => println!("a NetBurst signature without its PMU (as under QEMU)"),
         PmuKind::ArchPerf(_) => println!("an architectural PMU (CPUID leaf 0AH)"),
         PmuKind::Amd(_) if found.usable_amd().is_some() => println!("AMD's core PMU"),
-        PmuKind::Amd(_) => println!("an AMD CPU whose counters do not hold a value (as under QEMU)"),
+        PmuKind::Amd(_) => {
+            println!("an AMD CPU whose counters do not hold a value (as under QEMU)")
+        }
         PmuKind::None(_) => println!("no PMU this crate drives; the tests use its software models"),
     }
     exit_qemu(ExitCode::Success)

@@ -408,9 +408,7 @@ pub fn deliver_model_pmi<A: PmiApic + ?Sized>(apic: &mut A) -> Result<ModelPmi, 
 /// before PerfMonV2 only). Two or three register accesses: read the entry,
 /// send (the x2APIC NMI reads the APIC ID first); one when the entry is
 /// masked or invalid.
-pub fn deliver_model_pmi_unmasked<A: PmiApic + ?Sized>(
-    apic: &mut A,
-) -> Result<ModelPmi, A::Error> {
+pub fn deliver_model_pmi_unmasked<A: PmiApic + ?Sized>(apic: &mut A) -> Result<ModelPmi, A::Error> {
     deliver(apic, false)
 }
 

@@ -90,8 +90,14 @@ fn detects_the_pmu() -> Outcome {
             let PmuKind::Amd(amd) = found.pmu else {
                 fail!("qemu64 (AuthenticAMD, family 0Fh) not recognised as AMD: {found:?}")
             };
-            check_eq!((found.vendor, amd.family, amd.model), (Vendor::Amd, 0xF, 0x6B));
-            check!(!amd.perf_ctr_ext_core && !amd.perfmon_v2, "qemu64 has neither");
+            check_eq!(
+                (found.vendor, amd.family, amd.model),
+                (Vendor::Amd, 0xF, 0x6B)
+            );
+            check!(
+                !amd.perf_ctr_ext_core && !amd.perfmon_v2,
+                "qemu64 has neither"
+            );
             // Under TCG QEMU answers the counters with 0 and drops writes;
             // a KVM that exposes no PMU does the same with AMD's legacy
             // counters (and one that exposes its PMU reads them back).
