@@ -1,9 +1,11 @@
-//! PMU detection from CPUID and IA32_MISC_ENABLE.
+//! PMU detection from CPUID, IA32_MISC_ENABLE and, on AMD, a read-back of
+//! one counter.
 //!
-//! Detection executes only instructions every x86-64 CPU has: CPUID, and
-//! RDMSR of IA32_MISC_ENABLE after CPUID.01H:EDX.MSR[bit 5] says RDMSR exists.
-//! It never executes RDPMC, which raises #UD on a CPU without counters (QEMU's
-//! TCG does exactly that).
+//! Detection executes only instructions every x86-64 CPU has: CPUID, and,
+//! after CPUID.01H:EDX.MSR[bit 5] says RDMSR exists, RDMSR of
+//! IA32_MISC_ENABLE (Intel) or RDMSR and WRMSR of AMD's first legacy
+//! counter and its control (AMD: below). It never executes RDPMC, which
+//! raises #UD on a CPU without counters (QEMU's TCG does exactly that).
 //!
 //! A NetBurst processor (Pentium 4, Xeon, Pentium D) is a GenuineIntel CPU of
 //! family 0Fh with extended family 0 (SDM Vol. 3B 18.15; Vol. 2A CPUID). Its

@@ -9,7 +9,7 @@
 //! | RDPMC counter | one per armed counter | one per overflowed armed counter | legacy: a counter has overflowed when its top bit (47) is clear, its preset `-N` (`N <= 2^47`) having it set (Linux's `amd_pmu_test_overflow_topbit`); both: how far past the overflow it counted (skid), for the re-arm |
 //! | WRMSR counter | one per overflowed armed counter | the same | re-arm relative to what it holds: `-N + residual` ([`crate::sampling::SampleAfter::rearm`]) |
 //! | WRMSR `PerfCntrGlobalStatusClr` | 0 | 1 | acknowledge every status bit found, in one write |
-//! | LVT write | 1 | 1 | see below |
+//! | LVT write | 1 | 0 | see below |
 //!
 //! The handler does not stop the PMU around the service (Linux's PerfMonV2
 //! handler writes `PerfCntrGlobalCtl` twice per PMI to do so): each re-arm
@@ -20,20 +20,33 @@
 //!
 //! # The LVT entry
 //!
-//! The handler ends, as every architecture's does ([`crate::arch::handle_pmi`]),
-//! by writing the LVT performance-counter entry `entry`. On AMD that write
-//! does not unmask anything: AMD's local APIC does not set the entry's
-//! mask bit when it delivers a PMI (Linux's `amd_pmu_v2_handle_irq`
-//! comment; KVM masks its virtual entry on delivery only for
-//! Intel-compatible guests, `kvm_apic_local_deliver`). The handler writes
-//! it anyway, one store: the entry is rewritten with the value it holds,
-//! which is harmless; a kernel's PMI path stays the same for every
-//! architecture; where the entry is masked on delivery after all (a
-//! hypervisor presenting the AMD PMU behind an Intel-compatible virtual
-//! APIC, and the crate's model PMI line, which delivers as Intel's APIC
-//! does, [`crate::apic::deliver_model_pmi`]) the write is what unmasks it;
-//! and Linux's legacy AMD handler (the generic `x86_pmu_handle_irq`)
-//! writes `APIC_LVTPC` on every PMI too.
+//! Every other architecture's handler ends by writing the LVT
+//! performance-counter entry `entry`, which unmasks it: Intel's local APIC
+//! sets the entry's mask bit when it delivers a PMI (SDM Vol. 3A 11.5.1).
+//! AMD's does not (Linux's `amd_pmu_v2_handle_irq`: "Unmasking the LVTPC
+//! is not required as the Mask (M) bit of the LVT Performance Counter
+//! register is cleared by hardware"; KVM masks its virtual entry on
+//! delivery only for an Intel-compatible guest, `kvm_apic_local_deliver`),
+//! so on AMD the next PMI is delivered whether or not the handler writes
+//! the entry. What this handler does:
+//!
+//! * **With PerfMonV2 it does not write the entry** (as Linux's PerfMonV2
+//!   handler): an APIC access saved on every PMI (an xAPIC store is an
+//!   uncached MMIO write; an x2APIC one a WRMSR), which is most of what the
+//!   PerfMonV2 path's cost would be beside the architectural PMU's. `lvt`
+//!   and `entry` are not used.
+//! * **Before PerfMonV2 it writes it, last** (as Linux's legacy AMD
+//!   handler, the generic `x86_pmu_handle_irq`, writes `APIC_LVTPC` on
+//!   every PMI): one store, which rewrites the value the entry holds on
+//!   AMD's own APIC, and unmasks it where delivery masked it after all
+//!   (a hypervisor presenting an AMD part before PerfMonV2 behind an
+//!   Intel-style virtual APIC).
+//!
+//! A model's PMI must therefore be delivered as AMD's APIC delivers it,
+//! without masking the entry ([`crate::apic::deliver_model_pmi_unmasked`],
+//! as the crate's QEMU test kernel `amd` does); delivered the Intel way
+//! ([`crate::apic::deliver_model_pmi`]), the PerfMonV2 model's first PMI
+//! would leave the entry masked and no later one would be delivered.
 //!
 //! # Late PMIs, decided by count
 //!
