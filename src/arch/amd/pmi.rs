@@ -160,11 +160,11 @@ pub struct PmiState {
     /// `PerfCntrGlobalStatus` with PerfMonV2; 0 before it, where the
     /// handler tests each armed counter's top bit instead.
     status: AtomicU32,
-    /// The handler's way in: `status` while the PerfMonV2 fast path may
-    /// serve (nothing of the late-PMI bookkeeping pending), `status` with
-    /// bit 63 set while something is (the general path, [`general`], which
-    /// owes and claims), 0 before PerfMonV2 (the general path). One load
-    /// and one sign test choose.
+    /// The handler's way in: `status` while nothing of the late-PMI
+    /// bookkeeping is pending (with PerfMonV2 the fast path; before it,
+    /// where `status` is 0, [`legacy`]), `status` with bit 63 set while
+    /// something is (the general path, [`general`], which owes and
+    /// claims). One load and one sign test choose the PerfMonV2 fast path.
     gate: AtomicU64,
     /// Per counter: the MSR its re-arm writes (`PERF_CTRn` or
     /// `PERF_LEGACY_CTRn`), set when it is configured.
@@ -404,8 +404,9 @@ const fn owe(pending: u64, more: u64) -> u64 {
 /// counter here, the others by [`v2_more`]); anything else (a counter a
 /// period or more past its wrap, a stale status bit) hands the rest of the
 /// interrupt to an out-of-line path, so that the inline path keeps no
-/// register for it. Before PerfMonV2, and while something is pending, the
-/// general path ([`general`]) serves.
+/// register for it. Before PerfMonV2 with nothing pending [`legacy`]
+/// serves, and while something is pending the general path
+/// ([`general`]).
 #[inline]
 pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     state: &PmiState,
@@ -417,6 +418,9 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
 ) -> Result<PmiOutcome, M::Error> {
     let gate = state.gate.load(Ordering::Relaxed);
     if gate as i64 <= 0 {
+        if gate == 0 {
+            return legacy(state, same_backend(msr), lvt, entry, rip, sink);
+        }
         return general(state, same_backend(msr), lvt, entry, rip, sink);
     }
     let found = msr.read_msr(gate as u32)? & state.armed.load(Ordering::Acquire);
@@ -476,7 +480,6 @@ fn v2_more<M: MsrBackend, S: Sink>(
     found: u64,
     mut rest: u64,
 ) -> Result<PmiOutcome, M::Error> {
-    let mut owed = 0;
     while rest != 0 {
         let n = rest.trailing_zeros();
         let i = slot(n);
@@ -503,10 +506,10 @@ fn v2_more<M: MsrBackend, S: Sink>(
         bump(&state.periods[i], 1);
         sink(Sample::new(n as u8, 1, rip));
         rest &= rest - 1;
-        owed += ONE_OWED;
     }
     msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
-    bump(&state.pending, owed);
+    // Uncapped: the next PMI takes the general path, which caps it.
+    bump(&state.pending, OWED_BEYOND_FIRST[found as usize % 64]);
     state.gate.store(
         state.gate.load(Ordering::Relaxed) | GENERAL,
         Ordering::Relaxed,
@@ -518,15 +521,89 @@ fn v2_more<M: MsrBackend, S: Sink>(
     })
 }
 
-/// The general path: before PerfMonV2 every armed counter, with PerfMonV2
-/// (while something of the late-PMI bookkeeping is pending) the armed
-/// counters the status shows: each whose top bit is clear serviced (the
+/// The late PMIs an interrupt that serviced a set of the six counters owes
+/// (one per counter beyond the first), as `PmiState::pending` counts them:
+/// a load where the PMI path has no POPCNT to rely on.
+const OWED_BEYOND_FIRST: [u64; 64] = {
+    let mut t = [0; 64];
+    let mut set = 1;
+    while set < 64 {
+        t[set] = (set.count_ones() as u64 - 1) << OWED_SHIFT;
+        set += 1;
+    }
+    t
+};
+
+/// The interrupt before PerfMonV2 with nothing of the late-PMI bookkeeping
+/// pending (the gate 0: it is set the general way while anything is): every
+/// armed counter read, each whose top bit is clear serviced, the usual
+/// overflow inline (anything else hands the rest to [`rest_of`]); an
+/// interrupt that serviced one counter or none ended here (nothing to
+/// acknowledge, owe or claim: the LVT entry written, counted), one that
+/// serviced more by [`ended`], which owes their late PMIs. A function of
+/// its own, so that the PerfMonV2 fast path keeps none of its registers.
+#[inline(never)]
+fn legacy<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    lvt: &mut L,
+    entry: LvtPerfCounter,
+    rip: u64,
+    mut sink: S,
+) -> Result<PmiOutcome, M::Error> {
+    let mut rest = state.armed.load(Ordering::Acquire);
+    let mut found = 0u64;
+    while rest != 0 {
+        let n = rest.trailing_zeros();
+        let raw = msr.rdpmc(n)?;
+        if raw & TOP == 0 {
+            let i = slot(n);
+            if raw >= state.n[i].load(Ordering::Relaxed) {
+                let done = u64::from(found.count_ones());
+                return rest_of(
+                    state,
+                    same_backend(msr),
+                    lvt,
+                    entry,
+                    rip,
+                    sink,
+                    found,
+                    rest,
+                    done,
+                );
+            }
+            let preset = state.preset[i].load(Ordering::Relaxed);
+            msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
+            bump(&state.periods[i], 1);
+            sink(Sample::new(n as u8, 1, rip));
+            found |= 1 << n;
+        }
+        rest &= rest - 1;
+    }
+    if found & found.wrapping_sub(1) != 0 {
+        return ended(state, same_backend(msr), lvt, entry, found);
+    }
+    lvt.write_lvt_perf_counter(entry);
+    let cell = if found == 0 {
+        &state.spurious
+    } else {
+        &state.serviced
+    };
+    bump(cell, 1);
+    Ok(PmiOutcome {
+        overflowed: found,
+        late: false,
+    })
+}
+
+/// The general path, while something of the late-PMI bookkeeping is
+/// pending: before PerfMonV2 every armed counter, with it the armed
+/// counters the status shows; each whose top bit is clear serviced (the
 /// others are not past their overflow: before PerfMonV2 the usual case,
 /// with it a stale status bit), the usual overflow inline (anything else
-/// hands the rest to [`rest_of`]); the usual legacy interrupt (one
-/// overflow, nothing pending) ended inline, every other by [`finish`].
-/// A function of its own, so that the PerfMonV2 fast path keeps none of
-/// its registers.
+/// hands the rest to [`rest_of`]); ended by [`finish`], which owes or
+/// claims late PMIs.
+#[cold]
 #[inline(never)]
 fn general<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     state: &PmiState,
@@ -573,29 +650,11 @@ fn general<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
         }
         rest &= rest - 1;
     }
-    if status == 0
-        && found & found.wrapping_sub(1) == 0
-        && state.pending.load(Ordering::Relaxed) == 0
-    {
-        // Before PerfMonV2, one overflow or none, nothing pending: nothing
-        // to acknowledge, owe or claim.
-        lvt.write_lvt_perf_counter(entry);
-        let cell = if found == 0 {
-            &state.spurious
-        } else {
-            &state.serviced
-        };
-        bump(cell, 1);
-        return Ok(PmiOutcome {
-            overflowed: found,
-            late: false,
-        });
-    }
-    ended(state, same_backend(msr), lvt, entry, found)
+    finish(state, msr, lvt, entry, found, found.count_ones().into())
 }
 
-/// [`general`]'s end other than the usual legacy one: [`finish`] out of
-/// line, one period per counter `found`.
+/// [`legacy`]'s end for an interrupt that serviced more than one counter:
+/// [`finish`] out of line, one period per counter `found`.
 #[cold]
 #[inline(never)]
 fn ended<M: MsrBackend, L: LvtPerfCounterEntry>(
