@@ -12,11 +12,17 @@
 //! the counters share them evenly), asks the architecture's [`Placement`]
 //! where the next set runs, and moves only the events whose place changes,
 //! inside one bracket of the driver ([`crate::counter::Driver::freeze`]:
-//! one `GLOBAL_CTRL` write on the architectural PMU, nothing on NetBurst).
-//! An event that keeps its place counts on untouched. The placements:
-//! [`crate::arch::netburst::multiplex`] through NetBurst's exact scheduler,
-//! [`crate::arch::archperf::multiplex`] on the general counters,
-//! [`crate::arch::amd::multiplex`] on the AMD core counters.
+//! one `GLOBAL_CTRL` write on the architectural PMU, PMC0.fr set and
+//! cleared on Itanium, one `PerfCntrGlobalCtl` write on AMD with
+//! PerfMonV2, nothing on NetBurst), or without a bracket when nothing
+//! moves. An event that keeps its place counts on untouched. The
+//! placements: [`crate::arch::netburst::multiplex`] through NetBurst's
+//! exact scheduler, [`crate::arch::archperf::multiplex`] on the general
+//! counters, [`crate::arch::itanium::multiplex`] by a bipartite matching
+//! under each event's counter constraints (`multiplex/matching.rs`),
+//! [`crate::arch::amd::multiplex`] on the AMD core counters. Every
+//! architecture's multiplexer is also reached through the crate's seam
+//! ([`crate::arch::Architecture::multiplex`], [`crate::arch::Driven::tick`]).
 //!
 //! A register access that fails (only a model refuses one) returns the
 //! error with every claimed counter still tracked: the next tick, or
@@ -24,6 +30,8 @@
 
 use crate::counter::{AnyHandle, Arch, Driver, ErasedError, StateTag};
 use crate::sealed::{Sealed, TOKEN};
+
+pub(crate) mod matching;
 
 /// One event's multiplexed count. Times are in whatever unit the caller's
 /// clock ticks (timer ticks, TSC cycles).
@@ -222,6 +230,25 @@ pub trait PlaceOn<D: Driver<Self::Arch, Config = Self::Config>>: Placement {
     );
 }
 
+/// The position of the first of `handles` that is not the driver's
+/// counter `number(position)`, unclaimed, of the first handle's owner, if
+/// one is not (a driver's set in its `erase_all` order; a `None`, a counter
+/// kept out of the rotation, passes): the check a placement's constructor
+/// makes of the handles it is given.
+pub(crate) fn foreign_handle<A: Arch>(
+    handles: &[Option<AnyHandle<A>>],
+    number: impl Fn(usize) -> Option<u8>,
+) -> Option<usize> {
+    let owner = handles.iter().flatten().next().map(AnyHandle::owner);
+    handles.iter().enumerate().position(|(i, h)| {
+        h.as_ref().is_some_and(|h| {
+            Some(h.index()) != number(i)
+                || h.state() != StateTag::Unclaimed
+                || Some(h.owner()) != owner
+        })
+    })
+}
+
 /// The error of a rotation: a refused transition or register access.
 pub type RotateError<D, A> = ErasedError<<D as Driver<A>>::Error>;
 
@@ -294,6 +321,17 @@ impl<P: Placement, const E: usize> Multiplexer<P, E> {
         let mut next = [None; E];
         self.placement
             .choose(d, &order[..n], &now[..n], &mut next[..n]);
+        // Nothing moves and nothing waits to be enabled (after a failed
+        // tick): no bracket, so a driver whose freeze costs accesses
+        // (Itanium's PMC0) pays nothing on a tick that keeps the set.
+        let placement = &self.placement;
+        let waiting = next[..n]
+            .iter()
+            .flatten()
+            .any(|&p| placement.handle_ref(p).map(AnyHandle::state) == Some(StateTag::Configured));
+        if now[..n] == next[..n] && !waiting {
+            return Ok(());
+        }
         d.freeze(TOKEN).map_err(ErasedError::Driver)?;
         let moved = self.move_events(d, &order[..n], &now[..n], &next[..n]);
         d.thaw(TOKEN).map_err(ErasedError::Driver)?;

@@ -10,6 +10,7 @@
 //! | the PMI handler | [`Driven::handle_pmi`], behind [`handle_pmi`] | ESCR/CCCR counters, PEBS | PMC0, EARs, BTB | `IA32_PERF_GLOBAL_STATUS` | each armed counter's top bit; with PerfMonV2 `PerfCntrGlobalStatus` |
 //! | what a sample carries | [`Architecture::Payload`] | a PEBS record | an EAR or branch capture | nothing | nothing |
 //! | overflow rule, counter width | [`counter::Driver::overflow_rule`] | 40 bits, PMI one event late | 32 or 47 bits | CPUID's widths | 48 bits |
+//! | multiplexer placement | [`Architecture::Events`], made by [`Architecture::multiplex`], rotated by [`Driven::tick`] | an event for a logical processor, placed by the exact ESCR and counter scheduler | a counter's PMC image, placed by a bipartite matching under the catalog's counters | an event select, on the general counters the firmware leaves | an event, on the core counters the firmware leaves (least run first) |
 //!
 //! One outcome ([`PmiOutcome`]), one sink ([`Sink`]), one kernel-side path
 //! ([`handle_pmi`]): the architecture's handler, which ends by unmasking
@@ -21,12 +22,22 @@
 //! [`Driven`] local PMU, as the profiler example and the QEMU test kernels
 //! do.
 //!
+//! Multiplexing through the seam: the crate's one multiplexer
+//! ([`Multiplexer`]) over the architecture's placement
+//! ([`Architecture::Events`]), made from the driver's run-time handles
+//! ([`Architecture::erase_all`]) by [`Architecture::multiplex`], rotated
+//! with the driver by [`Driven::tick`] and ended by [`Driven::finish`]
+//! (each the multiplexer's own method: a bound over every `E` cannot be
+//! written, so the seam names them), the handles back with
+//! [`Multiplexer::into_handles`].
+//!
 //! The traits are sealed: the architectures are the crate's.
 
 use core::fmt;
 
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::counter::{self, AnyHandle, Owner};
+use crate::multiplex::{Multiplexer, Placement, RotateError};
 use crate::sampling::{PmiOutcome, SampleAfter, Sink};
 use crate::sealed::Sealed;
 
@@ -49,6 +60,16 @@ pub trait Architecture: counter::Arch + Sealed + 'static {
     type Counters<O: Owner>;
     /// The same tokens as run-time handles ([`Architecture::erase_all`]).
     type Handles;
+    /// An event as the multiplexer takes it: on NetBurst an event and the
+    /// logical processor to count it for, on Itanium a counter's PMC image
+    /// (on any counter: the multiplexer moves it), on the architectural
+    /// PMU and AMD's an event select.
+    type Event: Copy;
+    /// Where the multiplexer places up to `E` events: the events and the
+    /// driver's handles ([`Architecture::multiplex`]).
+    type Events<const E: usize>: Placement<Arch = Self, Config = Self::Config, Handles = Self::Handles>;
+    /// Why events cannot be multiplexed.
+    type MultiplexError: fmt::Debug + fmt::Display;
 
     /// The tokens as run-time handles, for code that picks counters at run
     /// time.
@@ -64,6 +85,19 @@ pub trait Architecture: counter::Arch + Sealed + 'static {
     fn sampling(config: Self::Config, every: SampleAfter) -> Self::Config;
     /// The SDM name of counter `n` (its handle number), for reports.
     fn counter_name(n: u8) -> Option<&'static str>;
+    /// Multiplexes `events` (at most `E`) with `handles` (a driver's,
+    /// unclaimed, as [`Architecture::erase_all`] gives them) on the PMU
+    /// `detected` describes (NetBurst's model, Itanium's generation): the
+    /// architecture's own constructor (`multiplex::Multiplexer::new`) with
+    /// what it needs of `detected`. Nothing runs until the first
+    /// [`Driven::tick`]. Refused with the handles given back.
+    #[allow(clippy::result_large_err, reason = "the handles come back by value")]
+    #[allow(clippy::type_complexity)]
+    fn multiplex<const E: usize>(
+        detected: &Self::Detected,
+        handles: Self::Handles,
+        events: &[Self::Event],
+    ) -> Result<Multiplexer<Self::Events<E>, E>, (Self::MultiplexError, Self::Handles)>;
 }
 
 /// A CPU's share of a physical PMU ([`Architecture::Local`]): on NetBurst
@@ -118,13 +152,32 @@ pub trait Driven<'a, B>: LocalPmu<'a> {
         driver: &Self::Driver<O>,
     ) -> Option<(u8, <Self::Arch as Architecture>::Config)>;
 
+    /// One rotation of `m` on `driver`, `dt` of time since the last
+    /// ([`Multiplexer::tick`]; the first, with `dt` 0, starts it).
+    #[allow(clippy::type_complexity)]
+    fn tick<O: Owner, const E: usize>(
+        driver: &mut Self::Driver<O>,
+        m: &mut Multiplexer<<Self::Arch as Architecture>::Events<E>, E>,
+        dt: u64,
+    ) -> Result<(), RotateError<Self::Driver<O>, Self::Arch>>;
+
+    /// Ends `m`'s run on `driver`: the last `dt` charged, every counter
+    /// released ([`Multiplexer::finish`]).
+    #[allow(clippy::type_complexity)]
+    fn finish<O: Owner, const E: usize>(
+        driver: &mut Self::Driver<O>,
+        m: &mut Multiplexer<<Self::Arch as Architecture>::Events<E>, E>,
+        dt: u64,
+    ) -> Result<(), RotateError<Self::Driver<O>, Self::Arch>>;
+
     /// The PMI handler: every overflowed counter serviced (re-armed
     /// relative to what it holds, a sample with the interrupted `ip` and
     /// its capture handed to `sink`), the PMU's overflow state
     /// acknowledged, and the interrupt's delivery entry `lvt` written
     /// `entry` last (except where the APIC does not mask it on delivery
-    /// and the handler has no need to: AMD's with PerfMonV2). No lock, no locked instruction, no allocation: it may
-    /// run as an NMI. [`handle_pmi`] is the same as a function.
+    /// and the handler has no need to: AMD's with PerfMonV2). No lock, no
+    /// locked instruction, no allocation: it may run as an NMI.
+    /// [`handle_pmi`] is the same as a function.
     fn handle_pmi<L: LvtPerfCounterEntry, S: Sink<<Self::Arch as Architecture>::Payload>>(
         self,
         regs: &mut B,
@@ -166,3 +219,6 @@ where
 {
     local.handle_pmi(regs, lvt, entry, ip, sink)
 }
+
+#[cfg(test)]
+mod tests;

@@ -19,7 +19,7 @@
 //! | [`kernel`] | using the crate in your kernel: dependencies, the hobby kernel library, the runner, your own boot and IDT |
 //! | [`hypervisor`] | using it in a hypervisor: exit handling, the world switch, the threat model |
 //! | [`testing`] | `cargo test`'s parts, writing a QEMU test |
-//! | [`platforms`] | what runs where: host, QEMU (TCG and KVM), models, hardware |
+//! | [`platforms`] | what runs where: host, QEMU (TCG and KVM), models, hardware; the validation run on your machine (`cargo validate`, the bootable image) |
 //! | [`performance`] | measured figures: the PMI path, scheduling, footprint, test times, with date and machine |
 //! | [`layout`] | the repository's files and layers, and the dependencies |
 //! | [`packaging`] | the three published crates, and how each is tested unpacked |

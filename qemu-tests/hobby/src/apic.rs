@@ -96,6 +96,25 @@ pub fn enter_x2apic() -> Result<(), X2ApicError> {
     Ok(())
 }
 
+/// The boot CPU's first APIC step: the mode the firmware left. A firmware
+/// may hand over with x2APIC mode on (IA32_APIC_BASE EXTD set: machines
+/// with more than 255 logical processors, or with interrupt remapping),
+/// where the xAPIC page no longer answers and only the x2APIC MSRs do
+/// (SDM Vol. 3A 11.12.1); the kernel then runs in x2APIC mode from the
+/// start. QEMU's firmwares leave xAPIC mode.
+pub(crate) fn adopt_firmware_mode() {
+    if !x2apic_supported(&HardwareCpuid) {
+        return;
+    }
+    // SAFETY: IA32_APIC_BASE exists on every processor with an APIC
+    // (CPUID.01H:EDX[9], implied by x2APIC support); reading it changes
+    // nothing.
+    let base = unsafe { hardware_msr().read_msr(pmu::apic::x2apic::IA32_APIC_BASE) };
+    if base & pmu::apic::x2apic::APIC_BASE_EXTD != 0 {
+        X2APIC.store(true, Ordering::Release);
+    }
+}
+
 /// An AP's first APIC step: the mode the boot CPU chose.
 pub(crate) fn enter_mode_on_ap() {
     if x2apic_mode() {

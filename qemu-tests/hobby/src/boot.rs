@@ -1,10 +1,14 @@
-//! From QEMU's `-kernel` to Rust: the PVH entry note, the 32-bit to 64-bit
-//! trampoline, and the hand-off to the kernel's `main`.
+//! From QEMU's `-kernel` (or GRUB) to Rust: the PVH entry note, the 32-bit
+//! to 64-bit trampoline, and the hand-off to the kernel's `main`.
 //!
 //! QEMU loads the ELF image and, finding a Xen `PHYS32_ENTRY` note (type 18),
 //! starts the CPU at that address in 32-bit protected mode with paging off and
-//! EBX pointing at an `hvm_start_info` structure (magic 336EC578H). The
-//! trampoline clears `.bss`, identity-maps the first 4 GiB with 2 MiB pages
+//! EBX pointing at an `hvm_start_info` structure (magic 336EC578H). GRUB
+//! enters the same image through its multiboot2 header in the same state,
+//! EBX pointing at its boot information ([`crate::multiboot2`]); both
+//! entries join at `hobby_start32`, ESI saying which came ([`Protocol`]).
+//! The trampoline takes its own stack (neither protocol provides one),
+//! clears `.bss`, identity-maps the first 4 GiB with 2 MiB pages
 //! (the top gigabyte, where the local APIC lives, uncacheable), turns on PAE,
 //! long mode (EFER.LME) and paging, loads a 64-bit GDT and far-returns into
 //! 64-bit code, which sets up the stack and calls `rust_start`.
@@ -28,6 +32,8 @@ core::arch::global_asm!(
     .section .data.boot, "aw"
     .balign 8
 hobby_start_info:
+    .long 0
+hobby_boot_protocol:
     .long 0
     .balign 8
 hobby_gdt:
@@ -61,7 +67,14 @@ hobby_stack_top:
 pvh_start32:
     cli
     cld
-    /* Clear .bss (page tables and stack included). */
+    mov esi, 1                      /* Protocol::Pvh */
+    /* The multiboot2 entry joins here (ESI = 2). EBX: the loader's
+       structure. */
+    .global hobby_start32
+hobby_start32:
+    mov esp, offset hobby_stack_top
+    /* Clear .bss (page tables and stack included; nothing is on the
+       stack yet). */
     mov edi, offset __bss_start
     mov ecx, offset __bss_end
     sub ecx, edi
@@ -69,6 +82,7 @@ pvh_start32:
     xor eax, eax
     rep stosd
     mov dword ptr [hobby_start_info], ebx
+    mov dword ptr [hobby_boot_protocol], esi
 
     /* PML4[0] -> PDPT; PDPT[0..4] -> the four page directories. Every
        level is present, writable and user-accessible (U/S), so that test
@@ -125,6 +139,7 @@ hobby_start64:
     lea rsp, [rip + hobby_stack_top]
     xor ebp, ebp
     mov edi, dword ptr [rip + hobby_start_info]
+    mov esi, dword ptr [rip + hobby_boot_protocol]
     call {rust_start}
     ud2
 "#,
@@ -134,11 +149,34 @@ hobby_start64:
 /// Magic number at the start of the PVH `hvm_start_info` structure.
 const PVH_MAGIC: u32 = 0x336E_C578;
 
+/// How the kernel was entered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Through the PVH note: QEMU's `-kernel` (and the `cargo test` boots).
+    Pvh,
+    /// Through the multiboot2 header: GRUB's `multiboot2` command (the
+    /// bootable image, on bare metal or under QEMU's `-cdrom`).
+    Multiboot2,
+}
+
+impl Protocol {
+    /// The protocol's name, for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Pvh => "PVH",
+            Protocol::Multiboot2 => "multiboot2",
+        }
+    }
+}
+
 /// What the boot loader told the kernel.
 #[derive(Debug)]
 pub struct BootInfo {
-    /// The kernel command line (QEMU's `-append`), empty when there is none.
+    /// The kernel command line (QEMU's `-append`, or what follows the file
+    /// name on GRUB's `multiboot2` line), empty when there is none.
     pub cmdline: &'static str,
+    /// How the kernel was entered.
+    pub protocol: Protocol,
 }
 
 impl BootInfo {
@@ -195,15 +233,28 @@ unsafe fn read_cmdline(start_info: u32) -> &'static str {
     text.to_str().unwrap_or("")
 }
 
-/// The first Rust code to run, on the boot stack, interrupts disabled.
-extern "C" fn rust_start(start_info: u32) -> ! {
+/// The first Rust code to run, on the boot stack, interrupts disabled:
+/// `start_info` is what the loader passed in EBX, `protocol` which entry
+/// the trampoline came through (1: PVH, 2: multiboot2).
+extern "C" fn rust_start(start_info: u32, protocol: u32) -> ! {
     serial::init();
     idt::init();
     // The APIC as the kernel needs it, whichever firmware ran: a CPU
-    // leaves reset with it software-disabled (see `crate::apic`).
+    // leaves reset with it software-disabled (see `crate::apic`), and a
+    // firmware may leave it in x2APIC mode.
+    crate::apic::adopt_firmware_mode();
     crate::apic::enable_this_cpu();
-    // SAFETY: `start_info` is what QEMU passed in EBX (see the trampoline),
-    // and the whole first 4 GiB are identity-mapped.
-    let cmdline = unsafe { read_cmdline(start_info) };
-    hobby_kernel_main(BOOT_INFO.call_once(|| BootInfo { cmdline }))
+    let (cmdline, protocol) = if protocol == 2 {
+        // SAFETY: the multiboot2 entry checked EAX's magic, so `start_info`
+        // is GRUB's boot information, in the identity-mapped first 4 GiB,
+        // which nothing writes.
+        let info = unsafe { crate::multiboot2::read(start_info) };
+        LOADER_DATA.call_once(|| [info.range.clone(), info.range]);
+        (info.cmdline, Protocol::Multiboot2)
+    } else {
+        // SAFETY: `start_info` is what QEMU passed in EBX (see the
+        // trampoline), and the whole first 4 GiB are identity-mapped.
+        (unsafe { read_cmdline(start_info) }, Protocol::Pvh)
+    };
+    hobby_kernel_main(BOOT_INFO.call_once(|| BootInfo { cmdline, protocol }))
 }

@@ -1,15 +1,19 @@
 //! `hobby`: the smallest kernel that can test a PMU driver for real.
 //!
 //! It boots straight from `qemu-system-x86_64 -kernel` (PVH entry, 32- to
-//! 64-bit trampoline, identity-mapped first 4 GiB), prints on COM1, takes
+//! 64-bit trampoline, identity-mapped first 4 GiB), or from GRUB through
+//! its multiboot2 header (a bootable image for bare metal), prints on COM1
+//! (and, for a kernel that asks, on the VGA text screen), takes
 //! every interrupt and exception through its own IDT, catches faults inside
 //! test cases, and leaves QEMU with a verdict through `isa-debug-exit`.
 //!
 //! | module | job |
 //! |---|---|
 //! | [`boot`] | PVH note, trampoline, hand-off to the kernel's `main` |
+//! | [`multiboot2`] | the multiboot2 header and entry (GRUB), and the boot information's command line |
 //! | [`apic`] | this CPU's local APIC in xAPIC or x2APIC mode, and the switch to x2APIC |
 //! | [`serial`] | COM1 console, `print!` and `println!` |
+//! | [`vga`] | the VGA text screen (80x25 at B8000H), for reports read on a screen |
 //! | `defmt_serial` (feature `defmt`) | defmt frames on COM2, and the global logger macro |
 //! | [`gdt`] | the kernel GDT and TSS (a separate stack for double faults) |
 //! | [`idt`] | the 256 entry stubs, the saved register frame, handler dispatch |
@@ -24,6 +28,7 @@
 //! | [`user`] | running a function at CPL 3 until it raises the exit vector |
 //! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table |
 //! | [`mod@test`] | the test-case runner and its console protocol |
+//! | [`text`] | a text in a fixed buffer (no allocator) |
 //! | [`exit`] | success or failure exit codes |
 //! | [`accel()`] | what runs the kernel: TCG, KVM or something else (CPUID leaf 40000000H) |
 //!
@@ -54,6 +59,8 @@ pub mod gdt;
 #[cfg(any(target_os = "none", doc))]
 pub mod idt;
 #[cfg(any(target_os = "none", doc))]
+pub mod multiboot2;
+#[cfg(any(target_os = "none", doc))]
 pub mod pace;
 #[cfg(any(target_os = "none", doc))]
 pub mod pmi;
@@ -69,9 +76,13 @@ pub mod symbols;
 #[cfg(any(target_os = "none", doc))]
 pub mod test;
 #[cfg(any(target_os = "none", doc))]
+pub mod text;
+#[cfg(any(target_os = "none", doc))]
 pub mod timer;
 #[cfg(any(target_os = "none", doc))]
 pub mod user;
+#[cfg(any(target_os = "none", doc))]
+pub mod vga;
 #[cfg(any(target_os = "none", doc))]
 pub mod workload;
 

@@ -1,6 +1,9 @@
 //! The test-case runner of the test kernels.
 //!
-//! A kernel lists its cases and hands them to [`run`]. The output is the
+//! A kernel lists its cases and hands them to [`run`] (or, to report each
+//! case in a form of its own too, runs them one by one with [`run_case`],
+//! reads what a case said with [`message`], and ends with [`conclude`]).
+//! The output is the
 //! protocol the QEMU suite on the host reads (`qemu-tests/host`, whose
 //! crate documentation describes the same lines):
 //!
@@ -27,6 +30,7 @@ use core::fmt;
 use crate::exit::{ExitCode, exit_qemu};
 use crate::fault::{Fault, catch};
 use crate::println;
+use crate::text::Text;
 
 /// A case that did not pass: it failed ([`Failure::new`],
 /// [`fail!`](crate::fail!)) or was skipped ([`Failure::skipped`],
@@ -44,15 +48,9 @@ enum Verdict {
 }
 
 /// The last failure message, cut at 240 bytes.
-struct Message {
-    text: [u8; 240],
-    len: usize,
-}
+type Message = Text<240>;
 
-static MESSAGE: spin::Mutex<Message> = spin::Mutex::new(Message {
-    text: [0; 240],
-    len: 0,
-});
+static MESSAGE: spin::Mutex<Message> = spin::Mutex::new(Text::new());
 
 impl Failure {
     /// Records a failure message and returns the failure.
@@ -72,10 +70,7 @@ impl Failure {
     }
 
     fn record(verdict: Verdict, args: fmt::Arguments<'_>) -> Self {
-        let mut message = MESSAGE.lock();
-        message.len = 0;
-        // Overflow is the only error, and it just cuts the message.
-        let _ = fmt::write(&mut *message, args);
+        MESSAGE.lock().set(args);
         Self(verdict)
     }
 }
@@ -104,25 +99,6 @@ impl Failure {
 impl<E: fmt::Display> From<E> for Failure {
     fn from(e: E) -> Self {
         Failure::new(format_args!("{e}"))
-    }
-}
-
-impl Message {
-    fn as_str(&self) -> &str {
-        match core::str::from_utf8(&self.text[..self.len]) {
-            Ok(text) => text,
-            // A cut in the middle of a character: keep the valid prefix.
-            Err(e) => core::str::from_utf8(&self.text[..e.valid_up_to()]).unwrap_or(""),
-        }
-    }
-}
-
-impl fmt::Write for Message {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(self.text.len() - self.len);
-        self.text[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        if n < s.len() { Err(fmt::Error) } else { Ok(()) }
     }
 }
 
@@ -220,49 +196,110 @@ macro_rules! check_eq {
     };
 }
 
-/// Runs every case of `suite`, reports each, and exits QEMU with the verdict:
-/// success when no case failed.
-pub fn run(suite: &str, cases: &[Case]) -> ! {
-    println!("suite {suite}: {} cases", cases.len());
-    let mut failed = 0usize;
-    let mut skipped = 0usize;
-    for case in cases {
-        // SAFETY: the contract every `Case` keeps (see [`Case`]).
-        match unsafe { catch(case.run) } {
-            Ok(Ok(())) => println!("test {suite}::{} ... ok", case.name),
-            Ok(Err(Failure(Verdict::Skipped))) => {
-                skipped += 1;
-                let message = MESSAGE.lock();
-                // One line: the host reads the reason up to its end.
-                println!(
-                    "test {suite}::{} ... skipped: {}",
-                    case.name,
-                    OneLine(message.as_str())
-                );
-            }
-            Ok(Err(Failure(Verdict::Failed))) => {
-                failed += 1;
-                let message = MESSAGE.lock();
-                println!(
-                    "test {suite}::{} ... FAILED\n    {}",
-                    case.name,
-                    message.as_str()
-                );
-            }
-            Err(Fault::Panic) => {
-                failed += 1;
-                println!("test {suite}::{} ... FAILED\n    panicked", case.name);
-            }
-            Err(fault) => {
-                failed += 1;
-                println!(
-                    "test {suite}::{} ... FAILED\n    unexpected {fault}",
-                    case.name
-                );
-            }
+/// How one case ended ([`run_case`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ran {
+    /// It passed.
+    Passed,
+    /// It was skipped: what it needs is not there ([`message`] says why).
+    Skipped,
+    /// It failed, panicked or raised an exception ([`message`] says how).
+    Failed,
+}
+
+/// How the cases of a suite ended, so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Cases that passed.
+    pub passed: usize,
+    /// Cases that failed.
+    pub failed: usize,
+    /// Cases that were skipped.
+    pub skipped: usize,
+}
+
+impl Tally {
+    /// Counts one more case.
+    pub fn add(&mut self, ran: Ran) {
+        match ran {
+            Ran::Passed => self.passed += 1,
+            Ran::Skipped => self.skipped += 1,
+            Ran::Failed => self.failed += 1,
         }
     }
-    let passed = cases.len() - failed - skipped;
+}
+
+/// What the last case that did not pass said (why it was skipped, or how
+/// it failed), until the next case runs: for a kernel that reports its
+/// cases in a form of its own besides the case lines.
+pub fn message() -> FailureMessage {
+    FailureMessage(())
+}
+
+/// Records `text` as the message of a case that faulted or panicked, unless
+/// the abandoned case holds the message's lock (a fault inside a message's
+/// formatting): then the message stays as it was.
+fn record_fault(args: fmt::Arguments<'_>) {
+    if let Some(mut message) = MESSAGE.try_lock() {
+        message.set(args);
+    }
+}
+
+/// Runs one case of `suite` (inside [`catch`]) and prints its line, as
+/// [`run`] does for each of its cases; returns how it ended. A kernel that
+/// runs its cases one by one prints `suite <name>: <n> cases` first and
+/// ends with [`conclude`].
+pub fn run_case(suite: &str, case: &Case) -> Ran {
+    // SAFETY: the contract every `Case` keeps (see [`Case`]).
+    match unsafe { catch(case.run) } {
+        Ok(Ok(())) => {
+            println!("test {suite}::{} ... ok", case.name);
+            Ran::Passed
+        }
+        Ok(Err(Failure(Verdict::Skipped))) => {
+            let message = MESSAGE.lock();
+            // One line: the host reads the reason up to its end.
+            println!(
+                "test {suite}::{} ... skipped: {}",
+                case.name,
+                OneLine(message.as_str())
+            );
+            Ran::Skipped
+        }
+        Ok(Err(Failure(Verdict::Failed))) => {
+            let message = MESSAGE.lock();
+            println!(
+                "test {suite}::{} ... FAILED\n    {}",
+                case.name,
+                message.as_str()
+            );
+            Ran::Failed
+        }
+        Err(Fault::Panic) => {
+            record_fault(format_args!("panicked"));
+            println!("test {suite}::{} ... FAILED\n    panicked", case.name);
+            Ran::Failed
+        }
+        Err(fault) => {
+            record_fault(format_args!("unexpected {fault}"));
+            println!(
+                "test {suite}::{} ... FAILED\n    unexpected {fault}",
+                case.name
+            );
+            Ran::Failed
+        }
+    }
+}
+
+/// Prints the suite's closing line (`suite <name>: <p> passed, <f>
+/// failed`, and `, <s> skipped` when a case was skipped) and exits QEMU
+/// with the verdict: success when no case failed.
+pub fn conclude(suite: &str, tally: Tally) -> ! {
+    let Tally {
+        passed,
+        failed,
+        skipped,
+    } = tally;
     if skipped == 0 {
         println!("suite {suite}: {passed} passed, {failed} failed");
     } else {
@@ -273,6 +310,17 @@ pub fn run(suite: &str, cases: &[Case]) -> ! {
     } else {
         ExitCode::Failure
     })
+}
+
+/// Runs every case of `suite`, reports each, and exits QEMU with the verdict:
+/// success when no case failed.
+pub fn run(suite: &str, cases: &[Case]) -> ! {
+    println!("suite {suite}: {} cases", cases.len());
+    let mut tally = Tally::default();
+    for case in cases {
+        tally.add(run_case(suite, case));
+    }
+    conclude(suite, tally)
 }
 
 /// A text printed on one line: each line break becomes a space.

@@ -17,6 +17,7 @@
 //! //! defmt: com2                                     (it logs defmt frames on COM2)
 //! //! tcg-only: <why>                                  (not booted under KVM: one skipped case)
 //! //! icount: <why>                                    (under TCG, guest time counts instructions)
+//! //! check-report: <why>                              (its validation report is checked: one more case, `report`)
 //! ```
 //!
 //! Each case becomes one line here, `qemu <kernel>[<config>]::<case> ...
@@ -54,6 +55,9 @@
 //! own design there.
 
 pub mod budget;
+pub mod image;
+pub mod report;
+pub mod validate;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -81,6 +85,10 @@ pub struct KernelRun {
     /// Why the kernel needs deterministic time (header line `icount:
     /// <why>`): under TCG it boots with [`ICOUNT`].
     pub icount: Option<String>,
+    /// The kernel prints a validation report (header line `check-report:
+    /// <why>`): the host reads it back and checks it against the case
+    /// lines, as one more case, `report` ([`report::check`]).
+    pub check_report: Option<String>,
 }
 
 /// The QEMU arguments of deterministic time (see the [crate
@@ -329,7 +337,19 @@ impl Workspace {
         discover(&self.root)
     }
 
-    fn kernel(&self, k: &KernelRun) -> PathBuf {
+    /// The repository.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where `cargo validate` leaves its image and report:
+    /// `target/validate` (beside the kernels' `target/qemu`).
+    pub fn validate_dir(&self) -> PathBuf {
+        self.target_dir.with_file_name("validate")
+    }
+
+    /// The built binary of run `k`.
+    pub fn kernel(&self, k: &KernelRun) -> PathBuf {
         let run = &k.run;
         let dir = if k.package.is_none() {
             self.client_target_dir()
@@ -655,6 +675,7 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
         let mut defmt = false;
         let mut tcg_only = None;
         let mut icount = None;
+        let mut check_report = None;
         for line in header {
             let line = line.trim_start_matches("//!").trim();
             if let Some(rest) = line.strip_prefix("qemu-run:") {
@@ -672,6 +693,8 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
                 tcg_only = Some(why.trim().to_string());
             } else if let Some(why) = line.strip_prefix("icount:") {
                 icount = Some(why.trim().to_string());
+            } else if let Some(why) = line.strip_prefix("check-report:") {
+                check_report = Some(why.trim().to_string());
             }
         }
         if configs.is_empty() {
@@ -689,6 +712,7 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
                 package,
                 tcg_only: tcg_only.clone(),
                 icount: icount.clone(),
+                check_report: check_report.clone(),
             });
         }
     }
@@ -724,10 +748,23 @@ fn boot(kernel: &Path, k: &KernelRun, accel: qemu::Accel, target_dir: &Path) -> 
         );
     }
     let mut results = judge(&boot.console, boot.success, &boot.said, run);
+    if k.check_report.is_some() {
+        let checked = report::check(&boot.console, &results);
+        results.push(checked);
+    }
     results.extend(pmu_qemu_run::stacks::check(&boot.console, kernel));
     if results.iter().any(CaseResult::failed)
         && let Some(last) = results.last_mut()
     {
+        // Kept whole, for a rare failure to be diagnosed from one run.
+        let dir = target_dir.join("failed");
+        let file = dir.join(format!("{}-{accel:?}.log", run.label()).to_lowercase());
+        if fs::create_dir_all(&dir)
+            .and_then(|()| fs::write(&file, &boot.console))
+            .is_ok()
+        {
+            last.note += &format!("\n    (the console is kept in {})", file.display());
+        }
         last.note += "\n    --- kernel console ---\n";
         for line in boot.console.lines() {
             last.note += &format!("    | {line}\n");

@@ -16,6 +16,7 @@ fn kernel_run(qemu_args: Vec<String>) -> KernelRun {
         package: Some("pmu-qemu-tests"),
         tcg_only: None,
         icount: None,
+        check_report: None,
     }
 }
 
@@ -145,4 +146,26 @@ fn the_timer_kernel_has_deterministic_time() {
         .map(|r| r.run.kernel.as_str())
         .collect();
     assert_eq!(icount, ["timer"]);
+}
+
+#[test]
+fn only_the_validate_kernel_has_its_report_checked() {
+    let runs = Workspace::new().runs().expect("the kernels' headers");
+    let checked: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.check_report.is_some())
+        .map(|r| r.run.kernel.as_str())
+        .collect();
+    assert_eq!(checked, ["validate"]);
+}
+
+#[test]
+fn the_image_s_grub_boots_the_validate_kernel_by_multiboot2() {
+    let cfg = image::grub_cfg("v0.1-3-gabc");
+    assert!(
+        cfg.contains("\n    multiboot2 /boot/pmu-validate.elf commit=v0.1-3-gabc\n    boot\n"),
+        "{cfg}"
+    );
+    assert!(cfg.contains(&format!("\nset timeout={}\n", image::TIMEOUT_S)));
+    assert_eq!(cfg.matches("menuentry ").count(), 1, "one entry: {cfg}");
 }

@@ -22,6 +22,11 @@
 //! COM1 (I/O port 3F8h) is the console: every line the kernel writes there
 //! is copied to the runner's standard output as it comes.
 //!
+//! A bootable CD image (a boot loader and its kernel, such as the `pmu`
+//! crate's validation image, GRUB booting a multiboot2 kernel) boots the
+//! same way with `-cdrom IMAGE.iso` instead of `-kernel` and QEMU's
+//! default firmware, which reads CDs ([`qemu::boot_cdrom`]).
+//!
 //! The firmware is qboot where QEMU has `qboot.rom`, QEMU's default
 //! (SeaBIOS) otherwise ([`qemu::Firmware`]; the [`qemu` module
 //! documentation](qemu#the-firmware) says why and what a kernel must set

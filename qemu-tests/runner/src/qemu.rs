@@ -84,11 +84,17 @@ impl Accel {
     /// not, for people.
     pub fn from_env() -> Result<Accel, String> {
         let value = std::env::var("PMU_QEMU_ACCEL").ok();
-        let accel = Accel::parse(value.as_deref())?;
-        if accel == Accel::Kvm {
+        Accel::parse(value.as_deref())?.usable()
+    }
+
+    /// This accelerator, if it can run here: for `kvm`, only when
+    /// `/dev/kvm` can be opened for reading and writing (the error says
+    /// why not, for people).
+    pub fn usable(self) -> Result<Accel, String> {
+        if self == Accel::Kvm {
             kvm_usable(Path::new(KVM_DEVICE))?;
         }
-        Ok(accel)
+        Ok(self)
     }
 
     /// The accelerator a `PMU_QEMU_ACCEL` value names (unset or empty:
@@ -209,12 +215,7 @@ pub fn ensure_qemu() -> Result<(), String> {
     {
         return Ok(());
     }
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
-    let apt = Command::new("apt-get").arg("--version").output().is_ok();
-    if !(root && apt) {
+    if !can_apt_install() {
         return Err(format!(
             "{qemu} not found: install the package qemu-system-x86 (Debian/Ubuntu)"
         ));
@@ -222,20 +223,32 @@ pub fn ensure_qemu() -> Result<(), String> {
     crate::output::stderr(format_args!(
         "pmu-qemu-run: {qemu} not found; installing Debian's qemu-system-x86"
     ));
+    apt_install(&["qemu-system-x86"])
+}
+
+/// Whether this process can install Debian packages: it runs as root on a
+/// machine with apt.
+pub fn can_apt_install() -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    root && Command::new("apt-get").arg("--version").output().is_ok()
+}
+
+/// Installs Debian's `packages` (`apt-get update`, then `apt-get install
+/// --no-install-recommends`, non-interactive), where
+/// [`can_apt_install`]; the error says which failed.
+pub fn apt_install(packages: &[&str]) -> Result<(), String> {
     let update = Command::new("apt-get").args(["update", "-qq"]).status();
     let install = Command::new("apt-get")
-        .args([
-            "install",
-            "-y",
-            "-qq",
-            "--no-install-recommends",
-            "qemu-system-x86",
-        ])
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(packages)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .status();
     match (update, install) {
         (Ok(u), Ok(i)) if u.success() && i.success() => Ok(()),
-        _ => Err("installing qemu-system-x86 failed".into()),
+        _ => Err(format!("installing {} failed", packages.join(" "))),
     }
 }
 
@@ -373,7 +386,6 @@ pub struct Boot {
 /// this process's stdout as they come; when that is a closed pipe, QEMU is
 /// killed and the boot ends there ([`Boot::stdout_closed`]).
 pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
-    let qemu = qemu_binary();
     let firmware = match firmware() {
         Ok(f) => f.qemu_args(args),
         Err(e) => {
@@ -385,19 +397,34 @@ pub fn boot(kernel: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
             };
         }
     };
+    let mut medium = vec!["-kernel".into(), kernel.as_os_str().to_owned()];
+    medium.extend(firmware.into_iter().map(Into::into));
+    run(&medium, accel, args, echo)
+}
+
+/// Boots the bootable CD image `iso` (`-cdrom`: QEMU's default firmware,
+/// SeaBIOS, reads its El Torito boot record and starts its boot loader,
+/// which boots the kernel) under `accel`, with `args` added, as [`boot`]
+/// boots a kernel: the same machine, console and exit device. qboot boots
+/// no CD, so the firmware is always QEMU's default.
+pub fn boot_cdrom(iso: &Path, accel: Accel, args: &[String], echo: bool) -> Boot {
+    let medium = ["-cdrom".into(), iso.as_os_str().to_owned()];
+    run(&medium, accel, args, echo)
+}
+
+/// Runs QEMU on the fixed command line with `medium` (what it boots and
+/// the firmware it boots with), `accel`'s arguments and `args`, and
+/// collects the console and the verdict.
+fn run(medium: &[std::ffi::OsString], accel: Accel, args: &[String], echo: bool) -> Boot {
+    let qemu = qemu_binary();
     let args = accel.qemu_args(args);
     let spawned = Command::new(&qemu)
         .args([
             "-M", "pc", "-m", "128M", "-display", "none", "-monitor", "none",
         ])
         .args(["-serial", "stdio", "-no-reboot"])
-        .args([
-            "-device",
-            "isa-debug-exit,iobase=0xf4,iosize=0x04",
-            "-kernel",
-        ])
-        .arg(kernel)
-        .args(&firmware)
+        .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
+        .args(medium)
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -22,14 +22,17 @@
 //! (`pmu::apic::deliver_model_pmi_unmasked`). Every count in these cases
 //! comes from the model, not hardware, and is exact.
 //!
-//! The `*_on_model_and_real` cases run the same code on the model and, where
-//! the guest has a usable AMD PMU, on the real counters through `X86Msr`:
-//! retired instructions of a loop of known length within
-//! `pmu::arch::amd::bounds`' interval, core cycles against the TSC, and
-//! overflow PMIs inside the loop. Under TCG, and under KVM on a host that
-//! exposes no PMU (this project's), the real half is skipped with the
-//! reason detection gives ("counters read 0"); on an AMD host whose KVM
-//! exposes its PMU it runs:
+//! The real-PMU cases (`pmu_qemu_tests::real`: retired instructions of a
+//! loop of known length within `pmu::arch::amd::bounds`' interval, core
+//! cycles against the TSC, and overflow PMIs inside the loop), twice,
+//! through the crate's driver and handler: the `model_*` cases on the Zen 4
+//! model, fed the events the loop would retire (they run everywhere, and
+//! their counts are the model's), and the `real_*` cases on the real PMU,
+//! found by detection and driven on `X86Msr`. Under TCG, and under KVM on a
+//! host that exposes no PMU (this project's), the `real_*` cases are
+//! skipped with the reason detection gives ("counters read 0"); on an AMD
+//! host whose KVM exposes its PMU they run (`cargo validate` runs them with
+//! every other architecture's and reports):
 //!
 //! ```text
 //! PMU_QEMU_ACCEL=kvm cargo qemu amd
@@ -45,24 +48,22 @@ use hobby::idt::{self, InterruptFrame};
 use hobby::pmi::{self, Taken};
 use hobby::test::{Failure, Outcome};
 use hobby::{case, check, check_eq, fail, println, skip};
-use pmu::access::{AccessCounts, MsrBackend, Recording, X86Msr};
+use pmu::access::{AccessCounts, Recording, X86Msr};
 use pmu::apic::{LvtPerfCounter, ModelPmi, PmiDelivery, Vector, deliver_model_pmi_unmasked};
-use pmu::arch::amd::bounds;
-use pmu::arch::amd::driver::{AmdCore, AmdDriver, ConfigError, CounterConfig, Counters};
+use pmu::arch::amd::driver::{AmdDriver, CounterConfig, Counters};
 use pmu::arch::amd::multiplex::Multiplexer;
 use pmu::arch::amd::{AmdPmu, EventSpec, PERF_LEGACY_CTR0};
 use pmu::arch::handle_pmi;
-use pmu::counter::{AnyHandle, DriverError, ErasedError, Group, Owner, StateTag};
+use pmu::counter::{Group, Owner};
 use pmu::detect::{self, CounterProbe, HardwareCpuid, PmuKind, Vendor};
 use pmu::model::amd::{AmdMsr, Config, Event, SharedAmdModel};
 use pmu::sampling::{SampleAfter, SampleBuffer};
+use pmu_qemu_tests::{real, real_cases};
 
 hobby::entry_point!(main);
 
-/// The model's PMIs.
+/// The model's PMIs; the real-PMU cases take `real::cases::PMI_VECTOR`.
 const PMI_VECTOR: u8 = 0xF0;
-/// The real PMU's PMIs.
-const REAL_PMI_VECTOR: u8 = 0xF1;
 const NMI_VECTOR: u8 = 2;
 
 const INSTRUCTIONS: u16 = 0xC0;
@@ -82,12 +83,6 @@ static LATE: AtomicU64 = AtomicU64::new(0);
 static NOT_OURS: AtomicU64 = AtomicU64::new(0);
 static HANDLER_ERRORS: AtomicU64 = AtomicU64::new(0);
 
-// SAFETY: the real PMU of CPU 0, the one CPU this kernel runs on; this is
-// its one value (the model cases use values of their own).
-static CPU0: AmdPmu = unsafe { AmdPmu::new() };
-static REAL_SAMPLES: SampleBuffer<256> = SampleBuffer::new();
-static REAL_HANDLED: AtomicU64 = AtomicU64::new(0);
-
 /// The parts the model cases run on.
 const PARTS: [(&str, &SharedAmdModel); 3] = [
     ("Zen 4 (PerfMonV2)", &ZEN4),
@@ -102,12 +97,13 @@ fn main(_: &'static BootInfo) -> ! {
         "amd: the model cases count on the AMD core PMU model (Zen 4, Zen 2, K8 configurations): their counts come from the model, not hardware"
     );
     println!(
-        "amd: the *_on_model_and_real cases count on the real PMU too where this guest has a usable one, and skip that half otherwise"
+        "amd: the model_* cases run the real-PMU cases on a model (their counts are the model's); the real_* cases count on the real PMU when this guest has a usable one, and are skipped otherwise"
     );
     pmi::local_apic().enable(Vector::new(0xFF).unwrap());
     idt::set_handler(PMI_VECTOR, on_model_pmi);
     idt::set_handler(NMI_VECTOR, on_model_pmi);
-    idt::set_handler(REAL_PMI_VECTOR, on_real_pmi);
+    let [m0, m1, m2] = real_cases!("model_", real::amd::Model);
+    let [r0, r1, r2] = real_cases!("real_", real::amd::Real);
     hobby::test::run(
         "amd",
         &[
@@ -118,9 +114,12 @@ fn main(_: &'static BootInfo) -> ! {
             case!(late_pmis_are_claimed_as_the_pmus_own),
             case!(groups_start_in_one_global_write_with_perfmon_v2),
             case!(the_multiplexer_rotates_more_events_than_counters),
-            case!(retired_instructions_on_model_and_real),
-            case!(core_cycles_on_model_and_real),
-            case!(overflow_pmis_on_model_and_real),
+            m0,
+            m1,
+            m2,
+            r0,
+            r1,
+            r2,
         ],
     )
 }
@@ -650,374 +649,4 @@ fn the_multiplexer_rotates_more_events_than_counters() -> Outcome {
         }
         Err(_) => fail!("a handle did not come back unclaimed"),
     }
-}
-
-// ---------------------------------------------------------------------------
-// The cases on the model and on the real PMU: the same code, generic over
-// the backend; a workload says what runs (the model: injected events; the
-// real PMU: a loop of known length).
-
-/// Iterations of the measured loop.
-const ITERATIONS: u64 = 1_000_000;
-/// Instructions per iteration of [`counted_loop`]: ADD, DEC, JNZ.
-const LOOP_INSTRUCTIONS: u64 = 3;
-/// Instructions between a counter's start and stop outside the loop.
-const PATH_OVERHEAD: u64 = 20_000;
-/// The sampling case's period.
-const SAMPLE_AFTER: u64 = 100_000;
-
-/// What runs while a counter counts, on the model or on the real PMU.
-trait Workload {
-    /// The loop of [`ITERATIONS`] iterations, or its events; interrupts
-    /// enabled where `sampled`. Returns the RIPs a PMI taken meanwhile may
-    /// interrupt.
-    fn run(&mut self, sampled: bool) -> Result<core::ops::RangeInclusive<u64>, Failure>;
-    /// The clock cycles are compared with: the TSC, or the model's (one
-    /// tick per injected cycle).
-    fn ticks(&self) -> u64;
-    /// The samples its PMIs produced, handed to `f`; the PMIs handled.
-    fn samples(&mut self, f: &mut dyn FnMut(pmu::sampling::Sample)) -> u64;
-}
-
-/// The model's: the loop's events injected (and the path's: 1000
-/// instructions), its PMIs delivered.
-struct ModelLoop {
-    model: &'static SharedAmdModel,
-    clock: u64,
-}
-
-impl Workload for ModelLoop {
-    fn run(&mut self, _sampled: bool) -> Result<core::ops::RangeInclusive<u64>, Failure> {
-        inject(
-            self.model,
-            INSTRUCTIONS,
-            LOOP_INSTRUCTIONS * ITERATIONS + 1000,
-        )?;
-        // One cycle and a half per iteration (a dependency chain of DEC).
-        let cycles = ITERATIONS * 3 / 2;
-        inject(self.model, CYCLES, cycles)?;
-        self.clock += cycles;
-        Ok(pmi::wait_window())
-    }
-
-    fn ticks(&self) -> u64 {
-        self.clock
-    }
-
-    fn samples(&mut self, f: &mut dyn FnMut(pmu::sampling::Sample)) -> u64 {
-        SAMPLES.drain(f);
-        HANDLED.load(Ordering::SeqCst)
-    }
-}
-
-/// The real PMU's: the loop itself.
-struct RealLoop;
-
-impl Workload for RealLoop {
-    fn run(&mut self, sampled: bool) -> Result<core::ops::RangeInclusive<u64>, Failure> {
-        if sampled {
-            let (start, end) = sampled_loop(ITERATIONS);
-            // A PMI still pending arrives now, to a disarmed counter.
-            x86_64::instructions::interrupts::enable();
-            for _ in 0..10_000 {
-                core::hint::spin_loop();
-            }
-            x86_64::instructions::interrupts::disable();
-            return Ok(start..=end);
-        }
-        counted_loop(ITERATIONS);
-        Ok(0..=0)
-    }
-
-    fn ticks(&self) -> u64 {
-        fenced_rdtsc()
-    }
-
-    fn samples(&mut self, f: &mut dyn FnMut(pmu::sampling::Sample)) -> u64 {
-        REAL_SAMPLES.drain(f);
-        REAL_HANDLED.load(Ordering::SeqCst)
-    }
-}
-
-type Handles = [Option<AnyHandle<AmdCore>>; 6];
-
-/// The first counter the firmware does not use.
-fn free<O: Owner, M: MsrBackend>(d: &AmdDriver<'_, O, M>, h: &Handles) -> Result<usize, Failure> {
-    match (0..6u8).find(|&n| {
-        h[usize::from(n)].is_some()
-            && !d
-                .firmware()
-                .contains(pmu::arch::amd::Counter::new(n).unwrap())
-    }) {
-        Some(n) => Ok(usize::from(n)),
-        None => skip!("the firmware uses every counter"),
-    }
-}
-
-/// Retired instructions of the loop within `bounds::loop_instructions`.
-fn retired_instructions<O: Owner, M: MsrBackend>(
-    d: &mut AmdDriver<'_, O, M>,
-    h: &mut Handles,
-    w: &mut dyn Workload,
-) -> Result<u64, Failure> {
-    let i = free(d, h)?;
-    let c = h[i].as_mut().ok_or("a counter")?;
-    c.configure(d, &CounterConfig::counting(spec("instructions")?))?;
-    let allowed = bounds::loop_instructions(LOOP_INSTRUCTIONS, ITERATIONS, PATH_OVERHEAD)?;
-    c.enable(d)?;
-    w.run(false)?;
-    c.halt(d)?;
-    let measured = c.read(d)?;
-    bounds::retired_instructions_within(allowed, measured)?;
-    Ok(measured)
-}
-
-/// Core cycles of the loop against the workload's clock.
-fn core_cycles<O: Owner, M: MsrBackend>(
-    d: &mut AmdDriver<'_, O, M>,
-    h: &mut Handles,
-    w: &mut dyn Workload,
-) -> Result<u64, Failure> {
-    let i = free(d, h)?;
-    let c = h[i].as_mut().ok_or("a counter")?;
-    c.configure(d, &CounterConfig::counting(spec("cycles")?))?;
-    let before = w.ticks();
-    c.enable(d)?;
-    w.run(false)?;
-    c.halt(d)?;
-    let ticks = w.ticks().wrapping_sub(before);
-    let cycles = c.read(d)?;
-    bounds::cycles_against_tsc(cycles, ticks, ITERATIONS)?;
-    Ok(cycles)
-}
-
-/// Instructions sampled every [`SAMPLE_AFTER`] while the loop runs: every
-/// sample's RIP where the workload says PMIs land, every instruction
-/// accounted for.
-fn overflow_pmis<O: Owner, M: MsrBackend>(
-    d: &mut AmdDriver<'_, O, M>,
-    h: &mut Handles,
-    w: &mut dyn Workload,
-) -> Result<u64, Failure> {
-    let i = free(d, h)?;
-    let index = i as u8;
-    let n = SampleAfter::new(SAMPLE_AFTER, d.overflow_rule())?;
-    let c = h[i].as_mut().ok_or("a counter")?;
-    c.configure(
-        d,
-        &CounterConfig::counting(spec("instructions")?).sampling(n),
-    )?;
-    w.samples(&mut |_| {});
-    let handled_before = w.samples(&mut |_| {});
-    c.enable(d)?;
-    let window = w.run(true)?;
-    c.halt(d)?;
-    let (owed, residual) = n.split(c.read(d)?);
-    let state = d.pmi_state();
-    let periods = state.periods(index);
-    let (mut inside, mut outside, mut sampled, mut foreign) = (0u64, 0u64, 0u64, 0u64);
-    let handled = w.samples(&mut |s| {
-        if window.contains(&s.rip) {
-            inside += 1;
-        } else {
-            outside += 1;
-        }
-        sampled += u64::from(s.periods);
-        foreign += u64::from(s.counter != index);
-    }) - handled_before;
-    println!(
-        "amd: {handled} PMIs, {inside} samples in [{:#x}, {:#x}], {outside} outside; {periods} periods of {SAMPLE_AFTER} ({} at the halt), residual {residual}",
-        window.start(),
-        window.end(),
-        state.periods_at_halt(index)
-    );
-    check_eq!(
-        (foreign, outside),
-        (0, 0),
-        "samples of another counter, or elsewhere"
-    );
-    check!(inside >= 1, "no overflow PMI arrived while the loop ran");
-    check_eq!(sampled + state.periods_at_halt(index), periods);
-    let counted = (periods + owed) * SAMPLE_AFTER + residual;
-    check!(
-        counted >= LOOP_INSTRUCTIONS * ITERATIONS,
-        "{counted} instructions accounted for, fewer than the loop's"
-    );
-    Ok(counted)
-}
-
-type Body<O, M> =
-    fn(&mut AmdDriver<'_, O, M>, &mut Handles, &mut dyn Workload) -> Result<u64, Failure>;
-
-/// `body` on the Zen 4 model, then on the real PMU where this guest has a
-/// usable one (skipped, with detection's reason, where it has none).
-fn on_model_and_real(
-    what: &str,
-    model_body: Body<ModelCase, Recording<AmdMsr<'static>, 16>>,
-    real_body: Body<Real, X86Msr>,
-) -> Outcome {
-    let (mut d, c) = take::<ModelCase>(&ZEN4, &MODEL_CASE_CPU, false)?;
-    let mut h = c.erase_all();
-    let mut w = ModelLoop {
-        model: &ZEN4,
-        clock: 0,
-    };
-    let outcome = model_body(&mut d, &mut h, &mut w);
-    finish(d, h)?;
-    let counted = outcome?;
-    println!("amd: {what}: {counted} on the model");
-    with_real_pmu(what, real_body)
-}
-
-pmu::owner!(ModelCase);
-// SAFETY: the Zen 4 model of the model-and-real cases is a logical
-// processor of its own; this is its one value.
-static MODEL_CASE_CPU: AmdPmu = unsafe { AmdPmu::new() };
-pmu::owner!(Real);
-
-/// Releases whatever is claimed and gives the PMU back.
-fn finish<O: Owner, M: MsrBackend>(mut d: AmdDriver<'_, O, M>, mut h: Handles) -> Outcome {
-    for c in h.iter_mut().flatten() {
-        if c.state() != StateTag::Unclaimed {
-            c.release(&mut d)?;
-        }
-    }
-    match Counters::from_erased(h) {
-        Ok(c) => {
-            let _ = d.give_back(c);
-            Ok(())
-        }
-        Err(_) => fail!("a counter handle did not come back unclaimed"),
-    }
-}
-
-fn retired_instructions_on_model_and_real() -> Outcome {
-    on_model_and_real(
-        "retired instructions",
-        retired_instructions,
-        retired_instructions,
-    )
-}
-
-fn core_cycles_on_model_and_real() -> Outcome {
-    on_model_and_real("core cycles", core_cycles, core_cycles)
-}
-
-fn overflow_pmis_on_model_and_real() -> Outcome {
-    on_model_and_real("overflow PMIs", overflow_pmis, overflow_pmis)
-}
-
-fn real_msr() -> X86Msr {
-    // SAFETY: ring 0, on CPU 0 (this kernel starts no other CPU); detection
-    // reads only the MSRs CPUID enumerates (and the legacy counters every
-    // AMD64 part has), and the driver and its handler access only the PMU
-    // registers of the counters detection found.
-    unsafe { X86Msr::new() }
-}
-
-fn real_entry() -> LvtPerfCounter {
-    LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(REAL_PMI_VECTOR).unwrap()))
-}
-
-/// The real PMU's interrupt: the driver's handler on the real registers,
-/// then EOI.
-fn on_real_pmi(frame: &InterruptFrame) {
-    let mut apic = pmi::local_apic();
-    let Ok(_) = handle_pmi(
-        &CPU0,
-        &mut real_msr(),
-        &mut apic,
-        real_entry(),
-        frame.rip,
-        |s| {
-            REAL_SAMPLES.push(s);
-        },
-    );
-    REAL_HANDLED.fetch_add(1, Ordering::SeqCst);
-    apic.eoi();
-}
-
-/// Takes the real PMU, if this guest has a usable one, runs `body` on the
-/// loop, then releases everything and gives the PMU back.
-fn with_real_pmu(what: &str, body: Body<Real, X86Msr>) -> Outcome {
-    let Ok(found) = detect::detect(&HardwareCpuid, &mut real_msr());
-    let cpu = match (found.pmu, found.usable_amd()) {
-        (_, Some(cpu)) => cpu,
-        (PmuKind::Amd(a), None) => skip!("the real half: no usable AMD PMU here: {}", a.probe),
-        _ => skip!("the real half: not an AMD CPU: {found}"),
-    };
-    let (mut d, c) = AmdDriver::<Real, _>::take(real_msr(), &cpu, &CPU0)?;
-    pmi::local_apic().set_perf_counter_entry(real_entry());
-    let mut h = c.erase_all();
-    let outcome = body(&mut d, &mut h, &mut RealLoop);
-    pmi::local_apic().set_perf_counter_entry(real_entry().masked());
-    finish(d, h)?;
-    let counted = outcome?;
-    println!("amd: {what}: {counted} on the real PMU ({found})");
-    Ok(())
-}
-
-/// `iterations` iterations of ADD, DEC, JNZ.
-#[inline(never)]
-fn counted_loop(iterations: u64) {
-    // SAFETY: register-only arithmetic and a backward branch that ends when
-    // the count reaches zero (it starts above zero).
-    unsafe {
-        core::arch::asm!(
-            "2:",
-            "add {acc}, 1",
-            "dec {n}",
-            "jnz 2b",
-            n = inout(reg) iterations.max(1) => _,
-            acc = inout(reg) 0u64 => _,
-            options(nomem, nostack),
-        );
-    }
-}
-
-/// [`counted_loop`] with interrupts enabled: the address of the loop's
-/// first instruction and of the CLI after it.
-#[inline(never)]
-fn sampled_loop(iterations: u64) -> (u64, u64) {
-    let (start, end): (u64, u64);
-    // SAFETY: the loop of `counted_loop`, with interrupts enabled around
-    // it and disabled again after it; the interrupt entry stubs preserve
-    // every register.
-    unsafe {
-        core::arch::asm!(
-            "lea {start}, [rip + 2f]",
-            "lea {end}, [rip + 3f]",
-            "sti",
-            "2:",
-            "add {acc}, 1",
-            "dec {n}",
-            "jnz 2b",
-            "3:",
-            "cli",
-            start = out(reg) start,
-            end = out(reg) end,
-            n = inout(reg) iterations.max(1) => _,
-            acc = inout(reg) 0u64 => _,
-        );
-    }
-    (start, end)
-}
-
-/// RDTSC, ordered with the code around it.
-fn fenced_rdtsc() -> u64 {
-    let (low, high): (u32, u32);
-    // SAFETY: LFENCE and RDTSC only order execution and read the TSC.
-    unsafe {
-        core::arch::asm!("lfence", "rdtsc", "lfence", out("eax") low, out("edx") high, options(nostack));
-    }
-    u64::from(high) << 32 | u64::from(low)
-}
-
-/// Refusals reach the kernel as errors: a part's map without an event.
-#[allow(dead_code)]
-fn unmapped(e: ErasedError<DriverError<ConfigError, pmu::model::amd::Fault>>) -> bool {
-    matches!(
-        e,
-        ErasedError::Driver(DriverError::Config(ConfigError::Unmapped { .. }))
-    )
 }

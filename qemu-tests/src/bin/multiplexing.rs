@@ -1,6 +1,8 @@
 //! Groups and multiplexing (issue 15, item 7) with real interrupts: the
 //! local APIC timer rotates more NetBurst events than the PMU holds at once
-//! through the exact scheduler, and the same timer feeds events into the
+//! through the exact scheduler, and more Itanium events than the counters
+//! that count them, through the crate's seam alone (issue 36), and the same
+//! timer feeds events into the
 //! models while counter groups are read, so that a read can be interrupted
 //! between two register accesses. Every count comes from a PMU model (the
 //! NetBurst and Itanium models of the crate); the multiplexer's times are
@@ -19,15 +21,17 @@ use hobby::test::{Failure, Outcome};
 use hobby::timer::{self, ApicTimer, Calibration, Divide};
 use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::Vector;
+use pmu::arch::itanium::driver::Itanium;
 use pmu::arch::itanium::driver::{
     CounterConfig as IaConfig, Counters as IaCounters, ItaniumDriver,
 };
 use pmu::arch::itanium::{Counter as ItaniumHandle, CounterPmc, Generation, ItaniumPmu};
-use pmu::arch::itanium::{EventCode, Plm};
+use pmu::arch::itanium::{EventCode, Plm, events};
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::multiplex::Multiplexer;
 use pmu::arch::netburst::schedule::Part;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
+use pmu::arch::{Architecture, Driven};
 use pmu::counter::{Group, Handle};
 use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
 use pmu::model::netburst::{
@@ -39,6 +43,7 @@ hobby::entry_point!(main);
 pmu::owner!(Package0);
 pmu::owner!(Core0);
 pmu::owner!(Package1);
+pmu::owner!(Core0Rotation);
 
 const TIMER_VECTOR: u8 = 0x40;
 const SPURIOUS_VECTOR: u8 = 0xFF;
@@ -72,6 +77,7 @@ fn main(_: &'static hobby::boot::BootInfo) -> ! {
         "multiplexing",
         &[
             case!(multiplexing),
+            case!(multiplexing_itanium),
             case!(group_itanium_freeze),
             case!(group_netburst_back_to_back),
         ],
@@ -297,6 +303,110 @@ fn multiplexing() -> Outcome {
         fail!("a token is not back unclaimed");
     };
     let _msr = d.give_back(c);
+    Ok(())
+}
+
+/// The Itanium events rotated: on the first Itanium the last four count on
+/// PMC4/5 only (the catalog's), CPU_CYCLES on any counter; each with the
+/// rate at which the workload produces it (per loop iteration).
+const ITANIUM_EVENTS: [(&str, u64); 5] = [
+    ("CPU_CYCLES", 100),
+    ("IA64_INST_RETIRED", 60),
+    ("INST_DISPERSED", 90),
+    ("NOPS_RETIRED", 7),
+    ("PREDICATE_SQUASHED_RETIRED", 3),
+];
+
+/// Rotations of the Itanium run, where the platform runs code about as fast
+/// as TCG (`hobby::pace::scaled`; at least 100).
+const ITANIUM_ROTATIONS: u64 = 400;
+
+/// Itanium's multiplexer through the seam only (`Driven::take`,
+/// `Architecture::multiplex`, `Driven::tick`/`finish`) on the APIC timer:
+/// five events on the first Itanium's four counters, four of them on
+/// PMC4/5 only, so two of those count at a time while CPU_CYCLES always
+/// does. The rates are constant and the times are the workload's
+/// iterations, so every estimate is exact whatever the ticks' lengths.
+fn multiplexing_itanium() -> Outcome {
+    const G: Generation = Generation::Itanium;
+    ITANIUM.reset(ModelGeneration::Itanium);
+    let (mut d, c) = Driven::take::<Core0Rotation>(&CORE0, ITANIUM.regs(), &G)?;
+    let c4 = ItaniumHandle::new(G, 4).ok_or("no PMC4")?;
+    let cycles = CounterPmc::new(c4, EventCode::new(G, 0x12).ok_or("CPU_CYCLES")?)?;
+    let mut list = [cycles; 5];
+    for (e, (name, _)) in list.iter_mut().zip(ITANIUM_EVENTS) {
+        let info = events::find(G, name).ok_or("not in the catalog")?;
+        *e = CounterPmc::for_event(c4, info)?
+            .with_plm(Plm::ALL)
+            .with_privileged(true);
+    }
+    let handles = Itanium::erase_all(c);
+    let Ok(mut mux) = Itanium::multiplex::<5>(&G, handles, &list) else {
+        fail!("the five events were refused");
+    };
+    type Local = &'static ItaniumPmu;
+    interrupts::without_interrupts(|| Local::tick(&mut d, &mut mux, 0))?;
+    let rotations = hobby::pace::scaled(ITANIUM_ROTATIONS, 100);
+    let period_ns = period_for("rotating Itanium events", count_tick, 200_000)?;
+    let ticking = Ticking::start(period_ns, count_tick)?;
+    let (mut done, mut iterations, mut last, mut longest) = (0, 0u64, 0, 0);
+    while done < rotations {
+        ITANIUM.with(|m| {
+            for (e, (_, rate)) in list.iter().zip(ITANIUM_EVENTS) {
+                m.inject(Event::new(e.es(), e.umask().get(), rate));
+            }
+        });
+        iterations += 1;
+        if TICKS.swap(0, Ordering::SeqCst) > 0 {
+            interrupts::without_interrupts(|| Local::tick(&mut d, &mut mux, iterations - last))?;
+            longest = longest.max(iterations - last);
+            last = iterations;
+            done += 1;
+        }
+    }
+    drop(ticking);
+    longest = longest.max(iterations - last);
+    interrupts::without_interrupts(|| Local::finish(&mut d, &mut mux, iterations - last))?;
+    println!(
+        "multiplexing: Itanium, 5 events through the seam, 4 of them on PMC4/5 only; \
+         {rotations} rotations on the APIC timer, {iterations} workload iterations, the \
+         longest tick {longest} (times in iterations, counts from the model)"
+    );
+    for (m, (name, rate)) in mux.results().iter().zip(ITANIUM_EVENTS) {
+        println!(
+            "multiplexing: {name:<27} enabled {:>8} running {:>8} raw {:>9} estimate {:?}",
+            m.enabled,
+            m.running,
+            m.raw,
+            m.estimate()
+        );
+        check_eq!(m.enabled, iterations, "{name}: enabled the whole run");
+        check_eq!(
+            m.estimate(),
+            Some(rate * iterations),
+            "{name}: the estimate"
+        );
+        if name == "CPU_CYCLES" {
+            check_eq!(m.running, m.enabled, "{name} always fits");
+        } else {
+            // Two of the four at a time, least run first: their running
+            // times stay within the longest tick of each other, so each
+            // within it of half the time.
+            check!(
+                (2 * m.running).abs_diff(m.enabled) <= 2 * longest,
+                "{name}: ran {} of {}, the longest tick {longest}",
+                m.running,
+                m.enabled
+            );
+        }
+    }
+    let Ok(handles) = mux.into_handles() else {
+        fail!("an event is still on a counter");
+    };
+    let Ok(c) = Itanium::from_erased::<Core0Rotation>(handles) else {
+        fail!("a token is not back unclaimed");
+    };
+    check!(Local::give_back(d, c).is_ok(), "every token given back");
     Ok(())
 }
 

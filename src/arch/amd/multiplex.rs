@@ -59,7 +59,7 @@ use crate::access::MsrBackend;
 use crate::counter::{AnyHandle, ErasedError, Owner, StateTag};
 #[cfg(doc)]
 use crate::multiplex::{Multiplexed, Rotation};
-use crate::multiplex::{PlaceOn, Placement, least_run_take_free};
+use crate::multiplex::{PlaceOn, Placement, foreign_handle, least_run_take_free};
 
 /// Why events cannot be multiplexed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,13 +120,8 @@ impl<const E: usize> Multiplexer<E> {
         if events.len() > E {
             return Err((MultiplexError::TooMany, handles));
         }
-        let owner = handles.iter().flatten().next().map(AnyHandle::owner);
-        let wrong = handles.iter().zip(0..MAX_COUNTERS).position(|(h, n)| {
-            h.as_ref().is_some_and(|h| {
-                h.index() != n || h.state() != StateTag::Unclaimed || Some(h.owner()) != owner
-            })
-        });
-        if let Some(index) = wrong {
+        let number = |i: usize| u8::try_from(i).ok().filter(|&n| n < MAX_COUNTERS);
+        if let Some(index) = foreign_handle(&handles, number) {
             return Err((MultiplexError::Handles { index }, handles));
         }
         let mut list = [EventSpec::raw(0, 0); E];

@@ -2,6 +2,8 @@
 //! a logical processor's PMU, its driver and its PMI handler.
 
 use super::driver::{AmdCore, AmdDriver, CounterConfig, Counters, Handles, InitError};
+use super::events::EventSpec;
+use super::multiplex::{Events, MultiplexError, Multiplexer};
 use super::physical::AmdPmu;
 use super::pmi;
 use crate::access::MsrBackend;
@@ -9,6 +11,7 @@ use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::arch::{Architecture, Driven, LocalPmu};
 use crate::counter::{AnyHandle, Owner};
 use crate::detect::AmdCpu;
+use crate::multiplex::RotateError;
 use crate::sampling::{PmiOutcome, SampleAfter, Sink};
 use crate::sealed::Sealed;
 
@@ -20,6 +23,9 @@ impl Architecture for AmdCore {
     type Payload = ();
     type Counters<O: Owner> = Counters<O>;
     type Handles = Handles;
+    type Event = EventSpec;
+    type Events<const E: usize> = Events<E>;
+    type MultiplexError = MultiplexError;
 
     fn erase_all<O: Owner>(counters: Counters<O>) -> Handles {
         counters.erase_all()
@@ -40,6 +46,16 @@ impl Architecture for AmdCore {
 
     fn counter_name(n: u8) -> Option<&'static str> {
         super::msrs::Counter::new(n).map(super::msrs::Counter::name)
+    }
+
+    /// [`Multiplexer::new`]: the core counters whose handles are given
+    /// (detection's counter count is the driver's already).
+    fn multiplex<const E: usize>(
+        _: &AmdCpu,
+        handles: Handles,
+        events: &[EventSpec],
+    ) -> Result<Multiplexer<E>, (MultiplexError, Handles)> {
+        Multiplexer::new(handles, events)
     }
 }
 
@@ -83,6 +99,22 @@ impl<'a, M: MsrBackend> Driven<'a, M> for &'a AmdPmu {
 
     fn core_cycles<O: Owner>(driver: &AmdDriver<'a, O, M>) -> Option<(u8, CounterConfig)> {
         driver.core_cycles()
+    }
+
+    fn tick<O: Owner, const E: usize>(
+        driver: &mut AmdDriver<'a, O, M>,
+        m: &mut Multiplexer<E>,
+        dt: u64,
+    ) -> Result<(), RotateError<AmdDriver<'a, O, M>, AmdCore>> {
+        m.tick(driver, dt)
+    }
+
+    fn finish<O: Owner, const E: usize>(
+        driver: &mut AmdDriver<'a, O, M>,
+        m: &mut Multiplexer<E>,
+        dt: u64,
+    ) -> Result<(), RotateError<AmdDriver<'a, O, M>, AmdCore>> {
+        m.finish(driver, dt)
     }
 
     #[inline(always)]

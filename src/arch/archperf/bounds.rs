@@ -1,6 +1,7 @@
 //! What a count taken on a real PMU may be: the intervals the real-PMU
-//! checks (the `archperf` QEMU kernel's `real_*` cases, under KVM on a host
-//! that exposes its PMU) hold a measured count to.
+//! cases (the `pmu-qemu-tests` library's `real` module: the `archperf`
+//! kernel's `real_*` cases and the `validate` kernel, under KVM on a host
+//! that exposes its PMU or on bare metal) hold a measured count to.
 //!
 //! A model counts exactly what it is fed; a real PMU counts the code that
 //! really ran, so a check on real hardware compares against an interval,
@@ -9,6 +10,15 @@
 //! own instructions up to a bounded excess (there `10*N` to `10.2*N` for N
 //! iterations of a 10-instruction loop: 2 %), and core cycles only within a
 //! wide plausibility range (there `1*N` to `50*N`).
+//!
+//! Each bound and where it comes from (none is tuned to a measurement):
+//!
+//! | bound | value | source |
+//! |---|---|---|
+//! | fewest retired instructions | the loop's: instructions per iteration x iterations | the event's definition: "Instructions Retired" counts each instruction once, at retirement (SDM Vol. 3B, "Pre-defined Architectural Performance Events"; fixed counter 0's INST_RETIRED.ANY the same); the loop is built so that its count per iteration is exact (no string instruction, no macro-fusion pair: the cases' `workload` module) |
+//! | most retired instructions | those + the caller's path overhead + 2 % of the loop ([`INSTRUCTION_SLACK_DIVISOR`]) | the path: the instructions that retire between the counter's start and the loop and between the loop and the stop, from the code (the caller's bound, `PATH_OVERHEAD` in the cases); the 2 %: kvm-unit-tests' allowance (`10.2*N`), for what else retires at the counted privilege: a hypervisor's emulated instructions (KVM adds those it emulates), SMI and NMI handlers, VM-entry overcount errata |
+//! | fewest core cycles | one per iteration of a loop-carried chain of one-cycle instructions | an instruction completes in no less than a core cycle, and each iteration waits for the last one's result, at any frequency: kvm-unit-tests' `1*N` |
+//! | most core cycles | [`MAX_CYCLES_PER_TSC_TICK`] (8) per TSC tick of the window | the TSC ticks at the processor's nominal frequency (SDM Vol. 3B, "Time-Stamp Counter": invariant TSC), the core at most at its maximum turbo; the largest ratio of the two in Intel's specifications is about 4.5 (9 W Alder Lake-U parts: 1.0-1.1 GHz base, 4.4-4.7 GHz turbo), AMD's smaller (boost over the P0 frequency, which the TSC counts); 8 is nearly twice that |
 //!
 //! # Retired instructions ([`loop_instructions`], [`retired_instructions_within`])
 //!
@@ -32,12 +42,13 @@
 //! tsc_ticks` is the ratio of the two frequencies, which nothing fixes:
 //!
 //! * **Above**: the core runs faster than the TSC only by its turbo ratio.
-//!   The largest ratio of maximum turbo to TSC frequency among Intel parts
-//!   is below 4 (low-power parts with a 1.0-1.5 GHz TSC and a 4-5 GHz
-//!   turbo); the bound is twice that, [`MAX_CYCLES_PER_TSC_TICK`] = 8, for
-//!   parts the crate has not seen. A counter that counts more than 8 core
-//!   cycles per TSC tick over a window that encloses it counts something
-//!   else (slots, or another logical processor's cycles too).
+//!   The largest ratio of maximum turbo to nominal frequency among Intel
+//!   parts is about 4.5 (low-power parts with a 1.0-1.1 GHz base and a
+//!   4.4-4.7 GHz turbo); the bound is nearly twice that,
+//!   [`MAX_CYCLES_PER_TSC_TICK`] = 8, for parts the crate has not seen. A
+//!   counter that counts more than 8 core cycles per TSC tick over a window
+//!   that encloses it counts something else (slots, or another logical
+//!   processor's cycles too).
 //! * **Below**: nothing bounds the ratio from below. The core may run at
 //!   its lowest frequency (a fifth of the TSC's, or less with thermal clock
 //!   modulation), SMM may take time the counter does not see, and a
@@ -76,8 +87,8 @@ use core::fmt;
 pub const INSTRUCTION_SLACK_DIVISOR: u64 = 50;
 
 /// The most unhalted core cycles a window of one TSC tick may hold (see the
-/// [module documentation](self)): twice the largest turbo-to-TSC frequency
-/// ratio of Intel's parts.
+/// [module documentation](self)): nearly twice the largest turbo-to-TSC
+/// frequency ratio of Intel's parts (about 4.5).
 pub const MAX_CYCLES_PER_TSC_TICK: u64 = 8;
 
 /// A closed interval of counts, `min..=max`.

@@ -54,7 +54,7 @@ use crate::access::MsrBackend;
 use crate::counter::{AnyHandle, ErasedError, Owner, StateTag};
 #[cfg(doc)]
 use crate::multiplex::{Multiplexed, Rotation};
-use crate::multiplex::{PlaceOn, Placement};
+use crate::multiplex::{PlaceOn, Placement, foreign_handle};
 
 /// The handles of a driver in [`super::driver::Counters::erase_all`]'s
 /// form.
@@ -146,13 +146,7 @@ impl<const E: usize> Multiplexer<E> {
             return Err((MultiplexError::NotGeneral { index, fixed }, handles));
         }
         const PLACES: [u8; 12] = [0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35];
-        let owner = handles.iter().flatten().next().map(AnyHandle::owner);
-        let wrong = handles.iter().zip(PLACES).position(|(h, n)| {
-            h.as_ref().is_some_and(|h| {
-                h.index() != n || h.state() != StateTag::Unclaimed || Some(h.owner()) != owner
-            })
-        });
-        if let Some(index) = wrong {
+        if let Some(index) = foreign_handle(&handles, |i| PLACES.get(i).copied()) {
             return Err((MultiplexError::Handles { index }, handles));
         }
         let mut list = [EventSpec::raw(0, 0); E];

@@ -3,6 +3,8 @@
 //! and its PMI handler.
 
 use super::driver::{ArchPerfDriver, ArchPerfmon, CounterConfig, Counters, InitError};
+use super::events::EventSpec;
+use super::multiplex::{Events, MultiplexError, Multiplexer};
 use super::physical::ArchPerfPmu;
 use super::pmi;
 use crate::access::MsrBackend;
@@ -10,6 +12,7 @@ use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::arch::{Architecture, Driven, LocalPmu};
 use crate::counter::{AnyHandle, Owner};
 use crate::detect::ArchPerfCpu;
+use crate::multiplex::RotateError;
 use crate::sampling::{PmiOutcome, SampleAfter, Sink};
 use crate::sealed::Sealed;
 
@@ -21,6 +24,9 @@ impl Architecture for ArchPerfmon {
     type Payload = ();
     type Counters<O: Owner> = Counters<O>;
     type Handles = [Option<AnyHandle<ArchPerfmon>>; 12];
+    type Event = EventSpec;
+    type Events<const E: usize> = Events<E>;
+    type MultiplexError = MultiplexError;
 
     fn erase_all<O: Owner>(counters: Counters<O>) -> Self::Handles {
         counters.erase_all()
@@ -47,6 +53,16 @@ impl Architecture for ArchPerfmon {
 
     fn counter_name(n: u8) -> Option<&'static str> {
         super::msrs::Counter::from_index(n).map(super::msrs::Counter::name)
+    }
+
+    /// [`Multiplexer::new`]: the general counters whose handles are given
+    /// (detection's counter count is the driver's already).
+    fn multiplex<const E: usize>(
+        _: &ArchPerfCpu,
+        handles: Self::Handles,
+        events: &[EventSpec],
+    ) -> Result<Multiplexer<E>, (MultiplexError, Self::Handles)> {
+        Multiplexer::new(handles, events)
     }
 }
 
@@ -90,6 +106,22 @@ impl<'a, M: MsrBackend> Driven<'a, M> for &'a ArchPerfPmu {
 
     fn core_cycles<O: Owner>(driver: &ArchPerfDriver<'a, O, M>) -> Option<(u8, CounterConfig)> {
         driver.core_cycles()
+    }
+
+    fn tick<O: Owner, const E: usize>(
+        driver: &mut ArchPerfDriver<'a, O, M>,
+        m: &mut Multiplexer<E>,
+        dt: u64,
+    ) -> Result<(), RotateError<ArchPerfDriver<'a, O, M>, ArchPerfmon>> {
+        m.tick(driver, dt)
+    }
+
+    fn finish<O: Owner, const E: usize>(
+        driver: &mut ArchPerfDriver<'a, O, M>,
+        m: &mut Multiplexer<E>,
+        dt: u64,
+    ) -> Result<(), RotateError<ArchPerfDriver<'a, O, M>, ArchPerfmon>> {
+        m.finish(driver, dt)
     }
 
     #[inline(always)]

@@ -75,6 +75,7 @@
 //! | [`opcode`] | opcode matchers, range-restriction configuration |
 //! | [`events`] | the Itanium and Itanium 2 event catalogs, lookup by name and by code |
 //! | [`validate`] | perfmon-style PMC write validation with a distinct error per illegal case |
+//! | [`multiplex`] | more counting events than counters, rotated on a timer tick: placed by a bipartite matching under each event's counter constraints |
 //!
 //! # Source disagreements
 //!
@@ -126,6 +127,7 @@ pub mod events;
 mod fields;
 mod generation;
 pub mod itlb_report;
+pub mod multiplex;
 pub mod opcode;
 mod physical;
 mod pmc;

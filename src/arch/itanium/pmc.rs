@@ -401,6 +401,41 @@ impl CounterPmc {
         }
     }
 
+    /// The same configuration on `counter`, a counter of the same
+    /// generation: every field (`plm`, `ev`, `oi`, `pm`, `es`, unit mask,
+    /// threshold, ISM, Montecito's `all` and MESI filter) carried over,
+    /// on `counter`'s power-up value, so that a power enable bit (Itanium 2
+    /// PMC4's bit 23, which gates all four counters) is `counter`'s own,
+    /// never carried from or to another counter. `None` if `counter` is of
+    /// another generation, or the threshold does not fit its field (the
+    /// first Itanium's PMC6/7 hold 2 bits, VTune's Itanium event help).
+    /// What the multiplexer uses to move an event between counters
+    /// ([`crate::arch::itanium::multiplex`]).
+    pub fn on(self, counter: Counter) -> Option<CounterPmc> {
+        let g = counter.generation();
+        if g != self.counter.generation() {
+            return None;
+        }
+        let mut c = CounterPmc::new(counter, EventCode::new(g, self.es())?)
+            .ok()?
+            .with_plm(self.plm())
+            .with_external_visibility(self.external_visibility())
+            .with_overflow_interrupt(self.overflow_interrupt())
+            .with_privileged(self.privileged())
+            .with_umask(self.umask())
+            .with_threshold(Threshold::new(counter, self.threshold().get())?)
+            .ok()?
+            .with_ism(self.ism())
+            .ok()?;
+        if let Some(all) = self.all_threads() {
+            c = c.with_all_threads(all).ok()?;
+        }
+        if let Some(mesi) = self.mesi() {
+            c = c.with_mesi(mesi).ok()?;
+        }
+        Some(c)
+    }
+
     /// The generation's layout.
     pub const fn layout(self) -> &'static CounterLayout {
         CounterLayout::of(self.counter.generation())
@@ -832,5 +867,63 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An image moved to another counter keeps every field, and the
+    /// counter's own power enable bit; a threshold too wide for the
+    /// counter, or another generation's counter, is refused.
+    #[test]
+    fn an_image_moves_between_counters() {
+        let mut rnd = crate::testing::rng(0x4D0E);
+        for g in Generation::ALL {
+            for from in g.counters() {
+                for to in g.counters() {
+                    let max_es = if g == Generation::Itanium { 0x7F } else { 0xFF };
+                    let es = EventCode::new(g, rnd(max_es + 1) as u8).unwrap();
+                    let mut c = zero(g, from)
+                        .with_es(es)
+                        .unwrap()
+                        .with_plm(Plm::from_bits_truncate(rnd(16)))
+                        .with_external_visibility(rnd(2) == 1)
+                        .with_overflow_interrupt(rnd(2) == 1)
+                        .with_privileged(rnd(2) == 1)
+                        .with_umask(Umask::from_bits_truncate(rnd(16)))
+                        .with_threshold(Threshold::new(ctr(g, from), rnd(4) as u8).unwrap())
+                        .unwrap();
+                    if g == Generation::Montecito {
+                        c = c
+                            .with_all_threads(rnd(2) == 1)
+                            .unwrap()
+                            .with_mesi(MesiFilter::from_bits(rnd(16)))
+                            .unwrap();
+                    } else {
+                        c = c.with_ism(Ism::from_bits(rnd(4))).unwrap();
+                    }
+                    let moved = c.on(ctr(g, to)).unwrap();
+                    assert_eq!(moved.counter(), ctr(g, to));
+                    assert_eq!(moved.on(ctr(g, from)), Some(c), "{g:?} {from} -> {to}");
+                    assert_eq!(moved.enable(), zero(g, to).enable(), "the counter's own");
+                }
+            }
+        }
+        // Itanium 2: PMC4's power enable bit stays PMC4's.
+        let g = Generation::Itanium2;
+        let off = zero(g, 4).with_enable(false).unwrap();
+        assert_eq!(
+            off.on(ctr(g, 5)).unwrap().on(ctr(g, 4)).unwrap().enable(),
+            Some(true)
+        );
+        // The first Itanium: a threshold of 4 fits PMC4/5, not PMC6/7.
+        let g = Generation::Itanium;
+        let wide = zero(g, 4)
+            .with_threshold(Threshold::new(ctr(g, 4), 4).unwrap())
+            .unwrap();
+        assert!(wide.on(ctr(g, 5)).is_some());
+        assert_eq!(wide.on(ctr(g, 6)), None);
+        assert_eq!(
+            wide.on(ctr(Generation::Itanium2, 4)),
+            None,
+            "another generation"
+        );
     }
 }

@@ -3,12 +3,15 @@
 
 use super::driver::{CounterConfig, Counters, InitError, Itanium, ItaniumDriver};
 use super::generation::Generation;
+use super::multiplex::{Events, MultiplexError, Multiplexer};
 use super::physical::ItaniumPmu;
+use super::pmc::CounterPmc;
 use super::pmi::{self, Capture};
 use crate::access::PmcPmdBackend;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::arch::{Architecture, Driven, LocalPmu};
 use crate::counter::{AnyHandle, Owner};
+use crate::multiplex::RotateError;
 use crate::sampling::{PmiOutcome, SampleAfter, Sink};
 use crate::sealed::Sealed;
 
@@ -22,6 +25,9 @@ impl Architecture for Itanium {
     type Payload = Capture;
     type Counters<O: Owner> = Counters<O>;
     type Handles = [Option<AnyHandle<Itanium>>; 12];
+    type Event = CounterPmc;
+    type Events<const E: usize> = Events<E>;
+    type MultiplexError = MultiplexError;
 
     fn erase_all<O: Owner>(counters: Counters<O>) -> Self::Handles {
         counters.erase_all()
@@ -44,6 +50,16 @@ impl Architecture for Itanium {
     fn counter_name(n: u8) -> Option<&'static str> {
         super::generation::Counter::new(Generation::Montecito, n)
             .map(super::generation::Counter::name)
+    }
+
+    /// [`Multiplexer::new`] for the generation: each event on the
+    /// counters its catalog entry allows.
+    fn multiplex<const E: usize>(
+        detected: &Generation,
+        handles: Self::Handles,
+        events: &[CounterPmc],
+    ) -> Result<Multiplexer<E>, (MultiplexError, Self::Handles)> {
+        Multiplexer::new(*detected, handles, events)
     }
 }
 
@@ -87,6 +103,22 @@ impl<'a, R: PmcPmdBackend> Driven<'a, R> for &'a ItaniumPmu {
 
     fn core_cycles<O: Owner>(driver: &ItaniumDriver<'a, O, R>) -> Option<(u8, CounterConfig)> {
         driver.core_cycles()
+    }
+
+    fn tick<O: Owner, const E: usize>(
+        driver: &mut ItaniumDriver<'a, O, R>,
+        m: &mut Multiplexer<E>,
+        dt: u64,
+    ) -> Result<(), RotateError<ItaniumDriver<'a, O, R>, Itanium>> {
+        m.tick(driver, dt)
+    }
+
+    fn finish<O: Owner, const E: usize>(
+        driver: &mut ItaniumDriver<'a, O, R>,
+        m: &mut Multiplexer<E>,
+        dt: u64,
+    ) -> Result<(), RotateError<ItaniumDriver<'a, O, R>, Itanium>> {
+        m.finish(driver, dt)
     }
 
     #[inline(always)]

@@ -3,13 +3,18 @@
 //! PMI handler.
 
 use super::driver::{CounterConfig, Counters, InitError, NetBurst, NetBurstDriver};
+use super::multiplex::{Events, MultiplexError, Multiplexer};
+use super::parse::EventSpec;
 use super::physical::{LogicalPmu, NetBurstPmu};
 use super::pmi::{self, Capture};
+use super::schedule::Part;
+use super::thread::LogicalProcessor;
 use crate::access::MsrBackend;
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::arch::{Architecture, Driven, LocalPmu};
 use crate::counter::{AnyHandle, Owner};
 use crate::detect::NetBurstCpu;
+use crate::multiplex::RotateError;
 use crate::sampling::{PmiOutcome, SampleAfter, Sink};
 use crate::sealed::Sealed;
 
@@ -21,6 +26,9 @@ impl Architecture for NetBurst {
     type Payload = Capture;
     type Counters<O: Owner> = Counters<O>;
     type Handles = [AnyHandle<NetBurst>; 18];
+    type Event = (EventSpec, LogicalProcessor);
+    type Events<const E: usize> = Events<E>;
+    type MultiplexError = MultiplexError;
 
     fn erase_all<O: Owner>(counters: Counters<O>) -> Self::Handles {
         counters.erase_all()
@@ -40,6 +48,20 @@ impl Architecture for NetBurst {
 
     fn counter_name(n: u8) -> Option<&'static str> {
         super::msrs::Counter::from_index(n).map(super::msrs::Counter::name)
+    }
+
+    /// [`Multiplexer::new`] on the detected model. Detection does not
+    /// report the stepping, so it is taken as 0, the conservative choice
+    /// ([`Part::new`]): a model-2 part is then taken to be older than
+    /// F27H, whose IOQ events may not use `FSB_ESCR1` (the scheduler's
+    /// `FsbEscr0OnlyBeforeF27`), so an event is never placed where the
+    /// part could not count it.
+    fn multiplex<const E: usize>(
+        detected: &NetBurstCpu,
+        handles: Self::Handles,
+        events: &[(EventSpec, LogicalProcessor)],
+    ) -> Result<Multiplexer<E>, (MultiplexError, Self::Handles)> {
+        Multiplexer::new(Part::new(detected.model, 0), handles, events)
     }
 }
 
@@ -87,6 +109,22 @@ impl<'a, M: MsrBackend> Driven<'a, M> for LogicalPmu<'a> {
 
     fn core_cycles<O: Owner>(driver: &NetBurstDriver<'a, O, M>) -> Option<(u8, CounterConfig)> {
         driver.core_cycles()
+    }
+
+    fn tick<O: Owner, const E: usize>(
+        driver: &mut NetBurstDriver<'a, O, M>,
+        m: &mut Multiplexer<E>,
+        dt: u64,
+    ) -> Result<(), RotateError<NetBurstDriver<'a, O, M>, NetBurst>> {
+        m.tick(driver, dt)
+    }
+
+    fn finish<O: Owner, const E: usize>(
+        driver: &mut NetBurstDriver<'a, O, M>,
+        m: &mut Multiplexer<E>,
+        dt: u64,
+    ) -> Result<(), RotateError<NetBurstDriver<'a, O, M>, NetBurst>> {
+        m.finish(driver, dt)
     }
 
     #[inline(always)]
