@@ -1,6 +1,9 @@
 //! What a count taken on a real AMD core PMU may be: the intervals of the
 //! architectural PMU's real-PMU checks ([`crate::arch::archperf::bounds`]),
-//! which the `amd` QEMU kernel's real-PMU cases hold their counts to.
+//! which the real-PMU cases hold AMD's counts to (the `pmu-qemu-tests`
+//! library's `real` module: the `amd` kernel's `real_*` cases and the
+//! `validate` kernel, under KVM on a host that exposes its PMU or on bare
+//! metal).
 //!
 //! They hold on AMD for the same reasons:
 //!
