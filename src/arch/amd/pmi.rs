@@ -150,7 +150,7 @@ pub const fn overflow_rule() -> OverflowRule {
 /// store; the words both write, the late-PMI bookkeeping and the handler's
 /// way in, the driver changes with single read-modify-write instructions,
 /// which a PMI on its own CPU cannot split, and checks again
-/// ([`PmiState::resync`]). The handler may interrupt a driver call of its
+/// (`PmiState::resync`). The handler may interrupt a driver call of its
 /// CPU at any register access, as a vector PMI or an NMI: every count
 /// stays exact, tested at every access of every operation
 /// (`driver/tests/interrupts.rs`).

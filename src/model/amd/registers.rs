@@ -79,7 +79,7 @@ impl Config {
     }
 
     /// The core counters the model has: PerfMonV2's count (at most
-    /// [`MAX`]), six with PerfCtrExtCore, four otherwise.
+    /// six), six with PerfCtrExtCore, four otherwise.
     pub const fn counters(&self) -> usize {
         if self.perfmon_v2 {
             let n = self.v2_counters as usize;
