@@ -600,9 +600,8 @@ fn legacy<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
 /// pending: before PerfMonV2 every armed counter, with it the armed
 /// counters the status shows; each whose top bit is clear serviced (the
 /// others are not past their overflow: before PerfMonV2 the usual case,
-/// with it a stale status bit), the usual overflow inline (anything else
-/// hands the rest to [`rest_of`]); ended by [`finish`], which owes or
-/// claims late PMIs.
+/// with it a stale status bit) by [`rest_of`], which ends the interrupt
+/// with [`finish`]: late PMIs owed or claimed.
 #[cold]
 #[inline(never)]
 fn general<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
@@ -611,7 +610,7 @@ fn general<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     lvt: &mut L,
     entry: LvtPerfCounter,
     rip: u64,
-    mut sink: S,
+    sink: S,
 ) -> Result<PmiOutcome, M::Error> {
     let status = state.status.load(Ordering::Relaxed);
     let armed = state.armed.load(Ordering::Acquire);
@@ -621,36 +620,7 @@ fn general<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
         msr.read_msr(status)? & armed
     };
     state.found.store(all, Ordering::Relaxed);
-    let mut rest = all;
-    let mut found = 0u64;
-    while rest != 0 {
-        let n = rest.trailing_zeros();
-        let raw = msr.rdpmc(n)?;
-        let i = slot(n);
-        if raw & TOP == 0 {
-            if raw >= state.n[i].load(Ordering::Relaxed) {
-                let done = u64::from(found.count_ones());
-                return rest_of(
-                    state,
-                    same_backend(msr),
-                    lvt,
-                    entry,
-                    rip,
-                    sink,
-                    found,
-                    rest,
-                    done,
-                );
-            }
-            let preset = state.preset[i].load(Ordering::Relaxed);
-            msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
-            bump(&state.periods[i], 1);
-            sink(Sample::new(n as u8, 1, rip));
-            found |= 1 << n;
-        }
-        rest &= rest - 1;
-    }
-    finish(state, msr, lvt, entry, found, found.count_ones().into())
+    rest_of(state, msr, lvt, entry, rip, sink, 0, all, 0)
 }
 
 /// [`legacy`]'s end for an interrupt that serviced more than one counter:
@@ -668,11 +638,11 @@ fn ended<M: MsrBackend, L: LvtPerfCounterEntry>(
 }
 
 /// The rest of an interrupt, out of line, where a counter is not in the
-/// usual case: of the counters a path set out to service (saved in
-/// `PmiState::found`: with PerfMonV2 the status bits), those of `rest`
-/// (the one at its lowest bit included) serviced by [`Rearm::rearm`] where
-/// their top bit is clear, after `serviced` with `done` periods; then
-/// [`finish`].
+/// usual case (and the whole of the general path's): of the counters a
+/// path set out to service (saved in `PmiState::found`: with PerfMonV2 the
+/// status bits), those of `rest` (the one at its lowest bit included)
+/// serviced by [`Rearm::rearm`] where their top bit is clear, after
+/// `serviced` with `done` periods; then [`finish`].
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
