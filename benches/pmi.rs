@@ -1,7 +1,10 @@
 //! Benchmark of the overflow interrupt handlers, NetBurst's, Itanium's,
 //! the architectural PMU's and AMD's, through the crate's one PMI path
 //! (`pmu::arch::handle_pmi`; Itanium with no LVT entry to rewrite, `&mut ()`),
-//! in three or four scenarios each.
+//! in three or four scenarios each, and the architectural PMU's buffer PMI
+//! with one and with sixteen PEBS records to drain (`archperf/pebs-1-record`,
+//! `archperf/pebs-16-records`; their difference over 15 is the cost of one
+//! record drained into the sink).
 //! For every scenario it prints:
 //!
 //! - the register traffic of one interrupt, counted by the recording backend
@@ -387,6 +390,33 @@ struct Scenario {
     run: Box<dyn FnMut(u64)>,
 }
 
+impl Scenario {
+    /// A scenario over the IA-32 shapes: `t` is its set-up call's traffic
+    /// (one LVT write besides), `note` ends its traffic line.
+    fn ia32(
+        name: &'static str,
+        t: pmu::access::AccessCounts,
+        note: String,
+        run: Box<dyn FnMut(u64)>,
+    ) -> Scenario {
+        let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
+        Scenario {
+            name,
+            traffic: format!(
+                "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write{note}",
+                t.rdpmc, t.msr_reads, t.msr_writes
+            ),
+            accesses,
+            placeholder_instructions: u64::from(t.rdpmc) * shapes::RDPMC
+                + u64::from(t.msr_reads) * shapes::RDMSR
+                + u64::from(t.msr_writes) * shapes::WRMSR
+                + shapes::LVT,
+            access_instructions: accesses * shapes::REAL,
+            run,
+        }
+    }
+}
+
 /// A fresh scenario id.
 fn next_id() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -394,7 +424,7 @@ fn next_id() -> usize {
 }
 
 mod netburst {
-    use super::shapes::{self, ShapedMsr};
+    use super::shapes::ShapedMsr;
     use super::{File, Scenario, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
@@ -500,27 +530,16 @@ mod netburst {
             .unwrap()
             .overflowed;
         let t = d.msr().take_counts();
-        let traffic = format!(
-            "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
-            t.rdpmc, t.msr_reads, t.msr_writes
-        );
-        let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
-        let placeholder_instructions = u64::from(t.rdpmc) * shapes::RDPMC
-            + u64::from(t.msr_reads) * shapes::RDMSR
-            + u64::from(t.msr_writes) * shapes::WRMSR
-            + shapes::LVT;
         let file = d.msr().inner_mut().clone();
         // The driver lives on with the scenario (a dropped driver would
         // release its counters, disarming the handler's state).
         std::mem::forget((d, keep));
         let id = next_id();
-        Scenario {
+        Scenario::ia32(
             name,
-            traffic,
-            accesses,
-            placeholder_instructions,
-            access_instructions: accesses * shapes::REAL,
-            run: Box::new(move |rip| {
+            t,
+            String::new(),
+            Box::new(move |rip| {
                 install(id, Some(&file), None);
                 let got = measured_netburst(package, &mut ShapedMsr, &mut apic, rip, &mut sink);
                 check(
@@ -531,7 +550,7 @@ mod netburst {
                     armed,
                 );
             }),
-        }
+        )
     }
 }
 
@@ -637,7 +656,7 @@ mod itanium {
 }
 
 mod archperf {
-    use super::shapes::{self, ShapedMsr};
+    use super::shapes::ShapedMsr;
     use super::{File, Scenario, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
@@ -683,6 +702,7 @@ mod archperf {
             hybrid: false,
             core_type: None,
             model: 0x55,
+            pebs: detect::ArchPebs::default(),
         };
         let (mut d, c) =
             ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(File::new(0, 0)), &cpu, cpu0)
@@ -734,32 +754,150 @@ mod archperf {
             .unwrap()
             .overflowed;
         let t = d.msr().take_counts();
-        let traffic = format!(
-            "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write",
-            t.rdpmc, t.msr_reads, t.msr_writes
-        );
-        let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
-        let placeholder_instructions = u64::from(t.rdpmc) * shapes::RDPMC
-            + u64::from(t.msr_reads) * shapes::RDMSR
-            + u64::from(t.msr_writes) * shapes::WRMSR
-            + shapes::LVT;
         let file = d.msr().inner_mut().clone();
         // The driver lives on with the scenario (a dropped driver would
         // release its counters, disarming the handler's state).
         std::mem::forget((d, keep));
         let id = next_id();
-        Scenario {
+        Scenario::ia32(
             name,
-            traffic,
-            accesses,
-            placeholder_instructions,
-            access_instructions: accesses * shapes::REAL,
-            run: Box::new(move |rip| {
+            t,
+            String::new(),
+            Box::new(move |rip| {
                 install(id, Some(&file), None);
                 let got = measured_archperf(cpu0, &mut ShapedMsr, &mut apic, rip, &mut sink);
                 check(name, got, expected, state.armed().len(), armed);
             }),
+        )
+    }
+}
+
+/// The architectural PMU's PEBS buffer interrupt: the handler drains K
+/// records of Skylake's format 3 (200 bytes each) from a DS area in
+/// memory, each a sample with its record, then acknowledges bit 62.
+mod archperf_pebs {
+    use super::shapes::ShapedMsr;
+    use super::{File, Scenario, check, entry, install, lvt, next_id};
+    use pmu::access::Recording;
+    use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, PebsOptions};
+    use pmu::arch::archperf::{ArchPerfPmu, EventSpec, IA32_PERF_GLOBAL_STATUS, PebsArea};
+    use pmu::arch::handle_pmi;
+    use pmu::arch::ia32::ds::DsArea;
+    use pmu::counter::Owner;
+    use pmu::detect::{self, ArchPebs, Leaf0A};
+    use pmu::sampling::SampleAfter;
+
+    /// Format 3 records: 25 words.
+    const WORDS: usize = 25;
+
+    /// The handler as measured: everything inside is counted by callgrind.
+    #[inline(never)]
+    pub fn measured_archperf_pebs(
+        cpu: &ArchPerfPmu,
+        msr: &mut ShapedMsr,
+        apic: &mut pmu::apic::LocalApic,
+        rip: u64,
+        sink: &mut u64,
+    ) -> u64 {
+        handle_pmi(cpu, msr, apic, entry(), rip, |s| {
+            *sink = sink.wrapping_add(s.rip)
+        })
+        .map_or(0, |o| o.overflowed)
+    }
+
+    /// General counter 0 with PEBS (`instructions:pp`, EventingIP), the PMI
+    /// after `records` records, which every interrupt finds in the buffer.
+    pub fn scenario<O: Owner>(name: &'static str, records: u32) -> Scenario {
+        // SAFETY: the scenario's register file is a logical processor of
+        // its own, and this is its one value.
+        let cpu0: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
+        let cpu = detect::ArchPerfCpu {
+            leaf: Leaf0A {
+                regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],
+            },
+            full_width_write: true,
+            hybrid: false,
+            core_type: None,
+            model: 0x5E,
+            pebs: ArchPebs {
+                ds: true,
+                available: true,
+                format: 3,
+                baseline: false,
+                trap: true,
+            },
+        };
+        let (mut d, c) =
+            ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(File::new(0, 0)), &cpu, cpu0)
+                .unwrap();
+        let memory: &'static mut PebsArea<32> = Box::leak(Box::new(PebsArea::new()));
+        // SAFETY: a leaked allocation, mapped at its address in this
+        // process's one address space.
+        d.set_pebs_area(unsafe { DsArea::new(memory) }).unwrap();
+        let n = SampleAfter::new(100_000, d.overflow_rule()).unwrap();
+        let options = PebsOptions {
+            records_per_pmi: records,
+            ..PebsOptions::DEFAULT
+        };
+        let spec: EventSpec = "instructions:pp".parse().unwrap();
+        let cfg = CounterConfig::counting(spec).sampling(n).pebs(options);
+        let g0 =
+            c.g0.configure(&mut d, &cfg)
+                .unwrap()
+                .enable(&mut d)
+                .unwrap();
+        let area = d.pebs_area().unwrap();
+        let m = area.read_management();
+        let base = m.pebs_buffer_base;
+        let index_at = area.address() + 0x28;
+        // The records, as the processor writes them: format 3, counter 0
+        // applicable, EventingIP at B0H.
+        let words = core::ptr::with_exposed_provenance_mut::<u64>(base as usize);
+        for k in 0..records as usize {
+            for w in 0..WORDS {
+                let value = match w {
+                    18 => 1,
+                    22 => 0x40_0000 + k as u64,
+                    _ => w as u64,
+                };
+                // SAFETY: record k < 32 × 208 / 200 of the leaked buffer.
+                unsafe { words.add(k * WORDS + w).write_volatile(value) };
+            }
         }
+        let full = base + u64::from(records) * 200;
+        let rewind = move || {
+            let index = core::ptr::with_exposed_provenance_mut::<u64>(index_at as usize);
+            // SAFETY: the PEBS index of the leaked management area, which
+            // the processor (here the bench) writes.
+            unsafe { index.write_volatile(full) };
+        };
+        rewind();
+        d.msr().inner_mut().msr[(IA32_PERF_GLOBAL_STATUS & 63) as usize] = 1 << 62;
+        d.msr().clear();
+        let mut sink = 0;
+        let mut apic = lvt();
+        let expected = handle_pmi(cpu0, d.msr(), &mut apic, entry(), 1, |s| sink += s.rip)
+            .unwrap()
+            .overflowed;
+        assert_eq!(expected, 1, "{name}: the PEBS counter serviced");
+        let t = d.msr().take_counts();
+        let file = d.msr().inner_mut().clone();
+        std::mem::forget((d, g0));
+        let id = next_id();
+        Scenario::ia32(
+            name,
+            t,
+            format!(
+                ", {records} PEBS record{}",
+                if records == 1 { "" } else { "s" }
+            ),
+            Box::new(move |rip| {
+                install(id, Some(&file), None);
+                rewind();
+                let got = measured_archperf_pebs(cpu0, &mut ShapedMsr, &mut apic, rip, &mut sink);
+                check(name, got, expected, 0, 0);
+            }),
+        )
     }
 }
 
@@ -1039,6 +1177,8 @@ pmu::owner!(Amd7);
 pmu::owner!(Amd8);
 pmu::owner!(Amd9);
 pmu::owner!(Amd10);
+pmu::owner!(Ap5);
+pmu::owner!(Ap6);
 
 fn scenarios() -> Vec<Scenario> {
     vec![
@@ -1069,6 +1209,8 @@ fn scenarios() -> Vec<Scenario> {
         ),
         amd::scenario::<Amd8>("amd-legacy/4-armed-spurious", false, 4, &[], false),
         amd::scenario::<Amd10>("amd-legacy/4-armed-late-pmi", false, 4, &[0, 1], true),
+        archperf_pebs::scenario::<Ap5>("archperf/pebs-1-record", 1),
+        archperf_pebs::scenario::<Ap6>("archperf/pebs-16-records", 16),
         callchain::scenario("callchain/1-frame", 1),
         callchain::scenario("callchain/4-frames", 4),
         callchain::scenario("callchain/16-frames", 16),
@@ -1264,6 +1406,15 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
+    if let (Some(one), Some(sixteen)) = (
+        counted_by_name.get("archperf/pebs-1-record"),
+        counted_by_name.get("archperf/pebs-16-records"),
+    ) {
+        println!(
+            "archperf PEBS: {:.1} instructions per record drained (16 records less 1, over 15; callgrind)",
+            (sixteen - one) / 15.0
+        );
+    }
     if !over.is_empty() {
         println!("over the handlers' instruction goals: {}", over.join("; "));
         return std::process::ExitCode::FAILURE;
@@ -1315,6 +1466,7 @@ fn main() -> std::process::ExitCode {
         "measured_itanium",
         "measured_archperf",
         "measured_amd",
+        "measured_archperf_pebs",
         "measured_callchain",
         "service_rare",
     ] {

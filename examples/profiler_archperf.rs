@@ -25,12 +25,33 @@
 //! `profiler/shared.rs`. The driver picks the counter: fixed counter 1
 //! where it is free, else a general counter.
 //!
+//! # Precise and RIP modes
+//!
+//! Booted with `mode=precise` or `mode=rip` on its command line, it
+//! profiles *branches* instead, on each CPU's model driven by the
+//! workload's real instructions: the stepped workload
+//! (`hobby::workload::run_stepped`, the same 1:2:4 loops, smaller) runs
+//! single-stepped (`hobby::step`), and each instruction it retires is fed
+//! to the model with its address (a branch as a branch). The model's PMI
+//! is serviced where the debug exception stopped the workload, at the next
+//! instruction, as an interrupt taken at once would be (under KVM a
+//! self-IPI is injected late while the workload single-steps, its debug
+//! exceptions going first). In RIP mode (`branches`) a sample is the
+//! interrupted RIP: the instruction after the branch that overflowed the
+//! counter (skid 1), never a branch of the loops. In precise mode
+//! (`branches:pp`) the counter takes PEBS records (Skylake's format 3)
+//! into a DS area, and a sample is the record's EventingIP: the branch
+//! itself (skid 0), every one. The report checks both, and the shares.
+//!
 //! ```text
 //! cargo qemu profiler_archperf
 //! PMU_QEMU_ACCEL=kvm cargo qemu profiler_archperf
+//! cargo qemu profiler_archperf precise
 //! ```
 //!
 //! qemu-run: smp2: -smp 2 -accel tcg,thread=multi
+//! qemu-run: rip: -smp 2 -accel tcg,thread=multi -append mode=rip
+//! qemu-run: precise: -smp 2 -accel tcg,thread=multi -append mode=precise
 #![no_std]
 #![no_main]
 
@@ -41,20 +62,28 @@ use core::fmt;
 
 use hobby::boot::BootInfo;
 use hobby::println;
+use hobby::step;
+use hobby::test::Failure;
+use hobby::workload::STEP_SYMBOLS;
 use pmu::access::X86Msr;
-use pmu::arch::archperf::ArchPerfPmu;
+use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, pebs_residual};
+use pmu::arch::archperf::{ArchPerfPmu, EventSpec, PebsArea};
+use pmu::arch::ia32::ds::DsArea;
+use pmu::counter::Owner;
 use pmu::detect::{self, ArchPerfCpu, Cpuid, HardwareCpuid};
-use pmu::model::archperf::{ArchPerfMsr, Config, Event, SharedArchPerfModel};
+use pmu::model::archperf::{ArchPerfMsr, Config, Event, Retirement, SharedArchPerfModel};
+use pmu::sampling::{CallChain, SampleAfter, StackBounds};
 
 hobby::entry_point!(main);
 
 /// The real architectural PMU where the guest has one (CPUID leaf 0AH
 /// version 1 or later), each CPU's model otherwise.
 fn main(info: &'static BootInfo) -> ! {
-    if pmu_version() != 0 {
-        shared::main::<RealPmu>(info)
-    } else {
-        shared::main::<Models>(info)
+    match info.arg("mode") {
+        Some("precise") => shared::main::<Stepped<true>>(info),
+        Some("rip") => shared::main::<Stepped<false>>(info),
+        _ if pmu_version() != 0 => shared::main::<RealPmu>(info),
+        _ => shared::main::<Models>(info),
     }
 }
 
@@ -173,5 +202,151 @@ impl shared::Platform for Models {
 
     fn reset(cpu: usize) {
         MODELS[cpu].reset();
+    }
+}
+
+/// Each CPU's model driven by its single-stepped workload: branches, with
+/// PEBS (`branches:pp`) when `PRECISE`, at the interrupted RIP otherwise.
+enum Stepped<const PRECISE: bool> {}
+
+/// Per CPU: the DS area of a precise profile, handed over once per boot.
+static mut PEBS_AREAS: [PebsArea<256>; 2] = [PebsArea::new(), PebsArea::new()];
+
+/// The branches event, precise or not.
+fn branches(precise: bool) -> EventSpec {
+    let e: EventSpec = "branches".parse().unwrap_or(EventSpec::raw(0xC4, 0x00));
+    e.with_precise(if precise { 2 } else { 0 })
+}
+
+/// After each single-stepped instruction of CPU `cpu`'s workload: the
+/// model retires it; a PMI it raises is serviced here, at the next
+/// instruction (the crate's PMI path through the seam, as from an
+/// interrupt there).
+fn on_step<const PRECISE: bool>(r: &Retirement) {
+    let cpu = hobby::smp::cpu().min(1);
+    if MODELS[cpu].with(|m| m.retire(r) && m.take_pmi()) {
+        shared::service::<Stepped<PRECISE>>(cpu, r.next_ip, r.registers.rbp, r.registers.rsp);
+    }
+}
+
+impl<const PRECISE: bool> shared::Platform for Stepped<PRECISE> {
+    type Local = &'static ArchPerfPmu;
+    type Regs = ArchPerfMsr<'static>;
+    const NAME: &'static str = "profiler_archperf";
+    const EVENT: &'static str = "branches";
+    const REAL: bool = false;
+    const STEPPED: bool = true;
+
+    fn introduce() {
+        println!(
+            "  counter: an architectural-PMU model per CPU (Skylake configuration) fed the workload's own instructions, single-stepped: its counts come from the model;"
+        );
+        if PRECISE {
+            println!(
+                "  precise mode: branches:pp, PEBS records (format 3) in a DS area, each sample at its record's EventingIP (skid 0)"
+            );
+        } else {
+            println!(
+                "  RIP mode: branches, each sample at the RIP the PMI interrupted, the instruction after the branch (skid 1)"
+            );
+        }
+    }
+
+    fn machine(f: &mut fmt::Formatter<'_>, cpus: usize) -> fmt::Result {
+        write!(f, "{cpus} CPU(s), a driver per CPU of its model")
+    }
+
+    fn local(cpu: usize) -> &'static ArchPerfPmu {
+        &MODEL_CPUS[cpu]
+    }
+
+    fn regs(cpu: usize) -> Option<ArchPerfMsr<'static>> {
+        Some(MODELS[cpu].msr())
+    }
+
+    fn detect(cpu: usize) -> Option<ArchPerfCpu> {
+        MODELS[cpu].detect()
+    }
+
+    /// No tick feeds it: its instructions do (`Platform::step`, [`on_step`]).
+    fn feed(_: usize, _: u64) -> (u64, bool) {
+        (0, false)
+    }
+
+    fn reset(cpu: usize) {
+        MODELS[cpu].reset();
+    }
+
+    fn counter<O: Owner>(_: &shared::Drv<Self, O>) -> Option<(u8, CounterConfig)> {
+        // General counter 0, free in a driver just taken; counting (the
+        // calibration run) without precision.
+        Some((0, CounterConfig::counting(branches(false))))
+    }
+
+    fn sampling(config: CounterConfig, n: SampleAfter) -> CounterConfig {
+        CounterConfig {
+            event: branches(PRECISE),
+            ..config
+        }
+        .sampling(n)
+    }
+
+    fn prepare<O: Owner>(
+        cpu: usize,
+        d: &mut ArchPerfDriver<'static, O, ArchPerfMsr<'static>>,
+    ) -> Result<(), Failure> {
+        if !PRECISE {
+            return Ok(());
+        }
+        let areas = &raw mut PEBS_AREAS;
+        // SAFETY: CPU `cpu`'s area, taken by this one call on that CPU (a
+        // profile runs once per CPU per boot): the only reference made.
+        let area = unsafe { &mut (*areas)[cpu] };
+        // SAFETY: a static of this kernel, whose one address space maps it
+        // (identity) on every CPU.
+        d.set_pebs_area(unsafe { DsArea::new(area) })?;
+        // SAFETY: the model writes only the DS area at its IA32_DS_AREA,
+        // this CPU's `PEBS_AREAS` entry, which the driver owns as a
+        // `DsArea` (its address only): memory nothing references.
+        MODELS[cpu].with(|m| unsafe { m.attach_ds_memory() });
+        Ok(())
+    }
+
+    fn after_halt<O: Owner>(
+        cpu: usize,
+        d: &mut ArchPerfDriver<'static, O, ArchPerfMsr<'static>>,
+    ) -> Result<(), Failure> {
+        if PRECISE {
+            d.drain_pebs(|s| {
+                let chain = CallChain::walk(s.rip, 0, 0, &StackBounds::EMPTY);
+                shared::SAMPLES[cpu].push(s.with_payload(chain));
+            })?;
+        }
+        Ok(())
+    }
+
+    fn step(cpu: usize, round: extern "C" fn()) {
+        let _ = cpu;
+        step::trace(round, on_step::<PRECISE>);
+    }
+
+    fn split(n: SampleAfter, raw: u64) -> (u64, u64) {
+        if PRECISE {
+            (0, pebs_residual(n, raw))
+        } else {
+            n.split(raw)
+        }
+    }
+
+    fn placed(rip: u64) -> Option<(bool, &'static str)> {
+        STEP_SYMBOLS.position(rip as usize)?;
+        // SAFETY: `rip` is inside one of the stepped workload's functions,
+        // this kernel's code: mapped and readable.
+        let at_branch = unsafe { step::branch_at(rip, 0) }.is_some();
+        Some(if PRECISE {
+            (at_branch, "are at their branch instruction (skid 0)")
+        } else {
+            (!at_branch, "are past their branch instruction (skid > 0)")
+        })
     }
 }

@@ -12,7 +12,9 @@
 //! performance-monitoring facilities are usable only when
 //! IA32_MISC_ENABLE\[7\] ("Performance Monitoring Available") is set; bit 12
 //! ("PEBS Unavailable") says whether precise event-based sampling is missing
-//! (SDM Vol. 3C Table 35-41, MSR 1A0H).
+//! (SDM Vol. 3C Table 35-41, MSR 1A0H). On an architectural PMU the same
+//! bit is read where CPUID.01H:EDX.DS says the debug store exists, and
+//! `IA32_PERF_CAPABILITIES` gives the PEBS record format ([`ArchPebs`]).
 //!
 //! An AMD processor (`AuthenticAMD`, and Hygon's `HygonGenuine`, which
 //! Linux drives with the same code) of family 06h or later has the AMD
@@ -266,6 +268,53 @@ pub struct ArchPerfCpu {
     pub core_type: Option<CoreType>,
     /// The display model (CPUID.01H).
     pub model: u8,
+    /// What the CPU says of PEBS ([`ArchPebs`]).
+    pub pebs: ArchPebs,
+}
+
+/// What an architectural-PMU CPU says of PEBS (SDM Vol. 3B "Processor Event
+/// Based Sampling (PEBS)"; the DS-area PEBS of Nehalem to today's parts):
+/// all zero when it has none.
+///
+/// Architectural PEBS (the newest parts' PEBS, enumerated by CPUID leaf
+/// 23H, which writes records through its own MSRs, `IA32_PEBS_BASE` and
+/// `IA32_PEBS_INDEX`, instead of the DS save area, with a new record
+/// header and per-counter configuration MSRs; documented in Intel's
+/// "Architecture Instruction Set Extensions and Future Features", not yet
+/// in the SDM's PEBS chapter) is out of scope: detection does not read
+/// leaf 23H, and a CPU is driven with PEBS only where `IA32_PERF_CAPABILITIES`
+/// reports one of the DS-area record formats 1-5 and `IA32_MISC_ENABLE`
+/// says PEBS is available, so a part whose PEBS is only architectural is
+/// driven without PEBS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ArchPebs {
+    /// CPUID.01H:EDX.DS\[21\]: the debug store (the DS save area) exists.
+    pub ds: bool,
+    /// `IA32_MISC_ENABLE[12]` ("PEBS unavailable") clear; read only when
+    /// [`ArchPebs::ds`] and the MSR instructions exist.
+    pub available: bool,
+    /// `IA32_PERF_CAPABILITIES[11:8]`: the record format.
+    pub format: u8,
+    /// `IA32_PERF_CAPABILITIES[14]`: PEBS baseline (adaptive PEBS, PEBS on
+    /// every general and fixed counter).
+    pub baseline: bool,
+    /// `IA32_PERF_CAPABILITIES[6]`: a trap-like assist.
+    pub trap: bool,
+}
+
+impl ArchPebs {
+    /// The record formats the crate drives: Nehalem's 1, Haswell's 2,
+    /// Skylake's 3, Ice Lake's 4 and format 5 (4's records with format 5's
+    /// counter-reset layout). Core 2's format 0 (one counter, a record
+    /// without the memory fields) is not driven.
+    pub const FORMATS: core::ops::RangeInclusive<u8> = 1..=5;
+
+    /// Whether the driver may use PEBS: the DS area exists, PEBS is
+    /// available, and the record format is one of [`ArchPebs::FORMATS`].
+    pub const fn usable(&self) -> bool {
+        self.ds && self.available && self.format >= 1 && self.format <= 5
+    }
 }
 
 impl ArchPerfCpu {
@@ -532,7 +581,18 @@ impl fmt::Display for Detection {
                     Some(CoreType::Other(_)) => ", hybrid",
                     None => "",
                 }
-            ),
+            )
+            .and_then(|()| match a.pebs {
+                p if p.usable() => write!(
+                    f,
+                    ", PEBS record format {}{}",
+                    p.format,
+                    if p.baseline { " (baseline: adaptive)" } else { "" }
+                ),
+                ArchPebs { ds: false, .. } => Ok(()),
+                p if !p.available => f.write_str(", PEBS unavailable (IA32_MISC_ENABLE[12])"),
+                p => write!(f, ", PEBS record format {} (not driven)", p.format),
+            }),
             PmuKind::NetBurst(nb) => {
                 write!(f, ": NetBurst signature (model {})", nb.model)?;
                 if !nb.msr_instructions {
@@ -645,11 +705,25 @@ fn arch_perf<M: MsrBackend>(
     if leaf.version() == 0 {
         return Ok(None);
     }
-    let msr_instructions = Leaf01Edx::from_bits(leaf1.edx).msr();
-    let full_width_write = if msr_instructions && Leaf01Ecx::from_bits(leaf1.ecx).pdcm() {
-        PerfCapabilities::from_bits(msr.read_msr(IA32_PERF_CAPABILITIES)?).full_width_write()
+    let edx = Leaf01Edx::from_bits(leaf1.edx);
+    let msr_instructions = edx.msr();
+    let caps = if msr_instructions && Leaf01Ecx::from_bits(leaf1.ecx).pdcm() {
+        PerfCapabilities::from_bits(msr.read_msr(IA32_PERF_CAPABILITIES)?)
     } else {
-        false
+        PerfCapabilities::from_bits(0)
+    };
+    let full_width_write = caps.full_width_write();
+    // IA32_MISC_ENABLE[12] says whether PEBS is available; the MSR is read
+    // only where the DS mechanism exists at all.
+    let available = edx.ds()
+        && msr_instructions
+        && !MiscEnable::from_bits(msr.read_msr(IA32_MISC_ENABLE)?).pebs_unavailable();
+    let pebs = ArchPebs {
+        ds: edx.ds(),
+        available,
+        format: caps.pebs_format(),
+        baseline: caps.pebs_baseline(),
+        trap: caps.pebs_trap(),
     };
     let hybrid = max_leaf >= 7 && Leaf07Edx::from_bits(cpuid.cpuid(7, 0).edx).hybrid();
     let core_type = (hybrid && max_leaf >= 0x1A).then(|| {
@@ -665,6 +739,7 @@ fn arch_perf<M: MsrBackend>(
         hybrid,
         core_type,
         model: sig.model,
+        pebs,
     }))
 }
 
@@ -1053,5 +1128,68 @@ mod tests {
         let s = CpuSignature::from_eax(0x0000_0543); // Pentium: no extended model
         assert_eq!((s.family, s.model), (5, 4));
         assert_eq!(Vendor::Other(*b"HygonGenuine").id(), b"HygonGenuine");
+    }
+
+    /// An architectural PMU's PEBS, as the models report it: the record
+    /// format and PEBS baseline from IA32_PERF_CAPABILITIES, availability
+    /// from IA32_MISC_ENABLE[12], which is read only where CPUID.01H:EDX.DS
+    /// says the debug store exists.
+    #[test]
+    fn arch_perf_pebs_from_capabilities_and_misc_enable() {
+        use crate::model::archperf::{ArchPerfModel, Config, PebsConfig};
+        let cases = [
+            (Config::nehalem(), 1, false, true),
+            (Config::haswell(), 2, false, true),
+            (Config::skylake(), 3, false, true),
+            (Config::icelake(), 4, true, true),
+            (Config::core2(), 0, false, false),
+        ];
+        for (config, format, baseline, usable) in cases {
+            let m = ArchPerfModel::new(config);
+            let mut rec = crate::access::Recording::<_, 8>::new(m.clone());
+            let a = detect(&m, &mut rec).unwrap().arch_perf().unwrap();
+            assert_eq!(
+                (a.pebs.format, a.pebs.baseline, a.pebs.usable()),
+                (format, baseline, usable),
+                "{config:?}"
+            );
+            assert_eq!(a.pebs.trap, format > 0);
+            let misc_reads = rec
+                .log()
+                .iter()
+                .filter(|x| {
+                    matches!(
+                        x,
+                        crate::access::Access::ReadMsr {
+                            msr: IA32_MISC_ENABLE,
+                            ..
+                        }
+                    )
+                })
+                .count();
+            assert_eq!(misc_reads, usize::from(format > 0), "{config:?}");
+        }
+        let off = Config {
+            pebs: PebsConfig {
+                available: false,
+                ..PebsConfig::format(3)
+            },
+            ..Config::skylake()
+        };
+        let m = ArchPerfModel::new(off);
+        let d = detect(&m, &mut m.clone()).unwrap();
+        let a = d.arch_perf().unwrap();
+        assert!(a.pebs.ds && !a.pebs.available && !a.pebs.usable());
+        let text = std::format!("{d}");
+        assert!(
+            text.ends_with(", PEBS unavailable (IA32_MISC_ENABLE[12])"),
+            "{text}"
+        );
+        let ice = ArchPerfModel::new(Config::icelake());
+        let text = std::format!("{}", detect(&ice, &mut ice.clone()).unwrap());
+        assert!(
+            text.ends_with(", PEBS record format 4 (baseline: adaptive)"),
+            "{text}"
+        );
     }
 }

@@ -379,7 +379,7 @@ impl<P: Copy> Sample<P> {
 /// where a handler asks for a `Sink`). `P` is the architecture's payload
 /// ([`crate::arch::Architecture::Payload`]): what the overflow captured
 /// besides its counter, periods and IP (NetBurst's PEBS record, Itanium's
-/// EAR and branch captures; `()` on the architectural PMU). A kernel's
+/// EAR and branch captures; the architectural PMU's PEBS record). A kernel's
 /// consumer of its own type is reached through a closure that borrows it.
 ///
 /// The handler calls the sink from the interrupt (it may be an NMI): it

@@ -33,9 +33,10 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::idt::{self, InterruptFrame};
 use hobby::stacks::{self, Tally};
+use hobby::symbols::SymbolTable;
 use hobby::test::Failure;
 use hobby::timer::{self, ApicTimer, Divide, Jitter, TickClock};
-use hobby::workload::{self, SYMBOLS};
+use hobby::workload::{self, STEP_SYMBOLS, SYMBOLS};
 use hobby::{pmi, println, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::{Architecture, Driven, LocalPmu};
@@ -74,6 +75,15 @@ const MAX_TICK_OVERHEAD_PERCENT: u64 = 50;
 /// a model more than one sample. A longer tick lengthens it in proportion
 /// ([`calibration_ns`]).
 const CALIBRATION_NS: u64 = 500_000_000;
+/// The longest calibration run a profile aims at: with a long tick (a
+/// loaded host or a slow platform, where [`choose_model_tick`] picks up to
+/// 12.8 ms), [`TARGET_SAMPLES`] would need a calibration run of up to 32 s
+/// and a sampled run as long, past the runner's 60 s timeout (seen in CI
+/// while the defmt decoder built beside the boots); fewer samples are
+/// aimed at instead (at least [`FEWEST_SAMPLES`]), and the shares' bound
+/// widens with that ([`share_bound`]).
+const MAX_CALIBRATION_NS: u64 = 4_000_000_000;
+
 /// The longest a sampled run lasts, in calibration runs: it runs until it
 /// took the samples aimed at, which takes about one calibration run under
 /// TCG, and longer where interrupts are slow to take or a busy host
@@ -83,14 +93,6 @@ const CALIBRATION_NS: u64 = 500_000_000;
 /// s. 16 calibration runs are at most 64 s ([`MAX_CALIBRATION_NS`]), 8 s
 /// at the 200 µs tick.
 const SAMPLED_RUN_LIMIT: u64 = 16;
-/// The longest calibration run a profile aims at: with a long tick (a
-/// loaded host or a slow platform, where [`choose_model_tick`] picks up to
-/// 12.8 ms), [`TARGET_SAMPLES`] would need a calibration run of up to 32 s
-/// and a sampled run as long, past the runner's 60 s timeout (seen in CI
-/// while the defmt decoder built beside the boots); fewer samples are
-/// aimed at instead (at least [`FEWEST_SAMPLES`]), and the shares' bound
-/// widens with that ([`share_bound`]).
-const MAX_CALIBRATION_NS: u64 = 4_000_000_000;
 
 /// The addresses of a sample's call chain: the workload function, its
 /// callers up to the CPU's first frame (about 12 deep here).
@@ -103,12 +105,10 @@ const CHAINS: usize = 128;
 /// pushes.
 pub static SAMPLES: [SampleBuffer<4096, CallChain<DEPTH>>; 2] = [const { SampleBuffer::new() }; 2];
 
-/// The call chain of the code `frame` interrupted: its frame pointers
-/// walked inside its kernel stack (the kernels are built with frame
-/// pointers).
-pub fn call_chain(frame: &InterruptFrame) -> CallChain<DEPTH> {
-    CallChain::walk(frame.rip, frame.rbp, frame.rsp, &stacks::bounds(frame.rsp))
-}
+/// Per CPU: the samples its PMI handler took since its sampled run began
+/// (one writer: that CPU's PMI handler).
+static TAKEN: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+
 /// Per CPU: the TSC time its model's last tick reached.
 static CLOCK: [TickClock; 2] = [const { TickClock::new() }; 2];
 /// Per CPU: the cycles a tick carried over to the next (past its model's
@@ -124,9 +124,6 @@ static TSC_HZ: AtomicU64 = AtomicU64::new(0);
 static TICK: AtomicU64 = AtomicU64::new(TICK_NS);
 /// The samples a profile aims at ([`choose_model_tick`]).
 static TARGET: AtomicU64 = AtomicU64::new(TARGET_SAMPLES);
-/// Per CPU: the samples its PMI handler took since its sampled run began
-/// (one writer: that CPU's PMI handler).
-static TAKEN: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
 
 /// What a CPU's profile found, for the boot CPU to print.
 struct Profile {
@@ -156,8 +153,9 @@ static PROFILE: [Profile; 2] = [const {
 }; 2];
 
 /// A workload: its name, one round of it, and its expected shares of
-/// `work_1x`, `work_2x`, `work_4x` (costs 1, 2, 4).
-type Workload = (&'static str, fn(), [f64; 3]);
+/// `work_1x`, `work_2x`, `work_4x` (costs 1, 2, 4), or of `step_1x`,
+/// `step_2x`, `step_4x` in a stepped profile.
+type Workload = (&'static str, extern "C" fn(), [f64; 3]);
 
 /// Each CPU's workload.
 const WORKLOADS: [Workload; 2] = [
@@ -173,14 +171,81 @@ const WORKLOADS: [Workload; 2] = [
     ),
 ];
 
-fn round_1_2_4() {
+extern "C" fn round_1_2_4() {
     workload::run(1);
 }
 
-fn round_2_0_4() {
+extern "C" fn round_2_0_4() {
     workload::work_4x();
     workload::work_1x();
     workload::work_1x();
+}
+
+/// Each CPU's workload in a stepped profile ([`Platform::STEPPED`]): the
+/// same costs, with the small functions that single-step in reasonable
+/// time.
+const STEP_WORKLOADS: [Workload; 2] = [
+    (
+        "step_1x, step_2x, step_4x",
+        workload::run_stepped,
+        [1.0 / 7.0, 2.0 / 7.0, 4.0 / 7.0],
+    ),
+    (
+        "step_4x, step_1x, step_1x",
+        round_step_2_0_4,
+        [2.0 / 6.0, 0.0, 4.0 / 6.0],
+    ),
+];
+
+extern "C" fn round_step_2_0_4() {
+    workload::step_4x();
+    workload::step_1x();
+    workload::step_1x();
+}
+
+/// The most rounds a stepped profile's calibration run counts (its sampled
+/// run repeats them): about 85,000 single-stepped instructions on CPU 0.
+const STEP_ROUNDS: u64 = 20;
+/// The time a stepped profile's two runs may take, per CPU, which
+/// [`choose_step_rounds`] fits the rounds to: a single step costs a few
+/// microseconds under TCG, and about a thousand times that under a nested
+/// KVM, which intercepts every debug exception.
+const STEP_BUDGET_NS: u64 = 20_000_000_000;
+/// The samples a stepped profile aims at per round of its calibration
+/// run: half the 600-odd branches of the smaller round, so that N is at
+/// least 2 (a PEBS period's least).
+const STEP_SAMPLES_PER_ROUND: u64 = 300;
+/// The rounds [`choose_step_rounds`] chose.
+static STEP_ROUNDS_CHOSEN: AtomicU64 = AtomicU64::new(STEP_ROUNDS);
+
+/// A stepped profile's rounds: as many as fit [`STEP_BUDGET_NS`] at the
+/// speed a single-stepped unit of work shows, 7 to a round (at least 1,
+/// at most [`STEP_ROUNDS`]), and the samples aimed at with them (the
+/// shares' bound widens with fewer, [`share_bound`]). Call on CPU 0 before
+/// any profile runs; says what it chose.
+fn choose_step_rounds<P: Platform>(cal: &timer::Calibration) {
+    // One unit of work single-stepped (`step_1x`), a seventh of a round.
+    let start = timer::rdtsc();
+    P::step(0, workload::step_1x);
+    let ticks = timer::rdtsc().wrapping_sub(start);
+    let round_ns = (7 * ticks as u128 * 1_000_000_000 / cal.tsc_hz.max(1) as u128) as u64;
+    let rounds = (STEP_BUDGET_NS / (2 * round_ns.max(1))).clamp(1, STEP_ROUNDS);
+    STEP_ROUNDS_CHOSEN.store(rounds, Ordering::SeqCst);
+    let target = (rounds * STEP_SAMPLES_PER_ROUND).min(TARGET_SAMPLES);
+    TARGET.store(target, Ordering::SeqCst);
+    println!(
+        "  single-stepping: a round of CPU 0's workload in about {} ms: {rounds} rounds per run, {target} samples aimed at per CPU",
+        round_ns / 1_000_000
+    );
+}
+
+/// The workloads of platform `P`, and the functions they name.
+fn workloads<P: Platform>() -> (&'static [Workload; 2], &'static SymbolTable<3>) {
+    if P::STEPPED {
+        (&STEP_WORKLOADS, &STEP_SYMBOLS)
+    } else {
+        (&WORKLOADS, &SYMBOLS)
+    }
 }
 
 /// What a binary profiles on: which PMU each CPU has (a share of a
@@ -198,8 +263,16 @@ pub trait Platform: 'static {
     /// What the counter counts, for the report ("cycles", "core cycles").
     const EVENT: &'static str;
     /// Whether a real PMU counts; else a model does, which the timer's
-    /// ticks feed during the runs ([`Platform::feed`]).
+    /// ticks feed during the runs ([`Platform::feed`]), or, stepped, the
+    /// workload's own instructions.
     const REAL: bool;
+    /// Whether the workload runs single-stepped ([`Platform::step`]): the
+    /// stepped workloads ([`STEP_WORKLOADS`]), each instruction fed to the
+    /// model as it retires, the model's PMI serviced where the debug
+    /// exception stopped the workload ([`service`]); no tick. The
+    /// calibration run is [`STEP_ROUNDS`] rounds or fewer
+    /// ([`choose_step_rounds`]), repeated by the sampled run.
+    const STEPPED: bool = false;
 
     /// Says what counts, in the lines after the first.
     fn introduce();
@@ -220,12 +293,61 @@ pub trait Platform: 'static {
     fn feed(cpu: usize, cycles: u64) -> (u64, bool);
     /// A model's: starts its counts afresh before a profile.
     fn reset(_cpu: usize) {}
+    /// The counter and configuration a profile counts with: core cycles
+    /// (`Driven::core_cycles`) unless the platform says otherwise.
+    fn counter<O: Owner>(d: &Drv<Self, O>) -> Option<(u8, Config<Self>)> {
+        <Self::Local as Driven<'static, Self::Regs>>::core_cycles(d)
+    }
+    /// The counting configuration `config` made to sample every `n`
+    /// events: the seam's ([`Architecture::sampling`]) unless the platform
+    /// samples otherwise (precisely).
+    fn sampling(config: Config<Self>, n: SampleAfter) -> Config<Self> {
+        Arch::<Self>::sampling(config, n)
+    }
+    /// Before a profile's runs, with the driver taken (a DS area to
+    /// install).
+    fn prepare<O: Owner>(_cpu: usize, _d: &mut Drv<Self, O>) -> Result<(), Failure> {
+        Ok(())
+    }
+    /// After a run's counter is halted: samples left to hand over (PEBS
+    /// records below the buffer's threshold).
+    fn after_halt<O: Owner>(_cpu: usize, _d: &mut Drv<Self, O>) -> Result<(), Failure> {
+        Ok(())
+    }
+    /// A stepped platform's: runs one round of `round` single-stepped on
+    /// CPU `cpu`.
+    fn step(_cpu: usize, round: extern "C" fn()) {
+        round();
+    }
+    /// What a halted counter that read `raw` owes, sampling every `n`:
+    /// periods not serviced and the residual events ([`SampleAfter::split`]
+    /// unless the platform's counter starts its periods elsewhere).
+    fn split(n: SampleAfter, raw: u64) -> (u64, u64) {
+        n.split(raw)
+    }
+    /// Whether a sample at `rip` in one of the workload's functions is
+    /// where the profile's mode puts it, and what that is ("at its
+    /// branch"); `None`: no such check.
+    fn placed(_rip: u64) -> Option<(bool, &'static str)> {
+        None
+    }
 }
+
+/// The driver of platform `P` for owner `O`.
+pub type Drv<P, O> = <<P as Platform>::Local as Driven<'static, <P as Platform>::Regs>>::Driver<O>;
+/// A counter configuration of platform `P`.
+pub type Config<P> = <Arch<P> as Architecture>::Config;
 
 /// The architecture of platform `P`.
 pub type Arch<P> = <<P as Platform>::Local as LocalPmu<'static>>::Arch;
 /// What detection reports on platform `P`.
 pub type Detected<P> = <Arch<P> as Architecture>::Detected;
+
+/// What the counter counts, in the report's sentences: cycles, or a
+/// stepped profile's branches.
+fn unit<P: Platform>() -> &'static str {
+    if P::STEPPED { "branches" } else { "cycles" }
+}
 
 /// What the counts come from, for the report.
 pub fn source<P: Platform>() -> &'static str {
@@ -415,6 +537,8 @@ enum Until {
     /// Until this CPU's PMI handler took this many samples, whole rounds;
     /// or, failing that, for this many nanoseconds.
     Samples(u64, u64),
+    /// This many rounds (a stepped profile's: its runs are exact).
+    Rounds(u64),
 }
 
 /// The TSC ticks of `ns` nanoseconds.
@@ -423,20 +547,24 @@ fn tsc_ticks(ns: u64) -> u64 {
 }
 
 /// Runs `round` on CPU `cpu` until `until`, with interrupts enabled and,
-/// where a model counts, its timer ticking; returns the rounds run.
-fn profile_run<P: Platform>(cpu: usize, round: fn(), until: Until) -> u64 {
-    let timer = (!P::REAL).then(|| start_ticks(cpu));
-    let (limit, samples) = match until {
-        Until::Time(ns) => (tsc_ticks(ns), u64::MAX),
-        Until::Samples(samples, ns) => (tsc_ticks(ns), samples),
+/// where a model counts, its timer ticking (single-stepped, on a stepped
+/// platform: [`Platform::step`]); returns the rounds run.
+fn profile_run<P: Platform>(cpu: usize, round: extern "C" fn(), until: Until) -> u64 {
+    let timer = (!P::REAL && !P::STEPPED).then(|| start_ticks(cpu));
+    let (limit, samples, rounds) = match until {
+        Until::Time(ns) => (tsc_ticks(ns), u64::MAX, u64::MAX),
+        Until::Samples(samples, ns) => (tsc_ticks(ns), samples, u64::MAX),
+        Until::Rounds(rounds) => (u64::MAX, u64::MAX, rounds),
     };
     TAKEN[cpu].store(0, Ordering::SeqCst);
     interrupts::enable();
     let mut done = 0;
     let start = timer::rdtsc();
-    while timer::rdtsc().wrapping_sub(start) < limit && TAKEN[cpu].load(Ordering::SeqCst) < samples
+    while done < rounds
+        && timer::rdtsc().wrapping_sub(start) < limit
+        && TAKEN[cpu].load(Ordering::SeqCst) < samples
     {
-        round();
+        P::step(cpu, round);
         done += 1;
     }
     interrupts::disable();
@@ -463,6 +591,8 @@ pub struct CycleCounter<'a, A: counter::Arch, D: Driver<A>> {
     /// serviced, and those it found at a halt (its `periods` and
     /// `periods_at_halt`).
     pub periods: &'a dyn Fn(u8) -> (u64, u64),
+    /// After the sampled run's halt ([`Platform::after_halt`]).
+    pub after_halt: fn(usize, &mut D) -> Result<(), Failure>,
 }
 
 impl<A: counter::Arch, D: Driver<A>> CycleCounter<'_, A, D>
@@ -471,7 +601,8 @@ where
 {
     /// CPU `cpu`'s profile: a calibration run counting its workload's
     /// cycles for about [`calibration_ns`], N from it, then the sampled
-    /// run, until it took the samples aimed at ([`Until::Samples`]); the
+    /// run, until it took the samples aimed at ([`Until::Samples`]; a
+    /// stepped profile repeats the calibration's rounds); the
     /// findings go to the report.
     pub fn profile<P: Platform>(self, cpu: usize) -> Result<(), Failure> {
         let Self {
@@ -481,14 +612,20 @@ where
             sample_every,
             rule,
             periods,
+            after_halt,
         } = self;
-        let (_, round, _) = WORKLOADS[cpu];
+        let (_, round, _) = workloads::<P>().0[cpu];
         let counter = h.index();
 
         // Calibration: count the run's cycles without interrupts.
         h.configure(d, &counting)?;
         h.enable(d)?;
-        let rounds = profile_run::<P>(cpu, round, Until::Time(calibration_ns()));
+        let calibration = if P::STEPPED {
+            Until::Rounds(STEP_ROUNDS_CHOSEN.load(Ordering::SeqCst))
+        } else {
+            Until::Time(calibration_ns())
+        };
+        let rounds = profile_run::<P>(cpu, round, calibration);
         h.halt(d)?;
         let cycles = h.read(d)? + CARRY[cpu].load(Ordering::SeqCst);
         h.release(d)?;
@@ -502,11 +639,18 @@ where
         // on how the host schedules the virtual CPUs (a CPU descheduled
         // while its model's clock, the TSC, runs on takes fewer samples per
         // second, never more than one a tick, [`on_tick`]); at most
-        // [`SAMPLED_RUN_LIMIT`] calibration runs long.
-        let until = Until::Samples(target_samples(), calibration_ns() * SAMPLED_RUN_LIMIT);
+        // [`SAMPLED_RUN_LIMIT`] calibration runs long. A stepped profile
+        // repeats the calibration's rounds: its counts are the workload's
+        // own, exactly.
+        let until = if P::STEPPED {
+            Until::Rounds(rounds)
+        } else {
+            Until::Samples(target_samples(), calibration_ns() * SAMPLED_RUN_LIMIT)
+        };
         let sampled_rounds = profile_run::<P>(cpu, round, until);
         h.halt(d)?;
-        let (owed, residual) = n.split(h.read(d)?);
+        after_halt(cpu, d)?;
+        let (owed, residual) = P::split(n, h.read(d)?);
         let (serviced, at_halt) = periods(counter);
         let sampled = (serviced + owed) * n.get() + residual + CARRY[cpu].load(Ordering::SeqCst);
         let p = &PROFILE[cpu];
@@ -527,7 +671,11 @@ where
 pub fn main<P: Platform>(_: &'static BootInfo) -> ! {
     println!("pmu example: {}", P::NAME);
     P::introduce();
-    println!("  interrupts, APICs, RIPs and symbols: real");
+    if P::STEPPED {
+        println!("  debug exceptions, RIPs and symbols: real");
+    } else {
+        println!("  interrupts, APICs, RIPs and symbols: real");
+    }
     match run::<P>() {
         Ok(true) => exit_qemu(ExitCode::Success),
         Ok(false) => exit_qemu(ExitCode::Failure),
@@ -551,8 +699,9 @@ fn profile<P: Platform, O: Owner>(cpu: usize) -> Result<(), Failure> {
     let detected = P::detect(cpu).ok_or("no PMU this profiler can drive")?;
     let regs = P::regs(cpu).ok_or("no register backend for this CPU")?;
     let (mut d, c) = local.take::<O>(regs, &detected)?;
+    P::prepare(cpu, &mut d)?;
     let mut handles = Arch::<P>::erase_all(c);
-    let (n, counting) = P::Local::core_cycles(&d).ok_or("no free counter for core cycles")?;
+    let (n, counting) = P::counter(&d).ok_or("no free counter for the profile's event")?;
     let rule = d
         .overflow_rule(n)
         .ok_or("no overflow rule for the counter")?;
@@ -561,9 +710,10 @@ fn profile<P: Platform, O: Owner>(cpu: usize) -> Result<(), Failure> {
         driver: &mut d,
         handle: h,
         counting,
-        sample_every: Arch::<P>::sampling,
+        sample_every: P::sampling,
         rule,
         periods: &|n| local.periods(n),
+        after_halt: P::after_halt::<O>,
     }
     .profile::<P>(cpu)?;
     apic().set_perf_counter_entry(entry().masked());
@@ -578,30 +728,40 @@ fn profile<P: Platform, O: Owner>(cpu: usize) -> Result<(), Failure> {
     }
 }
 
-/// The PMI entry, on every CPU: the crate's PMI path for this CPU's share
-/// of its PMU, each sample pushed to this CPU's [`SAMPLES`] with its call
-/// chain; then the tick is re-armed ([`rearm_tick`]: a model's PMIs come
-/// from a tick, and are its last handler), and EOI.
+/// The PMI entry, on every CPU: [`service`] with the interrupted state;
+/// then the tick is re-armed ([`rearm_tick`]: a model's PMIs come from a
+/// tick, and are its last handler), and EOI.
 fn on_pmi<P: Platform>(frame: &InterruptFrame) {
     let cpu = smp::cpu().min(1);
-    let mut apic = apic();
-    let chain = call_chain(frame);
-    if let Some(mut regs) = P::regs(cpu) {
-        let _ = pmu::arch::handle_pmi(
-            P::local(cpu),
-            &mut regs,
-            &mut apic,
-            entry(),
-            frame.rip,
-            |s| {
-                SAMPLES[cpu].push(s.with_payload(chain));
-                let taken = &TAKEN[cpu];
-                taken.store(taken.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-            },
-        );
-    }
+    service::<P>(cpu, frame.rip, frame.rbp, frame.rsp);
     rearm_tick(cpu);
-    apic.eoi();
+    apic().eoi();
+}
+
+/// The crate's PMI path for CPU `cpu`'s share of its PMU, the PMU
+/// interrupting the code at `rip` with frame pointer `rbp` and stack
+/// pointer `rsp`: each sample pushed to this CPU's [`SAMPLES`] with its
+/// call chain (a PEBS sample's from its precise IP, the rest of the chain
+/// the interrupted code's). From the PMI's interrupt, or, in a stepped
+/// profile, from the debug exception after the instruction whose event
+/// raised the model's PMI (the workload stopped at the next instruction,
+/// where an interrupt taken at once would have stopped it).
+pub fn service<P: Platform>(cpu: usize, rip: u64, rbp: u64, rsp: u64) {
+    let mut apic = apic();
+    let bounds = stacks::bounds(rsp);
+    let chain = CallChain::walk(rip, rbp, rsp, &bounds);
+    if let Some(mut regs) = P::regs(cpu) {
+        let _ = pmu::arch::handle_pmi(P::local(cpu), &mut regs, &mut apic, entry(), rip, |s| {
+            let chain = if s.rip == rip {
+                chain
+            } else {
+                CallChain::walk(s.rip, rbp, rsp, &bounds)
+            };
+            SAMPLES[cpu].push(s.with_payload(chain));
+            let taken = &TAKEN[cpu];
+            taken.store(taken.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        });
+    }
 }
 
 /// CPU 1's profile, run there.
@@ -635,12 +795,23 @@ impl fmt::Display for Bar {
 fn report<P: Platform>(cpu: usize) -> bool {
     let p = &PROFILE[cpu];
     let mut chains: Tally<DEPTH, CHAINS> = Tally::new();
+    let (workloads, symbols) = workloads::<P>();
+    // Samples in the workload's functions, and those the mode's check
+    // ([`Platform::placed`]) finds elsewhere than it puts them.
+    let (mut checked, mut misplaced, mut what_placed) = (0u64, 0u64, "");
     SAMPLES[cpu].drain(|s| {
-        let i = SYMBOLS.position(s.rip as usize).unwrap_or(3);
+        let i = symbols.position(s.rip as usize).unwrap_or(3);
         p.counts[i].fetch_add(u64::from(s.periods), Ordering::SeqCst);
         chains.add(&s.payload, u64::from(s.periods));
+        if i < 3
+            && let Some((ok, what)) = P::placed(s.rip)
+        {
+            checked += 1;
+            misplaced += u64::from(!ok);
+            what_placed = what;
+        }
     });
-    let (what, _, expected) = WORKLOADS[cpu];
+    let (what, _, expected) = workloads[cpu];
     let counts: [u64; 4] = core::array::from_fn(|i| p.counts[i].load(Ordering::SeqCst));
     let (cycles, sampled, n) = (
         p.calibration_cycles.load(Ordering::SeqCst),
@@ -648,11 +819,12 @@ fn report<P: Platform>(cpu: usize) -> bool {
         p.n.load(Ordering::SeqCst),
     );
     println!(
-        "CPU {cpu} ({}), workload {what}: calibration {} rounds = {cycles} {} ({}) -> sample after {n} cycles",
+        "CPU {cpu} ({}), workload {what}: calibration {} rounds = {cycles} {} ({}) -> sample after {n} {}",
         Arch::<P>::counter_name(p.counter.load(Ordering::SeqCst)).unwrap_or("a counter"),
         p.rounds.load(Ordering::SeqCst),
         P::EVENT,
         source::<P>(),
+        unit::<P>(),
     );
     let inside: u64 = counts[..3].iter().sum();
     let total = inside + counts[3];
@@ -662,12 +834,14 @@ fn report<P: Platform>(cpu: usize) -> bool {
     // the cycles count too, as on a Pentium 4), and more where a busy host
     // descheduled it (on a model, whose cycles are TSC time, a tick then
     // carries several periods and gives one sample). Each sample is still
-    // exactly N cycles, and the periods are all accounted.
+    // exactly N cycles, and the periods are all accounted. (A stepped
+    // profile repeats the calibration's rounds: the same branches.)
     let sampled_rounds = p.sampled_rounds.load(Ordering::SeqCst);
     println!(
-        "  {total} samples ({} dropped, {} found at halt); the sampled run ({sampled_rounds} rounds) counted {sampled} cycles, {}.{:02} x the calibration run's: {} periods of {n}",
+        "  {total} samples ({} dropped, {} found at halt); the sampled run ({sampled_rounds} rounds) counted {sampled} {}, {}.{:02} x the calibration run's: {} periods of {n}",
         SAMPLES[cpu].dropped(),
         p.at_halt.load(Ordering::SeqCst),
+        unit::<P>(),
         sampled / cycles.max(1),
         sampled * 100 / cycles.max(1) % 100,
         sampled / n.max(1),
@@ -687,7 +861,7 @@ fn report<P: Platform>(cpu: usize) -> bool {
         let share = counts[i] as f64 / inside.max(1) as f64;
         println!(
             "  {:<10} {:>8} {:>7.1}% {:>8.1}%  {}",
-            SYMBOLS.get(i).name,
+            symbols.get(i).name,
             counts[i],
             share * 100.0,
             expected * 100.0,
@@ -698,12 +872,25 @@ fn report<P: Platform>(cpu: usize) -> bool {
         ok &= (share - expected).abs() < bound;
     }
     println!("  {:<10} {:>8}", "(other)", counts[3]);
+    if checked > 0 {
+        println!(
+            "  skid: {} of the {checked} samples in the workload's functions {what_placed}",
+            checked - misplaced
+        );
+        ok &= misplaced == 0;
+    }
     // The flame graph's lines, under a root frame per CPU.
     chains.print(Some(["cpu0", "cpu1"][cpu]));
     if chains.unplaced() > 0 {
         println!(
             "  {} samples without a place in the flame graph (past {CHAINS} distinct call chains)",
             chains.unplaced()
+        );
+    }
+    if inside < TARGET_SAMPLES {
+        println!(
+            "  {inside} samples in the workload ({target} aimed at): shares within {:.1} points",
+            bound * 100.0
         );
     }
     if inside < fewest {
@@ -735,7 +922,9 @@ fn run<P: Platform>() -> Result<bool, Failure> {
         cal.apic_hz / 1_000_000,
         fmt::from_fn(|f| P::machine(f, cpus))
     );
-    if !P::REAL {
+    if P::STEPPED {
+        choose_step_rounds::<P>(&cal);
+    } else if !P::REAL {
         choose_model_tick::<P>(&cal);
     }
     if cpus > 1 {

@@ -170,8 +170,22 @@ register! {
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
     pub struct PerfCapabilities(u64): from_bits {
+        /// `PEBS_TRAP`, bit 6: the PEBS assist is trap-like (the record is
+        /// written after the instruction that caused it retired; its RIP
+        /// field is the next instruction's).
+        PEBS_TRAP: 6 => pebs_trap, with_pebs_trap: bool;
+        /// `PEBS_ARCH_REG`, bit 7: the record saves the architectural
+        /// registers.
+        PEBS_ARCH_REG: 7 => pebs_arch_regs, with_pebs_arch_regs: bool;
+        /// `PEBS_REC_FMT`, bits 11:8: the PEBS record format (1 Nehalem, 2
+        /// Haswell, 3 Skylake, 4 Ice Lake, 5; 0 Core 2's).
+        PEBS_FORMAT: 8..=11 => pebs_format, with_pebs_format: u8;
         /// `FW_WRITE`, bit 13: the `IA32_A_PMCx` full-width aliases exist.
         FULL_WIDTH_WRITE: 13 => full_width_write, with_full_width_write: bool;
+        /// `PEBS_BASELINE`, bit 14: adaptive PEBS (`MSR_PEBS_DATA_CFG`),
+        /// and PEBS on every general and fixed counter (`IA32_PEBS_ENABLE`
+        /// bit n for general counter n, bit 32 + i for fixed counter i).
+        PEBS_BASELINE: 14 => pebs_baseline, with_pebs_baseline: bool;
     }
 }
 

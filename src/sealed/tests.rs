@@ -82,6 +82,7 @@ const TRAITS: &[(&str, &str, Kind)] = &[
         Users("the kernel's consumer of the samples a PMI handler produces"),
     ),
     ("sampling.rs", "Payload", Sealed),
+    ("arch/ia32/ds.rs", "RecordSlot", Sealed),
     ("arch/seam.rs", "Architecture", Sealed),
     ("arch/seam.rs", "LocalPmu", Sealed),
     ("arch/seam.rs", "Driven", Through("LocalPmu")),

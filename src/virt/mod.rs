@@ -16,6 +16,10 @@
 //!   [`Validator`](crate::arch::itanium::validate::Validator) as Linux
 //!   perfmon treats them (a refused write is dropped, never a fault), PMDs,
 //!   and the world switch under PMC0.fr with a virtual PMC0.
+//! * [`archperf`]: the architectural PMU's PEBS, refused to every guest
+//!   (its MSRs #GP, `IA32_MISC_ENABLE`, `IA32_PERF_CAPABILITIES` and CPUID
+//!   as a guest without PEBS reads them), with the reason: a record is
+//!   written through a linear address while whatever paging is live.
 //! * [`VirtualLvt`]: a guest's virtual LVT performance-counter entry,
 //!   masked on delivery as on NetBurst, PMIs injected at guest entry; used
 //!   by both NetBurst paths.
@@ -30,12 +34,33 @@
 //! switched with everything disabled first and enabled last) and the
 //! NetBurst manual's rules (SDM Vol. 3B 18.15-18.16, Vol. 3C Table 35-41).
 
+pub mod archperf;
 pub mod itanium;
 pub mod netburst;
 #[cfg(any(test, feature = "model"))]
 pub mod vpmu;
 
 use crate::apic::{LvtPerfCounter, PmiDelivery};
+
+/// What to do with a guest's access to a PMU MSR (an illegal access is a
+/// #GP in the guest, as on the hardware): the NetBurst checks'
+/// ([`netburst::check_msr_write`]) and the architectural PMU's PEBS
+/// refusal's ([`archperf::check_pebs_msr`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Verdict<G> {
+    /// Legal: record it in the guest's context (and write it to the
+    /// hardware while the guest's context is loaded).
+    Apply,
+    /// Legal, but the register is virtual: the VMM answers it itself (a
+    /// read of IA32_MISC_ENABLE).
+    Emulate,
+    /// Not a PMU register: the VMM's own business.
+    NotPmu,
+    /// Inject #GP into the guest, as the hardware would (or as the policy
+    /// requires), for this reason; nothing changes.
+    InjectGp(G),
+}
 
 /// A guest's virtual local APIC LVT performance-counter entry (offset 340H)
 /// and its pending PMI: one for every NetBurst guest, whether its PMU is

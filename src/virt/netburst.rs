@@ -138,7 +138,7 @@ use crate::arch::netburst::{
 use crate::arch::netburst::{PebsEnable, PebsMatrixVert, TcPreciseEvent};
 use crate::detect::MiscEnable;
 
-pub use super::VirtualLvt;
+pub use super::{Verdict, VirtualLvt};
 
 /// Which PMU register an MSR number is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -397,24 +397,6 @@ impl core::fmt::Display for GuestGp {
 }
 
 impl core::error::Error for GuestGp {}
-
-/// What to do with a guest's access to a PMU MSR (NetBurst: an illegal
-/// access is a #GP in the guest, as on the hardware).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Verdict<G> {
-    /// Legal: record it in the guest's context (and write it to the
-    /// hardware while the guest's context is loaded).
-    Apply,
-    /// Legal, but the register is virtual: the VMM answers it itself (a
-    /// read of IA32_MISC_ENABLE).
-    Emulate,
-    /// Not a PMU register: the VMM's own business.
-    NotPmu,
-    /// Inject #GP into the guest, as the hardware would (or as the policy
-    /// requires), for this reason; nothing changes.
-    InjectGp(G),
-}
 
 /// Counters are 40 bits wide (SDM 18.15.2): bits 63:40 are reserved.
 const COUNTER_RESERVED: u64 = !COUNTER_MASK;

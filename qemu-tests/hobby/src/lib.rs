@@ -24,6 +24,7 @@
 //! | [`smp`] | the application processors (up to 64 CPUs): INIT-SIPI-SIPI, per-CPU stacks, GDT/TSS and APIC, work posted to a CPU, IPIs |
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
 //! | [`stacks`] | the bounds of an interrupted stack, for call chains; a tally of chains printed as the runner's `stack` lines |
+//! | [`step`] | single-stepping (RFLAGS.TF): a function run one instruction at a time, each retired instruction reported with its address, the next one's, its registers and its branch kind, as the PMU models' `Retirement` |
 //! | [`symbols`] | address ranges with names, for attributing sampled RIPs |
 //! | [`user`] | running a function at CPL 3 until it raises the exit vector |
 //! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table |
@@ -71,6 +72,8 @@ pub mod serial;
 pub mod smp;
 #[cfg(any(target_os = "none", doc))]
 pub mod stacks;
+#[cfg(any(target_os = "none", doc))]
+pub mod step;
 #[cfg(any(target_os = "none", doc))]
 pub mod symbols;
 #[cfg(any(target_os = "none", doc))]

@@ -7,7 +7,10 @@
 //! iteration count: a frame (`push rbp; mov rbp, rsp`, so that a PMI's call
 //! chain names their caller: [`crate::stacks`]) and two more instructions,
 //! then a loop of the same six register-only instructions run
-//! [`UNIT_ITERATIONS`] times 1, 2 or 4, then `pop rbp; ret`. Each function starts on a 64-byte boundary with its loop head on a
+//! [`UNIT_ITERATIONS`] times 1, 2 or 4 (its one branch, `jnz`, at an
+//! exported label: [`branches`]), then `pop rbp; ret`. The same functions
+//! with [`STEP_UNIT_ITERATIONS`] per unit ([`step_1x`], [`step_2x`],
+//! [`step_4x`], [`run_stepped`]) are small enough to single-step. Each function starts on a 64-byte boundary with its loop head on a
 //! 16-byte one, so under TCG every iteration is the same translated block
 //! and costs the same; on hardware the loops are the same dependency chain.
 //! Each is bracketed by exported labels (`work_1x` .. `work_1x_end`), so
@@ -33,7 +36,7 @@ pub const ROUND_UNITS: u32 = 7;
 
 core::arch::global_asm!(
     r#"
-    .macro HOBBY_WORK name, units
+    .macro HOBBY_WORK name, unit, units
     .section .text.hobby_workload, "ax"
     .balign 64
     .global \name
@@ -41,7 +44,7 @@ core::arch::global_asm!(
 \name:
     push rbp
     mov rbp, rsp
-    mov ecx, {unit} * \units
+    mov ecx, \unit * \units
     mov eax, 1
     .balign 16
 1:
@@ -50,6 +53,8 @@ core::arch::global_asm!(
     rol rax, 7
     lea rdx, [rdx + rdx * 2]
     dec ecx
+    .global \name\()_branch
+\name\()_branch:
     jnz 1b
     pop rbp
     ret
@@ -58,13 +63,17 @@ core::arch::global_asm!(
     .size \name, \name\()_end - \name
     .endm
 
-    HOBBY_WORK work_1x, 1
-    HOBBY_WORK work_2x, 2
-    HOBBY_WORK work_4x, 4
+    HOBBY_WORK work_1x, {unit}, 1
+    HOBBY_WORK work_2x, {unit}, 2
+    HOBBY_WORK work_4x, {unit}, 4
+    HOBBY_WORK step_1x, {step_unit}, 1
+    HOBBY_WORK step_2x, {step_unit}, 2
+    HOBBY_WORK step_4x, {step_unit}, 4
     .purgem HOBBY_WORK
     .text
 "#,
     unit = const UNIT_ITERATIONS,
+    step_unit = const STEP_UNIT_ITERATIONS,
 );
 
 unsafe extern "C" {
@@ -79,6 +88,72 @@ unsafe extern "C" {
     fn work_1x_end();
     fn work_2x_end();
     fn work_4x_end();
+    /// One cost unit of [`run_stepped`]'s work: the loop of [`work_1x`],
+    /// [`STEP_UNIT_ITERATIONS`] iterations.
+    pub safe fn step_1x();
+    /// Two cost units of [`run_stepped`]'s work.
+    pub safe fn step_2x();
+    /// Four cost units of [`run_stepped`]'s work.
+    pub safe fn step_4x();
+    fn step_1x_end();
+    fn step_2x_end();
+    fn step_4x_end();
+    fn work_1x_branch();
+    fn work_2x_branch();
+    fn work_4x_branch();
+    fn step_1x_branch();
+    fn step_2x_branch();
+    fn step_4x_branch();
+}
+
+/// Loop iterations of one cost unit of the stepped workload
+/// ([`run_stepped`]): small enough to single-step ([`crate::step`]) a
+/// round (7 units, 6 instructions an iteration: about 4,200 steps) in a
+/// few milliseconds.
+pub const STEP_UNIT_ITERATIONS: u32 = 100;
+
+/// The stepped workload's functions' address ranges, as [`SYMBOLS`]'s
+/// (index 0: `step_1x`, 1: `step_2x`, 2: `step_4x`).
+pub static STEP_SYMBOLS: SymbolTable<3> = SymbolTable::new([
+    LabelRange {
+        name: "step_1x",
+        start: step_1x,
+        end: step_1x_end,
+    },
+    LabelRange {
+        name: "step_2x",
+        start: step_2x,
+        end: step_2x_end,
+    },
+    LabelRange {
+        name: "step_4x",
+        start: step_4x,
+        end: step_4x_end,
+    },
+]);
+
+/// The address of each workload function's loop branch (its one `jnz`, the
+/// branch of every iteration): [`SYMBOLS`]'s order, then
+/// [`STEP_SYMBOLS`]'s.
+pub fn branches() -> [u64; 6] {
+    let labels: [unsafe extern "C" fn(); 6] = [
+        work_1x_branch,
+        work_2x_branch,
+        work_4x_branch,
+        step_1x_branch,
+        step_2x_branch,
+        step_4x_branch,
+    ];
+    labels.map(|l| l as usize as u64)
+}
+
+/// One round of the stepped workload: [`step_1x`], [`step_2x`],
+/// [`step_4x`], costs 1:2:4 as [`run`]'s (an `extern "C"` function, for
+/// [`crate::step::trace`]).
+pub extern "C" fn run_stepped() {
+    step_1x();
+    step_2x();
+    step_4x();
 }
 
 /// The three workload functions' address ranges, in cost order (index 0:

@@ -8,7 +8,12 @@
 //! interrupted RIP, and an NMI), a group started and stopped by one
 //! `IA32_PERF_GLOBAL_CTRL` write, and counters the firmware left enabled
 //! left alone. Every count in these cases comes from the model, not
-//! hardware, and is exact.
+//! hardware, and is exact. And PEBS: a single-stepped workload
+//! (`hobby::step`) feeds the model each instruction it really retires, the
+//! model writes its PEBS records into this kernel's DS area, and every
+//! precise sample (`branches:pp`) is checked against the instruction that
+//! retired its event (skid 0), every ordinary sample (`instructions`)
+//! against the one its PMI interrupted (skid 1 or more).
 //!
 //! The real-PMU cases (`pmu_qemu_tests::real`: retired instructions of a
 //! loop of known length within `pmu::arch::archperf::bounds`'s interval,
@@ -38,16 +43,22 @@ use hobby::test::{Failure, Outcome};
 use hobby::{case, check, check_eq, fail, println};
 use pmu::access::{AccessCounts, MsrAccess, Recording};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
+use pmu::arch::archperf::driver::PebsOptions;
 use pmu::arch::archperf::driver::{ArchPerfDriver, ConfigError, CounterConfig, Counters};
-use pmu::arch::archperf::{ArchPerfPmu, Counter, CounterSet, EventSpec};
+use pmu::arch::archperf::pmi::Capture;
+use pmu::arch::archperf::{ArchPerfPmu, Counter, CounterSet, EventSpec, PebsArea};
 use pmu::arch::handle_pmi;
+use pmu::arch::ia32::ds::DsArea;
 use pmu::counter::{DriverError, Group, Owner};
+use pmu::model::archperf::Retirement;
 use pmu::model::archperf::{
     ArchPerfModel, ArchPerfMsr, Config, Event, IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL,
     IA32_PERFEVTSEL0, SharedArchPerfModel,
 };
+use pmu::sampling::Sample;
 use pmu::sampling::{SampleAfter, SampleBuffer};
 use pmu_qemu_tests::{real, real_cases};
+use x86_64::instructions::interrupts;
 
 hobby::entry_point!(main);
 
@@ -89,6 +100,7 @@ fn main(_: &'static BootInfo) -> ! {
             case!(counting_on_general_and_fixed_counters),
             case!(sampling_pmis_are_real_interrupts_with_the_interrupted_rip),
             case!(pmi_as_nmi),
+            case!(precise_samples_land_on_the_instruction_of_the_event),
             case!(a_group_starts_and_stops_with_one_global_ctrl_write),
             case!(counters_the_firmware_enabled_are_left_alone),
             m0,
@@ -132,7 +144,8 @@ fn on_model_pmi(frame: &InterruptFrame) {
             model_entry(),
             frame.rip,
             |s| {
-                SAMPLES.push(s);
+                record_precise(&s);
+                SAMPLES.push(s.with_payload(()));
             },
         )
         .is_ok()
@@ -361,6 +374,281 @@ fn pmi_as_nmi() -> Outcome {
     check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
     let f1 = f1.halt(&mut d)?.release(&mut d)?;
     let _msr = d.give_back(Counters { f1: Some(f1), ..c });
+    Ok(())
+}
+
+/// The DS save area of the PEBS case (handed over for good): room for
+/// every record of the case, so that none is lost where PMIs come late.
+static mut PEBS_AREA: PebsArea<128> = PebsArea::new();
+static PEBS_AREA_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// The precise case's periods: a PEBS record every 7th branch, an
+/// ordinary sample every 13th instruction.
+const PEBS_EVERY: u64 = 7;
+const RIP_EVERY: u64 = 13;
+/// Samples each kind of the precise case keeps for its checks.
+const KEPT: usize = 1024;
+
+/// The precise case's trace, written by the single-step callback and the
+/// PMI handler (one CPU: the callback runs with interrupts disabled, the
+/// handler between two stepped instructions or after the workload).
+struct Precise {
+    /// Instructions and branches retired so far.
+    steps: AtomicU64,
+    branches: AtomicU64,
+    /// The address of the instruction about to execute (the last retired
+    /// one's next).
+    next: AtomicU64,
+    /// The address of each 7th branch (what a PEBS sample must name); the
+    /// instruction count and address of each 13th instruction.
+    expected: [AtomicU64; KEPT],
+    events: [AtomicU64; KEPT],
+    event_ips: [AtomicU64; KEPT],
+    /// The PEBS samples' IPs; the RIP samples' IPs, the instruction count
+    /// and next address when their PMI was taken, the count and address of
+    /// their (last) event, and whether the workload was running.
+    pebs: [AtomicU64; KEPT],
+    rips: [AtomicU64; KEPT],
+    taken_at: [AtomicU64; KEPT],
+    taken_next: [AtomicU64; KEPT],
+    event_of: [AtomicU64; KEPT],
+    event_ip_of: [AtomicU64; KEPT],
+    inside: [AtomicU64; KEPT],
+    pebs_n: AtomicU64,
+    /// RIP samples, and the periods they carry (more than one each where
+    /// a PMI came a period or more late).
+    rip_n: AtomicU64,
+    rip_periods: AtomicU64,
+    /// The case runs: the PMI handler records its samples.
+    on: AtomicBool,
+    /// The workload runs single-stepped (a PMI taken now interrupts it).
+    stepping: AtomicBool,
+}
+
+static PRECISE: Precise = Precise {
+    steps: AtomicU64::new(0),
+    branches: AtomicU64::new(0),
+    next: AtomicU64::new(0),
+    expected: [const { AtomicU64::new(0) }; KEPT],
+    events: [const { AtomicU64::new(0) }; KEPT],
+    event_ips: [const { AtomicU64::new(0) }; KEPT],
+    pebs: [const { AtomicU64::new(0) }; KEPT],
+    rips: [const { AtomicU64::new(0) }; KEPT],
+    taken_at: [const { AtomicU64::new(0) }; KEPT],
+    taken_next: [const { AtomicU64::new(0) }; KEPT],
+    event_of: [const { AtomicU64::new(0) }; KEPT],
+    event_ip_of: [const { AtomicU64::new(0) }; KEPT],
+    inside: [const { AtomicU64::new(0) }; KEPT],
+    pebs_n: AtomicU64::new(0),
+    rip_n: AtomicU64::new(0),
+    rip_periods: AtomicU64::new(0),
+    on: AtomicBool::new(false),
+    stepping: AtomicBool::new(false),
+};
+
+fn keep(array: &[AtomicU64; KEPT], at: u64, value: u64) {
+    if let Some(slot) = array.get(at as usize) {
+        slot.store(value, Ordering::SeqCst);
+    }
+}
+
+fn kept(array: &[AtomicU64; KEPT], at: u64) -> u64 {
+    array
+        .get(at as usize)
+        .map_or(0, |e| e.load(Ordering::SeqCst))
+}
+
+/// After each stepped instruction: the model retires it (in one clock, its
+/// instruction and, for a branch, its branch), and a PMI it raises goes
+/// through the APIC once the LVT entry is unmasked (a PMI sent to a masked
+/// entry would be lost, where a late one only carries more: the handler
+/// re-arms relative to the count); it is taken before the next
+/// instruction under TCG, where the hypervisor delivers it under KVM. The
+/// trace keeps what the checks need.
+fn on_step(r: &Retirement) {
+    let p = &PRECISE;
+    let steps = p.steps.fetch_add(1, Ordering::SeqCst) + 1;
+    p.next.store(r.next_ip, Ordering::SeqCst);
+    if r.branch.is_some() {
+        let branches = p.branches.fetch_add(1, Ordering::SeqCst) + 1;
+        if branches.is_multiple_of(PEBS_EVERY) {
+            keep(&p.expected, branches / PEBS_EVERY - 1, r.ip);
+        }
+    }
+    if steps.is_multiple_of(RIP_EVERY) {
+        keep(&p.events, steps / RIP_EVERY - 1, steps);
+        keep(&p.event_ips, steps / RIP_EVERY - 1, r.ip);
+    }
+    let pending = MODEL.with(|m| m.retire(r) || m.pmi_pending());
+    if pending && !pmi::local_apic().perf_counter_entry().is_masked() && MODEL.take_pmi() {
+        pmi::deliver(&mut pmi::local_apic());
+    }
+}
+
+/// The PMI handler's record of the precise case's samples.
+fn record_precise(s: &Sample<Capture>) {
+    let p = &PRECISE;
+    if !p.on.load(Ordering::SeqCst) {
+        return;
+    }
+    match (s.counter, s.payload.pebs()) {
+        (0, Some(_)) => {
+            let k = p.pebs_n.fetch_add(1, Ordering::SeqCst);
+            keep(&p.pebs, k, s.rip);
+        }
+        (1, None) => {
+            let k = p.rip_n.fetch_add(1, Ordering::SeqCst);
+            let periods = u64::from(s.periods);
+            let last = p.rip_periods.fetch_add(periods, Ordering::SeqCst) + periods - 1;
+            keep(&p.rips, k, s.rip);
+            keep(&p.taken_at, k, p.steps.load(Ordering::SeqCst));
+            keep(&p.taken_next, k, p.next.load(Ordering::SeqCst));
+            keep(&p.event_of, k, kept(&p.events, last));
+            keep(&p.event_ip_of, k, kept(&p.event_ips, last));
+            keep(&p.inside, k, u64::from(p.stepping.load(Ordering::SeqCst)));
+        }
+        _ => {}
+    }
+}
+
+/// PEBS against the instructions a workload really retires: the workload
+/// (`hobby::workload::run_stepped`, three loops of costs 1:2:4) runs
+/// single-stepped (`hobby::step`), each instruction fed to the model with
+/// its address; PMC0 samples `branches:pp` with PEBS (a record every 7th
+/// branch, the PMI at each record), PMC1 `instructions` every 13th with an
+/// ordinary PMI. Each precise sample's IP is the 7k-th branch's own
+/// address (skid 0: the model's record is of the instruction that retired
+/// the event, the handler reports its EventingIP); each ordinary sample's
+/// IP is the instruction its PMI interrupted, 1 or more after the 13k-th
+/// in retirement order (never the event's own); every branch is in one
+/// record or in PMC0's residual count. Under KVM, which injects the
+/// self-IPIs late while the workload single-steps (each instruction's
+/// debug exception goes first), the RIP samples come late and carry more
+/// periods, the PEBS records wait in the buffer: the checks hold all the
+/// same.
+fn precise_samples_land_on_the_instruction_of_the_event() -> Outcome {
+    let (mut d, c) = setup!(false)?;
+    if PEBS_AREA_TAKEN.swap(true, Ordering::SeqCst) {
+        fail!("the PEBS area is handed over once");
+    }
+    let area = &raw mut PEBS_AREA;
+    // SAFETY: the flag above makes this the only reference ever made.
+    let area = unsafe { &mut *area };
+    // SAFETY: a static of this kernel, whose one address space maps it
+    // (identity) wherever the CPU runs.
+    d.set_pebs_area(unsafe { DsArea::new(area) })?;
+    // SAFETY: the model writes only the DS area at IA32_DS_AREA, this
+    // kernel's `PEBS_AREA`, owned by the driver as a `DsArea` (which keeps
+    // only its address): memory nothing references.
+    MODEL.with(|m| unsafe { m.attach_ds_memory() });
+    let p = &PRECISE;
+    for counter in [&p.steps, &p.branches, &p.pebs_n, &p.rip_n, &p.rip_periods] {
+        counter.store(0, Ordering::SeqCst);
+    }
+    let rule = d.overflow_rule();
+    let every = SampleAfter::new(PEBS_EVERY, rule)?;
+    let precise = CounterConfig::counting(spec("branches:pp")?)
+        .sampling(every)
+        .pebs(PebsOptions::DEFAULT);
+    let g0 = c.g0.configure(&mut d, &precise)?.enable(&mut d)?;
+    let rip =
+        CounterConfig::counting(spec("instructions")?).sampling(SampleAfter::new(RIP_EVERY, rule)?);
+    let g1 = c.g1.configure(&mut d, &rip)?.enable(&mut d)?;
+    p.on.store(true, Ordering::SeqCst);
+    interrupts::enable();
+    p.stepping.store(true, Ordering::SeqCst);
+    let steps = hobby::step::trace(hobby::workload::run_stepped, on_step);
+    p.stepping.store(false, Ordering::SeqCst);
+    // A PMI the last instructions raised, delivered and taken here at the
+    // latest.
+    let _ = pmi::wait_for_handler(false);
+    if MODEL.take_pmi() {
+        pmi::deliver(&mut pmi::local_apic());
+    }
+    let _ = pmi::wait_for_handler(false);
+    interrupts::disable();
+    p.on.store(false, Ordering::SeqCst);
+    let (g0, g1) = (g0.halt(&mut d)?, g1.halt(&mut d)?);
+    let mut late = 0u64;
+    p.on.store(true, Ordering::SeqCst);
+    d.drain_pebs(|s| {
+        record_precise(&s);
+        late += 1;
+    })?;
+    p.on.store(false, Ordering::SeqCst);
+    let branches = p.branches.load(Ordering::SeqCst);
+    check_eq!(steps, p.steps.load(Ordering::SeqCst));
+    check!(branches > 700, "the loops' branches: {branches}");
+    // Precise: skid 0, every one.
+    let records = p.pebs_n.load(Ordering::SeqCst);
+    check_eq!(records, branches / PEBS_EVERY, "a record every 7th branch");
+    check_eq!(MODEL.with(|m| m.pebs_lost()), 0, "no record lost");
+    let mut wrong = 0;
+    for k in 0..records.min(KEPT as u64) {
+        wrong += u32::from(kept(&p.pebs, k) != kept(&p.expected, k));
+    }
+    check_eq!(
+        wrong,
+        0,
+        "every precise sample at the 7k-th branch's address"
+    );
+    let jnz = hobby::workload::branches();
+    let on_loop_branch = (0..records.min(KEPT as u64))
+        .filter(|&k| jnz.contains(&kept(&p.pebs, k)))
+        .count() as u64;
+    check!(
+        on_loop_branch * 10 >= records * 9,
+        "most precise samples on a loop's jnz: {on_loop_branch} of {records}"
+    );
+    let residual = pmu::arch::archperf::driver::pebs_residual(every, g0.read(&mut d)?);
+    check_eq!(
+        d.pmi_state().periods(0) * PEBS_EVERY + residual,
+        branches,
+        "every branch in one record or the residual"
+    );
+    // RIP mode: skid 1 or more, every one.
+    let samples = p.rip_n.load(Ordering::SeqCst);
+    check_eq!(
+        p.rip_periods.load(Ordering::SeqCst),
+        steps / RIP_EVERY,
+        "a period every 13th instruction"
+    );
+    let (mut at_event, mut max_skid, mut inside) = (0, 0, 0);
+    for k in 0..samples.min(KEPT as u64) {
+        let event = kept(&p.event_of, k);
+        let taken = kept(&p.taken_at, k);
+        let rip = kept(&p.rips, k);
+        check!(taken >= event, "the PMI after its event");
+        if kept(&p.inside, k) != 0 {
+            // Taken between two stepped instructions: it interrupted the
+            // next one to execute.
+            check_eq!(
+                rip,
+                kept(&p.taken_next, k),
+                "the RIP sample is the instruction the PMI interrupted"
+            );
+            inside += 1;
+        }
+        // In retirement order the sample names the instruction after the
+        // last one retired when its PMI was taken, 1 or more after the
+        // event's. (A loop brings an address back every iteration, so a
+        // late sample may name an instruction at its event's address: its
+        // skid is the count, not the address; taken at once it names the
+        // event's next instruction, never the event's own.)
+        let skid = taken + 1 - event;
+        max_skid = max_skid.max(skid);
+        at_event += u32::from(skid == 1 && rip == kept(&p.event_ip_of, k));
+    }
+    check_eq!(at_event, 0, "no RIP sample at its event's instruction");
+    check_eq!(HANDLER_ERRORS.load(Ordering::SeqCst), 0);
+    println!(
+        "archperf: {steps} instructions single-stepped, {branches} branches: {records} PEBS samples each at its 7k-th branch (skid 0; {late} drained after the halt), {samples} RIP samples of {} periods ({inside} taken inside the stepped workload) at skid 1 to {max_skid} instructions (model)",
+        steps / RIP_EVERY
+    );
+    MODEL.with(|m| m.detach_ds_memory());
+    let (g0, g1) = (g0.release(&mut d)?, g1.release(&mut d)?);
+    let _area = d.take_pebs_area()?;
+    let _msr = d.give_back(Counters { g0, g1, ..c });
     Ok(())
 }
 

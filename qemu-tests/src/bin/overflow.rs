@@ -22,7 +22,7 @@ use hobby::{case, check, check_eq, fail, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver, NetBurstHandle};
-use pmu::arch::netburst::ds::PebsArea;
+use pmu::arch::netburst::ds::{DsArea, PebsArea};
 use pmu::arch::netburst::pmi::{PmiState, overflow_rule};
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 use pmu::counter::state::{Enabled, Unclaimed};
@@ -508,7 +508,9 @@ fn pebs() -> Outcome {
     let area = &raw mut PEBS_AREA;
     // SAFETY: the flag above makes this the only reference ever made.
     let area = unsafe { &mut *area };
-    d.set_pebs_area(LogicalProcessor::T0, area)?;
+    // SAFETY: a static of this kernel, whose one address space maps it
+    // (identity) wherever the CPU runs.
+    d.set_pebs_area(LogicalProcessor::T0, unsafe { DsArea::new(area) })?;
     let spec: EventSpec = pmu::netburst_event!("replay_event:NBOGUS:L1_LD_MISS:k");
     let every = SampleAfter::new(10, overflow_rule())?;
     let config = CounterConfig::counting(spec, Escr::CruEscr2).pebs(every, 2);

@@ -21,6 +21,24 @@
 //! | group start or stop ([`crate::counter::Group`]) | 0 | 1 (+2 per sampling member stopped past its overflow) | 0 (stop: 1 per sampling member) | one `GLOBAL_CTRL` write: every member starts (stops) at one instant; a stopped sampling member is then read as a halt reads it, after the write, when it has really stopped |
 //! | group read | 0 | 2 | K | `GLOBAL_CTRL` stopped, K RDPMCs, restored: one snapshot |
 //! | PMI | 1 | 1 + 1 per overflowed counter | 1 per overflowed counter | [`super::pmi`] |
+//! | [`ArchPerfDriver::set_pebs_area`], [`ArchPerfDriver::take_pebs_area`] | 0 | 1 | 0 | `IA32_DS_AREA` (and the DS management area, in memory) |
+//! | configure a PEBS counter | 0 | 3 (+1, +1) | 0 | the preset `-(N-1)`, `IA32_PEBS_ENABLE`, the control without INT (with Adaptive_Record on PEBS baseline); `MSR_PEBS_DATA_CFG` for the first PEBS counter on baseline and `MSR_PEBS_LD_LAT` where they change; the counter's reset value in the DS area (memory) |
+//! | halt a PEBS counter | 0 | 1 | 0 | `GLOBAL_CTRL` (its periods are its records: nothing to find) |
+//! | release a PEBS counter | 0 | 3 (+1) | 0 | `IA32_PEBS_ENABLE`, the control, the counter (`GLOBAL_CTRL` if it ran) |
+//! | the PEBS buffer's PMI | 1 | 1 | 1 | the status read, the RDPMC of the buffer's slot (the lowest PEBS counter), the acknowledgement of bit 62 and the PEBS counters' bits; the records are memory ([`super::pmi`]) |
+//! | [`ArchPerfDriver::drain_pebs`] | 0 | 0 | 0 | memory only |
+//!
+//! # PEBS
+//!
+//! A configuration whose event has a precise level (`branches:pp`,
+//! [`EventSpec::precise`]) and a sample-after value N is a PEBS counter: a
+//! record every N events (preset and reload `-(N-1)`: the assist takes the
+//! event after the overflow, SDM Vol. 3B "PEBS"), the options of
+//! [`PebsOptions`], on a DS area this driver installed
+//! ([`ArchPerfDriver::set_pebs_area`], whose memory the driver owns until
+//! [`ArchPerfDriver::take_pebs_area`]; its `unsafe` constructor states the
+//! linear mapping PEBS needs). The guide's archperf page has the formats,
+//! which IP a sample reports on each, and the refusals.
 //!
 //! # Counters the firmware uses
 //!
@@ -70,15 +88,19 @@ use core::mem::ManuallyDrop;
 
 use super::events::{ArchEvent, EventSpec};
 use super::msrs::{Counter, CounterSet, FixedCtl, FixedCtrCtrl, MAX_GENERAL, PerfEvtSel};
+use super::msrs::{IA32_DS_AREA, IA32_PEBS_ENABLE, MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT};
 use super::msrs::{IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_OVF_CTRL};
+use super::msrs::{PebsDataCfg, PebsEnable, PebsLdLat};
+use super::pebs::{Precise, RecordLayout};
 use super::physical::ArchPerfPmu;
-use super::pmi::{PmiState, overflow_rule};
+use super::pmi::{Capture, PmiState, overflow_rule};
 use crate::access::{MsrBackend, MsrOps};
+use crate::arch::ia32::ds::DsArea;
 use crate::counter::owner::{self, Ending};
 use crate::counter::state::Unclaimed;
 use crate::counter::{self, Arch, Owner, OwnerId, StateTag};
 use crate::detect;
-use crate::sampling::{OverflowRule, SampleAfter};
+use crate::sampling::{OverflowRule, Sample, SampleAfter};
 use crate::sealed::{Sealed, TOKEN, Token};
 
 /// The architectural PMU, as a type parameter of [`counter::Handle`].
@@ -99,6 +121,11 @@ pub struct Programmed {
     select: PerfEvtSel,
     fixed: FixedCtl,
     sampling: Option<SampleAfter>,
+    /// PEBS, at this precise level.
+    pebs: Option<Precise>,
+    /// Load latency (`MSR_PEBS_LD_LAT`; `LL_EN_PMCn` before PEBS
+    /// baseline).
+    load_latency: bool,
 }
 
 impl Programmed {
@@ -116,6 +143,11 @@ impl Programmed {
     pub const fn sampling(&self) -> Option<SampleAfter> {
         self.sampling
     }
+
+    /// The precise level, for a PEBS counter.
+    pub const fn pebs(&self) -> Option<Precise> {
+        self.pebs
+    }
 }
 
 impl Sealed for ArchPerfmon {}
@@ -128,6 +160,8 @@ impl Arch for ArchPerfmon {
         select: PerfEvtSel::new(0, 0),
         fixed: FixedCtl::OFF,
         sampling: None,
+        pebs: None,
+        load_latency: false,
     };
 
     /// Never: the architectural PMU has no cascading.
@@ -295,6 +329,51 @@ pub enum ConfigError {
     /// Sampling needs `IA32_PERF_GLOBAL_STATUS` (version 2 and later): the
     /// PMI handler finds the overflowed counters there.
     NoOverflowStatus,
+    /// A precise event (`:p`, `:pp`, `:ppp`) asks for PEBS, which this CPU
+    /// lacks or does not make available ([`detect::ArchPebs::usable`]).
+    PebsUnavailable,
+    /// PEBS needs a DS save area installed by this driver first
+    /// ([`ArchPerfDriver::set_pebs_area`]).
+    NoPebsArea,
+    /// This counter cannot take PEBS records here: before PEBS baseline
+    /// general counters 0-3 only, with it every general and fixed counter.
+    NotPebsCounter(u8),
+    /// A precise level (`:p`) on a counting configuration: PEBS samples.
+    PreciseNeedsSampling,
+    /// A PEBS period must be at least 2: the assist takes the event after
+    /// the overflow, so a period of N starts at `-(N-1)`.
+    PebsPeriod,
+    /// Before PEBS baseline a PEBS event takes no CMASK, INV, EDGE or
+    /// AnyThread (SDM Vol. 3B, "PEBS" of Nehalem and later).
+    PebsFilter,
+    /// `:pp` or `:ppp` asks for the instruction of the event itself
+    /// (EventingIP), which record format 1 does not have: `:p` takes the
+    /// next instruction's address it does have.
+    NoEventingIp {
+        /// This CPU's record format.
+        format: u8,
+    },
+    /// Record formats 1 and 2 do not say reliably which counter a record
+    /// is for (their status field is `IA32_PERF_GLOBAL_STATUS`, which may
+    /// hold other counters' bits: Linux drops such records), so the driver
+    /// runs one PEBS counter at a time there.
+    PebsOneCounter {
+        /// This CPU's record format.
+        format: u8,
+    },
+    /// The PEBS buffer is set up for other options ([`PebsOptions`]:
+    /// records per PMI, adaptive groups, load-latency threshold), which the
+    /// PEBS counters share.
+    PebsOptionsDiffer,
+    /// Load latency (`MSR_PEBS_LD_LAT`) only on a general counter that has
+    /// a load-latency enable: 0-3 before PEBS baseline, any general counter
+    /// with it.
+    NoLoadLatency(u8),
+    /// The DS save area is in use: a PEBS counter is configured.
+    PebsBusy,
+    /// A PEBS counter runs: halt the PEBS counters before draining their
+    /// buffer from the driver (the PMI handler drains it meanwhile).
+    PebsRunning,
 }
 
 impl fmt::Display for ConfigError {
@@ -347,6 +426,46 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::NoOverflowStatus => f.write_str(
                 "sampling needs IA32_PERF_GLOBAL_STATUS, which architectural performance monitoring has from version 2 (this CPU has version 1)",
+            ),
+            ConfigError::PebsUnavailable => f.write_str(
+                "a precise event (:p) needs PEBS, which this CPU lacks or makes unavailable (CPUID.01H:EDX.DS, IA32_MISC_ENABLE[12], IA32_PERF_CAPABILITIES record format 1-5)",
+            ),
+            ConfigError::NoPebsArea => f.write_str(
+                "PEBS needs a DS save area: install one with ArchPerfDriver::set_pebs_area first",
+            ),
+            ConfigError::NotPebsCounter(n) => write!(
+                f,
+                "counter {n} takes no PEBS records here: general counters 0-3 before PEBS baseline, every general and fixed counter with it"
+            ),
+            ConfigError::PreciseNeedsSampling => f.write_str(
+                "a precise level (:p, :pp, :ppp) needs a sampling configuration: PEBS takes samples",
+            ),
+            ConfigError::PebsPeriod => f.write_str(
+                "a PEBS period must be at least 2 (the assist takes the event after the overflow)",
+            ),
+            ConfigError::PebsFilter => f.write_str(
+                "before PEBS baseline a PEBS event takes no cmask, inv, edge or any",
+            ),
+            ConfigError::NoEventingIp { format } => write!(
+                f,
+                ":pp and :ppp ask for the event's own instruction (EventingIP), which PEBS record format {format} lacks: use :p, the next instruction's address"
+            ),
+            ConfigError::PebsOneCounter { format } => write!(
+                f,
+                "PEBS record format {format} does not say reliably which counter a record is for: one PEBS counter at a time"
+            ),
+            ConfigError::PebsOptionsDiffer => f.write_str(
+                "the PEBS buffer is set up with other options (records per PMI, adaptive groups, load-latency threshold), which the PEBS counters share",
+            ),
+            ConfigError::NoLoadLatency(n) => write!(
+                f,
+                "counter {n} has no load-latency enable: general counters 0-3 before PEBS baseline, general counters with it"
+            ),
+            ConfigError::PebsBusy => {
+                f.write_str("the DS save area is in use: a PEBS counter is configured")
+            }
+            ConfigError::PebsRunning => f.write_str(
+                "a PEBS counter runs: halt the PEBS counters before draining their buffer",
             ),
         }
     }
@@ -401,10 +520,63 @@ impl<E: fmt::Debug> core::error::Error for InitError<E> {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterConfig {
-    /// The event, its filters and privilege.
+    /// The event, its filters and privilege; a precise level
+    /// ([`EventSpec::precise`], `:p`) makes a sampling configuration PEBS.
     pub event: EventSpec,
-    /// Interrupt every N events (`None`: count only).
+    /// Interrupt every N events (`None`: count only); with a precise
+    /// event, a PEBS record every N events.
     pub sampling: Option<SampleAfter>,
+    /// How the PEBS buffer is used, for a precise event.
+    pub pebs: PebsOptions,
+}
+
+/// How a PEBS counter's buffer is used. The PEBS counters of a logical
+/// processor share one DS buffer, one `MSR_PEBS_DATA_CFG` and one
+/// `MSR_PEBS_LD_LAT`: a second PEBS counter must ask for the same records
+/// per PMI and adaptive groups, and, with load latency, the same threshold
+/// ([`ConfigError::PebsOptionsDiffer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PebsOptions {
+    /// The PMI after this many records (the DS interrupt threshold; at
+    /// most what the buffer holds; 1, Linux's default, a PMI per record).
+    pub records_per_pmi: u32,
+    /// Adaptive records (PEBS baseline) carry the memory group.
+    pub memory: bool,
+    /// Adaptive records carry the GPR group (RFLAGS, the next
+    /// instruction's RIP, the general registers).
+    pub gprs: bool,
+    /// Load latency for this counter: only loads above this many cycles
+    /// count (`MSR_PEBS_LD_LAT`; before PEBS baseline also the counter's
+    /// `LL_EN_PMCn`), for a load-latency event (a model-specific one, such
+    /// as Skylake's `MEM_TRANS_RETIRED.LOAD_LATENCY`, CDH/01H). Adaptive
+    /// records then carry the memory group (so every PEBS counter beside
+    /// it asks for [`PebsOptions::memory`]).
+    pub load_latency: Option<u16>,
+}
+
+impl PebsOptions {
+    /// A PMI per record, the basic record only (formats 1-3: their fixed
+    /// record), no load latency.
+    pub const DEFAULT: PebsOptions = PebsOptions {
+        records_per_pmi: 1,
+        memory: false,
+        gprs: false,
+        load_latency: None,
+    };
+
+    /// The adaptive groups these options ask for.
+    const fn data_cfg(&self) -> PebsDataCfg {
+        PebsDataCfg::from_bits(0)
+            .with_memory(self.memory || self.load_latency.is_some())
+            .with_gprs(self.gprs)
+    }
+}
+
+impl Default for PebsOptions {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
 }
 
 impl CounterConfig {
@@ -413,14 +585,33 @@ impl CounterConfig {
         CounterConfig {
             event,
             sampling: None,
+            pebs: PebsOptions::DEFAULT,
         }
     }
 
-    /// Interrupt every `n` events.
+    /// Interrupt every `n` events (with a precise event, a PEBS record
+    /// every `n` events).
     pub const fn sampling(mut self, n: SampleAfter) -> CounterConfig {
         self.sampling = Some(n);
         self
     }
+
+    /// The PEBS buffer's options, for a precise event.
+    pub const fn pebs(mut self, options: PebsOptions) -> CounterConfig {
+        self.pebs = options;
+        self
+    }
+}
+
+/// The events a PEBS counter that read `raw` holds toward its next record,
+/// for sample-after value `s`: it starts each period at `-(N-1)`
+/// ([`SampleAfter::at_residual`] of 1) and takes its record at the event
+/// after its overflow, the N-th, when the assist reloads it; so `(raw -
+/// (-(N-1)))` modulo the counter's width, 0 to N-1 (more only while a full
+/// buffer kept the assist from reloading it). With the records drained,
+/// `events = records × N + pebs_residual`.
+pub const fn pebs_residual(s: SampleAfter, raw: u64) -> u64 {
+    raw.wrapping_sub(s.at_residual(1)) & s.rule().mask()
 }
 
 /// The driver of one logical processor's architectural PMU
@@ -448,6 +639,20 @@ pub struct ArchPerfDriver<'s, O: Owner, M: MsrBackend> {
     /// bracket's `GLOBAL_CTRL` write, so the overflow a halt must find is
     /// read after it ([`counter::Driver::thaw`]).
     halting: CounterSet,
+    /// The DS save area this driver installed ([`ArchPerfDriver::set_pebs_area`]),
+    /// published to the PMI state.
+    ds: Option<DsArea>,
+    /// The counters configured for PEBS, and of those the ones with load
+    /// latency (their `LL_EN_PMCn` before PEBS baseline).
+    pebs: CounterSet,
+    load_latency: CounterSet,
+    /// What the PEBS buffer is set up with, while a PEBS counter is
+    /// configured: records per PMI and the adaptive groups.
+    pebs_buffer: Option<(u32, PebsDataCfg)>,
+    /// `MSR_PEBS_DATA_CFG` and `MSR_PEBS_LD_LAT` as this driver last wrote
+    /// them (`None`: not since take).
+    data_cfg: Option<PebsDataCfg>,
+    ld_lat: Option<u16>,
     _owner: PhantomData<O>,
 }
 
@@ -505,6 +710,12 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
                     stopped: false,
                     dirty: false,
                     halting: CounterSet::EMPTY,
+                    ds: None,
+                    pebs: CounterSet::EMPTY,
+                    load_latency: CounterSet::EMPTY,
+                    pebs_buffer: None,
+                    data_cfg: None,
+                    ld_lat: None,
                     _owner: PhantomData,
                 };
                 Ok((driver, Counters::issue(present)))
@@ -604,8 +815,10 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
 
     /// Ends the driver: every counter it still claims released (none when
     /// it is given back with every token; a bracket left open is closed
-    /// first), so nothing of it counts or interrupts; then the PMU and
-    /// owner `O` are given back (or `O` held for good, when the driver was
+    /// first), so nothing of it counts or interrupts, and its DS save area
+    /// taken back (`IA32_DS_AREA` 0: the processor writes it no more, and
+    /// its memory stays the processor's for good); then the PMU and owner
+    /// `O` are given back (or `O` held for good, when the driver was
     /// dropped). A refused access (only a model refuses) leaves that
     /// register as it was.
     fn end(&mut self, how: Ending) {
@@ -615,10 +828,18 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
             for c in self.claimed.iter() {
                 // The handle's images are gone with it: release needs only
                 // the select's image on version 1, where it disables the
-                // counter before zeroing its select anyway.
-                let _ =
-                    counter::Driver::release(self, TOKEN, c.index(), &ArchPerfmon::UNPROGRAMMED);
+                // counter before zeroing its select anyway, and whether it
+                // is a PEBS counter, which the driver knows.
+                let p = Programmed {
+                    pebs: self.pebs.contains(c).then_some(Precise::Constant),
+                    ..ArchPerfmon::UNPROGRAMMED
+                };
+                let _ = counter::Driver::release(self, TOKEN, c.index(), &p);
             }
+        }
+        if self.ds.is_some() && self.take_pebs_area().is_err() {
+            // SAFETY: withdrawing: no pointer is published.
+            unsafe { self.pmu.pmi().publish_ds_area(None) };
         }
         self.pmu.give_back();
         owner::end::<O>(how);
@@ -782,13 +1003,33 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         {
             return Err(ConfigError::EventUnavailable { event: a.name() });
         }
-        let sampling = config.sampling.is_some();
+        let pebs = match Precise::from_level(e.precise) {
+            None => None,
+            Some(_) if config.sampling.is_none() => {
+                return Err(ConfigError::PreciseNeedsSampling);
+            }
+            Some(precise) => {
+                self.check_pebs(c, config, precise)?;
+                Some(precise)
+            }
+        };
+        // A PEBS counter's overflow takes the assist, not a PMI (Linux
+        // clears INT for it, `intel_pmu_pebs_enable`); with PEBS baseline
+        // its records carry the adaptive groups (Adaptive_Record).
+        let interrupt = config.sampling.is_some() && pebs.is_none();
+        let adaptive = pebs.is_some() && self.cpu.pebs.baseline;
         Ok(Programmed {
             // v2+: EN stays set, `GLOBAL_CTRL` starts and stops; v1: EN is
             // the start.
-            select: e.evtsel().with_int(sampling).with_enable(self.global()),
-            fixed: FixedCtl::new(e.os, e.usr, sampling),
+            select: e
+                .evtsel()
+                .with_int(interrupt)
+                .with_enable(self.global())
+                .with_adaptive(adaptive && !c.is_fixed()),
+            fixed: FixedCtl::new(e.os, e.usr, interrupt),
             sampling: config.sampling,
+            pebs,
+            load_latency: pebs.is_some() && config.pebs.load_latency.is_some(),
         })
     }
 
@@ -804,22 +1045,270 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
     }
 
     /// Writes counter `c`'s control: its `PERFEVTSELx`, or its field of
-    /// `FIXED_CTR_CTRL` (cached).
+    /// `FIXED_CTR_CTRL` (cached) with its Adaptive_Record bit `adaptive`
+    /// (a general counter's is in `select`).
     fn write_control(
         &mut self,
         c: Counter,
         select: PerfEvtSel,
         fixed: FixedCtl,
+        adaptive: bool,
     ) -> Result<(), Error<M::Error>> {
         match c.evtsel() {
             Some(evtsel) => self.msr.write_msr(evtsel, select.bits()),
             None => {
-                self.fixed_ctrl = self.fixed_ctrl.with(c.number(), fixed);
+                self.fixed_ctrl = self
+                    .fixed_ctrl
+                    .with(c.number(), fixed)
+                    .with_adaptive(c.number(), adaptive);
                 self.msr
                     .write_msr(IA32_FIXED_CTR_CTRL, self.fixed_ctrl.bits())
             }
         }
         .map_err(Error::Access)
+    }
+
+    /// The DS save area installed by this driver.
+    pub fn pebs_area(&self) -> Option<&DsArea> {
+        self.ds.as_ref()
+    }
+
+    /// The counters configured for PEBS.
+    pub const fn pebs_counters(&self) -> CounterSet {
+        self.pebs
+    }
+
+    /// Installs this logical processor's DS save area for PEBS (SDM Vol. 3B
+    /// "Debug Store (DS) Mechanism"): the driver owns `area` from now on
+    /// (the processor writes records and the PEBS index there behind the
+    /// program's back), writes its management area and `IA32_DS_AREA` (1
+    /// WRMSR), and publishes it to the PMI handler, which drains it.
+    /// Returns the area installed before, if any. PEBS runs only on an area
+    /// this driver installed ([`ConfigError::NoPebsArea`]); refused where
+    /// PEBS is not usable ([`ConfigError::PebsUnavailable`]) and while a
+    /// PEBS counter is configured ([`ConfigError::PebsBusy`]).
+    ///
+    /// The area's `unsafe` constructor ([`DsArea::new`]) is where the
+    /// kernel states that it is mapped at one linear address in every
+    /// address space while PEBS runs.
+    pub fn set_pebs_area(&mut self, area: DsArea) -> Result<Option<DsArea>, Error<M::Error>> {
+        if !self.cpu.pebs.usable() {
+            return Err(Error::Config(ConfigError::PebsUnavailable));
+        }
+        if !self.pebs.is_empty() {
+            return Err(Error::Config(ConfigError::PebsBusy));
+        }
+        let mut area = area;
+        // No record yet: a PEBS counter's configuration sets the area up
+        // for its records.
+        area.reset(8, 0);
+        self.msr
+            .write_msr(IA32_DS_AREA, area.address())
+            .map_err(Error::Access)?;
+        // SAFETY: the area is this driver's until `take_pebs_area` or its
+        // end withdraws it, which they do on this logical processor (the
+        // contract of `ArchPerfPmu::new`).
+        unsafe { self.pmu.pmi().publish_ds_area(Some(area.management_ptr())) };
+        Ok(self.ds.replace(area))
+    }
+
+    /// Takes the DS save area back: refused while a PEBS counter is
+    /// configured ([`ConfigError::PebsBusy`]), so no counter can make the
+    /// processor write it; withdraws it from the PMI handler and writes
+    /// `IA32_DS_AREA` = 0 (1 WRMSR). [`ConfigError::NoPebsArea`] if this
+    /// driver installed none.
+    pub fn take_pebs_area(&mut self) -> Result<DsArea, Error<M::Error>> {
+        if self.ds.is_none() {
+            return Err(Error::Config(ConfigError::NoPebsArea));
+        }
+        if !self.pebs.is_empty() {
+            return Err(Error::Config(ConfigError::PebsBusy));
+        }
+        self.msr.write_msr(IA32_DS_AREA, 0).map_err(Error::Access)?;
+        // SAFETY: withdrawing: no pointer is published.
+        unsafe { self.pmu.pmi().publish_ds_area(None) };
+        self.ds.take().ok_or(Error::Config(ConfigError::NoPebsArea))
+    }
+
+    /// Hands the PEBS records in the DS buffer to `f` as samples (as the
+    /// PMI handler does at the buffer's threshold: one per PEBS counter a
+    /// record is for, one period each, at the record's IP for the
+    /// counter's precise level, the record as [`Capture::Pebs`]) and
+    /// empties the buffer: the records left below the threshold when the
+    /// PEBS counters were halted. Their periods count as found at a halt
+    /// ([`PmiState::periods_at_halt`]). Refused while a PEBS counter runs
+    /// ([`ConfigError::PebsRunning`]: the handler drains meanwhile); the
+    /// handler is kept off the buffer during the drain. No register
+    /// access. Returns how many samples were handed over.
+    pub fn drain_pebs(
+        &mut self,
+        mut f: impl FnMut(Sample<Capture>),
+    ) -> Result<u64, Error<M::Error>> {
+        if self.ds.is_none() {
+            return Err(Error::Config(ConfigError::NoPebsArea));
+        }
+        if !self.running.intersection(self.pebs).is_empty() {
+            return Err(Error::Config(ConfigError::PebsRunning));
+        }
+        let state = self.pmu.pmi();
+        state.arm_buffer(false);
+        let mut samples = 0;
+        state.drain_pebs(true, |s| {
+            samples += 1;
+            f(s);
+        });
+        state.arm_buffer(!self.pebs.is_empty());
+        Ok(samples)
+    }
+
+    /// Where counter `c`'s reset value sits in the DS management area
+    /// (its index from 40H): general counter n at n; fixed counter i after
+    /// the general counters' fields, 8 of them with record formats up to 4
+    /// (Linux's `MAX_PEBS_EVENTS_FMT4`), 32 with format 5 (Linux's PEBS
+    /// format 5 patch: "32 general-purpose counters followed by 16
+    /// fixed-function counters").
+    const fn reset_index(&self, c: Counter) -> usize {
+        let general = if self.cpu.pebs.format >= 5 { 32 } else { 8 };
+        if c.is_fixed() {
+            general + c.number() as usize
+        } else {
+            c.number() as usize
+        }
+    }
+
+    /// Whether counter `c` takes PEBS records here: with PEBS baseline
+    /// every counter, before it general counters 0-3 (SDM: `PEBS_EN_PMC0`
+    /// to `PEBS_EN_PMC3`).
+    const fn pebs_capable(&self, c: Counter) -> bool {
+        self.cpu.pebs.baseline || (!c.is_fixed() && c.number() < 4)
+    }
+
+    /// The checks a PEBS configuration of counter `c` must pass, before
+    /// any register is written.
+    fn check_pebs(
+        &self,
+        c: Counter,
+        config: &CounterConfig,
+        precise: Precise,
+    ) -> Result<(), ConfigError> {
+        let pebs = self.cpu.pebs;
+        if !pebs.usable() {
+            return Err(ConfigError::PebsUnavailable);
+        }
+        if self.ds.is_none() {
+            return Err(ConfigError::NoPebsArea);
+        }
+        if !self.pebs_capable(c) {
+            return Err(ConfigError::NotPebsCounter(c.index()));
+        }
+        if config.sampling.is_none_or(|s| s.get() < 2) {
+            return Err(ConfigError::PebsPeriod);
+        }
+        let e = &config.event;
+        if !pebs.baseline && (e.cmask != 0 || e.inv || e.edge || e.any) {
+            return Err(ConfigError::PebsFilter);
+        }
+        if precise.eventing() && pebs.format < 2 {
+            return Err(ConfigError::NoEventingIp {
+                format: pebs.format,
+            });
+        }
+        if pebs.format < 3 && !self.pebs.is_empty() {
+            return Err(ConfigError::PebsOneCounter {
+                format: pebs.format,
+            });
+        }
+        let options = config.pebs;
+        if self
+            .pebs_buffer
+            .is_some_and(|b| b != (options.records_per_pmi, options.data_cfg()))
+        {
+            return Err(ConfigError::PebsOptionsDiffer);
+        }
+        if let Some(t) = options.load_latency {
+            if c.is_fixed() || !(pebs.baseline || c.number() < 4) {
+                return Err(ConfigError::NoLoadLatency(c.index()));
+            }
+            if !self.load_latency.is_empty() && self.ld_lat != Some(t) {
+                return Err(ConfigError::PebsOptionsDiffer);
+            }
+        }
+        Ok(())
+    }
+
+    /// Configures PEBS counter `c` as `p` says (checked): the buffer set up
+    /// for the records if it is the first PEBS counter, then the preset,
+    /// `MSR_PEBS_DATA_CFG` and `MSR_PEBS_LD_LAT` where they change,
+    /// `IA32_PEBS_ENABLE`, the control; the counter's reset value in the DS
+    /// area, and the handler told.
+    fn program_pebs(
+        &mut self,
+        c: Counter,
+        config: &CounterConfig,
+        p: &Programmed,
+    ) -> Result<(), Error<M::Error>> {
+        let (Some(precise), Some(s)) = (p.pebs, p.sampling) else {
+            return Err(Error::Config(ConfigError::PreciseNeedsSampling));
+        };
+        let options = config.pebs;
+        let pebs = self.cpu.pebs;
+        let cfg = options.data_cfg();
+        let layout = RecordLayout::new(pebs.format, pebs.baseline.then_some(cfg))
+            .ok_or(Error::Config(ConfigError::PebsUnavailable))?;
+        let first = self.pebs.is_empty();
+        let index = self.reset_index(c);
+        let preset = s.at_residual(1);
+        let area = self
+            .ds
+            .as_mut()
+            .ok_or(Error::Config(ConfigError::NoPebsArea))?;
+        if first {
+            // No PEBS counter is configured: the handler is not draining
+            // (the buffer's bit is disarmed), so the area and the layout
+            // change under nobody.
+            area.reset(layout.bytes(), options.records_per_pmi);
+            self.pmu.pmi().set_layout(Some(layout));
+        }
+        area.set_counter_reset(index, preset);
+        self.pmu
+            .pmi()
+            .set_sampling(c, None, self.cpu.full_width_write);
+        self.write_counter(c, preset)?;
+        if first && pebs.baseline && self.data_cfg != Some(cfg) {
+            self.msr
+                .write_msr(MSR_PEBS_DATA_CFG, cfg.bits())
+                .map_err(Error::Access)?;
+            self.data_cfg = Some(cfg);
+        }
+        if let Some(t) = options.load_latency
+            && self.ld_lat != Some(t)
+        {
+            self.msr
+                .write_msr(
+                    MSR_PEBS_LD_LAT,
+                    PebsLdLat::from_bits(0).with_threshold(t).bits(),
+                )
+                .map_err(Error::Access)?;
+            self.ld_lat = Some(t);
+        }
+        self.pebs = self.pebs.with(c);
+        if p.load_latency {
+            self.load_latency = self.load_latency.with(c);
+        }
+        self.pebs_buffer = Some((options.records_per_pmi, cfg));
+        self.write_pebs_enable()?;
+        self.write_control(c, p.select, p.fixed, pebs.baseline)?;
+        self.claimed = self.claimed.with(c);
+        self.pmu.pmi().set_pebs(c, Some(precise));
+        Ok(())
+    }
+
+    /// Writes `IA32_PEBS_ENABLE` for the PEBS counters configured.
+    fn write_pebs_enable(&mut self) -> Result<(), Error<M::Error>> {
+        let image = PebsEnable::new(self.pebs, self.load_latency, self.cpu.pebs.baseline);
+        self.msr
+            .write_msr(IA32_PEBS_ENABLE, image.bits())
+            .map_err(Error::Access)
     }
 }
 
@@ -849,11 +1338,15 @@ impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_
     ) -> Result<Programmed, Self::Error> {
         let c = self.counter(n)?;
         let p = self.images(c, config)?;
+        if p.pebs.is_some() {
+            self.program_pebs(c, config, &p)?;
+            return Ok(p);
+        }
         self.pmu
             .pmi()
             .set_sampling(c, p.sampling, self.cpu.full_width_write);
         self.write_counter(c, Self::preset(&p))?;
-        self.write_control(c, p.select, p.fixed)?;
+        self.write_control(c, p.select, p.fixed, false)?;
         self.claimed = self.claimed.with(c);
         Ok(p)
     }
@@ -862,7 +1355,8 @@ impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_
         let c = self.counter(n)?;
         // Halted and started again in one bracket: it never stopped.
         self.halting = self.halting.without(c);
-        if p.sampling.is_some() {
+        // A PEBS counter is the buffer's, armed while it is configured.
+        if p.sampling.is_some() && p.pebs.is_none() {
             self.pmu.pmi().arm(c, true);
         }
         self.set_running(c, p, true)
@@ -872,7 +1366,10 @@ impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_
         let c = self.counter(n)?;
         self.pmu.pmi().arm(c, false);
         self.set_running(c, p, false)?;
-        let Some(s) = p.sampling else {
+        // A PEBS counter owes no period a halt must find: its periods are
+        // its records, drained by the handler or `drain_pebs`, and what it
+        // holds is its residual (`pebs_residual`).
+        let (Some(s), None) = (p.sampling, p.pebs) else {
             return Ok(());
         };
         if self.freeze > 0 {
@@ -916,7 +1413,25 @@ impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_
         if self.running.contains(c) {
             self.set_running(c, p, false)?;
         }
-        self.write_control(c, PerfEvtSel::new(0, 0), FixedCtl::OFF)?;
+        if p.pebs.is_some() || self.pebs.contains(c) {
+            // No record of it from now on; records left in the buffer
+            // are drained with the next PEBS interrupt or `drain_pebs`
+            // while another PEBS counter is configured, and dropped with
+            // the last one.
+            self.pmu.pmi().set_pebs(c, None);
+            self.pebs = self.pebs.without(c);
+            self.load_latency = self.load_latency.without(c);
+            self.write_pebs_enable()?;
+            let index = self.reset_index(c);
+            if let Some(area) = self.ds.as_mut() {
+                area.set_counter_reset(index, 0);
+            }
+            if self.pebs.is_empty() {
+                self.pebs_buffer = None;
+                self.pmu.pmi().set_layout(None);
+            }
+        }
+        self.write_control(c, PerfEvtSel::new(0, 0), FixedCtl::OFF, false)?;
         self.write_counter(c, 0)?;
         self.pmu
             .pmi()

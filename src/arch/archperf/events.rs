@@ -192,12 +192,11 @@ const FORMAT_BITS: u64 = 0xFFA4_FFFF;
 /// `perf`'s event modifiers that this driver has no counterpart for, with
 /// what each means (`tools/perf/Documentation/perf-list.txt`, "EVENT
 /// MODIFIERS").
-const OTHER_MODIFIERS: [(char, &str); 13] = [
+const OTHER_MODIFIERS: [(char, &str); 12] = [
     ('h', "hypervisor counting"),
     ('I', "non-idle counting"),
     ('G', "guest counting"),
     ('H', "host counting"),
-    ('p', "precise level (PEBS)"),
     ('P', "maximum precise level (PEBS)"),
     ('S', "sample read"),
     ('D', "pinned"),
@@ -260,8 +259,15 @@ const OTHER_MODIFIERS: [(char, &str); 13] = [
 ///
 /// Modifiers follow a `:` (or, in the PMU syntax, the closing `/`): `u`
 /// (CPL > 0 only), `k` (CPL 0 only), `uk` or `ku` (both, as without
-/// modifiers). `perf`'s other modifiers (`h`, `p`, `G`, ...) and a repeated
-/// modifier are refused, each with a message.
+/// modifiers), and `p` once, twice or three times: `perf`'s precise level
+/// (`precise_ip` 1-3, [`EventSpec::precise`]), which a sampling
+/// configuration takes as PEBS (the driver's [`CounterConfig`]: `:p` the
+/// record's RIP field, `:pp` and `:ppp` its EventingIP, the instruction of
+/// the event itself, [`super::Precise`]). `perf`'s other modifiers (`h`,
+/// `P`, `G`, ...), a fourth `p` and a repeated `u` or `k` are refused, each
+/// with a message.
+///
+/// [`CounterConfig`]: super::driver::CounterConfig
 ///
 /// Errors give the byte offset of the offending term, and the closest name
 /// or term where one is near ([`ParseError`]).
@@ -306,6 +312,9 @@ pub struct EventSpec {
     pub usr: bool,
     /// Count at CPL 0.
     pub os: bool,
+    /// `perf`'s precise level (`precise_ip`): 0, or 1-3 for `:p`, `:pp`,
+    /// `:ppp`, which a sampling configuration takes as PEBS.
+    pub precise: u8,
 }
 
 impl EventSpec {
@@ -320,7 +329,15 @@ impl EventSpec {
             any: false,
             usr: true,
             os: true,
+            precise: 0,
         }
+    }
+
+    /// The same event at `perf`'s precise level `level` (`precise_ip` 0-3;
+    /// more is taken as 3).
+    pub const fn with_precise(mut self, level: u8) -> EventSpec {
+        self.precise = if level > 3 { 3 } else { level };
+        self
     }
 
     /// An architectural event at every privilege.
@@ -519,8 +536,10 @@ pub enum ParseErrorKind {
     /// A modifier given twice.
     RepeatedModifier,
     /// One of `perf`'s modifiers that this driver has no counterpart for
-    /// (`h`, `p`, `G`, ...).
+    /// (`h`, `P`, `G`, ...).
     UnsupportedModifier,
+    /// A fourth `p`: `perf`'s precise levels are 0 to 3.
+    TooPrecise,
 }
 
 impl fmt::Display for ParseError {
@@ -581,13 +600,16 @@ impl fmt::Display for ParseError {
                 f,
                 "`cpu/` at byte {at} has no closing `/`: expected cpu/.../"
             )?,
-            ParseErrorKind::BadModifier if term.is_empty() => write!(
-                f,
-                "empty modifier at byte {at}: expected u (CPL > 0), k (CPL 0) or both"
-            )?,
+            ParseErrorKind::BadModifier if term.is_empty() => {
+                write!(f, "empty modifier at byte {at}: expected {MODIFIERS}")?
+            }
             ParseErrorKind::BadModifier => write!(
                 f,
-                "unknown modifier `{term}` at byte {at}: expected u (CPL > 0), k (CPL 0) or both"
+                "unknown modifier `{term}` at byte {at}: expected {MODIFIERS}"
+            )?,
+            ParseErrorKind::TooPrecise => write!(
+                f,
+                "modifier `{term}` at byte {at} asks for a precise level above 3: perf's are p, pp and ppp"
             )?,
             ParseErrorKind::RepeatedModifier => write!(
                 f,
@@ -600,7 +622,7 @@ impl fmt::Display for ParseError {
                     .map_or("", |(_, what)| what);
                 write!(
                     f,
-                    "modifier `{term}` at byte {at} is perf's {what}, which this driver has no counterpart for: expected u (CPL > 0), k (CPL 0) or both"
+                    "modifier `{term}` at byte {at} is perf's {what}, which this driver has no counterpart for: expected {MODIFIERS}"
                 )?
             }
         }
@@ -713,22 +735,57 @@ fn body(text: &str, at: usize) -> Result<EventSpec, ParseError> {
         .suggesting(text, NAMES.iter().map(|(n, _, _)| *n)))
 }
 
+/// What a modifier may be, for the messages.
+const MODIFIERS: &str = "u (CPL > 0), k (CPL 0) or both, and p, pp or ppp (precise level, PEBS)";
+
 /// Applies the modifiers `mods` (after the `:`, at byte `at`) to `spec`:
-/// as `perf` does, the first of `u` and `k` excludes every privilege, and
-/// each one given includes its own.
+/// as `perf` does (`get_event_modifier`), the first of `u` and `k`
+/// excludes every privilege, and each one given includes its own; each
+/// `p` raises the precise level, at most to 3.
 fn modifiers(mut spec: EventSpec, mods: &str, at: usize) -> Result<EventSpec, ParseError> {
-    let other = OTHER_MODIFIERS.map(|(c, _)| c);
-    let set = event_syntax::modifier_set(mods, &['u', 'k'], &other).map_err(|e| {
-        let (kind, i) = match e {
-            ModifierError::Empty => (ParseErrorKind::BadModifier, 0),
-            ModifierError::Bad(i) => (ParseErrorKind::BadModifier, i),
-            ModifierError::Repeated(i) => (ParseErrorKind::RepeatedModifier, i),
-            ModifierError::Unsupported(i) => (ParseErrorKind::UnsupportedModifier, i),
+    if mods.is_empty() {
+        return Err(ParseError::new(ParseErrorKind::BadModifier, at, mods));
+    }
+    let (mut usr, mut os, mut precise) = (false, false, 0u8);
+    let mut privilege = false;
+    for (i, c) in mods.char_indices() {
+        let here = &mods[i..i + c.len_utf8()];
+        let seen = match c {
+            'u' => {
+                privilege = true;
+                core::mem::replace(&mut usr, true)
+            }
+            'k' => {
+                privilege = true;
+                core::mem::replace(&mut os, true)
+            }
+            'p' if precise < 3 => {
+                precise += 1;
+                false
+            }
+            'p' => return Err(ParseError::new(ParseErrorKind::TooPrecise, at + i, here)),
+            _ if OTHER_MODIFIERS.iter().any(|(m, _)| *m == c) => {
+                return Err(ParseError::new(
+                    ParseErrorKind::UnsupportedModifier,
+                    at + i,
+                    here,
+                ));
+            }
+            _ => return Err(ParseError::new(ParseErrorKind::BadModifier, at + i, here)),
         };
-        ParseError::new(kind, at + i, event_syntax::char_at(mods, i))
-    })?;
-    spec.usr = set & 1 != 0;
-    spec.os = set & 2 != 0;
+        if seen {
+            return Err(ParseError::new(
+                ParseErrorKind::RepeatedModifier,
+                at + i,
+                here,
+            ));
+        }
+    }
+    if privilege {
+        spec.usr = usr;
+        spec.os = os;
+    }
+    spec.precise = precise;
     Ok(spec)
 }
 

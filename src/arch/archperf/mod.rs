@@ -21,6 +21,13 @@
 //! many counters of which width exist and which of the pre-defined
 //! architectural events are available ([`detect`](crate::detect)).
 //!
+//! From Nehalem on, PEBS (precise event-based sampling) turns a counter's
+//! overflow into a record of the event's own instruction, which the
+//! processor writes into the DS save area (`IA32_DS_AREA`,
+//! [`crate::arch::ia32::ds`]); `IA32_PEBS_ENABLE` says which counters, the
+//! record format is `IA32_PERF_CAPABILITIES[11:8]`'s (the guide's archperf
+//! page).
+//!
 //! Nothing here is NetBurst's: NetBurst (family 0Fh) predates the
 //! architectural PMU, and its `MSR_FLAME_PERFCTR1-3` sit at 309H-30BH,
 //! where the fixed counters are on every later part.
@@ -29,9 +36,9 @@
 //!
 //! | module | contents |
 //! |---|---|
-//! | (root) | MSR numbers, counters and sets of counters, the register layouts, RDPMC's ECX, CPUID leaf 0AH ([`Counter`]); the architectural events and event strings ([`EventSpec`]: `instructions:u`, `event=0x3c,umask=0x00,cmask=2`); [`ArchPerfPmu`], the physical PMU of one logical processor as a value |
-//! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone |
-//! | [`pmi`] | the PMI handler: one status read, one acknowledgement |
+//! | (root) | MSR numbers, counters and sets of counters, the register layouts (the PEBS MSRs' too: [`PebsEnable`], [`PebsDataCfg`], [`PebsLdLat`]), RDPMC's ECX, CPUID leaf 0AH ([`Counter`]); the architectural events and event strings ([`EventSpec`]: `instructions:u`, `event=0x3c,umask=0x00,cmask=2`, `branches:pp`); PEBS records of formats 1-5 ([`PebsRecord`], [`RecordLayout`], [`PebsArea`]); [`ArchPerfPmu`], the physical PMU of one logical processor as a value |
+//! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone; PEBS (`set_pebs_area`, precise configurations, `drain_pebs`) |
+//! | [`pmi`] | the PMI handler: one status read, one acknowledgement; the PEBS buffer's interrupt drained out of line |
 //! | [`multiplex`] | more events than general counters, rotated on the caller's tick, each rotation one `GLOBAL_CTRL` write |
 //! | [`bounds`] | the intervals a count on a real PMU may fall in (retired instructions of a known loop, cycles against the TSC), for the real-PMU cases of the `archperf` QEMU kernel |
 //!
@@ -46,10 +53,12 @@ pub mod driver;
 mod events;
 mod msrs;
 pub mod multiplex;
+mod pebs;
 mod physical;
 pub mod pmi;
 mod seam;
 
 pub use events::*;
 pub use msrs::*;
+pub use pebs::*;
 pub use physical::*;

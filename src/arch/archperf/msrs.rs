@@ -22,6 +22,15 @@ pub const IA32_PERF_GLOBAL_OVF_CTRL: u32 = 0x390;
 pub const IA32_PERF_GLOBAL_STATUS_SET: u32 = 0x391;
 /// `IA32_PERF_GLOBAL_INUSE` (v4).
 pub const IA32_PERF_GLOBAL_INUSE: u32 = 0x392;
+/// `IA32_PEBS_ENABLE` ([`PebsEnable`]).
+pub const IA32_PEBS_ENABLE: u32 = 0x3F1;
+/// `MSR_PEBS_DATA_CFG` ([`PebsDataCfg`], PEBS baseline).
+pub const MSR_PEBS_DATA_CFG: u32 = 0x3F2;
+/// `MSR_PEBS_LD_LAT` ([`PebsLdLat`]).
+pub const MSR_PEBS_LD_LAT: u32 = 0x3F6;
+/// `IA32_DS_AREA`: the linear address of the DS save area
+/// ([`crate::arch::ia32::ds`]).
+pub const IA32_DS_AREA: u32 = 0x600;
 
 /// The most general counters the crate drives (its handles `g0`-`g7`).
 pub const MAX_GENERAL: u8 = 8;
@@ -51,7 +60,13 @@ pub const MAX_FIXED: u8 = 4;
 /// | 390H | `IA32_PERF_GLOBAL_OVF_CTRL` | [`CounterSet`]: a 1 clears that status bit (v4 calls it `STATUS_RESET`) |
 /// | 391H | `IA32_PERF_GLOBAL_STATUS_SET` | [`CounterSet`]: a 1 sets that status bit (v4) |
 /// | 392H | `IA32_PERF_GLOBAL_INUSE` | counters in use (v4, read only) |
+/// | 3F1H | `IA32_PEBS_ENABLE` | [`PebsEnable`] |
+/// | 3F2H | `MSR_PEBS_DATA_CFG` | [`PebsDataCfg`] (PEBS baseline) |
+/// | 3F6H | `MSR_PEBS_LD_LAT` | [`PebsLdLat`] |
+/// | 600H | `IA32_DS_AREA` | the DS save area's linear address ([`crate::arch::ia32::ds`]) |
 ///
+/// `IA32_PERF_GLOBAL_STATUS` bit 62 ([`GlobalStatus::ovf_buf`]) is the PEBS
+/// buffer's: set when the PEBS index reaches the interrupt threshold.
 /// In the `GLOBAL` registers general counter n is bit n and fixed counter i
 /// is bit 32 + i; the crate numbers its counter handles the same way
 /// ([`Counter`]).
@@ -256,7 +271,8 @@ register! {
     /// | 22 | EN: enable |
     /// | 23 | INV: invert the CMASK comparison |
     /// | 31:24 | CMASK: count cycles with at least this many events (0: count events) |
-    /// | 63:32 | reserved (a write that sets one raises #GP) |
+    /// | 34 | Adaptive_Record: the counter's PEBS records carry the groups of `MSR_PEBS_DATA_CFG` (PEBS baseline; Linux's `ICL_EVENTSEL_ADAPTIVE`) |
+    /// | 63:32 | otherwise reserved (a write that sets one raises #GP) |
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
     pub struct PerfEvtSel(u64) {
@@ -282,6 +298,8 @@ register! {
         INV: 23 => inv, with_inv: bool;
         /// CMASK, bits 31:24.
         CMASK: 24..=31 => cmask, with_cmask: u8;
+        /// Adaptive_Record, bit 34 (PEBS baseline).
+        ADAPTIVE: 34 => adaptive, with_adaptive: bool;
     }
 }
 
@@ -375,6 +393,112 @@ impl FixedCtrCtrl {
     /// With fixed counter `i`'s control set to `c`.
     pub const fn with(self, i: u8, c: FixedCtl) -> FixedCtrCtrl {
         FixedCtrCtrl(Self::field(i).set(self.0, c.into_field()))
+    }
+
+    /// Fixed counter `i`'s Adaptive_Record bit: bit 32 + 4i (PEBS baseline;
+    /// Linux's `ICL_FIXED_0_ADAPTIVE << 4i`), the fixed counters'
+    /// counterpart of [`PerfEvtSel::adaptive`]; fixed counters 0-7.
+    pub const fn adaptive_field(i: u8) -> Field {
+        Field::new(32 + 4 * (i % 8), 1)
+    }
+
+    /// Whether fixed counter `i`'s records are adaptive.
+    pub const fn adaptive(self, i: u8) -> bool {
+        Self::adaptive_field(i).get(self.0) != 0
+    }
+
+    /// With fixed counter `i`'s Adaptive_Record bit set to `on`.
+    pub const fn with_adaptive(self, i: u8, on: bool) -> FixedCtrCtrl {
+        FixedCtrCtrl(Self::adaptive_field(i).set(self.0, on as u64))
+    }
+}
+
+register! {
+    /// `IA32_PERF_GLOBAL_STATUS` bits beyond the counters' (SDM Vol. 3B
+    /// "IA32_PERF_GLOBAL_STATUS MSR"; the counters' bits are a
+    /// [`CounterSet`]).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct GlobalStatus(u64): from_bits {
+        /// OvfBuf, bit 62: the PEBS index reached the DS area's interrupt
+        /// threshold (the PEBS buffer's PMI).
+        pub OVF_BUF: 62 => ovf_buf, with_ovf_buf: bool;
+        /// CondChgd, bit 63.
+        pub COND_CHGD: 63 => cond_chgd, with_cond_chgd: bool;
+    }
+}
+
+register! {
+    /// `IA32_PEBS_ENABLE` (3F1H; SDM Vol. 3B "Layout of IA32_PEBS_ENABLE
+    /// MSR" of each PEBS generation). Bit n (`PEBS_EN_PMCn`) turns a
+    /// general counter's overflow into a PEBS record (bits 3:0 before PEBS
+    /// baseline, every general counter with it). Bits 35:32 mean two
+    /// things: before PEBS baseline `LL_EN_PMCn`, load latency on general
+    /// counter n (n < 4, Nehalem to Skylake); with PEBS baseline
+    /// `PEBS_EN_FIXEDi`, PEBS on fixed counter i, the fixed counters' bits
+    /// of the `GLOBAL` registers. (Linux sets the load-latency bits below
+    /// architectural perfmon version 5, `intel_pmu_pebs_enable`; PEBS
+    /// baseline comes with version 5 on the parts that have it, and the
+    /// crate keys the bits on PEBS baseline, which says what they are.)
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct PebsEnable(u64): from_bits {
+        /// `PEBS_EN_PMCn`, bits 7:0: PEBS on general counter n.
+        pub GENERAL: 0..=7 => general, with_general: u8;
+        /// Bits 35:32: `LL_EN_PMCn` (before baseline) or `PEBS_EN_FIXEDi`
+        /// (baseline).
+        pub HIGH: 32..=35 => high, with_high: u8;
+    }
+}
+
+impl PebsEnable {
+    /// PEBS on the counters of `pebs` (general and, with PEBS baseline,
+    /// fixed), and load latency on the general counters of `load_latency`
+    /// (only before baseline, where bits 35:32 are `LL_EN_PMCn`; with
+    /// baseline a load-latency event needs no bit of its own).
+    pub const fn new(pebs: CounterSet, load_latency: CounterSet, baseline: bool) -> PebsEnable {
+        let general = Field::new(0, MAX_GENERAL).get(pebs.bits()) as u8;
+        let high = if baseline {
+            Field::new(32, MAX_FIXED).get(pebs.bits()) as u8
+        } else {
+            Field::new(0, MAX_FIXED).get(load_latency.bits()) as u8
+        };
+        PebsEnable(0).with_general(general).with_high(high)
+    }
+}
+
+register! {
+    /// `MSR_PEBS_DATA_CFG` (3F2H, PEBS baseline; SDM Vol. 3B "MSR_PEBS_DATA_CFG"):
+    /// the groups an adaptive PEBS record carries after its basic group
+    /// (RFLAGS-free: format, EventingIP, applicable counters, TSC), in this
+    /// order: memory, general registers, XMM registers, LBR entries. The
+    /// driver sets the memory and GPR groups only.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct PebsDataCfg(u64): from_bits {
+        /// Memory info, bit 0: data linear address, data source, latency,
+        /// TSX information (4 words).
+        pub MEMORY: 0 => memory, with_memory: bool;
+        /// GPRs, bit 1: RFLAGS, RIP and the 16 general registers (18 words).
+        pub GPRS: 1 => gprs, with_gprs: bool;
+        /// XMMs, bit 2.
+        pub XMMS: 2 => xmms, with_xmms: bool;
+        /// LBRs, bit 3.
+        pub LBRS: 3 => lbrs, with_lbrs: bool;
+        /// LBR entries minus one, bits 31:24.
+        pub LBR_ENTRIES: 24..=31 => lbr_entries, with_lbr_entries: u8;
+    }
+}
+
+register! {
+    /// `MSR_PEBS_LD_LAT` (3F6H; SDM Vol. 3B "Load Latency Performance
+    /// Monitoring Facility"): the latency threshold, in core cycles, above
+    /// which a sampled load counts for the load-latency event.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct PebsLdLat(u64): from_bits {
+        /// Threshold, bits 15:0.
+        pub THRESHOLD: 0..=15 => threshold, with_threshold: u16;
     }
 }
 

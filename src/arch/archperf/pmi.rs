@@ -11,6 +11,25 @@
 //! | WRMSR `IA32_PERF_GLOBAL_OVF_CTRL` | 1 | acknowledge every overflow found, in one write |
 //! | LVT write | 1 | the local APIC masks the performance-counter entry when it delivers the PMI; the handler unmasks it last (Linux's `intel_pmu_handle_irq` does the same) |
 //!
+//! # PEBS
+//!
+//! A PEBS counter's overflow raises no PMI: the assist writes a record into
+//! the DS buffer and reloads the counter, and the PMI comes when the PEBS
+//! index reaches the interrupt threshold, with `IA32_PERF_GLOBAL_STATUS`
+//! bit 62 (OvfBuf). While a PEBS counter is configured the handler's armed
+//! set holds bit 62, whose slot sends the loop out of line (its `N` is 0,
+//! so no count is below it): the usual interrupt tests nothing more for
+//! PEBS, and the buffer's interrupt costs, beside the usual status read,
+//! acknowledgement and LVT write, one RDPMC of the lowest PEBS counter
+//! (the loop reads a counter before it tests it; the value is not needed)
+//! and then memory only: every record from the buffer base to the PEBS
+//! index is read, decoded as the record format says ([`RecordLayout`]),
+//! handed to the sink as a [`Sample`] of its counter with one period and
+//! the record as [`Capture::Pebs`] (the sample's IP is the record's, by the
+//! counter's precise level: [`PebsRecord::ip`]), and the index rewound. The
+//! PEBS counters' own status bits, which a PEBS overflow may set too (Linux
+//! ignores them for the same reason), are acknowledged with bit 62.
+//!
 //! Unlike NetBurst, whose handler reads every armed counter to find the
 //! overflowed ones, one status read finds them, so an armed counter that did
 //! not overflow costs nothing. The handler does not stop the PMU around the
@@ -24,14 +43,54 @@
 //! nothing, so it may run as an NMI. It returns an error only if a register
 //! access fails (only a model fails), with the LVT entry still masked.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use super::msrs::{
-    Counter, CounterSet, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS, IA32_PERFEVTSEL0,
+    Counter, CounterSet, GlobalStatus, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS,
+    IA32_PERFEVTSEL0,
 };
+use super::pebs::{PebsRecord, Precise, RecordLayout};
 use crate::access::{MsrBackend, MsrOps, same_backend};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
+use crate::arch::ia32::ds::{self, DsManagement};
 use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
+
+/// What an architectural-PMU overflow captured besides its counter,
+/// periods and IP (the architectural PMU's
+/// [`crate::arch::Architecture::Payload`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the record is the sample (no allocator to box it in); a sample without one writes only the tag (the bench's usual paths are unchanged)"
+)]
+pub enum Capture {
+    /// Nothing: a sampling counter's overflow, at the interrupted IP.
+    #[default]
+    None,
+    /// A PEBS record the handler (or the driver's drain) took from the DS
+    /// buffer: one period of its counter, at the record's IP for the
+    /// counter's precise level (the sample's `rip`).
+    Pebs(PebsRecord),
+}
+
+impl Capture {
+    /// The PEBS record, if this is one.
+    pub const fn pebs(&self) -> Option<&PebsRecord> {
+        match self {
+            Capture::Pebs(r) => Some(r),
+            Capture::None => None,
+        }
+    }
+}
+
+/// `IA32_PERF_GLOBAL_STATUS` bit 62, the PEBS buffer's, as the handler's
+/// armed set holds it.
+const BUFFER: u64 = GlobalStatus::OVF_BUF.mask();
+
+/// The slot of [`BUFFER`].
+const BUFFER_SLOT: usize = GlobalStatus::OVF_BUF.lsb() as usize;
 
 /// Per-counter arrays are indexed by the counter's `GLOBAL` bit, so the
 /// handler indexes with the bit number it finds (no mapping, no bounds
@@ -95,6 +154,18 @@ pub struct PmiState {
     /// writer: the handler, which nothing re-enters), kept here rather than
     /// in a register through the loop.
     found: AtomicU64,
+    /// The DS save area the driver installed (null while none): its
+    /// management area, whose absolute maximum also bounds the buffer.
+    ds: AtomicPtr<DsManagement>,
+    /// The counters configured for PEBS, as `GLOBAL` bits.
+    pebs: AtomicU64,
+    /// Of those, the ones whose samples take EventingIP (`:pp`, `:ppp`).
+    eventing: AtomicU64,
+    /// The records' layout, packed ([`RecordLayout::pack`]; 0: none).
+    layout: AtomicU32,
+    /// Records the handler could not attribute (a record of another layout
+    /// than the one configured, or naming no PEBS counter).
+    pebs_dropped: AtomicU64,
 }
 
 impl core::fmt::Debug for PmiState {
@@ -123,6 +194,11 @@ impl PmiState {
             interrupts: Z,
             spurious: Z,
             found: Z,
+            ds: AtomicPtr::new(core::ptr::null_mut()),
+            pebs: Z,
+            eventing: Z,
+            layout: AtomicU32::new(0),
+            pebs_dropped: Z,
         }
     }
 
@@ -143,6 +219,15 @@ impl PmiState {
         }
         self.interrupts.store(0, Ordering::Relaxed);
         self.spurious.store(0, Ordering::Relaxed);
+        self.pebs.store(0, Ordering::Relaxed);
+        self.eventing.store(0, Ordering::Relaxed);
+        self.layout.store(0, Ordering::Relaxed);
+        self.pebs_dropped.store(0, Ordering::Relaxed);
+        self.ds.store(core::ptr::null_mut(), Ordering::Release);
+        // The buffer's slot: never a period below it, so the loop always
+        // hands it out of line (`handle_pmi`).
+        self.n[BUFFER_SLOT].store(0, Ordering::Release);
+        self.preset[BUFFER_SLOT].store(0, Ordering::Release);
     }
 
     /// The armed counters.
@@ -205,17 +290,153 @@ impl PmiState {
         bump(&self.periods[i], periods);
         bump(&self.at_halt[i], periods);
     }
+
+    /// The counters configured for PEBS.
+    pub fn pebs_counters(&self) -> CounterSet {
+        CounterSet::from_bits_truncate(self.pebs.load(Ordering::Acquire))
+    }
+
+    /// Records the handler or a drain could not attribute to a PEBS
+    /// counter (none on a correct configuration).
+    pub fn pebs_dropped(&self) -> u64 {
+        self.pebs_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Publishes the DS save area the driver installed (or `None`:
+    /// withdraws it), for the handler to drain.
+    ///
+    /// # Safety
+    ///
+    /// `area` is the management area of a
+    /// [`DsArea`](crate::arch::ia32::ds::DsArea) that the caller, the
+    /// driver of this logical processor, owns and keeps until it publishes
+    /// `None` here, from this logical processor (where the handler runs to
+    /// completion first, so none is draining the area when it is
+    /// withdrawn).
+    pub(super) unsafe fn publish_ds_area(&self, area: Option<NonNull<DsManagement>>) {
+        let ptr = area.map_or(core::ptr::null_mut(), NonNull::as_ptr);
+        self.ds.store(ptr, Ordering::Release);
+    }
+
+    /// The records' layout from now on (the driver sets it while no PEBS
+    /// counter is configured, so the handler is not draining).
+    pub(super) fn set_layout(&self, layout: Option<RecordLayout>) {
+        self.layout
+            .store(layout.map_or(0, RecordLayout::pack), Ordering::Release);
+    }
+
+    /// Counter `c` is configured for PEBS at precise level `precise` (or,
+    /// with `None`, no more): the handler drains the buffer while any is.
+    /// The buffer's slot reads the lowest PEBS counter (an RDPMC the loop
+    /// makes before it finds the slot is the buffer's).
+    pub(super) fn set_pebs(&self, c: Counter, precise: Option<Precise>) {
+        let bit = CounterSet::EMPTY.with(c).bits();
+        let eventing = precise.is_some_and(Precise::eventing);
+        if eventing {
+            self.eventing.fetch_or(bit, Ordering::AcqRel);
+        } else {
+            self.eventing.fetch_and(!bit, Ordering::AcqRel);
+        }
+        let pebs = if precise.is_some() {
+            self.pebs.fetch_or(bit, Ordering::AcqRel) | bit
+        } else {
+            self.pebs.fetch_and(!bit, Ordering::AcqRel) & !bit
+        };
+        if let Some(lowest) = CounterSet::from_bits_truncate(pebs).iter().next() {
+            self.ecx[BUFFER_SLOT].store(lowest.rdpmc().ecx(), Ordering::Release);
+        }
+        self.arm_buffer(pebs != 0);
+    }
+
+    /// The handler drains the buffer at its interrupt (or not: while the
+    /// driver drains it, or with no PEBS counter).
+    pub(super) fn arm_buffer(&self, on: bool) {
+        if on {
+            self.armed.fetch_or(BUFFER, Ordering::AcqRel);
+        } else {
+            self.armed.fetch_and(!BUFFER, Ordering::AcqRel);
+        }
+    }
+
+    /// Hands every record in the DS buffer to `f` as a sample (one per
+    /// PEBS counter the record is for, one period each, at the record's IP
+    /// for the counter's precise level) and rewinds the index; counts the
+    /// periods (and, with `at_halt`, as found by a drain after a halt).
+    /// Returns the PEBS counters that had records. Lock-free: atomics and
+    /// the DS area's memory only.
+    ///
+    /// The caller is the handler, or the driver with the buffer disarmed
+    /// ([`PmiState::arm_buffer`]): one drain at a time.
+    pub(super) fn drain_pebs(&self, at_halt: bool, mut f: impl FnMut(Sample<Capture>)) -> u64 {
+        let Some(area) = NonNull::new(self.ds.load(Ordering::Acquire)) else {
+            return 0;
+        };
+        let Some(layout) = RecordLayout::unpack(self.layout.load(Ordering::Acquire)) else {
+            return 0;
+        };
+        let pebs = self.pebs.load(Ordering::Acquire);
+        let eventing = self.eventing.load(Ordering::Acquire);
+        let mut touched = 0u64;
+        // One record read over and over: its words past the layout's stay
+        // 0, each read writes the layout's.
+        let mut record = PebsRecord::empty(layout);
+        // SAFETY: only `publish_ds_area` stores the pointer: a DS area the
+        // driver owns until it withdraws it, from this logical processor,
+        // where the handler runs to completion first; the callers drain
+        // one at a time (the driver with the buffer disarmed), and the
+        // driver resets the area only with no PEBS counter configured.
+        let written = unsafe { ds::written(area, layout.bytes()) };
+        for k in 0..written.count() {
+            // SAFETY: as above, until the rewind below.
+            unsafe { written.read(k, record.words_mut()) };
+            if !record.is_valid() {
+                bump(&self.pebs_dropped, 1);
+                continue;
+            }
+            // Formats 1-2 have no exact applicable counters: the driver
+            // runs one PEBS counter there, which every record is for.
+            let mut counters = if layout.format() < 3 {
+                pebs
+            } else {
+                record.counters().bits() & pebs
+            };
+            if counters == 0 {
+                bump(&self.pebs_dropped, 1);
+                continue;
+            }
+            while counters != 0 {
+                let n = counters.trailing_zeros();
+                counters &= counters - 1;
+                let i = n as usize % SLOTS;
+                let precise = if eventing & 1 << i != 0 {
+                    Precise::Zero
+                } else {
+                    Precise::Constant
+                };
+                bump(&self.periods[i], 1);
+                if at_halt {
+                    bump(&self.at_halt[i], 1);
+                }
+                touched |= 1 << i;
+                f(Sample::new(n as u8, 1, record.ip(precise)).with_payload(Capture::Pebs(record)));
+            }
+        }
+        // SAFETY: as above.
+        unsafe { ds::rewind(area) };
+        touched
+    }
 }
 
 /// The PMI handler (the architectural PMU's part of
 /// [`crate::arch::handle_pmi`]): read `IA32_PERF_GLOBAL_STATUS` once,
 /// re-arm every armed counter it shows overflowed relative to what the
-/// counter holds, hand a [`Sample`] with the interrupted `rip` to `sink`,
-/// acknowledge every overflow found in one `IA32_PERF_GLOBAL_OVF_CTRL`
-/// write, then unmask the LVT entry by writing `entry`. See the [module
+/// counter holds, hand a [`Sample`] with the interrupted `rip` to `sink`
+/// (and, at the PEBS buffer's interrupt, each record drained), acknowledge
+/// every overflow found in one `IA32_PERF_GLOBAL_OVF_CTRL` write, then
+/// unmask the LVT entry by writing `entry`. See the [module
 /// documentation](self) for the traffic.
 #[inline]
-pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
+pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     state: &PmiState,
     msr: &mut M,
     lvt: &mut L,
@@ -261,7 +482,7 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
         let preset = state.preset[i].load(Ordering::Relaxed);
         msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
         bump(&state.periods[i], 1);
-        sink(Sample::new(n as u8, 1, rip));
+        sink(Sample::new(n as u8, 1, rip).with_payload(Capture::None));
         rest &= rest - 1;
         if rest == 0 {
             break;
@@ -281,12 +502,16 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
 /// period, fewer than N events past the wrap): each counter of `rest` is
 /// re-armed relative to what it holds ([`Rearm::rearm`]: by division, a
 /// period or more past the wrap), or, not past its overflow at all (a
-/// stale status bit), left out of the outcome; then the interrupt ends as
-/// the usual handler ends it. Cold, and only ever the handler's last act.
+/// stale status bit), left out of the outcome; the PEBS buffer's bit, the
+/// highest of `rest` when set, drains the buffer ([`PmiState::drain_pebs`])
+/// and acknowledges the PEBS counters' status bits with it; then the
+/// interrupt ends as the usual handler ends it (an interrupt that serviced
+/// nothing, a drain of an empty buffer included, counts as spurious).
+/// Cold, and only ever the handler's last act.
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
+fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     state: &PmiState,
     msr: &mut M,
     lvt: &mut L,
@@ -297,12 +522,19 @@ fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     raw: u64,
 ) -> Result<PmiOutcome, M::Error> {
     let found = state.found.load(Ordering::Relaxed);
-    let mut overflowed = found;
+    let mut overflowed = found & !BUFFER;
+    let mut ack = found;
     let mut first = Some(raw);
     while rest != 0 {
         let n = rest.trailing_zeros();
         rest &= rest - 1;
         let i = n as usize % SLOTS;
+        if i == BUFFER_SLOT {
+            let pebs = state.pebs.load(Ordering::Acquire);
+            ack |= pebs;
+            overflowed |= state.drain_pebs(false, &mut sink);
+            continue;
+        }
         let raw = match first.take() {
             Some(raw) => raw,
             None => msr.rdpmc(state.ecx[i].load(Ordering::Relaxed))?,
@@ -315,13 +547,16 @@ fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
         if periods != 0 {
             msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
             bump(&state.periods[i], periods);
-            sink(Sample::new(n as u8, periods, rip));
+            sink(Sample::new(n as u8, periods, rip).with_payload(Capture::None));
         } else {
             overflowed &= !(1 << n);
         }
     }
-    msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, found)?;
+    msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, ack)?;
     lvt.write_lvt_perf_counter(entry);
+    if overflowed == 0 {
+        bump(&state.spurious, 1);
+    }
     Ok(PmiOutcome {
         overflowed,
         late: false,

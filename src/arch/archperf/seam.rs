@@ -21,7 +21,7 @@ impl Architecture for ArchPerfmon {
     type Local<'a> = &'a ArchPerfPmu;
     type Detected = ArchPerfCpu;
     type Config = CounterConfig;
-    type Payload = ();
+    type Payload = pmi::Capture;
     type Counters<O: Owner> = Counters<O>;
     type Handles = [Option<AnyHandle<ArchPerfmon>>; 12];
     type Event = EventSpec;
@@ -125,7 +125,7 @@ impl<'a, M: MsrBackend> Driven<'a, M> for &'a ArchPerfPmu {
     }
 
     #[inline(always)]
-    fn handle_pmi<L: LvtPerfCounterEntry, S: Sink>(
+    fn handle_pmi<L: LvtPerfCounterEntry, S: Sink<pmi::Capture>>(
         self,
         regs: &mut M,
         lvt: &mut L,

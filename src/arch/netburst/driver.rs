@@ -154,7 +154,7 @@ use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 
 use super::cccr::{ActiveThread, CccrValue, ExtendedCascade};
-use super::ds::{DsArea, PebsRecord};
+use super::ds::{DsArea, PebsRecord, RECORD_BYTES};
 use super::escr::ThreadCpl;
 use super::events::{EventName, Tagging};
 use super::msrs::{Counter, CounterSet, Escr, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
@@ -1241,7 +1241,7 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
     pub fn set_pebs_area(
         &mut self,
         lp: LogicalProcessor,
-        area: impl Into<DsArea>,
+        area: DsArea,
     ) -> Result<Option<DsArea>, Error<M::Error>> {
         if !self.pebs_available {
             return Err(Error::Config(ConfigError::PebsUnavailable));
@@ -1258,8 +1258,8 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
         if self.pmu.pebs().pebs_on(lp) {
             return Err(Error::Config(ConfigError::PebsBusy { lp }));
         }
-        let mut area = area.into();
-        area.reset(0, 0);
+        let mut area = area;
+        area.reset(RECORD_BYTES, 0);
         self.msr
             .write_msr(IA32_DS_AREA, area.address())
             .map_err(Error::Access)?;
@@ -1364,7 +1364,8 @@ impl<O: Owner, M: MsrBackend> counter::Driver<NetBurst> for NetBurstDriver<'_, O
             p.sampling,
             self.ds[config.lp as usize].as_mut(),
         ) {
-            area.reset(records, pebs_reset(s));
+            area.reset(RECORD_BYTES, records);
+            area.set_counter_reset(0, pebs_reset(s));
         }
         let writes = self
             .package

@@ -4,6 +4,7 @@
 //! the fixed counters' events and enables (SDM 20.2.2).
 
 use super::registers::ArchPerfModel;
+use super::retire::Retirement;
 use super::tables::Encoding;
 use super::tables::{
     ArchEvent, FIXED_EVENTS, MAX_FIXED, MAX_GP, SLOTS, evtsel, fixed_ctrl, global_status,
@@ -292,5 +293,38 @@ impl ArchPerfModel {
     /// level (a counter with CMASK and INV counts them).
     pub fn idle(&mut self, clocks: u64) {
         self.run(&[], true, clocks, self.privilege, false);
+    }
+
+    /// One instruction retired, in one clock: it counts as
+    /// INST_RETIRED.ANY (C0H/00H), a branch also as
+    /// BR_INST_RETIRED.ALL_BRANCHES (C4H/00H), a load above
+    /// MSR_PEBS_LD_LAT's threshold as the configuration's load-latency
+    /// event ([`super::PebsConfig::load_latency_event`]), at its privilege
+    /// level; a PEBS assist in this clock records this instruction. Returns
+    /// whether the PMI line is pending afterwards.
+    pub fn retire(&mut self, r: &Retirement) -> bool {
+        let mut events = [Event::new(0, 0, 0); 3];
+        let mut n = 0;
+        let mut push = |e: Event| {
+            if let Some(slot) = events.get_mut(n) {
+                *slot = e.at(r.privilege);
+                n += 1;
+            }
+        };
+        push(Event::arch(ArchEvent::InstructionsRetired, 1));
+        if r.branch.is_some() {
+            push(Event::arch(ArchEvent::BranchInstructionsRetired, 1));
+        }
+        if let Some(load) = r.load
+            && load.latency > self.pebs_ld_lat
+            && self.config.has_pebs()
+        {
+            let (select, umask) = self.config.pebs.load_latency_event;
+            push(Event::new(select, umask, 1));
+        }
+        self.retirement = *r;
+        self.run(&events[..n], false, 1, r.privilege, false);
+        self.retirement = Retirement::NONE;
+        self.pmi
     }
 }

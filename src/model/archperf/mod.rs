@@ -16,7 +16,12 @@
 //! (full-width writes); Vol. 3B 18.4.7 (17.4.7 in older editions, freezing
 //! on PMI); Vol. 4 Table 2-2 (IA-32 architectural MSRs); Vol. 2A CPUID
 //! (leaves 0AH, 07H, 1AH); Vol. 2B RDPMC.
-//! `no_std`, allocation-free, no `unsafe`; [`ArchPerfModel::new`] is a
+//! PEBS from the SDM's PEBS sections of Nehalem, Haswell, Skylake and Ice
+//! Lake (IA32_PEBS_ENABLE, MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT, the 64-bit
+//! DS save area, record formats 1-5), Vol. 4's IA32_MISC_ENABLE.
+//! `no_std`, allocation-free, no `unsafe` but the DS memory's two accesses
+//! (`memory.rs`, under [`ArchPerfModel::attach_ds_memory`]'s contract);
+//! [`ArchPerfModel::new`] is a
 //! `const fn`, so a model can live in a `static` (behind a lock:
 //! [`SharedArchPerfModel`]).
 //!
@@ -121,21 +126,48 @@
 //!   line rises: versions 2-3 clear IA32_PERF_GLOBAL_CTRL /
 //!   IA32_DEBUGCTL.LBR, versions 4-5 set CTR_Frz / LBR_Frz (SDM 18.4.7,
 //!   20.2.4.1).
+//! * **PEBS** (`pebs.rs`, `retire.rs`, `memory.rs`; [`PebsConfig`]): a
+//!   counter with its IA32_PEBS_ENABLE bit (PMC0-3 before PEBS baseline,
+//!   every general and fixed counter with it) arms its assist when it wraps
+//!   (its status bit set too); the next event it counts takes the assist,
+//!   which writes a record of that clock's instruction into the DS buffer
+//!   at IA32_DS_AREA (read and written in memory, by linear address, once
+//!   [`ArchPerfModel::attach_ds_memory`] says the memory is there), reloads
+//!   the counter from the area's reset value, and at the interrupt threshold
+//!   sets OvfBuf (IA32_PERF_GLOBAL_STATUS bit 62) and raises the PMI. The
+//!   records are laid out from the model's own tables (`tables::ds`): format
+//!   1 (RFLAGS, RIP of the next instruction, the 16 registers, status, DLA,
+//!   DSE, latency), 2 (+ EventingIP, TSX), 3 (+ TSC; the status word the
+//!   applicable counters), 4-5 adaptive (the basic group, and with the
+//!   counter's Adaptive_Record bit MSR_PEBS_DATA_CFG's memory and GPR
+//!   groups; format 5's fixed reset values after 32 general ones). The
+//!   instruction comes from [`ArchPerfModel::retire`] ([`Retirement`]: its
+//!   address, the next one's, registers, branch kind, load), which a
+//!   single-stepping kernel feeds with the instructions it really runs: a
+//!   retirement counts INST_RETIRED.ANY, a branch BR_INST_RETIRED.ALL_BRANCHES,
+//!   a load above MSR_PEBS_LD_LAT's threshold the load-latency event. The
+//!   bulk paths record an instruction of address 0.
 //! * **CPUID** ([`Config::cpuid`]): leaves 0, 1, 7, 0AH and 1AH from the
-//!   [`Config`]; presets [`Config::v1`], [`Config::core2`],
-//!   [`Config::skylake`], [`Config::alder_lake_p_core`].
+//!   [`Config`] (CPUID.01H:EDX.DS with PEBS); presets [`Config::v1`],
+//!   [`Config::core2`], [`Config::nehalem`] (PEBS format 1),
+//!   [`Config::haswell`] (2), [`Config::skylake`] (3), [`Config::icelake`]
+//!   (4 with PEBS baseline), [`Config::alder_lake_p_core`] (its PEBS not
+//!   modelled).
 //!
 //! # What it does not model
 //!
 //! Timing and the microarchitecture (events are whatever the test injects:
 //! a "cycles" counter counts injected 3CH occurrences, not the model's
-//! clocks); PEBS (IA32_PEBS_ENABLE, the DS area, OvfBuf other than by
-//! STATUS_SET), LBRs and BTS (IA32_DEBUGCTL bits are stored, LBR_Frz is only
+//! clocks); PEBS's XMM and LBR groups (reserved bits of MSR_PEBS_DATA_CFG in
+//! the model), PEBS via Intel PT, precise distribution (PDIR, PDIST),
+//! which events are PEBS events on a part before baseline (the model takes
+//! a record for any), architectural PEBS (CPUID leaf 23H), LBRs and BTS (IA32_DEBUGCTL bits are stored, LBR_Frz is only
 //! a status bit), Intel PT (Trace_ToPA_PMI), the uncore, IA32_PERF_METRICS
 //! and RDPMC's performance-metrics type, the second logical processor
 //! (AnyThread counts like a thread-local counter), CondChgd (never set by
 //! the model), SMM (FREEZE_WHILE_SMM), CR4.PCE (RDPMC is at CPL 0), pin
-//! control (PC is stored and does nothing), IA32_MISC_ENABLE, the
+//! control (PC is stored and does nothing), IA32_MISC_ENABLE's bits other
+//! than performance monitoring's, the
 //! per-core-type differences of a hybrid part (the model is one core of the
 //! configured type), model-specific events and unit-mask semantics (events
 //! match on the exact select and unit mask), errata.
@@ -189,8 +221,9 @@
 //!    no status (there is none) and still raises the PMI with INT. 391H and
 //!    392H before version 4 are #GP (on Nehalem they are uncore MSRs).
 //! 10. **IA32_PERF_CAPABILITIES** exists from version 2 (and with full-width
-//!     writes), with CPUID.01H:ECX.PDCM reported accordingly; it reports
-//!     FW_WRITE only (the LBR and PEBS format fields read 0).
+//!     writes or PEBS), with CPUID.01H:ECX.PDCM reported accordingly; it
+//!     reports FW_WRITE and, with PEBS, PEBS_TRAP, PEBS_ARCH_REG, the record
+//!     format and PEBS_BASELINE (formats 4-5); the LBR format field reads 0.
 //! 11. **IA32_DEBUGCTL**: bits 13 (uncore PMI), 14 (FREEZE_WHILE_SMM) and 15
 //!     (RTM_DEBUG) depend on features the model does not enumerate and are
 //!     reserved; FREEZE_LBRS_ON_PMI and FREEZE_PERFMON_ON_PMI exist from
@@ -218,10 +251,33 @@
 //!     writeable, from Sandy Bridge on, without saying a write faults; the
 //!     model accepts and ignores it on every version (KVM accepts it, Xen
 //!     refuses it).
+//! 17. **IA32_MISC_ENABLE**: the model has its performance-monitoring bits
+//!     only (7 available, 11 BTS unavailable, 12 PEBS unavailable without
+//!     PEBS), all read-only, and makes a write #GP (hardware takes writes
+//!     of its other bits, which the model does not have).
+//! 18. **A full PEBS buffer** (the index at the absolute maximum): the SDM
+//!     says no record is written and nothing signalled, not what becomes
+//!     of the counter; the model leaves it counting (no reload, the assist
+//!     disarmed), so its events stay in its count, and counts the assist
+//!     as lost ([`ArchPerfModel::pebs_lost`]), as the NetBurst model does.
+//! 19. **PEBS and the threshold**: every record whose index reaches the
+//!     interrupt threshold raises the PMI (and OvfBuf), not only the first;
+//!     a PEBS counter with INT raises its overflow's PMI at once, without
+//!     skid. Counters whose assists one clock takes share one record (its
+//!     applicable counters); a counter past its overflow in the same clock
+//!     keeps the events after the assist's.
+//! 20. **Load latency**: a load above MSR_PEBS_LD_LAT's threshold is an
+//!     occurrence of the configured load-latency event for any counter that
+//!     selects it (the model does not require LL_EN_PMCn before baseline),
+//!     and its address, data source and latency fill the record's memory
+//!     fields; other records' memory fields are 0.
 
 mod counting;
+mod memory;
 mod overflow;
+mod pebs;
 mod registers;
+mod retire;
 #[cfg(target_arch = "x86_64")]
 pub mod shared;
 mod tables;
@@ -229,16 +285,20 @@ mod tables;
 #[cfg(test)]
 mod tests;
 
+pub use crate::arch::ia32::Gprs;
 pub use counting::{Event, Injected, Privilege};
 pub use registers::{
-    ArchPerfModel, Config, Fault, GpReason, Instruction, MAX_BASIC_LEAF, msr_name,
+    ArchPerfModel, Config, Fault, GpReason, Instruction, MAX_BASIC_LEAF, PebsConfig, msr_name,
 };
+pub use retire::{Branch, BranchKind, Load, Retirement};
 #[cfg(target_arch = "x86_64")]
 pub use shared::{ArchPerfMsr, SharedArchPerfModel};
 pub use tables::{
-    ArchEvent, Encoding, FIXED_EVENTS, IA32_A_PMC0, IA32_DEBUGCTL, IA32_FIXED_CTR_CTRL,
-    IA32_FIXED_CTR0, IA32_PERF_CAPABILITIES, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_INUSE,
+    ArchEvent, Encoding, FIXED_EVENTS, IA32_A_PMC0, IA32_DEBUGCTL, IA32_DS_AREA,
+    IA32_FIXED_CTR_CTRL, IA32_FIXED_CTR0, IA32_MISC_ENABLE, IA32_PEBS_ENABLE,
+    IA32_PERF_CAPABILITIES, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_INUSE,
     IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS, IA32_PERF_GLOBAL_STATUS_RESET,
-    IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0, MAX_FIXED, MAX_GP, debugctl, evtsel,
-    fixed_ctrl, global_status, perf_capabilities, rdpmc,
+    IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0, LD_LAT_THRESHOLD, MAX_FIXED, MAX_GP,
+    MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT, data_cfg, debugctl, ds, evtsel, fixed_ctrl, global_status,
+    misc_enable, pebs_enable, perf_capabilities, rdpmc,
 };

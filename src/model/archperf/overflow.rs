@@ -117,7 +117,7 @@ impl ArchPerfModel {
     }
 
     /// The width of counter slot `s`.
-    fn width(&self, s: usize) -> u32 {
+    pub(super) fn width(&self, s: usize) -> u32 {
         if s < MAX_GP {
             self.config.gp_bits()
         } else {
@@ -127,7 +127,7 @@ impl ArchPerfModel {
 
     /// Whether slot `s` interrupts on overflow: PERFEVTSELx.INT, or the PMI
     /// bit of its IA32_FIXED_CTR_CTRL field.
-    fn interrupts(&self, s: usize) -> bool {
+    pub(super) fn interrupts(&self, s: usize) -> bool {
         if s < MAX_GP {
             self.evtsel[s] & evtsel::INT != 0
         } else {
@@ -170,6 +170,7 @@ impl ArchPerfModel {
     /// status (version 2 and later), raises the PMI line.
     fn apply(&mut self, plan: &[Increment; SLOTS], clocks: u64) {
         let mut raised = false;
+        self.clock = self.clock.wrapping_add(clocks);
         for (s, inc) in plan.iter().enumerate() {
             if s < MAX_GP
                 && clocks > 0
@@ -178,7 +179,9 @@ impl ArchPerfModel {
                 self.edge_prev[s] = cond;
             }
             let t = inc.total(clocks);
-            if t == 0 {
+            // A PEBS counter counts in `pebs_clock` (the run steps one
+            // clock at a time while one counts).
+            if t == 0 || self.pebs_slot(s) {
                 continue;
             }
             let adv = self.advance_slot(s, t);
@@ -195,6 +198,9 @@ impl ArchPerfModel {
         if raised {
             self.raise_pmi();
         }
+        if clocks == 1 {
+            self.pebs_clock(plan);
+        }
     }
 
     /// Raises the PMI line and applies the freezes IA32_DEBUGCTL asks for
@@ -203,7 +209,7 @@ impl ArchPerfModel {
     /// (FREEZE_LBRS_ON_PMI); from version 4 ("streamlined" freeze) they set
     /// IA32_PERF_GLOBAL_STATUS.CTR_Frz / LBR_Frz instead, leaving
     /// IA32_PERF_GLOBAL_CTRL as it is.
-    fn raise_pmi(&mut self) {
+    pub(super) fn raise_pmi(&mut self) {
         self.pmi = true;
         if !self.config.has_global_msrs() {
             return;
@@ -246,7 +252,9 @@ impl ArchPerfModel {
                 break;
             }
             let plan = self.plan(events, one_each, clock);
-            let step = if stop_at_pmi || self.freezes_on_pmi() {
+            let step = if self.pebs_live(&plan) {
+                1
+            } else if stop_at_pmi || self.freezes_on_pmi() {
                 self.first_pmi_clock(&plan, left).unwrap_or(left)
             } else {
                 left

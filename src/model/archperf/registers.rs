@@ -4,11 +4,14 @@
 use crate::access::MsrAccess;
 use crate::detect::{Cpuid, CpuidResult};
 
+use super::retire::Retirement;
 use super::tables::{
-    IA32_A_PMC0, IA32_DEBUGCTL, IA32_FIXED_CTR_CTRL, IA32_FIXED_CTR0, IA32_PERF_CAPABILITIES,
-    IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_INUSE, IA32_PERF_GLOBAL_OVF_CTRL,
-    IA32_PERF_GLOBAL_STATUS, IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0, MAX_FIXED,
-    MAX_GP, SLOTS, debugctl, evtsel, fixed_ctrl, global_status, perf_capabilities, rdpmc,
+    IA32_A_PMC0, IA32_DEBUGCTL, IA32_DS_AREA, IA32_FIXED_CTR_CTRL, IA32_FIXED_CTR0,
+    IA32_MISC_ENABLE, IA32_PEBS_ENABLE, IA32_PERF_CAPABILITIES, IA32_PERF_GLOBAL_CTRL,
+    IA32_PERF_GLOBAL_INUSE, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS,
+    IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0, LD_LAT_THRESHOLD, MAX_FIXED, MAX_GP,
+    MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT, SLOTS, data_cfg, debugctl, evtsel, fixed_ctrl,
+    global_status, misc_enable, pebs_enable, perf_capabilities, rdpmc,
 };
 use crate::arch::ia32::Privilege;
 
@@ -58,6 +61,56 @@ pub struct Config {
     /// Core type (CPUID.1AH:EAX\[31:24\]): 20H Atom, 40H Core; reported only
     /// when `hybrid`.
     pub core_type: u8,
+    /// PEBS ([`PebsConfig`]; [`PebsConfig::NONE`] for a part without).
+    pub pebs: PebsConfig,
+}
+
+/// What the modelled processor has of PEBS (SDM Vol. 3B "Processor Event
+/// Based Sampling" of each generation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PebsConfig {
+    /// IA32_PERF_CAPABILITIES\[11:8\], the record format: 0 for no PEBS
+    /// (the model then reports no debug store, CPUID.01H:EDX.DS = 0), 1
+    /// Nehalem, 2 Haswell, 3 Skylake, 4-5 adaptive.
+    pub format: u8,
+    /// IA32_PERF_CAPABILITIES\[14\], PEBS baseline (formats 4-5 only):
+    /// MSR_PEBS_DATA_CFG, PEBS on every counter.
+    pub baseline: bool,
+    /// IA32_MISC_ENABLE\[12\] reads 0 (PEBS available); a part whose
+    /// firmware disabled PEBS reads 1 and has no PEBS MSRs.
+    pub available: bool,
+    /// The load-latency event (event select, unit mask): loads above
+    /// MSR_PEBS_LD_LAT's threshold count as it (Nehalem
+    /// MEM_INST_RETIRED.LATENCY_ABOVE_THRESHOLD 0BH/10H; Sandy Bridge and
+    /// later MEM_TRANS_RETIRED.LOAD_LATENCY CDH/01H).
+    pub load_latency_event: (u8, u8),
+}
+
+impl PebsConfig {
+    /// No PEBS.
+    pub const NONE: PebsConfig = PebsConfig {
+        format: 0,
+        baseline: false,
+        available: false,
+        load_latency_event: (0, 0),
+    };
+
+    /// PEBS of record format `format`, available, with PEBS baseline from
+    /// format 4, the load-latency event of Sandy Bridge and later (or
+    /// Nehalem's for format 1).
+    pub const fn format(format: u8) -> PebsConfig {
+        PebsConfig {
+            format,
+            baseline: format >= 4,
+            available: true,
+            load_latency_event: if format == 1 {
+                (0x0B, 0x10)
+            } else {
+                (0xCD, 0x01)
+            },
+        }
+    }
 }
 
 /// `width` clamped to 32..=64.
@@ -99,15 +152,16 @@ impl Config {
             model: 0x0F,
             hybrid: false,
             core_type: 0,
+            pebs: PebsConfig::NONE,
         }
     }
 
-    /// A Skylake client (06_5EH) with Hyper-Threading: version 4, four 48-bit
-    /// general-purpose counters, three 48-bit fixed counters, full-width
-    /// writes.
-    pub const fn skylake() -> Self {
+    /// A Nehalem (06_1AH): version 3, four 48-bit general-purpose counters,
+    /// three 48-bit fixed counters, no full-width writes; PEBS record
+    /// format 1 (the RIP of the next instruction, load latency).
+    pub const fn nehalem() -> Self {
         Self {
-            version: 4,
+            version: 3,
             gp_counters: 4,
             gp_width: 48,
             fixed_counters: 3,
@@ -115,11 +169,53 @@ impl Config {
             unavailable: 0,
             ebx_length: 7,
             fixed_bitmap: 0,
-            full_width_writes: true,
+            full_width_writes: false,
             family: 6,
-            model: 0x5E,
+            model: 0x1A,
             hybrid: false,
             core_type: 0,
+            pebs: PebsConfig::format(1),
+        }
+    }
+
+    /// A Haswell client (06_3CH): version 3, four 48-bit general-purpose
+    /// counters, three 48-bit fixed counters, full-width writes; PEBS
+    /// record format 2 (EventingIP).
+    pub const fn haswell() -> Self {
+        Self {
+            model: 0x3C,
+            full_width_writes: true,
+            pebs: PebsConfig::format(2),
+            ..Self::nehalem()
+        }
+    }
+
+    /// A Skylake client (06_5EH) with Hyper-Threading: version 4, four 48-bit
+    /// general-purpose counters, three 48-bit fixed counters, full-width
+    /// writes; PEBS record format 3 (accurate applicable counters, TSC).
+    pub const fn skylake() -> Self {
+        Self {
+            version: 4,
+            model: 0x5E,
+            pebs: PebsConfig::format(3),
+            ..Self::haswell()
+        }
+    }
+
+    /// An Ice Lake client (06_7EH): version 5, eight 48-bit general-purpose
+    /// counters, four 48-bit fixed counters (bitmap 0FH), full-width
+    /// writes; PEBS record format 4 with PEBS baseline (adaptive records,
+    /// PEBS on every counter).
+    pub const fn icelake() -> Self {
+        Self {
+            version: 5,
+            gp_counters: 8,
+            fixed_counters: 4,
+            ebx_length: 8,
+            fixed_bitmap: 0x0F,
+            model: 0x7E,
+            pebs: PebsConfig::format(4),
+            ..Self::skylake()
         }
     }
 
@@ -128,19 +224,11 @@ impl Config {
     /// TOPDOWN.SLOTS; bitmap 0FH), full-width writes, hybrid, core type 40H.
     pub const fn alder_lake_p_core() -> Self {
         Self {
-            version: 5,
-            gp_counters: 8,
-            gp_width: 48,
-            fixed_counters: 4,
-            fixed_width: 48,
-            unavailable: 0,
-            ebx_length: 8,
-            fixed_bitmap: 0x0F,
-            full_width_writes: true,
-            family: 6,
             model: 0x97,
             hybrid: true,
             core_type: 0x40,
+            pebs: PebsConfig::NONE,
+            ..Self::icelake()
         }
     }
 
@@ -162,6 +250,7 @@ impl Config {
             model: 0x0E,
             hybrid: false,
             core_type: 0,
+            pebs: PebsConfig::NONE,
         }
     }
 
@@ -207,9 +296,70 @@ impl Config {
     }
 
     /// Whether IA32_PERF_CAPABILITIES exists (CPUID.01H:ECX.PDCM\[15\]):
-    /// from version 2, or with full-width writes.
+    /// from version 2, or with full-width writes or PEBS.
     pub const fn has_perf_capabilities(&self) -> bool {
-        self.version >= 2 || self.full_width_writes
+        self.version >= 2 || self.full_width_writes || self.pebs.format > 0
+    }
+
+    /// Whether the debug store exists (CPUID.01H:EDX.DS\[21\], IA32_DS_AREA):
+    /// the model has it exactly where it has PEBS (it models no BTS).
+    pub const fn has_ds(&self) -> bool {
+        self.pebs.format > 0
+    }
+
+    /// Whether the PEBS MSRs exist and records are written: a record format
+    /// and PEBS available (IA32_MISC_ENABLE\[12\] clear).
+    pub const fn has_pebs(&self) -> bool {
+        self.pebs.format > 0 && self.pebs.available
+    }
+
+    /// Whether PEBS baseline applies (formats 4-5 with it).
+    pub const fn pebs_baseline(&self) -> bool {
+        self.has_pebs() && self.pebs.baseline && self.pebs.format >= 4
+    }
+
+    /// The bits IA32_PEBS_ENABLE accepts: before PEBS baseline PEBS_EN_PMCn
+    /// and LL_EN_PMCn for the general counters 0-3 that exist; with it
+    /// PEBS_EN_PMCn for every general counter and PEBS_EN_FIXEDi for every
+    /// fixed counter (bits 32 + i; i < 32).
+    pub const fn pebs_enable_writable(&self) -> u64 {
+        if !self.has_pebs() {
+            return 0;
+        }
+        if self.pebs_baseline() {
+            let mut bits = width_mask(self.gp_count() as u32);
+            let mut i = 0;
+            while i < MAX_FIXED {
+                if self.has_fixed(i) {
+                    bits |= 1 << (pebs_enable::HIGH_SHIFT as usize + i);
+                }
+                i += 1;
+            }
+            bits
+        } else {
+            let n = if self.gp_count() < pebs_enable::LEGACY_COUNTERS {
+                self.gp_count()
+            } else {
+                pebs_enable::LEGACY_COUNTERS
+            };
+            let low = width_mask(n as u32);
+            low | low << pebs_enable::HIGH_SHIFT
+        }
+    }
+
+    /// Whether general-purpose counter `gp` (slot `gp`) or fixed counter
+    /// `slot - MAX_GP` has a bit in `pebs_enable` that turns it into a PEBS
+    /// counter.
+    pub const fn pebs_enabled(&self, pebs_enable: u64, slot: usize) -> bool {
+        let bit = if slot < MAX_GP {
+            slot
+        } else {
+            pebs_enable::HIGH_SHIFT as usize + slot - MAX_GP
+        };
+        if slot >= MAX_GP && !self.pebs_baseline() {
+            return false;
+        }
+        bit < 64 && pebs_enable & self.pebs_enable_writable() & (1 << bit) != 0
     }
 
     /// Whether the AnyThread bits (PERFEVTSELx\[21\], FIXED_CTR_CTRL 4i+2) may
@@ -256,6 +406,9 @@ impl Config {
         while i < MAX_FIXED {
             if self.has_fixed(i) {
                 bits |= fixed_ctrl::field(i, per);
+                if self.pebs_baseline() {
+                    bits |= fixed_ctrl::adaptive(i);
+                }
             }
             i += 1;
         }
@@ -263,14 +416,16 @@ impl Config {
     }
 
     /// The bits IA32_PERFEVTSELx accepts: 31:0, less AnyThread outside
-    /// versions 3-4.
+    /// versions 3-4; Adaptive_Record (bit 34) with PEBS baseline.
     pub const fn evtsel_writable(&self) -> u64 {
-        let low = !evtsel::RESERVED_HIGH;
-        if self.any_thread_allowed() {
-            low
-        } else {
-            low & !evtsel::ANY_THREAD
+        let mut low = !evtsel::RESERVED_HIGH;
+        if !self.any_thread_allowed() {
+            low &= !evtsel::ANY_THREAD;
         }
+        if self.pebs_baseline() {
+            low |= evtsel::ADAPTIVE;
+        }
+        low
     }
 
     /// The bits IA32_PERF_GLOBAL_OVF_CTRL / STATUS_RESET accepts (write 1 to
@@ -369,8 +524,12 @@ impl Config {
                     eax: self.signature(),
                     ebx: 8 << 8,
                     ecx,
-                    // FPU, TSC, MSR, APIC.
-                    edx: (1 << 0) | (1 << 4) | (1 << 5) | (1 << 9),
+                    // FPU, TSC, MSR, APIC; DS (bit 21) with PEBS.
+                    edx: (1 << 0)
+                        | (1 << 4)
+                        | (1 << 5)
+                        | (1 << 9)
+                        | if self.has_ds() { 1 << 21 } else { 0 },
                 }
             }
             7 if subleaf == 0 => CpuidResult {
@@ -535,6 +694,11 @@ pub fn msr_name(msr: u32) -> Option<(&'static str, Option<u32>)> {
             IA32_PERF_GLOBAL_OVF_CTRL => Some(("IA32_PERF_GLOBAL_OVF_CTRL", None)),
             IA32_PERF_GLOBAL_STATUS_SET => Some(("IA32_PERF_GLOBAL_STATUS_SET", None)),
             IA32_PERF_GLOBAL_INUSE => Some(("IA32_PERF_GLOBAL_INUSE", None)),
+            IA32_MISC_ENABLE => Some(("IA32_MISC_ENABLE", None)),
+            IA32_PEBS_ENABLE => Some(("IA32_PEBS_ENABLE", None)),
+            MSR_PEBS_DATA_CFG => Some(("MSR_PEBS_DATA_CFG", None)),
+            MSR_PEBS_LD_LAT => Some(("MSR_PEBS_LD_LAT", None)),
+            IA32_DS_AREA => Some(("IA32_DS_AREA", None)),
             _ => None,
         })
 }
@@ -577,6 +741,11 @@ pub(super) enum Reg {
     GlobalInUse,
     PerfCapabilities,
     DebugCtl,
+    MiscEnable,
+    PebsEnable,
+    PebsDataCfg,
+    PebsLdLat,
+    DsArea,
 }
 
 /// The register-level model of one logical processor's architectural PMU.
@@ -602,6 +771,26 @@ pub struct ArchPerfModel {
     pub(super) pmi_sources: u64,
     /// The privilege level of the current clock (the last injected one).
     pub(super) privilege: Privilege,
+    /// IA32_PEBS_ENABLE, MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT, IA32_DS_AREA.
+    pub(super) pebs_enable: u64,
+    pub(super) pebs_data_cfg: u64,
+    pub(super) pebs_ld_lat: u64,
+    pub(super) ds_area: u64,
+    /// Per slot: the PEBS counter overflowed, and its next event takes the
+    /// assist.
+    pub(super) pebs_armed: [bool; SLOTS],
+    /// The kernel said the DS save area at IA32_DS_AREA is memory the model
+    /// may write (`ArchPerfModel::attach_ds_memory`).
+    pub(super) ds_attached: bool,
+    /// Clocks run since reset (the records' TSC).
+    pub(super) clock: u64,
+    /// The instruction of the current clock, for the records (all zero in
+    /// the bulk paths, which have none).
+    pub(super) retirement: Retirement,
+    /// PEBS records written, and assists that wrote none (a full buffer, or
+    /// no memory attached).
+    pub(super) pebs_records: u64,
+    pub(super) pebs_lost: u64,
 }
 
 impl ArchPerfModel {
@@ -623,6 +812,16 @@ impl ArchPerfModel {
             pmi: false,
             pmi_sources: 0,
             privilege: Privilege::Os,
+            pebs_enable: 0,
+            pebs_data_cfg: 0,
+            pebs_ld_lat: 0,
+            ds_area: 0,
+            pebs_armed: [false; SLOTS],
+            ds_attached: false,
+            clock: 0,
+            retirement: Retirement::NONE,
+            pebs_records: 0,
+            pebs_lost: 0,
         }
     }
 
@@ -728,6 +927,11 @@ impl ArchPerfModel {
             return c.has_fixed(i).then_some(Reg::Fixed(i));
         }
         let reg = match msr {
+            IA32_MISC_ENABLE => Reg::MiscEnable,
+            IA32_PEBS_ENABLE if c.has_pebs() => Reg::PebsEnable,
+            MSR_PEBS_DATA_CFG if c.pebs_baseline() => Reg::PebsDataCfg,
+            MSR_PEBS_LD_LAT if c.has_pebs() => Reg::PebsLdLat,
+            IA32_DS_AREA if c.has_ds() => Reg::DsArea,
             IA32_DEBUGCTL => Reg::DebugCtl,
             IA32_PERF_CAPABILITIES if c.has_perf_capabilities() => Reg::PerfCapabilities,
             IA32_FIXED_CTR_CTRL if c.has_global_msrs() => Reg::FixedCtrl,
@@ -755,15 +959,45 @@ impl ArchPerfModel {
             // Write-1 command registers: read as 0 (choice 7).
             Reg::GlobalOvfCtrl | Reg::GlobalStatusSet => 0,
             Reg::GlobalInUse => self.global_inuse(),
-            Reg::PerfCapabilities => {
-                if self.config.full_width_writes {
-                    perf_capabilities::FW_WRITE
-                } else {
-                    0
-                }
-            }
+            Reg::PerfCapabilities => self.perf_capabilities(),
             Reg::DebugCtl => self.debugctl,
+            Reg::MiscEnable => self.misc_enable(),
+            Reg::PebsEnable => self.pebs_enable,
+            Reg::PebsDataCfg => self.pebs_data_cfg,
+            Reg::PebsLdLat => self.pebs_ld_lat,
+            Reg::DsArea => self.ds_area,
         })
+    }
+
+    /// IA32_PERF_CAPABILITIES: FW_WRITE, and with PEBS the trap-like
+    /// assist, the saved architectural registers, the record format and
+    /// PEBS baseline (choice 10).
+    fn perf_capabilities(&self) -> u64 {
+        let c = &self.config;
+        let mut v = 0;
+        if c.full_width_writes {
+            v |= perf_capabilities::FW_WRITE;
+        }
+        if c.pebs.format > 0 {
+            v |= perf_capabilities::PEBS_TRAP
+                | perf_capabilities::PEBS_ARCH_REG
+                | (u64::from(c.pebs.format) & 0xF) << perf_capabilities::PEBS_FORMAT_SHIFT;
+            if c.pebs.baseline && c.pebs.format >= 4 {
+                v |= perf_capabilities::PEBS_BASELINE;
+            }
+        }
+        v
+    }
+
+    /// IA32_MISC_ENABLE's performance-monitoring bits (choice 17):
+    /// performance monitoring available, BTS unavailable (the model has no
+    /// BTS), PEBS unavailable unless the configuration has PEBS available.
+    fn misc_enable(&self) -> u64 {
+        let mut v = misc_enable::PERF_MON_AVAILABLE | misc_enable::BTS_UNAVAILABLE;
+        if !self.config.has_pebs() {
+            v |= misc_enable::PEBS_UNAVAILABLE;
+        }
+        v
     }
 
     /// The #GP rule a write of `value` to `reg` breaks, if any.
@@ -786,8 +1020,21 @@ impl ArchPerfModel {
                     Ok(())
                 };
             }
-            Reg::GlobalStatus | Reg::GlobalInUse | Reg::PerfCapabilities => {
+            Reg::GlobalStatus | Reg::GlobalInUse | Reg::PerfCapabilities | Reg::MiscEnable => {
                 return Err(GpReason::ReadOnly);
+            }
+            Reg::PebsEnable => c.pebs_enable_writable(),
+            Reg::PebsDataCfg => data_cfg::MEMORY | data_cfg::GPRS,
+            Reg::PebsLdLat => LD_LAT_THRESHOLD,
+            Reg::DsArea => {
+                // A linear address: canonical (bits 63:47 equal), or #GP
+                // as any MSR that holds one.
+                let high = value >> 47;
+                return if high == 0 || high == (1 << 17) - 1 {
+                    Ok(())
+                } else {
+                    Err(GpReason::ReservedBits { bits: value })
+                };
             }
             Reg::EvtSel(_) => c.evtsel_writable(),
             Reg::FixedCtrl => c.fixed_ctrl_writable(),
@@ -827,7 +1074,11 @@ impl ArchPerfModel {
             // Sets the bits and raises no PMI (choice 8).
             Reg::GlobalStatusSet => self.global_status |= value,
             Reg::DebugCtl => self.debugctl = value,
-            Reg::GlobalStatus | Reg::GlobalInUse | Reg::PerfCapabilities => {
+            Reg::PebsEnable => self.pebs_enable = value,
+            Reg::PebsDataCfg => self.pebs_data_cfg = value,
+            Reg::PebsLdLat => self.pebs_ld_lat = value,
+            Reg::DsArea => self.ds_area = value,
+            Reg::GlobalStatus | Reg::GlobalInUse | Reg::PerfCapabilities | Reg::MiscEnable => {
                 unreachable!("read-only MSRs fault in check_msr_write")
             }
         }

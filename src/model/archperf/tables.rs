@@ -32,6 +32,17 @@ pub const IA32_PERF_GLOBAL_INUSE: u32 = 0x392;
 /// IA32_A_PMC0 (4C1H): the full-width alias of IA32_PMC0, present when
 /// IA32_PERF_CAPABILITIES.FW_WRITE\[13\] = 1 (SDM 20.2.6).
 pub const IA32_A_PMC0: u32 = 0x4C1;
+/// IA32_MISC_ENABLE (1A0H; Vol. 4 Table 2-2): its performance-monitoring
+/// bits ([`misc_enable`]).
+pub const IA32_MISC_ENABLE: u32 = 0x1A0;
+/// IA32_PEBS_ENABLE (3F1H; SDM Vol. 3B "Layout of IA32_PEBS_ENABLE MSR").
+pub const IA32_PEBS_ENABLE: u32 = 0x3F1;
+/// MSR_PEBS_DATA_CFG (3F2H), with PEBS baseline (adaptive PEBS).
+pub const MSR_PEBS_DATA_CFG: u32 = 0x3F2;
+/// MSR_PEBS_LD_LAT (3F6H): the load-latency threshold.
+pub const MSR_PEBS_LD_LAT: u32 = 0x3F6;
+/// IA32_DS_AREA (600H): the DS save area's linear address.
+pub const IA32_DS_AREA: u32 = 0x600;
 
 /// The most general-purpose counters the model has: the architectural MSR
 /// table defines IA32_PMC0-7 (C1H-C8H), IA32_PERFEVTSEL0-7 (186H-18DH) and
@@ -66,6 +77,9 @@ pub mod evtsel {
     pub const EN: u64 = 1 << 22;
     /// INV (bit 23): invert the CMASK comparison.
     pub const INV: u64 = 1 << 23;
+    /// Adaptive_Record (bit 34, PEBS baseline): the counter's PEBS records
+    /// carry the groups of MSR_PEBS_DATA_CFG.
+    pub const ADAPTIVE: u64 = 1 << 34;
     /// Shift of CMASK.
     pub const CMASK_SHIFT: u32 = 24;
     /// CMASK, bits 31:24.
@@ -88,6 +102,11 @@ pub mod fixed_ctrl {
     /// `bits` placed in the field of fixed counter `i`.
     pub const fn field(i: usize, bits: u64) -> u64 {
         bits << (4 * i)
+    }
+    /// Fixed counter `i`'s Adaptive_Record bit, 32 + 4i (PEBS baseline;
+    /// fixed counters 0-7).
+    pub const fn adaptive(i: usize) -> u64 {
+        if i < 8 { 1 << (32 + 4 * i) } else { 0 }
     }
 }
 
@@ -137,10 +156,98 @@ pub mod debugctl {
     pub const BASE: u64 = LBR | BTF | TR | BTS | BTINT | BTS_OFF_OS | BTS_OFF_USR;
 }
 
-/// IA32_PERF_CAPABILITIES bits the model reports.
+/// IA32_PERF_CAPABILITIES bits the model reports (SDM Vol. 3B "Performance
+/// Monitoring Capabilities", Vol. 4 Table 2-2, 345H).
 pub mod perf_capabilities {
+    /// Bit 6, PEBS_TRAP: the PEBS assist is trap-like.
+    pub const PEBS_TRAP: u64 = 1 << 6;
+    /// Bit 7, PEBS_ARCH_REG: the records save the architectural registers.
+    pub const PEBS_ARCH_REG: u64 = 1 << 7;
+    /// Bits 11:8, PEBS_REC_FMT: the record format's shift.
+    pub const PEBS_FORMAT_SHIFT: u32 = 8;
     /// Bit 13, FW_WRITE: IA32_A_PMCx exist (SDM 20.2.6).
     pub const FW_WRITE: u64 = 1 << 13;
+    /// Bit 14, PEBS_BASELINE: adaptive PEBS, PEBS on every counter.
+    pub const PEBS_BASELINE: u64 = 1 << 14;
+}
+
+/// IA32_MISC_ENABLE's performance-monitoring bits (Vol. 4 Table 2-2, 1A0H).
+pub mod misc_enable {
+    /// Bit 7: performance monitoring available (read-only).
+    pub const PERF_MON_AVAILABLE: u64 = 1 << 7;
+    /// Bit 11: branch trace storage unavailable (read-only).
+    pub const BTS_UNAVAILABLE: u64 = 1 << 11;
+    /// Bit 12: PEBS unavailable (read-only).
+    pub const PEBS_UNAVAILABLE: u64 = 1 << 12;
+}
+
+/// IA32_PEBS_ENABLE (SDM Vol. 3B, "Layout of IA32_PEBS_ENABLE MSR" of
+/// Nehalem, Skylake and Ice Lake): bit n `PEBS_EN_PMCn`; bits 32 + n
+/// `LL_EN_PMCn` (load latency, before PEBS baseline) or, with PEBS
+/// baseline, `PEBS_EN_FIXEDn`.
+pub mod pebs_enable {
+    /// The first of the high bits (LL_EN_PMC0 or PEBS_EN_FIXED0).
+    pub const HIGH_SHIFT: u32 = 32;
+    /// General counters with a PEBS enable before PEBS baseline (PMC0-3).
+    pub const LEGACY_COUNTERS: usize = 4;
+}
+
+/// MSR_PEBS_DATA_CFG's groups (SDM Vol. 3B "MSR_PEBS_DATA_CFG").
+pub mod data_cfg {
+    /// Bit 0: the memory info group.
+    pub const MEMORY: u64 = 1 << 0;
+    /// Bit 1: the GPR group.
+    pub const GPRS: u64 = 1 << 1;
+    /// Bit 2: the XMM group (not modelled: reserved in the model).
+    pub const XMMS: u64 = 1 << 2;
+    /// Bit 3: the LBR group (not modelled: reserved in the model).
+    pub const LBRS: u64 = 1 << 3;
+}
+
+/// MSR_PEBS_LD_LAT: the threshold, bits 15:0.
+pub const LD_LAT_THRESHOLD: u64 = 0xFFFF;
+
+/// The 64-bit DS management area's offsets (SDM Vol. 3B "64-bit Format of
+/// the DS Save Area"), and the PEBS records' words.
+pub mod ds {
+    /// PEBS buffer base.
+    pub const PEBS_BASE: u64 = 0x20;
+    /// PEBS index.
+    pub const PEBS_INDEX: u64 = 0x28;
+    /// PEBS absolute maximum.
+    pub const PEBS_MAXIMUM: u64 = 0x30;
+    /// PEBS interrupt threshold.
+    pub const PEBS_THRESHOLD: u64 = 0x38;
+    /// The first PEBS counter reset value: general counter n's at
+    /// 40H + 8n.
+    pub const COUNTER_RESET: u64 = 0x40;
+    /// Where fixed counter i's reset value is, as a counter index from
+    /// 40H: after 8 general counters' with record formats up to 4, after
+    /// 32 with format 5 (Linux: "For the PEBS format 5, the Counter Reset
+    /// fields allocation for 32 general-purpose counters followed by 16
+    /// fixed-function counters").
+    pub const fn fixed_reset_index(format: u8, i: usize) -> usize {
+        if format >= 5 { 32 + i } else { 8 + i }
+    }
+    /// Formats 1-3: the words from RFLAGS to the latency (SDM "PEBS Record
+    /// Format for Intel Core i7 Processor Family": RFLAGS, RIP, RAX, RBX,
+    /// RCX, RDX, RSI, RDI, RBP, RSP, R8-R15, IA32_PERF_GLOBAL_STATUS, Data
+    /// Linear Address, Data Source Encoding, Latency value).
+    pub const NEHALEM_WORDS: usize = 22;
+    /// Format 2 adds EventingIP (B0H) and TX abort information (B8H).
+    pub const HASWELL_WORDS: usize = 24;
+    /// Format 3 adds the TSC (C0H).
+    pub const SKYLAKE_WORDS: usize = 25;
+    /// The adaptive record's basic group: Record Format and Size,
+    /// Instruction Pointer (EventingIP), Applicable Counters, TSC.
+    pub const BASIC_WORDS: usize = 4;
+    /// The memory group: address, auxiliary info, latency, TSX.
+    pub const MEMORY_WORDS: usize = 4;
+    /// The GPR group: RFLAGS, RIP, RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI,
+    /// R8-R15.
+    pub const GPR_WORDS: usize = 18;
+    /// The record size's shift in the basic group's first word (63:48).
+    pub const SIZE_SHIFT: u32 = 48;
 }
 
 /// RDPMC's ECX (SDM Vol. 2B, RDPMC).

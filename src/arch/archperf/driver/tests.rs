@@ -79,7 +79,10 @@ fn service<O: Owner>(d: &mut Ap<'_, O>, lvt: &mut Lvt, rip: u64, out: &mut Vec<S
         return false;
     }
     let pmu = d.physical();
-    handle_pmi(pmu, d.msr(), lvt, entry(), rip, |s| out.push(s)).unwrap();
+    handle_pmi(pmu, d.msr(), lvt, entry(), rip, |s| {
+        out.push(s.with_payload(()))
+    })
+    .unwrap();
     true
 }
 
@@ -373,8 +376,8 @@ fn sampling_services_each_overflow_with_exact_traffic() {
 struct Collected(Vec<Sample>);
 
 impl Collected {
-    fn sample(&mut self, s: Sample) {
-        self.0.push(s);
+    fn sample(&mut self, s: Sample<Capture>) {
+        self.0.push(s.with_payload(()));
     }
 }
 
@@ -755,6 +758,7 @@ fn tokens_reassemble_from_run_time_handles() {
 }
 
 mod interrupts;
+mod pebs;
 
 /// Reproduction 7 (issue 35), on the architectural PMU: a driver dropped
 /// with a sampling counter running (its handle alive) releases it (select

@@ -285,7 +285,7 @@ fn format_bits_are_the_formats() {
 #[test]
 fn refusals_say_what_and_where() {
     use ParseErrorKind::*;
-    let table: [(&str, ParseErrorKind, usize, &str); 27] = [
+    let table: [(&str, ParseErrorKind, usize, &str); 28] = [
         (
             "",
             Empty,
@@ -410,19 +410,19 @@ fn refusals_say_what_and_where() {
             "cycles:x",
             BadModifier,
             7,
-            "unknown modifier `x` at byte 7: expected u (CPL > 0), k (CPL 0) or both",
+            "unknown modifier `x` at byte 7: expected u (CPL > 0), k (CPL 0) or both, and p, pp or ppp (precise level, PEBS)",
         ),
         (
             "cycles:",
             BadModifier,
             7,
-            "empty modifier at byte 7: expected u (CPL > 0), k (CPL 0) or both",
+            "empty modifier at byte 7: expected u (CPL > 0), k (CPL 0) or both, and p, pp or ppp (precise level, PEBS)",
         ),
         (
             "cycles:u:k",
             BadModifier,
             8,
-            "unknown modifier `:` at byte 8: expected u (CPL > 0), k (CPL 0) or both",
+            "unknown modifier `:` at byte 8: expected u (CPL > 0), k (CPL 0) or both, and p, pp or ppp (precise level, PEBS)",
         ),
         (
             "cycles:uu",
@@ -437,16 +437,22 @@ fn refusals_say_what_and_where() {
             "modifier `k` at byte 13 is given twice (perf refuses a repeated modifier too)",
         ),
         (
-            "cycles:pp",
+            "cycles:pppp",
+            TooPrecise,
+            10,
+            "modifier `p` at byte 10 asks for a precise level above 3: perf's are p, pp and ppp",
+        ),
+        (
+            "cycles:P",
             UnsupportedModifier,
             7,
-            "modifier `p` at byte 7 is perf's precise level (PEBS), which this driver has no counterpart for: expected u (CPL > 0), k (CPL 0) or both",
+            "modifier `P` at byte 7 is perf's maximum precise level (PEBS), which this driver has no counterpart for: expected u (CPL > 0), k (CPL 0) or both, and p, pp or ppp (precise level, PEBS)",
         ),
         (
             "instructions:uh",
             UnsupportedModifier,
             14,
-            "modifier `h` at byte 14 is perf's hypervisor counting, which this driver has no counterpart for: expected u (CPL > 0), k (CPL 0) or both",
+            "modifier `h` at byte 14 is perf's hypervisor counting, which this driver has no counterpart for: expected u (CPL > 0), k (CPL 0) or both, and p, pp or ppp (precise level, PEBS)",
         ),
     ];
     for (s, kind, offset, message) in table {
@@ -532,4 +538,25 @@ fn the_driver_places_events_where_linux_does() {
         g1,
         ..c
     });
+}
+
+/// `p`, `pp`, `ppp`: perf's precise levels 1-3, with or without a
+/// privilege, in either syntax; the privilege stays both without `u`/`k`.
+#[test]
+fn precise_modifiers_set_the_precise_level() {
+    let table = [
+        ("cycles", 0, true, true),
+        ("instructions:p", 1, true, true),
+        ("instructions:pp", 2, true, true),
+        ("branches:ppp", 3, true, true),
+        ("branches:upp", 2, true, false),
+        ("branches:pku", 1, true, true),
+        ("cpu/event=0xc4/ppk", 2, false, true),
+        ("cpu/branches/:p", 1, true, true),
+    ];
+    for (s, precise, usr, os) in table {
+        let e = parse(s);
+        assert_eq!((e.precise, e.usr, e.os), (precise, usr, os), "{s}");
+    }
+    assert_eq!(EventSpec::raw(0xC0, 0).with_precise(9).precise, 3);
 }

@@ -60,19 +60,8 @@ pub fn counting(e: (u8, u8), bits: u64) -> u64 {
 /// A version-3 part (Nehalem-like): 4 x 48-bit GP counters, 3 x 48 fixed.
 pub const fn v3() -> Config {
     Config {
-        version: 3,
-        gp_counters: 4,
-        gp_width: 48,
-        fixed_counters: 3,
-        fixed_width: 48,
-        unavailable: 0,
-        ebx_length: 7,
-        fixed_bitmap: 0,
-        full_width_writes: false,
-        family: 6,
-        model: 0x1A,
-        hybrid: false,
-        core_type: 0,
+        pebs: crate::model::archperf::PebsConfig::NONE,
+        ..Config::nehalem()
     }
 }
 

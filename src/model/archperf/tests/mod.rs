@@ -6,4 +6,5 @@ mod counting;
 mod cpuid;
 mod helpers;
 mod overflow;
+mod pebs;
 mod registers;

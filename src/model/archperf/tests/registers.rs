@@ -71,7 +71,8 @@ fn unknown_msrs_fault() {
     ] {
         let mut m = ArchPerfModel::new(config);
         for msr in [
-            0, 0x10, 0xC0, 0xC9, 0x185, 0x18E, 0x1A0, 0x300, 0x308, 0x329, 0x393, 0x4C0,
+            0, 0x10, 0xC0, 0xC9, 0x185, 0x18E, 0x1A1, 0x300, 0x308, 0x329, 0x393, 0x4C0, 0x3F0,
+            0x3F3, 0x601,
         ] {
             absent(&mut m, msr);
         }
@@ -118,7 +119,12 @@ fn full_width_aliases_only_with_fw_write() {
     absent(&mut m, A_PMC0 + 1);
     // IA32_PERF_CAPABILITIES exists (PDCM) and reports FW_WRITE clear.
     assert_eq!(m.read_msr(PERF_CAPS).unwrap(), 0);
-    assert_eq!(sky().read_msr(PERF_CAPS).unwrap(), 1 << 13);
+    // Skylake: FW_WRITE, and PEBS: trap-like, architectural registers,
+    // record format 3.
+    assert_eq!(
+        sky().read_msr(PERF_CAPS).unwrap(),
+        1 << 13 | 1 << 6 | 1 << 7 | 3 << 8
+    );
     let mut v3 = ArchPerfModel::new(v3());
     absent(&mut v3, A_PMC0);
 }
@@ -457,7 +463,7 @@ fn a_faulting_write_changes_nothing() {
         1 << 13,
         GpReason::ReservedBits { bits: 1 << 13 },
     );
-    write_faults(&mut m, 0x1A0, 0, GpReason::UnknownMsr);
+    write_faults(&mut m, 0x1A0, 0, GpReason::ReadOnly);
     // The partly valid OVF_CTRL write did not clear bit 1 either.
     assert_eq!(m.global_status(), 0x2);
     assert_eq!(m.counter(0), 0xFFFF_FFFF_FFF3);
@@ -616,10 +622,10 @@ fn fault_display_and_error() {
         e.to_string(),
         "#GP(0) on WRMSR to IA32_PERFEVTSEL2 (188H): reserved bits 0x10000000000 set"
     );
-    let e = m.read_msr(0x1A0).unwrap_err();
+    let e = m.read_msr(0x1A1).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "#GP(0) on RDMSR of MSR 1A0H: no such MSR on this processor"
+        "#GP(0) on RDMSR of MSR 1A1H: no such MSR on this processor"
     );
     let e = m.rdpmc(9).unwrap_err();
     assert_eq!(

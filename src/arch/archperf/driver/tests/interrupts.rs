@@ -110,7 +110,7 @@ impl Pmi<'_> {
         let mut lvt = Lvt::default();
         let samples = &mut self.samples;
         handle_pmi(self.pmu, m, &mut lvt, self.entry, self.handled, |s| {
-            samples.push(s)
+            samples.push(s.with_payload(()))
         })
         .unwrap();
         self.lvt.extend(lvt.0);

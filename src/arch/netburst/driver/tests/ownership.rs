@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use super::package::lp_driver;
 use super::*;
 use crate::arch::netburst::cccr::CccrValue;
-use crate::arch::netburst::ds::PebsArea;
+use crate::arch::netburst::ds::{DsArea, PebsArea};
 use crate::arch::netburst::{IA32_DS_AREA, MSR_PEBS_ENABLE};
 
 fn l1_miss_pebs() -> CounterConfig {
@@ -125,7 +125,9 @@ fn pebs_needs_an_area_this_driver_installed() {
     let package = crate::testing::netburst_pmu();
     let (mut d, c) = take::<First>(&package, Config::prescott_ht());
     let area: &'static mut PebsArea<2> = Box::leak(Box::new(PebsArea::new()));
-    d.set_pebs_area(T0, area).unwrap();
+    // SAFETY: a leaked allocation: mapped at its address in the test
+    // process's one address space.
+    d.set_pebs_area(T0, unsafe { DsArea::new(area) }).unwrap();
     let address = d.pebs_area(T0).unwrap().address();
     assert_eq!(model(&mut d).read_msr(IA32_DS_AREA).unwrap(), address);
     // Given back with the area installed: it stays the processor's for
@@ -160,7 +162,9 @@ fn a_dropped_driver_idles_what_it_ran_and_holds_its_owner() {
     let mut rec = Recording::<_, 64>::new(m);
     let (mut d, c) = NetBurstDriver::<Dropped, _>::take(&mut rec, &info, &package).unwrap();
     let area: &'static mut PebsArea<2> = Box::leak(Box::new(PebsArea::new()));
-    d.set_pebs_area(T0, area).unwrap();
+    // SAFETY: a leaked allocation: mapped at its address in the test
+    // process's one address space.
+    d.set_pebs_area(T0, unsafe { DsArea::new(area) }).unwrap();
     let n = SampleAfter::new(100, overflow_rule()).unwrap();
     let c0 = c.c0.configure(&mut d, &running().sampling(n)).unwrap();
     let c0 = c0.enable(&mut d).unwrap();

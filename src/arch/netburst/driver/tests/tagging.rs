@@ -7,14 +7,17 @@ use std::boxed::Box;
 
 use super::*;
 use crate::arch::handle_pmi;
-use crate::arch::netburst::ds::{PebsArea, PebsRecord};
+use crate::arch::netburst::ds::{DsArea, PebsArea, PebsRecord};
 use crate::arch::netburst::pmi::Capture;
 use crate::arch::netburst::{IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
 use crate::model::netburst::{PebsRecord as ModelRecord, replay};
 
 /// A DS save area for `K` records, for good (as a kernel's `static`).
-fn area<const K: usize>() -> &'static mut PebsArea<K> {
-    Box::leak(Box::new(PebsArea::new()))
+fn area<const K: usize>() -> DsArea {
+    let memory: &'static mut PebsArea<K> = Box::leak(Box::new(PebsArea::new()));
+    // SAFETY: a leaked allocation: mapped at its address in the test
+    // process's one address space.
+    unsafe { DsArea::new(memory) }
 }
 
 /// Retires `n` loads on T0 at CPL 0 that missed the first-level cache,

@@ -1,0 +1,201 @@
+//! The architectural PMU's PEBS for a guest: refused, always.
+//!
+//! # Why
+//!
+//! A PEBS assist writes its record through the *linear* address the DS
+//! save area gives (`IA32_DS_AREA` and the buffer base and index in it),
+//! translated by whatever paging is live when the assist happens. A
+//! guest's DS area is a guest-linear address. The assist of an event that
+//! overflowed while the guest ran can complete after the VM exit, with the
+//! host's CR3 live (KVM: "PEBS memory write can overshoot guest entry and
+//! corrupt guest memory", and so it clears `IA32_PEBS_ENABLE` at every
+//! entry unless the part isolates PEBS; Linux marks every PMU of version 4
+//! and earlier `pebs_no_isolation`); the guest's linear addresses then
+//! name whatever the host maps there, and the processor writes it: host
+//! memory corrupted by a guest's choice of address, which no check of a
+//! value can prevent. So the crate refuses PEBS to every guest: the PEBS
+//! MSRs and `IA32_DS_AREA` are #GP ([`check_pebs_msr`]), and the guest sees
+//! a processor without PEBS (CPUID.01H:EDX.DS clear, [`guest_cpuid_01_edx`];
+//! `IA32_MISC_ENABLE` with PEBS and BTS unavailable, [`MISC_ENABLE_PMU_BITS`];
+//! `IA32_PERF_CAPABILITIES` without the PEBS fields,
+//! [`guest_perf_capabilities`]). A host that runs PEBS itself clears its
+//! `IA32_PEBS_ENABLE` before every guest entry (the driver's counters are
+//! the host's; the VMM's world switch does it).
+//!
+//! Xen refuses a guest's non-zero `IA32_PEBS_ENABLE` too; NetBurst's guest
+//! checks ([`super::netburst`]) refuse PEBS for the same reason.
+
+use super::Verdict;
+use crate::arch::archperf::{IA32_DS_AREA, IA32_PEBS_ENABLE, MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT};
+use crate::detect::{IA32_MISC_ENABLE, Leaf01Edx, MiscEnable, PerfCapabilities};
+
+/// Why a guest's access is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum GuestGp {
+    /// PEBS or the DS area: never for a guest (see the [module
+    /// documentation](self)).
+    PebsRefused {
+        /// The MSR.
+        msr: u32,
+    },
+    /// A write to `IA32_MISC_ENABLE`'s read-only PMU bits.
+    ReadOnly {
+        /// The MSR.
+        msr: u32,
+    },
+}
+
+impl core::fmt::Display for GuestGp {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            GuestGp::PebsRefused { msr } => write!(
+                f,
+                "MSR {msr:#X} is PEBS's: refused to every guest (a PEBS record is written through a linear address with whatever paging is live, the host's after a VM exit)"
+            ),
+            GuestGp::ReadOnly { msr } => {
+                write!(
+                    f,
+                    "MSR {msr:#X}'s performance-monitoring bits are read-only"
+                )
+            }
+        }
+    }
+}
+
+impl core::error::Error for GuestGp {}
+
+/// The MSRs of the architectural PMU's PEBS a guest may not touch.
+pub const PEBS_MSRS: [u32; 4] = [
+    IA32_PEBS_ENABLE,
+    MSR_PEBS_DATA_CFG,
+    MSR_PEBS_LD_LAT,
+    IA32_DS_AREA,
+];
+
+/// The `IA32_MISC_ENABLE` performance-monitoring bits a guest reads:
+/// performance monitoring available, BTS and PEBS unavailable (the VMM
+/// answers the other bits).
+pub const MISC_ENABLE_PMU_BITS: u64 = MiscEnable::from_bits(0)
+    .with_perf_mon_available(true)
+    .with_bts_unavailable(true)
+    .with_pebs_unavailable(true)
+    .bits();
+
+/// A guest's RDMSR (`write` false) or WRMSR of `msr`: #GP for PEBS's MSRs
+/// and `IA32_DS_AREA`; a read of `IA32_MISC_ENABLE` emulated (answer
+/// [`MISC_ENABLE_PMU_BITS`] for its PMU bits), a write of it #GP (its PMU
+/// bits are read-only); anything else is not PEBS's ([`Verdict::NotPmu`]:
+/// the VMM's, or its architectural-PMU checks').
+pub fn check_pebs_msr(msr: u32, write: bool) -> Verdict<GuestGp> {
+    if PEBS_MSRS.contains(&msr) {
+        return Verdict::InjectGp(GuestGp::PebsRefused { msr });
+    }
+    match (msr, write) {
+        (IA32_MISC_ENABLE, false) => Verdict::Emulate,
+        (IA32_MISC_ENABLE, true) => Verdict::InjectGp(GuestGp::ReadOnly { msr }),
+        _ => Verdict::NotPmu,
+    }
+}
+
+/// `IA32_PERF_CAPABILITIES` as a guest reads it: the host's, with the PEBS
+/// fields clear (the trap-like assist, the saved registers, the record
+/// format, PEBS baseline), so a guest driver finds no PEBS.
+pub const fn guest_perf_capabilities(host: u64) -> u64 {
+    PerfCapabilities::from_bits(host)
+        .with_pebs_trap(false)
+        .with_pebs_arch_regs(false)
+        .with_pebs_format(0)
+        .with_pebs_baseline(false)
+        .bits()
+}
+
+/// CPUID.01H:EDX as a guest reads it: the host's, with DS (bit 21) clear:
+/// no debug store, so neither BTS nor PEBS.
+pub const fn guest_cpuid_01_edx(host: u32) -> u32 {
+    Leaf01Edx::from_bits(host).with_ds(false).bits()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::{Cpuid, detect};
+    use crate::model::archperf::{ArchPerfModel, Config};
+
+    /// Every PEBS MSR is #GP in both directions, with the reason;
+    /// `IA32_MISC_ENABLE` reads as a processor without PEBS and takes no
+    /// write; other MSRs are not PEBS's.
+    #[test]
+    fn guest_pebs_is_refused() {
+        for msr in [0x3F1, 0x3F2, 0x3F6, 0x600] {
+            for write in [false, true] {
+                assert_eq!(
+                    check_pebs_msr(msr, write),
+                    Verdict::InjectGp(GuestGp::PebsRefused { msr })
+                );
+            }
+        }
+        assert_eq!(check_pebs_msr(0x1A0, false), Verdict::Emulate);
+        assert_eq!(
+            check_pebs_msr(0x1A0, true),
+            Verdict::InjectGp(GuestGp::ReadOnly { msr: 0x1A0 })
+        );
+        for msr in [0x186, 0x38F, 0x3F0, 0x3F7, 0x601] {
+            assert_eq!(check_pebs_msr(msr, true), Verdict::NotPmu, "{msr:#X}");
+        }
+        assert_eq!(MISC_ENABLE_PMU_BITS, 1 << 7 | 1 << 11 | 1 << 12);
+        assert_eq!(
+            GuestGp::PebsRefused { msr: 0x600 }.to_string(),
+            "MSR 0x600 is PEBS's: refused to every guest (a PEBS record is written through a linear address with whatever paging is live, the host's after a VM exit)"
+        );
+    }
+
+    /// A guest's view of an Ice Lake host (the model): detection inside
+    /// the guest finds the architectural PMU without PEBS.
+    #[test]
+    fn a_guest_sees_no_pebs() {
+        let host = ArchPerfModel::new(Config::icelake());
+        let caps = crate::access::MsrAccess::read_msr(&mut host.clone(), 0x345).unwrap();
+        let guest = guest_perf_capabilities(caps);
+        assert_eq!(guest, 1 << 13, "FW_WRITE only");
+        let edx = host.cpuid(1, 0).edx;
+        assert_ne!(edx & 1 << 21, 0);
+        assert_eq!(guest_cpuid_01_edx(edx), edx & !(1 << 21));
+        /// The guest: the host model with CPUID and the capabilities
+        /// filtered, `IA32_MISC_ENABLE` emulated.
+        struct Guest(ArchPerfModel);
+        impl Cpuid for Guest {
+            fn cpuid(&self, leaf: u32, subleaf: u32) -> crate::detect::CpuidResult {
+                let mut r = self.0.cpuid(leaf, subleaf);
+                if leaf == 1 {
+                    r.edx = guest_cpuid_01_edx(r.edx);
+                }
+                r
+            }
+        }
+        impl crate::access::MsrAccess for Guest {
+            type Error = crate::model::archperf::Fault;
+            fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
+                match check_pebs_msr(msr, false) {
+                    Verdict::Emulate => Ok(MISC_ENABLE_PMU_BITS),
+                    _ if msr == 0x345 => self.0.read_msr(msr).map(guest_perf_capabilities),
+                    _ => self.0.read_msr(msr),
+                }
+            }
+            fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), Self::Error> {
+                self.0.write_msr(msr, value)
+            }
+            fn rdpmc(&mut self, index: u32) -> Result<u64, Self::Error> {
+                self.0.rdpmc(index)
+            }
+        }
+        let mut guest = Guest(host);
+        let cpuid = Guest(guest.0.clone());
+        let pebs = detect(&cpuid, &mut guest)
+            .unwrap()
+            .arch_perf()
+            .unwrap()
+            .pebs;
+        assert!(!pebs.ds && !pebs.usable() && pebs.format == 0);
+    }
+}
