@@ -4,7 +4,7 @@ use core::fmt;
 use core::str::FromStr;
 
 use super::msrs::PerfEvtSel;
-use crate::arch::event_syntax::{self, ModifierError, NumberError, SplitError, Term};
+use crate::arch::event_syntax::{self, NumberError, SplitError, Term};
 
 /// A pre-defined architectural event (SDM Vol. 3B, "Pre-defined
 /// Architectural Performance Events", Table "UMask and Event Select
