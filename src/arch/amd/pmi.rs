@@ -401,7 +401,8 @@ const fn owe(pending: u64, more: u64) -> u64 {
 /// With PerfMonV2 and nothing of the late-PMI bookkeeping pending, the
 /// usual interrupt (each overflowed counter fewer than `N` events past its
 /// wrap) and the one that finds nothing are served inline (the first
-/// counter here, the others by [`v2_more`]); anything else (a counter a
+/// counter first, in the loop of the architectural PMU's handler);
+/// anything else (a counter a
 /// period or more past its wrap, a stale status bit) hands the rest of the
 /// interrupt to an out-of-line path, so that the inline path keeps no
 /// register for it. Before PerfMonV2 with nothing pending [`legacy`]
@@ -431,31 +432,26 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
             late: false,
         });
     }
+    // The usual overflow of the first counter found, inline: fewer than N
+    // events past the wrap, one period, re-armed to `preset + raw`; more
+    // counters found continue in [`v2_more`], any other case in
+    // [`v2_rare`], both in tail position, with the set found kept in the
+    // state (so that this path keeps no register across a call).
+    state.found.store(found, Ordering::Relaxed);
     let n = found.trailing_zeros();
     let i = slot(n);
     let raw = msr.rdpmc(n)?;
     // What the re-arm needs, loaded after the read.
     if raw >= state.n[i].load(Ordering::Relaxed) {
-        state.found.store(found, Ordering::Relaxed);
-        return rest_of(
-            state,
-            same_backend(msr),
-            &mut (),
-            entry,
-            rip,
-            sink,
-            0,
-            found,
-            0,
-        );
+        return v2_rare(state, same_backend(msr), rip, sink, found);
     }
     let preset = state.preset[i].load(Ordering::Relaxed);
     msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
     bump(&state.periods[i], 1);
     sink(Sample::new(n as u8, 1, rip));
-    let rest = found & (found - 1);
-    if rest != 0 {
-        return v2_more(state, same_backend(msr), rip, sink, found, rest);
+    let found = state.found.load(Ordering::Relaxed);
+    if found & (found - 1) != 0 {
+        return v2_more(state, same_backend(msr), rip, sink);
     }
     msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
     bump(&state.serviced, 1);
@@ -465,11 +461,12 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     })
 }
 
-/// The PerfMonV2 fast path's interrupt with more than one overflowed
-/// counter: the first serviced already, the others (`rest` of `found`)
-/// here, the usual overflow inline (anything else hands the rest to
-/// [`rest_of`]); the status acknowledged; a late PMI owed per counter
-/// beyond the first, which sends the next PMI the general way.
+/// The PerfMonV2 fast path's interrupt with more than one counter found
+/// (`PmiState::found`): the first serviced already, the others here, the
+/// usual overflow in the loop of the architectural PMU's handler (any
+/// other case hands the rest to [`v2_rare`]); the status acknowledged; a
+/// late PMI owed per counter beyond the first (each overflow raised its
+/// own), which sends the next PMI the general way.
 #[cold]
 #[inline(never)]
 fn v2_more<M: MsrBackend, S: Sink>(
@@ -477,29 +474,15 @@ fn v2_more<M: MsrBackend, S: Sink>(
     msr: &mut M,
     rip: u64,
     mut sink: S,
-    found: u64,
-    mut rest: u64,
 ) -> Result<PmiOutcome, M::Error> {
+    let found = state.found.load(Ordering::Relaxed);
+    let mut rest = found & (found - 1);
     while rest != 0 {
         let n = rest.trailing_zeros();
         let i = slot(n);
         let raw = msr.rdpmc(n)?;
         if raw >= state.n[i].load(Ordering::Relaxed) {
-            let serviced = found & !rest;
-            let done = u64::from(serviced.count_ones());
-            state.found.store(found, Ordering::Relaxed);
-            let lvt = &mut ();
-            return rest_of(
-                state,
-                same_backend(msr),
-                lvt,
-                LvtPerfCounter::RESET,
-                rip,
-                sink,
-                serviced,
-                rest,
-                done,
-            );
+            return v2_rare(state, same_backend(msr), rip, sink, rest);
         }
         let preset = state.preset[i].load(Ordering::Relaxed);
         msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
@@ -519,6 +502,36 @@ fn v2_more<M: MsrBackend, S: Sink>(
         overflowed: found,
         late: false,
     })
+}
+
+/// The PerfMonV2 fast path's counter not in the usual case (a period or
+/// more past its wrap, or a stale status bit): the rest of the interrupt,
+/// from it (the lowest bit of `rest`), by [`rest_of`], after the counters
+/// of the set found (`PmiState::found`) the loop serviced already, one
+/// period each.
+#[cold]
+#[inline(never)]
+fn v2_rare<M: MsrBackend, S: Sink>(
+    state: &PmiState,
+    msr: &mut M,
+    rip: u64,
+    sink: S,
+    rest: u64,
+) -> Result<PmiOutcome, M::Error> {
+    let serviced = state.found.load(Ordering::Relaxed) & !rest;
+    let done = u64::from(serviced.count_ones());
+    let lvt = &mut ();
+    rest_of(
+        state,
+        msr,
+        lvt,
+        LvtPerfCounter::RESET,
+        rip,
+        sink,
+        serviced,
+        rest,
+        done,
+    )
 }
 
 /// The late PMIs an interrupt that serviced a set of the six counters owes
