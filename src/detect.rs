@@ -55,7 +55,6 @@
 use core::fmt;
 
 use crate::access::{MsrBackend, MsrOps};
-use crate::register::Field;
 
 mod registers;
 
@@ -404,7 +403,18 @@ impl ArchPerfCpu {
     /// Fixed counter `i` exists on this logical processor
     /// ([`ArchPerfCpu::fixed_bitmap`]).
     pub const fn fixed_supported(&self, i: u8) -> bool {
-        i < 32 && Field::new(i, 1).get(self.fixed_bitmap() as u64) != 0
+        registers::bitmap_has(self.fixed_bitmap(), i)
+    }
+
+    /// This logical processor's available architectural events, bit k for
+    /// event k: CPUID.23H.03H:EAX where leaf 23H enumerates them, leaf
+    /// 0AH's EBX clear bits within its vector otherwise
+    /// ([`ArchPerfCpu::event_available`]).
+    pub const fn events_bitmap(&self) -> u32 {
+        match self.ext {
+            Some(ext) if ext.subleaves.events() => ext.events,
+            _ => self.leaf.available_events(),
+        }
     }
 
     /// Architectural event `k` (its CPUID.0AH:EBX bit, as

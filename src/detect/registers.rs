@@ -193,6 +193,12 @@ register! {
     }
 }
 
+/// Whether bit `i` of a CPUID bitmap (a leaf 23H bitmap, leaf 0AH's fixed
+/// counters) is set; `false` past bit 31.
+pub(crate) const fn bitmap_has(bitmap: u32, i: u8) -> bool {
+    i < 32 && Field::new(i, 1).get(bitmap as u64) != 0
+}
+
 /// CPUID leaf 23H, "Architectural Performance Monitoring Extended Leaf"
 /// (enumerated by CPUID.(EAX=07H, ECX=01H):EAX\[8\], [`Leaf07Sub1Eax`];
 /// Intel ISE, chapter "Architectural Performance Monitoring Extensions";
@@ -242,7 +248,7 @@ impl Leaf23 {
     /// supported, where sub-leaf 3 is valid.
     pub const fn event_supported(self, k: u8) -> Option<bool> {
         if self.subleaves.events() {
-            Some(k < 32 && Field::new(k, 1).get(self.events as u64) != 0)
+            Some(bitmap_has(self.events, k))
         } else {
             None
         }
@@ -401,6 +407,14 @@ impl Leaf0A {
         k < self.vector_length() && k < 32 && self.regs[1] & (1 << k) == 0
     }
 
+    /// The available architectural events as a bitmap (bit k: event k
+    /// available, as in CPUID.23H.03H:EAX): EBX's clear bits within the
+    /// vector.
+    pub const fn available_events(self) -> u32 {
+        let n = self.vector_length();
+        !self.regs[1] & Field::new(0, if n > 32 { 32 } else { n }).mask() as u32
+    }
+
     /// Contiguous fixed counters (EDX\[4:0\]; v2+).
     pub const fn fixed_contiguous(self) -> u8 {
         if self.version() < 2 {
@@ -422,7 +436,7 @@ impl Leaf0A {
     /// Fixed counter `i` exists: `ECX[i] || EDX[4:0] > i` (SDM: the v5
     /// bitmap, or the contiguous count).
     pub const fn fixed_supported(self, i: u8) -> bool {
-        i < 32 && Field::new(i, 1).get(self.fixed_bitmap() as u64) != 0
+        bitmap_has(self.fixed_bitmap(), i)
     }
 
     /// The general counters as a bitmap: counters 0 to [`Leaf0A::general`]

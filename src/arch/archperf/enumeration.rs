@@ -23,17 +23,14 @@
 use core::fmt;
 
 use super::events::{ArchEvent, EventSpec};
-use super::msrs::{Counter, CounterSet, MAX_FIXED, MAX_GENERAL};
+use super::msrs::{Counter, CounterSet};
 use crate::detect::{ArchPerfCpu, CoreType, Enumeration};
-use crate::register::Field;
 
 /// The counters of `cpu` the crate drives: general counters 0-7 and fixed
 /// counters 0-3 where `cpu`'s bitmaps have them
 /// ([`ArchPerfCpu::general_bitmap`], [`ArchPerfCpu::fixed_bitmap`]).
 pub fn counters(cpu: &ArchPerfCpu) -> CounterSet {
-    let general = Field::new(0, MAX_GENERAL).get(u64::from(cpu.general_bitmap()));
-    let fixed = Field::new(0, MAX_FIXED).get(u64::from(cpu.fixed_bitmap()));
-    CounterSet::from_bits_truncate(general | fixed << 32)
+    CounterSet::from_bitmaps(cpu.general_bitmap(), cpu.fixed_bitmap())
 }
 
 /// What a logical processor lacks.
@@ -73,12 +70,7 @@ impl Lack {
         let (leaf, has) = match missing {
             Missing::Counter(c) if c.is_fixed() => (cpu.counters_from(), cpu.fixed_bitmap()),
             Missing::Counter(_) => (cpu.counters_from(), cpu.general_bitmap()),
-            Missing::Event(_) => (
-                cpu.events_from(),
-                (0..32u8)
-                    .filter(|&k| cpu.event_available(k))
-                    .fold(0, |bits, k| bits | 1 << k),
-            ),
+            Missing::Event(_) => (cpu.events_from(), cpu.events_bitmap()),
         };
         Lack {
             missing,

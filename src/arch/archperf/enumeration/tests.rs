@@ -78,6 +78,8 @@ fn meteor_lake_cores_enumerate_their_own_counters_in_leaf_23h() {
         );
     }
     assert_eq!(p.ext.and_then(|x| x.general()), Some(0xFF));
+    assert_eq!((p.events_bitmap(), e.events_bitmap()), (0xDFF, 0x7F));
+    assert_eq!(p.leaf.available_events(), 0x7F, "leaf 0AH's vector of 7");
     assert_eq!(counters(&p), set(&[0, 1, 2, 3, 4, 5, 6, 7], &[0, 1, 2, 3]));
     assert_eq!(counters(&e), set(&[0, 1, 2, 3, 4, 5, 6, 7], &[0, 1, 2]));
     assert!(p.event_available(7) && !e.event_available(7));
@@ -123,6 +125,8 @@ fn lunar_lake_bitmaps_with_more_counters_and_a_hole() {
     assert_eq!(counters(&e), set(&[0, 1, 2, 3, 4, 5, 6, 7], &[0, 1, 2]));
     // Leaf 0AH's vector (13 events, 7 and 9 unavailable) is the common
     // view; leaf 23H's sub-leaf 3 each core's.
+    assert_eq!(p.leaf.available_events(), 0x1D7F);
+    assert_eq!((p.events_bitmap(), e.events_bitmap()), (0x1DFF, 0x1F7F));
     assert!(!p.leaf.event_available(7) && p.event_available(7));
     assert!(!e.event_available(7));
     assert_eq!(check_event(&p, &spec("slots")), Ok(()));
