@@ -309,9 +309,6 @@ impl<'s, A: Architecture, const K: usize> TaskSwitcher<'s, A, K> {
             }
             if let Some(Some(e)) = events.get_mut(i) {
                 e.at = found;
-                if found.is_some() && i + 1 == E {
-                    refusal = None;
-                }
             }
         }
         // A refusal matters only for an event that fit nowhere.

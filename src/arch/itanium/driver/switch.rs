@@ -78,11 +78,23 @@ impl<O: Owner, R: PmcPmdBackend> crate::arch::Switch<Itanium> for ItaniumDriver<
         Ok(())
     }
 
+    /// The event's image moved to counter `n` ([`super::pmc::CounterPmc::on`],
+    /// as the multiplexer moves it), then checked as a configuration is:
+    /// an event counts on whichever counter set aside its catalog allows.
     fn ctx_images(&self, n: u8, config: &CounterConfig) -> Result<Programmed, Self::Error> {
         if config.units().next().is_some() {
             return Err(Error::Config(ConfigError::NotInContext));
         }
-        Ok(self.image_of(n, config)?)
+        let counter =
+            HwCounter::new(self.generation, n).ok_or(ConfigError::NoSuchCounter(n))?;
+        let moved = CounterConfig {
+            pmc: config.pmc.on(counter).ok_or(ConfigError::WrongCounter {
+                handle: n,
+                image: config.pmc.counter().index(),
+            })?,
+            ..*config
+        };
+        Ok(self.image_of(n, &moved)?)
     }
 
     /// The generation.
