@@ -57,6 +57,9 @@ pub(super) trait Rig: Sized + 'static {
     type Regs: 'static;
     /// One CPU's driver over its registers behind the hook.
     type Driver<O: Owner>: Switch<Self::A, Config = <Self::A as Architecture>::Config>;
+    /// Whether the PMI may be taken inside a switch (an NMI): not on
+    /// Itanium, whose switch edits PMC0 and is called with PSR.i clear.
+    const PMI_IN_SWITCH: bool = true;
 
     fn machine() -> &'static Self::Machine;
     fn regs(m: &'static Self::Machine, cpu: usize) -> Self::Regs;
@@ -106,6 +109,11 @@ pub(super) struct Hook<R: Rig> {
     kernel: u64,
     samples: Vec<(Attribution, u64)>,
     pmis: u64,
+    /// A sweep's injection: at this access (counted from the backend's
+    /// arm), of this kind, this many.
+    at: Option<(usize, usize, u64)>,
+    /// Inside a switch that holds the PMI (Itanium's): no PMI taken.
+    masked: bool,
 }
 
 impl<R: Rig> Hook<R> {
@@ -121,6 +129,8 @@ impl<R: Rig> Hook<R> {
             kernel: 0,
             samples: Vec::new(),
             pmis: 0,
+            at: None,
+            masked: false,
         }
     }
 
@@ -137,7 +147,13 @@ impl<R: Rig> Hook<R> {
 }
 
 impl<R: Rig> Interrupt<R::Regs> for Hook<R> {
-    fn before(&mut self, _at: usize, regs: &mut R::Regs) {
+    fn before(&mut self, at: usize, regs: &mut R::Regs) {
+        if let Some((k, kind, n)) = self.at
+            && k <= at
+        {
+            self.at = None;
+            self.inject.push((kind, n));
+        }
         for (kind, n) in core::mem::take(&mut self.inject) {
             let counted = R::inject(self.m, regs, self.cpu, kind, n);
             if kind == KINDS {
@@ -154,6 +170,9 @@ impl<R: Rig> Interrupt<R::Regs> for Hook<R> {
                 };
                 self.pmi = Some(delay);
             }
+        }
+        if self.masked {
+            return;
         }
         match self.pmi {
             Some(0) => {
@@ -245,6 +264,7 @@ impl<R: Rig, O: Owner> Cpu<R, O> {
     /// Switches to task `next` (or none).
     fn switch(&mut self, me: usize, tasks: &mut [Task<R::A>], next: Option<usize>, now: u64, ran: &mut Ran) {
         let prev = self.cur;
+        self.hook().masked = !R::PMI_IN_SWITCH;
         if let Some(p) = prev {
             let t = &mut tasks[p];
             t.ran += now - t.since;
@@ -275,6 +295,7 @@ impl<R: Rig, O: Owner> Cpu<R, O> {
             t.last = Some(me);
             t.since = now;
         }
+        self.hook().masked = false;
         self.cur = next;
         ran.switches += 1;
     }
@@ -413,4 +434,109 @@ pub(super) fn run<R: Rig, O0: Owner, O1: Owner>(seed: u64, switches: u64) -> Ran
 /// Events of kind `kind` task `t` was given on both CPUs.
 fn both(t0: &HashMap<u64, [u64; KINDS]>, t1: &HashMap<u64, [u64; KINDS]>, t: u64, kind: usize) -> u64 {
     t0.get(&t).map_or(0, |k| k[kind]) + t1.get(&t).map_or(0, |k| k[kind])
+}
+
+/// Events at every access of a switch between two tasks with different
+/// events on one counter: each event is counted for the task whose event
+/// it is or for neither, never for the other (the core writes a counter's
+/// control before its value, and reads it before either). The outgoing
+/// task counts kind 0, the incoming one kind 2.
+pub(super) fn sweep<R: Rig, O: Owner>() -> usize {
+    let m = R::machine();
+    let on: &'static OnCpu = Box::leak(Box::new(OnCpu::new()));
+    let regs = Interrupting::new(R::regs(m, 0), Hook::new(m, 0, on, 1));
+    let (mut d, mut kernel, set_aside) = R::take::<O>(m, 0, regs);
+    let kc = R::config(&d, KINDS, 0);
+    kernel.configure(&mut d, &kc).unwrap();
+    kernel.enable(&mut d).unwrap();
+    let mut s = TaskSwitcher::new(&mut d, set_aside, on)
+        .map_err(|(e, _)| e)
+        .unwrap();
+    let mut accesses = 0;
+    let mut runs = 0;
+    for kind in [0, 2] {
+        let mut k = 0;
+        loop {
+            let mut a = TaskEvents::<R::A, E>::new(1);
+            let mut b = TaskEvents::<R::A, E>::new(2);
+            s.attach(&d, &mut a, R::config(&d, 0, 0), false).unwrap();
+            s.attach(&d, &mut b, R::config(&d, 2, 0), false).unwrap();
+            s.switch(&mut d, None, Some(&mut a), 0).unwrap();
+            R::backend(&mut d).hook.inject.push((0, 10));
+            kernel.read(&mut d).unwrap();
+            R::backend(&mut d).hook.at = Some((k, kind, 5));
+            R::backend(&mut d).arm();
+            s.switch(&mut d, Some(&mut a), Some(&mut b), 1).unwrap();
+            let n = R::backend(&mut d).accesses();
+            accesses = accesses.max(n);
+            s.switch(&mut d, Some(&mut b), None, 2).unwrap();
+            kernel.read(&mut d).unwrap();
+            let (ca, cb) = (a.count(0).unwrap().count, b.count(0).unwrap().count);
+            match kind {
+                0 => {
+                    assert!(ca == 10 || ca == 15, "access {k}: A counted {ca}");
+                    assert_eq!(cb, 0, "access {k}: A's event counted for B");
+                }
+                _ => {
+                    assert_eq!(ca, 10, "access {k}: B's event counted for A");
+                    assert!(cb == 0 || cb == 5, "access {k}: B counted {cb}");
+                }
+            }
+            runs += 1;
+            if k > n {
+                break;
+            }
+            k += 1;
+        }
+    }
+    assert!(accesses >= 3, "a read, a control, a value");
+    runs
+}
+
+/// The accesses of each kind of switch, in order: none to none, none to
+/// an empty context and back, a context of two events in (both start),
+/// one with the same events, one with other events on the same counters,
+/// out to an empty context (both stop), and the counters given back.
+pub(super) fn traffic<R: Rig, O: Owner>() -> [usize; 6] {
+    let m = R::machine();
+    let on: &'static OnCpu = Box::leak(Box::new(OnCpu::new()));
+    let regs = Interrupting::new(R::regs(m, 0), Hook::new(m, 0, on, 1));
+    let (mut d, _kernel, set_aside) = R::take::<O>(m, 0, regs);
+    let mut s = TaskSwitcher::new(&mut d, set_aside, on)
+        .map_err(|(e, _)| e)
+        .unwrap();
+    let ctx = |events: &[(usize, u64)], d: &R::Driver<O>| {
+        let mut c = TaskEvents::<R::A, E>::new(0);
+        for &(kind, every) in events {
+            s.attach(d, &mut c, R::config(d, kind, every), false).unwrap();
+        }
+        c
+    };
+    let mut a = ctx(&[(0, 0), (1, 1000)], &d);
+    let mut b = ctx(&[(0, 0), (1, 1000)], &d);
+    let mut other = ctx(&[(2, 0), (0, 0)], &d);
+    let mut empty = ctx(&[], &d);
+    let mut out = [0; 6];
+    let count = |d: &mut R::Driver<O>| {
+        let n = R::backend(d).accesses();
+        R::backend(d).arm();
+        n
+    };
+    count(&mut d);
+    s.switch(&mut d, None::<&mut TaskEvents<R::A, E>>, None, 0).unwrap();
+    s.switch(&mut d, None, Some(&mut empty), 0).unwrap();
+    s.switch(&mut d, Some(&mut empty), None, 0).unwrap();
+    out[0] = count(&mut d);
+    s.switch(&mut d, None, Some(&mut a), 0).unwrap();
+    out[1] = count(&mut d);
+    s.switch(&mut d, Some(&mut a), Some(&mut b), 0).unwrap();
+    out[2] = count(&mut d);
+    s.switch(&mut d, Some(&mut b), Some(&mut other), 0).unwrap();
+    out[3] = count(&mut d);
+    s.switch(&mut d, Some(&mut other), Some(&mut empty), 0).unwrap();
+    out[4] = count(&mut d);
+    s.switch(&mut d, Some(&mut empty), None, 0).unwrap();
+    let _tokens = s.finish(&mut d).map_err(|(e, _)| e).unwrap();
+    out[5] = count(&mut d);
+    out
 }
