@@ -77,6 +77,8 @@ pub mod step;
 #[cfg(any(target_os = "none", doc))]
 pub mod symbols;
 #[cfg(any(target_os = "none", doc))]
+pub mod task;
+#[cfg(any(target_os = "none", doc))]
 pub mod test;
 #[cfg(any(target_os = "none", doc))]
 pub mod text;
