@@ -51,6 +51,7 @@
 pub mod bounds;
 pub mod driver;
 mod events;
+mod lbr;
 mod msrs;
 pub mod multiplex;
 mod pebs;
@@ -59,6 +60,7 @@ pub mod pmi;
 mod seam;
 
 pub use events::*;
+pub use lbr::*;
 pub use msrs::*;
 pub use pebs::*;
 pub use physical::*;

@@ -323,6 +323,9 @@ impl ArchPerfModel {
             push(Event::new(select, umask, 1));
         }
         self.retirement = *r;
+        // Recorded as it retires, before its events count: the branch that
+        // overflows a counter is in the records its PMI freezes.
+        self.record_branch(r);
         self.run(&events[..n], false, 1, r.privilege, false);
         self.retirement = Retirement::NONE;
         self.pmi

@@ -273,6 +273,7 @@
 //!     fields; other records' memory fields are 0.
 
 mod counting;
+mod lbr;
 mod memory;
 mod overflow;
 mod pebs;
@@ -288,7 +289,8 @@ mod tests;
 pub use crate::arch::ia32::Gprs;
 pub use counting::{Event, Injected, Privilege};
 pub use registers::{
-    ArchPerfModel, Config, Fault, GpReason, Instruction, MAX_BASIC_LEAF, PebsConfig, msr_name,
+    ArchPerfModel, Config, Fault, GpReason, Instruction, LbrConfig, MAX_BASIC_LEAF, PebsConfig,
+    msr_name,
 };
 pub use retire::{Branch, BranchKind, Load, Retirement};
 #[cfg(target_arch = "x86_64")]
