@@ -287,7 +287,7 @@ mod tables;
 mod tests;
 
 pub use crate::arch::ia32::Gprs;
-pub use counting::{Event, Injected, Privilege};
+pub use counting::{CONDITIONAL_BRANCHES, Event, Injected, Privilege};
 pub use registers::{
     ArchPerfModel, Config, Fault, GpReason, Instruction, LbrConfig, MAX_BASIC_LEAF, PebsConfig,
     msr_name,

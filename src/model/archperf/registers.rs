@@ -592,7 +592,7 @@ impl Config {
         let LbrConfig::Architectural { depths } = self.lbr else {
             return false;
         };
-        depth >= 8 && depth <= 64 && depth % 8 == 0 && (depths >> (depth / 8 - 1)) & 1 != 0
+        depth >= 8 && depth <= 64 && depth.is_multiple_of(8) && (depths >> (depth / 8 - 1)) & 1 != 0
     }
 
     /// The CPUID.01H:EAX signature (stepping 0): family above 0FH goes into
