@@ -397,6 +397,23 @@ pub enum ModelPmi {
 /// assert_eq!(apic.sent, ["ipi"]);
 /// ```
 pub fn deliver_model_pmi<A: PmiApic + ?Sized>(apic: &mut A) -> Result<ModelPmi, A::Error> {
+    deliver(apic, true)
+}
+
+/// Delivers one PMI a PMU model raised through `apic` as AMD's local APIC
+/// delivers a counter's overflow: as [`deliver_model_pmi`], but without
+/// setting the entry's mask bit (AMD's APIC leaves it clear: Linux's
+/// `amd_pmu_v2_handle_irq`), so that the next PMI is delivered whether or
+/// not the handler writes the entry (`crate::arch::amd::pmi` writes it
+/// before PerfMonV2 only). Two or three register accesses: read the entry,
+/// send (the x2APIC NMI reads the APIC ID first); one when the entry is
+/// masked or invalid.
+pub fn deliver_model_pmi_unmasked<A: PmiApic + ?Sized>(apic: &mut A) -> Result<ModelPmi, A::Error> {
+    deliver(apic, false)
+}
+
+/// [`deliver_model_pmi`], masking the entry as it delivers (`mask`) or not.
+fn deliver<A: PmiApic + ?Sized>(apic: &mut A, mask: bool) -> Result<ModelPmi, A::Error> {
     let entry = apic.lvt_perf_counter()?;
     if entry.is_masked() {
         return Ok(ModelPmi::Masked);
@@ -404,7 +421,9 @@ pub fn deliver_model_pmi<A: PmiApic + ?Sized>(apic: &mut A) -> Result<ModelPmi, 
     let Some(delivery) = entry.delivery() else {
         return Ok(ModelPmi::Invalid);
     };
-    apic.set_lvt_perf_counter(entry.masked())?;
+    if mask {
+        apic.set_lvt_perf_counter(entry.masked())?;
+    }
     match delivery {
         PmiDelivery::Fixed(vector) => {
             apic.send_self_ipi(vector)?;

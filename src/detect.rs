@@ -1,9 +1,11 @@
-//! PMU detection from CPUID and IA32_MISC_ENABLE.
+//! PMU detection from CPUID, IA32_MISC_ENABLE and, on AMD, a read-back of
+//! one counter.
 //!
-//! Detection executes only instructions every x86-64 CPU has: CPUID, and
-//! RDMSR of IA32_MISC_ENABLE after CPUID.01H:EDX.MSR[bit 5] says RDMSR exists.
-//! It never executes RDPMC, which raises #UD on a CPU without counters (QEMU's
-//! TCG does exactly that).
+//! Detection executes only instructions every x86-64 CPU has: CPUID, and,
+//! after CPUID.01H:EDX.MSR[bit 5] says RDMSR exists, RDMSR of
+//! IA32_MISC_ENABLE (Intel) or RDMSR and WRMSR of AMD's first legacy
+//! counter and its control (AMD: below). It never executes RDPMC, which
+//! raises #UD on a CPU without counters (QEMU's TCG does exactly that).
 //!
 //! A NetBurst processor (Pentium 4, Xeon, Pentium D) is a GenuineIntel CPU of
 //! family 0Fh with extended family 0 (SDM Vol. 3B 18.15; Vol. 2A CPUID). Its
@@ -13,6 +15,21 @@
 //! (SDM Vol. 3C Table 35-41, MSR 1A0H). On an architectural PMU the same
 //! bit is read where CPUID.01H:EDX.DS says the debug store exists, and
 //! `IA32_PERF_CAPABILITIES` gives the PEBS record format ([`ArchPebs`]).
+//!
+//! An AMD processor (`AuthenticAMD`, and Hygon's `HygonGenuine`, which
+//! Linux drives with the same code) of family 06h or later has the AMD
+//! core PMU ([`AmdCpu`]): four legacy counters, six with PerfCtrExtCore
+//! (CPUID 8000_0001H:ECX\[23\]), and the PerfMonV2 global registers with
+//! the counter count of CPUID 8000_0022H. QEMU's default CPU model
+//! (`qemu64`) is such a part (AuthenticAMD, family 0Fh), and behind it
+//! (under TCG, and under KVM where the host exposes no PMU) the counter
+//! MSRs read 0 and drop what is written: detection finds that out with a
+//! read-back probe of one legacy counter that is not enabled
+//! ([`CounterProbe`]: it writes the counter and puts the value back) and
+//! reports "counters read 0"; [`Detection::usable_amd`] is then `None`.
+//! The legacy MSRs it probes exist on every AMD64 processor (and KVM
+//! answers them whether or not it exposes a PMU); the PerfCtrExtCore and
+//! PerfMonV2 MSRs are touched only where CPUID says they exist.
 //!
 //! # Examples
 //!
@@ -86,6 +103,10 @@ pub enum Vendor {
     Intel,
     /// "AuthenticAMD".
     Amd,
+    /// "HygonGenuine": Hygon's processors (family 18h), built on AMD's Zen
+    /// core, whose PMU is AMD's (Linux's `init_hw_perf_events` calls
+    /// `amd_pmu_init` for both).
+    Hygon,
     /// Any other vendor string, as the 12 bytes of EBX, EDX, ECX.
     Other([u8; 12]),
 }
@@ -99,6 +120,7 @@ impl Vendor {
         match &id {
             b"GenuineIntel" => Self::Intel,
             b"AuthenticAMD" => Self::Amd,
+            b"HygonGenuine" => Self::Hygon,
             _ => Self::Other(id),
         }
     }
@@ -108,6 +130,7 @@ impl Vendor {
         match self {
             Self::Intel => b"GenuineIntel",
             Self::Amd => b"AuthenticAMD",
+            Self::Hygon => b"HygonGenuine",
             Self::Other(id) => id,
         }
     }
@@ -362,11 +385,129 @@ impl ArchPerfCpu {
     }
 }
 
+/// What the read-back probe of an AMD counter found ([`AmdCpu::probe`]):
+/// detection writes one legacy counter that is not enabled
+/// (`PERF_LEGACY_CTRn`, `n` the first whose `PERF_LEGACY_CTLn.EN` is
+/// clear) with its value XOR FFFFH, reads it back and writes the old value
+/// again, as Linux's `check_hw_exists` does to find "emulators that don't
+/// trap on the MSR access and always return 0s". Five MSR accesses at
+/// most besides the control reads; a counter that is not enabled does not
+/// count, so the probe changes nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CounterProbe {
+    /// The counter read back what was written: the counters are there.
+    ReadBack {
+        /// The legacy counter probed (0-3).
+        counter: u8,
+    },
+    /// The counter did not read back what was written: the MSRs exist
+    /// (no fault) but hold nothing, as QEMU's TCG answers every PMU MSR
+    /// (reads 0, writes dropped) and KVM answers the legacy ones when it
+    /// exposes no PMU. Displayed "counters read 0" when `read` is 0.
+    Lost {
+        /// The legacy counter probed (0-3).
+        counter: u8,
+        /// The value written.
+        wrote: u64,
+        /// The value read back.
+        read: u64,
+    },
+    /// Every legacy counter was found enabled (the firmware's): none could
+    /// be probed, and the driver would have none to use.
+    AllEnabled,
+    /// Not probed: CPUID.01H:EDX.MSR says RDMSR and WRMSR do not exist.
+    NoMsr,
+}
+
+impl fmt::Display for CounterProbe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            CounterProbe::ReadBack { counter } => {
+                write!(f, "PERF_LEGACY_CTR{counter} reads back what is written")
+            }
+            CounterProbe::Lost {
+                counter,
+                wrote,
+                read: 0,
+            } => write!(
+                f,
+                "counters read 0: PERF_LEGACY_CTR{counter} read 0 after {wrote:#x} was written (the MSRs answer, but hold nothing: an emulator, or a hypervisor that exposes no PMU)"
+            ),
+            CounterProbe::Lost {
+                counter,
+                wrote,
+                read,
+            } => write!(
+                f,
+                "counters do not hold what is written: PERF_LEGACY_CTR{counter} read {read:#x} after {wrote:#x} was written"
+            ),
+            CounterProbe::AllEnabled => f.write_str(
+                "every legacy counter is enabled (by the firmware): none free to probe or use",
+            ),
+            CounterProbe::NoMsr => f.write_str("no RDMSR/WRMSR (CPUID.01H:EDX.MSR = 0)"),
+        }
+    }
+}
+
+/// What detection found out about an AMD core PMU (AMD64 APM Vol. 2
+/// 13.2, "Performance Monitoring Counters"): per logical processor, four
+/// legacy counters (`PERF_LEGACY_CTL0-3`/`PERF_LEGACY_CTR0-3`), six with
+/// PerfCtrExtCore (`PERF_CTL0-5`/`PERF_CTR0-5`, the first four the legacy
+/// ones under other addresses), and with PerfMonV2 the global control and
+/// status registers and the counter count CPUID 8000_0022H:EBX\[3:0\]
+/// gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AmdCpu {
+    /// [`Vendor::Amd`] or [`Vendor::Hygon`].
+    pub vendor: Vendor,
+    /// The display family (CPUID.01H:EAX; 17h Zen 1 and 2, 19h Zen 3 and
+    /// 4, 1Ah Zen 5; Hygon 18h).
+    pub family: u16,
+    /// The display model.
+    pub model: u8,
+    /// CPUID.01H:EDX.MSR: RDMSR and WRMSR exist.
+    pub msr_instructions: bool,
+    /// CPUID 8000_0001H:ECX\[23\], PerfCtrExtCore: six counters at
+    /// `C001_0200H` onwards.
+    pub perf_ctr_ext_core: bool,
+    /// CPUID 8000_0022H:EAX\[0\], PerfMonV2: `PerfCntrGlobalCtl`,
+    /// `PerfCntrGlobalStatus` and its clear and set registers.
+    pub perfmon_v2: bool,
+    /// CPUID 8000_0022H:EBX\[3:0\], the core counters with PerfMonV2 (0
+    /// without).
+    pub v2_counters: u8,
+    /// What the read-back probe of a legacy counter found.
+    pub probe: CounterProbe,
+}
+
+impl AmdCpu {
+    /// The core counters: CPUID 8000_0022H's count with PerfMonV2, six
+    /// with PerfCtrExtCore, four otherwise (the legacy counters, which
+    /// nothing enumerates: Linux and KVM assume four).
+    pub const fn counters(&self) -> u8 {
+        if self.perfmon_v2 {
+            self.v2_counters
+        } else if self.perf_ctr_ext_core {
+            6
+        } else {
+            4
+        }
+    }
+
+    /// Whether the driver may program the PMU: RDMSR and WRMSR exist and
+    /// the probed counter held what was written.
+    pub const fn usable(&self) -> bool {
+        self.msr_instructions && matches!(self.probe, CounterProbe::ReadBack { .. })
+    }
+}
+
 /// Why no supported PMU was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum NoPmu {
-    /// The vendor is not Intel.
+    /// The vendor is neither Intel nor AMD (nor Hygon).
     Vendor(Vendor),
     /// CPUID has no leaf 1, so there is no signature to check.
     NoSignature,
@@ -374,6 +515,10 @@ pub enum NoPmu {
     /// leaf 0AH reports no architectural PMU (version 0, or no such leaf):
     /// what a guest sees when its hypervisor exposes no PMU.
     Family(u16),
+    /// An AMD (or Hygon) processor of a family before 06h (K5, K6), which
+    /// has no AMD64 performance counters (Linux's `amd_pmu_init` refuses
+    /// them).
+    AmdFamily(u16),
 }
 
 /// The PMU detection found.
@@ -384,6 +529,8 @@ pub enum PmuKind {
     NetBurst(NetBurstCpu),
     /// An architectural PMU (Intel, CPUID leaf 0AH).
     ArchPerf(ArchPerfCpu),
+    /// An AMD core PMU; check [`AmdCpu::usable`] before programming it.
+    Amd(AmdCpu),
     /// No PMU this crate drives.
     None(NoPmu),
 }
@@ -419,6 +566,20 @@ impl Detection {
             _ => None,
         }
     }
+
+    /// The AMD core PMU, if one was found (usable or not).
+    pub fn amd(&self) -> Option<AmdCpu> {
+        match self.pmu {
+            PmuKind::Amd(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The AMD core PMU, if one was found and may be programmed (its
+    /// probed counter held what was written).
+    pub fn usable_amd(&self) -> Option<AmdCpu> {
+        self.amd().filter(AmdCpu::usable)
+    }
 }
 
 impl fmt::Display for Detection {
@@ -428,7 +589,24 @@ impl fmt::Display for Detection {
             write!(f, " {sig}")?;
         }
         let pmu = match self.pmu {
-            PmuKind::None(NoPmu::Vendor(_)) => f.write_str(": no NetBurst PMU (not an Intel CPU)"),
+            PmuKind::None(NoPmu::Vendor(_)) => {
+                f.write_str(": no PMU this crate drives (neither an Intel nor an AMD CPU)")
+            }
+            PmuKind::None(NoPmu::AmdFamily(family)) => write!(
+                f,
+                ": no PMU this crate drives (family {family:#x}: AMD's performance counters start with family 6)"
+            ),
+            PmuKind::Amd(a) => {
+                write!(f, ": AMD core PMU, {} counters", a.counters())?;
+                if a.perfmon_v2 {
+                    f.write_str(" (PerfMonV2)")?;
+                } else if a.perf_ctr_ext_core {
+                    f.write_str(" (PerfCtrExtCore)")?;
+                } else {
+                    f.write_str(" (legacy)")?;
+                }
+                write!(f, "; {}", a.probe)
+            }
             PmuKind::None(NoPmu::NoSignature) => {
                 f.write_str(": no NetBurst PMU (CPUID has no leaf 1)")
             }
@@ -522,13 +700,17 @@ pub fn detect<M: MsrBackend>(cpuid: &impl Cpuid, msr: &mut M) -> Result<Detectio
         pmu: PmuKind::None(NoPmu::Vendor(vendor)),
         x2apic: signature.is_some_and(|leaf1| Leaf01Ecx::from_bits(leaf1.ecx).x2apic()),
     };
-    if vendor != Vendor::Intel {
+    if !matches!(vendor, Vendor::Intel | Vendor::Amd | Vendor::Hygon) {
         return Ok(detection);
     }
     let (Some(leaf1), Some(sig)) = (signature, detection.signature) else {
         detection.pmu = PmuKind::None(NoPmu::NoSignature);
         return Ok(detection);
     };
+    if vendor != Vendor::Intel {
+        detection.pmu = amd(cpuid, vendor, leaf1, sig, msr)?;
+        return Ok(detection);
+    }
     if sig.family != 0xF {
         detection.pmu = match arch_perf(cpuid, leaf0.eax, leaf1, sig, msr)? {
             Some(a) => PmuKind::ArchPerf(a),
@@ -641,17 +823,104 @@ fn arch_perf<M: MsrBackend>(
     }))
 }
 
+/// The AMD core PMU of an AMD or Hygon processor: CPUID 8000_0001H and
+/// 8000_0022H where the maximum extended leaf reaches them, then the
+/// read-back probe of a legacy counter ([`CounterProbe`]).
+fn amd<M: MsrBackend>(
+    cpuid: &impl Cpuid,
+    vendor: Vendor,
+    leaf1: CpuidResult,
+    sig: CpuSignature,
+    msr: &mut M,
+) -> Result<PmuKind, M::Error> {
+    if sig.family < 6 {
+        return Ok(PmuKind::None(NoPmu::AmdFamily(sig.family)));
+    }
+    let max_extended = cpuid.cpuid(0x8000_0000, 0).eax;
+    let perf_ctr_ext_core = max_extended >= 0x8000_0001
+        && Leaf80000001Ecx::from_bits(cpuid.cpuid(0x8000_0001, 0).ecx).perf_ctr_ext_core();
+    let (perfmon_v2, v2_counters) = if max_extended >= 0x8000_0022 {
+        let leaf = cpuid.cpuid(0x8000_0022, 0);
+        let v2 = Leaf80000022Eax::from_bits(leaf.eax).perfmon_v2();
+        let n = Leaf80000022Ebx::from_bits(leaf.ebx).num_perf_ctr_core();
+        (v2, if v2 { n } else { 0 })
+    } else {
+        (false, 0)
+    };
+    let msr_instructions = Leaf01Edx::from_bits(leaf1.edx).msr();
+    let probe = if msr_instructions {
+        probe_counter(msr)?
+    } else {
+        CounterProbe::NoMsr
+    };
+    Ok(PmuKind::Amd(AmdCpu {
+        vendor,
+        family: sig.family,
+        model: sig.model,
+        msr_instructions,
+        perf_ctr_ext_core,
+        perfmon_v2,
+        v2_counters,
+        probe,
+    }))
+}
+
+/// The read-back probe ([`CounterProbe`]) of the first legacy counter that
+/// is not enabled.
+fn probe_counter<M: MsrBackend>(msr: &mut M) -> Result<CounterProbe, M::Error> {
+    /// The bits the probe flips (Linux's `check_hw_exists` flips the same).
+    const FLIP: u64 = 0xFFFF;
+    for n in 0..4u8 {
+        let ctl = PerfLegacyCtl::from_bits(msr.read_msr(PERF_LEGACY_CTL0 + u32::from(n))?);
+        if ctl.enabled() {
+            continue;
+        }
+        let ctr = PERF_LEGACY_CTR0 + u32::from(n);
+        let before = msr.read_msr(ctr)?;
+        let wrote = before ^ FLIP;
+        msr.write_msr(ctr, wrote)?;
+        let read = msr.read_msr(ctr)?;
+        msr.write_msr(ctr, before)?;
+        return Ok(if read == wrote {
+            CounterProbe::ReadBack { counter: n }
+        } else {
+            CounterProbe::Lost {
+                counter: n,
+                wrote,
+                read,
+            }
+        });
+    }
+    Ok(CounterProbe::AllEnabled)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// CPUID and IA32_MISC_ENABLE of a made-up CPU; any other MSR faults.
+    /// What a made-up CPU does with AMD's legacy counter MSRs.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum AmdMsrs {
+        /// They fault (an Intel CPU).
+        Fault,
+        /// They read 0 and drop writes (QEMU's TCG).
+        ReadZero,
+        /// They hold what is written: controls 0-3, counters 0-3.
+        Real([u64; 8]),
+    }
+
+    /// CPUID, IA32_MISC_ENABLE and AMD's legacy counter MSRs of a made-up
+    /// CPU; any other MSR faults.
     #[derive(Clone, Copy)]
     struct FakeCpu {
         leaf0: CpuidResult,
         leaf1: CpuidResult,
+        /// CPUID 8000_0000H, 8000_0001H and 8000_0022H.
+        extended: [CpuidResult; 3],
         misc_enable: u64,
+        amd: AmdMsrs,
         msr_reads: u32,
+        msr_writes: u32,
     }
 
     impl FakeCpu {
@@ -670,19 +939,43 @@ mod tests {
                     ecx: 0,
                     edx: edx1,
                 },
+                extended: [CpuidResult::default(); 3],
                 misc_enable: misc,
+                amd: AmdMsrs::Fault,
                 msr_reads: 0,
+                msr_writes: 0,
             }
+        }
+
+        /// An AMD part: maximum extended leaf `max_ext`, 8000_0001H:ECX
+        /// `ecx`, 8000_0022H EAX/EBX, the counter MSRs `amd`.
+        fn amd(eax1: u32, max_ext: u32, ecx: u32, v2: (u32, u32), amd: AmdMsrs) -> Self {
+            let mut cpu = FakeCpu::new(b"AuthenticAMD", 0xD, eax1, MSR, 0);
+            cpu.extended[0].eax = max_ext;
+            cpu.extended[1].ecx = ecx;
+            (cpu.extended[2].eax, cpu.extended[2].ebx) = v2;
+            cpu.amd = amd;
+            cpu
+        }
+
+        /// The slot of an AMD legacy counter MSR.
+        fn amd_slot(msr: u32) -> Option<usize> {
+            let i = msr.wrapping_sub(PERF_LEGACY_CTL0) as usize;
+            (i < 8).then_some(i)
         }
     }
 
     impl Cpuid for FakeCpu {
         fn cpuid(&self, leaf: u32, _: u32) -> CpuidResult {
+            let max_ext = self.extended[0].eax;
             match leaf {
                 0 => self.leaf0,
                 1 if self.leaf0.eax >= 1 => self.leaf1,
                 // No architectural PMU (version 0), not hybrid.
                 7 | 0xA if self.leaf0.eax >= leaf => CpuidResult::default(),
+                0x8000_0000 => self.extended[0],
+                0x8000_0001 if max_ext >= leaf => self.extended[1],
+                0x8000_0022 if max_ext >= leaf => self.extended[2],
                 _ => panic!("CPUID leaf {leaf:#x} beyond the maximum"),
             }
         }
@@ -692,14 +985,23 @@ mod tests {
         type Error = u32;
         fn read_msr(&mut self, msr: u32) -> Result<u64, u32> {
             self.msr_reads += 1;
-            if msr == IA32_MISC_ENABLE {
-                Ok(self.misc_enable)
-            } else {
-                Err(msr)
+            match (FakeCpu::amd_slot(msr), self.amd) {
+                _ if msr == IA32_MISC_ENABLE => Ok(self.misc_enable),
+                (Some(_), AmdMsrs::ReadZero) => Ok(0),
+                (Some(i), AmdMsrs::Real(regs)) => Ok(regs[i]),
+                _ => Err(msr),
             }
         }
-        fn write_msr(&mut self, msr: u32, _: u64) -> Result<(), u32> {
-            Err(msr)
+        fn write_msr(&mut self, msr: u32, value: u64) -> Result<(), u32> {
+            self.msr_writes += 1;
+            match (FakeCpu::amd_slot(msr), &mut self.amd) {
+                (Some(_), AmdMsrs::ReadZero) => Ok(()),
+                (Some(i), AmdMsrs::Real(regs)) => {
+                    regs[i] = value;
+                    Ok(())
+                }
+                _ => Err(msr),
+            }
         }
         fn rdpmc(&mut self, _: u32) -> Result<u64, u32> {
             panic!("detection must never execute RDPMC")
@@ -713,15 +1015,111 @@ mod tests {
         detect(&cpu.clone(), cpu).unwrap()
     }
 
+    /// QEMU's default CPU model under TCG: AuthenticAMD, family 0Fh model
+    /// 6Bh stepping 1, no PerfCtrExtCore, maximum extended leaf 8000_000AH;
+    /// the legacy counters read 0 and drop writes. Detection finds an AMD
+    /// core PMU of four legacy counters, probes counter 0 (its control is
+    /// not enabled) and reports "counters read 0": not usable.
     #[test]
-    fn qemu64_default_cpu_is_not_netburst() {
-        // qemu64: AuthenticAMD, family 0Fh model 6Bh stepping 1.
-        let mut cpu = FakeCpu::new(b"AuthenticAMD", 0xD, 0x000F_06B1, MSR, 0);
+    fn qemu64_default_cpu_is_amd_whose_counters_read_0() {
+        let mut cpu = FakeCpu::amd(0x0006_0FB1, 0x8000_000A, 0, (0, 0), AmdMsrs::ReadZero);
         let d = run(&mut cpu);
         assert_eq!(d.vendor, Vendor::Amd);
-        assert_eq!(d.pmu, PmuKind::None(NoPmu::Vendor(Vendor::Amd)));
-        assert_eq!(cpu.msr_reads, 0, "no MSR read on a non-Intel CPU");
-        assert_eq!(d.usable_netburst(), None);
+        let a = d.amd().expect("an AMD core PMU");
+        assert_eq!((a.family, a.model, a.counters()), (0xF, 0x6B, 4));
+        assert!(!a.perf_ctr_ext_core && !a.perfmon_v2);
+        assert_eq!(
+            a.probe,
+            CounterProbe::Lost {
+                counter: 0,
+                wrote: 0xFFFF,
+                read: 0
+            }
+        );
+        assert!(!a.usable());
+        assert_eq!((d.usable_amd(), d.usable_netburst()), (None, None));
+        assert_eq!(
+            (cpu.msr_reads, cpu.msr_writes),
+            (3, 2),
+            "PERF_LEGACY_CTL0; PERF_LEGACY_CTR0 read, written, read, restored"
+        );
+        let text = d.to_string();
+        assert!(
+            text.contains(": AMD core PMU, 4 counters (legacy); counters read 0"),
+            "{text}"
+        );
+    }
+
+    /// A part whose counters hold what is written: a Zen 2 (family 17h
+    /// model 31h, PerfCtrExtCore) and a Zen 4 (family 19h model 11h,
+    /// PerfMonV2 with six counters); the probe skips a counter the
+    /// firmware enabled and puts the probed value back.
+    #[test]
+    fn zen_parts_and_the_probe() {
+        let firmware_ctl = 0x76 | 1 << 17 | 1 << 22; // cycles, OS, EN
+        let mut regs = [0u64; 8];
+        regs[0] = firmware_ctl;
+        regs[5] = 0x1234; // PERF_LEGACY_CTR1
+        let zen2 = 0x0083_0F10; // family 17h, model 31h
+        let mut cpu = FakeCpu::amd(zen2, 0x8000_001F, 1 << 23, (0, 0), AmdMsrs::Real(regs));
+        let d = run(&mut cpu);
+        let a = d.usable_amd().expect("a usable AMD core PMU");
+        assert_eq!((a.family, a.model, a.counters()), (0x17, 0x31, 6));
+        assert!(a.perf_ctr_ext_core && !a.perfmon_v2);
+        assert_eq!(a.probe, CounterProbe::ReadBack { counter: 1 });
+        assert_eq!(cpu.amd, AmdMsrs::Real(regs), "the probed value put back");
+        assert!(d.to_string().contains("6 counters (PerfCtrExtCore)"), "{d}");
+
+        let zen4 = 0x00A1_0F11; // family 19h, model 11h
+        let mut cpu = FakeCpu::amd(zen4, 0x8000_0022, 1 << 23, (1, 6), AmdMsrs::Real([0; 8]));
+        let d = run(&mut cpu);
+        let a = d.usable_amd().expect("a usable AMD core PMU");
+        assert_eq!(
+            (a.family, a.model, a.counters(), a.v2_counters),
+            (0x19, 0x11, 6, 6)
+        );
+        assert!(a.perfmon_v2);
+        assert!(d.to_string().contains("6 counters (PerfMonV2)"), "{d}");
+
+        // Every control enabled: nothing to probe, nothing usable.
+        let mut cpu = FakeCpu::amd(
+            zen2,
+            0x8000_001F,
+            1 << 23,
+            (0, 0),
+            AmdMsrs::Real([firmware_ctl; 8]),
+        );
+        let d = run(&mut cpu);
+        assert_eq!(d.amd().map(|a| a.probe), Some(CounterProbe::AllEnabled));
+        assert_eq!(d.usable_amd(), None);
+        assert_eq!(cpu.msr_writes, 0);
+    }
+
+    /// Hygon's vendor string is AMD's PMU; an AMD part before family 6
+    /// has none, and nothing is read.
+    #[test]
+    fn hygon_and_old_amd_families() {
+        let mut cpu = FakeCpu::amd(
+            0x0090_0F00,
+            0x8000_001F,
+            1 << 23,
+            (0, 0),
+            AmdMsrs::Real([0; 8]),
+        );
+        let [b, d, c] =
+            [0, 4, 8].map(|i| u32::from_le_bytes(b"HygonGenuine"[i..i + 4].try_into().unwrap()));
+        (cpu.leaf0.ebx, cpu.leaf0.edx, cpu.leaf0.ecx) = (b, d, c);
+        let found = run(&mut cpu);
+        assert_eq!(found.vendor, Vendor::Hygon);
+        assert_eq!(
+            found.usable_amd().map(|a| (a.vendor, a.family)),
+            Some((Vendor::Hygon, 0x18))
+        );
+        let mut k6 = FakeCpu::amd(0x0000_0580, 0x8000_0005, 0, (0, 0), AmdMsrs::ReadZero);
+        let found = run(&mut k6);
+        assert_eq!(found.pmu, PmuKind::None(NoPmu::AmdFamily(5)));
+        assert_eq!(k6.msr_reads, 0);
+        assert!(found.to_string().contains("start with family 6"), "{found}");
     }
 
     #[test]

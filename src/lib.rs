@@ -1,6 +1,6 @@
 //! `pmu`: a bare-metal driver for CPU performance-monitoring units (Intel
-//! NetBurst, Intel Itanium and Intel's architectural PMU). `no_std`, no
-//! allocator.
+//! NetBurst, Intel Itanium, Intel's architectural PMU and AMD's core PMU).
+//! `no_std`, no allocator.
 //!
 //! # Where to start
 //!
@@ -8,8 +8,9 @@
 //!   (counters and sampling, ownership, many CPUs, each architecture,
 //!   your kernel, your hypervisor, testing, measured figures).
 //! * **The drivers**: [`arch::netburst::driver::NetBurstDriver`],
-//!   [`arch::itanium::driver::ItaniumDriver`] and
-//!   [`arch::archperf::driver::ArchPerfDriver`]. A driver is *taken* once
+//!   [`arch::itanium::driver::ItaniumDriver`],
+//!   [`arch::archperf::driver::ArchPerfDriver`] and
+//!   [`arch::amd::driver::AmdDriver`]. A driver is *taken* once
 //!   per PMU for an owner type ([`owner!`]) and hands out typestate counter
 //!   handles ([`counter::Handle`]): configure, enable, halt, resume,
 //!   cascade, read, release, each with exactly the register accesses the
@@ -20,7 +21,8 @@
 //!   for any architecture; lock-free, allocation-free, and exact about the
 //!   events it accounts ([`sampling`]).
 //! * **The models** (feature `model`): `model::netburst::NetBurstModel`,
-//!   `model::itanium::ItaniumModel` and `model::archperf::ArchPerfModel`,
+//!   `model::itanium::ItaniumModel`, `model::archperf::ArchPerfModel` and
+//!   `model::amd::AmdModel`,
 //!   register-level PMU models written from the manuals, which the tests drive the real driver against (QEMU
 //!   has no PMU).
 //!
@@ -52,7 +54,7 @@
 //! |---|---|---|
 //! | register declarations | [`register`] | the foundation every register layout is declared with: [`register::Field`] (a position and a width), `register!` (a typed register image from its fields) and the set operations; it imports nothing |
 //! | register access | [`access`] | the only code that reaches PMU registers: [`access::MsrAccess`] (RDMSR, WRMSR, RDPMC) and [`access::PmcPmdAccess`] (Itanium PMC/PMD), the hardware backend, a recording wrapper for exact access counts |
-//! | detection | [`detect`] | identifies the PMU from CPUID and IA32_MISC_ENABLE without executing anything the CPU may lack; the layouts of the CPUID leaves and MSRs it reads ([`detect::Leaf0A`], [`detect::MiscEnable`], ...) |
+//! | detection | [`detect`] | identifies the PMU from CPUID and IA32_MISC_ENABLE (and, on AMD, a read-back of a counter) without executing anything the CPU may lack; the layouts of the CPUID leaves and MSRs it reads ([`detect::Leaf0A`], [`detect::MiscEnable`], ...) |
 //! | interrupt delivery | [`apic`], [`entry`] | the local APIC's LVT performance-counter entry, EOI and self-IPI; the PMI's interrupt entry stub ([`pmi_entry!`]) |
 //! | typestate counters | [`counter`] | architecture-independent handles whose type is their owner and state; owners ([`counter::owner`]); the run-time form [`counter::AnyHandle`] |
 //! | sampling | [`sampling`] | sample-after values, presets and re-arming, calibration, the interrupt-to-kernel sample buffer |
@@ -70,7 +72,7 @@
 //! caller makes. The hardware backend's ([`access::X86Msr::new`]): CPL 0,
 //! used on the CPU that made it. The physical PMU's
 //! (`arch::netburst::NetBurstPmu::new`, `arch::itanium::ItaniumPmu::new`,
-//! `arch::archperf::ArchPerfPmu::new`): one value per physical PMU, its
+//! `arch::archperf::ArchPerfPmu::new`, `arch::amd::AmdPmu::new`): one value per physical PMU, its
 //! drivers' backends on the CPUs it serves. The rest (one driver per owner
 //! type and per logical processor, every token back before an owner is free,
 //! memory the CPU writes owned by the driver) the types and the drivers

@@ -13,12 +13,14 @@
 //! where the next set runs, and moves only the events whose place changes,
 //! inside one bracket of the driver ([`crate::counter::Driver::freeze`]:
 //! one `GLOBAL_CTRL` write on the architectural PMU, PMC0.fr set and
-//! cleared on Itanium, nothing on NetBurst), or without a bracket when
-//! nothing moves. An event that keeps its place counts on untouched. The
+//! cleared on Itanium, one `PerfCntrGlobalCtl` write on AMD with
+//! PerfMonV2, nothing on NetBurst), or without a bracket when nothing
+//! moves. An event that keeps its place counts on untouched. The
 //! placements: [`crate::arch::netburst::multiplex`] through NetBurst's
 //! exact scheduler, [`crate::arch::archperf::multiplex`] on the general
 //! counters, [`crate::arch::itanium::multiplex`] by a bipartite matching
-//! under each event's counter constraints (`multiplex/matching.rs`). Every
+//! under each event's counter constraints (`multiplex/matching.rs`),
+//! [`crate::arch::amd::multiplex`] on the AMD core counters. Every
 //! architecture's multiplexer is also reached through the crate's seam
 //! ([`crate::arch::Architecture::multiplex`], [`crate::arch::Driven::tick`]).
 //!
@@ -249,6 +251,34 @@ pub(crate) fn foreign_handle<A: Arch>(
 
 /// The error of a rotation: a refused transition or register access.
 pub type RotateError<D, A> = ErasedError<<D as Driver<A>>::Error>;
+
+/// The placement of a PMU whose counters `0..counters` all count any event
+/// (the AMD core PMU's, [`crate::arch::amd::multiplex`]), for
+/// [`PlaceOn::choose`]: the events least run first take the counters
+/// `usable` admits, those running keeping theirs, the others (in `order`)
+/// the lowest usable counters left free.
+pub(crate) fn least_run_take_free<const E: usize>(
+    counters: u8,
+    usable: impl Fn(u8) -> bool,
+    order: &[usize],
+    now: &[Option<u8>],
+    next: &mut [Option<u8>],
+) {
+    let fit = (0..counters).filter(|&n| usable(n)).count();
+    let mut chosen = [false; E];
+    for &i in order.iter().take(fit) {
+        if let (Some(c), Some(&place)) = (chosen.get_mut(i), now.get(i)) {
+            *c = true;
+            next[i] = place;
+        }
+    }
+    for i in 0..next.len().min(E) {
+        if chosen[i] && now[i].is_none() {
+            let taken = |n: u8| next.contains(&Some(n));
+            next[i] = (0..counters).find(|&n| usable(n) && !taken(n));
+        }
+    }
+}
 
 /// Up to `E` events multiplexed on the counters of one driver, placed by
 /// `P` ([`Placement`]).

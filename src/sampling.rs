@@ -420,13 +420,27 @@ pub struct PmiOutcome {
     /// handle's: bit `n` is counter `n`; on the architectural PMU the
     /// counter's `IA32_PERF_GLOBAL_*` bit).
     pub overflowed: u64,
+    /// No overflow was serviced, but the interrupt was the PMU's own: a
+    /// late PMI of an overflow already serviced, by an earlier invocation
+    /// or by a halt (the AMD core PMU's handler decides it by count,
+    /// `crate::arch::amd::pmi`); always `false` on the other
+    /// architectures.
+    pub late: bool,
 }
 
 impl PmiOutcome {
     /// No counter had overflowed: the interrupt was not this PMU's (an NMI
-    /// of someone else), or its overflow was serviced already.
+    /// of someone else), or its overflow was serviced already (see
+    /// [`PmiOutcome::late`]).
     pub const fn is_spurious(self) -> bool {
         self.overflowed == 0
+    }
+
+    /// Whether the interrupt was this PMU's: an overflow was serviced, or
+    /// it was a late PMI ([`PmiOutcome::late`]). A kernel that routes NMIs
+    /// to several handlers passes on the ones that are not.
+    pub const fn is_ours(self) -> bool {
+        self.overflowed != 0 || self.late
     }
 
     /// Whether counter `n`'s overflow was serviced.

@@ -33,6 +33,13 @@ pub(crate) fn archperf_pmu() -> crate::arch::archperf::ArchPerfPmu {
     unsafe { crate::arch::archperf::ArchPerfPmu::new() }
 }
 
+/// A logical processor's AMD core PMU of its own, for a test on a model.
+pub(crate) fn amd_pmu() -> crate::arch::amd::AmdPmu {
+    // SAFETY: each test's model is a logical processor of its own, and this
+    // value is the only one that names it.
+    unsafe { crate::arch::amd::AmdPmu::new() }
+}
+
 /// What happens at each register access of the code an [`Interrupting`]
 /// backend serves, before the access executes: where a test makes the PMU
 /// overflow, and where the CPU takes the interrupt (the handler runs with

@@ -234,12 +234,14 @@ pub fn own_site(cpuid: &impl Cpuid) -> Result<PmuSite, TopologyError> {
 
 /// The site of the CPU behind `cpuid` on the PMU `detection` found there
 /// ([`crate::detect::detect`] on the same CPU): [`netburst_site`] for a
-/// NetBurst, [`own_site`] for an architectural PMU, [`TopologyError::NoPmu`]
+/// NetBurst, [`own_site`] for an architectural PMU and an AMD core PMU
+/// (each logical processor has its own counters: AMD64 APM Vol. 2 13.2),
+/// [`TopologyError::NoPmu`]
 /// otherwise. Itanium processors use [`PmuSite::own`].
 pub fn pmu_site(cpuid: &impl Cpuid, detection: &Detection) -> Result<PmuSite, TopologyError> {
     match detection.pmu {
         PmuKind::NetBurst(_) => netburst_site(cpuid),
-        PmuKind::ArchPerf(_) => own_site(cpuid),
+        PmuKind::ArchPerf(_) | PmuKind::Amd(_) => own_site(cpuid),
         PmuKind::None(_) => Err(TopologyError::NoPmu),
     }
 }

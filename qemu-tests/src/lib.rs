@@ -4,7 +4,7 @@
 //!
 //! | module | job |
 //! |---|---|
-//! | [`real`] | the real-PMU cases of every architecture, generic over the bench they run on (a real PMU or a model), and their registry: what the `archperf` and `validate` kernels run |
+//! | [`real`] | the real-PMU cases of every architecture, generic over the bench they run on (a real PMU or a model), and their registry: what the `archperf`, `amd` and `validate` kernels run |
 //!
 //! (`src/footprint.rs` is not a module of this library: it is the body of
 //! the footprint kernels, included by each, so that nothing here is linked

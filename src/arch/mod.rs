@@ -17,7 +17,9 @@
 //! assert_eq!(cccr.bits(), 1 << 12 | 3 << 16 | 1 << 26);
 //! ```
 
+pub mod amd;
 pub mod archperf;
+mod event_syntax;
 pub mod ia32;
 pub mod itanium;
 pub mod netburst;
@@ -60,6 +62,7 @@ mod tests {
             ("netburst", include_str!("netburst/pmi.rs")),
             ("itanium", include_str!("itanium/pmi.rs")),
             ("archperf", include_str!("archperf/pmi.rs")),
+            ("amd", include_str!("amd/pmi.rs")),
         ];
         for (arch, source) in modules {
             for line in source.lines().map(str::trim_start) {

@@ -2,20 +2,22 @@
 //! at: one table per architecture, as Linux fills one `struct x86_pmu` per
 //! vendor (`handle_irq`, `schedule_events`, `cntval_bits`, ...).
 //!
-//! | what | where | NetBurst | Itanium | architectural PMU |
-//! |---|---|---|---|---|
-//! | the physical PMU | [`Architecture::Pmu`] | a package's `NetBurstPmu` | a processor's `ItaniumPmu` | a logical processor's `ArchPerfPmu` |
-//! | a CPU's share of it | [`Architecture::Local`] ([`LocalPmu`]) | `LogicalPmu`: one logical processor of the package | the `&ItaniumPmu` | the `&ArchPerfPmu` |
-//! | its driver, taken over backend `B` | [`Driven::take`], [`Driven::Driver`] | `NetBurstDriver::take_for` | `ItaniumDriver::take` | `ArchPerfDriver::take` |
-//! | the PMI handler | [`Driven::handle_pmi`], behind [`handle_pmi`] | ESCR/CCCR counters, PEBS | PMC0, EARs, BTB | `IA32_PERF_GLOBAL_STATUS` |
-//! | what a sample carries | [`Architecture::Payload`] | a PEBS record | an EAR or branch capture | a PEBS record (`archperf::pmi::Capture`) |
-//! | overflow rule, counter width | [`counter::Driver::overflow_rule`] | 40 bits, PMI one event late | 32 or 47 bits | CPUID's widths |
-//! | multiplexer placement | [`Architecture::Events`], made by [`Architecture::multiplex`], rotated by [`Driven::tick`] | an event for a logical processor, placed by the exact ESCR and counter scheduler | a counter's PMC image, placed by a bipartite matching under the catalog's counters | an event select, on the general counters the firmware leaves |
+//! | what | where | NetBurst | Itanium | architectural PMU | AMD core PMU |
+//! |---|---|---|---|---|---|
+//! | the physical PMU | [`Architecture::Pmu`] | a package's `NetBurstPmu` | a processor's `ItaniumPmu` | a logical processor's `ArchPerfPmu` | a logical processor's `AmdPmu` |
+//! | a CPU's share of it | [`Architecture::Local`] ([`LocalPmu`]) | `LogicalPmu`: one logical processor of the package | the `&ItaniumPmu` | the `&ArchPerfPmu` | the `&AmdPmu` |
+//! | its driver, taken over backend `B` | [`Driven::take`], [`Driven::Driver`] | `NetBurstDriver::take_for` | `ItaniumDriver::take` | `ArchPerfDriver::take` | `AmdDriver::take` |
+//! | the PMI handler | [`Driven::handle_pmi`], behind [`handle_pmi`] | ESCR/CCCR counters, PEBS | PMC0, EARs, BTB | `IA32_PERF_GLOBAL_STATUS` | each armed counter's top bit; with PerfMonV2 `PerfCntrGlobalStatus` |
+//! | what a sample carries | [`Architecture::Payload`] | a PEBS record | an EAR or branch capture | a PEBS record (`archperf::pmi::Capture`) | nothing |
+//! | overflow rule, counter width | [`counter::Driver::overflow_rule`] | 40 bits, PMI one event late | 32 or 47 bits | CPUID's widths | 48 bits |
+//! | multiplexer placement | [`Architecture::Events`], made by [`Architecture::multiplex`], rotated by [`Driven::tick`] | an event for a logical processor, placed by the exact ESCR and counter scheduler | a counter's PMC image, placed by a bipartite matching under the catalog's counters | an event select, on the general counters the firmware leaves | an event, on the core counters the firmware leaves (least run first) |
 //!
 //! One outcome ([`PmiOutcome`]), one sink ([`Sink`]), one kernel-side path
 //! ([`handle_pmi`]): the architecture's handler, which ends by unmasking
-//! the LVT entry (the local APIC masks it when it delivers a PMI, SDM
-//! Vol. 3A 11.5.1), for every architecture. A kernel that drives one architecture
+//! the LVT entry (Intel's local APIC masks it when it delivers a PMI, SDM
+//! Vol. 3A 11.5.1), for every architecture but AMD's with PerfMonV2: AMD's
+//! APIC does not mask the entry, and that handler leaves it alone
+//! (`arch::amd::pmi`). A kernel that drives one architecture
 //! names its types; code that drives any takes `A: Architecture` and a
 //! [`Driven`] local PMU, as the profiler example and the QEMU test kernels
 //! do.
@@ -61,7 +63,7 @@ pub trait Architecture: counter::Arch + Sealed + 'static {
     /// An event as the multiplexer takes it: on NetBurst an event and the
     /// logical processor to count it for, on Itanium a counter's PMC image
     /// (on any counter: the multiplexer moves it), on the architectural
-    /// PMU an event select.
+    /// PMU and AMD's an event select.
     type Event: Copy;
     /// Where the multiplexer places up to `E` events: the events and the
     /// driver's handles ([`Architecture::multiplex`]).
@@ -172,8 +174,10 @@ pub trait Driven<'a, B>: LocalPmu<'a> {
     /// relative to what it holds, a sample with the interrupted `ip` and
     /// its capture handed to `sink`), the PMU's overflow state
     /// acknowledged, and the interrupt's delivery entry `lvt` written
-    /// `entry` last. No lock, no locked instruction, no allocation: it may
-    /// run as an NMI. [`handle_pmi`] is the same as a function.
+    /// `entry` last (except where the APIC does not mask it on delivery
+    /// and the handler has no need to: AMD's with PerfMonV2). No lock, no
+    /// locked instruction, no allocation: it may run as an NMI.
+    /// [`handle_pmi`] is the same as a function.
     fn handle_pmi<L: LvtPerfCounterEntry, S: Sink<<Self::Arch as Architecture>::Payload>>(
         self,
         regs: &mut B,
@@ -192,7 +196,9 @@ pub trait Driven<'a, B>: LocalPmu<'a> {
 /// Vol. 3A 11.5.1; Itanium's interrupt vector is not masked by delivery:
 /// there `lvt` is `&mut ()` and `entry` any value, such as
 /// [`LvtPerfCounter::RESET`], unless the Itanium model's interrupt came
-/// through an IA-32 host's APIC, as in the crate's test kernels). A fixed
+/// through an IA-32 host's APIC, as in the crate's test kernels; AMD's
+/// local APIC does not mask it either, and the AMD handler writes it before
+/// PerfMonV2 only, `arch::amd::pmi`). A fixed
 /// vector still needs its EOI afterwards (an NMI has none); that is the
 /// kernel's.
 ///

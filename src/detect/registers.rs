@@ -5,8 +5,11 @@
 //! and hybrid checks read), 0AH (the architectural PMU) and 1CH
 //! (architectural LBR), and the MSRs
 //! `IA32_MISC_ENABLE` (its performance-monitoring bits, SDM Vol. 4 Table
-//! 2-2) and `IA32_PERF_CAPABILITIES`. The architectures, the topology and
-//! the hypervisor support read them from here.
+//! 2-2) and `IA32_PERF_CAPABILITIES`; AMD's extended leaves 8000_0001H
+//! (the PerfCtrExtCore bit) and 8000_0022H (PerfMonV2 and its counter
+//! count; AMD64 APM Vol. 3 Appendix E, "CPUID Fn8000_0001_ECX" and
+//! "CPUID Fn8000_0022"). The architectures, the topology and the
+//! hypervisor support read them from here.
 
 use crate::register::register;
 
@@ -15,6 +18,29 @@ pub const IA32_MISC_ENABLE: u32 = 0x1A0;
 
 /// `IA32_PERF_CAPABILITIES` (present when CPUID.01H:ECX.PDCM\[15\] is set).
 pub const IA32_PERF_CAPABILITIES: u32 = 0x345;
+
+/// `PERF_LEGACY_CTL0` (AMD, MSR `C001_0000H`; the PPRs' name, the APM's
+/// `PerfEvtSel0`); legacy counter n's control is at `C001_0000H + n`, n =
+/// 0-3, on every AMD processor from family 06h (AMD64 APM Vol. 2 13.2.1;
+/// Linux `MSR_K7_EVNTSEL0`).
+pub const PERF_LEGACY_CTL0: u32 = 0xC001_0000;
+
+/// `PERF_LEGACY_CTR0` (AMD, MSR `C001_0004H`; the APM's `PerfCtr0`); legacy
+/// counter n is at `C001_0004H + n` (Linux `MSR_K7_PERFCTR0`).
+pub const PERF_LEGACY_CTR0: u32 = 0xC001_0004;
+
+register! {
+    /// What detection reads of an AMD counter control (`PERF_LEGACY_CTLn`,
+    /// AMD64 APM Vol. 2 13.2.1): its enable bit, to leave a counter the
+    /// firmware runs alone. The whole layout is the driver's
+    /// (`pmu::arch::amd::PerfCtl`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct PerfLegacyCtl(u64): from_bits {
+        /// EN (bit 22): the counter counts.
+        EN: 22 => enabled, with_enabled: bool;
+    }
+}
 
 register! {
     /// `IA32_MISC_ENABLE` (MSR 1A0H), the bits a PMU driver reads; all three
@@ -235,6 +261,56 @@ register! {
     }
 }
 
+register! {
+    /// CPUID Fn8000_0001_ECX, the AMD feature bits a PMU driver reads (AMD64
+    /// APM Vol. 3 Appendix E; Linux `cpufeatures.h` names the same bits
+    /// `PERFCTR_CORE`, `PERFCTR_NB`, `PERFCTR_LLC`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf80000001Ecx(u32): from_bits {
+        /// PerfCtrExtCore (bit 23): six core counters at `C001_0200H`
+        /// (`PERF_CTL0`) onwards, the first four aliasing the legacy ones.
+        PERF_CTR_EXT_CORE: 23 => perf_ctr_ext_core, with_perf_ctr_ext_core: bool;
+        /// PerfCtrExtNB (bit 24): northbridge (data fabric) counters.
+        PERF_CTR_EXT_NB: 24 => perf_ctr_ext_nb, with_perf_ctr_ext_nb: bool;
+        /// PerfCtrExtLLC (bit 28): last-level cache counters.
+        PERF_CTR_EXT_LLC: 28 => perf_ctr_ext_llc, with_perf_ctr_ext_llc: bool;
+    }
+}
+
+register! {
+    /// CPUID Fn8000_0022_EAX, "Extended Performance Monitoring and Debug"
+    /// (AMD64 APM Vol. 3 Appendix E; Linux `scattered.c`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf80000022Eax(u32): from_bits {
+        /// PerfMonV2 (bit 0): `PerfCntrGlobalCtl`, `PerfCntrGlobalStatus`
+        /// and its clear and set registers exist.
+        PERFMON_V2: 0 => perfmon_v2, with_perfmon_v2: bool;
+        /// LbrExtV2 (bit 1): the version 2 last-branch-record stack.
+        LBR_EXT_V2: 1 => lbr_ext_v2, with_lbr_ext_v2: bool;
+        /// LbrAndPmcFreeze (bit 2): the counters and LBRs freeze on a PMI.
+        LBR_AND_PMC_FREEZE: 2 => lbr_and_pmc_freeze, with_lbr_and_pmc_freeze: bool;
+    }
+}
+
+register! {
+    /// CPUID Fn8000_0022_EBX (AMD64 APM Vol. 3 Appendix E; Linux's `union
+    /// cpuid_0x80000022_ebx`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf80000022Ebx(u32): from_bits {
+        /// NumPerfCtrCore (bits 3:0): the core counters.
+        NUM_PERF_CTR_CORE: 0..=3 => num_perf_ctr_core, with_num_perf_ctr_core: u8;
+        /// LbrV2StackSize (bits 9:4).
+        LBR_V2_STACK_SIZE: 4..=9 => lbr_v2_stack_size, with_lbr_v2_stack_size: u8;
+        /// NumPerfCtrNB (bits 15:10): data-fabric counters.
+        NUM_PERF_CTR_NB: 10..=15 => num_perf_ctr_nb, with_num_perf_ctr_nb: u8;
+        /// NumPerfCtrUmc (bits 21:16): memory-controller counters.
+        NUM_PERF_CTR_UMC: 16..=21 => num_perf_ctr_umc, with_num_perf_ctr_umc: u8;
+    }
+}
+
 /// CPUID leaf 0AH, "Architectural Performance Monitoring Leaf" (SDM Vol. 2A
 /// CPUID; Vol. 3B "Architectural Performance Monitoring"): EAX\[7:0\]
 /// version, \[15:8\] general counters per logical processor, \[23:16\]
@@ -367,5 +443,19 @@ mod tests {
         assert!(Leaf01Ecx::from_bits(1 << 21).x2apic());
         let edx = Leaf01Edx::from_bits(1 << 5 | 1 << 28);
         assert!(edx.msr() && edx.htt() && !edx.ds());
+        // AMD: PerfCtrExtCore is ECX bit 23; a Zen 4's 8000_0022H says
+        // PerfMonV2 and six core counters (EBX[3:0]), LBR stack 16.
+        assert!(Leaf80000001Ecx::from_bits(1 << 23).perf_ctr_ext_core());
+        assert!(!Leaf80000001Ecx::from_bits(1 << 24).perf_ctr_ext_core());
+        assert!(Leaf80000022Eax::from_bits(0b111).perfmon_v2());
+        let ebx = Leaf80000022Ebx::from_bits(6 | 16 << 4 | 3 << 10);
+        assert_eq!(
+            (
+                ebx.num_perf_ctr_core(),
+                ebx.lbr_v2_stack_size(),
+                ebx.num_perf_ctr_nb()
+            ),
+            (6, 16, 3)
+        );
     }
 }

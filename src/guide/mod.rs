@@ -13,6 +13,7 @@
 //! | [`netburst`] | NetBurst's PEBS and µop tagging, and the exact event scheduler |
 //! | [`itanium`] | the Itanium driver: PMC/PMD, freeze and overflow, EAR and branch-trace sampling, validation |
 //! | [`archperf`] | Intel's architectural PMU (every Core and Atom since 2006) |
+//! | [`amd`] | AMD's core PMU: the legacy counters, PerfCtrExtCore, PerfMonV2; detection's read-back probe, late PMIs |
 //! | [`groups`] | counter groups and multiplexing |
 //! | [`profiling`] | call chains from the PMI, folded stacks and flame graphs |
 //! | [`kernel`] | using the crate in your kernel: dependencies, the hobby kernel library, the runner, your own boot and IDT |
@@ -26,9 +27,10 @@
 //! Sources: the Intel SDM Vol. 3B chapters 18-19 (NetBurst: 18.15-18.16,
 //! Tables 18-29, 18-30, 18-63; events: Tables 19-28 to 19-34; the
 //! architectural PMU: "Architectural Performance Monitoring"), the Intel
-//! Itanium Architecture SDM Vol. 2 7.2 and Vol. 3 (`mov` indirect), and, for
-//! facts the manuals leave open, Linux's `p4.c`, `arch/x86/events/intel` and
-//! perfmon drivers and libpfm's tables. Where sources disagree the module
+//! Itanium Architecture SDM Vol. 2 7.2 and Vol. 3 (`mov` indirect), the
+//! AMD64 APM Vol. 2 13.2 and the family 17h/19h PPRs, and, for facts the
+//! manuals leave open, Linux's `p4.c`, `arch/x86/events/intel`,
+//! `arch/x86/events/amd` and perfmon drivers and libpfm's tables. Where sources disagree the module
 //! docs say which one the code follows and why.
 
 macro_rules! pages {
@@ -57,6 +59,7 @@ pages!(
     netburst,
     itanium,
     archperf,
+    amd,
     groups,
     profiling,
     kernel,

@@ -6,6 +6,11 @@
 //!   to 5 (general-purpose and fixed counters, the IA32_PERF_GLOBAL_* MSRs,
 //!   full-width writes, CMASK/INV/EDGE, overflow status, PMI with skid,
 //!   freeze on PMI), driven through [`crate::access::MsrAccess`].
+//! * [`amd`]: AMD's core performance counters (the legacy four,
+//!   PerfCtrExtCore's six, PerfMonV2's global control and status), 48-bit
+//!   wrap, PMI with skid and with late delivery, HostOnly/GuestOnly;
+//!   reserved-bit writes ignored as the PPRs specify, driven through
+//!   [`crate::access::MsrAccess`].
 //! * [`itanium`]: the Itanium, Itanium 2 and Montecito PMU (PMC/PMD
 //!   register file, counting with `plm`/`ism`/threshold, overflow freeze and
 //!   interrupt, I-EAR, D-EAR, branch trace buffer). Real hardware does not
@@ -28,6 +33,7 @@
 //! # let _: Fault = e;
 //! ```
 
+pub mod amd;
 pub mod archperf;
 pub mod itanium;
 #[cfg(target_arch = "x86_64")]

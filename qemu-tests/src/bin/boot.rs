@@ -14,7 +14,7 @@ use hobby::fault::{Fault, catch};
 use hobby::test::Outcome;
 use hobby::{case, check, check_eq, fail, println};
 use pmu::access::X86Msr;
-use pmu::detect::{self, CpuSignature, Cpuid, HardwareCpuid, NoPmu, PmuKind, Vendor};
+use pmu::detect::{self, CpuSignature, Cpuid, HardwareCpuid, PmuKind, Vendor};
 
 hobby::entry_point!(main);
 
@@ -73,18 +73,33 @@ fn reports_cpu_signature() -> Outcome {
     Ok(())
 }
 
-/// `pmu::detect` finds no NetBurst PMU on qemu64, and on the NetBurst
-/// signature recognises the family but reports IA32_MISC_ENABLE\[7\] clear:
-/// QEMU has no PMU MSRs behind the signature.
+/// `pmu::detect` finds AMD's core PMU on qemu64 (the `amd` kernel checks
+/// what its read-back probe finds: counters that read 0 under TCG), and on
+/// the NetBurst signature recognises the family but reports
+/// IA32_MISC_ENABLE\[7\] clear: QEMU has no PMU MSRs behind either.
 fn detects_the_pmu() -> Outcome {
-    // SAFETY: ring 0 on the boot CPU; detection reads only IA32_MISC_ENABLE,
-    // which QEMU implements, and only after CPUID reports RDMSR.
+    // SAFETY: ring 0 on the boot CPU; detection reads only IA32_MISC_ENABLE
+    // (NetBurst) or AMD's legacy counter 0 and its control (AMD: written
+    // back as read, the counter not enabled), and only after CPUID reports
+    // RDMSR.
     let mut msr = unsafe { X86Msr::new() };
     let Ok(found) = detect::detect(&HardwareCpuid, &mut msr);
     println!("boot: detect: {found}");
     match expected() {
         ExpectedCpu::Qemu64 => {
-            check_eq!(found.pmu, PmuKind::None(NoPmu::Vendor(Vendor::Amd)));
+            let PmuKind::Amd(amd) = found.pmu else {
+                fail!("qemu64 (AuthenticAMD, family 0Fh) not recognised as AMD: {found:?}")
+            };
+            check_eq!(
+                (found.vendor, amd.family, amd.model),
+                (Vendor::Amd, 0xF, 0x6B)
+            );
+            check!(
+                !amd.perf_ctr_ext_core && !amd.perfmon_v2,
+                "qemu64 has neither"
+            );
+            // What the probe finds (counters that read 0 under TCG) the
+            // `amd` kernel checks.
         }
         ExpectedCpu::NetBurst => {
             let PmuKind::NetBurst(nb) = found.pmu else {

@@ -336,16 +336,17 @@ fn model_pmi_as_nmi_through_the_icr() -> Outcome {
     Ok(())
 }
 
-/// A small text buffer for checking what `Display` writes.
+/// A text buffer for checking what `Display` writes (512 bytes: the report
+/// of an AMD part whose counters read 0 runs past 256).
 struct DisplayBuffer {
-    text: [u8; 256],
+    text: [u8; 512],
     len: usize,
 }
 
 impl Default for DisplayBuffer {
     fn default() -> Self {
         DisplayBuffer {
-            text: [0; 256],
+            text: [0; 512],
             len: 0,
         }
     }

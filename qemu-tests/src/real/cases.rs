@@ -49,8 +49,9 @@ pub const SAMPLE_AFTER: u64 = 100_000;
 
 /// The samples the PMI handler took in the sampling case.
 static SAMPLES: SampleBuffer<256> = SampleBuffer::new();
-/// PMIs the handler ran for.
-static HANDLED: AtomicU64 = AtomicU64::new(0);
+/// PMIs the handler ran for (a model's bench waits on it for each PMI it
+/// delivers).
+pub(crate) static HANDLED: AtomicU64 = AtomicU64::new(0);
 /// PMIs whose handler returned an error (only a model's register access
 /// can fail).
 static HANDLER_ERRORS: AtomicU64 = AtomicU64::new(0);

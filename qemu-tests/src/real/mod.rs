@@ -8,16 +8,18 @@
 //! the model the events the loop retires and the cycles it takes, on a
 //! clock of its own, so the same code, with the same driver calls, bounds
 //! and accounting, runs (and must pass) where no PMU is exposed: the
-//! `archperf` kernel runs every case on both.
+//! `archperf` and `amd` kernels run every case on both.
 //!
 //! The bounds are the manuals' definitions of the events, as
 //! kvm-unit-tests' `x86/pmu.c` bounds its counts: see [`workload`] for the
-//! loop and `pmu::arch::archperf::bounds` for the intervals.
+//! loop and `pmu::arch::archperf::bounds` for the intervals (which
+//! `pmu::arch::amd::bounds` gives AMD's reasons for).
 //!
 //! The registry, [`ARCHITECTURES`], lists each architecture's real PMU and
 //! its cases ([`real_cases!`](crate::real_cases)); the `validate` kernel runs them all and
 //! reports each with what it measured ([`measured`]). An architecture
-//! joins with its bench (a module here, as [`archperf`] is) and one entry:
+//! joins with its bench (a module here, as [`archperf`] and [`amd`] are)
+//! and one entry:
 //!
 //! ```text
 //! Architecture { name: "amd", cases: &real_cases!("amd_", amd::Real) },
@@ -26,6 +28,7 @@
 //! Kernels that run these cases leave them interrupt vector
 //! [`cases::PMI_VECTOR`].
 
+pub mod amd;
 pub mod archperf;
 pub mod cases;
 pub mod measured;
@@ -128,7 +131,13 @@ pub struct Architecture {
 }
 
 /// Every architecture's real PMU, in the order the report lists them.
-pub static ARCHITECTURES: &[Architecture] = &[Architecture {
-    name: "archperf",
-    cases: &real_cases!("archperf_", archperf::Real),
-}];
+pub static ARCHITECTURES: &[Architecture] = &[
+    Architecture {
+        name: "archperf",
+        cases: &real_cases!("archperf_", archperf::Real),
+    },
+    Architecture {
+        name: "amd",
+        cases: &real_cases!("amd_", amd::Real),
+    },
+];

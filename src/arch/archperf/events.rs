@@ -4,6 +4,7 @@ use core::fmt;
 use core::str::FromStr;
 
 use super::msrs::PerfEvtSel;
+use crate::arch::event_syntax::{self, NumberError, SplitError, Term};
 
 /// A pre-defined architectural event (SDM Vol. 3B, "Pre-defined
 /// Architectural Performance Events", Table "UMask and Event Select
@@ -451,9 +452,6 @@ impl EventSpec {
     }
 }
 
-/// The longest offending term a [`ParseError`] keeps, in bytes.
-const TERM_MAX: usize = 24;
-
 /// Why an event string was refused: what, where, the term, and the closest
 /// name or term where one is near.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -463,38 +461,28 @@ pub struct ParseError {
     pub offset: usize,
     /// What was wrong.
     pub kind: ParseErrorKind,
-    term: [u8; TERM_MAX],
-    term_len: u8,
+    term: Term,
     suggestion: Option<&'static str>,
 }
 
 impl ParseError {
     fn new(kind: ParseErrorKind, offset: usize, term: &str) -> ParseError {
-        let mut bytes = [0; TERM_MAX];
-        // Cut at a character boundary, so the copy stays UTF-8.
-        let mut len = term.len().min(bytes.len());
-        while !term.is_char_boundary(len) {
-            len -= 1;
-        }
-        bytes[..len].copy_from_slice(&term.as_bytes()[..len]);
         ParseError {
             offset,
             kind,
-            term: bytes,
-            term_len: len as u8,
+            term: Term::new(term),
             suggestion: None,
         }
     }
 
     fn suggesting(mut self, typed: &str, names: impl Iterator<Item = &'static str>) -> ParseError {
-        self.suggestion = closest(typed, names);
+        self.suggestion = event_syntax::closest(typed, names);
         self
     }
 
     /// The offending term (its first 24 bytes).
     pub fn term(&self) -> &str {
-        let bytes = self.term.get(..usize::from(self.term_len)).unwrap_or(&[]);
-        core::str::from_utf8(bytes).unwrap_or("")
+        self.term.as_str()
     }
 
     /// The name or term closest to a misspelt one (edit distance, a
@@ -647,69 +635,16 @@ impl fmt::Display for ParseError {
 
 impl core::error::Error for ParseError {}
 
-/// Optimal-string-alignment distance between `a` and `b` (insertions,
-/// deletions, substitutions and transpositions of neighbours, one edit
-/// each); `usize::MAX` for a string longer than 32 bytes.
-fn distance(a: &[u8], b: &[u8]) -> usize {
-    const MAX: usize = 32;
-    if a.len() > MAX || b.len() > MAX {
-        return usize::MAX;
-    }
-    // Three rows of the table: i - 2, i - 1 and i.
-    let mut rows = [[0usize; MAX + 1]; 3];
-    for (j, cell) in rows[1].iter_mut().enumerate().take(b.len() + 1) {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        let (before, rest) = rows.split_at_mut(2);
-        let (two_up, up) = (&before[0], &before[1]);
-        let cur = &mut rest[0];
-        cur[0] = i;
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (up[j - 1] + cost).min(up[j] + 1).min(cur[j - 1] + 1);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(two_up[j - 2] + 1);
-            }
-            cur[j] = best;
-        }
-        rows.rotate_left(1);
-    }
-    // After the last rotation the last row computed is the middle one.
-    rows[1][b.len()]
-}
-
-/// The name of `names` closest to `typed`, when it is within a third of the
-/// typed length (at least 1 edit, at most 3).
-fn closest(typed: &str, names: impl Iterator<Item = &'static str>) -> Option<&'static str> {
-    let limit = (typed.len() / 3).clamp(1, 3);
-    names
-        .map(|n| (distance(typed.as_bytes(), n.as_bytes()), n))
-        .filter(|&(d, _)| d <= limit)
-        .min_by_key(|&(d, _)| d)
-        .map(|(_, n)| n)
-}
-
 /// A number in decimal or `0x` hexadecimal that fits `bits` bits (64 for
 /// `config=`), the text at byte `at`.
 fn number(text: &str, at: usize, bits: u32) -> Result<u64, ParseError> {
-    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => (hex, 16),
-        None => (text, 10),
-    };
-    // Digits only: `from_str_radix` would take a sign too.
-    let value = Some(digits)
-        .filter(|d| !d.is_empty() && d.bytes().all(|b| char::from(b).is_digit(radix)))
-        .and_then(|d| u64::from_str_radix(d, radix).ok())
-        .ok_or_else(|| ParseError::new(ParseErrorKind::BadNumber, at, text))?;
-    if bits < 64 && value >> bits != 0 {
-        return Err(ParseError::new(
-            ParseErrorKind::TooBig { bits: bits as u8 },
-            at,
-            text,
-        ));
-    }
-    Ok(value)
+    event_syntax::number(text, bits).map_err(|e| {
+        let kind = match e {
+            NumberError::Bad => ParseErrorKind::BadNumber,
+            NumberError::TooBig(bits) => ParseErrorKind::TooBig { bits },
+        };
+        ParseError::new(kind, at, text)
+    })
 }
 
 /// A raw config's event: `perf`'s `rNNN` (`text` after the `r`, hexadecimal,
@@ -786,16 +721,9 @@ fn body(text: &str, at: usize) -> Result<EventSpec, ParseError> {
     if is_term {
         return terms(text, at);
     }
-    if let Some(hex) = text.strip_prefix('r') {
-        let digits = hex
-            .strip_prefix("0x")
-            .or_else(|| hex.strip_prefix("0X"))
-            .unwrap_or(hex);
-        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-            let config = u64::from_str_radix(digits, 16)
-                .map_err(|_| ParseError::new(ParseErrorKind::BadNumber, at, text))?;
-            return raw_config(text, config, at);
-        }
+    if let Some(config) = event_syntax::raw_hex(text) {
+        let config = config.map_err(|_| ParseError::new(ParseErrorKind::BadNumber, at, text))?;
+        return raw_config(text, config, at);
     }
     if let Some(&(_, select, umask)) = NAMES.iter().find(|(name, _, _)| *name == text) {
         return Ok(EventSpec::raw(select, umask));
@@ -868,26 +796,15 @@ impl FromStr for EventSpec {
     /// terms or a raw config and `mods` is `u`, `k` or both (see
     /// [`EventSpec`]).
     fn from_str(s: &str) -> Result<EventSpec, ParseError> {
-        if let Some((pmu, rest)) = s.split_once('/') {
-            if pmu != "cpu" {
-                return Err(ParseError::new(ParseErrorKind::UnknownPmu, 0, pmu)
-                    .suggesting(pmu, ["cpu"].into_iter()));
-            }
-            let inner_at = pmu.len() + 1;
-            let Some((inner, after)) = rest.split_once('/') else {
-                return Err(ParseError::new(ParseErrorKind::Unclosed, 0, "cpu/"));
-            };
-            let spec = body(inner, inner_at)?;
-            let mods_at = inner_at + inner.len() + 1;
-            return match after.strip_prefix(':') {
-                Some(mods) => modifiers(spec, mods, mods_at + 1),
-                None if after.is_empty() => Ok(spec),
-                None => modifiers(spec, after, mods_at),
-            };
-        }
-        match s.split_once(':') {
-            Some((event, mods)) => modifiers(body(event, 0)?, mods, event.len() + 1),
-            None => body(s, 0),
+        let parts = event_syntax::split(s, "cpu").map_err(|e| match e {
+            SplitError::UnknownPmu(pmu) => ParseError::new(ParseErrorKind::UnknownPmu, 0, pmu)
+                .suggesting(pmu, ["cpu"].into_iter()),
+            SplitError::Unclosed => ParseError::new(ParseErrorKind::Unclosed, 0, "cpu/"),
+        })?;
+        let spec = body(parts.event, parts.event_at)?;
+        match parts.mods {
+            Some((mods, at)) => modifiers(spec, mods, at),
+            None => Ok(spec),
         }
     }
 }

@@ -564,7 +564,10 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
         // and this one saves none of the loop's registers.
         lvt.write_lvt_perf_counter(entry);
         bump(&state.spurious, 1);
-        return Ok(PmiOutcome { overflowed: 0 });
+        return Ok(PmiOutcome {
+            overflowed: 0,
+            late: false,
+        });
     }
     // The usual overflow: fewer than N events past the wrap, one period,
     // re-armed to `preset + raw` (`Rearm::rearm`). Anything else (a stale
@@ -596,7 +599,10 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
     let found = state.found.load(Ordering::Relaxed);
     msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, found)?;
     lvt.write_lvt_perf_counter(entry);
-    Ok(PmiOutcome { overflowed: found })
+    Ok(PmiOutcome {
+        overflowed: found,
+        late: false,
+    })
 }
 
 /// The rest of the interrupt, out of line, from the counter at the lowest
@@ -686,5 +692,8 @@ fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     if overflowed == 0 {
         bump(&state.spurious, 1);
     }
-    Ok(PmiOutcome { overflowed })
+    Ok(PmiOutcome {
+        overflowed,
+        late: false,
+    })
 }

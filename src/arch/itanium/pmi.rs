@@ -444,7 +444,10 @@ pub(crate) fn handle_pmi<R: PmcPmdBackend, L: LvtPerfCounterEntry, S: Sink<Captu
         regs.write_pmc(0, Pmc0::UNFROZEN.bits())?;
     }
     lvt.write_lvt_perf_counter(entry);
-    Ok(PmiOutcome { overflowed })
+    Ok(PmiOutcome {
+        overflowed,
+        late: false,
+    })
 }
 
 /// Marks the branch that calls it as rarely taken.

@@ -595,6 +595,7 @@ fn finish<L: LvtPerfCounterEntry>(
         // Bits of armed counters (`armed` less `PEBS_ARMED`, the PEBS
         // counters' bits): counters only.
         overflowed: u64::from(CounterSet::from_counter_bits(overflowed).bits()),
+        late: false,
     }
 }
 

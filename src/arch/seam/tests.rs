@@ -160,3 +160,30 @@ fn archperf_multiplexes_through_the_seam() {
         d.msr().inject(Event::new(selects[i], 0, n));
     });
 }
+
+/// AMD's core PMU (a K8: four legacy counters, of which the firmware
+/// left two enabled, so two are the driver's): four raw events.
+#[test]
+fn amd_multiplexes_through_the_seam() {
+    use crate::access::MsrAccess;
+    use crate::arch::amd::{EventSpec, PERF_LEGACY_CTL0};
+    use crate::model::amd::{AmdModel, Config, Event};
+    crate::owner!(Cpu);
+    let pmu = crate::testing::amd_pmu();
+    let mut model = AmdModel::new(Config::k8());
+    // The firmware's: event 0x76 with OS, USR and EN on counters 2 and 3.
+    for n in [2, 3] {
+        model
+            .write_msr(PERF_LEGACY_CTL0 + n, 0x76 | 1 << 16 | 1 << 17 | 1 << 22)
+            .unwrap();
+    }
+    let cpu = crate::detect::detect(&model, &mut model.clone())
+        .unwrap()
+        .usable_amd()
+        .unwrap();
+    let selects = [0x40u16, 0x41, 0x42, 0x43];
+    let events = selects.map(|s| EventSpec::raw(s, 0));
+    multiplex_through_the_seam::<Cpu, _, _, _>(&pmu, model, &cpu, &events, |d, i, n| {
+        d.msr().inject(Event::new(selects[i], 0, n));
+    });
+}

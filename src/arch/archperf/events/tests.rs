@@ -481,25 +481,6 @@ fn suggestions_are_the_nearest_names() {
     }
 }
 
-/// The edit distance counts a transposition as one edit.
-#[test]
-fn distance_is_optimal_string_alignment() {
-    let table = [
-        ("umaks", "umask", 1),
-        ("cyles", "cycles", 1),
-        ("", "abc", 3),
-        ("abc", "abc", 0),
-        ("ab", "ba", 1),
-        ("kitten", "sitting", 3),
-        ("ca", "abc", 3),
-    ];
-    for (a, b, d) in table {
-        assert_eq!(distance(a.as_bytes(), b.as_bytes()), d, "{a} {b}");
-        assert_eq!(distance(b.as_bytes(), a.as_bytes()), d, "{b} {a}");
-    }
-    assert_eq!(distance(&[b'a'; 33], b"a"), usize::MAX);
-}
-
 /// A long term is kept to its first 24 bytes, cut at a character boundary.
 #[test]
 fn long_terms_are_cut_at_a_character_boundary() {
