@@ -30,6 +30,27 @@
 //! PEBS counters' own status bits, which a PEBS overflow may set too (Linux
 //! ignores them for the same reason), are acknowledged with bit 62.
 //!
+//! # Last branch records
+//!
+//! A counter configured to carry the LBR's records
+//! ([`CounterConfig::branches`](super::driver::CounterConfig::branches)) is
+//! serviced out of line: its bound in the loop is 0, so the loop hands it,
+//! after its RDPMC, to `service_rare`, which reads the records once for
+//! every such counter of the interrupt (legacy stack: 1 RDMSR of the TOS
+//! and 2 or 3 per record back to the first empty one; architectural LBR: 3
+//! per record from record 0; [`Lbr`](super::Lbr)) and hands each sample
+//! with [`Capture::Branches`]. The records are frozen by the PMI request
+//! (`IA32_DEBUGCTL.FREEZE_LBRS_ON_PMI`, which the driver sets). Version 4
+//! and architectural LBR freeze by setting `IA32_PERF_GLOBAL_STATUS.LBR_Frz`
+//! (bit 58): while the LBR runs the armed set holds bit 58, whose slot
+//! (bound 0, after every counter's) sends the loop out of line, and the
+//! one acknowledgement of the interrupt clears it (Linux: "v4 can do that
+//! as part of the GLOBAL_STATUS ack"). Versions 2-3 freeze by clearing
+//! `IA32_DEBUGCTL.LBR`: while the LBR runs every counter is serviced out of
+//! line there, and the interrupt ends with 1 WRMSR of `IA32_DEBUGCTL` (the
+//! driver's image) after the acknowledgement. The usual interrupt, without
+//! the LBR, tests nothing more for it.
+//!
 //! Unlike NetBurst, whose handler reads every armed counter to find the
 //! overflowed ones, one status read finds them, so an armed counter that did
 //! not overflow costs nothing. The handler does not stop the PMU around the
@@ -610,12 +631,16 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
 /// period, fewer than N events past the wrap): each counter of `rest` is
 /// re-armed relative to what it holds ([`Rearm::rearm`]: by division, a
 /// period or more past the wrap), or, not past its overflow at all (a
-/// stale status bit), left out of the outcome; the PEBS buffer's bit, the
-/// highest of `rest` when set, drains the buffer ([`PmiState::drain_pebs`])
-/// and acknowledges the PEBS counters' status bits with it; then the
-/// interrupt ends as the usual handler ends it (an interrupt that serviced
-/// nothing, a drain of an empty buffer included, counts as spurious).
-/// Cold, and only ever the handler's last act.
+/// stale status bit), left out of the outcome, a counter that carries the
+/// branch records with them (read once, [`read_stack`]); the LBR freeze's
+/// bit is acknowledged with the rest (which unfreezes the records); the
+/// PEBS buffer's bit, the highest of `rest` when set, drains the buffer
+/// ([`PmiState::drain_pebs`]) and acknowledges the PEBS counters' status
+/// bits with it; then the interrupt ends as the usual handler ends it,
+/// after the legacy freeze's `IA32_DEBUGCTL` write where the LBR runs with
+/// it (an interrupt that serviced nothing, a drain of an empty buffer
+/// included, counts as spurious). Cold, and only ever the handler's last
+/// act.
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
