@@ -428,6 +428,29 @@ impl Scenario {
     }
 }
 
+/// A Skylake-like architectural PMU (version 4, four general counters of
+/// 48 bits, three fixed ones, full-width writes) of display model `model`,
+/// with the PEBS and LBR detection reports.
+fn archperf_cpu(
+    model: u8,
+    pebs: pmu::detect::ArchPebs,
+    lbr: pmu::detect::LbrCaps,
+) -> pmu::detect::ArchPerfCpu {
+    pmu::detect::ArchPerfCpu {
+        // v4, 4 x 48 bits, 7 events all available; 3 fixed x 48 bits.
+        leaf: pmu::detect::Leaf0A {
+            regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],
+        },
+        full_width_write: true,
+        hybrid: false,
+        core_type: None,
+        family: 6,
+        model,
+        pebs,
+        lbr,
+    }
+}
+
 /// A fresh scenario id.
 fn next_id() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -668,7 +691,7 @@ mod itanium {
 
 mod archperf {
     use super::shapes::ShapedMsr;
-    use super::{File, Scenario, check, entry, install, lvt, next_id};
+    use super::{File, Scenario, archperf_cpu, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
     use pmu::arch::archperf::IA32_PERF_GLOBAL_STATUS;
@@ -677,7 +700,6 @@ mod archperf {
     use pmu::arch::handle_pmi;
     use pmu::counter::Owner;
     use pmu::detect;
-    use pmu::detect::Leaf0A;
     use pmu::sampling::SampleAfter;
 
     /// The handler as measured: everything inside is counted by callgrind.
@@ -704,19 +726,11 @@ mod archperf {
         // its own, and this is its one value.
         let cpu0: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
         let state = cpu0.pmi();
-        let cpu = detect::ArchPerfCpu {
-            // v4, 4 x 48 bits, 7 events all available; 3 fixed x 48 bits.
-            leaf: Leaf0A {
-                regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],
-            },
-            full_width_write: true,
-            hybrid: false,
-            core_type: None,
-            family: 6,
-            model: 0x55,
-            pebs: detect::ArchPebs::default(),
-            lbr: detect::LbrCaps::default(),
-        };
+        let cpu = archperf_cpu(
+            0x55,
+            detect::ArchPebs::default(),
+            detect::LbrCaps::default(),
+        );
         let (mut d, c) =
             ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(File::new(0, 0)), &cpu, cpu0)
                 .unwrap();
@@ -790,14 +804,14 @@ mod archperf {
 /// memory, each a sample with its record, then acknowledges bit 62.
 mod archperf_pebs {
     use super::shapes::ShapedMsr;
-    use super::{File, Scenario, check, entry, install, lvt, next_id};
+    use super::{File, Scenario, archperf_cpu, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, PebsOptions};
     use pmu::arch::archperf::{ArchPerfPmu, EventSpec, IA32_PERF_GLOBAL_STATUS, PebsArea};
     use pmu::arch::handle_pmi;
     use pmu::arch::ia32::ds::DsArea;
     use pmu::counter::Owner;
-    use pmu::detect::{self, ArchPebs, Leaf0A};
+    use pmu::detect::{self, ArchPebs};
     use pmu::sampling::SampleAfter;
 
     /// Format 3 records: 25 words.
@@ -824,24 +838,14 @@ mod archperf_pebs {
         // SAFETY: the scenario's register file is a logical processor of
         // its own, and this is its one value.
         let cpu0: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
-        let cpu = detect::ArchPerfCpu {
-            leaf: Leaf0A {
-                regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],
-            },
-            full_width_write: true,
-            hybrid: false,
-            core_type: None,
-            family: 6,
-            model: 0x5E,
-            pebs: ArchPebs {
-                ds: true,
-                available: true,
-                format: 3,
-                baseline: false,
-                trap: true,
-            },
-            lbr: detect::LbrCaps::default(),
+        let pebs = ArchPebs {
+            ds: true,
+            available: true,
+            format: 3,
+            baseline: false,
+            trap: true,
         };
+        let cpu = archperf_cpu(0x5E, pebs, detect::LbrCaps::default());
         let (mut d, c) =
             ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(File::new(0, 0)), &cpu, cpu0)
                 .unwrap();
@@ -923,7 +927,7 @@ mod archperf_pebs {
 /// the acknowledgement (LBR_Frz, bit 58).
 mod archperf_lbr {
     use super::shapes::ShapedMsr;
-    use super::{File, Scenario, check, entry, install, lvt, next_id};
+    use super::{File, Scenario, archperf_cpu, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig};
     use pmu::arch::archperf::{
@@ -932,7 +936,7 @@ mod archperf_lbr {
     };
     use pmu::arch::handle_pmi;
     use pmu::counter::Owner;
-    use pmu::detect::{self, LbrCaps, Leaf0A};
+    use pmu::detect::{self, LbrCaps};
     use pmu::sampling::SampleAfter;
 
     /// The handler as measured: everything inside is counted by callgrind;
@@ -958,22 +962,12 @@ mod archperf_lbr {
         // SAFETY: the scenario's register file is a logical processor of
         // its own, and this is its one value.
         let cpu0: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
-        let cpu = detect::ArchPerfCpu {
-            leaf: Leaf0A {
-                regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],
-            },
-            full_width_write: true,
-            hybrid: false,
-            core_type: None,
-            family: 6,
-            model: 0x5E,
-            pebs: detect::ArchPebs::default(),
-            lbr: LbrCaps {
-                format: 5,
-                arch: None,
-                tsx: true,
-            },
+        let lbr = LbrCaps {
+            format: 5,
+            arch: None,
+            tsx: true,
         };
+        let cpu = archperf_cpu(0x5E, detect::ArchPebs::default(), lbr);
         let mut file = File::new(0, 0);
         // One past the overflow; the status with LBR_Frz; the TOS at the
         // newest record, the records below it back to the empty one.
