@@ -844,12 +844,20 @@ pub fn msr_name(msr: u32) -> Option<(&'static str, Option<u32>)> {
             lbr::DEPTH => Some(("IA32_LBR_DEPTH", None)),
             _ => None,
         })
-        .or_else(|| numbered(lbr::FROM_IP, 32, "MSR_LASTBRANCH_FROM_IP_"))
-        .or_else(|| numbered(lbr::TO_IP, 32, "MSR_LASTBRANCH_TO_IP_"))
-        .or_else(|| numbered(lbr::INFO, 32, "MSR_LBR_INFO_"))
-        .or_else(|| numbered(lbr::ARCH_FROM_IP, lbr::MAX_RECORDS, "IA32_LBR_FROM_IP_"))
-        .or_else(|| numbered(lbr::ARCH_TO_IP, lbr::MAX_RECORDS, "IA32_LBR_TO_IP_"))
-        .or_else(|| numbered(lbr::ARCH_INFO, lbr::MAX_RECORDS, "IA32_LBR_INFO_"))
+        // The records' names have their number inside (record x): named
+        // with x, the number after it.
+        .or_else(|| numbered(lbr::FROM_IP, 32, "MSR_LASTBRANCH_x_FROM_IP, x = "))
+        .or_else(|| numbered(lbr::TO_IP, 32, "MSR_LASTBRANCH_x_TO_IP, x = "))
+        .or_else(|| numbered(lbr::INFO, 32, "MSR_LBR_INFO_x, x = "))
+        .or_else(|| {
+            numbered(
+                lbr::ARCH_FROM_IP,
+                lbr::MAX_RECORDS,
+                "IA32_LBR_x_FROM_IP, x = ",
+            )
+        })
+        .or_else(|| numbered(lbr::ARCH_TO_IP, lbr::MAX_RECORDS, "IA32_LBR_x_TO_IP, x = "))
+        .or_else(|| numbered(lbr::ARCH_INFO, lbr::MAX_RECORDS, "IA32_LBR_x_INFO, x = "))
 }
 
 impl core::error::Error for Fault {}

@@ -80,6 +80,11 @@ fn lbr_msrs_exist_where_the_configuration_has_them() {
         GpReason::ReservedBits { bits: CALL_STACK },
     );
     write_faults(&mut nhm, TOS, 16, GpReason::ReservedBits { bits: 16 });
+    let e = nhm.read_msr(FROM + 16).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "#GP(0) on RDMSR of MSR_LASTBRANCH_x_FROM_IP, x = 16 (690H): no such MSR on this processor"
+    );
     // The records take any value.
     nhm.write_msr(FROM, u64::MAX).unwrap();
     assert_eq!(nhm.read_msr(FROM).unwrap(), u64::MAX);
