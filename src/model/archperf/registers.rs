@@ -107,7 +107,8 @@ impl LbrConfig {
     }
 
     /// The records a legacy stack has, or the deepest architectural LBR
-    /// offers (its reset depth), at most [`lbr::MAX_RECORDS`].
+    /// offers (its reset depth), at most 64 (the most architectural LBR
+    /// offers).
     pub const fn max_depth(&self) -> usize {
         let d = match *self {
             LbrConfig::None => 0,
