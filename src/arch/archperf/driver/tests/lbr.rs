@@ -563,3 +563,100 @@ fn every_call_chain_is_the_calls_really_open() {
         let _ = d.give_back(Counters { g0, ..c });
     }
 }
+
+/// Each filter, on the legacy stack and on architectural LBR: the one
+/// filter register written with the SDM's bits, and, of a branch of every
+/// kind at each privilege, exactly the ones the filter asks for recorded.
+#[test]
+fn each_filter_records_what_it_asks_for() {
+    let kinds = [
+        (BranchKind::Conditional, BranchFilter::CONDITIONAL),
+        (BranchKind::Jump, BranchFilter::NEAR_REL_JUMP),
+        (BranchKind::IndirectJump, BranchFilter::NEAR_IND_JUMP),
+        (BranchKind::Call, BranchFilter::NEAR_REL_CALL),
+        (BranchKind::IndirectCall, BranchFilter::NEAR_IND_CALL),
+        (BranchKind::Return, BranchFilter::NEAR_RETURN),
+        (BranchKind::Other, BranchFilter::OTHER),
+    ];
+    let filters = [
+        // (filter, MSR_LBR_SELECT, IA32_LBR_CTL)
+        (
+            BranchFilter::from_bits(0)
+                .with_conditional(true)
+                .user_only(),
+            0x1F9,
+            1 | 1 << 2 | 1 << 16,
+        ),
+        (
+            BranchFilter::CALLS.kernel_only(),
+            0x1E6,
+            1 | 1 << 1 | 0b11 << 19,
+        ),
+        (
+            BranchFilter::from_bits(0)
+                .with_near_return(true)
+                .everywhere(),
+            0x1DC,
+            0b111 | 1 << 21,
+        ),
+        (
+            BranchFilter::ANY.with_user(true),
+            1,
+            1 | 1 << 2 | 0x7F << 16,
+        ),
+        (
+            BranchFilter::from_bits(0)
+                .with_other(true)
+                .with_near_ind_jump(true)
+                .everywhere(),
+            0xBC,
+            0b111 | 1 << 18 | 1 << 22,
+        ),
+    ];
+    for (config, arch) in [
+        (Config::skylake(), false),
+        (Config::alder_lake_p_core(), true),
+    ] {
+        for &(filter, select, ctl) in &filters {
+            let pmu = crate::testing::archperf_pmu();
+            let (mut d, c) = driver!(&pmu, config);
+            d.enable_lbr(LbrOptions {
+                filter,
+                call_stack: false,
+            })
+            .unwrap();
+            let (msr, value) = if arch {
+                (IA32_LBR_CTL, ctl)
+            } else {
+                (MSR_LBR_SELECT, select)
+            };
+            assert!(
+                d.msr().log().contains(&Access::WriteMsr { msr, value }),
+                "{config:?} {filter:?}: {msr:#X} <- {value:#X}"
+            );
+            let mut want = Vec::new();
+            let mut at = CODE;
+            for &(kind, field) in &kinds {
+                for privilege in [Privilege::Os, Privilege::Usr] {
+                    let r = Retirement {
+                        privilege,
+                        ..retired(at, at + 0x80, Some(kind))
+                    };
+                    model(&mut d).retire(&r);
+                    let by_privilege = match privilege {
+                        Privilege::Os => filter.kernel(),
+                        Privilege::Usr => filter.user(),
+                    };
+                    if by_privilege && field.get(u64::from(filter.bits())) != 0 {
+                        want.push(at);
+                    }
+                    at += 0x100;
+                }
+            }
+            let got: Vec<u64> = model(&mut d).lbr_records().map(|r| r.1 - 0x80).collect();
+            want.reverse();
+            assert_eq!(got, want, "{config:?} {filter:?}");
+            let _ = d.give_back(c);
+        }
+    }
+}
