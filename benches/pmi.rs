@@ -444,6 +444,7 @@ fn archperf_cpu(
         full_width_write: true,
         hybrid: false,
         core_type: None,
+        ext: None,
         family: 6,
         model,
         pebs,
