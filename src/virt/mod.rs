@@ -34,11 +34,13 @@
 //! switched with everything disabled first and enabled last) and the
 //! NetBurst manual's rules (SDM Vol. 3B 18.15-18.16, Vol. 3C Table 35-41).
 
+pub mod answer;
 pub mod archperf;
 pub mod itanium;
 pub mod netburst;
 #[cfg(any(test, feature = "model"))]
 pub mod vpmu;
+pub mod x86;
 
 use crate::apic::{LvtPerfCounter, PmiDelivery};
 
@@ -83,6 +85,9 @@ pub struct VirtualLvt {
     entry: LvtPerfCounter,
     pending: bool,
     injected: u64,
+    /// Delivering a PMI sets the entry's mask bit (Intel's APICs; not
+    /// AMD's).
+    masks: bool,
 }
 
 impl Default for VirtualLvt {
@@ -92,12 +97,29 @@ impl Default for VirtualLvt {
 }
 
 impl VirtualLvt {
-    /// The entry after reset (masked), no PMI pending.
+    /// The entry after reset (masked), no PMI pending; a delivery masks
+    /// it, as Intel's local APICs do (NetBurst's, SDM Vol. 3B 18.15.5.8,
+    /// and the architectural PMU's, Vol. 3B "Generic ... Interrupt"
+    /// handling: the handler unmasks).
     pub const fn new() -> VirtualLvt {
         VirtualLvt {
             entry: LvtPerfCounter::RESET,
             pending: false,
             injected: 0,
+            masks: true,
+        }
+    }
+
+    /// An AMD guest's entry: after reset (masked), no PMI pending, and a
+    /// delivery leaves it as it is. AMD's local APIC does not set the
+    /// mask bit when it delivers a PMI (Linux `amd_pmu_v2_handle_irq`:
+    /// unmasking "is not required"), and KVM masks its virtual entry on
+    /// delivery for Intel-compatible guests only (`lapic.c`,
+    /// `kvm_apic_local_deliver`, since the fix of a16eb25b09c0).
+    pub const fn amd() -> VirtualLvt {
+        VirtualLvt {
+            masks: false,
+            ..VirtualLvt::new()
         }
     }
 
@@ -126,14 +148,16 @@ impl VirtualLvt {
 
     /// At guest entry: the PMI to inject, if one is pending and the entry
     /// is unmasked with a delivery mode a PMI can use; delivering it masks
-    /// the entry.
+    /// the entry (not an [`amd`](VirtualLvt::amd) entry).
     pub fn deliver(&mut self) -> Option<PmiDelivery> {
         if !self.pending || self.entry.is_masked() {
             return None;
         }
         let delivery = self.entry.delivery()?;
         self.pending = false;
-        self.entry = self.entry.masked();
+        if self.masks {
+            self.entry = self.entry.masked();
+        }
         self.injected += 1;
         Some(delivery)
     }
