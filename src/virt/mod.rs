@@ -34,6 +34,7 @@
 //! switched with everything disabled first and enabled last) and the
 //! NetBurst manual's rules (SDM Vol. 3B 18.15-18.16, Vol. 3C Table 35-41).
 
+pub mod amd;
 pub mod answer;
 pub mod archperf;
 pub mod itanium;

@@ -18,7 +18,11 @@ use crate::arch::archperf::{
     IA32_PERF_GLOBAL_STATUS, IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0,
     MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT,
 };
-use crate::detect::{IA32_MISC_ENABLE, IA32_PERF_CAPABILITIES, PERF_LEGACY_CTL0, PERF_LEGACY_CTR0};
+use crate::detect::{
+    CpuidResult, IA32_MISC_ENABLE, IA32_PERF_CAPABILITIES, Leaf80000001Ecx, PERF_LEGACY_CTL0,
+    PERF_LEGACY_CTR0,
+};
+use crate::register::Field;
 
 /// `IA32_DEBUGCTL` (1D9H): its freeze and LBR bits are the PMU's.
 pub const IA32_DEBUGCTL: u32 = 0x1D9;
@@ -175,6 +179,30 @@ pub const PMU_MSR_RANGES: [core::ops::RangeInclusive<u32>; 17] = [
     0xC001_0240..=0xC001_0247,
     0xC001_1030..=0xC001_103D,
 ];
+
+/// An all-zero CPUID leaf.
+pub(crate) const ZERO: CpuidResult = CpuidResult {
+    eax: 0,
+    ebx: 0,
+    ecx: 0,
+    edx: 0,
+};
+
+/// CPUID 8000_0001H:ECX without AMD's PMU bits (PerfCtrExtCore,
+/// PerfCtrExtNB, PerfCtrExtLLC, IBS).
+pub(crate) const fn without_amd_pmu(ecx: u32) -> u32 {
+    Leaf80000001Ecx::from_bits(ecx)
+        .with_perf_ctr_ext_core(false)
+        .with_perf_ctr_ext_nb(false)
+        .with_perf_ctr_ext_llc(false)
+        .with_ibs(false)
+        .bits()
+}
+
+/// The low `width` bits (1 to 64).
+pub(crate) const fn width_mask(width: u8) -> u64 {
+    Field::new(0, width).mask()
+}
 
 #[cfg(test)]
 mod tests {

@@ -7,11 +7,11 @@ use crate::arch::archperf::{
     PerfEvtSel,
 };
 use crate::detect::{
-    ArchPerfCpu, CpuidResult, Leaf0A, Leaf0AFields, Leaf01Ecx, Leaf80000001Ecx, PerfCapabilities,
+    ArchPerfCpu, CpuidResult, Leaf0A, Leaf0AFields, Leaf01Ecx, PerfCapabilities,
 };
-use crate::register::Field;
 
 use super::{MISC_ENABLE_PMU_BITS, guest_cpuid_01_edx};
+use crate::virt::x86::{ZERO, width_mask, without_amd_pmu};
 
 /// The most general counters a guest may have: KVM's
 /// `KVM_MAX_NR_INTEL_GP_COUNTERS` (8), the architectural MSR table's
@@ -467,30 +467,6 @@ impl GuestPmu {
             _ => host,
         }
     }
-}
-
-/// An all-zero CPUID leaf.
-pub(crate) const ZERO: CpuidResult = CpuidResult {
-    eax: 0,
-    ebx: 0,
-    ecx: 0,
-    edx: 0,
-};
-
-/// CPUID 8000_0001H:ECX without AMD's PMU bits (PerfCtrExtCore,
-/// PerfCtrExtNB, PerfCtrExtLLC, IBS).
-pub(crate) const fn without_amd_pmu(ecx: u32) -> u32 {
-    Leaf80000001Ecx::from_bits(ecx)
-        .with_perf_ctr_ext_core(false)
-        .with_perf_ctr_ext_nb(false)
-        .with_perf_ctr_ext_llc(false)
-        .with_ibs(false)
-        .bits()
-}
-
-/// The low `width` bits (1 to 64).
-pub(crate) const fn width_mask(width: u8) -> u64 {
-    Field::new(0, width).mask()
 }
 
 /// Keep `MAX_FIXED` in view: the guest's fixed counters are a subset of

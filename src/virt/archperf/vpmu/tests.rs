@@ -5,6 +5,7 @@ use super::*;
 use crate::apic::Vector;
 use crate::arch::archperf::ArchEvent;
 use crate::virt::archperf::GuestPolicy;
+use crate::virt::x86::{PmuMsr, classify};
 
 fn entry() -> LvtPerfCounter {
     LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()))
@@ -31,3 +32,6 @@ fn a_guest_samples_on_its_virtual_pmu() {
     assert_eq!(v.rdmsr(0x38E), Ok(Some(0)));
     assert_eq!(v.injected(), 1);
 }
+
+mod isolation;
+mod kvm;
