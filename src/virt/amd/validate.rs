@@ -157,3 +157,6 @@ impl GuestPmu {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -349,3 +349,6 @@ impl GuestPmu {
             .is_some_and(|v| self.selects_unavailable(v))
     }
 }
+
+#[cfg(test)]
+mod tests;

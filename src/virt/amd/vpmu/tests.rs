@@ -32,3 +32,6 @@ fn a_guest_samples_on_its_virtual_pmu() {
     assert_eq!(v.wrmsr(0xC000_0302, 1), Ok(true));
     assert_eq!(v.rdmsr(0xC000_0300), Ok(Some(0)));
 }
+
+mod isolation;
+mod kvm;
