@@ -168,3 +168,6 @@ impl VirtualLvt {
         self.injected
     }
 }
+
+#[cfg(test)]
+mod tests;
