@@ -38,7 +38,7 @@ pub mod vpmu;
 
 mod policy;
 
-pub use super::answer::{ReadAnswer, RdpmcAnswer, WriteAnswer};
+pub use super::answer::{RdpmcAnswer, ReadAnswer, WriteAnswer};
 pub use policy::{Generation, GuestPmu, GuestPolicy, PolicyError};
 pub use validate::GuestReg;
 

@@ -68,7 +68,7 @@ pub mod vpmu;
 
 mod policy;
 
-pub use super::answer::{ReadAnswer, RdpmcAnswer, WriteAnswer};
+pub use super::answer::{RdpmcAnswer, ReadAnswer, WriteAnswer};
 pub use policy::{GuestPmu, GuestPolicy, MAX_GUEST_FIXED, MAX_GUEST_GENERAL, PolicyError};
 pub use validate::GuestReg;
 

@@ -217,12 +217,12 @@ mod tests {
                 assert_ne!(classify(msr), PmuMsr::NotPmu, "{msr:#X}");
             }
         }
-        for msr in (0..0x700).chain(0xC000_0000..0xC000_0400).chain(0xC001_0000..0xC001_1100) {
+        for msr in (0..0x700)
+            .chain(0xC000_0000..0xC000_0400)
+            .chain(0xC001_0000..0xC001_1100)
+        {
             if classify(msr) != PmuMsr::NotPmu {
-                assert!(
-                    PMU_MSR_RANGES.iter().any(|r| r.contains(&msr)),
-                    "{msr:#X}"
-                );
+                assert!(PMU_MSR_RANGES.iter().any(|r| r.contains(&msr)), "{msr:#X}");
             }
         }
         assert_eq!(classify(0xC1), PmuMsr::Pmc(0));

@@ -89,11 +89,7 @@ impl GuestPmu {
     /// The guest's WRMSR of `value` to `msr`: what it does, or the #GP it
     /// raises (nothing changes then). See the [module
     /// documentation](self).
-    pub fn check_msr_write(
-        &self,
-        msr: u32,
-        value: u64,
-    ) -> Result<WriteAnswer<GuestReg>, GuestGp> {
+    pub fn check_msr_write(&self, msr: u32, value: u64) -> Result<WriteAnswer<GuestReg>, GuestGp> {
         if let Some(reg) = self.counter_reg(msr)? {
             let value = match reg {
                 GuestReg::Control(_) => value & self.ctl_writable(),
@@ -128,9 +124,7 @@ impl GuestPmu {
             PmuMsr::NotPmu | PmuMsr::MiscEnable | PmuMsr::DebugCtl => ReadAnswer::NotPmu,
             PmuMsr::AmdGlobalStatus if v2 => ReadAnswer::Reg(GuestReg::GlobalStatus),
             PmuMsr::AmdGlobalCtl if v2 => ReadAnswer::Reg(GuestReg::GlobalCtl),
-            PmuMsr::AmdGlobalStatusClr | PmuMsr::AmdGlobalStatusSet if v2 => {
-                ReadAnswer::Value(0)
-            }
+            PmuMsr::AmdGlobalStatusClr | PmuMsr::AmdGlobalStatusSet if v2 => ReadAnswer::Value(0),
             PmuMsr::Pmc(n) | PmuMsr::EventSelect(n) if n < 2 => ReadAnswer::Value(0),
             _ => return Err(GuestGp::NoSuchMsr { msr }),
         })

@@ -6,9 +6,7 @@ use crate::arch::archperf::{
     ArchEvent, Counter, CounterSet, FixedCtl, FixedCtrCtrl, GlobalStatus, MAX_FIXED, MAX_GENERAL,
     PerfEvtSel,
 };
-use crate::detect::{
-    ArchPerfCpu, CpuidResult, Leaf0A, Leaf0AFields, Leaf01Ecx, PerfCapabilities,
-};
+use crate::detect::{ArchPerfCpu, CpuidResult, Leaf0A, Leaf0AFields, Leaf01Ecx, PerfCapabilities};
 
 use super::{MISC_ENABLE_PMU_BITS, guest_cpuid_01_edx};
 use crate::virt::x86::{ZERO, width_mask, without_amd_pmu};

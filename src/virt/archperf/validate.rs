@@ -152,11 +152,7 @@ impl GuestPmu {
     /// The guest's WRMSR of `value` to `msr`: what it does, or the #GP it
     /// raises (nothing changes then). See the [module
     /// documentation](self) for the rules.
-    pub fn check_msr_write(
-        &self,
-        msr: u32,
-        value: u64,
-    ) -> Result<WriteAnswer<GuestReg>, GuestGp> {
+    pub fn check_msr_write(&self, msr: u32, value: u64) -> Result<WriteAnswer<GuestReg>, GuestGp> {
         let no_such = Err(GuestGp::NoSuchMsr { msr });
         let reserved = |mask: u64| {
             if value & mask != 0 {

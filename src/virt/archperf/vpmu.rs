@@ -115,9 +115,8 @@ impl VirtualPmu {
             } => {
                 self.evtsel[usize::from(c.number())] = value;
                 let counts = !self.pmu.counts_nothing(value);
-                let image = PerfEvtSel::from_bits(value).map_or(0, |v| {
-                    v.with_enable(v.enable() && counts).bits()
-                });
+                let image = PerfEvtSel::from_bits(value)
+                    .map_or(0, |v| v.with_enable(v.enable() && counts).bits());
                 (model_msr(GuestReg::EventSelect(c)), image)
             }
             WriteAnswer::Store { reg, value } => (model_msr(reg), value),

@@ -60,7 +60,11 @@ impl Guest for amd::vpmu::VirtualPmu {
         amd::vpmu::VirtualPmu::rdpmc(self, ecx, false, 0).map_err(|e| e.to_string())
     }
     fn run(&mut self, n: u64) {
-        self.feed(crate::model::amd::Event::new(amd::vpmu::RETIRED_INSTRUCTIONS, 0, n));
+        self.feed(crate::model::amd::Event::new(
+            amd::vpmu::RETIRED_INSTRUCTIONS,
+            0,
+            n,
+        ));
     }
     fn write_lvt(&mut self, entry: LvtPerfCounter) {
         amd::vpmu::VirtualPmu::write_lvt(self, entry);
@@ -267,8 +271,19 @@ fn scenario<A: Guest, B: Guest>(
 
 /// Five runs with B, the host and the slicing drawn anew: A's
 /// observations are the same.
-fn same_for_a<A: Guest, B: Guest>(a: impl Fn() -> A, b: impl Fn() -> B, b_msrs: &[u32], intel: bool) {
-    let program = || if intel { intel_program() } else { amd_program() };
+fn same_for_a<A: Guest, B: Guest>(
+    a: impl Fn() -> A,
+    b: impl Fn() -> B,
+    b_msrs: &[u32],
+    intel: bool,
+) {
+    let program = || {
+        if intel {
+            intel_program()
+        } else {
+            amd_program()
+        }
+    };
     let first = scenario(a(), program(), b(), b_msrs, 1);
     for seed in 2..=5 {
         assert_eq!(

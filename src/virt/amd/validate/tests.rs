@@ -51,7 +51,10 @@ fn controls_and_counters() {
                 value: (1 << 48) - 1
             })
         );
-        assert_eq!(p.check_msr_read(msr), Ok(ReadAnswer::Reg(GuestReg::Counter(c(3)))));
+        assert_eq!(
+            p.check_msr_read(msr),
+            Ok(ReadAnswer::Reg(GuestReg::Counter(c(3))))
+        );
     }
     assert_eq!(
         p.check_msr_read(0xC001_020A),
@@ -76,7 +79,10 @@ fn controls_and_counters() {
 fn perfmon_v2_registers() {
     let p = pmu(Generation::PerfMonV2 { counters: 3 });
     assert_eq!(p.check_msr_write(0xC000_0300, u64::MAX), Ok(W::Drop));
-    assert_eq!(p.check_msr_read(0xC000_0300), Ok(ReadAnswer::Reg(GuestReg::GlobalStatus)));
+    assert_eq!(
+        p.check_msr_read(0xC000_0300),
+        Ok(ReadAnswer::Reg(GuestReg::GlobalStatus))
+    );
     assert_eq!(
         p.check_msr_write(0xC000_0301, u64::MAX),
         Ok(W::Store {
@@ -84,8 +90,14 @@ fn perfmon_v2_registers() {
             value: 0b111
         })
     );
-    assert_eq!(p.check_msr_write(0xC000_0302, u64::MAX), Ok(W::ClearStatus(0b111)));
-    assert_eq!(p.check_msr_write(0xC000_0303, u64::MAX), Ok(W::SetStatus(0b111)));
+    assert_eq!(
+        p.check_msr_write(0xC000_0302, u64::MAX),
+        Ok(W::ClearStatus(0b111))
+    );
+    assert_eq!(
+        p.check_msr_write(0xC000_0303, u64::MAX),
+        Ok(W::SetStatus(0b111))
+    );
     for msr in [0xC000_0302, 0xC000_0303] {
         assert_eq!(p.check_msr_read(msr), Ok(ReadAnswer::Value(0)));
     }
@@ -108,7 +120,19 @@ fn other_registers_in_an_amd_guest() {
         assert_eq!(p.check_msr_write(msr, 1), Ok(W::Drop));
         assert_eq!(p.check_msr_read(msr), Ok(ReadAnswer::Value(0)));
     }
-    for msr in [0xC3, 0x188, 0x309, 0x38D, 0x38F, 0x345, 0x3F1, 0x4C1, 0x600, 0xC001_1030, 0xC001_0230] {
+    for msr in [
+        0xC3,
+        0x188,
+        0x309,
+        0x38D,
+        0x38F,
+        0x345,
+        0x3F1,
+        0x4C1,
+        0x600,
+        0xC001_1030,
+        0xC001_0230,
+    ] {
         assert_eq!(p.check_msr_write(msr, 0), Err(no_such(msr)), "{msr:#x}");
         assert_eq!(p.check_msr_read(msr), Err(no_such(msr)));
     }
@@ -126,7 +150,10 @@ fn rdpmc_forms() {
     let a = p.check_rdpmc(3, false, 0).unwrap();
     assert_eq!((a.counter, a.mask), (c(3), (1 << 48) - 1));
     for ecx in [4, 6, 1 << 30, 1 << 31, 1 << 30 | 1] {
-        assert_eq!(p.check_rdpmc(ecx, true, 0), Err(GuestGp::RdpmcIndex { ecx }));
+        assert_eq!(
+            p.check_rdpmc(ecx, true, 0),
+            Err(GuestGp::RdpmcIndex { ecx })
+        );
     }
     assert_eq!(p.check_rdpmc(0, false, 3), Err(GuestGp::RdpmcNotAllowed));
     assert!(p.check_rdpmc(0, true, 3).is_ok());
@@ -220,7 +247,10 @@ fn policy_errors() {
         host_counters: CounterSet::EMPTY.with(c(3)),
         ..GuestPolicy::new(Generation::Legacy)
     };
-    assert_eq!(shown.checked(), Err(PolicyError::HostCounterShown { counter: 3 }));
+    assert_eq!(
+        shown.checked(),
+        Err(PolicyError::HostCounterShown { counter: 3 })
+    );
     assert_eq!(
         PolicyError::HostCounterShown { counter: 3 }.to_string(),
         "PERF_CTR3 is the host's and one of the guest's counters"

@@ -66,9 +66,15 @@ fn general_counter_writes() {
         fw.check_msr_write(0x4C3, 1 << 48),
         Err(GuestGp::OutOfWidth { msr: 0x4C3 })
     );
-    assert_eq!(fw.check_msr_read(0x4C4), Ok(ReadAnswer::Reg(GuestReg::Counter(g(3)))));
+    assert_eq!(
+        fw.check_msr_read(0x4C4),
+        Ok(ReadAnswer::Reg(GuestReg::Counter(g(3))))
+    );
     assert_eq!(fw.check_msr_write(0x4C5, 0), Err(no_such(0x4C5)));
-    assert_eq!(fw.check_msr_write(0xC2, 5), store(GuestReg::Counter(g(1)), 5));
+    assert_eq!(
+        fw.check_msr_write(0xC2, 5),
+        store(GuestReg::Counter(g(1)), 5)
+    );
 }
 
 /// `IA32_PERFEVTSELn`: #GP on bits 63:32 and on AnyThread on every
@@ -112,7 +118,10 @@ fn fixed_counters() {
         p.check_msr_write(0x30A, u64::MAX),
         store(GuestReg::Counter(f(1)), (1 << 40) - 1)
     );
-    assert_eq!(p.check_msr_read(0x309), Ok(ReadAnswer::Reg(GuestReg::Counter(f(0)))));
+    assert_eq!(
+        p.check_msr_read(0x309),
+        Ok(ReadAnswer::Reg(GuestReg::Counter(f(0))))
+    );
     assert_eq!(p.check_msr_write(0x30B, 0), Err(no_such(0x30B)));
     let v1 = pmu(GuestPolicy::new(1, 2, 0));
     assert_eq!(v1.check_msr_read(0x309), Err(no_such(0x309)));
@@ -163,7 +172,10 @@ fn global_registers() {
         p.check_msr_write(0x38E, 0),
         Err(GuestGp::ReadOnlyMsr { msr: 0x38E })
     );
-    assert_eq!(p.check_msr_read(0x38E), Ok(ReadAnswer::Reg(GuestReg::GlobalStatus)));
+    assert_eq!(
+        p.check_msr_read(0x38E),
+        Ok(ReadAnswer::Reg(GuestReg::GlobalStatus))
+    );
     let clear = 0xC000_0007_0000_000F;
     assert_eq!(p.check_msr_write(0x390, clear), Ok(W::ClearStatus(clear)));
     for bits in [1 << 4, 1 << 55, 1 << 59, 1 << 61] {
@@ -252,7 +264,14 @@ fn amd_registers_in_an_intel_guest() {
         assert_eq!(p.check_msr_write(msr, 0x42), Ok(W::Drop));
         assert_eq!(p.check_msr_read(msr), Ok(ReadAnswer::Value(0)));
     }
-    for msr in [0xC001_0200, 0xC001_020B, 0xC000_0300, 0xC000_0303, 0xC001_1030, 0xC001_0240] {
+    for msr in [
+        0xC001_0200,
+        0xC001_020B,
+        0xC000_0300,
+        0xC000_0303,
+        0xC001_1030,
+        0xC001_0240,
+    ] {
         assert_eq!(p.check_msr_write(msr, 0), Err(no_such(msr)));
         assert_eq!(p.check_msr_read(msr), Err(no_such(msr)));
     }
@@ -275,7 +294,16 @@ fn rdpmc_forms() {
     let ok = |ecx| p.check_rdpmc(ecx, false, 0).map(|a| (a.counter, a.mask));
     assert_eq!(ok(3), Ok((g(3), (1 << 48) - 1)));
     assert_eq!(ok(1 << 30 | 2), Ok((f(2), (1 << 40) - 1)));
-    for ecx in [4, 64, 1 << 30 | 3, 1 << 31, 1 << 31 | 1, 1 << 16, 1 << 29, 0xFFFF] {
+    for ecx in [
+        4,
+        64,
+        1 << 30 | 3,
+        1 << 31,
+        1 << 31 | 1,
+        1 << 16,
+        1 << 29,
+        0xFFFF,
+    ] {
         assert_eq!(
             p.check_rdpmc(ecx, true, 0),
             Err(GuestGp::RdpmcIndex { ecx }),
@@ -305,7 +333,15 @@ fn the_guest_cpuid_is_the_policy() {
         ..GuestPolicy::new(5, 6, 3)
     });
     let leaf = p.leaf_0a();
-    assert_eq!(leaf.regs, [5 | 6 << 8 | 44 << 16 | 8 << 24, 0x48, 0, 3 | 40 << 5 | 1 << 15]);
+    assert_eq!(
+        leaf.regs,
+        [
+            5 | 6 << 8 | 44 << 16 | 8 << 24,
+            0x48,
+            0,
+            3 | 40 << 5 | 1 << 15
+        ]
+    );
     let host = CpuidResult {
         eax: 1,
         ebx: 2,
@@ -314,17 +350,31 @@ fn the_guest_cpuid_is_the_policy() {
     };
     assert_eq!(p.cpuid(0x0A, 0, host).ebx, 0x48);
     let one = p.cpuid(1, 0, CpuidResult { ecx: 0, ..host });
-    assert_eq!((one.ecx, one.edx & 1 << 21), (1 << 15, 0), "PDCM set, DS clear");
-    assert_eq!(p.cpuid(0x8000_0001, 0, host).ecx & (1 << 10 | 1 << 23 | 1 << 24 | 1 << 28), 0);
+    assert_eq!(
+        (one.ecx, one.edx & 1 << 21),
+        (1 << 15, 0),
+        "PDCM set, DS clear"
+    );
+    assert_eq!(
+        p.cpuid(0x8000_0001, 0, host).ecx & (1 << 10 | 1 << 23 | 1 << 24 | 1 << 28),
+        0
+    );
     assert_eq!(p.cpuid(0x8000_0022, 0, host), crate::virt::x86::ZERO);
     assert_eq!(p.cpuid(7, 0, host), host);
     let v1 = pmu(GuestPolicy::new(1, 2, 0));
-    assert_eq!(v1.leaf_0a().regs[3], 1 << 15, "no fixed counters, AnyThread deprecated");
+    assert_eq!(
+        v1.leaf_0a().regs[3],
+        1 << 15,
+        "no fixed counters, AnyThread deprecated"
+    );
     assert_eq!(v1.cpuid(1, 0, host).ecx & 1 << 15, 0, "no PDCM");
 
     /// The guest as its kernel sees it: CPUID through the policy, the
     /// MSRs through the checks on the emulated PMU.
-    struct Guest(GuestPmu, core::cell::RefCell<crate::virt::archperf::vpmu::VirtualPmu>);
+    struct Guest(
+        GuestPmu,
+        core::cell::RefCell<crate::virt::archperf::vpmu::VirtualPmu>,
+    );
     impl Cpuid for Guest {
         fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidResult {
             let host = crate::model::archperf::Config::icelake().cpuid(leaf, subleaf);
@@ -361,8 +411,14 @@ fn the_guest_cpuid_is_the_policy() {
 #[test]
 fn policy_errors() {
     let e = |p: GuestPolicy| p.checked().unwrap_err();
-    assert_eq!(e(GuestPolicy::new(0, 1, 0)), PolicyError::Version { version: 0 });
-    assert_eq!(e(GuestPolicy::new(6, 1, 0)), PolicyError::Version { version: 6 });
+    assert_eq!(
+        e(GuestPolicy::new(0, 1, 0)),
+        PolicyError::Version { version: 0 }
+    );
+    assert_eq!(
+        e(GuestPolicy::new(6, 1, 0)),
+        PolicyError::Version { version: 6 }
+    );
     assert_eq!(
         e(GuestPolicy::new(2, 0, 0)),
         PolicyError::GeneralCounters { general: 0 }
@@ -437,7 +493,10 @@ fn policy_errors() {
     };
     assert_eq!(fits.fits(&host), Ok(()));
     for (p, what) in [
-        (GuestPolicy::new(5, 3, 3), "the host's architectural-perfmon version is lower"),
+        (
+            GuestPolicy::new(5, 3, 3),
+            "the host's architectural-perfmon version is lower",
+        ),
         (GuestPolicy::new(4, 5, 3), "IA32_PMC4"),
         (
             GuestPolicy {

@@ -82,7 +82,11 @@ fn counts_are_exact() {
         "OS and USR"
     );
     assert_eq!(
-        [read(&mut v, 0x309), read(&mut v, 0x30A), read(&mut v, 0x30B)],
+        [
+            read(&mut v, 0x309),
+            read(&mut v, 0x30A),
+            read(&mut v, 0x30B)
+        ],
         [10, 5, 3],
         "fixed: instructions at OS, cycles at USR, reference cycles at both"
     );
@@ -100,8 +104,10 @@ fn counts_are_exact() {
     // CMASK 2: clocks with at least 2 instructions.
     v.wrmsr(0x186, INSTR | OS | EN | 2 << 24).unwrap();
     v.wrmsr(0xC1, 0).unwrap();
-    v.model.cycle(&[Event::arch(ArchEvent::InstructionsRetired, 3)]);
-    v.model.cycle(&[Event::arch(ArchEvent::InstructionsRetired, 1)]);
+    v.model
+        .cycle(&[Event::arch(ArchEvent::InstructionsRetired, 3)]);
+    v.model
+        .cycle(&[Event::arch(ArchEvent::InstructionsRetired, 1)]);
     assert_eq!(read(&mut v, 0xC1), 1);
     // Version 1: EN alone, no global registers.
     let mut v1 = vpmu(GuestPolicy::new(1, 2, 0));
@@ -149,7 +155,10 @@ fn retired_instructions_count() {
         });
         v.retire(&r);
     }
-    assert_eq!([v.rdpmc(0, false, 0), v.rdpmc(1, false, 0)], [Ok(10), Ok(4)]);
+    assert_eq!(
+        [v.rdpmc(0, false, 0), v.rdpmc(1, false, 0)],
+        [Ok(10), Ok(4)]
+    );
 }
 
 /// An overflow on the last event a guest causes before a switch raises

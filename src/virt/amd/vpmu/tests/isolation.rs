@@ -153,7 +153,11 @@ impl Host {
         for c in self.keeps.iter() {
             let got = self.model.counter(ix(c));
             if got != self.fed {
-                return Err(std::format!("host {} counted {got} of {}", c.name(), self.fed));
+                return Err(std::format!(
+                    "host {} counted {got} of {}",
+                    c.name(),
+                    self.fed
+                ));
             }
         }
         for (c, b) in guest.iter().zip(before) {
@@ -163,7 +167,11 @@ impl Host {
         }
         for &(m, v) in &self.images {
             let now = self.model.read_msr(m).unwrap_or(0);
-            let mask = if m == 0xC000_0301 { self.keeps.bits() } else { !0 };
+            let mask = if m == 0xC000_0301 {
+                self.keeps.bits()
+            } else {
+                !0
+            };
             if now & mask != v & mask {
                 return Err(std::format!("host register {m:#x} is now {now:#x}"));
             }
@@ -294,7 +302,10 @@ fn fuzz(name: &str, p: GuestPolicy, seed: u64) {
     );
     assert!(t.applied > n / 20, "{name}: {t:?}");
     assert!(t.refused > n / 10, "{name}: {t:?}");
-    assert!(t.dropped > n / 200 && t.elsewhere > n / 200, "{name}: {t:?}");
+    assert!(
+        t.dropped > n / 200 && t.elsewhere > n / 200,
+        "{name}: {t:?}"
+    );
     assert!(t.reads > n / 5 && t.rdpmcs > n / 20, "{name}: {t:?}");
 }
 
@@ -323,5 +334,9 @@ fn random_accesses_of_a_perfmon_v2_guest() {
         host_counters: CounterSet::first(6).difference(CounterSet::first(3)),
         ..GuestPolicy::new(Generation::PerfMonV2 { counters: 3 })
     };
-    fuzz("PerfMonV2, 3 counters, host keeps 3-5", p, 0xA076_1D64_78BD_642F);
+    fuzz(
+        "PerfMonV2, 3 counters, host keeps 3-5",
+        p,
+        0xA076_1D64_78BD_642F,
+    );
 }

@@ -98,8 +98,7 @@ impl AmdKvm {
 
     /// `kvm_pmu_is_valid_msr` with `amd_is_valid_msr`.
     fn is_valid_msr(&self, msr: u32) -> bool {
-        if self.gp_pmc(msr, Type::Counter).is_some() || self.gp_pmc(msr, Type::Eventsel).is_some()
-        {
+        if self.gp_pmc(msr, Type::Counter).is_some() || self.gp_pmc(msr, Type::Eventsel).is_some() {
             return true;
         }
         match msr {

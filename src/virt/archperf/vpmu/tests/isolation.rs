@@ -77,7 +77,11 @@ fn random_value(rnd: &mut impl FnMut(u64) -> u64, msr: u32) -> u64 {
                 let events = [(0x3C, 0), (0xC0, 0), (0x3C, 1), (0x2E, 0x4F), (0x2E, 0x41)];
                 let (select, umask) = events[rnd(events.len() as u64) as usize];
                 let flags = any(rnd, &[16, 17, 18, 19, 20, 22, 23]);
-                let rare = if rnd(8) == 0 { 1 << [21, 32, 33, 34][rnd(4) as usize] } else { 0 };
+                let rare = if rnd(8) == 0 {
+                    1 << [21, 32, 33, 34][rnd(4) as usize]
+                } else {
+                    0
+                };
                 select | umask << 8 | flags | rnd(4) << 24 | rare
             }
             PmuMsr::FixedCtrCtrl => {
@@ -87,9 +91,10 @@ fn random_value(rnd: &mut impl FnMut(u64) -> u64, msr: u32) -> u64 {
                 }
                 v
             }
-            PmuMsr::GlobalCtrl | PmuMsr::GlobalOvfCtrl | PmuMsr::GlobalStatus => {
-                any(rnd, &[0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 55, 58, 61, 62, 63])
-            }
+            PmuMsr::GlobalCtrl | PmuMsr::GlobalOvfCtrl | PmuMsr::GlobalStatus => any(
+                rnd,
+                &[0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 55, 58, 61, 62, 63],
+            ),
             PmuMsr::MiscEnable => (1 << 7 | 1 << 11 | 1 << 12) ^ any(rnd, &[0, 3, 7, 11, 12]),
             PmuMsr::DebugCtl => any(rnd, &[0, 1, 11, 12, 14]),
             _ => rnd(1 << 48),
@@ -202,7 +207,8 @@ impl Host {
     /// Feeds `k` instructions and `k` slots; checks the host's counts and
     /// registers.
     fn run(&mut self, k: u64) -> Result<(), String> {
-        self.model.inject(Event::arch(ModelEvent::InstructionsRetired, k));
+        self.model
+            .inject(Event::arch(ModelEvent::InstructionsRetired, k));
         self.model.inject(Event::arch(ModelEvent::TopdownSlots, k));
         self.model.take_pmi();
         self.fed[0] += k;
@@ -218,7 +224,8 @@ impl Host {
             }
         }
         for &(m, v) in &self.images {
-            let now = self.model.read_msr(m).unwrap_or(0) & if m >= 0x38D { self.kept(m) } else { !0 };
+            let now =
+                self.model.read_msr(m).unwrap_or(0) & if m >= 0x38D { self.kept(m) } else { !0 };
             if now != v & if m >= 0x38D { self.kept(m) } else { !0 } {
                 return Err(std::format!("host register {m:#x} is now {now:#x}"));
             }
@@ -311,7 +318,9 @@ fn random_accesses(p: GuestPolicy, seed: u64, n: u64) -> Tally {
                 let k = kvm.rdpmc(ecx, pce, cpl);
                 let v = vpmu.rdpmc(ecx, pce, cpl).ok();
                 if k != v {
-                    wrong.push(std::format!("RDPMC {ecx:#x} {pce} {cpl}: KVM {k:?}, vPMU {v:?}"));
+                    wrong.push(std::format!(
+                        "RDPMC {ecx:#x} {pce} {cpl}: KVM {k:?}, vPMU {v:?}"
+                    ));
                 }
             }
         }
@@ -360,7 +369,11 @@ fn random_accesses_of_a_version_2_guest() {
         host_counters: CounterSet::first(8, 4).difference(CounterSet::first(4, 3)),
         ..GuestPolicy::new(2, 4, 3)
     };
-    fuzz("v2, 4+3, host keeps 4-7 and fixed 3", p, 0x9E37_79B9_7F4A_7C15);
+    fuzz(
+        "v2, 4+3, host keeps 4-7 and fixed 3",
+        p,
+        0x9E37_79B9_7F4A_7C15,
+    );
 }
 
 /// Version 5, six general and three fixed counters, full-width writes,
@@ -374,7 +387,11 @@ fn random_accesses_of_a_version_5_guest() {
         host_counters: CounterSet::first(8, 4).difference(CounterSet::first(6, 3)),
         ..GuestPolicy::new(5, 6, 3)
     };
-    fuzz("v5, 6+3, FW, 2 events unavailable", p, 0xD1B5_4A32_D192_ED03);
+    fuzz(
+        "v5, 6+3, FW, 2 events unavailable",
+        p,
+        0xD1B5_4A32_D192_ED03,
+    );
 }
 
 /// Version 1, two 40-bit general counters; the host keeps general counter

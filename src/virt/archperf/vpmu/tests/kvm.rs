@@ -72,11 +72,7 @@ impl IntelKvm {
         let nr_gp = u32::from(p.general);
         let nr_fixed = if version == 1 { 0 } else { u32::from(p.fixed) };
         let bitmask = |w: u8| {
-            if w >= 64 {
-                u64::MAX
-            } else {
-                (1u64 << w) - 1
-            }
+            if w >= 64 { u64::MAX } else { (1u64 << w) - 1 }
         };
         let mut fixed_ctr_ctrl_mask = !0u64;
         for i in 0..nr_fixed {
@@ -111,11 +107,7 @@ impl IntelKvm {
             fixed: [0; 3],
             fixed_ctr_ctrl: 0,
             // "At RESET, both Intel and AMD set the GP counter enables".
-            global_ctrl: if version > 1 {
-                (1u64 << nr_gp) - 1
-            } else {
-                0
-            },
+            global_ctrl: if version > 1 { (1u64 << nr_gp) - 1 } else { 0 },
             global_status: 0,
         }
     }
