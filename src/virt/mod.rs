@@ -16,19 +16,40 @@
 //!   [`Validator`](crate::arch::itanium::validate::Validator) as Linux
 //!   perfmon treats them (a refused write is dropped, never a fault), PMDs,
 //!   and the world switch under PMC0.fr with a virtual PMC0.
-//! * [`archperf`]: the architectural PMU's PEBS, refused to every guest
-//!   (its MSRs #GP, `IA32_MISC_ENABLE`, `IA32_PERF_CAPABILITIES` and CPUID
-//!   as a guest without PEBS reads them), with the reason: a record is
-//!   written through a linear address while whatever paging is live.
+//! * [`archperf`]: a guest's architectural PMU (versions 1-5) with KVM's
+//!   rules: [`archperf::GuestPolicy`] (version, counters, widths,
+//!   unavailable events, full-width writes, the counters the host keeps)
+//!   checked into an [`archperf::GuestPmu`] that answers every guest RDMSR,
+//!   WRMSR and RDPMC as KVM does (`arch/x86/kvm/pmu.c`, `vmx/pmu_intel.c`,
+//!   `x86.c`; where KVM and the SDM differ, KVM's answer, cited) and
+//!   synthesises the guest's CPUID leaf 0AH, PDCM and
+//!   `IA32_PERF_CAPABILITIES`; its PEBS refused to every guest (its MSRs
+//!   #GP, `IA32_MISC_ENABLE`, `IA32_PERF_CAPABILITIES` and CPUID as a guest
+//!   without PEBS reads them), with the reason: a record is written through
+//!   a linear address while whatever paging is live; and [`archperf::vpmu`]
+//!   (feature `model`), a trap-and-emulate architectural PMU on any host.
+//! * [`amd`]: the same for AMD's core PMU (legacy, PerfCtrExtCore,
+//!   PerfMonV2; CPUID Fn8000_0001/Fn8000_0022 from the policy) with
+//!   `svm/pmu.c`'s rules (reserved bits dropped, never a #GP; the legacy
+//!   and extended addresses one register; HostOnly and GuestOnly the
+//!   hypervisor's, [`amd::GuestPmu::hardware_ctl`]), and [`amd::vpmu`].
+//! * [`answer`]: what an accepted access of either vendor's guest comes to
+//!   (a register stored, status bits cleared or set, a write dropped, a
+//!   value read), naming the guest's registers, for an emulated PMU and a
+//!   VMM that runs the guest's counters on the hardware alike.
+//! * [`x86`]: which PMU register of either vendor an MSR number is, and
+//!   the MSR ranges a VMM intercepts for its guests' PMU.
 //! * [`VirtualLvt`]: a guest's virtual LVT performance-counter entry,
-//!   masked on delivery as on NetBurst, PMIs injected at guest entry; used
-//!   by both NetBurst paths.
+//!   masked on delivery as on NetBurst and the architectural PMU (not on
+//!   AMD's, [`VirtualLvt::amd`]), PMIs injected at guest entry; used by
+//!   every guest PMU.
 //! * [`vpmu`] (feature `model`): an emulated NetBurst PMU for a guest on a
 //!   host without one: the register-level model as the virtual PMU, checked
 //!   by the same rules as the world-switched path, with a [`VirtualLvt`].
 //!
-//! KVM and Xen need an architectural PMU (CPUID leaf 0AH) and offer no
-//! NetBurst guest PMU; the checks here follow what they do for theirs
+//! KVM and Xen need an architectural PMU (CPUID leaf 0AH) or AMD's and
+//! offer no NetBurst guest PMU; the NetBurst checks follow what they do
+//! for theirs
 //! (guest writes checked against reserved masks built from the guest's
 //! PMU, an event filter, RDPMC against CR4.PCE and the CPL, the context
 //! switched with everything disabled first and enabled last) and the
@@ -48,7 +69,8 @@ use crate::apic::{LvtPerfCounter, PmiDelivery};
 /// What to do with a guest's access to a PMU MSR (an illegal access is a
 /// #GP in the guest, as on the hardware): the NetBurst checks'
 /// ([`netburst::check_msr_write`]) and the architectural PMU's PEBS
-/// refusal's ([`archperf::check_pebs_msr`]).
+/// refusal's ([`archperf::check_pebs_msr`]). (The architectural and AMD
+/// guest PMUs answer with [`answer`]'s types, which carry the values.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Verdict<G> {

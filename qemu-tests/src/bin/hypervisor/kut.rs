@@ -37,7 +37,9 @@ use pmu::virt::{amd, archperf};
 
 use super::GuestMsr;
 
-/// The guest's PMU, of either vendor.
+/// The guest's PMU, of either vendor. (One lives in a static at a time,
+/// and the kernel has no allocator to box the larger.)
+#[allow(clippy::large_enum_variant)]
 pub enum Pmu {
     /// An Intel guest's.
     Intel(archperf::vpmu::VirtualPmu),
