@@ -701,6 +701,7 @@ mod archperf {
             full_width_write: true,
             hybrid: false,
             core_type: None,
+            ext: None,
             model: 0x55,
             pebs: detect::ArchPebs::default(),
         };
@@ -818,6 +819,7 @@ mod archperf_pebs {
             full_width_write: true,
             hybrid: false,
             core_type: None,
+            ext: None,
             model: 0x5E,
             pebs: ArchPebs {
                 ds: true,

@@ -252,12 +252,43 @@ pub enum CoreType {
 /// but NetBurst's, CPUID leaf 0AH version 1 or later; SDM Vol. 3B
 /// "Architectural Performance Monitoring"). Per logical processor: on a
 /// hybrid part another logical processor may report other counters.
+///
+/// # Hybrid parts
+///
+/// Which counters and architectural events this logical processor has
+/// ([`ArchPerfCpu::general_bitmap`], [`ArchPerfCpu::fixed_bitmap`],
+/// [`ArchPerfCpu::event_available`]) comes from CPUID leaf 23H where
+/// CPUID.(EAX=07H, ECX=01H):EAX\[8\] enumerates it ([`ArchPerfCpu::ext`]),
+/// and from leaf 0AH otherwise. The two differ on a hybrid part: leaf 0AH
+/// reports what every core type has, leaf 23H what this core has.
+/// Recorded on an Intel Core Ultra 7 155H (Meteor Lake; InstLatx64's
+/// `GenuineIntel00A06A4_MeteorLake_10_CPUID.txt`), every logical processor
+/// reports leaf 0AH `07300805-00000000-00000007-00008603` (8 general
+/// counters, fixed counters 0-2, events 0-6), while leaf 23H reports fixed
+/// counters 0-3 and events 0-8, 10, 11 on the Redwood Cove (Core) cores
+/// and fixed counters 0-2, events 0-6 on the Crestmont (Atom) cores.
+///
+/// A hybrid part without leaf 23H (Alder Lake, Raptor Lake) has only the
+/// common view: an i9-12900K reports `07300605-00000000-00000007-00008603`
+/// (6 general, 3 fixed counters) on its Golden Cove and Gracemont cores
+/// alike, and `08300805-00000000-0000000F-00008604` (8 general, 4 fixed)
+/// with its E-cores disabled (InstLatx64's
+/// `GenuineIntel0090672_AlderLake_01_LC_BC_CPUID.txt` and
+/// `..._BC_AVX512_CPUID.txt`). Linux adds the Golden Cove core's two
+/// general counters and fixed counter 3 from the model number
+/// (`intel_pmu_init`: `num_counters + 2`, `num_counters_fixed + 1`, and a
+/// quirk for the E-cores-disabled case); this crate drives what CPUID
+/// enumerates, so there it uses the common counters on every core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ArchPerfCpu {
     /// CPUID leaf 0AH as read (version, counters, widths, events, fixed
     /// counters).
     pub leaf: Leaf0A,
+    /// CPUID leaf 23H as read, where CPUID.(EAX=07H, ECX=01H):EAX\[8\]
+    /// says it exists (Meteor Lake, Lunar Lake, Arrow Lake and later): this
+    /// logical processor's own counters and events.
+    pub ext: Option<Leaf23>,
     /// `IA32_PERF_CAPABILITIES[13]` (read when CPUID.01H:ECX.PDCM\[15\] is
     /// set): the counters take full-width writes through `IA32_A_PMCx`.
     pub full_width_write: bool,
@@ -277,12 +308,13 @@ pub struct ArchPerfCpu {
 /// all zero when it has none.
 ///
 /// Architectural PEBS (the newest parts' PEBS, enumerated by CPUID leaf
-/// 23H, which writes records through its own MSRs, `IA32_PEBS_BASE` and
-/// `IA32_PEBS_INDEX`, instead of the DS save area, with a new record
-/// header and per-counter configuration MSRs; documented in Intel's
-/// "Architecture Instruction Set Extensions and Future Features", not yet
-/// in the SDM's PEBS chapter) is out of scope: detection does not read
-/// leaf 23H, and a CPU is driven with PEBS only where `IA32_PERF_CAPABILITIES`
+/// 23H's sub-leaves 4 and 5, which writes records through its own MSRs,
+/// `IA32_PEBS_BASE` and `IA32_PEBS_INDEX`, instead of the DS save area,
+/// with a new record header and per-counter configuration MSRs; documented
+/// in Intel's "Architecture Instruction Set Extensions and Future
+/// Features", not yet in the SDM's PEBS chapter) is out of scope:
+/// detection reads leaf 23H's counters and events only
+/// ([`ArchPerfCpu::ext`]), and a CPU is driven with PEBS only where `IA32_PERF_CAPABILITIES`
 /// reports one of the DS-area record formats 1-5 and `IA32_MISC_ENABLE`
 /// says PEBS is available, so a part whose PEBS is only architectural is
 /// driven without PEBS.
@@ -317,20 +349,115 @@ impl ArchPebs {
     }
 }
 
+/// Which CPUID leaf says what a logical processor's PMU has
+/// ([`ArchPerfCpu::counters_from`], [`ArchPerfCpu::events_from`]), for the
+/// messages that say why a CPU lacks something.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Enumeration {
+    /// CPUID leaf 0AH: counts and EBX's vector of unavailable events (on a
+    /// hybrid part, what every core type has).
+    Leaf0A,
+    /// CPUID leaf 23H: this logical processor's own bitmaps.
+    Leaf23,
+}
+
 impl ArchPerfCpu {
     /// The version (1-5 and later).
     pub const fn version(&self) -> u8 {
         self.leaf.version()
     }
 
-    /// General counters per logical processor.
-    pub const fn general(&self) -> u8 {
-        self.leaf.general()
+    /// This logical processor's general counters, bit n for counter n:
+    /// CPUID.23H.01H:EAX where leaf 23H enumerates them, the first
+    /// CPUID.0AH:EAX\[15:8\] otherwise.
+    pub const fn general_bitmap(&self) -> u32 {
+        match self.ext {
+            Some(ext) => match ext.general() {
+                Some(bitmap) => bitmap,
+                None => self.leaf.general_bitmap(),
+            },
+            None => self.leaf.general_bitmap(),
+        }
     }
 
-    /// Fixed counter `i` exists.
+    /// This logical processor's fixed counters, bit i for fixed counter i:
+    /// CPUID.23H.01H:EBX where leaf 23H enumerates them, leaf 0AH's
+    /// `ECX[i] || EDX[4:0] > i` otherwise.
+    pub const fn fixed_bitmap(&self) -> u32 {
+        match self.ext {
+            Some(ext) => match ext.fixed() {
+                Some(bitmap) => bitmap,
+                None => self.leaf.fixed_bitmap(),
+            },
+            None => self.leaf.fixed_bitmap(),
+        }
+    }
+
+    /// How many general counters this logical processor has
+    /// ([`ArchPerfCpu::general_bitmap`]'s bits).
+    pub const fn general(&self) -> u8 {
+        self.general_bitmap().count_ones() as u8
+    }
+
+    /// Fixed counter `i` exists on this logical processor
+    /// ([`ArchPerfCpu::fixed_bitmap`]).
     pub const fn fixed_supported(&self, i: u8) -> bool {
-        self.leaf.fixed_supported(i)
+        registers::bitmap_has(self.fixed_bitmap(), i)
+    }
+
+    /// This logical processor's available architectural events, bit k for
+    /// event k: CPUID.23H.03H:EAX where leaf 23H enumerates them, leaf
+    /// 0AH's EBX clear bits within its vector otherwise
+    /// ([`ArchPerfCpu::event_available`]).
+    pub const fn events_bitmap(&self) -> u32 {
+        match self.ext {
+            Some(ext) if ext.subleaves.events() => ext.events,
+            _ => self.leaf.available_events(),
+        }
+    }
+
+    /// Architectural event `k` (its CPUID.0AH:EBX bit, as
+    /// [`ArchEvent::ebx_bit`](crate::arch::archperf::ArchEvent::ebx_bit)
+    /// numbers it) is available on this logical processor: its bit set in
+    /// CPUID.23H.03H:EAX where leaf 23H enumerates the events, within leaf
+    /// 0AH's vector with its EBX bit clear otherwise.
+    pub const fn event_available(&self, k: u8) -> bool {
+        match self.ext {
+            Some(ext) => match ext.event_supported(k) {
+                Some(yes) => yes,
+                None => self.leaf.event_available(k),
+            },
+            None => self.leaf.event_available(k),
+        }
+    }
+
+    /// The leaf the counters come from.
+    pub const fn counters_from(&self) -> Enumeration {
+        match self.ext {
+            Some(ext) if ext.subleaves.counters() => Enumeration::Leaf23,
+            _ => Enumeration::Leaf0A,
+        }
+    }
+
+    /// The leaf the architectural events come from.
+    pub const fn events_from(&self) -> Enumeration {
+        match self.ext {
+            Some(ext) if ext.subleaves.events() => Enumeration::Leaf23,
+            _ => Enumeration::Leaf0A,
+        }
+    }
+}
+
+impl fmt::Display for CoreType {
+    /// `an Atom core (CPUID.1AH core type 20H)`, `a Core core (...)`: as
+    /// the messages that say which core type refused something write it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CoreType::Atom => f.write_str("an Atom (efficiency) core, CPUID.1AH core type 20H"),
+            CoreType::Core => f.write_str("a Core (performance) core, CPUID.1AH core type 40H"),
+            CoreType::Other(t) => write!(f, "a core of CPUID.1AH core type {t:02X}H"),
+        }
     }
 }
 
@@ -565,11 +692,11 @@ impl fmt::Display for Detection {
             ),
             PmuKind::ArchPerf(a) => write!(
                 f,
-                ": architectural PMU version {}, {} general counters ({} bits), fixed counters {}{}{}",
+                ": architectural PMU version {}, {} general counters ({} bits), fixed counters {}{}{}{}",
                 a.version(),
                 a.general(),
                 a.leaf.general_width(),
-                (0..8).filter(|&i| a.fixed_supported(i)).count(),
+                a.fixed_bitmap().count_ones(),
                 if a.full_width_write {
                     ", full-width writes"
                 } else {
@@ -580,6 +707,18 @@ impl fmt::Display for Detection {
                     Some(CoreType::Core) => ", hybrid: a Core core",
                     Some(CoreType::Other(_)) => ", hybrid",
                     None => "",
+                },
+                match (a.counters_from(), a.events_from()) {
+                    (Enumeration::Leaf23, Enumeration::Leaf23) => {
+                        " (its own counters and events: CPUID leaf 23H)"
+                    }
+                    (Enumeration::Leaf23, Enumeration::Leaf0A) => {
+                        " (its own counters: CPUID leaf 23H)"
+                    }
+                    (Enumeration::Leaf0A, Enumeration::Leaf23) => {
+                        " (its own events: CPUID leaf 23H)"
+                    }
+                    (Enumeration::Leaf0A, Enumeration::Leaf0A) => "",
                 }
             )
             .and_then(|()| match a.pebs {
@@ -726,6 +865,9 @@ fn arch_perf<M: MsrBackend>(
         trap: caps.pebs_trap(),
     };
     let hybrid = max_leaf >= 7 && Leaf07Edx::from_bits(cpuid.cpuid(7, 0).edx).hybrid();
+    let ext = (max_leaf >= 0x23
+        && Leaf07Sub1Eax::from_bits(cpuid.cpuid(7, 1).eax).arch_perfmon_ext())
+    .then(|| leaf_23h(cpuid));
     let core_type = (hybrid && max_leaf >= 0x1A).then(|| {
         match Leaf1AEax::from_bits(cpuid.cpuid(0x1A, 0).eax).core_type() {
             0x20 => CoreType::Atom,
@@ -735,12 +877,35 @@ fn arch_perf<M: MsrBackend>(
     });
     Ok(Some(ArchPerfCpu {
         leaf,
+        ext,
         full_width_write,
         hybrid,
         core_type,
         model: sig.model,
         pebs,
     }))
+}
+
+/// CPUID leaf 23H's sub-leaves 0, 1 and 3 (1 and 3 only where sub-leaf 0
+/// says they are valid).
+fn leaf_23h(cpuid: &impl Cpuid) -> Leaf23 {
+    let subleaves = Leaf23Subleaves::from_bits(cpuid.cpuid(0x23, 0).eax);
+    let counters = if subleaves.counters() {
+        let r = cpuid.cpuid(0x23, 1);
+        [r.eax, r.ebx]
+    } else {
+        [0; 2]
+    };
+    let events = if subleaves.events() {
+        cpuid.cpuid(0x23, 3).eax
+    } else {
+        0
+    };
+    Leaf23 {
+        subleaves,
+        counters,
+        events,
+    }
 }
 
 /// The AMD core PMU of an AMD or Hygon processor: CPUID 8000_0001H and

@@ -2,7 +2,7 @@
 //! `register!`: CPUID's leaves 01H (signature and feature bits, SDM Vol. 2A
 //! CPUID, Figure 3-6 "Version Information Returned by CPUID in EAX",
 //! Tables 3-10 and 3-11), 04H, 07H, 0BH and 1AH (the fields the topology
-//! and hybrid checks read) and 0AH (the architectural PMU), and the MSRs
+//! and hybrid checks read), 0AH and 23H (the architectural PMU), and the MSRs
 //! `IA32_MISC_ENABLE` (its performance-monitoring bits, SDM Vol. 4 Table
 //! 2-2) and `IA32_PERF_CAPABILITIES`; AMD's extended leaves 8000_0001H
 //! (the PerfCtrExtCore bit) and 8000_0022H (PerfMonV2 and its counter
@@ -10,7 +10,7 @@
 //! "CPUID Fn8000_0022"). The architectures, the topology and the
 //! hypervisor support read them from here.
 
-use crate::register::register;
+use crate::register::{Field, register};
 
 /// IA32_MISC_ENABLE, MSR 1A0H.
 pub const IA32_MISC_ENABLE: u32 = 0x1A0;
@@ -142,6 +142,19 @@ register! {
 }
 
 register! {
+    /// CPUID.(EAX=07H, ECX=01H):EAX, the bit a PMU driver reads (SDM Vol.
+    /// 2A Table 3-8, "Structured Extended Feature Enumeration Sub-leaf";
+    /// Linux `X86_FEATURE_ARCH_PERFMON_EXT`, word 12 bit 8).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf07Sub1Eax(u32): from_bits {
+        /// ArchPerfmonExt (bit 8): CPUID leaf 23H, "Architectural
+        /// Performance Monitoring Extended Leaf", exists.
+        ARCH_PERFMON_EXT: 8 => arch_perfmon_ext, with_arch_perfmon_ext: bool;
+    }
+}
+
+register! {
     /// CPUID.0BH:EBX, extended topology (SDM Vol. 2A Table 3-8, "Extended
     /// Topology Enumeration Leaf").
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -161,6 +174,84 @@ register! {
     pub struct Leaf1AEax(u32): from_bits {
         /// Core type (bits 31:24): 20H Atom, 40H Core.
         CORE_TYPE: 24..=31 => core_type, with_core_type: u8;
+    }
+}
+
+register! {
+    /// CPUID.23H.00H:EAX, the valid sub-leaves of leaf 23H (bit n: sub-leaf
+    /// n is valid; Intel ISE "Architectural Performance Monitoring Extended
+    /// Leaf"; Linux `ARCH_PERFMON_NUM_COUNTER_LEAF` is bit 1, after its fix
+    /// "perf/x86/intel: Fix ARCH_PERFMON_NUM_COUNTER_LEAF", which had read
+    /// bit 0). The sub-leaves detection reads.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf23Subleaves(u32): from_bits {
+        /// Sub-leaf 1, the general and fixed counters' bitmaps (bit 1).
+        COUNTERS: 1 => counters, with_counters: bool;
+        /// Sub-leaf 3, the architectural events' bitmap (bit 3).
+        EVENTS: 3 => events, with_events: bool;
+    }
+}
+
+/// Whether bit `i` of a CPUID bitmap (a leaf 23H bitmap, leaf 0AH's fixed
+/// counters) is set; `false` past bit 31.
+pub(crate) const fn bitmap_has(bitmap: u32, i: u8) -> bool {
+    i < 32 && Field::new(i, 1).get(bitmap as u64) != 0
+}
+
+/// CPUID leaf 23H, "Architectural Performance Monitoring Extended Leaf"
+/// (enumerated by CPUID.(EAX=07H, ECX=01H):EAX\[8\], [`Leaf07Sub1Eax`];
+/// Intel ISE, chapter "Architectural Performance Monitoring Extensions";
+/// SDM Vol. 3B "Architectural Performance Monitoring Version 6"), the
+/// sub-leaves detection reads. Unlike leaf 0AH, which on a hybrid part
+/// reports what every core type has, leaf 23H is each logical
+/// processor's own view ("true view"): read on each CPU.
+///
+/// | sub-leaf | register | contents |
+/// |---|---|---|
+/// | 0 | EAX | the valid sub-leaves ([`Leaf23Subleaves`]) |
+/// | 1 | EAX | general counter n exists iff bit n is set (a bitmap: it may have holes) |
+/// | 1 | EBX | fixed counter i exists iff bit i is set (Lunar Lake's Skymont: 77H, fixed counters 0-2 and 4-6) |
+/// | 3 | EAX | architectural event k is supported iff bit k is set: the opposite sense of CPUID.0AH:EBX, whose set bit says "not available" |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Leaf23 {
+    /// Sub-leaf 0, EAX.
+    pub subleaves: Leaf23Subleaves,
+    /// Sub-leaf 1, EAX (general counters) and EBX (fixed counters); read
+    /// only where sub-leaf 1 is valid, 0 otherwise.
+    pub counters: [u32; 2],
+    /// Sub-leaf 3, EAX; read only where sub-leaf 3 is valid, 0 otherwise.
+    pub events: u32,
+}
+
+impl Leaf23 {
+    /// The general counters' bitmap, where sub-leaf 1 is valid.
+    pub const fn general(self) -> Option<u32> {
+        if self.subleaves.counters() {
+            Some(self.counters[0])
+        } else {
+            None
+        }
+    }
+
+    /// The fixed counters' bitmap, where sub-leaf 1 is valid.
+    pub const fn fixed(self) -> Option<u32> {
+        if self.subleaves.counters() {
+            Some(self.counters[1])
+        } else {
+            None
+        }
+    }
+
+    /// Whether architectural event `k` (its bit, as in CPUID.0AH:EBX) is
+    /// supported, where sub-leaf 3 is valid.
+    pub const fn event_supported(self, k: u8) -> Option<bool> {
+        if self.subleaves.events() {
+            Some(bitmap_has(self.events, k))
+        } else {
+            None
+        }
     }
 }
 
@@ -360,6 +451,14 @@ impl Leaf0A {
         k < self.vector_length() && k < 32 && self.regs[1] & (1 << k) == 0
     }
 
+    /// The available architectural events as a bitmap (bit k: event k
+    /// available, as in CPUID.23H.03H:EAX): EBX's clear bits within the
+    /// vector.
+    pub const fn available_events(self) -> u32 {
+        let n = self.vector_length();
+        !self.regs[1] & Field::new(0, if n > 32 { 32 } else { n }).mask() as u32
+    }
+
     /// Contiguous fixed counters (EDX\[4:0\]; v2+).
     pub const fn fixed_contiguous(self) -> u8 {
         if self.version() < 2 {
@@ -381,8 +480,22 @@ impl Leaf0A {
     /// Fixed counter `i` exists: `ECX[i] || EDX[4:0] > i` (SDM: the v5
     /// bitmap, or the contiguous count).
     pub const fn fixed_supported(self, i: u8) -> bool {
-        let bitmap = self.version() >= 5 && i < 32 && self.regs[2] & (1 << i) != 0;
-        bitmap || self.fixed_contiguous() > i
+        bitmap_has(self.fixed_bitmap(), i)
+    }
+
+    /// The general counters as a bitmap: counters 0 to [`Leaf0A::general`]
+    /// - 1 (leaf 0AH counts them; leaf 23H, [`Leaf23`], maps them).
+    pub const fn general_bitmap(self) -> u32 {
+        let n = self.general();
+        Field::new(0, if n > 32 { 32 } else { n }).mask() as u32
+    }
+
+    /// The fixed counters as a bitmap: ECX (version 5 and later) or the
+    /// first EDX\[4:0\] (SDM: fixed counter i exists iff `ECX[i] ||
+    /// EDX[4:0] > i`).
+    pub const fn fixed_bitmap(self) -> u32 {
+        let ecx = if self.version() >= 5 { self.regs[2] } else { 0 };
+        ecx | Field::new(0, self.fixed_contiguous()).mask() as u32
     }
 
     /// AnyThread is deprecated (EDX\[15\]).

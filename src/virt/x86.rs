@@ -19,8 +19,8 @@ use crate::arch::archperf::{
     MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT,
 };
 use crate::detect::{
-    CpuidResult, IA32_MISC_ENABLE, IA32_PERF_CAPABILITIES, Leaf80000001Ecx, PERF_LEGACY_CTL0,
-    PERF_LEGACY_CTR0,
+    CpuidResult, IA32_MISC_ENABLE, IA32_PERF_CAPABILITIES, Leaf07Edx, Leaf07Sub1Eax,
+    Leaf80000001Ecx, PERF_LEGACY_CTL0, PERF_LEGACY_CTR0,
 };
 use crate::register::Field;
 
@@ -197,6 +197,27 @@ pub(crate) const fn without_amd_pmu(ecx: u32) -> u32 {
         .with_perf_ctr_ext_llc(false)
         .with_ibs(false)
         .bits()
+}
+
+/// The CPUID leaves that say more of a PMU than a guest's one core type
+/// has, as every guest reads them: CPUID.07H:EDX's hybrid bit clear (the
+/// guest is shown one PMU), CPUID.(07H, 01H):EAX's ArchPerfmonExt clear and
+/// leaf 23H zero (KVM offers neither). `None` for any other leaf.
+pub(crate) fn hide_hybrid(leaf: u32, subleaf: u32, host: CpuidResult) -> Option<CpuidResult> {
+    Some(match (leaf, subleaf) {
+        (7, 0) => CpuidResult {
+            edx: Leaf07Edx::from_bits(host.edx).with_hybrid(false).bits(),
+            ..host
+        },
+        (7, 1) => CpuidResult {
+            eax: Leaf07Sub1Eax::from_bits(host.eax)
+                .with_arch_perfmon_ext(false)
+                .bits(),
+            ..host
+        },
+        (0x23, _) => ZERO,
+        _ => return None,
+    })
 }
 
 /// The low `width` bits (1 to 64).

@@ -18,6 +18,7 @@ use hobby::test::Failure;
 use hobby::{Accel, pmi, skip};
 use pmu::access::{MsrBackend, X86Msr};
 use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig};
+use pmu::arch::archperf::enumeration;
 use pmu::arch::archperf::{ArchEvent, ArchPerfPmu, Counter, EventSpec};
 use pmu::counter::Owner;
 use pmu::detect::{self, ArchPerfCpu, Cpuid, HardwareCpuid};
@@ -239,21 +240,18 @@ impl core::fmt::Display for Vendor {
 
 /// The first general counter that is free (neither the firmware's nor
 /// claimed) counting retired instructions; a skip when the CPU says the
-/// event is not available (CPUID.0AH:EBX) or the firmware uses every
-/// general counter.
+/// event is not available (its CPUID: leaf 0AH, or 23H on a hybrid part)
+/// or the firmware uses every general counter.
 fn instructions<O: Owner, M: MsrBackend>(
     d: &ArchPerfDriver<'static, O, M>,
 ) -> Result<(u8, CounterConfig), Failure> {
-    if !d.cpu().leaf.event_available(INSTRUCTIONS.ebx_bit()) {
-        skip!(
-            "this CPU says the architectural event {} is not available (CPUID.0AH:EBX)",
-            INSTRUCTIONS.name()
-        );
+    if let Err(e) = d.check(&EventSpec::arch(INSTRUCTIONS)) {
+        skip!("{e}");
     }
     let busy = d.firmware().union(d.claimed());
-    let free = (0..d.cpu().general())
-        .filter_map(Counter::general)
-        .find(|c| !busy.contains(*c));
+    let free = enumeration::counters(d.cpu())
+        .iter()
+        .find(|c| !c.is_fixed() && !busy.contains(*c));
     match free {
         Some(c) => Ok((
             c.index(),
@@ -274,11 +272,8 @@ fn core_cycles<O: Owner, M: MsrBackend>(
         skip!("the firmware uses fixed counter 1 and every general counter");
     };
     let on_fixed = Counter::fixed(1).is_some_and(|c| c.index() == n);
-    if !on_fixed && !d.cpu().leaf.event_available(CYCLES.ebx_bit()) {
-        skip!(
-            "this CPU says the architectural event {} is not available (CPUID.0AH:EBX)",
-            CYCLES.name()
-        );
+    if !on_fixed && let Err(e) = d.check(&EventSpec::arch(CYCLES)) {
+        skip!("{e}");
     }
     Ok((n, config))
 }

@@ -86,6 +86,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 
+use super::enumeration::{self, Lack, Missing};
 use super::events::{ArchEvent, EventSpec};
 use super::msrs::{Counter, CounterSet, FixedCtl, FixedCtrCtrl, MAX_GENERAL, PerfEvtSel};
 use super::msrs::{IA32_DS_AREA, IA32_PEBS_ENABLE, MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT};
@@ -172,7 +173,9 @@ impl Arch for ArchPerfmon {
 
 /// The claim tokens of the PMU owned by `O`, handed out once by
 /// [`ArchPerfDriver::take`]: general counters 0 and 1 always (the driver
-/// needs two), 2-7 and the fixed counters 0-3 where CPUID says they exist.
+/// needs them), 2-7 and the fixed counters 0-3 where this logical
+/// processor's CPUID says they exist ([`super::enumeration::counters`]: on
+/// a hybrid part, this core type's).
 #[derive(Debug)]
 #[allow(missing_docs)]
 pub struct Counters<O: Owner> {
@@ -288,18 +291,19 @@ impl<O: Owner> Counters<O> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ConfigError {
-    /// No counter has this number on this CPU.
+    /// No counter the driver drives has this number (general counters
+    /// 0-7 are 0-7, fixed counters 0-3 are 32-35).
     NoSuchCounter(u8),
+    /// This logical processor (on a hybrid part: this core type) lacks a
+    /// counter or an architectural event: its CPUID (leaf 23H, or leaf
+    /// 0AH) says so, and the message names the core type and the bit
+    /// ([`Lack`]).
+    NotOnThisCpu(Lack),
     /// The counter is claimed already (only a hand-built
     /// [`crate::counter::AnyHandle`] can ask).
     CounterClaimed(u8),
     /// The firmware uses the counter (found enabled at take).
     UsedByFirmware(u8),
-    /// CPUID.0AH:EBX says this architectural event is not available.
-    EventUnavailable {
-        /// Its `perf` name.
-        event: &'static str,
-    },
     /// A fixed counter counts one event only.
     NotFixedEvent {
         /// The fixed counter (0-3).
@@ -379,15 +383,15 @@ pub enum ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::NoSuchCounter(n) => write!(f, "this CPU has no counter {n}"),
+            ConfigError::NoSuchCounter(n) => write!(
+                f,
+                "no counter {n}: the driver's counters are general counters 0-7 (0-7) and fixed counters 0-3 (32-35)"
+            ),
+            ConfigError::NotOnThisCpu(lack) => write!(f, "{lack}"),
             ConfigError::CounterClaimed(n) => write!(f, "counter {n} is claimed"),
             ConfigError::UsedByFirmware(n) => write!(
                 f,
                 "counter {n} was found enabled at take: the firmware uses it, so the driver leaves it alone"
-            ),
-            ConfigError::EventUnavailable { event } => write!(
-                f,
-                "the architectural event {event} is not available on this CPU (CPUID.0AH:EBX)"
             ),
             ConfigError::NotFixedEvent { fixed } => {
                 let name = EventSpec::fixed(*fixed)
@@ -491,7 +495,9 @@ pub enum InitError<E> {
     },
     /// A live driver holds this logical processor's PMU ([`ArchPerfPmu`]).
     PmuTaken,
-    /// Fewer than two general counters (CPUID.0AH:EAX\[15:8\]).
+    /// This CPU lacks general counter 0 or 1, which the driver needs
+    /// (CPUID.0AH:EAX\[15:8\] counts fewer than two, or leaf 23H's
+    /// bitmap lacks one): how many general counters it has.
     TooFewCounters(u8),
     /// Reading or resetting the PMU's registers faulted.
     Access(E),
@@ -507,7 +513,7 @@ impl<E: fmt::Debug> fmt::Display for InitError<E> {
             }
             InitError::TooFewCounters(n) => write!(
                 f,
-                "CPUID.0AH reports {n} general counters; the driver needs at least 2"
+                "this CPU enumerates {n} general counters, not counters 0 and 1, which the driver needs"
             ),
             InitError::Access(e) => write!(f, "reading or resetting the PMU faulted: {e:?}"),
         }
@@ -670,9 +676,13 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         cpu: &detect::ArchPerfCpu,
         pmu: &'s ArchPerfPmu,
     ) -> Result<(Self, Counters<O>), InitError<M::Error>> {
-        let general = cpu.general();
-        if general < 2 {
-            return Err(InitError::TooFewCounters(general));
+        let present = enumeration::counters(cpu);
+        let pair = [Counter::general(0), Counter::general(1)];
+        if !pair
+            .into_iter()
+            .all(|c| c.is_some_and(|c| present.contains(c)))
+        {
+            return Err(InitError::TooFewCounters(cpu.general()));
         }
         match owner::take::<O>() {
             Ok(()) => {}
@@ -686,12 +696,6 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         if !pmu.take() {
             owner::give_back::<O>();
             return Err(InitError::PmuTaken);
-        }
-        let mut present = CounterSet::first(general, 0);
-        for i in 0..4 {
-            if let (true, Some(c)) = (cpu.fixed_supported(i), Counter::fixed(i)) {
-                present = present.with(c);
-            }
         }
         match Self::reset(&mut msr, cpu, present) {
             Ok((firmware, firmware_global, fixed_ctrl)) => {
@@ -848,14 +852,18 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
     /// Where this driver counts core cycles (`perf`'s `cycles`: unhalted
     /// core cycles, 3CH/00H): fixed counter 1 where the CPU has it and it
     /// is free (not the firmware's, not claimed), else the first free
-    /// general counter. `None` when every one is taken.
+    /// general counter where the CPU has the event. `None` when every one
+    /// is taken.
     pub fn core_cycles(&self) -> Option<(u8, CounterConfig)> {
         let free = |c: &Counter| {
             self.present.contains(*c) && !self.firmware.contains(*c) && !self.claimed.contains(*c)
         };
-        let c = Counter::fixed(1)
-            .filter(free)
-            .or_else(|| (0..MAX_GENERAL).filter_map(Counter::general).find(free))?;
+        let general = self
+            .cpu
+            .event_available(ArchEvent::CoreCycles.ebx_bit())
+            .then(|| (0..MAX_GENERAL).filter_map(Counter::general).find(free))
+            .flatten();
+        let c = Counter::fixed(1).filter(free).or(general)?;
         let config = CounterConfig::counting(EventSpec::arch(ArchEvent::CoreCycles));
         Some((c.index(), config))
     }
@@ -911,9 +919,24 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
     }
 
     fn counter(&self, n: u8) -> Result<Counter, ConfigError> {
-        Counter::from_index(n)
-            .filter(|c| self.present.contains(*c))
-            .ok_or(ConfigError::NoSuchCounter(n))
+        let c = Counter::from_index(n).ok_or(ConfigError::NoSuchCounter(n))?;
+        if self.present.contains(c) {
+            Ok(c)
+        } else {
+            Err(ConfigError::NotOnThisCpu(Lack::on(
+                &self.cpu,
+                Missing::Counter(c),
+            )))
+        }
+    }
+
+    /// Whether this CPU (on a hybrid part: this core type) can count `e`
+    /// on some counter it has ([`enumeration::check_event`]): refused with
+    /// [`ConfigError::NotOnThisCpu`] for an architectural event its CPUID
+    /// says it lacks, or a fixed counter's pseudo-encoding whose counter it
+    /// lacks. No register access. Configuring checks the same.
+    pub fn check(&self, e: &EventSpec) -> Result<(), ConfigError> {
+        enumeration::check_event(&self.cpu, e).map_err(ConfigError::NotOnThisCpu)
     }
 
     fn global(&self) -> bool {
@@ -999,9 +1022,12 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
                 fixed: e.fixed_counter(),
             });
         } else if let Some(a) = e.architectural()
-            && !self.cpu.leaf.event_available(a.ebx_bit())
+            && !self.cpu.event_available(a.ebx_bit())
         {
-            return Err(ConfigError::EventUnavailable { event: a.name() });
+            return Err(ConfigError::NotOnThisCpu(Lack::on(
+                &self.cpu,
+                Missing::Event(a),
+            )));
         }
         let pebs = match Precise::from_level(e.precise) {
             None => None,

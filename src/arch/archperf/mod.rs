@@ -1,4 +1,6 @@
-//! Intel's architectural performance monitoring (versions 1-5): the PMU of
+//! Intel's architectural performance monitoring (versions 1-5, and 6 on the
+//! counters and registers version 5 has; per core type on a hybrid part:
+//! [`enumeration`]): the PMU of
 //! every Intel Core and Atom processor since 2006 (SDM Vol. 3B,
 //! "Architectural Performance Monitoring"), with the same shape as the
 //! NetBurst and Itanium modules: register map and layouts ([`Counter`], [`PerfEvtSel`]),
@@ -37,6 +39,7 @@
 //! | module | contents |
 //! |---|---|
 //! | (root) | MSR numbers, counters and sets of counters, the register layouts (the PEBS MSRs' too: [`PebsEnable`], [`PebsDataCfg`], [`PebsLdLat`]), RDPMC's ECX, CPUID leaf 0AH ([`Counter`]); the architectural events and event strings ([`EventSpec`]: `instructions:u`, `event=0x3c,umask=0x00,cmask=2`, `branches:pp`); PEBS records of formats 1-5 ([`PebsRecord`], [`RecordLayout`], [`PebsArea`]); [`ArchPerfPmu`], the physical PMU of one logical processor as a value |
+//! | [`enumeration`] | what one logical processor has (per core type on a hybrid part: CPUID leaf 23H's bitmaps, or leaf 0AH), the counters its driver takes and the events it refuses, and why ([`enumeration::Lack`]) |
 //! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone; PEBS (`set_pebs_area`, precise configurations, `drain_pebs`) |
 //! | [`pmi`] | the PMI handler: one status read, one acknowledgement; the PEBS buffer's interrupt drained out of line |
 //! | [`multiplex`] | more events than general counters, rotated on the caller's tick, each rotation one `GLOBAL_CTRL` write |
@@ -50,6 +53,7 @@
 
 pub mod bounds;
 pub mod driver;
+pub mod enumeration;
 mod events;
 mod msrs;
 pub mod multiplex;

@@ -196,6 +196,15 @@ impl CounterSet {
         CounterSet(bits & (Field::new(0, MAX_GENERAL).mask() | Field::new(32, MAX_FIXED).mask()))
     }
 
+    /// The general counters of CPUID bitmap `general` (bit n: general
+    /// counter n) and the fixed counters of `fixed` (bit i: fixed counter
+    /// i) that the crate drives: general counters 0-7, fixed counters 0-3.
+    pub const fn from_bitmaps(general: u32, fixed: u32) -> CounterSet {
+        let g = Field::new(0, MAX_GENERAL).get(general as u64);
+        let f = Field::new(0, MAX_FIXED).get(fixed as u64);
+        CounterSet(g | Field::new(32, MAX_FIXED).set(0, f))
+    }
+
     /// General counters 0 to `general - 1` and fixed counters 0 to
     /// `fixed - 1`.
     pub const fn first(general: u8, fixed: u8) -> CounterSet {

@@ -29,7 +29,7 @@
 //! let cpu = pmu::detect::detect(&model, &mut model.clone())?.arch_perf().unwrap();
 //! let (mut d, c) = ArchPerfDriver::<Cpu0, _>::take(model, &cpu, &cpu0)?;
 //! let events = [0x10, 0x11, 0x12].map(|s| EventSpec::raw(s, 0));
-//! let mut m = Multiplexer::<3>::new(c.erase_all(), &events).map_err(|(e, _)| e)?;
+//! let mut m = Multiplexer::<3>::new(d.cpu(), c.erase_all(), &events).map_err(|(e, _)| e)?;
 //! m.tick(&mut d, 0)?;
 //! for _ in 0..30 {
 //!     for s in [0x10, 0x11, 0x12] {
@@ -48,10 +48,12 @@
 //! ```
 
 use super::driver::{ArchPerfDriver, ArchPerfmon, CounterConfig, Error};
+use super::enumeration::{Lack, check_event};
 use super::events::EventSpec;
 use super::msrs::{Counter, MAX_GENERAL};
 use crate::access::MsrBackend;
 use crate::counter::{AnyHandle, ErasedError, Owner, StateTag};
+use crate::detect::ArchPerfCpu;
 #[cfg(doc)]
 use crate::multiplex::{Multiplexed, Rotation};
 use crate::multiplex::{PlaceOn, Placement, foreign_handle};
@@ -83,6 +85,14 @@ pub enum MultiplexError {
         /// The fixed counter that counts it, if one does.
         fixed: Option<u8>,
     },
+    /// Event `index` is an architectural event this CPU (on a hybrid
+    /// part: this core type) does not count ([`Lack`]).
+    NotOnThisCpu {
+        /// Its position.
+        index: usize,
+        /// What the CPU lacks, and where its CPUID says so.
+        lack: Lack,
+    },
 }
 
 impl core::fmt::Display for MultiplexError {
@@ -104,6 +114,7 @@ impl core::fmt::Display for MultiplexError {
                 f,
                 "event {index} has event select 00H, which no general counter counts (a fixed counter's pseudo-encoding)"
             ),
+            MultiplexError::NotOnThisCpu { index, lack } => write!(f, "event {index}: {lack}"),
         }
     }
 }
@@ -129,21 +140,34 @@ pub struct Events<const E: usize> {
 
 impl<const E: usize> Multiplexer<E> {
     /// Multiplexes `events` with `handles` (a driver's, unclaimed, as
-    /// [`super::driver::Counters::erase_all`] gives them). Nothing runs
-    /// until the first [`Multiplexer::tick`]. Refused with the handles
-    /// given back, and for an event no general counter counts
-    /// ([`MultiplexError::NotGeneral`]: `ref-cycles`, `slots`).
+    /// [`super::driver::Counters::erase_all`] gives them) on the logical
+    /// processor `cpu` describes (the driver's
+    /// [`ArchPerfDriver::cpu`]): the general counters the handles are, the
+    /// events `cpu` counts. Nothing runs until the first
+    /// [`Multiplexer::tick`]. Refused with the handles given back, for an
+    /// event no general counter counts ([`MultiplexError::NotGeneral`]:
+    /// `ref-cycles`, `slots`) and for an architectural event `cpu` lacks
+    /// ([`MultiplexError::NotOnThisCpu`]: on a hybrid part, per core type).
     #[allow(
         clippy::result_large_err,
         reason = "the error hands the handles back by value: a no_std crate has no Box"
     )]
-    pub fn new(handles: Handles, events: &[EventSpec]) -> Result<Self, (MultiplexError, Handles)> {
+    pub fn new(
+        cpu: &ArchPerfCpu,
+        handles: Handles,
+        events: &[EventSpec],
+    ) -> Result<Self, (MultiplexError, Handles)> {
         if events.len() > E {
             return Err((MultiplexError::TooMany, handles));
         }
         if let Some(index) = events.iter().position(|e| !e.counts_on_general()) {
             let fixed = events[index].fixed_counter();
             return Err((MultiplexError::NotGeneral { index, fixed }, handles));
+        }
+        for (index, e) in events.iter().enumerate() {
+            if let Err(lack) = check_event(cpu, e) {
+                return Err((MultiplexError::NotOnThisCpu { index, lack }, handles));
+            }
         }
         const PLACES: [u8; 12] = [0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35];
         if let Some(index) = foreign_handle(&handles, |i| PLACES.get(i).copied()) {
@@ -235,8 +259,10 @@ mod tests {
 
     use super::*;
     use crate::access::{Access, MsrAccess, Recording};
+    use crate::arch::archperf::ArchEvent;
     use crate::arch::archperf::IA32_PERFEVTSEL0;
     use crate::arch::archperf::driver::Counters;
+    use crate::arch::archperf::enumeration::Missing;
     use crate::model::archperf::{ArchPerfModel, Config, Event};
     use crate::multiplex::Multiplexed;
 
@@ -274,7 +300,7 @@ mod tests {
         let (mut d, c) = take::<O>(&pmu, ArchPerfModel::new(Config::core2()));
         let selects = [0x10u8, 0x11, 0x12, 0x13];
         let events = selects.map(|s| EventSpec::raw(s, 0));
-        let mut m = Multiplexer::<4>::new(c.erase_all(), &events)
+        let mut m = Multiplexer::<4>::new(d.cpu(), c.erase_all(), &events)
             .map_err(|(e, _)| e)
             .unwrap();
         m.tick(&mut d, 0).unwrap();
@@ -308,7 +334,7 @@ mod tests {
         let (mut d, c) = take::<Cpu>(&pmu, ArchPerfModel::new(Config::skylake()));
         let selects = [0x10u8, 0x11, 0x12, 0x13, 0x14, 0x15];
         let events = selects.map(|s| EventSpec::raw(s, 0));
-        let mut m = Multiplexer::<6>::new(c.erase_all(), &events)
+        let mut m = Multiplexer::<6>::new(d.cpu(), c.erase_all(), &events)
             .map_err(|(e, _)| e)
             .unwrap();
         m.tick(&mut d, 0).unwrap();
@@ -364,7 +390,7 @@ mod tests {
             .unwrap();
         let (mut d, c) = take::<Cpu>(&pmu, model);
         let events = [0x20u8, 0x21].map(|s| EventSpec::raw(s, 0));
-        let mut m = Multiplexer::<2>::new(c.erase_all(), &events)
+        let mut m = Multiplexer::<2>::new(d.cpu(), c.erase_all(), &events)
             .map_err(|(e, _)| e)
             .unwrap();
         m.tick(&mut d, 0).unwrap();
@@ -400,14 +426,16 @@ mod tests {
             h.configure(&mut d, &CounterConfig::counting(EventSpec::raw(0x3C, 0)))
                 .unwrap();
         }
-        let Err((e, mut all)) = Multiplexer::<2>::new(all, &[EventSpec::raw(0x10, 0)]) else {
+        let Err((e, mut all)) = Multiplexer::<2>::new(d.cpu(), all, &[EventSpec::raw(0x10, 0)])
+        else {
             panic!("a claimed handle taken")
         };
         assert_eq!(e, MultiplexError::Handles { index: 1 });
         if let Some(h) = all[1].as_mut() {
             h.release(&mut d).unwrap();
         }
-        let Err((e, all)) = Multiplexer::<1>::new(all, &[EventSpec::raw(0x10, 0); 2]) else {
+        let Err((e, all)) = Multiplexer::<1>::new(d.cpu(), all, &[EventSpec::raw(0x10, 0); 2])
+        else {
             panic!("too many events")
         };
         assert_eq!(e, MultiplexError::TooMany);
@@ -435,16 +463,34 @@ mod tests {
             ),
         ] {
             let events = events.map(|s| s.parse::<EventSpec>().unwrap());
-            let Err((e, back)) = Multiplexer::<2>::new(all, &events) else {
+            let Err((e, back)) = Multiplexer::<2>::new(d.cpu(), all, &events) else {
                 panic!("{events:?} taken")
             };
             assert_eq!(e, MultiplexError::NotGeneral { index, fixed });
             assert_eq!(e.to_string(), message);
             all = back;
         }
-        let m = Multiplexer::<2>::new(
+        // An architectural event this CPU lacks: a Skylake's leaf 0AH
+        // enumerates events 0-6 (vector length 7), not topdown slots.
+        let Err((e, all)) = Multiplexer::<2>::new(
+            d.cpu(),
             all,
             &["bus-cycles", "topdown-slots"].map(|s| s.parse().unwrap()),
+        ) else {
+            panic!("topdown-slots taken on a Skylake")
+        };
+        let MultiplexError::NotOnThisCpu { index: 1, lack } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(lack.missing, Missing::Event(ArchEvent::TopdownSlots));
+        assert_eq!(
+            e.to_string(),
+            "event 1: the architectural event topdown-slots (A4H/01H, CPUID event bit 7) is not on this CPU: CPUID.0AH:EBX[7] is set or beyond EAX[31:24]'s vector length (its available events: 0x7f)"
+        );
+        let m = Multiplexer::<2>::new(
+            d.cpu(),
+            all,
+            &["bus-cycles", "branches"].map(|s| s.parse().unwrap()),
         )
         .map_err(|(e, _)| e)
         .unwrap();

@@ -56,13 +56,14 @@ impl Architecture for ArchPerfmon {
     }
 
     /// [`Multiplexer::new`]: the general counters whose handles are given
-    /// (detection's counter count is the driver's already).
+    /// (the driver's: this CPU's), the events this CPU counts (on a hybrid
+    /// part, its core type's).
     fn multiplex<const E: usize>(
-        _: &ArchPerfCpu,
+        detected: &ArchPerfCpu,
         handles: Self::Handles,
         events: &[EventSpec],
     ) -> Result<Multiplexer<E>, (MultiplexError, Self::Handles)> {
-        Multiplexer::new(handles, events)
+        Multiplexer::new(detected, handles, events)
     }
 }
 

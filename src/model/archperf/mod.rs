@@ -148,11 +148,23 @@
 //!   a load above MSR_PEBS_LD_LAT's threshold the load-latency event. The
 //!   bulk paths record an instruction of address 0.
 //! * **CPUID** ([`Config::cpuid`]): leaves 0, 1, 7, 0AH and 1AH from the
-//!   [`Config`] (CPUID.01H:EDX.DS with PEBS); presets [`Config::v1`],
+//!   [`Config`] (CPUID.01H:EDX.DS with PEBS), and leaf 23H, the
+//!   "Architectural Performance Monitoring Extended Leaf", with
+//!   [`Config::perfmon_ext`]; presets [`Config::v1`],
 //!   [`Config::core2`], [`Config::nehalem`] (PEBS format 1),
 //!   [`Config::haswell`] (2), [`Config::skylake`] (3), [`Config::icelake`]
-//!   (4 with PEBS baseline), [`Config::alder_lake_p_core`] (its PEBS not
-//!   modelled).
+//!   (4 with PEBS baseline), and one core of each hybrid part (their PEBS
+//!   not modelled): Alder Lake's [`Config::alder_lake_p_core`] (Golden
+//!   Cove, as it enumerates itself with the E-cores disabled),
+//!   [`Config::alder_lake_p_core_hybrid`] (the same core beside its
+//!   E-cores: leaf 0AH the common view) and [`Config::alder_lake_e_core`]
+//!   (Gracemont), Meteor Lake's [`Config::meteor_lake_p_core`] (Redwood
+//!   Cove) and [`Config::meteor_lake_e_core`] (Crestmont), both with leaf
+//!   23H, and Lunar Lake's [`Config::lunar_lake_e_core`] (Skymont:
+//!   version 6, fixed counters 0-2 and 4-6). Their CPUID leaves are those
+//!   InstLatx64 recorded on those parts ([`common_leaf_0a`]). A hybrid
+//!   part is modelled one core at a time: a kernel that plays one runs a
+//!   model of each core type, one per CPU (the `hybrid` QEMU kernel).
 //!
 //! # What it does not model
 //!
@@ -161,15 +173,17 @@
 //! clocks); PEBS's XMM and LBR groups (reserved bits of MSR_PEBS_DATA_CFG in
 //! the model), PEBS via Intel PT, precise distribution (PDIR, PDIST),
 //! which events are PEBS events on a part before baseline (the model takes
-//! a record for any), architectural PEBS (CPUID leaf 23H), LBRs and BTS (IA32_DEBUGCTL bits are stored, LBR_Frz is only
+//! a record for any), architectural PEBS (CPUID leaf 23H's sub-leaves 4
+//! and 5) and the rest of leaf 23H beyond sub-leaves 0, 1 and 3 (auto
+//! counter reload; the UMASK2 and EQ bits), LBRs and BTS (IA32_DEBUGCTL bits are stored, LBR_Frz is only
 //! a status bit), Intel PT (Trace_ToPA_PMI), the uncore, IA32_PERF_METRICS
 //! and RDPMC's performance-metrics type, the second logical processor
 //! (AnyThread counts like a thread-local counter), CondChgd (never set by
 //! the model), SMM (FREEZE_WHILE_SMM), CR4.PCE (RDPMC is at CPL 0), pin
 //! control (PC is stored and does nothing), IA32_MISC_ENABLE's bits other
-//! than performance monitoring's, the
-//! per-core-type differences of a hybrid part (the model is one core of the
-//! configured type), model-specific events and unit-mask semantics (events
+//! than performance monitoring's, a hybrid part as a whole (the model is
+//! one core of the configured type; general counters beyond
+//! [`MAX_GP`], such as Lunar Lake's Lion Cove's ten), model-specific events and unit-mask semantics (events
 //! match on the exact select and unit mask), errata.
 //!
 //! # Where the SDM is silent or the sources disagree, and what the model does
@@ -288,7 +302,8 @@ mod tests;
 pub use crate::arch::ia32::Gprs;
 pub use counting::{Event, Injected, Privilege};
 pub use registers::{
-    ArchPerfModel, Config, Fault, GpReason, Instruction, MAX_BASIC_LEAF, PebsConfig, msr_name,
+    ArchPerfModel, Config, Fault, GpReason, Instruction, MAX_BASIC_LEAF, MAX_EXT_LEAF, PebsConfig,
+    common_leaf_0a, msr_name,
 };
 pub use retire::{Branch, BranchKind, Load, Retirement};
 #[cfg(target_arch = "x86_64")]

@@ -16,8 +16,34 @@ use super::tables::{
 use crate::arch::ia32::Privilege;
 
 /// The highest basic CPUID leaf the model reports (leaf 0 EAX): 1AH, so that
-/// the hybrid core-type leaf is reachable.
+/// the hybrid core-type leaf is reachable; 23H ([`MAX_EXT_LEAF`]) for a
+/// configuration with [`Config::perfmon_ext`].
 pub const MAX_BASIC_LEAF: u32 = 0x1A;
+
+/// The highest basic CPUID leaf of a configuration with leaf 23H
+/// ([`Config::perfmon_ext`]), "Architectural Performance Monitoring
+/// Extended Leaf".
+pub const MAX_EXT_LEAF: u32 = 0x23;
+
+/// CPUID leaf 0AH as the hybrid parts the presets model report it on every
+/// core type (the core types' common counters and events), recorded by
+/// InstLatx64 (`github.com/InstLatx64/InstLatx64`, `GenuineIntel/`):
+/// EAX, EBX, ECX, EDX.
+pub mod common_leaf_0a {
+    /// Alder Lake (an i9-12900K with its E-cores,
+    /// `GenuineIntel0090672_AlderLake_01_LC_BC_CPUID.txt`): version 5, six
+    /// 48-bit general counters, fixed counters 0-2 (48 bits), events 0-6.
+    pub const ALDER_LAKE: [u32; 4] = [0x0730_0605, 0, 0x7, 0x8603];
+    /// Meteor Lake (a Core Ultra 7 155H,
+    /// `GenuineIntel00A06A4_MeteorLake_10_CPUID.txt`): version 5, eight
+    /// general counters, fixed counters 0-2, events 0-6.
+    pub const METEOR_LAKE: [u32; 4] = [0x0730_0805, 0, 0x7, 0x8603];
+    /// Lunar Lake (a Core Ultra 9 288V,
+    /// `GenuineIntel00B06D1_LunarLake_04_CPUID.txt`): version 6, eight
+    /// general counters, fixed counters 0-2, a vector of 13 events of which
+    /// 7 (topdown slots) and 9 (topdown bad speculation) are unavailable.
+    pub const LUNAR_LAKE: [u32; 4] = [0x0D30_0806, 0x280, 0x7, 0x8603];
+}
 
 /// What the modelled processor is: the CPUID leaf 0AH enumeration (SDM Vol.
 /// 2A CPUID, Table 3-8, leaf 0AH; Vol. 3B 20.2.1-20.2.5), IA32_PERF_CAPABILITIES
@@ -30,7 +56,7 @@ pub const MAX_BASIC_LEAF: u32 = 0x1A;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Config {
     /// Architectural performance-monitoring version, 1 to 5
-    /// (CPUID.0AH:EAX\[7:0\]).
+    /// (CPUID.0AH:EAX\[7:0\]); 6 behaves as 5 ([`Config::lunar_lake_e_core`]).
     pub version: u8,
     /// General-purpose counters per logical processor (CPUID.0AH:EAX\[15:8\]).
     pub gp_counters: u8,
@@ -63,6 +89,19 @@ pub struct Config {
     pub core_type: u8,
     /// PEBS ([`PebsConfig`]; [`PebsConfig::NONE`] for a part without).
     pub pebs: PebsConfig,
+    /// CPUID leaf 0AH (EAX, EBX, ECX, EDX) as the part reports it where
+    /// that is not this core's own PMU: a hybrid part reports there what
+    /// every core type has ([`common_leaf_0a`]). `None`: leaf 0AH
+    /// enumerates this core's counters and events (from the fields above).
+    /// The registers the model has are this core's, whatever leaf 0AH
+    /// says.
+    pub leaf_0a: Option<[u32; 4]>,
+    /// CPUID leaf 23H, "Architectural Performance Monitoring Extended
+    /// Leaf" (enumerated by CPUID.(EAX=07H, ECX=01H):EAX\[8\]; Intel ISE):
+    /// `Some(events)` reports it, sub-leaf 3's EAX `events` (bit k: the
+    /// architectural event of CPUID.0AH:EBX bit k is supported) and
+    /// sub-leaf 1 this core's own counters. `None`: no leaf 23H.
+    pub perfmon_ext: Option<u32>,
 }
 
 /// What the modelled processor has of PEBS (SDM Vol. 3B "Processor Event
@@ -153,6 +192,8 @@ impl Config {
             hybrid: false,
             core_type: 0,
             pebs: PebsConfig::NONE,
+            leaf_0a: None,
+            perfmon_ext: None,
         }
     }
 
@@ -175,6 +216,8 @@ impl Config {
             hybrid: false,
             core_type: 0,
             pebs: PebsConfig::format(1),
+            leaf_0a: None,
+            perfmon_ext: None,
         }
     }
 
@@ -219,9 +262,15 @@ impl Config {
         }
     }
 
-    /// An Alder Lake performance core (06_97H): version 5, eight 48-bit
-    /// general-purpose counters, four 48-bit fixed counters (fixed counter 3:
-    /// TOPDOWN.SLOTS; bitmap 0FH), full-width writes, hybrid, core type 40H.
+    /// An Alder Lake performance core (Golden Cove, 06_97H): version 5,
+    /// eight 48-bit general-purpose counters, four 48-bit fixed counters
+    /// (fixed counter 3: TOPDOWN.SLOTS; bitmap 0FH), events 0-7,
+    /// full-width writes, hybrid, core type 40H, with leaf 0AH reporting
+    /// them: an i9-12900K with its E-cores disabled, whose CPUID leaf 0AH
+    /// reads `08300805-00000000-0000000F-00008604` (InstLatx64,
+    /// `GenuineIntel0090672_AlderLake_01_BC_AVX512_CPUID.txt`). Beside its
+    /// E-cores the same core reports the common view:
+    /// [`Config::alder_lake_p_core_hybrid`].
     pub const fn alder_lake_p_core() -> Self {
         Self {
             model: 0x97,
@@ -229,6 +278,107 @@ impl Config {
             core_type: 0x40,
             pebs: PebsConfig::NONE,
             ..Self::icelake()
+        }
+    }
+
+    /// An Alder Lake performance core beside its efficiency cores: the
+    /// counters of [`Config::alder_lake_p_core`], and CPUID leaf 0AH the
+    /// part's common view, six general and three fixed counters
+    /// ([`common_leaf_0a::ALDER_LAKE`]), as every core of an i9-12900K
+    /// reports it. Without leaf 23H nothing enumerates the core's general
+    /// counters 6-7 and fixed counter 3 (Linux adds them by model number).
+    pub const fn alder_lake_p_core_hybrid() -> Self {
+        Self {
+            leaf_0a: Some(common_leaf_0a::ALDER_LAKE),
+            ..Self::alder_lake_p_core()
+        }
+    }
+
+    /// An Alder Lake efficiency core (Gracemont, 06_97H): version 5, six
+    /// 48-bit general-purpose counters, three 48-bit fixed counters (bitmap
+    /// 07H), events 0-6, hybrid, core type 20H: its own leaf 0AH is the
+    /// part's common view ([`common_leaf_0a::ALDER_LAKE`], which Alder
+    /// Lake-N, Gracemont cores only, reports too: InstLatx64's
+    /// `GenuineIntel00B06E0_AlderLakeN_03_CPUID.txt`; Linux's
+    /// `intel_pmu_init` keeps leaf 0AH's counts for the Atom PMU).
+    /// Full-width writes as on the performance core (CPUID does not record
+    /// IA32_PERF_CAPABILITIES); PEBS not modelled.
+    pub const fn alder_lake_e_core() -> Self {
+        Self {
+            version: 5,
+            gp_counters: 6,
+            gp_width: 48,
+            fixed_counters: 3,
+            fixed_width: 48,
+            unavailable: 0,
+            ebx_length: 7,
+            fixed_bitmap: 0x7,
+            full_width_writes: true,
+            family: 6,
+            model: 0x97,
+            hybrid: true,
+            core_type: 0x20,
+            pebs: PebsConfig::NONE,
+            leaf_0a: None,
+            perfmon_ext: None,
+        }
+    }
+
+    /// A Meteor Lake performance core (Redwood Cove, 06_AAH): the counters
+    /// of [`Config::alder_lake_p_core`] (eight general, fixed counters
+    /// 0-3), CPUID leaf 23H with general counters FFH, fixed counters 0FH
+    /// and events DFFH (0-8, 10, 11), and leaf 0AH the part's common view
+    /// ([`common_leaf_0a::METEOR_LAKE`]), as a Core Ultra 7 155H's Redwood
+    /// Cove cores report them (InstLatx64,
+    /// `GenuineIntel00A06A4_MeteorLake_10_CPUID.txt`): version 5 with leaf
+    /// 23H.
+    pub const fn meteor_lake_p_core() -> Self {
+        Self {
+            model: 0xAA,
+            leaf_0a: Some(common_leaf_0a::METEOR_LAKE),
+            perfmon_ext: Some(0xDFF),
+            ..Self::alder_lake_p_core()
+        }
+    }
+
+    /// A Meteor Lake efficiency core (Crestmont, 06_AAH): version 5, eight
+    /// 48-bit general counters, fixed counters 0-2, events 0-6 (no topdown
+    /// slots: no fixed counter 3, event 7 unsupported), hybrid, core type
+    /// 20H, CPUID leaf 23H with general counters FFH, fixed counters 07H
+    /// and events 7FH, and leaf 0AH its own counters, which are the part's
+    /// common view ([`common_leaf_0a::METEOR_LAKE`]), as a Core Ultra 7
+    /// 155H's Crestmont cores report them (same record).
+    pub const fn meteor_lake_e_core() -> Self {
+        Self {
+            gp_counters: 8,
+            model: 0xAA,
+            perfmon_ext: Some(0x7F),
+            ..Self::alder_lake_e_core()
+        }
+    }
+
+    /// A Lunar Lake efficiency core (Skymont, 06_BDH): architectural
+    /// performance monitoring version 6, eight 48-bit general counters,
+    /// fixed counters 0-2 and 4-6 (a bitmap with a hole: 77H), events 0-6
+    /// and 8-12, hybrid, core type 20H, CPUID leaf 23H reporting them and
+    /// leaf 0AH the part's common view ([`common_leaf_0a::LUNAR_LAKE`]), as
+    /// a Core Ultra 9 288V's Skymont cores report them (InstLatx64,
+    /// `GenuineIntel00B06D1_LunarLake_04_CPUID.txt`). The model counts
+    /// nothing on fixed counters 4-6 ([`super::FIXED_EVENTS`]), and
+    /// version 6 behaves as version 5 in it: of version 6 it reports leaf
+    /// 23H only (sub-leaves 0, 1 and 3; not sub-leaf 2, auto counter
+    /// reload, nor the UMASK2 and EQ bits of sub-leaf 0's EBX, which the
+    /// record has and the model does not implement).
+    pub const fn lunar_lake_e_core() -> Self {
+        Self {
+            version: 6,
+            gp_counters: 8,
+            model: 0xBD,
+            fixed_counters: 3,
+            fixed_bitmap: 0x77,
+            leaf_0a: Some(common_leaf_0a::LUNAR_LAKE),
+            perfmon_ext: Some(0x1F7F),
+            ..Self::alder_lake_e_core()
         }
     }
 
@@ -251,6 +401,8 @@ impl Config {
             hybrid: false,
             core_type: 0,
             pebs: PebsConfig::NONE,
+            leaf_0a: None,
+            perfmon_ext: None,
         }
     }
 
@@ -499,6 +651,11 @@ impl Config {
     ///   counters and width (version 2 and later) and, on version 5, bit 15
     ///   (AnyThread deprecation);
     /// * leaf 1AH: EAX\[31:24\] the core type when hybrid;
+    /// * with [`Config::perfmon_ext`]: leaf 7 subleaf 1 EAX\[8\]
+    ///   (ArchPerfmonExt) and leaf 23H: subleaf 0 EAX the valid subleaves
+    ///   (0, 1 and 3), subleaf 1 EAX the general counters' bitmap and EBX
+    ///   the fixed counters' (the counters this core has), subleaf 3 EAX
+    ///   the events' bitmap;
     /// * every other leaf and subleaf: zero.
     pub const fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidResult {
         let zero = CpuidResult {
@@ -509,7 +666,11 @@ impl Config {
         };
         match leaf {
             0 => CpuidResult {
-                eax: MAX_BASIC_LEAF,
+                eax: if self.perfmon_ext.is_some() {
+                    MAX_EXT_LEAF
+                } else {
+                    MAX_BASIC_LEAF
+                },
                 ebx: u32::from_le_bytes(*b"Genu"),
                 edx: u32::from_le_bytes(*b"ineI"),
                 ecx: u32::from_le_bytes(*b"ntel"),
@@ -536,39 +697,78 @@ impl Config {
                 edx: if self.hybrid { 1 << 15 } else { 0 },
                 ..zero
             },
-            0x0A => {
-                let eax = self.version as u32
-                    | ((self.gp_count() as u32) << 8)
-                    | (self.gp_bits() << 16)
-                    | ((self.ebx_length as u32) << 24);
-                let (ecx, edx) = if self.version >= 2 {
-                    let fixed = if (self.fixed_counters as usize) > MAX_FIXED {
-                        MAX_FIXED as u32
-                    } else {
-                        self.fixed_counters as u32
-                    };
-                    let mut edx = fixed | ((self.fixed_bits() & 0xFF) << 5);
-                    let mut ecx = 0;
-                    if self.version >= 5 {
-                        edx |= 1 << 15;
-                        ecx = self.fixed_bitmap & width_mask(MAX_FIXED as u32) as u32;
-                    }
-                    (ecx, edx)
-                } else {
-                    (0, 0)
-                };
-                CpuidResult {
-                    eax,
-                    ebx: self.unavailable,
-                    ecx,
-                    edx,
-                }
-            }
+            7 if subleaf == 1 && self.perfmon_ext.is_some() => CpuidResult {
+                eax: 1 << 8,
+                ..zero
+            },
+            0x0A => match self.leaf_0a {
+                Some([eax, ebx, ecx, edx]) => CpuidResult { eax, ebx, ecx, edx },
+                None => self.own_leaf_0a(),
+            },
             0x1A if self.hybrid => CpuidResult {
                 eax: (self.core_type as u32) << 24,
                 ..zero
             },
+            0x23 => match (self.perfmon_ext, subleaf) {
+                (Some(_), 0) => CpuidResult {
+                    eax: (1 << 0) | (1 << 1) | (1 << 3),
+                    ..zero
+                },
+                (Some(_), 1) => CpuidResult {
+                    eax: width_mask(self.gp_count() as u32) as u32,
+                    ebx: self.fixed_counters_bitmap(),
+                    ..zero
+                },
+                (Some(events), 3) => CpuidResult {
+                    eax: events,
+                    ..zero
+                },
+                _ => zero,
+            },
             _ => zero,
+        }
+    }
+
+    /// The fixed counters this core has, bit i for fixed counter i.
+    const fn fixed_counters_bitmap(&self) -> u32 {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < MAX_FIXED {
+            if self.has_fixed(i) {
+                bits |= 1 << i;
+            }
+            i += 1;
+        }
+        bits
+    }
+
+    /// CPUID leaf 0AH enumerating this core's own counters and events.
+    const fn own_leaf_0a(&self) -> CpuidResult {
+        let eax = self.version as u32
+            | ((self.gp_count() as u32) << 8)
+            | (self.gp_bits() << 16)
+            | ((self.ebx_length as u32) << 24);
+        let (ecx, edx) = if self.version >= 2 {
+            let fixed = if (self.fixed_counters as usize) > MAX_FIXED {
+                MAX_FIXED as u32
+            } else {
+                self.fixed_counters as u32
+            };
+            let mut edx = fixed | ((self.fixed_bits() & 0xFF) << 5);
+            let mut ecx = 0;
+            if self.version >= 5 {
+                edx |= 1 << 15;
+                ecx = self.fixed_bitmap & width_mask(MAX_FIXED as u32) as u32;
+            }
+            (ecx, edx)
+        } else {
+            (0, 0)
+        };
+        CpuidResult {
+            eax,
+            ebx: self.unavailable,
+            ecx,
+            edx,
         }
     }
 }

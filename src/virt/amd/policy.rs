@@ -6,7 +6,7 @@ use crate::detect::{
     AmdCpu, CpuidResult, Leaf01Ecx, Leaf80000001Ecx, Leaf80000022Eax, Leaf80000022Ebx,
 };
 use crate::virt::archperf::guest_cpuid_01_edx;
-use crate::virt::x86::{ZERO, width_mask, without_amd_pmu};
+use crate::virt::x86::{ZERO, hide_hybrid, width_mask, without_amd_pmu};
 
 /// Which of AMD's PMUs a guest is shown (AMD64 APM Vol. 2 13.2; KVM's
 /// `amd_pmu_refresh`: version 1 for the first two, 2 for PerfMonV2).
@@ -210,8 +210,12 @@ impl GuestPmu {
     /// Fn8000_0022 built from the policy (PerfMonV2 and its counter count,
     /// no LBR, no data-fabric or memory-controller counters; zero without
     /// PerfMonV2, as KVM answers); and Intel's PMU hidden, whatever the
-    /// host is (leaf 0AH zero, leaf 01H's PDCM and DS clear).
-    pub fn cpuid(&self, leaf: u32, _subleaf: u32, host: CpuidResult) -> CpuidResult {
+    /// host is (leaf 0AH zero, leaf 01H's PDCM and DS clear, leaf 07H's
+    /// hybrid bit and ArchPerfmonExt clear, leaf 23H zero).
+    pub fn cpuid(&self, leaf: u32, subleaf: u32, host: CpuidResult) -> CpuidResult {
+        if let Some(r) = hide_hybrid(leaf, subleaf, host) {
+            return r;
+        }
         match leaf {
             1 => CpuidResult {
                 ecx: Leaf01Ecx::from_bits(host.ecx).with_pdcm(false).bits(),

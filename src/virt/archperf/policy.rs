@@ -9,7 +9,7 @@ use crate::arch::archperf::{
 use crate::detect::{ArchPerfCpu, CpuidResult, Leaf0A, Leaf0AFields, Leaf01Ecx, PerfCapabilities};
 
 use super::{MISC_ENABLE_PMU_BITS, guest_cpuid_01_edx};
-use crate::virt::x86::{ZERO, width_mask, without_amd_pmu};
+use crate::virt::x86::{ZERO, hide_hybrid, width_mask, without_amd_pmu};
 
 /// The most general counters a guest may have: KVM's
 /// `KVM_MAX_NR_INTEL_GP_COUNTERS` (8), the architectural MSR table's
@@ -443,10 +443,14 @@ impl GuestPmu {
     /// CPUID as the guest reads it: `host` (the VMM's answer for `leaf`)
     /// with the PMU's leaves replaced: leaf 01H's PDCM as the policy has
     /// it and DS clear (no debug store: no BTS, no PEBS), leaf 0AH
-    /// [`GuestPmu::leaf_0a`], and AMD's PMU leaves emptied (8000_0001H's
-    /// PerfCtrExtCore, PerfCtrExtNB, PerfCtrExtLLC and IBS clear, 8000_0022H
-    /// zero), whatever the host is.
-    pub fn cpuid(&self, leaf: u32, _subleaf: u32, host: CpuidResult) -> CpuidResult {
+    /// [`GuestPmu::leaf_0a`], one core type (leaf 07H's hybrid bit and
+    /// ArchPerfmonExt clear, leaf 23H zero), and AMD's PMU leaves emptied
+    /// (8000_0001H's PerfCtrExtCore, PerfCtrExtNB, PerfCtrExtLLC and IBS
+    /// clear, 8000_0022H zero), whatever the host is.
+    pub fn cpuid(&self, leaf: u32, subleaf: u32, host: CpuidResult) -> CpuidResult {
+        if let Some(r) = hide_hybrid(leaf, subleaf, host) {
+            return r;
+        }
         match leaf {
             1 => CpuidResult {
                 ecx: Leaf01Ecx::from_bits(host.ecx).with_pdcm(self.pdcm()).bits(),

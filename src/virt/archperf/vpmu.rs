@@ -62,11 +62,8 @@ const fn config(pmu: &GuestPmu) -> Config {
         ebx_length: leaf.vector_length(),
         fixed_bitmap: 0,
         full_width_writes: true,
-        family: 6,
-        model: 0,
-        hybrid: false,
-        core_type: 0,
         pebs: PebsConfig::NONE,
+        ..Config::v1()
     }
 }
 

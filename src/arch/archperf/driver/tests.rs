@@ -704,12 +704,28 @@ fn unavailable_events_and_absent_counters() {
     let e =
         c.g0.configure(&mut d, &CounterConfig::counting(spec("cache-misses")))
             .unwrap_err();
+    let Error::Config(ConfigError::NotOnThisCpu(lack)) = e.error else {
+        panic!("{:?}", e.error)
+    };
+    assert_eq!(lack.missing, Missing::Event(ArchEvent::LlcMisses));
     assert_eq!(
-        e.error,
-        Error::Config(ConfigError::EventUnavailable {
-            event: "cache-misses"
-        })
+        (lack.core_type, lack.leaf),
+        (None, detect::Enumeration::Leaf0A)
     );
+    assert_eq!(
+        e.error.to_string(),
+        "configuration refused: the architectural event cache-misses (2EH/41H, CPUID event bit 4) is not on this CPU: CPUID.0AH:EBX[4] is set or beyond EAX[31:24]'s vector length (its available events: 0x6f)"
+    );
+    assert_eq!(
+        d.check(&spec("cache-misses")),
+        Err(ConfigError::NotOnThisCpu(lack))
+    );
+    assert_eq!(d.check(&spec("cache-references")), Ok(()));
+    // Fixed counter 3's pseudo-encoding, on a part without it.
+    let Err(ConfigError::NotOnThisCpu(slots)) = d.check(&spec("slots")) else {
+        panic!("slots without fixed counter 3")
+    };
+    assert_eq!(slots.missing, Missing::Counter(Counter::fixed(3).unwrap()));
     assert_eq!(d.msr().take_counts(), counts(0, 0, 0));
 }
 
@@ -757,6 +773,7 @@ fn tokens_reassemble_from_run_time_handles() {
     let _ = d.give_back(c);
 }
 
+mod hybrid;
 mod interrupts;
 mod pebs;
 

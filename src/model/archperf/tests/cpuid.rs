@@ -188,3 +188,109 @@ fn the_shared_model_answers_cpuid_without_locking() {
     assert_eq!(regs(SHARED.cpuid(0xA, 0)), [0x0730_0404, 0, 0, 0x0603]);
     assert_eq!(SHARED.msr().cpuid(1, 0).eax, 0x0005_06E0);
 }
+
+/// The hybrid presets answer CPUID as the recorded parts do
+/// (`crate::testing::recorded`, InstLatx64's dumps): leaf 0AH, the core
+/// type, CPUID.(07H,01H):EAX[8] and leaf 23H's sub-leaves 0, 1 and 3. The
+/// one difference: the Skymont core records sub-leaf 2 (auto counter
+/// reload) valid, which the model does not have.
+#[test]
+fn hybrid_presets_answer_as_the_recorded_parts() {
+    use crate::testing::recorded::*;
+    let cases = [
+        (Config::alder_lake_p_core_hybrid(), ADL_P),
+        (Config::alder_lake_e_core(), ADL_E),
+        (Config::alder_lake_p_core(), ADL_P_ALONE),
+        (Config::meteor_lake_p_core(), MTL_P),
+        (Config::meteor_lake_e_core(), MTL_E),
+        (Config::lunar_lake_e_core(), LNL_E),
+    ];
+    for (config, rec) in cases {
+        let m = ArchPerfModel::new(config);
+        let name = rec.name;
+        assert_eq!(
+            regs(m.cpuid(0xA, 0)),
+            regs(rec.cpuid(0xA, 0)),
+            "{name}: leaf 0AH"
+        );
+        assert_eq!(
+            m.cpuid(0x1A, 0).eax >> 24,
+            rec.cpuid(0x1A, 0).eax >> 24,
+            "{name}"
+        );
+        assert_eq!(
+            m.cpuid(7, 0).edx & 1 << 15,
+            rec.cpuid(7, 0).edx & 1 << 15,
+            "{name}"
+        );
+        assert_eq!(
+            m.cpuid(7, 1).eax & 1 << 8,
+            rec.cpuid(7, 1).eax & 1 << 8,
+            "{name}"
+        );
+        assert_eq!(
+            m.cpuid(0, 0).eax >= 0x23,
+            rec.cpuid(0, 0).eax >= 0x23,
+            "{name}"
+        );
+        for sub in [1, 3] {
+            assert_eq!(
+                regs(m.cpuid(0x23, sub)),
+                regs(rec.cpuid(0x23, sub)),
+                "{name}: 23H.{sub}"
+            );
+        }
+        let sub0 = rec.cpuid(0x23, 0).eax;
+        assert_eq!(
+            m.cpuid(0x23, 0).eax,
+            sub0 & !(1 << 2),
+            "{name}: 23H.0, less sub-leaf 2"
+        );
+        // Detection finds the same on the model as on the record.
+        let on_model = crate::detect::detect(&m, &mut m.clone())
+            .unwrap()
+            .arch_perf()
+            .unwrap();
+        let on_record = crate::detect::detect(&rec, &mut rec.clone())
+            .unwrap()
+            .arch_perf()
+            .unwrap();
+        assert_eq!(
+            on_model.general_bitmap(),
+            on_record.general_bitmap(),
+            "{name}"
+        );
+        assert_eq!(on_model.fixed_bitmap(), on_record.fixed_bitmap(), "{name}");
+        assert_eq!(on_model.core_type, on_record.core_type, "{name}");
+        assert!((0..16).all(|k| on_model.event_available(k) == on_record.event_available(k)));
+    }
+}
+
+/// A core has its own counters whatever leaf 0AH reports: the Golden Cove
+/// core beside its E-cores has general counters 6-7 and fixed counter 3,
+/// which its leaf 0AH does not enumerate; the Crestmont core has no fixed
+/// counter 3; the Skymont core has fixed counters 4-6 but not 3.
+#[test]
+fn hybrid_cores_have_their_own_registers() {
+    let mut adl = ArchPerfModel::new(Config::alder_lake_p_core_hybrid());
+    assert_eq!(adl.cpuid(0xA, 0).eax >> 8 & 0xFF, 6);
+    adl.write_msr(EVTSEL0 + 7, counting(INSTR, 0)).unwrap();
+    adl.write_msr(FIXED_CTRL, 0x3 << 12).unwrap();
+    let mut mtl_e = ArchPerfModel::new(Config::meteor_lake_e_core());
+    absent(&mut mtl_e, FIXED0 + 3);
+    assert_eq!(reason(mtl_e.rdpmc(1 << 30 | 3)), GpReason::NoSuchCounter);
+    mtl_e.rdpmc(7).unwrap();
+    let mut lnl_e = ArchPerfModel::new(Config::lunar_lake_e_core());
+    absent(&mut lnl_e, FIXED0 + 3);
+    for i in [0, 1, 2, 4, 5, 6] {
+        lnl_e.rdpmc(1 << 30 | i).unwrap();
+    }
+    assert_eq!(reason(lnl_e.rdpmc(1 << 30 | 7)), GpReason::NoSuchCounter);
+    write_faults(
+        &mut lnl_e,
+        FIXED_CTRL,
+        0x3 << 12,
+        GpReason::ReservedBits { bits: 0x3 << 12 },
+    );
+    lnl_e.write_msr(FIXED_CTRL, 0x3 << 16).unwrap();
+}

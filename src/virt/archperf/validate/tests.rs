@@ -360,7 +360,11 @@ fn the_guest_cpuid_is_the_policy() {
         0
     );
     assert_eq!(p.cpuid(0x8000_0022, 0, host), crate::virt::x86::ZERO);
-    assert_eq!(p.cpuid(7, 0, host), host);
+    assert_eq!(p.cpuid(7, 0, host).edx, !(1 << 15), "not hybrid");
+    let ones = CpuidResult { eax: !0, ..host };
+    assert_eq!(p.cpuid(7, 1, ones).eax, !(1 << 8), "no leaf 23H");
+    assert_eq!(p.cpuid(0x23, 1, host), crate::virt::x86::ZERO);
+    assert_eq!(p.cpuid(0xB, 0, host), host);
     let v1 = pmu(GuestPolicy::new(1, 2, 0));
     assert_eq!(
         v1.leaf_0a().regs[3],
@@ -377,7 +381,8 @@ fn the_guest_cpuid_is_the_policy() {
     );
     impl Cpuid for Guest {
         fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidResult {
-            let host = crate::model::archperf::Config::icelake().cpuid(leaf, subleaf);
+            // A hybrid host with leaf 23H: the guest sees one PMU, its own.
+            let host = crate::model::archperf::Config::meteor_lake_p_core().cpuid(leaf, subleaf);
             self.0.cpuid(leaf, subleaf, host)
         }
     }
@@ -403,6 +408,10 @@ fn the_guest_cpuid_is_the_policy() {
     );
     assert_eq!((a.leaf.fixed_contiguous(), a.leaf.fixed_width()), (3, 40));
     assert!(a.full_width_write && !a.pebs.ds && !a.pebs.usable());
+    assert!(
+        !a.hybrid && a.core_type.is_none() && a.ext.is_none(),
+        "{a:?}"
+    );
     assert!(!a.leaf.event_available(3) && a.leaf.event_available(5));
 }
 

@@ -489,7 +489,7 @@ fn a_pmi_at_every_access_of_a_multiplexer_rotation() {
             s.configure(&mut d, &config).unwrap();
             s.enable(&mut d).unwrap();
             let events = ROTATED.map(|s| EventSpec::raw(s, 0));
-            let mut mux = Multiplexer::<4>::new(handles, &events).unwrap();
+            let mut mux = Multiplexer::<4>::new(d.cpu(), handles, &events).unwrap();
             let tick = |d: &mut ArchPerfDriver<'_, Rotating, Regs<'_>>| {
                 let r = d.msr();
                 for select in ROTATED {
