@@ -13,52 +13,16 @@
 use std::string::String;
 use std::vec::Vec;
 
-use super::kvm::{AmdKvm, Kvm};
+use super::kvm::AmdKvm;
 use super::*;
 use crate::arch::amd::CounterSet;
 use crate::model::amd::AmdModel as Model;
-use crate::testing::rng;
 use crate::virt::amd::{GuestPmu, GuestPolicy};
-use crate::virt::x86::{PMU_MSR_RANGES, PmuMsr, classify};
-
-/// A random 64-bit value.
-fn u64_of(rnd: &mut impl FnMut(u64) -> u64) -> u64 {
-    rnd(1 << 32) << 32 | rnd(1 << 32)
-}
-
-/// The registers of the first counters, the globals and Intel's P6
-/// counters: drawn more often than their share.
-const COMMON: [u32; 12] = [
-    0xC001_0000,
-    0xC001_0001,
-    0xC001_0004,
-    0xC001_0005,
-    0xC001_0200,
-    0xC001_0201,
-    0xC001_0206,
-    0xC001_0209,
-    0xC000_0301,
-    0xC000_0302,
-    0xC000_0303,
-    0xC1,
-];
-
-/// A random MSR, as the architectural PMU's fuzz draws them.
-fn random_msr(rnd: &mut impl FnMut(u64) -> u64) -> u32 {
-    let r = &PMU_MSR_RANGES[rnd(PMU_MSR_RANGES.len() as u64) as usize];
-    let (lo, hi) = (u64::from(*r.start()), u64::from(*r.end()));
-    (match rnd(24) {
-        16.. => u64::from(COMMON[rnd(COMMON.len() as u64) as usize]),
-        0..=11 => lo + rnd(hi - lo + 1),
-        12 => lo.wrapping_sub(1),
-        13 => hi + 1,
-        14 => rnd(0x800),
-        _ => 0xC000_0000 + rnd(0x1_2000),
-    }) as u32
-}
+use crate::virt::tests::fuzz::{Kvm, Subject, fuzz, u64_of};
+use crate::virt::x86::{PmuMsr, classify};
 
 /// A random value for `msr`.
-fn random_value(rnd: &mut impl FnMut(u64) -> u64, msr: u32) -> u64 {
+fn random_value(rnd: &mut dyn FnMut(u64) -> u64, msr: u32) -> u64 {
     match rnd(4) {
         0 => u64_of(rnd),
         1 => rnd(1 << 32),
@@ -185,128 +149,85 @@ fn ix(c: Counter) -> usize {
     usize::from(c.index())
 }
 
-/// What the accesses did.
-#[derive(Debug, Default)]
-struct Tally {
-    applied: u64,
-    dropped: u64,
-    refused: u64,
-    elsewhere: u64,
-    reads: u64,
-    rdpmcs: u64,
+/// An AMD guest's checks, KVM, emulated PMU and physical PMU.
+struct Amd {
+    pmu: GuestPmu,
+    kvm: AmdKvm,
+    vpmu: VirtualPmu,
+    host: Host,
 }
 
-/// `n` random accesses of a guest under `p`.
-fn random_accesses(p: GuestPolicy, seed: u64, n: u64) -> Tally {
+impl Subject for Amd {
+    type Reg = GuestReg;
+    type Gp = GuestGp;
+    const COMMON: &'static [u32] = &[
+        0xC001_0000,
+        0xC001_0001,
+        0xC001_0004,
+        0xC001_0005,
+        0xC001_0200,
+        0xC001_0201,
+        0xC001_0206,
+        0xC001_0209,
+        0xC000_0301,
+        0xC000_0302,
+        0xC000_0303,
+        0xC1,
+    ];
+    fn check_write(&self, msr: u32, value: u64) -> Result<WriteAnswer<GuestReg>, GuestGp> {
+        self.pmu.check_msr_write(msr, value)
+    }
+    fn kvm_write(&mut self, msr: u32, value: u64) -> Kvm {
+        self.kvm.wrmsr(msr, value)
+    }
+    fn kvm_read(&self, msr: u32) -> Kvm {
+        self.kvm.rdmsr(msr)
+    }
+    fn kvm_rdpmc(&self, ecx: u32, pce: bool, cpl: u8) -> Option<u64> {
+        self.kvm.rdpmc(ecx, pce, cpl)
+    }
+    fn vpmu_write(&mut self, msr: u32, value: u64) -> Result<bool, GuestGp> {
+        self.vpmu.wrmsr(msr, value)
+    }
+    fn vpmu_read(&mut self, msr: u32) -> Result<Option<u64>, GuestGp> {
+        self.vpmu.rdmsr(msr)
+    }
+    fn vpmu_rdpmc(&mut self, ecx: u32, pce: bool, cpl: u8) -> Option<u64> {
+        self.vpmu.rdpmc(ecx, pce, cpl).ok()
+    }
+    fn apply(&mut self, answer: WriteAnswer<GuestReg>) -> Result<(), String> {
+        self.host.apply(&self.pmu, answer)
+    }
+    fn run_host(&mut self, k: u64) -> Result<(), String> {
+        self.host.run(self.pmu.counters(), k)
+    }
+    fn random_value(rnd: &mut dyn FnMut(u64) -> u64, msr: u32) -> u64 {
+        random_value(rnd, msr)
+    }
+    fn random_ecx(rnd: &mut dyn FnMut(u64) -> u64) -> u32 {
+        match rnd(3) {
+            0 => rnd(8) as u32,
+            1 => 1 << rnd(32) | rnd(4) as u32,
+            _ => rnd(1 << 32) as u32,
+        }
+    }
+}
+
+/// The fuzz of a guest under `p`.
+fn fuzz_amd(name: &str, p: GuestPolicy, seed: u64) {
     let pmu = p.checked().unwrap();
-    let mut kvm = AmdKvm::refresh(&p);
-    let mut vpmu = VirtualPmu::new(pmu);
-    let mut host = Host::new(p.host_counters);
-    let mut rnd = rng(seed);
-    let mut t = Tally::default();
-    let mut wrong: Vec<String> = Vec::new();
-    for i in 0..n {
-        let msr = random_msr(&mut rnd);
-        match rnd(10) {
-            0..=5 => {
-                let value = random_value(&mut rnd, msr);
-                let answer = pmu.check_msr_write(msr, value);
-                let k = kvm.wrmsr(msr, value);
-                let v = vpmu.wrmsr(msr, value);
-                let agree = match (&answer, k) {
-                    (Err(_), Kvm::Gp) | (Ok(WriteAnswer::NotPmu), Kvm::Elsewhere) => true,
-                    (Ok(WriteAnswer::NotPmu), _) | (Ok(_), Kvm::Elsewhere) => false,
-                    (Ok(_), Kvm::Pmu(_)) => true,
-                    _ => false,
-                };
-                let same = match (&answer, v) {
-                    (Err(a), Err(b)) => *a == b,
-                    (Ok(WriteAnswer::NotPmu), Ok(false)) => true,
-                    (Ok(a), Ok(true)) => *a != WriteAnswer::NotPmu,
-                    _ => false,
-                };
-                if !agree || !same {
-                    wrong.push(std::format!(
-                        "WRMSR {msr:#x} {value:#x}: checks {answer:?}, KVM {k:?}, vPMU {v:?}"
-                    ));
-                }
-                match answer {
-                    Ok(WriteAnswer::NotPmu) => t.elsewhere += 1,
-                    Ok(WriteAnswer::Drop) => t.dropped += 1,
-                    Ok(a) => {
-                        t.applied += 1;
-                        if let Err(e) = host.apply(&pmu, a) {
-                            wrong.push(std::format!("WRMSR {msr:#x} {value:#x}: {e}"));
-                        }
-                    }
-                    Err(_) => t.refused += 1,
-                }
-            }
-            6..=8 => {
-                t.reads += 1;
-                let k = kvm.rdmsr(msr);
-                let v = vpmu.rdmsr(msr);
-                let same = match (k, v) {
-                    (Kvm::Gp, Err(_)) | (Kvm::Elsewhere, Ok(None)) => true,
-                    (Kvm::Pmu(a), Ok(Some(b))) => a == b,
-                    _ => false,
-                };
-                if !same {
-                    wrong.push(std::format!("RDMSR {msr:#x}: KVM {k:?}, vPMU {v:?}"));
-                }
-            }
-            _ => {
-                t.rdpmcs += 1;
-                let ecx = match rnd(3) {
-                    0 => rnd(8) as u32,
-                    1 => 1 << rnd(32) | rnd(4) as u32,
-                    _ => rnd(1 << 32) as u32,
-                };
-                let (pce, cpl) = (rnd(2) == 0, [0, 3][rnd(2) as usize]);
-                let k = kvm.rdpmc(ecx, pce, cpl);
-                let v = vpmu.rdpmc(ecx, pce, cpl).ok();
-                if k != v {
-                    wrong.push(std::format!("RDPMC {ecx:#x}: KVM {k:?}, vPMU {v:?}"));
-                }
-            }
-        }
-        if i % 1000 == 999
-            && let Err(e) = host.run(pmu.counters(), 1 + rnd(50))
-        {
-            wrong.push(std::format!("after access {i}: {e}"));
-        }
-        if wrong.len() > 8 {
-            break;
-        }
-    }
-    if let Err(e) = host.run(pmu.counters(), 1) {
-        wrong.push(e);
-    }
-    assert!(wrong.is_empty(), "{p:?}: {wrong:#?}");
-    t
-}
-
-/// Runs `n` accesses under `p`, reports, checks each kind of answer
-/// happened.
-fn fuzz(name: &str, p: GuestPolicy, seed: u64) {
-    let n = 1_000_000;
-    let t = random_accesses(p, seed, n);
-    std::println!(
-        "{name}: {n} random accesses: {} writes applied (KVM's answer, the hardware took each, no host register, reserved bits dropped), {} dropped, {} #GP, {} the VMM's; {} reads and {} RDPMCs as KVM answers them; the host's counts exact, the guest's counters on the hardware counted none of the host's events (model)",
-        t.applied,
-        t.dropped,
-        t.refused,
-        t.elsewhere,
-        t.reads,
-        t.rdpmcs
+    let subject = Amd {
+        pmu,
+        kvm: AmdKvm::refresh(&p),
+        vpmu: VirtualPmu::new(pmu),
+        host: Host::new(p.host_counters),
+    };
+    fuzz(
+        name,
+        subject,
+        seed,
+        "reserved bits dropped; the host's counts exact, the guest's counters on the hardware counted none of the host's events",
     );
-    assert!(t.applied > n / 20, "{name}: {t:?}");
-    assert!(t.refused > n / 10, "{name}: {t:?}");
-    assert!(
-        t.dropped > n / 200 && t.elsewhere > n / 200,
-        "{name}: {t:?}"
-    );
-    assert!(t.reads > n / 5 && t.rdpmcs > n / 20, "{name}: {t:?}");
 }
 
 /// The four legacy counters; the host keeps counters 4 and 5.
@@ -316,14 +237,14 @@ fn random_accesses_of_a_legacy_guest() {
         host_counters: CounterSet::first(6).difference(CounterSet::first(4)),
         ..GuestPolicy::new(Generation::Legacy)
     };
-    fuzz("legacy, host keeps 4-5", p, 0x9E37_79B9_7F4A_7C15);
+    fuzz_amd("legacy, host keeps 4-5", p, 0x9E37_79B9_7F4A_7C15);
 }
 
 /// PerfCtrExtCore's six counters: the host keeps none.
 #[test]
 fn random_accesses_of_a_perf_ctr_ext_core_guest() {
     let p = GuestPolicy::new(Generation::PerfCtrExtCore);
-    fuzz("PerfCtrExtCore, 6 counters", p, 0xD1B5_4A32_D192_ED03);
+    fuzz_amd("PerfCtrExtCore, 6 counters", p, 0xD1B5_4A32_D192_ED03);
 }
 
 /// PerfMonV2 with three counters (the fourth legacy pair a #GP); the host
@@ -334,7 +255,7 @@ fn random_accesses_of_a_perfmon_v2_guest() {
         host_counters: CounterSet::first(6).difference(CounterSet::first(3)),
         ..GuestPolicy::new(Generation::PerfMonV2 { counters: 3 })
     };
-    fuzz(
+    fuzz_amd(
         "PerfMonV2, 3 counters, host keeps 3-5",
         p,
         0xA076_1D64_78BD_642F,

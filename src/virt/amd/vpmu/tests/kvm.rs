@@ -6,17 +6,7 @@
 //! map. It counts nothing.
 
 use crate::virt::amd::{Generation, GuestPolicy};
-
-/// What KVM does with an access.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kvm {
-    /// #GP.
-    Gp,
-    /// Handled by the PMU code: the value read (0 for a write).
-    Pmu(u64),
-    /// Not the PMU's.
-    Elsewhere,
-}
+use crate::virt::tests::fuzz::Kvm;
 
 const MSR_K7_EVNTSEL0: u32 = 0xC001_0000;
 const MSR_K7_EVNTSEL3: u32 = 0xC001_0003;

@@ -20,43 +20,16 @@
 use std::string::String;
 use std::vec::Vec;
 
-use super::kvm::{IntelKvm, Kvm};
+use super::kvm::IntelKvm;
 use super::*;
 use crate::arch::archperf::CounterSet;
 use crate::model::archperf::{ArchEvent as ModelEvent, ArchPerfModel as Model};
-use crate::testing::rng;
-use crate::virt::archperf::GuestPolicy;
-use crate::virt::x86::PMU_MSR_RANGES;
-
-/// A random 64-bit value.
-fn u64_of(rnd: &mut impl FnMut(u64) -> u64) -> u64 {
-    rnd(1 << 32) << 32 | rnd(1 << 32)
-}
-
-/// The registers of the first counters of each kind, which most guests
-/// have: drawn more often than their share.
-const COMMON: [u32; 12] = [
-    0xC1, 0xC2, 0x186, 0x187, 0x309, 0x30A, 0x38D, 0x38E, 0x38F, 0x390, 0x4C1, 0x4C2,
-];
-
-/// A random MSR: the common ones, in the PMU ranges of either vendor, some
-/// beside them, some anywhere low.
-fn random_msr(rnd: &mut impl FnMut(u64) -> u64) -> u32 {
-    let r = &PMU_MSR_RANGES[rnd(PMU_MSR_RANGES.len() as u64) as usize];
-    let (lo, hi) = (u64::from(*r.start()), u64::from(*r.end()));
-    (match rnd(24) {
-        16.. => u64::from(COMMON[rnd(COMMON.len() as u64) as usize]),
-        0..=11 => lo + rnd(hi - lo + 1),
-        12 => lo.wrapping_sub(1),
-        13 => hi + 1,
-        14 => rnd(0x800),
-        _ => 0xC000_0000 + rnd(0x1_2000),
-    }) as u32
-}
+use crate::virt::archperf::{GuestPmu, GuestPolicy};
+use crate::virt::tests::fuzz::{Kvm, Subject, fuzz, u64_of};
 
 /// A random value for `msr`: any 64 bits, 32, one bit, or one built from
 /// the register's fields (so that accepted writes are common).
-fn random_value(rnd: &mut impl FnMut(u64) -> u64, msr: u32) -> u64 {
+fn random_value(rnd: &mut dyn FnMut(u64) -> u64, msr: u32) -> u64 {
     let any = |rnd: &mut dyn FnMut(u64) -> u64, bits: &[u64]| {
         bits.iter()
             .filter(|_| rnd(3) == 0)
@@ -234,130 +207,70 @@ impl Host {
     }
 }
 
-/// What the accesses did, for the report.
-#[derive(Debug, Default)]
-struct Tally {
-    applied: u64,
-    dropped: u64,
-    refused: u64,
-    elsewhere: u64,
-    reads: u64,
-    rdpmcs: u64,
+/// An Intel guest's checks, KVM, emulated PMU and physical PMU.
+struct Intel {
+    pmu: GuestPmu,
+    kvm: IntelKvm,
+    vpmu: VirtualPmu,
+    host: Host,
 }
 
-/// `n` random accesses of a guest under `p`, checked as the module says.
-fn random_accesses(p: GuestPolicy, seed: u64, n: u64) -> Tally {
+impl Subject for Intel {
+    type Reg = GuestReg;
+    type Gp = GuestGp;
+    const COMMON: &'static [u32] = &[
+        0xC1, 0xC2, 0x186, 0x187, 0x309, 0x30A, 0x38D, 0x38E, 0x38F, 0x390, 0x4C1, 0x4C2,
+    ];
+    fn check_write(&self, msr: u32, value: u64) -> Result<WriteAnswer<GuestReg>, GuestGp> {
+        self.pmu.check_msr_write(msr, value)
+    }
+    fn kvm_write(&mut self, msr: u32, value: u64) -> Kvm {
+        self.kvm.wrmsr(msr, value)
+    }
+    fn kvm_read(&self, msr: u32) -> Kvm {
+        self.kvm.rdmsr(msr)
+    }
+    fn kvm_rdpmc(&self, ecx: u32, pce: bool, cpl: u8) -> Option<u64> {
+        self.kvm.rdpmc(ecx, pce, cpl)
+    }
+    fn vpmu_write(&mut self, msr: u32, value: u64) -> Result<bool, GuestGp> {
+        self.vpmu.wrmsr(msr, value)
+    }
+    fn vpmu_read(&mut self, msr: u32) -> Result<Option<u64>, GuestGp> {
+        self.vpmu.rdmsr(msr)
+    }
+    fn vpmu_rdpmc(&mut self, ecx: u32, pce: bool, cpl: u8) -> Option<u64> {
+        self.vpmu.rdpmc(ecx, pce, cpl).ok()
+    }
+    fn apply(&mut self, answer: WriteAnswer<GuestReg>) -> Result<(), String> {
+        self.host.apply(self.pmu.counters(), answer)
+    }
+    fn run_host(&mut self, k: u64) -> Result<(), String> {
+        self.host.run(k)
+    }
+    fn random_value(rnd: &mut dyn FnMut(u64) -> u64, msr: u32) -> u64 {
+        random_value(rnd, msr)
+    }
+    fn random_ecx(rnd: &mut dyn FnMut(u64) -> u64) -> u32 {
+        match rnd(4) {
+            0 => rnd(10) as u32,
+            1 => 0x4000_0000 | rnd(5) as u32,
+            2 => 1 << rnd(32) | rnd(4) as u32,
+            _ => rnd(1 << 32) as u32,
+        }
+    }
+}
+
+/// The fuzz of a guest under `p`.
+fn fuzz_intel(name: &str, p: GuestPolicy, seed: u64) {
     let pmu = p.checked().unwrap();
-    let mut kvm = IntelKvm::refresh(&p);
-    let mut vpmu = VirtualPmu::new(pmu);
-    let mut host = Host::new(p.host_counters);
-    let guest = p.counters();
-    let mut rnd = rng(seed);
-    let mut t = Tally::default();
-    let mut wrong: Vec<String> = Vec::new();
-    for i in 0..n {
-        let msr = random_msr(&mut rnd);
-        match rnd(10) {
-            0..=5 => {
-                let value = random_value(&mut rnd, msr);
-                let answer = pmu.check_msr_write(msr, value);
-                let k = kvm.wrmsr(msr, value);
-                let v = vpmu.wrmsr(msr, value);
-                let agree = match (&answer, k) {
-                    (Err(_), Kvm::Gp) => true,
-                    (Ok(WriteAnswer::NotPmu), Kvm::Elsewhere) => true,
-                    (Ok(WriteAnswer::NotPmu), _) | (Ok(_), Kvm::Elsewhere) => false,
-                    (Ok(_), Kvm::Pmu(_)) => true,
-                    _ => false,
-                };
-                let same = match (&answer, v) {
-                    (Err(a), Err(b)) => *a == b,
-                    (Ok(WriteAnswer::NotPmu), Ok(false)) => true,
-                    (Ok(a), Ok(true)) => *a != WriteAnswer::NotPmu,
-                    _ => false,
-                };
-                if !agree || !same {
-                    wrong.push(std::format!(
-                        "WRMSR {msr:#x} {value:#x}: checks {answer:?}, KVM {k:?}, vPMU {v:?}"
-                    ));
-                }
-                match answer {
-                    Ok(WriteAnswer::NotPmu) => t.elsewhere += 1,
-                    Ok(WriteAnswer::Drop) => t.dropped += 1,
-                    Ok(a) => {
-                        t.applied += 1;
-                        if let Err(e) = host.apply(guest, a) {
-                            wrong.push(std::format!("WRMSR {msr:#x} {value:#x}: {e}"));
-                        }
-                    }
-                    Err(_) => t.refused += 1,
-                }
-            }
-            6..=8 => {
-                t.reads += 1;
-                let k = kvm.rdmsr(msr);
-                let v = vpmu.rdmsr(msr);
-                let same = match (k, v) {
-                    (Kvm::Gp, Err(_)) | (Kvm::Elsewhere, Ok(None)) => true,
-                    (Kvm::Pmu(a), Ok(Some(b))) => a == b,
-                    _ => false,
-                };
-                if !same {
-                    wrong.push(std::format!("RDMSR {msr:#x}: KVM {k:?}, vPMU {v:?}"));
-                }
-            }
-            _ => {
-                t.rdpmcs += 1;
-                let ecx = match rnd(4) {
-                    0 => rnd(10) as u32,
-                    1 => 0x4000_0000 | rnd(5) as u32,
-                    2 => 1 << rnd(32) | rnd(4) as u32,
-                    _ => rnd(1 << 32) as u32,
-                };
-                let (pce, cpl) = (rnd(2) == 0, [0, 3][rnd(2) as usize]);
-                let k = kvm.rdpmc(ecx, pce, cpl);
-                let v = vpmu.rdpmc(ecx, pce, cpl).ok();
-                if k != v {
-                    wrong.push(std::format!(
-                        "RDPMC {ecx:#x} {pce} {cpl}: KVM {k:?}, vPMU {v:?}"
-                    ));
-                }
-            }
-        }
-        if i % 1000 == 999
-            && let Err(e) = host.run(1 + rnd(50))
-        {
-            wrong.push(std::format!("after access {i}: {e}"));
-        }
-        if wrong.len() > 8 {
-            break;
-        }
-    }
-    if let Err(e) = host.run(1) {
-        wrong.push(e);
-    }
-    assert!(wrong.is_empty(), "{p:?}: {wrong:#?}");
-    t
-}
-
-/// Runs `n` accesses under `p`, reports, and checks each kind of answer
-/// happened (so that no check above is vacuous).
-fn fuzz(name: &str, p: GuestPolicy, seed: u64) {
-    let n = 1_000_000;
-    let t = random_accesses(p, seed, n);
-    std::println!(
-        "{name}: {n} random accesses: {} writes applied (KVM's answer, the hardware took each, no host register), {} dropped, {} #GP, {} the VMM's; {} reads and {} RDPMCs as KVM answers them; the host's counts exact (model)",
-        t.applied,
-        t.dropped,
-        t.refused,
-        t.elsewhere,
-        t.reads,
-        t.rdpmcs
-    );
-    assert!(t.applied > n / 20, "{name}: {t:?}");
-    assert!(t.refused > n / 10, "{name}: {t:?}");
-    assert!(t.elsewhere > n / 200, "{name}: {t:?}");
-    assert!(t.reads > n / 5 && t.rdpmcs > n / 20, "{name}: {t:?}");
+    let subject = Intel {
+        pmu,
+        kvm: IntelKvm::refresh(&p),
+        vpmu: VirtualPmu::new(pmu),
+        host: Host::new(p.host_counters),
+    };
+    fuzz(name, subject, seed, "the host's counts exact");
 }
 
 /// Version 2, four general and three fixed counters, no full-width
@@ -369,7 +282,7 @@ fn random_accesses_of_a_version_2_guest() {
         host_counters: CounterSet::first(8, 4).difference(CounterSet::first(4, 3)),
         ..GuestPolicy::new(2, 4, 3)
     };
-    fuzz(
+    fuzz_intel(
         "v2, 4+3, host keeps 4-7 and fixed 3",
         p,
         0x9E37_79B9_7F4A_7C15,
@@ -387,7 +300,7 @@ fn random_accesses_of_a_version_5_guest() {
         host_counters: CounterSet::first(8, 4).difference(CounterSet::first(6, 3)),
         ..GuestPolicy::new(5, 6, 3)
     };
-    fuzz(
+    fuzz_intel(
         "v5, 6+3, FW, 2 events unavailable",
         p,
         0xD1B5_4A32_D192_ED03,
@@ -403,7 +316,7 @@ fn random_accesses_of_a_version_1_guest() {
         host_counters: CounterSet::first(8, 0).difference(CounterSet::first(7, 0)),
         ..GuestPolicy::new(1, 2, 0)
     };
-    fuzz("v1, 2 counters of 40 bits", p, 0xA076_1D64_78BD_642F);
+    fuzz_intel("v1, 2 counters of 40 bits", p, 0xA076_1D64_78BD_642F);
 }
 
 /// Version 4 with one general and one fixed counter and full-width
@@ -418,5 +331,5 @@ fn random_accesses_of_a_version_4_guest_with_one_counter() {
             .with(Counter::fixed(3).unwrap()),
         ..GuestPolicy::new(4, 1, 1)
     };
-    fuzz("v4, 1+1, FW", p, 0x2545_F491_4F6C_DD1D);
+    fuzz_intel("v4, 1+1, FW", p, 0x2545_F491_4F6C_DD1D);
 }

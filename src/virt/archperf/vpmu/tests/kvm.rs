@@ -10,19 +10,7 @@
 //! counts nothing: the fuzz feeds no events to the guest.
 
 use crate::virt::archperf::GuestPolicy;
-
-/// What KVM does with an access.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Kvm {
-    /// #GP (a handler returned 1).
-    Gp,
-    /// Handled by the PMU code: the value read (0 for a write).
-    Pmu(u64),
-    /// Handled by the rest of `x86.c`: the VMM's own register
-    /// (`IA32_MISC_ENABLE`'s other bits, `IA32_DEBUGCTL`), or no MSR of
-    /// the PMU at all.
-    Elsewhere,
-}
+use crate::virt::tests::fuzz::Kvm;
 
 /// An Intel guest's PMU as KVM holds it.
 pub(super) struct IntelKvm {
