@@ -359,6 +359,8 @@ register! {
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
     pub struct Leaf80000001Ecx(u32): from_bits {
+        /// IBS (bit 10): instruction-based sampling.
+        IBS: 10 => ibs, with_ibs: bool;
         /// PerfCtrExtCore (bit 23): six core counters at `C001_0200H`
         /// (`PERF_CTL0`) onwards, the first four aliasing the legacy ones.
         PERF_CTR_EXT_CORE: 23 => perf_ctr_ext_core, with_perf_ctr_ext_core: bool;
@@ -444,7 +446,49 @@ register! {
     }
 }
 
+/// The fields of a CPUID leaf 0AH to build ([`Leaf0A::build`]): what a VMM
+/// shows a guest (`pmu::virt::archperf`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Leaf0AFields {
+    /// EAX\[7:0\], the version ID.
+    pub version: u8,
+    /// EAX\[15:8\], general counters per logical processor.
+    pub general: u8,
+    /// EAX\[23:16\], their width.
+    pub general_width: u8,
+    /// EAX\[31:24\], the length of EBX's event vector.
+    pub vector_length: u8,
+    /// EBX: bit k set, architectural event k NOT available.
+    pub unavailable: u32,
+    /// ECX: the fixed counters' bitmap (v5).
+    pub fixed_bitmap: u32,
+    /// EDX\[4:0\], contiguous fixed counters.
+    pub fixed: u8,
+    /// EDX\[12:5\], their width.
+    pub fixed_width: u8,
+    /// EDX\[15\], AnyThread deprecated.
+    pub any_thread_deprecated: bool,
+}
+
 impl Leaf0A {
+    /// The leaf with `f`'s fields (a fixed-counter count above 31 is cut
+    /// to EDX\[4:0\]).
+    pub const fn build(f: Leaf0AFields) -> Leaf0A {
+        let eax = Leaf0AEax(0)
+            .with_version(f.version)
+            .with_general(f.general)
+            .with_general_width(f.general_width)
+            .with_vector_length(f.vector_length);
+        let edx = Leaf0AEdx(0)
+            .with_fixed(f.fixed)
+            .with_fixed_width(f.fixed_width)
+            .with_any_deprecated(f.any_thread_deprecated);
+        Leaf0A {
+            regs: [eax.bits(), f.unavailable, f.fixed_bitmap, edx.bits()],
+        }
+    }
+
     const fn eax(self) -> Leaf0AEax {
         Leaf0AEax(self.regs[0])
     }

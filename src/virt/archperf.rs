@@ -46,6 +46,53 @@
 //! processor without them (`IA32_PERF_CAPABILITIES[5:0]` 0,
 //! CPUID.07H:EDX\[19\] clear and leaf 1CH zero: [`guest_perf_capabilities`],
 //! [`guest_cpuid_07_edx`], [`guest_cpuid_1c`]).
+//!
+//! # A guest's architectural PMU, with KVM's rules
+//!
+//! [`GuestPolicy`] says what a guest is shown (its version, counters,
+//! widths, unavailable events, full-width writes) and which of the
+//! physical PMU's counters the host keeps; [`GuestPolicy::checked`] turns
+//! it into a [`GuestPmu`], which answers each of the guest's accesses as
+//! KVM answers it (`arch/x86/kvm/pmu.c`, `vmx/pmu_intel.c`, `x86.c`; the
+//! rules, and where they part from the SDM, are in [`validate`]'s
+//! documentation): [`GuestPmu::check_msr_write`],
+//! [`GuestPmu::check_msr_read`] and [`GuestPmu::check_rdpmc`], and what
+//! its CPUID says ([`GuestPmu::cpuid`], with leaf 0AH, PDCM and
+//! `IA32_PERF_CAPABILITIES` built from the policy). [`vpmu`] (feature
+//! `model`) is a trap-and-emulate PMU on the model that follows them on
+//! any host.
+//!
+//! | exit | call | then |
+//! |---|---|---|
+//! | WRMSR | [`GuestPmu::check_msr_write`] | [`WriteAnswer::Store`]: the guest register takes the value; [`WriteAnswer::ClearStatus`]: its status bits cleared; [`WriteAnswer::Drop`]: nothing; `Err`: inject #GP; [`WriteAnswer::NotPmu`]: the VMM's |
+//! | RDMSR | [`GuestPmu::check_msr_read`] | [`ReadAnswer::Reg`]: the register; [`ReadAnswer::Value`]: that value; [`ReadAnswer::Merge`]: the VMM's value with those bits; `Err`: #GP |
+//! | RDPMC | [`GuestPmu::check_rdpmc`] | the counter ANDed with the mask, or #GP |
+//! | CPUID | [`GuestPmu::cpuid`] | the VMM's answer with the PMU's leaves replaced |
+//! | a PMI of the guest's counters | [`VirtualLvt::raise`](super::VirtualLvt::raise) | delivered at the next entry at which the guest's entry is unmasked, masking it |
+//!
+//! # A vCPU moving between CPUs
+//!
+//! Nothing of a guest's PMU is a handle: [`GuestPmu`] is a policy, the
+//! emulated [`vpmu::VirtualPmu`] plain data (its registers, its pending
+//! PMI in its [`VirtualLvt`](super::VirtualLvt)), so a vCPU takes its PMU
+//! along as a value to whichever CPU runs it next; nothing of it stays on
+//! the CPU it left, and a PMI it was owed there is delivered at its first
+//! entry on the next. The counter handles of the crate's drivers (the
+//! host's own counters) work only with the driver that issued them, one
+//! per physical PMU: they never move with a vCPU, and a VMM that runs a
+//! guest's counters on the hardware (the task-switching issue's
+//! pass-through switch) saves them as register images on the CPU it
+//! leaves and restores them through the next CPU's register backend.
+
+pub mod validate;
+#[cfg(any(test, feature = "model"))]
+pub mod vpmu;
+
+mod policy;
+
+pub use super::answer::{RdpmcAnswer, ReadAnswer, WriteAnswer};
+pub use policy::{GuestPmu, GuestPolicy, MAX_GUEST_FIXED, MAX_GUEST_GENERAL, PolicyError};
+pub use validate::GuestReg;
 
 use super::Verdict;
 use crate::arch::archperf::{
@@ -78,6 +125,39 @@ pub enum GuestGp {
         /// The MSR.
         msr: u32,
     },
+    /// An MSR the guest's PMU does not have: a counter beyond its counts,
+    /// a register of another version or of AMD's PMU, or one KVM does not
+    /// emulate (`IA32_PERF_GLOBAL_STATUS_SET`, `_INUSE`).
+    NoSuchMsr {
+        /// The MSR.
+        msr: u32,
+    },
+    /// A write that sets bits the guest's PMU reserves.
+    Reserved {
+        /// The MSR.
+        msr: u32,
+        /// The offending bits.
+        bits: u64,
+    },
+    /// A full-width counter write (`IA32_A_PMCx`) with bits above the
+    /// counter's width.
+    OutOfWidth {
+        /// The MSR.
+        msr: u32,
+    },
+    /// A write to a register that is read-only to a guest
+    /// (`IA32_PERF_GLOBAL_STATUS`, `IA32_PERF_CAPABILITIES`).
+    ReadOnlyMsr {
+        /// The MSR.
+        msr: u32,
+    },
+    /// RDPMC of a counter type or index the guest does not have.
+    RdpmcIndex {
+        /// The ECX operand.
+        ecx: u32,
+    },
+    /// RDPMC at CPL > 0 with CR4.PCE clear.
+    RdpmcNotAllowed,
 }
 
 impl core::fmt::Display for GuestGp {
@@ -97,6 +177,23 @@ impl core::fmt::Display for GuestGp {
                 f,
                 "MSR {msr:#X} is the last branch records': refused to every guest (the records hold the host's branch addresses after a VM exit)"
             ),
+            GuestGp::NoSuchMsr { msr } => {
+                write!(f, "MSR {msr:#X} is no register of the guest's PMU")
+            }
+            GuestGp::Reserved { msr, bits } => write!(
+                f,
+                "WRMSR to {msr:#X} sets bits {bits:#x} the guest's PMU reserves"
+            ),
+            GuestGp::OutOfWidth { msr } => write!(
+                f,
+                "WRMSR to {msr:#X} sets bits above the guest counter's width"
+            ),
+            GuestGp::ReadOnlyMsr { msr } => write!(f, "MSR {msr:#X} is read-only to a guest"),
+            GuestGp::RdpmcIndex { ecx } => write!(
+                f,
+                "RDPMC with ECX {ecx:#X}: no such counter type or counter in the guest's PMU"
+            ),
+            GuestGp::RdpmcNotAllowed => f.write_str("RDPMC at CPL > 0 with CR4.PCE clear"),
         }
     }
 }
