@@ -4,7 +4,10 @@
 //! in three or four scenarios each, and the architectural PMU's buffer PMI
 //! with one and with sixteen PEBS records to drain (`archperf/pebs-1-record`,
 //! `archperf/pebs-16-records`; their difference over 15 is the cost of one
-//! record drained into the sink).
+//! record drained into the sink), and the interrupt of a counter whose
+//! samples carry the last branch records, with one record and with a full
+//! stack of 32 to read (`archperf/lbr-1-record`, `archperf/lbr-32-records`:
+//! their difference over 31 is the cost of one record read).
 //! For every scenario it prints:
 //!
 //! - the register traffic of one interrupt, counted by the recording backend
@@ -288,22 +291,26 @@ fn entry() -> LvtPerfCounter {
 
 /// The register file the driver is configured on (through the recording
 /// backend) and whose values the placeholders then return: reads of
-/// register n give `file[n & 63]`; writes are ignored, so every interrupt
-/// sees the same values.
+/// register n give its `exact` value if it has one, else `file[n & 63]`;
+/// writes are ignored, so every interrupt sees the same values.
 #[derive(Clone)]
 pub struct File {
     /// RDMSR values.
     pub msr: [u64; 64],
     /// RDPMC values.
     pub counter: [u64; 64],
+    /// MSRs with a value of their own (the LBR records, which `& 63`
+    /// would fold onto each other).
+    pub exact: Vec<(u32, u64)>,
 }
 
 impl File {
     /// Every MSR reads `msr`, every counter `counter`.
-    pub const fn new(msr: u64, counter: u64) -> File {
+    pub fn new(msr: u64, counter: u64) -> File {
         File {
             msr: [msr; 64],
             counter: [counter; 64],
+            exact: Vec::new(),
         }
     }
 }
@@ -311,7 +318,8 @@ impl File {
 impl pmu::access::MsrAccess for File {
     type Error = core::convert::Infallible;
     fn read_msr(&mut self, msr: u32) -> Result<u64, Self::Error> {
-        Ok(self.msr[msr as usize & 63])
+        let exact = self.exact.iter().find(|e| e.0 == msr).map(|e| e.1);
+        Ok(exact.unwrap_or(self.msr[msr as usize & 63]))
     }
     fn write_msr(&mut self, _: u32, _: u64) -> Result<(), Self::Error> {
         Ok(())
@@ -361,6 +369,9 @@ fn install(id: usize, x86: Option<&File>, ia64: Option<&IaFile>) {
         for (i, (m, c)) in shapes::MSR_FILE.iter().zip(&shapes::PMC_FILE).enumerate() {
             m.store(f.msr[i & 63], Ordering::Relaxed);
             c.store(f.counter[i & 63], Ordering::Relaxed);
+        }
+        for &(msr, v) in &f.exact {
+            shapes::MSR_FILE[msr as usize & 0xFFFF].store(v, Ordering::Relaxed);
         }
     }
     if let Some(f) = ia64 {
@@ -414,6 +425,30 @@ impl Scenario {
             access_instructions: accesses * shapes::REAL,
             run,
         }
+    }
+}
+
+/// A Skylake-like architectural PMU (version 4, four general counters of
+/// 48 bits, three fixed ones, full-width writes) of display model `model`,
+/// with the PEBS and LBR detection reports.
+fn archperf_cpu(
+    model: u8,
+    pebs: pmu::detect::ArchPebs,
+    lbr: pmu::detect::LbrCaps,
+) -> pmu::detect::ArchPerfCpu {
+    pmu::detect::ArchPerfCpu {
+        // v4, 4 x 48 bits, 7 events all available; 3 fixed x 48 bits.
+        leaf: pmu::detect::Leaf0A {
+            regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],
+        },
+        full_width_write: true,
+        hybrid: false,
+        core_type: None,
+        ext: None,
+        family: 6,
+        model,
+        pebs,
+        lbr,
     }
 }
 
@@ -657,7 +692,7 @@ mod itanium {
 
 mod archperf {
     use super::shapes::ShapedMsr;
-    use super::{File, Scenario, check, entry, install, lvt, next_id};
+    use super::{File, Scenario, archperf_cpu, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::apic::LocalApic;
     use pmu::arch::archperf::IA32_PERF_GLOBAL_STATUS;
@@ -666,7 +701,6 @@ mod archperf {
     use pmu::arch::handle_pmi;
     use pmu::counter::Owner;
     use pmu::detect;
-    use pmu::detect::Leaf0A;
     use pmu::sampling::SampleAfter;
 
     /// The handler as measured: everything inside is counted by callgrind.
@@ -693,18 +727,11 @@ mod archperf {
         // its own, and this is its one value.
         let cpu0: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
         let state = cpu0.pmi();
-        let cpu = detect::ArchPerfCpu {
-            // v4, 4 x 48 bits, 7 events all available; 3 fixed x 48 bits.
-            leaf: Leaf0A {
-                regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],
-            },
-            full_width_write: true,
-            hybrid: false,
-            core_type: None,
-            ext: None,
-            model: 0x55,
-            pebs: detect::ArchPebs::default(),
-        };
+        let cpu = archperf_cpu(
+            0x55,
+            detect::ArchPebs::default(),
+            detect::LbrCaps::default(),
+        );
         let (mut d, c) =
             ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(File::new(0, 0)), &cpu, cpu0)
                 .unwrap();
@@ -778,14 +805,14 @@ mod archperf {
 /// memory, each a sample with its record, then acknowledges bit 62.
 mod archperf_pebs {
     use super::shapes::ShapedMsr;
-    use super::{File, Scenario, check, entry, install, lvt, next_id};
+    use super::{File, Scenario, archperf_cpu, check, entry, install, lvt, next_id};
     use pmu::access::Recording;
     use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, PebsOptions};
     use pmu::arch::archperf::{ArchPerfPmu, EventSpec, IA32_PERF_GLOBAL_STATUS, PebsArea};
     use pmu::arch::handle_pmi;
     use pmu::arch::ia32::ds::DsArea;
     use pmu::counter::Owner;
-    use pmu::detect::{self, ArchPebs, Leaf0A};
+    use pmu::detect::{self, ArchPebs};
     use pmu::sampling::SampleAfter;
 
     /// Format 3 records: 25 words.
@@ -812,23 +839,14 @@ mod archperf_pebs {
         // SAFETY: the scenario's register file is a logical processor of
         // its own, and this is its one value.
         let cpu0: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
-        let cpu = detect::ArchPerfCpu {
-            leaf: Leaf0A {
-                regs: [4 | 4 << 8 | 48 << 16 | 7 << 24, 0, 0, 3 | 48 << 5],
-            },
-            full_width_write: true,
-            hybrid: false,
-            core_type: None,
-            ext: None,
-            model: 0x5E,
-            pebs: ArchPebs {
-                ds: true,
-                available: true,
-                format: 3,
-                baseline: false,
-                trap: true,
-            },
+        let pebs = ArchPebs {
+            ds: true,
+            available: true,
+            format: 3,
+            baseline: false,
+            trap: true,
         };
+        let cpu = archperf_cpu(0x5E, pebs, detect::LbrCaps::default());
         let (mut d, c) =
             ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(File::new(0, 0)), &cpu, cpu0)
                 .unwrap();
@@ -898,6 +916,115 @@ mod archperf_pebs {
                 rewind();
                 let got = measured_archperf_pebs(cpu0, &mut ShapedMsr, &mut apic, rip, &mut sink);
                 check(name, got, expected, 0, 0);
+            }),
+        )
+    }
+}
+
+/// The architectural PMU's interrupt of a counter whose samples carry the
+/// last branch records: Skylake's legacy stack (record format 5: FROM, TO
+/// and `LBR_INFO` per record), K records to read from the TOS back before
+/// an empty one (32: the whole stack), frozen by the PMI and unfrozen by
+/// the acknowledgement (LBR_Frz, bit 58).
+mod archperf_lbr {
+    use super::shapes::ShapedMsr;
+    use super::{File, Scenario, archperf_cpu, check, entry, install, lvt, next_id};
+    use pmu::access::Recording;
+    use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig};
+    use pmu::arch::archperf::{
+        ArchPerfPmu, BranchFilter, EventSpec, IA32_PERF_GLOBAL_STATUS, LbrOptions,
+        MSR_LASTBRANCH_0_FROM_IP, MSR_LASTBRANCH_0_TO_IP, MSR_LASTBRANCH_TOS, MSR_LBR_INFO_0,
+    };
+    use pmu::arch::handle_pmi;
+    use pmu::counter::Owner;
+    use pmu::detect::{self, LbrCaps};
+    use pmu::sampling::SampleAfter;
+
+    /// The handler as measured: everything inside is counted by callgrind;
+    /// the sink takes the records' count, so the stack is really made.
+    #[inline(never)]
+    pub fn measured_archperf_lbr(
+        cpu: &ArchPerfPmu,
+        msr: &mut ShapedMsr,
+        apic: &mut pmu::apic::LocalApic,
+        rip: u64,
+        sink: &mut u64,
+    ) -> u64 {
+        handle_pmi(cpu, msr, apic, entry(), rip, |s| {
+            let records = s.payload.branches().map_or(0, |b| b.len() as u64);
+            *sink = sink.wrapping_add(s.rip).wrapping_add(records)
+        })
+        .map_or(0, |o| o.overflowed)
+    }
+
+    /// General counter 0 sampling branches every 100,000 with the records
+    /// (`LbrOptions::any` at CPL 0), `records` of them in the stack.
+    pub fn scenario<O: Owner>(name: &'static str, records: u32) -> Scenario {
+        // SAFETY: the scenario's register file is a logical processor of
+        // its own, and this is its one value.
+        let cpu0: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
+        let lbr = LbrCaps {
+            format: 5,
+            arch: None,
+            tsx: true,
+        };
+        let cpu = archperf_cpu(0x5E, detect::ArchPebs::default(), lbr);
+        let mut file = File::new(0, 0);
+        // One past the overflow; the status with LBR_Frz; the TOS at the
+        // newest record, the records below it back to the empty one.
+        file.counter[0] = 1;
+        file.exact.push((IA32_PERF_GLOBAL_STATUS, 1 | 1 << 58));
+        file.exact
+            .push((MSR_LASTBRANCH_TOS, u64::from(records - 1)));
+        for x in 0..records {
+            file.exact
+                .push((MSR_LASTBRANCH_0_FROM_IP + x, 0x40_1000 + 16 * u64::from(x)));
+            file.exact
+                .push((MSR_LASTBRANCH_0_TO_IP + x, 0x40_2000 + u64::from(x)));
+            file.exact.push((MSR_LBR_INFO_0 + x, 1 << 63 | 20));
+        }
+        let (mut d, c) =
+            ArchPerfDriver::<O, _>::take(Recording::<_, 1>::new(file), &cpu, cpu0).unwrap();
+        d.enable_lbr(LbrOptions::any(
+            BranchFilter::from_bits(0).with_kernel(true),
+        ))
+        .unwrap();
+        let n = SampleAfter::new(100_000, d.overflow_rule()).unwrap();
+        let cfg = CounterConfig::counting(EventSpec::raw(0xC4, 0))
+            .sampling(n)
+            .with_branches();
+        let g0 =
+            c.g0.configure(&mut d, &cfg)
+                .unwrap()
+                .enable(&mut d)
+                .unwrap();
+        d.msr().clear();
+        let mut sink = 0;
+        let mut apic = lvt();
+        let mut read = 0;
+        let expected = handle_pmi(cpu0, d.msr(), &mut apic, entry(), 1, |s| {
+            read = s.payload.branches().map_or(0, |b| b.len());
+            sink += s.rip
+        })
+        .unwrap()
+        .overflowed;
+        assert_eq!(expected, 1, "{name}: the counter serviced");
+        assert_eq!(read, records as usize, "{name}: the records read");
+        let t = d.msr().take_counts();
+        let file = d.msr().inner_mut().clone();
+        std::mem::forget((d, g0));
+        let id = next_id();
+        Scenario::ia32(
+            name,
+            t,
+            format!(
+                ", {records} branch record{} (Skylake's format 5)",
+                if records == 1 { "" } else { "s" }
+            ),
+            Box::new(move |rip| {
+                install(id, Some(&file), None);
+                let got = measured_archperf_lbr(cpu0, &mut ShapedMsr, &mut apic, rip, &mut sink);
+                check(name, got, expected, 1, 1);
             }),
         )
     }
@@ -1181,6 +1308,8 @@ pmu::owner!(Amd9);
 pmu::owner!(Amd10);
 pmu::owner!(Ap5);
 pmu::owner!(Ap6);
+pmu::owner!(Ap7);
+pmu::owner!(Ap8);
 
 fn scenarios() -> Vec<Scenario> {
     vec![
@@ -1213,6 +1342,8 @@ fn scenarios() -> Vec<Scenario> {
         amd::scenario::<Amd10>("amd-legacy/4-armed-late-pmi", false, 4, &[0, 1], true),
         archperf_pebs::scenario::<Ap5>("archperf/pebs-1-record", 1),
         archperf_pebs::scenario::<Ap6>("archperf/pebs-16-records", 16),
+        archperf_lbr::scenario::<Ap7>("archperf/lbr-1-record", 1),
+        archperf_lbr::scenario::<Ap8>("archperf/lbr-32-records", 32),
         callchain::scenario("callchain/1-frame", 1),
         callchain::scenario("callchain/4-frames", 4),
         callchain::scenario("callchain/16-frames", 16),
@@ -1409,6 +1540,20 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
+    if let (Some(one), Some(all)) = (
+        counted_by_name.get("archperf/lbr-1-record"),
+        counted_by_name.get("archperf/lbr-32-records"),
+    ) {
+        // Both include their placeholders: the 32-record read has 92 more
+        // RDMSRs than the 1-record read (3 per record more, less the read
+        // of the empty record that ends the 1-record read).
+        let placeholders = 92.0 * shapes::RDMSR as f64;
+        println!(
+            "archperf LBR: {:.1} instructions per branch record read, {:.1} with the RDMSR placeholders (32 records less 1, over 31; callgrind)",
+            (all - one - placeholders) / 31.0,
+            (all - one) / 31.0
+        );
+    }
     if let (Some(one), Some(sixteen)) = (
         counted_by_name.get("archperf/pebs-1-record"),
         counted_by_name.get("archperf/pebs-16-records"),
@@ -1470,6 +1615,7 @@ fn main() -> std::process::ExitCode {
         "measured_archperf",
         "measured_amd",
         "measured_archperf_pebs",
+        "measured_archperf_lbr",
         "measured_callchain",
         "service_rare",
     ] {

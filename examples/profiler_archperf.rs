@@ -43,15 +43,34 @@
 //! into a DS area, and a sample is the record's EventingIP: the branch
 //! itself (skid 0), every one. The report checks both, and the shares.
 //!
+//! # LBR call-stack mode
+//!
+//! Booted with `mode=lbr`, it samples conditional branches
+//! (`BR_INST_RETIRED.CONDITIONAL`, C4H/01H) of the same stepped workload,
+//! each sample carrying the model's last branch records in call-stack mode
+//! (Skylake's legacy stack, record format 5, frozen by the PMI): its call
+//! chain is the calls the records hold ([`pmu::arch::archperf::BranchStack::call_chain`]),
+//! which the model recorded from the workload's real calls and returns, no
+//! frame pointer read. The report prints those chains' flame graph, and
+//! the frame-pointer walks of the same samples (bounded at the stepped
+//! call, where the records begin) under roots of their own: the runner
+//! checks that the two flame graphs are one (`flame_graphs_equal`). The
+//! samples land after a conditional branch, never in a prologue or after
+//! an epilogue, where a frame-pointer walk would lose a caller and the
+//! records would not (the kernel built without frame pointers,
+//! `lbr_nofp`, shows that side).
+//!
 //! ```text
 //! cargo qemu profiler_archperf
 //! PMU_QEMU_ACCEL=kvm cargo qemu profiler_archperf
 //! cargo qemu profiler_archperf precise
+//! cargo qemu profiler_archperf lbr
 //! ```
 //!
 //! qemu-run: smp2: -smp 2 -accel tcg,thread=multi
 //! qemu-run: rip: -smp 2 -accel tcg,thread=multi -append mode=rip
 //! qemu-run: precise: -smp 2 -accel tcg,thread=multi -append mode=precise
+//! qemu-run: lbr: -smp 2 -accel tcg,thread=multi -append mode=lbr
 #![no_std]
 #![no_main]
 
@@ -67,12 +86,15 @@ use hobby::test::Failure;
 use hobby::workload::STEP_SYMBOLS;
 use pmu::access::X86Msr;
 use pmu::arch::archperf::driver::{ArchPerfDriver, CounterConfig, pebs_residual};
-use pmu::arch::archperf::{ArchPerfPmu, EventSpec, PebsArea};
+use pmu::arch::archperf::pmi::Capture;
+use pmu::arch::archperf::{ArchPerfPmu, BranchFilter, EventSpec, LbrOptions, PebsArea};
 use pmu::arch::ia32::ds::DsArea;
 use pmu::counter::Owner;
 use pmu::detect::{self, ArchPerfCpu, Cpuid, HardwareCpuid};
-use pmu::model::archperf::{ArchPerfMsr, Config, Event, Retirement, SharedArchPerfModel};
-use pmu::sampling::{CallChain, SampleAfter, StackBounds};
+use pmu::model::archperf::{
+    ArchPerfMsr, CONDITIONAL_BRANCHES, Config, Event, Retirement, SharedArchPerfModel,
+};
+use pmu::sampling::{CallChain, Sample, SampleAfter, StackBounds};
 
 hobby::entry_point!(main);
 
@@ -80,8 +102,9 @@ hobby::entry_point!(main);
 /// version 1 or later), each CPU's model otherwise.
 fn main(info: &'static BootInfo) -> ! {
     match info.arg("mode") {
-        Some("precise") => shared::main::<Stepped<true>>(info),
-        Some("rip") => shared::main::<Stepped<false>>(info),
+        Some("precise") => shared::main::<Stepped<PRECISE>>(info),
+        Some("rip") => shared::main::<Stepped<RIP>>(info),
+        Some("lbr") => shared::main::<Stepped<LBR>>(info),
         _ if pmu_version() != 0 => shared::main::<RealPmu>(info),
         _ => shared::main::<Models>(info),
     }
@@ -205,35 +228,52 @@ impl shared::Platform for Models {
     }
 }
 
-/// Each CPU's model driven by its single-stepped workload: branches, with
-/// PEBS (`branches:pp`) when `PRECISE`, at the interrupted RIP otherwise.
-enum Stepped<const PRECISE: bool> {}
+/// Each CPU's model driven by its single-stepped workload, in mode `MODE`:
+/// [`RIP`] (branches at the interrupted RIP), [`PRECISE`] (`branches:pp`,
+/// PEBS) or [`LBR`] (conditional branches, each sample with the LBR's call
+/// stack).
+enum Stepped<const MODE: u8> {}
+
+/// Branches, each sample at the interrupted RIP.
+const RIP: u8 = 0;
+/// `branches:pp`: PEBS records, each sample at its EventingIP.
+const PRECISE: u8 = 1;
+/// Conditional branches, each sample with the LBR's call stack.
+const LBR: u8 = 2;
 
 /// Per CPU: the DS area of a precise profile, handed over once per boot.
 static mut PEBS_AREAS: [PebsArea<256>; 2] = [PebsArea::new(), PebsArea::new()];
 
-/// The branches event, precise or not.
-fn branches(precise: bool) -> EventSpec {
+/// The event of mode `mode`: branches, precise or not, or conditional
+/// branches.
+fn branches(mode: u8) -> EventSpec {
+    if mode == LBR {
+        return EventSpec::raw(CONDITIONAL_BRANCHES.0, CONDITIONAL_BRANCHES.1);
+    }
     let e: EventSpec = "branches".parse().unwrap_or(EventSpec::raw(0xC4, 0x00));
-    e.with_precise(if precise { 2 } else { 0 })
+    e.with_precise(if mode == PRECISE { 2 } else { 0 })
 }
 
 /// After each single-stepped instruction of CPU `cpu`'s workload: the
 /// model retires it; a PMI it raises is serviced here, at the next
 /// instruction (the crate's PMI path through the seam, as from an
 /// interrupt there).
-fn on_step<const PRECISE: bool>(r: &Retirement) {
+fn on_step<const MODE: u8>(r: &Retirement) {
     let cpu = hobby::smp::cpu().min(1);
     if MODELS[cpu].with(|m| m.retire(r) && m.take_pmi()) {
-        shared::service::<Stepped<PRECISE>>(cpu, r.next_ip, r.registers.rbp, r.registers.rsp);
+        shared::service::<Stepped<MODE>>(cpu, r.next_ip, r.registers.rbp, r.registers.rsp);
     }
 }
 
-impl<const PRECISE: bool> shared::Platform for Stepped<PRECISE> {
+impl<const MODE: u8> shared::Platform for Stepped<MODE> {
     type Local = &'static ArchPerfPmu;
     type Regs = ArchPerfMsr<'static>;
     const NAME: &'static str = "profiler_archperf";
-    const EVENT: &'static str = "branches";
+    const EVENT: &'static str = if MODE == LBR {
+        "conditional branches"
+    } else {
+        "branches"
+    };
     const REAL: bool = false;
     const STEPPED: bool = true;
 
@@ -241,14 +281,16 @@ impl<const PRECISE: bool> shared::Platform for Stepped<PRECISE> {
         println!(
             "  counter: an architectural-PMU model per CPU (Skylake configuration) fed the workload's own instructions, single-stepped: its counts come from the model;"
         );
-        if PRECISE {
-            println!(
+        match MODE {
+            PRECISE => println!(
                 "  precise mode: branches:pp, PEBS records (format 3) in a DS area, each sample at its record's EventingIP (skid 0)"
-            );
-        } else {
-            println!(
+            ),
+            LBR => println!(
+                "  LBR call-stack mode: conditional branches (C4H/01H), each sample with the model's last branch records (legacy stack, format 5, frozen on PMI): its call chain is the calls they hold, no frame pointer read"
+            ),
+            _ => println!(
                 "  RIP mode: branches, each sample at the RIP the PMI interrupted, the instruction after the branch (skid 1)"
-            );
+            ),
         }
     }
 
@@ -280,22 +322,34 @@ impl<const PRECISE: bool> shared::Platform for Stepped<PRECISE> {
     fn counter<O: Owner>(_: &shared::Drv<Self, O>) -> Option<(u8, CounterConfig)> {
         // General counter 0, free in a driver just taken; counting (the
         // calibration run) without precision.
-        Some((0, CounterConfig::counting(branches(false))))
+        let counting = if MODE == LBR { LBR } else { RIP };
+        Some((0, CounterConfig::counting(branches(counting))))
     }
 
     fn sampling(config: CounterConfig, n: SampleAfter) -> CounterConfig {
-        CounterConfig {
-            event: branches(PRECISE),
+        let config = CounterConfig {
+            event: branches(MODE),
             ..config
         }
-        .sampling(n)
+        .sampling(n);
+        if MODE == LBR {
+            config.with_branches()
+        } else {
+            config
+        }
     }
 
     fn prepare<O: Owner>(
         cpu: usize,
         d: &mut ArchPerfDriver<'static, O, ArchPerfMsr<'static>>,
     ) -> Result<(), Failure> {
-        if !PRECISE {
+        if MODE == LBR {
+            // Call-stack mode at CPL 0, the records frozen on every PMI.
+            let kernel = BranchFilter::from_bits(0).with_kernel(true);
+            d.enable_lbr(LbrOptions::call_stack(kernel))?;
+            return Ok(());
+        }
+        if MODE != PRECISE {
             return Ok(());
         }
         let areas = &raw mut PEBS_AREAS;
@@ -316,7 +370,7 @@ impl<const PRECISE: bool> shared::Platform for Stepped<PRECISE> {
         cpu: usize,
         d: &mut ArchPerfDriver<'static, O, ArchPerfMsr<'static>>,
     ) -> Result<(), Failure> {
-        if PRECISE {
+        if MODE == PRECISE {
             d.drain_pebs(|s| {
                 let chain = CallChain::walk(s.rip, 0, 0, &StackBounds::EMPTY);
                 shared::SAMPLES[cpu].push(s.with_payload(chain));
@@ -327,11 +381,20 @@ impl<const PRECISE: bool> shared::Platform for Stepped<PRECISE> {
 
     fn step(cpu: usize, round: extern "C" fn()) {
         let _ = cpu;
-        step::trace(round, on_step::<PRECISE>);
+        step::trace(round, on_step::<MODE>);
+    }
+
+    fn chain(sample: &Sample<Capture>) -> Option<CallChain<{ shared::DEPTH }>> {
+        let stack = sample.payload.branches()?;
+        Some(stack.call_chain(sample.rip))
+    }
+
+    fn stack_top(_cpu: usize) -> Option<u64> {
+        (MODE == LBR).then(step::outer_rsp)
     }
 
     fn split(n: SampleAfter, raw: u64) -> (u64, u64) {
-        if PRECISE {
+        if MODE == PRECISE {
             (0, pebs_residual(n, raw))
         } else {
             n.split(raw)
@@ -343,7 +406,7 @@ impl<const PRECISE: bool> shared::Platform for Stepped<PRECISE> {
         // SAFETY: `rip` is inside one of the stepped workload's functions,
         // this kernel's code: mapped and readable.
         let at_branch = unsafe { step::branch_at(rip, 0) }.is_some();
-        Some(if PRECISE {
+        Some(if MODE == PRECISE {
             (at_branch, "are at their branch instruction (skid 0)")
         } else {
             (!at_branch, "are past their branch instruction (skid > 0)")

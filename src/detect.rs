@@ -297,10 +297,61 @@ pub struct ArchPerfCpu {
     pub hybrid: bool,
     /// This logical processor's core type, on a hybrid part.
     pub core_type: Option<CoreType>,
+    /// The display family (CPUID.01H).
+    pub family: u16,
     /// The display model (CPUID.01H).
     pub model: u8,
     /// What the CPU says of PEBS ([`ArchPebs`]).
     pub pebs: ArchPebs,
+    /// What the CPU says of its last branch records ([`LbrCaps`]).
+    pub lbr: LbrCaps,
+}
+
+/// What an architectural-PMU CPU says of its last branch records (SDM Vol.
+/// 3B "Last Branch Records" and "Architectural Last Branch Records"): the
+/// legacy stack's record format, or architectural LBR's CPUID leaf. The
+/// legacy stack's depth and MSR addresses are the microarchitecture's
+/// (`crate::arch::archperf::Lbr::of` knows the generations the crate
+/// drives); architectural LBR says everything through CPUID.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct LbrCaps {
+    /// `IA32_PERF_CAPABILITIES[5:0]`: the legacy records' format (read
+    /// when CPUID.01H:ECX.PDCM is set; 0 otherwise).
+    pub format: u8,
+    /// CPUID leaf 1CH (EAX, EBX, ECX) when CPUID.07H:EDX\[19\] says the
+    /// part has architectural LBR.
+    pub arch: Option<[u32; 3]>,
+    /// TSX (CPUID.07H:EBX HLE\[4\] or RTM\[11\]): on a part without it,
+    /// record format 4's FROM bits 62:61 are the address's sign extension
+    /// when written (Linux's `lbr_from_signext_quirk_wr`).
+    pub tsx: bool,
+}
+
+impl LbrCaps {
+    /// Leaf 1CH's EAX: the depths, deep C-state reset, LIP.
+    pub const fn arch_eax(&self) -> Option<Leaf1CEax> {
+        match self.arch {
+            Some([eax, _, _]) => Some(Leaf1CEax::from_bits(eax)),
+            None => None,
+        }
+    }
+
+    /// Leaf 1CH's EBX: CPL filtering, branch filtering, call-stack mode.
+    pub const fn arch_ebx(&self) -> Option<Leaf1CEbx> {
+        match self.arch {
+            Some([_, ebx, _]) => Some(Leaf1CEbx::from_bits(ebx)),
+            None => None,
+        }
+    }
+
+    /// Leaf 1CH's ECX: mispredict bit, timed LBRs, branch type.
+    pub const fn arch_ecx(&self) -> Option<Leaf1CEcx> {
+        match self.arch {
+            Some([_, _, ecx]) => Some(Leaf1CEcx::from_bits(ecx)),
+            None => None,
+        }
+    }
 }
 
 /// What an architectural-PMU CPU says of PEBS (SDM Vol. 3B "Processor Event
@@ -721,6 +772,11 @@ impl fmt::Display for Detection {
                     (Enumeration::Leaf0A, Enumeration::Leaf0A) => "",
                 }
             )
+            .and_then(|()| match a.lbr {
+                LbrCaps { arch: Some(_), .. } => f.write_str(", architectural LBR"),
+                LbrCaps { format, .. } if format > 0 => write!(f, ", LBR record format {format}"),
+                _ => Ok(()),
+            })
             .and_then(|()| match a.pebs {
                 p if p.usable() => write!(
                     f,
@@ -864,7 +920,29 @@ fn arch_perf<M: MsrBackend>(
         baseline: caps.pebs_baseline(),
         trap: caps.pebs_trap(),
     };
-    let hybrid = max_leaf >= 7 && Leaf07Edx::from_bits(cpuid.cpuid(7, 0).edx).hybrid();
+    let leaf7 = if max_leaf >= 7 {
+        cpuid.cpuid(7, 0)
+    } else {
+        CpuidResult {
+            eax: 0,
+            ebx: 0,
+            ecx: 0,
+            edx: 0,
+        }
+    };
+    let (ebx7, leaf7) = (
+        Leaf07Ebx::from_bits(leaf7.ebx),
+        Leaf07Edx::from_bits(leaf7.edx),
+    );
+    let hybrid = leaf7.hybrid();
+    let lbr = LbrCaps {
+        format: caps.lbr_format(),
+        tsx: ebx7.hle() || ebx7.rtm(),
+        arch: (leaf7.arch_lbr() && max_leaf >= 0x1C).then(|| {
+            let r = cpuid.cpuid(0x1C, 0);
+            [r.eax, r.ebx, r.ecx]
+        }),
+    };
     let ext = (max_leaf >= 0x23
         && Leaf07Sub1Eax::from_bits(cpuid.cpuid(7, 1).eax).arch_perfmon_ext())
     .then(|| leaf_23h(cpuid));
@@ -881,8 +959,10 @@ fn arch_perf<M: MsrBackend>(
         full_width_write,
         hybrid,
         core_type,
+        family: sig.family,
         model: sig.model,
         pebs,
+        lbr,
     }))
 }
 

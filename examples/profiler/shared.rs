@@ -41,7 +41,7 @@ use hobby::{pmi, println, smp};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::{Architecture, Driven, LocalPmu};
 use pmu::counter::{self, AnyHandle, Driver, Owner};
-use pmu::sampling::{self, CallChain, OverflowRule, SampleAfter, SampleBuffer};
+use pmu::sampling::{self, CallChain, OverflowRule, Sample, SampleAfter, SampleBuffer};
 use x86_64::instructions::interrupts;
 
 /// The timer tick's vector.
@@ -96,7 +96,7 @@ const SAMPLED_RUN_LIMIT: u64 = 16;
 
 /// The addresses of a sample's call chain: the workload function, its
 /// callers up to the CPU's first frame (about 12 deep here).
-const DEPTH: usize = 16;
+pub const DEPTH: usize = 16;
 /// Distinct call chains a CPU's flame graph keeps (one per RIP and call
 /// path: about 30 in a profile here).
 const CHAINS: usize = 128;
@@ -104,6 +104,11 @@ const CHAINS: usize = 128;
 /// Per CPU: its samples and their call chains, which its PMI handler
 /// pushes.
 pub static SAMPLES: [SampleBuffer<4096, CallChain<DEPTH>>; 2] = [const { SampleBuffer::new() }; 2];
+
+/// Per CPU, where the platform's chains come from elsewhere than a
+/// frame-pointer walk ([`Platform::chain`]): each sample's frame-pointer
+/// chain as well, for the report to compare the two flame graphs.
+static WALKED: [SampleBuffer<4096, CallChain<DEPTH>>; 2] = [const { SampleBuffer::new() }; 2];
 
 /// Per CPU: the samples its PMI handler took since its sampled run began
 /// (one writer: that CPU's PMI handler).
@@ -325,6 +330,20 @@ pub trait Platform: 'static {
     fn split(n: SampleAfter, raw: u64) -> (u64, u64) {
         n.split(raw)
     }
+    /// A sample's call chain from its payload (the LBR's call stack),
+    /// where the platform has one: the report then draws it, and compares
+    /// its flame graph with the frame-pointer walk's of the same samples
+    /// (`folded-same`); `None`: the walk is the chain.
+    fn chain(_sample: &Sample<Payload<Self>>) -> Option<CallChain<DEPTH>> {
+        None
+    }
+    /// Where CPU `cpu`'s frame-pointer walks stop (a stack address, for
+    /// [`pmu::sampling::StackBounds::below`]): the stepped call's frame, so
+    /// that a walk covers what a recorded call stack covers; `None`: the
+    /// whole stack.
+    fn stack_top(_cpu: usize) -> Option<u64> {
+        None
+    }
     /// Whether a sample at `rip` in one of the workload's functions is
     /// where the profile's mode puts it, and what that is ("at its
     /// branch"); `None`: no such check.
@@ -342,6 +361,8 @@ pub type Config<P> = <Arch<P> as Architecture>::Config;
 pub type Arch<P> = <<P as Platform>::Local as LocalPmu<'static>>::Arch;
 /// What detection reports on platform `P`.
 pub type Detected<P> = <Arch<P> as Architecture>::Detected;
+/// What a sample of platform `P` carries.
+pub type Payload<P> = <Arch<P> as Architecture>::Payload;
 
 /// What the counter counts, in the report's sentences: cycles, or a
 /// stepped profile's branches.
@@ -749,15 +770,24 @@ fn on_pmi<P: Platform>(frame: &InterruptFrame) {
 pub fn service<P: Platform>(cpu: usize, rip: u64, rbp: u64, rsp: u64) {
     let mut apic = apic();
     let bounds = stacks::bounds(rsp);
+    let bounds = P::stack_top(cpu).map_or(bounds, |top| bounds.below(top));
     let chain = CallChain::walk(rip, rbp, rsp, &bounds);
     if let Some(mut regs) = P::regs(cpu) {
         let _ = pmu::arch::handle_pmi(P::local(cpu), &mut regs, &mut apic, entry(), rip, |s| {
-            let chain = if s.rip == rip {
+            let walked = if s.rip == rip {
                 chain
             } else {
                 CallChain::walk(s.rip, rbp, rsp, &bounds)
             };
-            SAMPLES[cpu].push(s.with_payload(chain));
+            match P::chain(&s) {
+                Some(recorded) => {
+                    SAMPLES[cpu].push(s.with_payload(recorded));
+                    WALKED[cpu].push(s.with_payload(walked));
+                }
+                None => {
+                    SAMPLES[cpu].push(s.with_payload(walked));
+                }
+            }
             let taken = &TAKEN[cpu];
             taken.store(taken.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         });
@@ -880,7 +910,20 @@ fn report<P: Platform>(cpu: usize) -> bool {
         ok &= misplaced == 0;
     }
     // The flame graph's lines, under a root frame per CPU.
-    chains.print(Some(["cpu0", "cpu1"][cpu]));
+    let root = ["cpu0", "cpu1"][cpu];
+    chains.print(Some(root));
+    if !WALKED[cpu].is_empty() {
+        // The same samples' frame-pointer chains, under a root of their
+        // own: the runner checks that the two flame graphs are one.
+        let mut walked: Tally<DEPTH, CHAINS> = Tally::new();
+        WALKED[cpu].drain(|s| walked.add(&s.payload, u64::from(s.periods)));
+        let fp = ["fp-cpu0", "fp-cpu1"][cpu];
+        walked.print(Some(fp));
+        println!("folded-same: {root} {fp}");
+        println!(
+            "  the flame graph of {root} is of the LBR's call stacks; {fp}'s, of the same samples' frame-pointer walks, must be the same (the runner's flame_graphs_equal case)"
+        );
+    }
     if chains.unplaced() > 0 {
         println!(
             "  {} samples without a place in the flame graph (past {CHAINS} distinct call chains)",

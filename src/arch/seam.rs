@@ -8,7 +8,7 @@
 //! | a CPU's share of it | [`Architecture::Local`] ([`LocalPmu`]) | `LogicalPmu`: one logical processor of the package | the `&ItaniumPmu` | the `&ArchPerfPmu` | the `&AmdPmu` |
 //! | its driver, taken over backend `B` | [`Driven::take`], [`Driven::Driver`] | `NetBurstDriver::take_for` | `ItaniumDriver::take` | `ArchPerfDriver::take` | `AmdDriver::take` |
 //! | the PMI handler | [`Driven::handle_pmi`], behind [`handle_pmi`] | ESCR/CCCR counters, PEBS | PMC0, EARs, BTB | `IA32_PERF_GLOBAL_STATUS` | each armed counter's top bit; with PerfMonV2 `PerfCntrGlobalStatus` |
-//! | what a sample carries | [`Architecture::Payload`] | a PEBS record | an EAR or branch capture | a PEBS record (`archperf::pmi::Capture`) | nothing |
+//! | what a sample carries | [`Architecture::Payload`] | a PEBS record | an EAR or branch capture | a PEBS record or the last branch records (`archperf::pmi::Capture`) | nothing |
 //! | overflow rule, counter width | [`counter::Driver::overflow_rule`] | 40 bits, PMI one event late | 32 or 47 bits | CPUID's widths | 48 bits |
 //! | multiplexer placement | [`Architecture::Events`], made by [`Architecture::multiplex`], rotated by [`Driven::tick`] | an event for a logical processor, placed by the exact ESCR and counter scheduler | a counter's PMC image, placed by a bipartite matching under the catalog's counters | an event select, on the general counters the firmware leaves | an event, on the core counters the firmware leaves (least run first) |
 //!

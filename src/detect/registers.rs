@@ -2,7 +2,8 @@
 //! `register!`: CPUID's leaves 01H (signature and feature bits, SDM Vol. 2A
 //! CPUID, Figure 3-6 "Version Information Returned by CPUID in EAX",
 //! Tables 3-10 and 3-11), 04H, 07H, 0BH and 1AH (the fields the topology
-//! and hybrid checks read), 0AH and 23H (the architectural PMU), and the MSRs
+//! and hybrid checks read), 0AH and 23H (the architectural PMU) and 1CH
+//! (architectural LBR), and the MSRs
 //! `IA32_MISC_ENABLE` (its performance-monitoring bits, SDM Vol. 4 Table
 //! 2-2) and `IA32_PERF_CAPABILITIES`; AMD's extended leaves 8000_0001H
 //! (the PerfCtrExtCore bit) and 8000_0022H (PerfMonV2 and its counter
@@ -131,6 +132,19 @@ register! {
 }
 
 register! {
+    /// CPUID.07H:EBX (subleaf 0), the bits the LBR's record format 4 needs
+    /// (SDM Vol. 2A Table 3-8, "Structured Extended Feature Flags").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf07Ebx(u32): from_bits {
+        /// HLE (bit 4): hardware lock elision, one half of TSX.
+        HLE: 4 => hle, with_hle: bool;
+        /// RTM (bit 11): restricted transactional memory, the other half.
+        RTM: 11 => rtm, with_rtm: bool;
+    }
+}
+
+register! {
     /// CPUID.07H:EDX (subleaf 0), the bit a PMU driver reads (SDM Vol. 2A
     /// Table 3-8, "Structured Extended Feature Flags").
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -138,6 +152,56 @@ register! {
     pub struct Leaf07Edx(u32): from_bits {
         /// Hybrid: the processor has cores of more than one type (bit 15).
         HYBRID: 15 => hybrid, with_hybrid: bool;
+        /// Architectural LBR (bit 19): `IA32_LBR_CTL`, `IA32_LBR_DEPTH` and
+        /// the `IA32_LBR_x_*` records, enumerated by leaf 1CH (SDM Vol. 3B
+        /// "Architectural Last Branch Records").
+        ARCH_LBR: 19 => arch_lbr, with_arch_lbr: bool;
+    }
+}
+
+register! {
+    /// CPUID.1CH:EAX, "Last Branch Records Information Leaf" (SDM Vol. 2A
+    /// Table 3-8; Vol. 3B "Architectural Last Branch Records").
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf1CEax(u32): from_bits {
+        /// Supported depths (bits 7:0): bit n set, depth 8 × (n + 1) may be
+        /// written to `IA32_LBR_DEPTH`.
+        DEPTHS: 0..=7 => depths, with_depths: u8;
+        /// Deep C-state reset (bit 30): the records may read 0 after a
+        /// C-state deeper than C1.
+        DEEP_C_RESET: 30 => deep_c_reset, with_deep_c_reset: bool;
+        /// IP values contain LIP (bit 31): the records hold linear
+        /// addresses (clear: effective addresses, offsets into CS).
+        LIP: 31 => lip, with_lip: bool;
+    }
+}
+
+register! {
+    /// CPUID.1CH:EBX: the filters architectural LBR supports.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf1CEbx(u32): from_bits {
+        /// CPL filtering (bit 0): `IA32_LBR_CTL.OS` and `.USR`.
+        CPL_FILTER: 0 => cpl_filter, with_cpl_filter: bool;
+        /// Branch filtering (bit 1): `IA32_LBR_CTL` bits 22:16.
+        BRANCH_FILTER: 1 => branch_filter, with_branch_filter: bool;
+        /// Call-stack mode (bit 2): `IA32_LBR_CTL.CALL_STACK`.
+        CALL_STACK: 2 => call_stack, with_call_stack: bool;
+    }
+}
+
+register! {
+    /// CPUID.1CH:ECX: what an architectural LBR record holds.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    pub struct Leaf1CEcx(u32): from_bits {
+        /// Mispredict bit (bit 0): `IA32_LBR_x_INFO.MISPRED`.
+        MISPREDICT: 0 => mispredict, with_mispredict: bool;
+        /// Timed LBRs (bit 1): `IA32_LBR_x_INFO.CYC_CNT`.
+        TIMED: 1 => timed, with_timed: bool;
+        /// Branch type field (bit 2): `IA32_LBR_x_INFO.BR_TYPE`.
+        BRANCH_TYPE: 2 => branch_type, with_branch_type: bool;
     }
 }
 
@@ -261,6 +325,14 @@ register! {
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
     pub struct PerfCapabilities(u64): from_bits {
+        /// `LBR_FMT`, bits 5:0: the legacy LBR records' format (SDM Vol. 3B
+        /// "LBR Stack and Intel 64 Processors": 0 32-bit, 1 64-bit LIP, 2
+        /// 64-bit EIP, 3 with flags, 4 with TSX flags, 5 with `LBR_INFO`,
+        /// 6 with cycles in the TO records, 7 LIP with `LBR_INFO`); a part
+        /// with architectural LBR enumerates it through CPUID instead
+        /// ([`Leaf07Edx::arch_lbr`], leaf 1CH), and detection ignores this
+        /// field there.
+        LBR_FORMAT: 0..=5 => lbr_format, with_lbr_format: u8;
         /// `PEBS_TRAP`, bit 6: the PEBS assist is trap-like (the record is
         /// written after the instruction that caused it retired; its RIP
         /// field is the next instruction's).
@@ -287,6 +359,8 @@ register! {
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
     pub struct Leaf80000001Ecx(u32): from_bits {
+        /// IBS (bit 10): instruction-based sampling.
+        IBS: 10 => ibs, with_ibs: bool;
         /// PerfCtrExtCore (bit 23): six core counters at `C001_0200H`
         /// (`PERF_CTL0`) onwards, the first four aliasing the legacy ones.
         PERF_CTR_EXT_CORE: 23 => perf_ctr_ext_core, with_perf_ctr_ext_core: bool;
@@ -372,7 +446,49 @@ register! {
     }
 }
 
+/// The fields of a CPUID leaf 0AH to build ([`Leaf0A::build`]): what a VMM
+/// shows a guest (`pmu::virt::archperf`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Leaf0AFields {
+    /// EAX\[7:0\], the version ID.
+    pub version: u8,
+    /// EAX\[15:8\], general counters per logical processor.
+    pub general: u8,
+    /// EAX\[23:16\], their width.
+    pub general_width: u8,
+    /// EAX\[31:24\], the length of EBX's event vector.
+    pub vector_length: u8,
+    /// EBX: bit k set, architectural event k NOT available.
+    pub unavailable: u32,
+    /// ECX: the fixed counters' bitmap (v5).
+    pub fixed_bitmap: u32,
+    /// EDX\[4:0\], contiguous fixed counters.
+    pub fixed: u8,
+    /// EDX\[12:5\], their width.
+    pub fixed_width: u8,
+    /// EDX\[15\], AnyThread deprecated.
+    pub any_thread_deprecated: bool,
+}
+
 impl Leaf0A {
+    /// The leaf with `f`'s fields (a fixed-counter count above 31 is cut
+    /// to EDX\[4:0\]).
+    pub const fn build(f: Leaf0AFields) -> Leaf0A {
+        let eax = Leaf0AEax(0)
+            .with_version(f.version)
+            .with_general(f.general)
+            .with_general_width(f.general_width)
+            .with_vector_length(f.vector_length);
+        let edx = Leaf0AEdx(0)
+            .with_fixed(f.fixed)
+            .with_fixed_width(f.fixed_width)
+            .with_any_deprecated(f.any_thread_deprecated);
+        Leaf0A {
+            regs: [eax.bits(), f.unavailable, f.fixed_bitmap, edx.bits()],
+        }
+    }
+
     const fn eax(self) -> Leaf0AEax {
         Leaf0AEax(self.regs[0])
     }

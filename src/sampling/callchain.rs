@@ -182,8 +182,13 @@ pub enum ChainEnd {
     /// The next frame pointer is not above the current one: frames only go
     /// up the stack, so the list is corrupt (or cyclic).
     NotAscending,
-    /// The chain is full: `N` addresses.
+    /// The chain is full: `N` addresses (or, from a hardware call stack,
+    /// the stack was full: older calls may have been pushed out of it).
     Full,
+    /// The oldest call a hardware call stack recorded
+    /// ([`CallChain::from_calls`]): the calls open before recording began
+    /// are not in it.
+    OldestRecorded,
 }
 
 /// Up to `N` code addresses, innermost first: the interrupted RIP, then the
@@ -246,6 +251,51 @@ impl<const N: usize> CallChain<N> {
         chain
     }
 
+    /// The chain of code interrupted at `rip` whose open calls a hardware
+    /// call stack recorded (LBR call-stack mode: each call's own address,
+    /// innermost first), for the same profiles as a frame-pointer walk's.
+    ///
+    /// Each caller is stored as the call instruction's address plus one: a
+    /// frame-pointer walk's callers are return addresses, which a
+    /// symboliser reads one byte back, into the call instruction (the
+    /// runner's rule, `pmu_qemu_run::stacks`), and one byte past the
+    /// call's first byte is inside the same instruction. So the two
+    /// chains of one sample fold to the same functions, and a flame graph
+    /// draws them alike. `complete`: the recording held every call it
+    /// took (the chain ends [`ChainEnd::OldestRecorded`]); otherwise it was
+    /// full and may have lost the oldest ([`ChainEnd::Full`]), as when the
+    /// chain itself fills.
+    pub fn from_calls(
+        rip: u64,
+        calls: impl IntoIterator<Item = u64>,
+        complete: bool,
+    ) -> CallChain<N> {
+        const { assert!(N >= 1 && N <= 255, "a call chain holds 1 to 255 addresses") };
+        let mut chain = CallChain::EMPTY;
+        chain.end = if complete {
+            ChainEnd::OldestRecorded
+        } else {
+            ChainEnd::Full
+        };
+        let mut calls = calls.into_iter();
+        let mut len = 0;
+        for (i, slot) in chain.frames.iter_mut().enumerate() {
+            let next = if i == 0 {
+                Some(rip)
+            } else {
+                calls.next().map(|call| call.wrapping_add(1))
+            };
+            let Some(address) = next else { break };
+            *slot = address;
+            len += 1;
+        }
+        if len == N && calls.next().is_some() {
+            chain.end = ChainEnd::Full;
+        }
+        chain.len = len as u8;
+        chain
+    }
+
     /// The addresses, innermost first.
     pub fn frames(&self) -> &[u64] {
         self.frames.get(..usize::from(self.len)).unwrap_or(&[])
@@ -291,6 +341,7 @@ impl<const N: usize> Payload for CallChain<N> {
             ChainEnd::OutOfBounds => 1,
             ChainEnd::NotAscending => 2,
             ChainEnd::Full => 3,
+            ChainEnd::OldestRecorded => 4,
         };
         for (s, &f) in slot.frames.iter().zip(self.frames()) {
             s.store(f, Ordering::Relaxed);
@@ -307,6 +358,7 @@ impl<const N: usize> Payload for CallChain<N> {
             1 => ChainEnd::OutOfBounds,
             2 => ChainEnd::NotAscending,
             3 => ChainEnd::Full,
+            4 => ChainEnd::OldestRecorded,
             _ => return None,
         };
         if meta & VALID == 0 || len > N {

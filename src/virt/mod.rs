@@ -16,36 +16,61 @@
 //!   [`Validator`](crate::arch::itanium::validate::Validator) as Linux
 //!   perfmon treats them (a refused write is dropped, never a fault), PMDs,
 //!   and the world switch under PMC0.fr with a virtual PMC0.
-//! * [`archperf`]: the architectural PMU's PEBS, refused to every guest
-//!   (its MSRs #GP, `IA32_MISC_ENABLE`, `IA32_PERF_CAPABILITIES` and CPUID
-//!   as a guest without PEBS reads them), with the reason: a record is
-//!   written through a linear address while whatever paging is live.
+//! * [`archperf`]: a guest's architectural PMU (versions 1-5) with KVM's
+//!   rules: [`archperf::GuestPolicy`] (version, counters, widths,
+//!   unavailable events, full-width writes, the counters the host keeps)
+//!   checked into an [`archperf::GuestPmu`] that answers every guest RDMSR,
+//!   WRMSR and RDPMC as KVM does (`arch/x86/kvm/pmu.c`, `vmx/pmu_intel.c`,
+//!   `x86.c`; where KVM and the SDM differ, KVM's answer, cited) and
+//!   synthesises the guest's CPUID leaf 0AH, PDCM and
+//!   `IA32_PERF_CAPABILITIES`; its PEBS refused to every guest (its MSRs
+//!   #GP, `IA32_MISC_ENABLE`, `IA32_PERF_CAPABILITIES` and CPUID as a guest
+//!   without PEBS reads them), with the reason: a record is written through
+//!   a linear address while whatever paging is live; and [`archperf::vpmu`]
+//!   (feature `model`), a trap-and-emulate architectural PMU on any host.
+//! * [`amd`]: the same for AMD's core PMU (legacy, PerfCtrExtCore,
+//!   PerfMonV2; CPUID Fn8000_0001/Fn8000_0022 from the policy) with
+//!   `svm/pmu.c`'s rules (reserved bits dropped, never a #GP; the legacy
+//!   and extended addresses one register; HostOnly and GuestOnly the
+//!   hypervisor's, [`amd::GuestPmu::hardware_ctl`]), and [`amd::vpmu`].
+//! * [`answer`]: what an accepted access of either vendor's guest comes to
+//!   (a register stored, status bits cleared or set, a write dropped, a
+//!   value read), naming the guest's registers, for an emulated PMU and a
+//!   VMM that runs the guest's counters on the hardware alike.
+//! * [`x86`]: which PMU register of either vendor an MSR number is, and
+//!   the MSR ranges a VMM intercepts for its guests' PMU.
 //! * [`VirtualLvt`]: a guest's virtual LVT performance-counter entry,
-//!   masked on delivery as on NetBurst, PMIs injected at guest entry; used
-//!   by both NetBurst paths.
+//!   masked on delivery as on NetBurst and the architectural PMU (not on
+//!   AMD's, [`VirtualLvt::amd`]), PMIs injected at guest entry; used by
+//!   every guest PMU.
 //! * [`vpmu`] (feature `model`): an emulated NetBurst PMU for a guest on a
 //!   host without one: the register-level model as the virtual PMU, checked
 //!   by the same rules as the world-switched path, with a [`VirtualLvt`].
 //!
-//! KVM and Xen need an architectural PMU (CPUID leaf 0AH) and offer no
-//! NetBurst guest PMU; the checks here follow what they do for theirs
+//! KVM and Xen need an architectural PMU (CPUID leaf 0AH) or AMD's and
+//! offer no NetBurst guest PMU; the NetBurst checks follow what they do
+//! for theirs
 //! (guest writes checked against reserved masks built from the guest's
 //! PMU, an event filter, RDPMC against CR4.PCE and the CPL, the context
 //! switched with everything disabled first and enabled last) and the
 //! NetBurst manual's rules (SDM Vol. 3B 18.15-18.16, Vol. 3C Table 35-41).
 
+pub mod amd;
+pub mod answer;
 pub mod archperf;
 pub mod itanium;
 pub mod netburst;
 #[cfg(any(test, feature = "model"))]
 pub mod vpmu;
+pub mod x86;
 
 use crate::apic::{LvtPerfCounter, PmiDelivery};
 
 /// What to do with a guest's access to a PMU MSR (an illegal access is a
 /// #GP in the guest, as on the hardware): the NetBurst checks'
 /// ([`netburst::check_msr_write`]) and the architectural PMU's PEBS
-/// refusal's ([`archperf::check_pebs_msr`]).
+/// refusal's ([`archperf::check_pebs_msr`]). (The architectural and AMD
+/// guest PMUs answer with [`answer`]'s types, which carry the values.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Verdict<G> {
@@ -83,6 +108,9 @@ pub struct VirtualLvt {
     entry: LvtPerfCounter,
     pending: bool,
     injected: u64,
+    /// Delivering a PMI sets the entry's mask bit (Intel's APICs; not
+    /// AMD's).
+    masks: bool,
 }
 
 impl Default for VirtualLvt {
@@ -92,12 +120,29 @@ impl Default for VirtualLvt {
 }
 
 impl VirtualLvt {
-    /// The entry after reset (masked), no PMI pending.
+    /// The entry after reset (masked), no PMI pending; a delivery masks
+    /// it, as Intel's local APICs do (NetBurst's, SDM Vol. 3B 18.15.5.8,
+    /// and the architectural PMU's, Vol. 3B "Generic ... Interrupt"
+    /// handling: the handler unmasks).
     pub const fn new() -> VirtualLvt {
         VirtualLvt {
             entry: LvtPerfCounter::RESET,
             pending: false,
             injected: 0,
+            masks: true,
+        }
+    }
+
+    /// An AMD guest's entry: after reset (masked), no PMI pending, and a
+    /// delivery leaves it as it is. AMD's local APIC does not set the
+    /// mask bit when it delivers a PMI (Linux `amd_pmu_v2_handle_irq`:
+    /// unmasking "is not required"), and KVM masks its virtual entry on
+    /// delivery for Intel-compatible guests only (`lapic.c`,
+    /// `kvm_apic_local_deliver`, since the fix of a16eb25b09c0).
+    pub const fn amd() -> VirtualLvt {
+        VirtualLvt {
+            masks: false,
+            ..VirtualLvt::new()
         }
     }
 
@@ -126,14 +171,16 @@ impl VirtualLvt {
 
     /// At guest entry: the PMI to inject, if one is pending and the entry
     /// is unmasked with a delivery mode a PMI can use; delivering it masks
-    /// the entry.
+    /// the entry (not an [`amd`](VirtualLvt::amd) entry).
     pub fn deliver(&mut self) -> Option<PmiDelivery> {
         if !self.pending || self.entry.is_masked() {
             return None;
         }
         let delivery = self.entry.delivery()?;
         self.pending = false;
-        self.entry = self.entry.masked();
+        if self.masks {
+            self.entry = self.entry.masked();
+        }
         self.injected += 1;
         Some(delivery)
     }
@@ -143,3 +190,6 @@ impl VirtualLvt {
         self.injected
     }
 }
+
+#[cfg(test)]
+mod tests;

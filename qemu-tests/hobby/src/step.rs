@@ -18,16 +18,24 @@
 //!
 //! What is reported: the CALL of the function and every instruction it
 //! and its callees execute, up to and including the RET that returns from
-//! it. An interrupt taken meanwhile runs unstepped (the interrupt gate
+//! it.
+//!
+//! The trace also keeps, per CPU, the calls the stepped code has open (a
+//! call pushes its address, a return pops it): [`open_calls`] gives them as
+//! the call chain of the instruction that runs next, the ground truth a
+//! recorded call stack (the LBR's) or a frame-pointer walk can be checked
+//! against; [`outer_rsp`] is the stack pointer at the stepped CALL, which
+//! bounds a frame-pointer walk to the traced calls. An interrupt taken meanwhile runs unstepped (the interrupt gate
 //! clears TF; IRETQ restores it), and the instruction it interrupted is
 //! reported when it retires. One trace per CPU at a time; the callback
 //! runs with interrupts disabled (an interrupt it sends, such as a model's
 //! PMI through the APIC, is taken before the next stepped instruction, or
 //! later where the hypervisor delivers it so).
 
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use pmu::model::archperf::{Branch, BranchKind, Gprs, Privilege, Retirement};
+use pmu::sampling::CallChain;
 
 use crate::idt::{self, InterruptFrame};
 use crate::smp;
@@ -38,6 +46,9 @@ const TF: u64 = 1 << 8;
 const DR6_BS: u64 = 1 << 14;
 /// The CPUs a trace can run on at once.
 const CPUS: usize = 64;
+/// The open calls a trace keeps ([`open_calls`]): deeper calls are counted
+/// but not kept.
+const MAX_OPEN: usize = 64;
 
 /// What [`trace`] calls after each instruction.
 pub type OnRetire = fn(&Retirement);
@@ -52,6 +63,11 @@ struct Trace {
     steps: AtomicU64,
     /// Reporting (from the CALL of the trampoline to its RET).
     active: AtomicBool,
+    /// RSP before the stepped CALL.
+    outer: AtomicU64,
+    /// The open calls' addresses, oldest first, and how many are open.
+    calls: [AtomicU64; MAX_OPEN],
+    depth: AtomicUsize,
 }
 
 static TRACES: [Trace; CPUS] = [const {
@@ -60,6 +76,9 @@ static TRACES: [Trace; CPUS] = [const {
         next: AtomicU64::new(0),
         steps: AtomicU64::new(0),
         active: AtomicBool::new(false),
+        outer: AtomicU64::new(0),
+        calls: [const { AtomicU64::new(0) }; MAX_OPEN],
+        depth: AtomicUsize::new(0),
     }
 }; CPUS];
 
@@ -75,6 +94,8 @@ pub fn trace(f: extern "C" fn(), on_retire: OnRetire) -> u64 {
     let t = &TRACES[cpu];
     idt::set_handler(1, on_debug);
     t.steps.store(0, Ordering::SeqCst);
+    t.depth.store(0, Ordering::SeqCst);
+    t.outer.store(0, Ordering::SeqCst);
     t.on_retire.store(on_retire as *mut (), Ordering::SeqCst);
     STEPPED[cpu].store(f as *mut (), Ordering::SeqCst);
     t.active.store(true, Ordering::SeqCst);
@@ -165,12 +186,58 @@ fn on_debug(frame: &InterruptFrame) {
     // function pointers.
     let on_retire = unsafe { core::mem::transmute::<*mut (), OnRetire>(callback) };
     let r = retirement(ip, frame);
-    t.steps.fetch_add(1, Ordering::SeqCst);
+    if t.steps.fetch_add(1, Ordering::SeqCst) == 0 {
+        // The stepped CALL: RSP before it is 8 above the return address it
+        // pushed.
+        t.outer.store(frame.rsp + 8, Ordering::SeqCst);
+    }
+    track_calls(t, &r);
     // The RET of the trampoline is the last instruction reported.
     if ip == hobby_step_return as *const () as u64 {
         t.active.store(false, Ordering::SeqCst);
     }
     on_retire(&r);
+}
+
+/// Keeps the open calls: a near call (direct or indirect) pushes its
+/// address, a near return pops the newest (none open: nothing).
+fn track_calls(t: &Trace, r: &Retirement) {
+    let Some(branch) = r.branch else { return };
+    let depth = t.depth.load(Ordering::Relaxed);
+    match branch.kind {
+        BranchKind::Call | BranchKind::IndirectCall => {
+            if let Some(slot) = t.calls.get(depth) {
+                slot.store(r.ip, Ordering::Relaxed);
+            }
+            t.depth.store(depth + 1, Ordering::Relaxed);
+        }
+        BranchKind::Return => t.depth.store(depth.saturating_sub(1), Ordering::Relaxed),
+        _ => {}
+    }
+}
+
+/// The call chain of this CPU's traced code about to run at `rip`: `rip`,
+/// then each call the stepped code has open, innermost first, as
+/// [`CallChain::from_calls`] makes it from a recorded call stack (so that
+/// one compares with the other exactly). Call it from the `on_retire`
+/// callback (or after the trace).
+pub fn open_calls<const N: usize>(rip: u64) -> CallChain<N> {
+    let t = &TRACES[smp::cpu() % CPUS];
+    let depth = t.depth.load(Ordering::Relaxed);
+    let kept = depth.min(MAX_OPEN);
+    let calls = (0..kept)
+        .rev()
+        .filter_map(|i| t.calls.get(i))
+        .map(|c| c.load(Ordering::Relaxed));
+    CallChain::from_calls(rip, calls, depth <= MAX_OPEN)
+}
+
+/// The stack pointer of this CPU's trace before its stepped CALL (0 before
+/// the first instruction is reported): a frame-pointer walk of the traced
+/// code bounded below it ([`pmu::sampling::StackBounds::below`]) ends with
+/// the return address into [`trace`], as the trace's open calls do.
+pub fn outer_rsp() -> u64 {
+    TRACES[smp::cpu() % CPUS].outer.load(Ordering::SeqCst)
 }
 
 /// The instruction at `ip` that retired, with `frame` the state after it.

@@ -9,6 +9,10 @@
 //! (`qemu-tests/suite`, its `tests/qemu.rs`) runs them all for `cargo
 //! test`; the `qemu` binary (`cargo qemu <kernel>`) boots one.
 //!
+//! The kernels of package `pmu-qemu-nofp` (`qemu-tests/nofp/src/bin`) are
+//! built without frame pointers, every crate of them, in a target
+//! directory of their own, beside the others ([`Workspace::prepare`]).
+//!
 //! A kernel's source says how to boot it, in its leading doc comment:
 //!
 //! ```text
@@ -158,6 +162,12 @@ pub const TARGET: &str = "x86_64-unknown-none";
 /// would (its binary is `client`).
 const CLIENT: &str = "examples/client";
 
+/// The package whose kernels are built without frame pointers
+/// (`qemu-tests/nofp`), every crate of them (the crate and the kernel
+/// library too): in a target directory of their own
+/// ([`Workspace::kernel_without_frame_pointers`]).
+const NO_FRAME_POINTERS: &str = "pmu-qemu-nofp";
+
 /// The repository and the tools the kernels are built and booted with.
 #[derive(Debug)]
 pub struct Workspace {
@@ -208,6 +218,34 @@ impl Workspace {
         build
     }
 
+    /// Where the kernels without frame pointers are built: a target
+    /// directory of their own (their crates' flags differ from the other
+    /// kernels', so sharing one would rebuild them by turns).
+    fn no_frame_pointers_dir(&self) -> PathBuf {
+        self.target_dir.join("nofp")
+    }
+
+    /// The build of [`NO_FRAME_POINTERS`]'s kernels (`kernel` alone, if
+    /// given) as [`Workspace::kernel_build`] builds the others, but with
+    /// `RUSTFLAGS` `-C force-frame-pointers=no`, which replaces the
+    /// workspace's flags (`.cargo/config.toml`'s `=yes`) for every crate of
+    /// the kernel. (A later `=no` beside `=yes`, from `cargo rustc` or a
+    /// `--config` array, does not undo it: rustc keeps the stronger of the
+    /// two.) On a fresh clone this builds the crate and the kernel library
+    /// a second time (about 11 CPU seconds here), beside the other
+    /// kernels' build.
+    fn kernel_without_frame_pointers(&self, kernel: Option<&str>) -> Command {
+        let mut build = Self::kernel_build(&self.root, &self.no_frame_pointers_dir());
+        build
+            .env("RUSTFLAGS", "-C force-frame-pointers=no")
+            .args(["-p", NO_FRAME_POINTERS]);
+        match kernel {
+            Some(k) => build.args(["--bin", k]),
+            None => build.arg("--bins"),
+        };
+        build
+    }
+
     /// Where the external client is built: a target directory of its own,
     /// so that its build runs beside the workspace's (cargo locks a target
     /// directory for one build at a time).
@@ -234,6 +272,12 @@ impl Workspace {
         let client = Self::kernel_build(&self.root.join(CLIENT), &self.client_target_dir())
             .arg("--quiet")
             .spawn();
+        // The kernels without frame pointers, in a target directory of
+        // their own, at the same time.
+        let nofp = self
+            .kernel_without_frame_pointers(None)
+            .arg("--quiet")
+            .spawn();
         // With cargo's timing report, whose critical path the harness
         // prints when `cargo test` exceeds its budget (`budget`).
         let built = Self::kernel_build(&self.root, &self.target_dir)
@@ -248,8 +292,14 @@ impl Workspace {
             ])
             .status();
         let client = client.and_then(|mut c| c.wait());
+        let nofp = nofp.and_then(|mut c| c.wait());
         if !matches!(built, Ok(s) if s.success()) {
             return Err(format!("building the kernels failed ({built:?})"));
+        }
+        if !matches!(nofp, Ok(s) if s.success()) {
+            return Err(format!(
+                "building the kernels without frame pointers failed ({nofp:?})"
+            ));
         }
         if !matches!(client, Ok(s) if s.success()) {
             return Err(format!("building the external client failed ({client:?})"));
@@ -269,6 +319,14 @@ impl Workspace {
         ensure_target(&self.root)?;
         let started = std::time::Instant::now();
         let built = match k.package {
+            Some(NO_FRAME_POINTERS) => {
+                println!(
+                    "qemu: building kernel {} (package {NO_FRAME_POINTERS}) without frame pointers for {TARGET}",
+                    k.run.kernel
+                );
+                self.kernel_without_frame_pointers(Some(&k.run.kernel))
+                    .status()
+            }
             Some(package) => {
                 println!(
                     "qemu: building kernel {} (package {package}) for {TARGET}",
@@ -351,10 +409,10 @@ impl Workspace {
     /// The built binary of run `k`.
     pub fn kernel(&self, k: &KernelRun) -> PathBuf {
         let run = &k.run;
-        let dir = if k.package.is_none() {
-            self.client_target_dir()
-        } else {
-            self.target_dir.clone()
+        let dir = match k.package {
+            None => self.client_target_dir(),
+            Some(NO_FRAME_POINTERS) => self.no_frame_pointers_dir(),
+            Some(_) => self.target_dir.clone(),
         };
         dir.join(TARGET).join("debug").join(&run.kernel)
     }
@@ -382,7 +440,19 @@ impl Workspace {
         }
         #[cfg(feature = "flamegraph")]
         self.draw_flamegraph(k, &kernel, &boot.console);
-        if boot.success {
+        // The stack lines' cases, as `cargo test` judges them.
+        let mut stacks_ok = true;
+        for case in stacks::check(&boot.console, &kernel) {
+            let verdict = case.verdict.word();
+            println!(
+                "qemu: {}::{} ... {verdict}{}",
+                run.label(),
+                case.name,
+                case.note
+            );
+            stacks_ok &= !case.failed();
+        }
+        if boot.success && stacks_ok {
             ExitCode::SUCCESS
         } else {
             ExitCode::FAILURE
@@ -633,7 +703,7 @@ fn ensure_target(root: &Path) -> Result<(), String> {
 /// Every kernel source and the boots its header asks for.
 fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
     let mut sources = Vec::new();
-    for dir in ["qemu-tests/src/bin", "examples"] {
+    for dir in ["qemu-tests/src/bin", "examples", "qemu-tests/nofp/src/bin"] {
         let entries = fs::read_dir(root.join(dir)).map_err(|e| format!("{dir}: {e}"))?;
         for entry in entries {
             let path = entry.map_err(|e| e.to_string())?.path();
@@ -662,6 +732,8 @@ fn discover(root: &Path) -> Result<Vec<KernelRun>, String> {
         } else {
             let package = if path.starts_with(root.join("examples")) {
                 "pmu-examples"
+            } else if path.starts_with(root.join("qemu-tests/nofp")) {
+                NO_FRAME_POINTERS
             } else {
                 "pmu-qemu-tests"
             };

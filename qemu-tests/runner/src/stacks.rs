@@ -11,6 +11,7 @@
 //! stack <root>: <count> <hex address> ...                the same under a root frame (a CPU, a task)
 //! flamegraph title: <text>                               the SVG's title
 //! folded-expect: <root;caller;callee> <count>            a line the folded stacks must contain
+//! folded-same: <root> <root>                             two roots' folded stacks must be equal
 //! ```
 //!
 //! The first address of a stack is where it was interrupted (symbolised as
@@ -25,7 +26,12 @@
 //!
 //! A kernel that prints `folded-expect:` lines gets one more case,
 //! `folded_stacks` ([`check`]): the stacks it reported, folded with its ELF,
-//! must be exactly those lines (any order).
+//! must be exactly those lines (any order). A kernel that prints
+//! `folded-same: a b` gets the case `flame_graphs_equal`: the stacks under
+//! root `a` and those under root `b`, folded with its ELF and their roots
+//! taken off, must be the same lines with the same counts: the two flame
+//! graphs are one (a profile's stacks from two sources, such as the LBR's
+//! call stacks and a frame-pointer walk).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -39,6 +45,7 @@ pub fn is_stack_line(line: &str) -> bool {
     stack_line(line).is_some_and(|l| l.is_ok())
         || line.starts_with("flamegraph title: ")
         || line.starts_with("folded-expect: ")
+        || line.starts_with("folded-same: ")
 }
 
 /// One stack line: `stack: ...` always (malformed, an error quoting it);
@@ -75,6 +82,8 @@ pub struct Stacks {
     pub title: Option<String>,
     /// The folded lines the kernel expects (`folded-expect:`).
     pub expected: Vec<String>,
+    /// The roots whose folded stacks must be equal (`folded-same:`).
+    pub same: Vec<(String, String)>,
 }
 
 impl Stacks {
@@ -87,6 +96,16 @@ impl Stacks {
                 out.title = Some(title.trim().to_string());
             } else if let Some(expected) = line.strip_prefix("folded-expect: ") {
                 out.expected.push(expected.trim().to_string());
+            } else if let Some(same) = line.strip_prefix("folded-same: ") {
+                let mut roots = same.split_whitespace().map(String::from);
+                match (roots.next(), roots.next(), roots.next()) {
+                    (Some(a), Some(b), None) => out.same.push((a, b)),
+                    _ => {
+                        return Err(format!(
+                            "a folded-same line that is not `folded-same: root root`: {line:?}"
+                        ));
+                    }
+                }
             } else if let Some(stack) = stack_line(line) {
                 out.stacks.push(stack?);
             }
@@ -205,34 +224,101 @@ impl Symbols {
     }
 }
 
-/// The `folded_stacks` case of a kernel whose console has `folded-expect:`
-/// lines (`None` without any): its stacks folded with the symbols of
-/// `kernel` must be exactly the expected lines.
-pub fn check(console: &str, kernel: &Path) -> Option<CaseResult> {
-    let case = |passed, note| CaseResult::judged("folded_stacks", passed, note);
+/// The cases of a kernel's stack lines (none without `folded-expect:` or
+/// `folded-same:` lines): `folded_stacks`, its stacks folded with the
+/// symbols of `kernel` exactly the expected lines; `flame_graphs_equal`,
+/// the folded stacks of each `folded-same` pair of roots equal with the
+/// roots taken off.
+pub fn check(console: &str, kernel: &Path) -> Vec<CaseResult> {
     let stacks = match Stacks::parse(console) {
-        Ok(s) if s.expected.is_empty() => return None,
+        Ok(s) if s.expected.is_empty() && s.same.is_empty() => return Vec::new(),
         Ok(s) => s,
-        Err(e) => return Some(case(false, format!("\n    {e}"))),
+        Err(e) => {
+            return vec![CaseResult::judged(
+                "folded_stacks",
+                false,
+                format!("\n    {e}"),
+            )];
+        }
     };
-    let symbols = match Symbols::from_path(kernel) {
+    let symbols = Symbols::from_path(kernel);
+    let mut cases = Vec::new();
+    if !stacks.expected.is_empty() {
+        cases.push(expected_case(&stacks, &symbols));
+    }
+    if !stacks.same.is_empty() {
+        cases.push(same_case(&stacks, &symbols));
+    }
+    cases
+}
+
+fn lines(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The `folded_stacks` case: the stacks folded exactly the expected lines.
+fn expected_case(stacks: &Stacks, symbols: &Result<Symbols, String>) -> CaseResult {
+    let case = |passed, note| CaseResult::judged("folded_stacks", passed, note);
+    let symbols = match symbols {
         Ok(s) => s,
-        Err(e) => return Some(case(false, format!("\n    {e}"))),
+        Err(e) => return case(false, format!("\n    {e}")),
     };
-    let got: Vec<String> = folded_text(&stacks.fold(&symbols))
+    let got: Vec<String> = folded_text(&stacks.fold(symbols))
         .lines()
         .map(String::from)
         .collect();
     let mut expected = stacks.expected.clone();
     expected.sort();
     if got == expected {
-        return Some(case(true, format!(" ({} stacks)", got.len())));
-    }
-    fn lines(v: &[String]) -> Vec<&str> {
-        v.iter().map(String::as_str).collect()
+        return case(true, format!(" ({} stacks)", got.len()));
     }
     let note = CaseResult::mismatch("folded", &lines(&got), &lines(&expected));
-    Some(case(false, note))
+    case(false, note)
+}
+
+/// The folded stacks under `root`, the root taken off (and the stacks
+/// under no root or another left out).
+fn under(folded: &BTreeMap<String, u64>, root: &str) -> Vec<String> {
+    folded
+        .iter()
+        .filter_map(|(stack, count)| {
+            let rest = stack.strip_prefix(root)?.strip_prefix(';')?;
+            Some(format!("{rest} {count}"))
+        })
+        .collect()
+}
+
+/// The `flame_graphs_equal` case: each `folded-same` pair's stacks equal.
+fn same_case(stacks: &Stacks, symbols: &Result<Symbols, String>) -> CaseResult {
+    let case = |passed, note| CaseResult::judged("flame_graphs_equal", passed, note);
+    let symbols = match symbols {
+        Ok(s) => s,
+        Err(e) => return case(false, format!("\n    {e}")),
+    };
+    let folded = stacks.fold(symbols);
+    let mut compared = 0;
+    for (a, b) in &stacks.same {
+        let (left, right) = (under(&folded, a), under(&folded, b));
+        if left.is_empty() {
+            return case(false, format!("\n    no stacks under root {a}"));
+        }
+        if left != right {
+            let note = CaseResult::mismatch(&format!("{a}'s"), &lines(&left), &lines(&right));
+            return case(
+                false,
+                format!("{note}\n    (the stacks under {b} are the expected ones)"),
+            );
+        }
+        compared += left.len();
+    }
+    case(
+        true,
+        format!(
+            " ({} pair{} of roots, {compared} stacks each side)",
+            stacks.same.len(),
+            if stacks.same.len() == 1 { "" } else { "s" }
+        ),
+    )
 }
 
 /// Writes the flame graph of `folded` to `path` as SVG, titled `title`
@@ -332,6 +418,33 @@ mod tests {
         assert!(!is_stack_line("test k::stack ... ok"));
     }
 
+    /// Two roots' flame graphs: equal when their folded stacks (roots off)
+    /// are, whatever the addresses (a return address and a call's address
+    /// plus one fold alike); a difference is named.
+    #[test]
+    fn two_roots_flame_graphs_compare() {
+        let console = "stack lbr: 2 110 150 190\n\
+            stack fp: 1 118 14F 19A\n\
+            stack fp: 1 110 150 190\n\
+            stack lbr: 1 120 181\n\
+            stack fp: 1 120 181\n\
+            folded-same: lbr fp\n";
+        let s = Stacks::parse(console).unwrap();
+        assert_eq!(s.same, [("lbr".to_string(), "fp".to_string())]);
+        let symbols = Ok(symbols());
+        let case = same_case(&s, &symbols);
+        assert!(!case.failed(), "{case:?}");
+        assert!(case.note.contains("2 stacks each side"), "{case:?}");
+        let unequal = console.replace("stack fp: 1 120 181", "stack fp: 1 120 150");
+        let case = same_case(&Stacks::parse(&unequal).unwrap(), &symbols);
+        assert!(case.failed() && case.note.contains("k::leaf"), "{case:?}");
+        let none = "stack fp: 1 110\nfolded-same: lbr fp\n";
+        let case = same_case(&Stacks::parse(none).unwrap(), &symbols);
+        assert!(case.failed() && case.note.contains("no stacks under root lbr"));
+        assert!(Stacks::parse("folded-same: one\n").is_err());
+        assert!(is_stack_line("folded-same: a b"));
+    }
+
     #[test]
     fn the_check_compares_folded_stacks_exactly() {
         let dir = std::env::temp_dir().join(format!("pmu-stacks-{}", std::process::id()));
@@ -340,13 +453,13 @@ mod tests {
         let fake = dir.join("kernel");
         std::fs::write(&fake, b"not elf").unwrap();
         let console = "stack: 1 110\nfolded-expect: k::leaf 1\n";
-        let case = check(console, &fake).unwrap();
+        let case = &check(console, &fake)[0];
         assert!(
             case.failed() && case.note.contains("not an ELF"),
             "{case:?}"
         );
         assert!(
-            check("stack: 1 110\n", &fake).is_none(),
+            check("stack: 1 110\n", &fake).is_empty(),
             "no expectations, no case"
         );
         let _ = std::fs::remove_dir_all(&dir);

@@ -52,6 +52,14 @@ use pmu::model::netburst::{EscrGroup, EventKind, LogicalProcessor, Privilege};
 use pmu::virt::netburst::{GuestGp, GuestPolicy};
 use pmu::virt::vpmu::VirtualPmu;
 
+// The kvm-unit-tests cases, in files of their own beside this one.
+#[path = "hypervisor/kut.rs"]
+mod kut;
+#[path = "hypervisor/kut_amd.rs"]
+mod kut_amd;
+#[path = "hypervisor/kut_intel.rs"]
+mod kut_intel;
+
 hobby::entry_point!(main);
 
 /// A guest's register backend: the real RDMSR, WRMSR and RDPMC, executed
@@ -124,6 +132,8 @@ fn main(_: &'static BootInfo) -> ! {
             case!(a_guest_driver_traps_and_is_emulated),
             case!(two_guests_share_the_pmu_by_world_switch),
             case!(a_switched_out_cascade_is_contained),
+            case!(an_intel_guest_passes_kvm_unit_tests_pmu_checks),
+            case!(an_amd_guest_passes_kvm_unit_tests_pmu_checks),
         ],
     )
 }
@@ -1332,6 +1342,52 @@ fn two_guests_share_the_pmu_by_world_switch() -> Outcome {
         shares[0],
         shares[1],
         ILLEGAL.len()
+    );
+    Ok(())
+}
+
+/// Fourth case: an Intel guest (CPL 3) runs kvm-unit-tests' `x86/pmu.c`
+/// checks against the crate's emulated architectural PMU
+/// (`pmu::virt::archperf::vpmu`), which answers every access as KVM does.
+fn an_intel_guest_passes_kvm_unit_tests_pmu_checks() -> Outcome {
+    kut::reset();
+    let pmu = kut_intel::POLICY.checked().map_err(|_| "policy")?;
+    let (exit, vm) = kut::run(
+        kut_intel::guest,
+        kut::Pmu::Intel(pmu::virt::archperf::vpmu::VirtualPmu::new(pmu)),
+    )?;
+    check_eq!(exit, 0, "the guest ran to its end");
+    kut::verdict()?;
+    check_eq!(vm.pmu.injected(), 2, "PMIs injected");
+    println!(
+        "hypervisor: an Intel guest (version 4, 4 general and 3 fixed counters, full-width writes) passed {} checks of kvm-unit-tests' x86/pmu.c against its emulated PMU: {} instructions single-stepped and {} emulated into it, {} #GPs injected, {} PMIs through its virtual LVT (counts from the model)",
+        kut::CHECKS.load(Ordering::SeqCst),
+        vm.steps,
+        vm.emulated,
+        vm.gps,
+        vm.pmu.injected()
+    );
+    Ok(())
+}
+
+/// Fifth case: the AMD guest's, against `pmu::virt::amd::vpmu`.
+fn an_amd_guest_passes_kvm_unit_tests_pmu_checks() -> Outcome {
+    kut::reset();
+    let pmu = kut_amd::POLICY.checked().map_err(|_| "policy")?;
+    let (exit, vm) = kut::run(
+        kut_amd::guest,
+        kut::Pmu::Amd(pmu::virt::amd::vpmu::VirtualPmu::new(pmu)),
+    )?;
+    check_eq!(exit, 0, "the guest ran to its end");
+    kut::verdict()?;
+    check_eq!(vm.pmu.injected(), 1, "PMIs injected");
+    println!(
+        "hypervisor: an AMD guest (PerfMonV2, 6 counters) passed {} checks of kvm-unit-tests' x86/pmu.c (AMD) against its emulated PMU: {} instructions single-stepped and {} emulated into it, {} #GPs injected, {} PMI through its virtual LVT (counts from the model)",
+        kut::CHECKS.load(Ordering::SeqCst),
+        vm.steps,
+        vm.emulated,
+        vm.gps,
+        vm.pmu.injected()
     );
     Ok(())
 }

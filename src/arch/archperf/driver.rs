@@ -88,6 +88,7 @@ use core::mem::ManuallyDrop;
 
 use super::enumeration::{self, Lack, Missing};
 use super::events::{ArchEvent, EventSpec};
+use super::lbr::{DebugCtl, Lbr, LbrOptions};
 use super::msrs::{Counter, CounterSet, FixedCtl, FixedCtrCtrl, MAX_GENERAL, PerfEvtSel};
 use super::msrs::{IA32_DS_AREA, IA32_PEBS_ENABLE, MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT};
 use super::msrs::{IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_OVF_CTRL};
@@ -127,6 +128,8 @@ pub struct Programmed {
     /// Load latency (`MSR_PEBS_LD_LAT`; `LL_EN_PMCn` before PEBS
     /// baseline).
     load_latency: bool,
+    /// Samples carry the branch records.
+    branches: bool,
 }
 
 impl Programmed {
@@ -149,6 +152,11 @@ impl Programmed {
     pub const fn pebs(&self) -> Option<Precise> {
         self.pebs
     }
+
+    /// Whether its samples carry the branch records.
+    pub const fn branches(&self) -> bool {
+        self.branches
+    }
 }
 
 impl Sealed for ArchPerfmon {}
@@ -163,6 +171,7 @@ impl Arch for ArchPerfmon {
         sampling: None,
         pebs: None,
         load_latency: false,
+        branches: false,
     };
 
     /// Never: the architectural PMU has no cascading.
@@ -382,6 +391,33 @@ pub enum ConfigError {
     /// carries no precise event: its PEBS records go to the DS buffer of
     /// the CPU, not the context.
     PreciseInContext,
+    /// This CPU has no last branch records the crate drives
+    /// ([`Lbr::of`]: architectural LBR, or a legacy stack of a known
+    /// generation and format; version 2 or later for the freeze on PMI).
+    LbrUnavailable,
+    /// The LBR filter asks for nothing (no privilege or no kind), or for
+    /// what this CPU cannot filter (architectural LBR without CPL or
+    /// branch filtering), or call-stack mode with other kinds than near
+    /// calls and returns.
+    LbrFilter,
+    /// Call-stack mode is not on this CPU (legacy stacks before Haswell;
+    /// architectural LBR without CPUID.1CH:EBX\[2\]).
+    NoCallStack,
+    /// Branch records on samples need the LBR enabled first
+    /// ([`ArchPerfDriver::enable_lbr`]).
+    LbrOff,
+    /// A counter's samples carry the branch records: the LBR stays as it
+    /// is until it is released.
+    LbrBusy,
+    /// Branch records ride on samples: a counting configuration takes
+    /// none.
+    BranchesNeedSampling,
+    /// A PEBS counter's samples are its records (whose LBR group the
+    /// driver does not configure): no branch records beside them.
+    BranchesWithPebs,
+    /// The LBR snapshot is of another LBR (another format, depth or mode)
+    /// than the one enabled.
+    LbrSnapshotMismatch,
 }
 
 impl fmt::Display for ConfigError {
@@ -478,6 +514,30 @@ impl fmt::Display for ConfigError {
             ConfigError::PreciseInContext => f.write_str(
                 "a task's or guest's counters carry no precise event (:p): its PEBS records would go to the CPU's DS buffer, not the context",
             ),
+            ConfigError::LbrUnavailable => f.write_str(
+                "this CPU has no last branch records the crate drives (architectural LBR, or the legacy stack of Nehalem to Tiger Lake in record formats 1-7, with architectural perfmon version 2 or later)",
+            ),
+            ConfigError::LbrFilter => f.write_str(
+                "the LBR filter asks for no privilege or no kind of branch, for a filter this CPU lacks, or for call-stack mode with other kinds than near calls and returns",
+            ),
+            ConfigError::NoCallStack => f.write_str(
+                "LBR call-stack mode is not on this CPU (legacy stacks from Haswell on; architectural LBR with CPUID.1CH:EBX[2])",
+            ),
+            ConfigError::LbrOff => {
+                f.write_str("branch records need the LBR: ArchPerfDriver::enable_lbr first")
+            }
+            ConfigError::LbrBusy => f.write_str(
+                "a counter's samples carry the branch records: release it before changing the LBR",
+            ),
+            ConfigError::BranchesNeedSampling => f.write_str(
+                "branch records ride on samples: a counting configuration takes none",
+            ),
+            ConfigError::BranchesWithPebs => f.write_str(
+                "a PEBS counter's samples are its records: no branch records beside them",
+            ),
+            ConfigError::LbrSnapshotMismatch => f.write_str(
+                "the LBR snapshot is of another LBR format, depth or mode than the one enabled",
+            ),
         }
     }
 }
@@ -541,6 +601,10 @@ pub struct CounterConfig {
     pub sampling: Option<SampleAfter>,
     /// How the PEBS buffer is used, for a precise event.
     pub pebs: PebsOptions,
+    /// Each sample carries the last branch records, frozen by its PMI
+    /// ([`Capture::Branches`]; the LBR enabled first with
+    /// [`ArchPerfDriver::enable_lbr`]; not with PEBS).
+    pub branches: bool,
 }
 
 /// How a PEBS counter's buffer is used. The PEBS counters of a logical
@@ -599,6 +663,7 @@ impl CounterConfig {
             event,
             sampling: None,
             pebs: PebsOptions::DEFAULT,
+            branches: false,
         }
     }
 
@@ -612,6 +677,13 @@ impl CounterConfig {
     /// The PEBS buffer's options, for a precise event.
     pub const fn pebs(mut self, options: PebsOptions) -> CounterConfig {
         self.pebs = options;
+        self
+    }
+
+    /// Each sample carries the last branch records
+    /// ([`CounterConfig::branches`]).
+    pub const fn with_branches(mut self) -> CounterConfig {
+        self.branches = true;
         self
     }
 }
@@ -673,7 +745,24 @@ pub struct ArchPerfDriver<'s, O: Owner, M: MsrBackend> {
     /// of `GLOBAL_CTRL` and `FIXED_CTR_CTRL` ([`crate::arch::Switch`]).
     global_owed: bool,
     fixed_owed: bool,
+    /// The LBR this driver enabled ([`ArchPerfDriver::enable_lbr`]), with
+    /// its options, and the `IA32_DEBUGCTL` it found and the one it wrote.
+    lbr: Option<EnabledLbr>,
+    /// The counters whose samples carry the branch records.
+    branch_counters: CounterSet,
     _owner: PhantomData<O>,
+}
+
+/// The LBR as a driver enabled it.
+#[derive(Clone, Copy, Debug)]
+struct EnabledLbr {
+    lbr: Lbr,
+    options: LbrOptions,
+    /// `IA32_DEBUGCTL` as found before the first enable: restored by the
+    /// disable.
+    found: DebugCtl,
+    /// `IA32_DEBUGCTL` as the driver wrote it.
+    written: DebugCtl,
 }
 
 impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
@@ -737,6 +826,8 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
                     contexts: CounterSet::EMPTY,
                     global_owed: false,
                     fixed_owed: false,
+                    lbr: None,
+                    branch_counters: CounterSet::EMPTY,
                     _owner: PhantomData,
                 };
                 Ok((driver, Counters::issue(present)))
@@ -866,6 +957,9 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         if self.ds.is_some() && self.take_pebs_area().is_err() {
             // SAFETY: withdrawing: no pointer is published.
             unsafe { self.pmu.pmi().publish_ds_area(None) };
+        }
+        if self.lbr.is_some() && self.disable_lbr().is_err() {
+            self.pmu.pmi().set_lbr(None, 0);
         }
         self.pmu.give_back();
         owner::end::<O>(how);
@@ -1058,6 +1152,17 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
                 Missing::Event(a),
             )));
         }
+        if config.branches {
+            if config.sampling.is_none() {
+                return Err(ConfigError::BranchesNeedSampling);
+            }
+            if e.precise > 0 {
+                return Err(ConfigError::BranchesWithPebs);
+            }
+            if self.lbr.is_none() {
+                return Err(ConfigError::LbrOff);
+            }
+        }
         let pebs = match Precise::from_level(e.precise) {
             None => None,
             Some(_) if config.sampling.is_none() => {
@@ -1085,6 +1190,7 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
             sampling: config.sampling,
             pebs,
             load_latency: pebs.is_some() && config.pebs.load_latency.is_some(),
+            branches: config.branches,
         })
     }
 
@@ -1397,6 +1503,10 @@ impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_
             self.program_pebs(c, config, &p)?;
             return Ok(p);
         }
+        self.pmu.pmi().set_branches(c, p.branches);
+        if p.branches {
+            self.branch_counters = self.branch_counters.with(c);
+        }
         self.pmu
             .pmi()
             .set_sampling(c, p.sampling, self.cpu.full_width_write);
@@ -1491,6 +1601,8 @@ impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_
         self.pmu
             .pmi()
             .set_sampling(c, None, self.cpu.full_width_write);
+        self.pmu.pmi().set_branches(c, false);
+        self.branch_counters = self.branch_counters.without(c);
         self.claimed = self.claimed.without(c);
         Ok(())
     }
@@ -1560,6 +1672,7 @@ impl<O: Owner, M: MsrBackend> ArchPerfDriver<'_, O, M> {
     }
 }
 
+mod lbr;
 mod switch;
 
 #[cfg(test)]

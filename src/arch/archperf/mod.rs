@@ -30,6 +30,12 @@
 //! record format is `IA32_PERF_CAPABILITIES[11:8]`'s (the guide's archperf
 //! page).
 //!
+//! From Nehalem on, the *last branch records* (LBR) keep the last taken
+//! branches, and in call-stack mode (Haswell on) the calls still open: a
+//! sample can carry them ([`Lbr`], [`BranchStack`]; the guide's profiling
+//! page), the legacy stack of the generations in [`GENERATIONS`] or
+//! architectural LBR (CPUID.07H:EDX\[19\]).
+//!
 //! Nothing here is NetBurst's: NetBurst (family 0Fh) predates the
 //! architectural PMU, and its `MSR_FLAME_PERFCTR1-3` sit at 309H-30BH,
 //! where the fixed counters are on every later part.
@@ -38,10 +44,10 @@
 //!
 //! | module | contents |
 //! |---|---|
-//! | (root) | MSR numbers, counters and sets of counters, the register layouts (the PEBS MSRs' too: [`PebsEnable`], [`PebsDataCfg`], [`PebsLdLat`]), RDPMC's ECX, CPUID leaf 0AH ([`Counter`]); the architectural events and event strings ([`EventSpec`]: `instructions:u`, `event=0x3c,umask=0x00,cmask=2`, `branches:pp`); PEBS records of formats 1-5 ([`PebsRecord`], [`RecordLayout`], [`PebsArea`]); [`ArchPerfPmu`], the physical PMU of one logical processor as a value |
+//! | (root) | MSR numbers, counters and sets of counters, the register layouts (the PEBS MSRs' too: [`PebsEnable`], [`PebsDataCfg`], [`PebsLdLat`]), RDPMC's ECX, CPUID leaf 0AH ([`Counter`]); the architectural events and event strings ([`EventSpec`]: `instructions:u`, `event=0x3c,umask=0x00,cmask=2`, `branches:pp`); PEBS records of formats 1-5 ([`PebsRecord`], [`RecordLayout`], [`PebsArea`]); the last branch records ([`Lbr`], its layouts [`DebugCtl`], [`LbrSelect`], [`LbrCtl`], [`LbrInfo`], formats 1-7 [`LbrFormat`], [`BranchFilter`], [`BranchStack`], [`LbrSnapshot`]); [`ArchPerfPmu`], the physical PMU of one logical processor as a value |
 //! | [`enumeration`] | what one logical processor has (per core type on a hybrid part: CPUID leaf 23H's bitmaps, or leaf 0AH), the counters its driver takes and the events it refuses, and why ([`enumeration::Lack`]) |
-//! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone; PEBS (`set_pebs_area`, precise configurations, `drain_pebs`) |
-//! | [`pmi`] | the PMI handler: one status read, one acknowledgement; the PEBS buffer's interrupt drained out of line |
+//! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone; PEBS (`set_pebs_area`, precise configurations, `drain_pebs`); the LBR (`enable_lbr`, `disable_lbr`, `save_lbr`/`restore_lbr` for a task switch, counters whose samples carry the records) |
+//! | [`pmi`] | the PMI handler: one status read, one acknowledgement; the PEBS buffer's interrupt drained out of line; the LBR read out of line, frozen by the PMI |
 //! | [`multiplex`] | more events than general counters, rotated on the caller's tick, each rotation one `GLOBAL_CTRL` write |
 //! | [`bounds`] | the intervals a count on a real PMU may fall in (retired instructions of a known loop, cycles against the TSC), for the real-PMU cases of the `archperf` QEMU kernel |
 //!
@@ -55,6 +61,7 @@ pub mod bounds;
 pub mod driver;
 pub mod enumeration;
 mod events;
+mod lbr;
 mod msrs;
 pub mod multiplex;
 mod pebs;
@@ -63,6 +70,7 @@ pub mod pmi;
 mod seam;
 
 pub use events::*;
+pub use lbr::*;
 pub use msrs::*;
 pub use pebs::*;
 pub use physical::*;

@@ -429,6 +429,11 @@ register! {
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
     #[cfg_attr(feature = "defmt", derive(defmt::Format))]
     pub struct GlobalStatus(u64): from_bits {
+        /// LBR_Frz, bit 58 (version 4): the last branch records are frozen
+        /// (`IA32_DEBUGCTL.FREEZE_LBRS_ON_PMI` and a PMI request); writing
+        /// it to `IA32_PERF_GLOBAL_STATUS_RESET` unfreezes them (SDM Vol.
+        /// 3B "Streamlined Freeze_LBRs_On_PMI Operation").
+        pub LBR_FRZ: 58 => lbr_frz, with_lbr_frz: bool;
         /// OvfBuf, bit 62: the PEBS index reached the DS area's interrupt
         /// threshold (the PEBS buffer's PMI).
         pub OVF_BUF: 62 => ovf_buf, with_ovf_buf: bool;

@@ -30,6 +30,27 @@
 //! PEBS counters' own status bits, which a PEBS overflow may set too (Linux
 //! ignores them for the same reason), are acknowledged with bit 62.
 //!
+//! # Last branch records
+//!
+//! A counter configured to carry the LBR's records
+//! ([`CounterConfig::branches`](super::driver::CounterConfig::branches)) is
+//! serviced out of line: its bound in the loop is 0, so the loop hands it,
+//! after its RDPMC, to `service_rare`, which reads the records once for
+//! every such counter of the interrupt (legacy stack: 1 RDMSR of the TOS
+//! and 2 or 3 per record back to the first empty one; architectural LBR: 3
+//! per record from record 0; [`Lbr`](super::Lbr)) and hands each sample
+//! with [`Capture::Branches`]. The records are frozen by the PMI request
+//! (`IA32_DEBUGCTL.FREEZE_LBRS_ON_PMI`, which the driver sets). Version 4
+//! and architectural LBR freeze by setting `IA32_PERF_GLOBAL_STATUS.LBR_Frz`
+//! (bit 58): while the LBR runs the armed set holds bit 58, whose slot
+//! (bound 0, after every counter's) sends the loop out of line, and the
+//! one acknowledgement of the interrupt clears it (Linux: "v4 can do that
+//! as part of the GLOBAL_STATUS ack"). Versions 2-3 freeze by clearing
+//! `IA32_DEBUGCTL.LBR`: while the LBR runs every counter is serviced out of
+//! line there, and the interrupt ends with 1 WRMSR of `IA32_DEBUGCTL` (the
+//! driver's image) after the acknowledgement. The usual interrupt, without
+//! the LBR, tests nothing more for it.
+//!
 //! Unlike NetBurst, whose handler reads every armed counter to find the
 //! overflowed ones, one status read finds them, so an armed counter that did
 //! not overflow costs nothing. The handler does not stop the PMU around the
@@ -46,6 +67,7 @@
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
+use super::lbr::{BranchStack, IA32_DEBUGCTL, LbrPlan, read_stack};
 use super::msrs::{
     Counter, CounterSet, GlobalStatus, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS,
     IA32_PERFEVTSEL0,
@@ -73,6 +95,11 @@ pub enum Capture {
     /// buffer: one period of its counter, at the record's IP for the
     /// counter's precise level (the sample's `rip`).
     Pebs(PebsRecord),
+    /// The last branch records, frozen by the PMI, of a counter configured
+    /// to carry them ([`CounterConfig::branches`](super::driver::CounterConfig::branches)),
+    /// at the interrupted IP; in call-stack mode its call chain
+    /// ([`BranchStack::call_chain`]).
+    Branches(BranchStack),
 }
 
 impl Capture {
@@ -80,7 +107,15 @@ impl Capture {
     pub const fn pebs(&self) -> Option<&PebsRecord> {
         match self {
             Capture::Pebs(r) => Some(r),
-            Capture::None => None,
+            _ => None,
+        }
+    }
+
+    /// The branch records, if this is a stack.
+    pub const fn branches(&self) -> Option<&BranchStack> {
+        match self {
+            Capture::Branches(b) => Some(b),
+            _ => None,
         }
     }
 }
@@ -91,6 +126,13 @@ const BUFFER: u64 = GlobalStatus::OVF_BUF.mask();
 
 /// The slot of [`BUFFER`].
 const BUFFER_SLOT: usize = GlobalStatus::OVF_BUF.lsb() as usize;
+
+/// `IA32_PERF_GLOBAL_STATUS` bit 58, `LBR_Frz`, as the handler's armed set
+/// holds it while the LBR runs with the version-4 freeze.
+const FROZEN: u64 = GlobalStatus::LBR_FRZ.mask();
+
+/// The slot of [`FROZEN`].
+const FROZEN_SLOT: usize = GlobalStatus::LBR_FRZ.lsb() as usize;
 
 /// Per-counter arrays are indexed by the counter's `GLOBAL` bit, so the
 /// handler indexes with the bit number it finds (no mapping, no bounds
@@ -145,7 +187,14 @@ pub struct PmiState {
     /// Per counter: the MSR its re-arm writes, set when it is configured.
     msr: [AtomicU32; SLOTS],
     preset: [AtomicU64; SLOTS],
+    /// Per counter: the bound of the handler's usual case, its
+    /// sample-after value `N`, or 0 for a counter serviced out of line
+    /// (one whose samples carry the branch records, or every counter while
+    /// the LBR runs with the legacy freeze): no count is below 0, so the
+    /// loop hands it to `service_rare`.
     n: [AtomicU64; SLOTS],
+    /// Per counter: its sample-after value `N` (0 if it does not sample).
+    period: [AtomicU64; SLOTS],
     periods: [AtomicU64; SLOTS],
     at_halt: [AtomicU64; SLOTS],
     interrupts: AtomicU64,
@@ -166,6 +215,14 @@ pub struct PmiState {
     /// Records the handler could not attribute (a record of another layout
     /// than the one configured, or naming no PEBS counter).
     pebs_dropped: AtomicU64,
+    /// How the LBR is read (packed, [`LbrPlan`]; 0: the LBR is off).
+    lbr: AtomicU64,
+    /// The counters whose samples carry the branch records, as `GLOBAL`
+    /// bits.
+    branches: AtomicU64,
+    /// The `IA32_DEBUGCTL` image the driver wrote: with the legacy freeze
+    /// the handler writes it again to unfreeze the records.
+    debugctl: AtomicU64,
 }
 
 impl core::fmt::Debug for PmiState {
@@ -189,6 +246,7 @@ impl PmiState {
             msr: [const { AtomicU32::new(0) }; SLOTS],
             preset: [Z; SLOTS],
             n: [Z; SLOTS],
+            period: [Z; SLOTS],
             periods: [Z; SLOTS],
             at_halt: [Z; SLOTS],
             interrupts: Z,
@@ -199,6 +257,9 @@ impl PmiState {
             eventing: Z,
             layout: AtomicU32::new(0),
             pebs_dropped: Z,
+            lbr: Z,
+            branches: Z,
+            debugctl: Z,
         }
     }
 
@@ -223,11 +284,18 @@ impl PmiState {
         self.eventing.store(0, Ordering::Relaxed);
         self.layout.store(0, Ordering::Relaxed);
         self.pebs_dropped.store(0, Ordering::Relaxed);
+        self.lbr.store(0, Ordering::Release);
+        self.branches.store(0, Ordering::Release);
+        self.debugctl.store(0, Ordering::Relaxed);
         self.ds.store(core::ptr::null_mut(), Ordering::Release);
         // The buffer's slot: never a period below it, so the loop always
         // hands it out of line (`handle_pmi`).
         self.n[BUFFER_SLOT].store(0, Ordering::Release);
         self.preset[BUFFER_SLOT].store(0, Ordering::Release);
+        // The LBR freeze's slot likewise (its RDPMC reads general counter
+        // 0, which every driven CPU has).
+        self.n[FROZEN_SLOT].store(0, Ordering::Release);
+        self.ecx[FROZEN_SLOT].store(0, Ordering::Release);
     }
 
     /// The armed counters.
@@ -264,14 +332,75 @@ impl PmiState {
         self.msr[i].store(c.msr(full_width), Ordering::Release);
         let r = s.map_or(Rearm::default(), SampleAfter::rearm_constants);
         self.preset[i].store(r.preset, Ordering::Release);
-        self.n[i].store(r.n, Ordering::Release);
+        self.period[i].store(r.n, Ordering::Release);
+        self.route(c);
         self.periods[i].store(0, Ordering::Release);
         self.at_halt[i].store(0, Ordering::Release);
     }
 
     /// Counter `c`'s sample-after value `N` (0 if it does not sample).
     pub(super) fn period(&self, c: Counter) -> u64 {
-        self.n[slot(c)].load(Ordering::Relaxed)
+        self.period[slot(c)].load(Ordering::Relaxed)
+    }
+
+    /// Counter `c`'s bound for the usual case: its `N`, or 0 when it is
+    /// serviced out of line (its samples carry the branch records, or the
+    /// LBR runs with the legacy freeze, which every PMI's handler must
+    /// undo).
+    fn route(&self, c: Counter) {
+        let i = slot(c);
+        let plan = LbrPlan::from_bits(self.lbr.load(Ordering::Acquire));
+        let out_of_line = self.branches.load(Ordering::Acquire) & 1 << i != 0
+            || (plan.on() && plan.legacy_freeze());
+        let n = if out_of_line {
+            0
+        } else {
+            self.period[i].load(Ordering::Acquire)
+        };
+        self.n[i].store(n, Ordering::Release);
+    }
+
+    /// Every counter's bound again ([`PmiState::route`]).
+    fn route_all(&self) {
+        for c in (0..8)
+            .filter_map(Counter::general)
+            .chain((0..4).filter_map(Counter::fixed))
+        {
+            self.route(c);
+        }
+    }
+
+    /// The LBR runs as `plan` says, with `IA32_DEBUGCTL` written `debugctl`
+    /// (or, with `None`, no more): the handler arms the freeze's status bit
+    /// (version 4) or services every counter out of line (the legacy
+    /// freeze). The driver sets it with no counter armed that carries the
+    /// records.
+    pub(super) fn set_lbr(&self, plan: Option<LbrPlan>, debugctl: u64) {
+        let plan = plan.unwrap_or_default();
+        self.debugctl.store(debugctl, Ordering::Release);
+        self.lbr.store(plan.bits(), Ordering::Release);
+        if plan.on() && !plan.legacy_freeze() {
+            self.armed.fetch_or(FROZEN, Ordering::AcqRel);
+        } else {
+            self.armed.fetch_and(!FROZEN, Ordering::AcqRel);
+        }
+        self.route_all();
+    }
+
+    /// Counter `c`'s samples carry the branch records (or not).
+    pub(super) fn set_branches(&self, c: Counter, on: bool) {
+        let bit = CounterSet::EMPTY.with(c).bits();
+        if on {
+            self.branches.fetch_or(bit, Ordering::AcqRel);
+        } else {
+            self.branches.fetch_and(!bit, Ordering::AcqRel);
+        }
+        self.route(c);
+    }
+
+    /// The counters whose samples carry the branch records.
+    pub fn branch_counters(&self) -> CounterSet {
+        CounterSet::from_bits_truncate(self.branches.load(Ordering::Acquire))
     }
 
     /// Counter `c` is armed for the handler (or not).
@@ -502,12 +631,16 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
 /// period, fewer than N events past the wrap): each counter of `rest` is
 /// re-armed relative to what it holds ([`Rearm::rearm`]: by division, a
 /// period or more past the wrap), or, not past its overflow at all (a
-/// stale status bit), left out of the outcome; the PEBS buffer's bit, the
-/// highest of `rest` when set, drains the buffer ([`PmiState::drain_pebs`])
-/// and acknowledges the PEBS counters' status bits with it; then the
-/// interrupt ends as the usual handler ends it (an interrupt that serviced
-/// nothing, a drain of an empty buffer included, counts as spurious).
-/// Cold, and only ever the handler's last act.
+/// stale status bit), left out of the outcome, a counter that carries the
+/// branch records with them (read once, [`read_stack`]); the LBR freeze's
+/// bit is acknowledged with the rest (which unfreezes the records); the
+/// PEBS buffer's bit, the highest of `rest` when set, drains the buffer
+/// ([`PmiState::drain_pebs`]) and acknowledges the PEBS counters' status
+/// bits with it; then the interrupt ends as the usual handler ends it,
+/// after the legacy freeze's `IA32_DEBUGCTL` write where the LBR runs with
+/// it (an interrupt that serviced nothing, a drain of an empty buffer
+/// included, counts as spurious). Cold, and only ever the handler's last
+/// act.
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
@@ -522,9 +655,13 @@ fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     raw: u64,
 ) -> Result<PmiOutcome, M::Error> {
     let found = state.found.load(Ordering::Relaxed);
-    let mut overflowed = found & !BUFFER;
+    let mut overflowed = found & !(BUFFER | FROZEN);
     let mut ack = found;
     let mut first = Some(raw);
+    let plan = LbrPlan::from_bits(state.lbr.load(Ordering::Acquire));
+    let branches = state.branches.load(Ordering::Acquire);
+    // The records, read once for every counter that carries them.
+    let mut stack: Option<BranchStack> = None;
     while rest != 0 {
         let n = rest.trailing_zeros();
         rest &= rest - 1;
@@ -535,24 +672,47 @@ fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
             overflowed |= state.drain_pebs(false, &mut sink);
             continue;
         }
+        if i == FROZEN_SLOT {
+            // The freeze's own bit: nothing to service; acknowledged with
+            // the rest, which unfreezes the records.
+            continue;
+        }
         let raw = match first.take() {
             Some(raw) => raw,
             None => msr.rdpmc(state.ecx[i].load(Ordering::Relaxed))?,
         };
         let rearm = Rearm {
             preset: state.preset[i].load(Ordering::Relaxed),
-            n: state.n[i].load(Ordering::Relaxed),
+            n: state.period[i].load(Ordering::Relaxed),
         };
         let (periods, value) = rearm.rearm(raw);
         if periods != 0 {
             msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
             bump(&state.periods[i], periods);
-            sink(Sample::new(n as u8, periods, rip).with_payload(Capture::None));
+            let payload = if plan.on() && branches & 1 << i != 0 {
+                let records = match stack {
+                    Some(records) => records,
+                    None => {
+                        let mut records = BranchStack::for_plan(plan);
+                        read_stack(plan, msr, &mut records)?;
+                        stack = Some(records);
+                        records
+                    }
+                };
+                Capture::Branches(records)
+            } else {
+                Capture::None
+            };
+            sink(Sample::new(n as u8, periods, rip).with_payload(payload));
         } else {
             overflowed &= !(1 << n);
         }
     }
     msr.write_msr(IA32_PERF_GLOBAL_OVF_CTRL, ack)?;
+    if plan.on() && plan.legacy_freeze() {
+        // The legacy freeze cleared `IA32_DEBUGCTL.LBR`: record again.
+        msr.write_msr(IA32_DEBUGCTL, state.debugctl.load(Ordering::Relaxed))?;
+    }
     lvt.write_lvt_perf_counter(entry);
     if overflowed == 0 {
         bump(&state.spurious, 1);

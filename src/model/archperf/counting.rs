@@ -64,6 +64,11 @@ impl Event {
     }
 }
 
+/// BR_INST_RETIRED.CONDITIONAL (event select C4H, unit mask 01H; Sandy
+/// Bridge and later, a model-specific event): the conditional branches
+/// [`ArchPerfModel::retire`] counts beside every branch.
+pub const CONDITIONAL_BRANCHES: (u8, u8) = (0xC4, 0x01);
+
 /// What an injection did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -297,13 +302,15 @@ impl ArchPerfModel {
 
     /// One instruction retired, in one clock: it counts as
     /// INST_RETIRED.ANY (C0H/00H), a branch also as
-    /// BR_INST_RETIRED.ALL_BRANCHES (C4H/00H), a load above
+    /// BR_INST_RETIRED.ALL_BRANCHES (C4H/00H), a conditional branch (taken
+    /// or not) also as BR_INST_RETIRED.CONDITIONAL ([`CONDITIONAL_BRANCHES`],
+    /// C4H/01H: Sandy Bridge's and later parts' encoding), a load above
     /// MSR_PEBS_LD_LAT's threshold as the configuration's load-latency
     /// event ([`super::PebsConfig::load_latency_event`]), at its privilege
     /// level; a PEBS assist in this clock records this instruction. Returns
     /// whether the PMI line is pending afterwards.
     pub fn retire(&mut self, r: &Retirement) -> bool {
-        let mut events = [Event::new(0, 0, 0); 3];
+        let mut events = [Event::new(0, 0, 0); 4];
         let mut n = 0;
         let mut push = |e: Event| {
             if let Some(slot) = events.get_mut(n) {
@@ -312,8 +319,15 @@ impl ArchPerfModel {
             }
         };
         push(Event::arch(ArchEvent::InstructionsRetired, 1));
-        if r.branch.is_some() {
+        if let Some(branch) = r.branch {
             push(Event::arch(ArchEvent::BranchInstructionsRetired, 1));
+            if branch.kind == super::retire::BranchKind::Conditional {
+                push(Event::new(
+                    CONDITIONAL_BRANCHES.0,
+                    CONDITIONAL_BRANCHES.1,
+                    1,
+                ));
+            }
         }
         if let Some(load) = r.load
             && load.latency > self.pebs_ld_lat
@@ -323,6 +337,9 @@ impl ArchPerfModel {
             push(Event::new(select, umask, 1));
         }
         self.retirement = *r;
+        // Recorded as it retires, before its events count: the branch that
+        // overflows a counter is in the records its PMI freezes.
+        self.record_branch(r);
         self.run(&events[..n], false, 1, r.privilege, false);
         self.retirement = Retirement::NONE;
         self.pmi

@@ -59,7 +59,8 @@
 //!   IA32_PERF_GLOBAL_STATUS (38EH), IA32_PERF_GLOBAL_CTRL (38FH),
 //!   IA32_PERF_GLOBAL_OVF_CTRL / STATUS_RESET (390H),
 //!   IA32_PERF_GLOBAL_STATUS_SET (391H) and IA32_PERF_GLOBAL_INUSE (392H),
-//!   IA32_PERF_CAPABILITIES (345H), IA32_DEBUGCTL (1D9H). The #GP rules, each
+//!   IA32_PERF_CAPABILITIES (345H), IA32_DEBUGCTL (1D9H), the LBR MSRs
+//!   (below). The #GP rules, each
 //!   a [`GpReason`]; a faulting access changes nothing:
 //!   - any other MSR, an MSR of a counter that does not exist, the
 //!     IA32_PERF_GLOBAL_* MSRs and IA32_FIXED_CTR_CTRL on version 1,
@@ -147,6 +148,28 @@
 //!   retirement counts INST_RETIRED.ANY, a branch BR_INST_RETIRED.ALL_BRANCHES,
 //!   a load above MSR_PEBS_LD_LAT's threshold the load-latency event. The
 //!   bulk paths record an instruction of address 0.
+//! * **Last branch records** (`lbr.rs`; [`LbrConfig`]): the legacy stack
+//!   (MSR_LBR_SELECT 1C8H, MSR_LASTBRANCH_TOS 1C9H, the records at 680H +
+//!   x, 6C0H + x and, formats 5 and 7, DC0H + x; IA32_PERF_CAPABILITIES\[5:0\]
+//!   the format) or architectural LBR (CPUID.07H:EDX\[19\], leaf 1CH,
+//!   IA32_LBR_CTL 14CEH, IA32_LBR_DEPTH 14CFH, the records at 1500H, 1600H,
+//!   1200H + x). A taken branch [`ArchPerfModel::retire`] retires is
+//!   recorded, before its events count (the branch that overflows a counter
+//!   is in the frozen records), when the records are on (IA32_DEBUGCTL.LBR;
+//!   IA32_LBR_CTL.LBREn), not frozen (LBR_Frz from version 4; the legacy
+//!   freeze clears IA32_DEBUGCTL.LBR) and the filter takes its kind and
+//!   privilege (MSR_LBR_SELECT's suppress bits, IA32_LBR_CTL's record
+//!   bits); legacy records go to the ring at the next TOS, architectural
+//!   ones shift in at record 0. Each format's words from the model's own
+//!   table: format 3's MISPRED and format 4's TSX bits over FROM's sign
+//!   extension, format 5's INFO with the cycles, format 6's cycles over
+//!   TO, architectural INFO with the cycles (valid) and the branch type. In
+//!   call-stack mode (EN_CALLSTACK, CALL_STACK) a near return flushes the
+//!   newest record (zeroes it and goes back one). A write of
+//!   IA32_LBR_DEPTH zeroes every record. Presets: Nehalem's 16 records in
+//!   format 3, Haswell's 16 in format 4 with call-stack mode, Skylake's and
+//!   Ice Lake's 32 in format 5, Alder Lake's architectural LBR (depths 8 to
+//!   32).
 //! * **CPUID** ([`Config::cpuid`]): leaves 0, 1, 7, 0AH and 1AH from the
 //!   [`Config`] (CPUID.01H:EDX.DS with PEBS), and leaf 23H, the
 //!   "Architectural Performance Monitoring Extended Leaf", with
@@ -175,8 +198,11 @@
 //! which events are PEBS events on a part before baseline (the model takes
 //! a record for any), architectural PEBS (CPUID leaf 23H's sub-leaves 4
 //! and 5) and the rest of leaf 23H beyond sub-leaves 0, 1 and 3 (auto
-//! counter reload; the UMASK2 and EQ bits), LBRs and BTS (IA32_DEBUGCTL bits are stored, LBR_Frz is only
-//! a status bit), Intel PT (Trace_ToPA_PMI), the uncore, IA32_PERF_METRICS
+//! counter reload; the UMASK2 and EQ bits), BTS (its IA32_DEBUGCTL bits
+//! are stored), the last exception records, the LBR's misprediction (every
+//! branch predicted: MISPRED 0) and transactions (the TSX bits 0), its deep
+//! C-state reset and XSAVE of the LBR state, Core 2's and Atom's stacks at
+//! 40H/60H, Intel PT (Trace_ToPA_PMI), the uncore, IA32_PERF_METRICS
 //! and RDPMC's performance-metrics type, the second logical processor
 //! (AnyThread counts like a thread-local counter), CondChgd (never set by
 //! the model), SMM (FREEZE_WHILE_SMM), CR4.PCE (RDPMC is at CPL 0), pin
@@ -237,7 +263,7 @@
 //! 10. **IA32_PERF_CAPABILITIES** exists from version 2 (and with full-width
 //!     writes or PEBS), with CPUID.01H:ECX.PDCM reported accordingly; it
 //!     reports FW_WRITE and, with PEBS, PEBS_TRAP, PEBS_ARCH_REG, the record
-//!     format and PEBS_BASELINE (formats 4-5); the LBR format field reads 0.
+//!     format and PEBS_BASELINE (formats 4-5), and the legacy LBR record format in bits 5:0 (0 without a legacy stack).
 //! 11. **IA32_DEBUGCTL**: bits 13 (uncore PMI), 14 (FREEZE_WHILE_SMM) and 15
 //!     (RTM_DEBUG) depend on features the model does not enumerate and are
 //!     reserved; FREEZE_LBRS_ON_PMI and FREEZE_PERFMON_ON_PMI exist from
@@ -285,8 +311,32 @@
 //!     selects it (the model does not require LL_EN_PMCn before baseline),
 //!     and its address, data source and latency fill the record's memory
 //!     fields; other records' memory fields are 0.
+//! 21. **The LBR MSRs' values**: the SDM gives the record MSRs no write
+//!     rule; the model stores any value written to a FROM, TO or INFO
+//!     (Linux writes them back at a task switch), takes in
+//!     MSR_LASTBRANCH_TOS only the index bits of its depth (others #GP),
+//!     in IA32_LBR_DEPTH only a depth CPUID.1CH:EAX offers (others #GP;
+//!     its reset value the deepest), and makes the architectural records
+//!     at or above IA32_LBR_DEPTH #GP. With architectural LBR,
+//!     IA32_DEBUGCTL.LBR is stored and records nothing (IA32_LBR_CTL
+//!     enables the records), and IA32_PERF_CAPABILITIES\[5:0\] reads 0.
+//! 22. **Which branches, which privilege**: a record is made of a taken
+//!     branch only (a conditional branch not taken is none); its privilege
+//!     filter ("branches ending in ring 0") looks at the retirement's
+//!     privilege level, the one the single-stepping driver saw; the cycles
+//!     of a record are the model's clocks (retirements) since the previous
+//!     record; an architectural record of another kind than the near
+//!     branches' types 0-5 has BR_TYPE 8. In call-stack mode a return
+//!     with no record to flush (a call made before recording began)
+//!     changes nothing: the SDM says the last captured record is flushed,
+//!     and with none captured there is none.
+//! 23. **Conditional branches**: besides the architectural events, a
+//!     retired conditional branch counts as BR_INST_RETIRED.CONDITIONAL
+//!     (C4H/01H), Sandy Bridge's and later parts' encoding, which the
+//!     profiler's LBR mode samples.
 
 mod counting;
+mod lbr;
 mod memory;
 mod overflow;
 mod pebs;
@@ -300,10 +350,10 @@ mod tables;
 mod tests;
 
 pub use crate::arch::ia32::Gprs;
-pub use counting::{Event, Injected, Privilege};
+pub use counting::{CONDITIONAL_BRANCHES, Event, Injected, Privilege};
 pub use registers::{
-    ArchPerfModel, Config, Fault, GpReason, Instruction, MAX_BASIC_LEAF, MAX_EXT_LEAF, PebsConfig,
-    common_leaf_0a, msr_name,
+    ArchPerfModel, Config, Fault, GpReason, Instruction, LbrConfig, MAX_BASIC_LEAF, MAX_EXT_LEAF,
+    MAX_LBR_LEAF, PebsConfig, common_leaf_0a, msr_name,
 };
 pub use retire::{Branch, BranchKind, Load, Retirement};
 #[cfg(target_arch = "x86_64")]

@@ -11,14 +11,19 @@ use super::tables::{
     IA32_PERF_GLOBAL_INUSE, IA32_PERF_GLOBAL_OVF_CTRL, IA32_PERF_GLOBAL_STATUS,
     IA32_PERF_GLOBAL_STATUS_SET, IA32_PERFEVTSEL0, IA32_PMC0, LD_LAT_THRESHOLD, MAX_FIXED, MAX_GP,
     MSR_PEBS_DATA_CFG, MSR_PEBS_LD_LAT, SLOTS, data_cfg, debugctl, evtsel, fixed_ctrl,
-    global_status, misc_enable, pebs_enable, perf_capabilities, rdpmc,
+    global_status, lbr, misc_enable, pebs_enable, perf_capabilities, rdpmc,
 };
 use crate::arch::ia32::Privilege;
 
 /// The highest basic CPUID leaf the model reports (leaf 0 EAX): 1AH, so that
-/// the hybrid core-type leaf is reachable; 23H ([`MAX_EXT_LEAF`]) for a
-/// configuration with [`Config::perfmon_ext`].
+/// the hybrid core-type leaf is reachable; 1CH ([`MAX_LBR_LEAF`]) for a
+/// configuration with architectural LBR, 23H ([`MAX_EXT_LEAF`]) for one
+/// with [`Config::perfmon_ext`].
 pub const MAX_BASIC_LEAF: u32 = 0x1A;
+
+/// The highest basic CPUID leaf of a configuration with architectural LBR
+/// (and without leaf 23H): 1CH, "Last Branch Records Information Leaf".
+pub const MAX_LBR_LEAF: u32 = 0x1C;
 
 /// The highest basic CPUID leaf of a configuration with leaf 23H
 /// ([`Config::perfmon_ext`]), "Architectural Performance Monitoring
@@ -102,6 +107,83 @@ pub struct Config {
     /// architectural event of CPUID.0AH:EBX bit k is supported) and
     /// sub-leaf 1 this core's own counters. `None`: no leaf 23H.
     pub perfmon_ext: Option<u32>,
+    /// Last branch records ([`LbrConfig`]).
+    pub lbr: LbrConfig,
+}
+
+/// What the modelled processor has of last branch records (SDM Vol. 3B
+/// "Last Branch Records" of Nehalem, Haswell and Skylake; "Architectural
+/// Last Branch Records").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum LbrConfig {
+    /// None: the LBR MSRs #GP, IA32_PERF_CAPABILITIES\[5:0\] reads 0.
+    None,
+    /// A legacy stack at 680H/6C0H (and DC0H) with MSR_LBR_SELECT and
+    /// MSR_LASTBRANCH_TOS, enabled by IA32_DEBUGCTL.LBR.
+    Legacy {
+        /// IA32_PERF_CAPABILITIES\[5:0\]: the record format, 1-7 (3
+        /// Nehalem, 4 Haswell, 5 Skylake).
+        format: u8,
+        /// Records: 16 or 32 (a power of two up to 32).
+        depth: u8,
+        /// MSR_LBR_SELECT.EN_CALLSTACK exists (Haswell and later).
+        call_stack: bool,
+    },
+    /// Architectural LBR: CPUID.07H:EDX\[19\] and leaf 1CH, IA32_LBR_CTL,
+    /// IA32_LBR_DEPTH, the records at 1500H/1600H/1200H; every filter,
+    /// call-stack mode, the mispredict bit (always 0 in the model), timed
+    /// records and the branch type.
+    Architectural {
+        /// CPUID.1CH:EAX\[7:0\]: bit n, depth 8 × (n + 1).
+        depths: u8,
+    },
+}
+
+impl LbrConfig {
+    /// Legacy record format `format` with `depth` records.
+    const fn legacy(format: u8, depth: u8, call_stack: bool) -> LbrConfig {
+        LbrConfig::Legacy {
+            format,
+            depth,
+            call_stack,
+        }
+    }
+
+    /// The records a legacy stack has, or the deepest architectural LBR
+    /// offers (its reset depth), at most 64 (the most architectural LBR
+    /// offers).
+    pub const fn max_depth(&self) -> usize {
+        let d = match *self {
+            LbrConfig::None => 0,
+            LbrConfig::Legacy { depth, .. } => depth as usize,
+            LbrConfig::Architectural { depths } => {
+                if depths == 0 {
+                    0
+                } else {
+                    8 * (8 - depths.leading_zeros() as usize)
+                }
+            }
+        };
+        if d > lbr::MAX_RECORDS {
+            lbr::MAX_RECORDS
+        } else {
+            d
+        }
+    }
+
+    /// The legacy record format (0 for none and for architectural LBR).
+    pub const fn legacy_format(&self) -> u8 {
+        match *self {
+            LbrConfig::Legacy { format, .. } => format,
+            _ => 0,
+        }
+    }
+
+    /// Whether the legacy records have INFO MSRs (formats 5 and 7).
+    pub const fn legacy_info(&self) -> bool {
+        matches!(self.legacy_format(), 5 | 7)
+    }
 }
 
 /// What the modelled processor has of PEBS (SDM Vol. 3B "Processor Event
@@ -192,6 +274,7 @@ impl Config {
             hybrid: false,
             core_type: 0,
             pebs: PebsConfig::NONE,
+            lbr: LbrConfig::None,
             leaf_0a: None,
             perfmon_ext: None,
         }
@@ -199,7 +282,8 @@ impl Config {
 
     /// A Nehalem (06_1AH): version 3, four 48-bit general-purpose counters,
     /// three 48-bit fixed counters, no full-width writes; PEBS record
-    /// format 1 (the RIP of the next instruction, load latency).
+    /// format 1 (the RIP of the next instruction, load latency); a 16-deep
+    /// legacy LBR stack of record format 3 (a mispredict flag in FROM).
     pub const fn nehalem() -> Self {
         Self {
             version: 3,
@@ -216,6 +300,7 @@ impl Config {
             hybrid: false,
             core_type: 0,
             pebs: PebsConfig::format(1),
+            lbr: LbrConfig::legacy(3, 16, false),
             leaf_0a: None,
             perfmon_ext: None,
         }
@@ -223,24 +308,29 @@ impl Config {
 
     /// A Haswell client (06_3CH): version 3, four 48-bit general-purpose
     /// counters, three 48-bit fixed counters, full-width writes; PEBS
-    /// record format 2 (EventingIP).
+    /// record format 2 (EventingIP); a 16-deep legacy LBR stack of record
+    /// format 4 (TSX flags in FROM) with call-stack mode.
     pub const fn haswell() -> Self {
         Self {
             model: 0x3C,
             full_width_writes: true,
             pebs: PebsConfig::format(2),
+            lbr: LbrConfig::legacy(4, 16, true),
             ..Self::nehalem()
         }
     }
 
     /// A Skylake client (06_5EH) with Hyper-Threading: version 4, four 48-bit
     /// general-purpose counters, three 48-bit fixed counters, full-width
-    /// writes; PEBS record format 3 (accurate applicable counters, TSC).
+    /// writes; PEBS record format 3 (accurate applicable counters, TSC); a
+    /// 32-deep legacy LBR stack of record format 5 (`MSR_LBR_INFO_x`) with
+    /// call-stack mode.
     pub const fn skylake() -> Self {
         Self {
             version: 4,
             model: 0x5E,
             pebs: PebsConfig::format(3),
+            lbr: LbrConfig::legacy(5, 32, true),
             ..Self::haswell()
         }
     }
@@ -248,7 +338,8 @@ impl Config {
     /// An Ice Lake client (06_7EH): version 5, eight 48-bit general-purpose
     /// counters, four 48-bit fixed counters (bitmap 0FH), full-width
     /// writes; PEBS record format 4 with PEBS baseline (adaptive records,
-    /// PEBS on every counter).
+    /// PEBS on every counter); Skylake's legacy LBR stack (format 5, 32
+    /// records).
     pub const fn icelake() -> Self {
         Self {
             version: 5,
@@ -270,13 +361,15 @@ impl Config {
     /// reads `08300805-00000000-0000000F-00008604` (InstLatx64,
     /// `GenuineIntel0090672_AlderLake_01_BC_AVX512_CPUID.txt`). Beside its
     /// E-cores the same core reports the common view:
-    /// [`Config::alder_lake_p_core_hybrid`].
+    /// [`Config::alder_lake_p_core_hybrid`]. Architectural LBR of depths
+    /// 8, 16, 24 and 32 (the depths are the model's choice).
     pub const fn alder_lake_p_core() -> Self {
         Self {
             model: 0x97,
             hybrid: true,
             core_type: 0x40,
             pebs: PebsConfig::NONE,
+            lbr: LbrConfig::Architectural { depths: 0x0F },
             ..Self::icelake()
         }
     }
@@ -302,7 +395,7 @@ impl Config {
     /// `GenuineIntel00B06E0_AlderLakeN_03_CPUID.txt`; Linux's
     /// `intel_pmu_init` keeps leaf 0AH's counts for the Atom PMU).
     /// Full-width writes as on the performance core (CPUID does not record
-    /// IA32_PERF_CAPABILITIES); PEBS not modelled.
+    /// IA32_PERF_CAPABILITIES); PEBS and LBR not modelled.
     pub const fn alder_lake_e_core() -> Self {
         Self {
             version: 5,
@@ -319,6 +412,7 @@ impl Config {
             hybrid: true,
             core_type: 0x20,
             pebs: PebsConfig::NONE,
+            lbr: LbrConfig::None,
             leaf_0a: None,
             perfmon_ext: None,
         }
@@ -401,6 +495,7 @@ impl Config {
             hybrid: false,
             core_type: 0,
             pebs: PebsConfig::NONE,
+            lbr: LbrConfig::None,
             leaf_0a: None,
             perfmon_ext: None,
         }
@@ -627,6 +722,37 @@ impl Config {
         }
     }
 
+    /// The bits MSR_LBR_SELECT accepts: the suppress bits 8:0, and
+    /// EN_CALLSTACK (bit 9) where the stack has call-stack mode.
+    pub const fn lbr_select_writable(&self) -> u64 {
+        match self.lbr {
+            LbrConfig::Legacy { call_stack, .. } => {
+                lbr::select::FILTERS
+                    | if call_stack {
+                        lbr::select::EN_CALLSTACK
+                    } else {
+                        0
+                    }
+            }
+            _ => 0,
+        }
+    }
+
+    /// The bits IA32_LBR_CTL accepts: LBREn, OS, USR, CALL_STACK and the
+    /// kinds 22:16 (the model enumerates every filter, CPUID.1CH:EBX).
+    pub const fn lbr_ctl_writable(&self) -> u64 {
+        lbr::ctl::LBREN | lbr::ctl::OS | lbr::ctl::USR | lbr::ctl::CALL_STACK | lbr::ctl::KINDS
+    }
+
+    /// Whether IA32_LBR_DEPTH takes `depth`: a multiple of 8 whose bit
+    /// (depth / 8 - 1) CPUID.1CH:EAX\[7:0\] sets.
+    pub const fn lbr_depth_valid(&self, depth: u64) -> bool {
+        let LbrConfig::Architectural { depths } = self.lbr else {
+            return false;
+        };
+        depth >= 8 && depth <= 64 && depth.is_multiple_of(8) && (depths >> (depth / 8 - 1)) & 1 != 0
+    }
+
     /// The CPUID.01H:EAX signature (stepping 0): family above 0FH goes into
     /// the extended family, the model's high nibble into the extended model.
     pub const fn signature(&self) -> u32 {
@@ -641,7 +767,8 @@ impl Config {
 
     /// CPUID as the modelled processor answers it (SDM Vol. 2A CPUID):
     ///
-    /// * leaf 0: maximum leaf [`MAX_BASIC_LEAF`], "GenuineIntel";
+    /// * leaf 0: maximum leaf [`MAX_BASIC_LEAF`] ([`MAX_LBR_LEAF`] with
+    ///   architectural LBR, [`MAX_EXT_LEAF`] with leaf 23H), "GenuineIntel";
     /// * leaf 1: EAX the [`signature`](Self::signature), EBX\[15:8\] CLFLUSH
     ///   line 8 (64 bytes), ECX\[15\] PDCM when IA32_PERF_CAPABILITIES exists,
     ///   EDX FPU, TSC, MSR (bit 5) and APIC;
@@ -656,6 +783,8 @@ impl Config {
     ///   (0, 1 and 3), subleaf 1 EAX the general counters' bitmap and EBX
     ///   the fixed counters' (the counters this core has), subleaf 3 EAX
     ///   the events' bitmap;
+    /// * leaf 7 EDX\[19\] and leaf 1CH with architectural LBR
+    ///   ([`LbrConfig::Architectural`]);
     /// * every other leaf and subleaf: zero.
     pub const fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidResult {
         let zero = CpuidResult {
@@ -668,6 +797,8 @@ impl Config {
             0 => CpuidResult {
                 eax: if self.perfmon_ext.is_some() {
                     MAX_EXT_LEAF
+                } else if let LbrConfig::Architectural { .. } = self.lbr {
+                    MAX_LBR_LEAF
                 } else {
                     MAX_BASIC_LEAF
                 },
@@ -694,7 +825,12 @@ impl Config {
                 }
             }
             7 if subleaf == 0 => CpuidResult {
-                edx: if self.hybrid { 1 << 15 } else { 0 },
+                edx: if self.hybrid { 1 << 15 } else { 0 }
+                    | if let LbrConfig::Architectural { .. } = self.lbr {
+                        1 << 19
+                    } else {
+                        0
+                    },
                 ..zero
             },
             7 if subleaf == 1 && self.perfmon_ext.is_some() => CpuidResult {
@@ -708,6 +844,18 @@ impl Config {
             0x1A if self.hybrid => CpuidResult {
                 eax: (self.core_type as u32) << 24,
                 ..zero
+            },
+            // Architectural LBR: the depths and LIP (the model records
+            // linear addresses); CPL and branch filtering, call-stack mode;
+            // the mispredict bit, timed records, the branch type.
+            0x1C if subleaf == 0 => match self.lbr {
+                LbrConfig::Architectural { depths } => CpuidResult {
+                    eax: depths as u32 | 1 << 31,
+                    ebx: 0b111,
+                    ecx: 0b111,
+                    edx: 0,
+                },
+                _ => zero,
             },
             0x23 => match (self.perfmon_ext, subleaf) {
                 (Some(_), 0) => CpuidResult {
@@ -899,8 +1047,26 @@ pub fn msr_name(msr: u32) -> Option<(&'static str, Option<u32>)> {
             MSR_PEBS_DATA_CFG => Some(("MSR_PEBS_DATA_CFG", None)),
             MSR_PEBS_LD_LAT => Some(("MSR_PEBS_LD_LAT", None)),
             IA32_DS_AREA => Some(("IA32_DS_AREA", None)),
+            lbr::SELECT => Some(("MSR_LBR_SELECT", None)),
+            lbr::TOS => Some(("MSR_LASTBRANCH_TOS", None)),
+            lbr::CTL => Some(("IA32_LBR_CTL", None)),
+            lbr::DEPTH => Some(("IA32_LBR_DEPTH", None)),
             _ => None,
         })
+        // The records' names have their number inside (record x): named
+        // with x, the number after it.
+        .or_else(|| numbered(lbr::FROM_IP, 32, "MSR_LASTBRANCH_x_FROM_IP, x = "))
+        .or_else(|| numbered(lbr::TO_IP, 32, "MSR_LASTBRANCH_x_TO_IP, x = "))
+        .or_else(|| numbered(lbr::INFO, 32, "MSR_LBR_INFO_x, x = "))
+        .or_else(|| {
+            numbered(
+                lbr::ARCH_FROM_IP,
+                lbr::MAX_RECORDS,
+                "IA32_LBR_x_FROM_IP, x = ",
+            )
+        })
+        .or_else(|| numbered(lbr::ARCH_TO_IP, lbr::MAX_RECORDS, "IA32_LBR_x_TO_IP, x = "))
+        .or_else(|| numbered(lbr::ARCH_INFO, lbr::MAX_RECORDS, "IA32_LBR_x_INFO, x = "))
 }
 
 impl core::error::Error for Fault {}
@@ -946,6 +1112,53 @@ pub(super) enum Reg {
     PebsDataCfg,
     PebsLdLat,
     DsArea,
+    LbrSelect,
+    LbrTos,
+    LbrCtl,
+    LbrDepth,
+    /// Record x's FROM, TO, INFO (legacy or architectural).
+    LbrFrom(usize),
+    LbrTo(usize),
+    LbrInfo(usize),
+}
+
+/// A logical processor's last branch records, as the model keeps them:
+/// the record MSRs (legacy: a ring, `tos` the newest; architectural:
+/// record 0 the newest), the filters and the depth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct LbrRecords {
+    pub(super) from: [u64; lbr::MAX_RECORDS],
+    pub(super) to: [u64; lbr::MAX_RECORDS],
+    pub(super) info: [u64; lbr::MAX_RECORDS],
+    pub(super) tos: u64,
+    pub(super) select: u64,
+    pub(super) ctl: u64,
+    /// IA32_LBR_DEPTH (architectural LBR).
+    pub(super) depth: u64,
+    /// The clock of the last record (CYC_CNT counts from it).
+    pub(super) last: u64,
+}
+
+impl LbrRecords {
+    const fn new(config: &Config) -> LbrRecords {
+        LbrRecords {
+            from: [0; lbr::MAX_RECORDS],
+            to: [0; lbr::MAX_RECORDS],
+            info: [0; lbr::MAX_RECORDS],
+            tos: 0,
+            select: 0,
+            ctl: 0,
+            depth: config.lbr.max_depth() as u64,
+            last: 0,
+        }
+    }
+
+    /// Every record 0.
+    pub(super) fn clear(&mut self) {
+        self.from = [0; lbr::MAX_RECORDS];
+        self.to = [0; lbr::MAX_RECORDS];
+        self.info = [0; lbr::MAX_RECORDS];
+    }
 }
 
 /// The register-level model of one logical processor's architectural PMU.
@@ -991,6 +1204,8 @@ pub struct ArchPerfModel {
     /// no memory attached).
     pub(super) pebs_records: u64,
     pub(super) pebs_lost: u64,
+    /// The last branch records.
+    pub(super) lbr: LbrRecords,
 }
 
 impl ArchPerfModel {
@@ -1022,6 +1237,7 @@ impl ArchPerfModel {
             retirement: Retirement::NONE,
             pebs_records: 0,
             pebs_lost: 0,
+            lbr: LbrRecords::new(&config),
         }
     }
 
@@ -1126,6 +1342,9 @@ impl ArchPerfModel {
         if let Some(i) = index(IA32_FIXED_CTR0, MAX_FIXED) {
             return c.has_fixed(i).then_some(Reg::Fixed(i));
         }
+        if let Some(reg) = self.decode_lbr(msr) {
+            return Some(reg);
+        }
         let reg = match msr {
             IA32_MISC_ENABLE => Reg::MiscEnable,
             IA32_PEBS_ENABLE if c.has_pebs() => Reg::PebsEnable,
@@ -1143,6 +1362,46 @@ impl ArchPerfModel {
             _ => return None,
         };
         Some(reg)
+    }
+
+    /// The LBR MSRs of the configuration: legacy MSR_LBR_SELECT,
+    /// MSR_LASTBRANCH_TOS and records x < depth (INFO with formats 5 and
+    /// 7); architectural IA32_LBR_CTL, IA32_LBR_DEPTH and records x below
+    /// the depth IA32_LBR_DEPTH holds (choice 21).
+    fn decode_lbr(&self, msr: u32) -> Option<Reg> {
+        let (from, to, info, n) = match self.config.lbr {
+            LbrConfig::None => return None,
+            LbrConfig::Legacy { .. } => {
+                match msr {
+                    lbr::SELECT => return Some(Reg::LbrSelect),
+                    lbr::TOS => return Some(Reg::LbrTos),
+                    _ => {}
+                }
+                let info = if self.config.lbr.legacy_info() {
+                    lbr::INFO
+                } else {
+                    0
+                };
+                (lbr::FROM_IP, lbr::TO_IP, info, self.config.lbr.max_depth())
+            }
+            LbrConfig::Architectural { .. } => {
+                match msr {
+                    lbr::CTL => return Some(Reg::LbrCtl),
+                    lbr::DEPTH => return Some(Reg::LbrDepth),
+                    _ => {}
+                }
+                let n = (self.lbr.depth as usize).min(lbr::MAX_RECORDS);
+                (lbr::ARCH_FROM_IP, lbr::ARCH_TO_IP, lbr::ARCH_INFO, n)
+            }
+        };
+        let index = |base: u32| {
+            let i = msr.wrapping_sub(base) as usize;
+            (base != 0 && i < n).then_some(i)
+        };
+        index(from)
+            .map(Reg::LbrFrom)
+            .or_else(|| index(to).map(Reg::LbrTo))
+            .or_else(|| index(info).map(Reg::LbrInfo))
     }
 
     pub(super) fn read(&self, msr: u32) -> Result<u64, Fault> {
@@ -1166,6 +1425,13 @@ impl ArchPerfModel {
             Reg::PebsDataCfg => self.pebs_data_cfg,
             Reg::PebsLdLat => self.pebs_ld_lat,
             Reg::DsArea => self.ds_area,
+            Reg::LbrSelect => self.lbr.select,
+            Reg::LbrTos => self.lbr.tos,
+            Reg::LbrCtl => self.lbr.ctl,
+            Reg::LbrDepth => self.lbr.depth,
+            Reg::LbrFrom(x) => self.lbr.from[x],
+            Reg::LbrTo(x) => self.lbr.to[x],
+            Reg::LbrInfo(x) => self.lbr.info[x],
         })
     }
 
@@ -1178,6 +1444,7 @@ impl ArchPerfModel {
         if c.full_width_writes {
             v |= perf_capabilities::FW_WRITE;
         }
+        v |= u64::from(c.lbr.legacy_format()) & perf_capabilities::LBR_FORMAT;
         if c.pebs.format > 0 {
             v |= perf_capabilities::PEBS_TRAP
                 | perf_capabilities::PEBS_ARCH_REG
@@ -1242,6 +1509,19 @@ impl ArchPerfModel {
             Reg::GlobalOvfCtrl => c.status_reset_bits(),
             Reg::GlobalStatusSet => c.status_set_bits(),
             Reg::DebugCtl => c.debugctl_writable(),
+            Reg::LbrSelect => c.lbr_select_writable(),
+            // The TOS's index bits (choice 21).
+            Reg::LbrTos => (c.lbr.max_depth() as u64).saturating_sub(1),
+            Reg::LbrCtl => c.lbr_ctl_writable(),
+            Reg::LbrDepth => {
+                return if c.lbr_depth_valid(value) {
+                    Ok(())
+                } else {
+                    Err(GpReason::ReservedBits { bits: value })
+                };
+            }
+            // The records take any value (choice 21).
+            Reg::LbrFrom(_) | Reg::LbrTo(_) | Reg::LbrInfo(_) => u64::MAX,
         };
         let bits = value & !writable;
         if bits != 0 {
@@ -1278,6 +1558,18 @@ impl ArchPerfModel {
             Reg::PebsDataCfg => self.pebs_data_cfg = value,
             Reg::PebsLdLat => self.pebs_ld_lat = value,
             Reg::DsArea => self.ds_area = value,
+            Reg::LbrSelect => self.lbr.select = value,
+            Reg::LbrTos => self.lbr.tos = value,
+            Reg::LbrCtl => self.lbr.ctl = value,
+            Reg::LbrDepth => {
+                // A write of the depth resets every record (SDM
+                // "Architectural Last Branch Records").
+                self.lbr.depth = value;
+                self.lbr.clear();
+            }
+            Reg::LbrFrom(x) => self.lbr.from[x] = value,
+            Reg::LbrTo(x) => self.lbr.to[x] = value,
+            Reg::LbrInfo(x) => self.lbr.info[x] = value,
             Reg::GlobalStatus | Reg::GlobalInUse | Reg::PerfCapabilities | Reg::MiscEnable => {
                 unreachable!("read-only MSRs fault in check_msr_write")
             }

@@ -163,6 +163,8 @@ pub mod perf_capabilities {
     pub const PEBS_TRAP: u64 = 1 << 6;
     /// Bit 7, PEBS_ARCH_REG: the records save the architectural registers.
     pub const PEBS_ARCH_REG: u64 = 1 << 7;
+    /// Bits 5:0, LBR_FMT: the legacy LBR records' format.
+    pub const LBR_FORMAT: u64 = 0x3F;
     /// Bits 11:8, PEBS_REC_FMT: the record format's shift.
     pub const PEBS_FORMAT_SHIFT: u32 = 8;
     /// Bit 13, FW_WRITE: IA32_A_PMCx exist (SDM 20.2.6).
@@ -333,3 +335,116 @@ pub const FIXED_EVENTS: [ArchEvent; 4] = [
     ArchEvent::ReferenceCycles,
     ArchEvent::TopdownSlots,
 ];
+
+/// The last branch records' MSRs and bits, as the model has them (SDM
+/// Vol. 3B "Last Branch Records" of Nehalem, Haswell and Skylake, and
+/// "Architectural Last Branch Records"; Vol. 4's model-specific MSR tables
+/// of those generations), transcribed for the model.
+pub mod lbr {
+    /// MSR_LBR_SELECT (1C8H).
+    pub const SELECT: u32 = 0x1C8;
+    /// MSR_LASTBRANCH_TOS (1C9H).
+    pub const TOS: u32 = 0x1C9;
+    /// MSR_LASTBRANCH_0_FROM_IP (680H): record x at 680H + x.
+    pub const FROM_IP: u32 = 0x680;
+    /// MSR_LASTBRANCH_0_TO_IP (6C0H).
+    pub const TO_IP: u32 = 0x6C0;
+    /// MSR_LBR_INFO_0 (DC0H).
+    pub const INFO: u32 = 0xDC0;
+    /// IA32_LBR_CTL (14CEH).
+    pub const CTL: u32 = 0x14CE;
+    /// IA32_LBR_DEPTH (14CFH).
+    pub const DEPTH: u32 = 0x14CF;
+    /// IA32_LBR_0_FROM_IP (1500H).
+    pub const ARCH_FROM_IP: u32 = 0x1500;
+    /// IA32_LBR_0_TO_IP (1600H).
+    pub const ARCH_TO_IP: u32 = 0x1600;
+    /// IA32_LBR_0_INFO (1200H).
+    pub const ARCH_INFO: u32 = 0x1200;
+    /// The most records the model keeps (architectural LBR's deepest:
+    /// CPUID.1CH:EAX\[7\], 64).
+    pub const MAX_RECORDS: usize = 64;
+
+    /// MSR_LBR_SELECT's bits: a set bit suppresses (0-8).
+    pub mod select {
+        /// CPL_EQ_0: no branches ending in ring 0.
+        pub const CPL_EQ_0: u64 = 1 << 0;
+        /// CPL_NEQ_0: no branches ending in rings 1-3.
+        pub const CPL_NEQ_0: u64 = 1 << 1;
+        /// JCC.
+        pub const JCC: u64 = 1 << 2;
+        /// NEAR_REL_CALL.
+        pub const NEAR_REL_CALL: u64 = 1 << 3;
+        /// NEAR_IND_CALL.
+        pub const NEAR_IND_CALL: u64 = 1 << 4;
+        /// NEAR_RET.
+        pub const NEAR_RET: u64 = 1 << 5;
+        /// NEAR_IND_JMP.
+        pub const NEAR_IND_JMP: u64 = 1 << 6;
+        /// NEAR_REL_JMP.
+        pub const NEAR_REL_JMP: u64 = 1 << 7;
+        /// FAR_BRANCH.
+        pub const FAR_BRANCH: u64 = 1 << 8;
+        /// EN_CALLSTACK (Haswell and later): not a suppress bit.
+        pub const EN_CALLSTACK: u64 = 1 << 9;
+        /// Bits 8:0.
+        pub const FILTERS: u64 = 0x1FF;
+    }
+
+    /// IA32_LBR_CTL's bits: a set bit records (16-22).
+    pub mod ctl {
+        /// LBREn.
+        pub const LBREN: u64 = 1 << 0;
+        /// OS.
+        pub const OS: u64 = 1 << 1;
+        /// USR.
+        pub const USR: u64 = 1 << 2;
+        /// CALL_STACK.
+        pub const CALL_STACK: u64 = 1 << 3;
+        /// COND.
+        pub const COND: u64 = 1 << 16;
+        /// NEAR_REL_JMP.
+        pub const NEAR_REL_JMP: u64 = 1 << 17;
+        /// NEAR_IND_JMP.
+        pub const NEAR_IND_JMP: u64 = 1 << 18;
+        /// NEAR_REL_CALL.
+        pub const NEAR_REL_CALL: u64 = 1 << 19;
+        /// NEAR_IND_CALL.
+        pub const NEAR_IND_CALL: u64 = 1 << 20;
+        /// NEAR_RET.
+        pub const NEAR_RET: u64 = 1 << 21;
+        /// OTHER_BRANCH.
+        pub const OTHER_BRANCH: u64 = 1 << 22;
+        /// Bits 22:16.
+        pub const KINDS: u64 = 0x7F << 16;
+    }
+
+    /// The INFO words' bits (MSR_LBR_INFO_x of Skylake, IA32_LBR_x_INFO).
+    pub mod info {
+        /// CYC_CNT, bits 15:0.
+        pub const CYCLES: u64 = 0xFFFF;
+        /// BR_TYPE's shift (bits 59:56, architectural LBR).
+        pub const BR_TYPE_SHIFT: u32 = 56;
+        /// CYC_CNT_VALID, bit 60 (architectural LBR).
+        pub const CYC_CNT_VALID: u64 = 1 << 60;
+    }
+
+    /// Architectural LBR's BR_TYPE encodings.
+    pub mod br_type {
+        /// JCC.
+        pub const JCC: u64 = 0;
+        /// NEAR_IND_JMP.
+        pub const NEAR_IND_JMP: u64 = 1;
+        /// NEAR_REL_JMP.
+        pub const NEAR_REL_JMP: u64 = 2;
+        /// NEAR_IND_CALL.
+        pub const NEAR_IND_CALL: u64 = 3;
+        /// NEAR_REL_CALL.
+        pub const NEAR_REL_CALL: u64 = 4;
+        /// NEAR_RET.
+        pub const NEAR_RET: u64 = 5;
+        /// Other branches: an encoding above the near ones (the model
+        /// records 8 for them; Linux decodes such by instruction).
+        pub const OTHER: u64 = 8;
+    }
+}

@@ -154,3 +154,32 @@ fn bounds_below_a_frame_end_the_walk_there() {
     assert_eq!(b.below(u64::MAX).range(), b.range());
     assert_eq!(b.below(0).range(), base..base);
 }
+
+/// A hardware call stack's chain: the RIP, then each call's address plus
+/// one (inside the call instruction, as a return address minus one is),
+/// innermost first; it ends at the oldest call recorded, or full.
+#[test]
+fn chains_from_recorded_calls() {
+    let c: CallChain<4> = CallChain::from_calls(0x10, [0x200, 0x300], true);
+    assert_eq!(c.frames(), &[0x10, 0x201, 0x301]);
+    assert_eq!(c.end(), ChainEnd::OldestRecorded);
+    // A recording that was full may have lost calls.
+    let full: CallChain<4> = CallChain::from_calls(0x10, [0x200], false);
+    assert_eq!(full.frames(), &[0x10, 0x201]);
+    assert_eq!(full.end(), ChainEnd::Full);
+    // More calls than the chain holds.
+    let cut: CallChain<3> = CallChain::from_calls(0x10, [1, 2, 3, 4], true);
+    assert_eq!(cut.frames(), &[0x10, 2, 3]);
+    assert_eq!(cut.end(), ChainEnd::Full);
+    // Exactly as many: complete.
+    let exact: CallChain<3> = CallChain::from_calls(0x10, [1, 2], true);
+    assert_eq!(exact.end(), ChainEnd::OldestRecorded);
+    let alone: CallChain<2> = CallChain::from_calls(0x10, [], true);
+    assert_eq!(alone.frames(), &[0x10]);
+    // Through a sample buffer, the end kept.
+    let buf: SampleBuffer<1, CallChain<4>> = SampleBuffer::new();
+    assert!(buf.push(Sample::new(0, 1, 0x10).with_payload(c)));
+    let mut got = None;
+    buf.drain(|s| got = Some(s.payload));
+    assert_eq!(got, Some(c));
+}

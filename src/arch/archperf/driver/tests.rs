@@ -775,6 +775,7 @@ fn tokens_reassemble_from_run_time_handles() {
 
 mod hybrid;
 mod interrupts;
+mod lbr;
 mod pebs;
 
 /// Reproduction 7 (issue 35), on the architectural PMU: a driver dropped

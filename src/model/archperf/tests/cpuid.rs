@@ -122,7 +122,8 @@ fn leaf_0ah() {
 #[test]
 fn leaves_7_and_1ah_report_the_hybrid_core_type() {
     let adl = ArchPerfModel::new(Config::alder_lake_p_core());
-    assert_eq!(regs(adl.cpuid(7, 0)), [0, 0, 0, 1 << 15]);
+    // Hybrid, and architectural LBR (bit 19).
+    assert_eq!(regs(adl.cpuid(7, 0)), [0, 0, 0, 1 << 15 | 1 << 19]);
     assert_eq!(regs(adl.cpuid(0x1A, 0)), [0x4000_0000, 0, 0, 0]);
     let atom = Config {
         core_type: 0x20,

@@ -5,6 +5,7 @@
 mod counting;
 mod cpuid;
 mod helpers;
+mod lbr;
 mod overflow;
 mod pebs;
 mod registers;

@@ -111,7 +111,7 @@ fn pebs_msrs_exist_where_the_configuration_has_pebs() {
     let mut ice = ArchPerfModel::new(Config::icelake());
     assert_eq!(
         ice.read_msr(PERF_CAPS).unwrap(),
-        1 << 13 | 1 << 14 | 4 << 8 | 1 << 7 | 1 << 6
+        1 << 13 | 1 << 14 | 4 << 8 | 1 << 7 | 1 << 6 | 5
     );
     // Every general and fixed counter's PEBS enable.
     ice.write_msr(PEBS_ENABLE, 0xFF | 0xF << 32).unwrap();

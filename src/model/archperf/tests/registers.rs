@@ -120,10 +120,10 @@ fn full_width_aliases_only_with_fw_write() {
     // IA32_PERF_CAPABILITIES exists (PDCM) and reports FW_WRITE clear.
     assert_eq!(m.read_msr(PERF_CAPS).unwrap(), 0);
     // Skylake: FW_WRITE, and PEBS: trap-like, architectural registers,
-    // record format 3.
+    // record format 3; LBR record format 5.
     assert_eq!(
         sky().read_msr(PERF_CAPS).unwrap(),
-        1 << 13 | 1 << 6 | 1 << 7 | 3 << 8
+        1 << 13 | 1 << 6 | 1 << 7 | 3 << 8 | 5
     );
     let mut v3 = ArchPerfModel::new(v3());
     absent(&mut v3, A_PMC0);
