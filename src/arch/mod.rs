@@ -26,7 +26,9 @@ pub mod netburst;
 mod seam;
 
 pub use seam::{Architecture, Driven, LocalPmu, handle_pmi};
-pub use seam::{Bank, BankError, Positions, Quiesce, Saved, Slot, Switch, arm_bank, peeked, switch_bank};
+pub use seam::{
+    Bank, BankError, Positions, Quiesce, Saved, Slot, Switch, arm_bank, peeked, switch_bank,
+};
 pub(crate) use seam::{release_all, reserve};
 
 #[cfg(test)]

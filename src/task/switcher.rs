@@ -283,10 +283,10 @@ impl<'s, A: Architecture, const K: usize> TaskSwitcher<'s, A, K> {
             let config = e.config;
             let mut found = None;
             for (at, &n) in self.bank.counters().iter().enumerate() {
-                let taken = events.iter().flatten().any(|o| {
-                    o.at
-                        .is_some_and(|(p, _)| usize::from(p) == at)
-                });
+                let taken = events
+                    .iter()
+                    .flatten()
+                    .any(|o| o.at.is_some_and(|(p, _)| usize::from(p) == at));
                 if taken {
                     continue;
                 }
@@ -385,9 +385,7 @@ impl<'s, A: Architecture, const K: usize> TaskSwitcher<'s, A, K> {
                 };
                 let p = usize::from(at) % K;
                 let counter = self.bank.counter(at).unwrap_or(0);
-                let mask = driver
-                    .overflow_rule(counter)
-                    .map_or(u64::MAX, |r| r.mask());
+                let mask = driver.overflow_rule(counter).map_or(u64::MAX, |r| r.mask());
                 let value = match D::ctx_sampling(&images) {
                     Some(s) => s.at_residual(e.resume),
                     None => e.resume & mask,
@@ -463,7 +461,13 @@ impl<'s, A: Architecture, const K: usize> TaskSwitcher<'s, A, K> {
                 continue;
             };
             let saved = self.saved[at % K];
-            fold(e, D::ctx_sampling(&images), saved, l.value[at % K], l.mask[at % K]);
+            fold(
+                e,
+                D::ctx_sampling(&images),
+                saved,
+                l.value[at % K],
+                l.mask[at % K],
+            );
         }
     }
 
@@ -500,7 +504,13 @@ impl<'s, A: Architecture, const K: usize> TaskSwitcher<'s, A, K> {
                 .ctx_peek(TOKEN, counter, &images)
                 .map_err(TaskError::Driver)?;
             let p = usize::from(at) % K;
-            fold(&mut e, D::ctx_sampling(&images), saved, l.value[p], l.mask[p]);
+            fold(
+                &mut e,
+                D::ctx_sampling(&images),
+                saved,
+                l.value[p],
+                l.mask[p],
+            );
         }
         Ok(e.own)
     }

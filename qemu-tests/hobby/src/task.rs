@@ -39,7 +39,9 @@
 //! [`Config::stop_after`] switches) sets.
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 
 use pmu::apic::Vector;
 use x86_64::instructions::interrupts;
@@ -69,8 +71,9 @@ pub struct Config {
     /// The mean time between two ticks of a CPU, in ns (each jittered to
     /// between half and one and a half times it).
     pub mean_ns: u64,
-    /// A task switched out moves to another CPU's queue once in this many
-    /// switches, at random (0: never).
+    /// Every this-many-th preemption of a task on a CPU moves it to another
+    /// CPU's queue (0: never); the ticks' jitter makes where the task is
+    /// when it moves random.
     pub migrate_one_in: u32,
     /// The CPUs of the run (their numbers 0 to `cpus - 1`).
     pub cpus: usize,
@@ -114,6 +117,10 @@ pub struct Stats {
     pub switches: u64,
     /// Tasks this CPU sent to another CPU's queue.
     pub migrations: u64,
+    /// Ticks that could have moved the running task (one was running and
+    /// had not returned, the run has more than one CPU): every
+    /// [`Config::migrate_one_in`]-th of them did.
+    pub preemptions: u64,
 }
 
 /// A context saved by a switch: what the interrupt frame holds, but the
@@ -144,7 +151,23 @@ impl Context {
     }
 
     fn load(&self, f: &mut InterruptFrame) {
-        let [r15, r14, r13, r12, r11, r10, r9, r8, rbp, rdi, rsi, rdx, rcx, rbx, rax] = self.regs;
+        let [
+            r15,
+            r14,
+            r13,
+            r12,
+            r11,
+            r10,
+            r9,
+            r8,
+            rbp,
+            rdi,
+            rsi,
+            rdx,
+            rcx,
+            rbx,
+            rax,
+        ] = self.regs;
         (f.r15, f.r14, f.r13, f.r12, f.r11) = (r15, r14, r13, r12, r11);
         (f.r10, f.r9, f.r8, f.rbp, f.rdi) = (r10, r9, r8, rbp, rdi);
         (f.rsi, f.rdx, f.rcx, f.rbx, f.rax) = (rsi, rdx, rcx, rbx, rax);
@@ -228,7 +251,8 @@ impl Queue {
     }
 }
 
-static QUEUES: [spin::Mutex<Queue>; MAX_CPUS] = [const { spin::Mutex::new(Queue::new()) }; MAX_CPUS];
+static QUEUES: [spin::Mutex<Queue>; MAX_CPUS] =
+    [const { spin::Mutex::new(Queue::new()) }; MAX_CPUS];
 
 /// A CPU's scheduler: its running task, its idle context, its counts.
 struct Cpu {
@@ -239,7 +263,7 @@ struct Cpu {
     outbox: Option<(usize, usize)>,
     idle: Context,
     stats: Stats,
-    /// The state of the choice to migrate (xorshift).
+    /// The state of the choice of the CPU a task moves to (xorshift).
     choice: u64,
 }
 
@@ -267,6 +291,7 @@ static CPUS: [PerCpu; MAX_CPUS] = [const {
             ticks: 0,
             switches: 0,
             migrations: 0,
+            preemptions: 0,
         },
         choice: 0,
     }))
@@ -306,7 +331,10 @@ pub fn prepare(config: &Config) -> Result<(), TaskError> {
     // active, so no tick handler programs the timer meanwhile.
     let mut t = unsafe { ApicTimer::at_default_base() };
     let cal = timer::calibrate(&mut t, 5_966);
-    MEAN_COUNT.store(cal.count_for(config.mean_ns, Divide::By1), Ordering::Release);
+    MEAN_COUNT.store(
+        cal.count_for(config.mean_ns, Divide::By1),
+        Ordering::Release,
+    );
     HOOK.store(config.on_switch as *mut (), Ordering::Release);
     VECTOR.store(config.vector, Ordering::Release);
     MIGRATE_ONE_IN.store(config.migrate_one_in, Ordering::Release);
@@ -480,7 +508,11 @@ fn on_tick(frame: &mut InterruptFrame) -> bool {
     let done = prev.is_some_and(|p| SLOTS[p % MAX_TASKS].state.load(Ordering::Acquire) == DONE);
     let cpus = RUN_CPUS.load(Ordering::Acquire);
     let one_in = u64::from(MIGRATE_ONE_IN.load(Ordering::Acquire));
-    let moves = prev.is_some() && !done && cpus > 1 && one_in > 0 && s.choose(one_in) == 0;
+    let movable = prev.is_some() && !done && cpus > 1 && one_in > 0;
+    if movable {
+        s.stats.preemptions += 1;
+    }
+    let moves = movable && s.stats.preemptions.is_multiple_of(one_in);
     let next = QUEUES[cpu % MAX_CPUS].lock().pop();
     if next.is_none() && prev.is_some() && !done && !moves {
         // Nothing else to run: the task runs on.

@@ -609,9 +609,7 @@ impl<'s, O: Owner, M: MsrBackend> AmdDriver<'s, O, M> {
         self.msr
             .write_msr(
                 PERF_CNTR_GLOBAL_CTL,
-                ours.union(self.firmware_global)
-                    .union(self.contexts)
-                    .bits(),
+                ours.union(self.firmware_global).union(self.contexts).bits(),
             )
             .map_err(Error::Access)
     }

@@ -1070,9 +1070,7 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         self.msr
             .write_msr(
                 IA32_PERF_GLOBAL_CTRL,
-                ours.union(self.firmware_global)
-                    .union(self.contexts)
-                    .bits(),
+                ours.union(self.firmware_global).union(self.contexts).bits(),
             )
             .map_err(Error::Access)
     }

@@ -157,7 +157,9 @@ use super::cccr::{ActiveThread, CccrValue, ExtendedCascade};
 use super::ds::{DsArea, PebsRecord, RECORD_BYTES};
 use super::escr::ThreadCpl;
 use super::events::{EventName, Tagging};
-use super::msrs::{Counter, CounterSet, Escr, EscrSet, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
+use super::msrs::{
+    Counter, CounterSet, Escr, EscrSet, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT,
+};
 use super::parse::EventSpec;
 use super::physical::{Joined, NetBurstPmu, PebsWrites, Refused};
 use super::pmi::{PmiState, overflow_rule};

@@ -348,14 +348,12 @@ pub trait Switch<A: Arch>: counter::Driver<A> {
     fn ctx_stop(&mut self, _: Token, n: u8, images: &A::Programmed) -> Result<(), Self::Error>;
     /// Read counter `n` (disarmed) and account an unserviced overflow.
     #[doc(hidden)]
-    fn ctx_save(&mut self, _: Token, n: u8, images: &A::Programmed)
-    -> Result<Saved, Self::Error>;
+    fn ctx_save(&mut self, _: Token, n: u8, images: &A::Programmed) -> Result<Saved, Self::Error>;
     /// What a running counter `n` holds, as [`Switch::ctx_save`] would find
     /// it, without acknowledging or withdrawing anything: a read of a
     /// context that runs.
     #[doc(hidden)]
-    fn ctx_peek(&mut self, _: Token, n: u8, images: &A::Programmed)
-    -> Result<Saved, Self::Error>;
+    fn ctx_peek(&mut self, _: Token, n: u8, images: &A::Programmed) -> Result<Saved, Self::Error>;
     /// Write counter `n`'s controls for `images` (per-counter enable: with
     /// the enable, so this starts it; a shared control register: marked).
     #[doc(hidden)]

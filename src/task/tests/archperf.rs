@@ -5,7 +5,9 @@ use std::vec::Vec;
 
 use crate::access::{AccessCounts, Recording};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry, PmiDelivery, Vector};
-use crate::arch::archperf::driver::{ArchPerfDriver, ArchPerfmon, ConfigError, CounterConfig, Counters};
+use crate::arch::archperf::driver::{
+    ArchPerfDriver, ArchPerfmon, ConfigError, CounterConfig, Counters,
+};
 use crate::arch::archperf::{ArchPerfPmu, EventSpec};
 use crate::arch::handle_pmi;
 use crate::counter::{AnyHandle, DriverError, Owner};
@@ -87,11 +89,11 @@ fn every_kind_of_switch_costs_exactly_what_the_table_says() {
     let f0 = c.f0.unwrap().erase();
     let mut s = TaskSwitcher::<ArchPerfmon, 3>::new(&mut d, [g2, g3, f0], &ON).unwrap();
     assert_eq!(traffic(&mut d), AccessCounts::msr(0, 0, 0), "setting aside");
-    let (mut a, mut b, mut other, mut empty) =
-        (Ctx::new(1), Ctx::new(2), Ctx::new(3), Ctx::new(4));
+    let (mut a, mut b, mut other, mut empty) = (Ctx::new(1), Ctx::new(2), Ctx::new(3), Ctx::new(4));
     for ctx in [&mut a, &mut b] {
         s.attach(&d, ctx, counting("instructions"), false).unwrap();
-        s.attach(&d, ctx, sampling(&d, "cycles", 1000), false).unwrap();
+        s.attach(&d, ctx, sampling(&d, "cycles", 1000), false)
+            .unwrap();
     }
     s.attach(&d, &mut other, counting("branches"), false)
         .unwrap();
@@ -125,7 +127,8 @@ fn every_kind_of_switch_costs_exactly_what_the_table_says() {
         AccessCounts::msr(0, 4, 2),
         "other events on the same counters: 2 reads, 2 controls, 2 values"
     );
-    s.switch(&mut d, Some(&mut other), Some(&mut empty), 6).unwrap();
+    s.switch(&mut d, Some(&mut other), Some(&mut empty), 6)
+        .unwrap();
     assert_eq!(
         traffic(&mut d),
         AccessCounts::msr(0, 1, 2),
@@ -166,16 +169,16 @@ fn counts_follow_their_task_and_the_kernel_counts_beside() {
     let pmu = archperf_pmu();
     static ON: OnCpu = OnCpu::new();
     let (mut d, c) = take::<Cpu>(&pmu);
-    let kernel = c
-        .g0
-        .configure(&mut d, &counting("instructions"))
-        .unwrap()
-        .enable(&mut d)
-        .unwrap();
+    let kernel =
+        c.g0.configure(&mut d, &counting("instructions"))
+            .unwrap()
+            .enable(&mut d)
+            .unwrap();
     let set_aside = [c.g2.unwrap().erase(), c.g3.unwrap().erase()];
     let mut s = TaskSwitcher::<ArchPerfmon, 2>::new(&mut d, set_aside, &ON).unwrap();
     let (mut a, mut b) = (Ctx::new(10), Ctx::new(20));
-    s.attach(&d, &mut a, counting("instructions"), false).unwrap();
+    s.attach(&d, &mut a, counting("instructions"), false)
+        .unwrap();
     s.attach(&d, &mut a, sampling(&d, "cycles", 100), false)
         .unwrap();
     s.attach(&d, &mut b, sampling(&d, "cycles", 30), false)
@@ -199,13 +202,7 @@ fn counts_follow_their_task_and_the_kernel_counts_beside() {
     deliver(&mut d, &ON, &mut samples);
     assert_eq!(
         samples.last(),
-        Some(&(
-            Attribution {
-                task: 10,
-                event: 1
-            },
-            1
-        )),
+        Some(&(Attribution { task: 10, event: 1 }, 1)),
         "A's period ends at its 100th cycle, across the switch"
     );
     // 100 more overflow A again, but the PMI is still pending when A is
@@ -255,12 +252,9 @@ fn what_does_not_fit_is_refused() {
     let pmu = archperf_pmu();
     static ON: OnCpu = OnCpu::new();
     let (mut d, c) = take::<Cpu>(&pmu);
-    let mut s = TaskSwitcher::<ArchPerfmon, 2>::new(
-        &mut d,
-        [c.g0.erase(), c.f1.unwrap().erase()],
-        &ON,
-    )
-    .unwrap();
+    let mut s =
+        TaskSwitcher::<ArchPerfmon, 2>::new(&mut d, [c.g0.erase(), c.f1.unwrap().erase()], &ON)
+            .unwrap();
     let mut a = Ctx::new(1);
     s.attach(&d, &mut a, counting("cycles"), false).unwrap();
     s.attach(&d, &mut a, counting("cycles"), false).unwrap();

@@ -48,6 +48,14 @@ const TASKS: [Option<&[(usize, u64)]>; 6] = [
     None,
 ];
 
+/// What [`Rig::take`] gives: a CPU's driver, its kernel counter's token and
+/// the tokens of the counters set aside.
+pub(super) type Taken<R, O> = (
+    <R as Rig>::Driver<O>,
+    AnyHandle<<R as Rig>::A>,
+    [AnyHandle<<R as Rig>::A>; K],
+);
+
 /// What a rig gives the run: two CPUs of one architecture's model.
 pub(super) trait Rig: Sized + 'static {
     type A: Architecture;
@@ -69,7 +77,7 @@ pub(super) trait Rig: Sized + 'static {
         m: &'static Self::Machine,
         cpu: usize,
         regs: Interrupting<Self::Regs, Hook<Self>>,
-    ) -> (Self::Driver<O>, AnyHandle<Self::A>, [AnyHandle<Self::A>; K]);
+    ) -> Taken<Self, O>;
     fn backend<O: Owner>(d: &mut Self::Driver<O>) -> &mut Interrupting<Self::Regs, Hook<Self>>;
     /// Kind `kind`, sampling every `every` (0: counting); kind `KINDS`:
     /// the kernel's event.
@@ -80,8 +88,13 @@ pub(super) trait Rig: Sized + 'static {
     ) -> <Self::A as Architecture>::Config;
     /// Injects `n` of kind `kind` on CPU `cpu`: how many the counters
     /// counted.
-    fn inject(m: &'static Self::Machine, regs: &mut Self::Regs, cpu: usize, kind: usize, n: u64)
-    -> u64;
+    fn inject(
+        m: &'static Self::Machine,
+        regs: &mut Self::Regs,
+        cpu: usize,
+        kind: usize,
+        n: u64,
+    ) -> u64;
     fn take_pmi(m: &'static Self::Machine, regs: &mut Self::Regs, cpu: usize) -> bool;
     /// The PMI handler of CPU `cpu`, each sample's counter and periods to
     /// `sink`.
@@ -243,12 +256,7 @@ impl<R: Rig, O: Owner> Cpu<R, O> {
 
     /// The running task's counts, read live, against what it was given on
     /// both CPUs.
-    fn check_live(
-        &mut self,
-        tasks: &[Task<R::A>],
-        truth: impl Fn(u64, usize) -> u64,
-        now: u64,
-    ) {
+    fn check_live(&mut self, tasks: &[Task<R::A>], truth: impl Fn(u64, usize) -> u64, now: u64) {
         let Some(t) = self.cur else { return };
         let Some(ctx) = tasks[t].ctx.as_ref() else {
             return;
@@ -262,7 +270,14 @@ impl<R: Rig, O: Owner> Cpu<R, O> {
     }
 
     /// Switches to task `next` (or none).
-    fn switch(&mut self, me: usize, tasks: &mut [Task<R::A>], next: Option<usize>, now: u64, ran: &mut Ran) {
+    fn switch(
+        &mut self,
+        me: usize,
+        tasks: &mut [Task<R::A>],
+        next: Option<usize>,
+        now: u64,
+        ran: &mut Ran,
+    ) {
         let prev = self.cur;
         self.hook().masked = !R::PMI_IN_SWITCH;
         if let Some(p) = prev {
@@ -272,7 +287,9 @@ impl<R: Rig, O: Owner> Cpu<R, O> {
         match (prev, next) {
             (Some(p), Some(n)) => {
                 let (a, b) = two(tasks, p, n);
-                self.s.switch(&mut self.d, ctx_of(a), ctx_of(b), now).unwrap();
+                self.s
+                    .switch(&mut self.d, ctx_of(a), ctx_of(b), now)
+                    .unwrap();
             }
             (Some(p), None) => {
                 let a = &mut tasks[p];
@@ -304,7 +321,10 @@ impl<R: Rig, O: Owner> Cpu<R, O> {
 /// The run: `switches` task switches in all, with `seed`.
 pub(super) fn run<R: Rig, O0: Owner, O1: Owner>(seed: u64, switches: u64) -> Ran {
     let m = R::machine();
-    let on: [&'static OnCpu; 2] = [Box::leak(Box::new(OnCpu::new())), Box::leak(Box::new(OnCpu::new()))];
+    let on: [&'static OnCpu; 2] = [
+        Box::leak(Box::new(OnCpu::new())),
+        Box::leak(Box::new(OnCpu::new())),
+    ];
     let mut rnd = rng(seed);
     let regs0 = Interrupting::new(R::regs(m, 0), Hook::new(m, 0, on[0], seed ^ 0x55));
     let regs1 = Interrupting::new(R::regs(m, 1), Hook::new(m, 1, on[1], seed ^ 0xAA));
@@ -316,8 +336,12 @@ pub(super) fn run<R: Rig, O0: Owner, O1: Owner>(seed: u64, switches: u64) -> Ran
     let kc1 = R::config(&d1, KINDS, 0);
     k1.configure(&mut d1, &kc1).unwrap();
     k1.enable(&mut d1).unwrap();
-    let s0 = TaskSwitcher::new(&mut d0, b0, on[0]).map_err(|(e, _)| e).unwrap();
-    let s1 = TaskSwitcher::new(&mut d1, b1, on[1]).map_err(|(e, _)| e).unwrap();
+    let s0 = TaskSwitcher::new(&mut d0, b0, on[0])
+        .map_err(|(e, _)| e)
+        .unwrap();
+    let s1 = TaskSwitcher::new(&mut d1, b1, on[1])
+        .map_err(|(e, _)| e)
+        .unwrap();
     let mut tasks: Vec<Task<R::A>> = Vec::new();
     for (t, events) in TASKS.iter().enumerate() {
         let ctx = events.map(|events| {
@@ -389,7 +413,10 @@ pub(super) fn run<R: Rig, O0: Owner, O1: Owner>(seed: u64, switches: u64) -> Ran
         c0.kernel.read(&mut c0.d).unwrap();
         c1.kernel.read(&mut c1.d).unwrap();
     }
-    assert!(c0.hook().pmi.is_none() && c1.hook().pmi.is_none(), "every PMI taken");
+    assert!(
+        c0.hook().pmi.is_none() && c1.hook().pmi.is_none(),
+        "every PMI taken"
+    );
     let (t0, t1) = (c0.hook().truth.clone(), c1.hook().truth.clone());
     let mut samples = c0.hook().samples.clone();
     samples.extend(c1.hook().samples.iter().copied());
@@ -400,7 +427,11 @@ pub(super) fn run<R: Rig, O0: Owner, O1: Owner>(seed: u64, switches: u64) -> Ran
         };
         for (i, &(kind, every)) in TASKS[t].unwrap_or(&[]).iter().enumerate() {
             let c = ctx.count(i).unwrap();
-            assert_eq!(c.count, both(&t0, &t1, t as u64, kind), "task {t} event {i}");
+            assert_eq!(
+                c.count,
+                both(&t0, &t1, t as u64, kind),
+                "task {t} event {i}"
+            );
             assert_eq!(
                 (c.enabled, c.running),
                 (task.ran, task.ran),
@@ -422,17 +453,32 @@ pub(super) fn run<R: Rig, O0: Owner, O1: Owner>(seed: u64, switches: u64) -> Ran
         }
     }
     assert!(
-        samples.iter().all(|(a, _)| TASKS[a.task as usize].is_some()),
+        samples
+            .iter()
+            .all(|(a, _)| TASKS[a.task as usize].is_some()),
         "no sample of a task without a context"
     );
     let (kernel0, kernel1) = (c0.hook().kernel, c1.hook().kernel);
-    assert_eq!(c0.kernel.read(&mut c0.d).unwrap(), kernel0, "CPU 0's kernel counter");
-    assert_eq!(c1.kernel.read(&mut c1.d).unwrap(), kernel1, "CPU 1's kernel counter");
+    assert_eq!(
+        c0.kernel.read(&mut c0.d).unwrap(),
+        kernel0,
+        "CPU 0's kernel counter"
+    );
+    assert_eq!(
+        c1.kernel.read(&mut c1.d).unwrap(),
+        kernel1,
+        "CPU 1's kernel counter"
+    );
     ran
 }
 
 /// Events of kind `kind` task `t` was given on both CPUs.
-fn both(t0: &HashMap<u64, [u64; KINDS]>, t1: &HashMap<u64, [u64; KINDS]>, t: u64, kind: usize) -> u64 {
+fn both(
+    t0: &HashMap<u64, [u64; KINDS]>,
+    t1: &HashMap<u64, [u64; KINDS]>,
+    t: u64,
+    kind: usize,
+) -> u64 {
     t0.get(&t).map_or(0, |k| k[kind]) + t1.get(&t).map_or(0, |k| k[kind])
 }
 
@@ -508,7 +554,8 @@ pub(super) fn traffic<R: Rig, O: Owner>() -> [usize; 6] {
     let ctx = |events: &[(usize, u64)], d: &R::Driver<O>| {
         let mut c = TaskEvents::<R::A, E>::new(0);
         for &(kind, every) in events {
-            s.attach(d, &mut c, R::config(d, kind, every), false).unwrap();
+            s.attach(d, &mut c, R::config(d, kind, every), false)
+                .unwrap();
         }
         c
     };
@@ -523,7 +570,8 @@ pub(super) fn traffic<R: Rig, O: Owner>() -> [usize; 6] {
         n
     };
     count(&mut d);
-    s.switch(&mut d, None::<&mut TaskEvents<R::A, E>>, None, 0).unwrap();
+    s.switch(&mut d, None::<&mut TaskEvents<R::A, E>>, None, 0)
+        .unwrap();
     s.switch(&mut d, None, Some(&mut empty), 0).unwrap();
     s.switch(&mut d, Some(&mut empty), None, 0).unwrap();
     out[0] = count(&mut d);
@@ -533,7 +581,8 @@ pub(super) fn traffic<R: Rig, O: Owner>() -> [usize; 6] {
     out[2] = count(&mut d);
     s.switch(&mut d, Some(&mut b), Some(&mut other), 0).unwrap();
     out[3] = count(&mut d);
-    s.switch(&mut d, Some(&mut other), Some(&mut empty), 0).unwrap();
+    s.switch(&mut d, Some(&mut other), Some(&mut empty), 0)
+        .unwrap();
     out[4] = count(&mut d);
     s.switch(&mut d, Some(&mut empty), None, 0).unwrap();
     let _tokens = s.finish(&mut d).map_err(|(e, _)| e).unwrap();

@@ -59,7 +59,11 @@ mod archperf {
             m: &'static Self::Machine,
             cpu: usize,
             regs: Interrupting<ArchPerfModel, Hook<Self>>,
-        ) -> (Self::Driver<O>, AnyHandle<ArchPerfmon>, [AnyHandle<ArchPerfmon>; K]) {
+        ) -> (
+            Self::Driver<O>,
+            AnyHandle<ArchPerfmon>,
+            [AnyHandle<ArchPerfmon>; K],
+        ) {
             let info = crate::detect::detect(&regs.inner, &mut regs.inner.clone())
                 .unwrap()
                 .arch_perf()
@@ -83,7 +87,13 @@ mod archperf {
             }
         }
 
-        fn inject(_: &'static Self::Machine, regs: &mut ArchPerfModel, _: usize, kind: usize, n: u64) -> u64 {
+        fn inject(
+            _: &'static Self::Machine,
+            regs: &mut ArchPerfModel,
+            _: usize,
+            kind: usize,
+            n: u64,
+        ) -> u64 {
             let (_, select, umask) = EVENTS[kind];
             regs.inject(Event::new(select, umask, n));
             n
@@ -131,7 +141,10 @@ mod amd {
         type Driver<O: Owner> = AmdDriver<'static, O, Interrupting<AmdModel, Hook<Self>>>;
 
         fn machine() -> &'static Self::Machine {
-            Box::leak(Box::new([crate::testing::amd_pmu(), crate::testing::amd_pmu()]))
+            Box::leak(Box::new([
+                crate::testing::amd_pmu(),
+                crate::testing::amd_pmu(),
+            ]))
         }
 
         fn regs(_: &'static Self::Machine, _: usize) -> AmdModel {
@@ -164,7 +177,13 @@ mod amd {
             }
         }
 
-        fn inject(_: &'static Self::Machine, regs: &mut AmdModel, _: usize, kind: usize, n: u64) -> u64 {
+        fn inject(
+            _: &'static Self::Machine,
+            regs: &mut AmdModel,
+            _: usize,
+            kind: usize,
+            n: u64,
+        ) -> u64 {
             regs.inject(Event::new(EVENTS[kind].1, 0, n));
             n
         }
@@ -260,14 +279,21 @@ mod netburst {
         }
 
         fn regs(m: &'static Self::Machine, cpu: usize) -> View {
-            View { m: &m.0, lp: lp(cpu).1 }
+            View {
+                m: &m.0,
+                lp: lp(cpu).1,
+            }
         }
 
         fn take<O: Owner>(
             m: &'static Self::Machine,
             cpu: usize,
             regs: Interrupting<View, Hook<Self>>,
-        ) -> (Self::Driver<O>, AnyHandle<NetBurst>, [AnyHandle<NetBurst>; K]) {
+        ) -> (
+            Self::Driver<O>,
+            AnyHandle<NetBurst>,
+            [AnyHandle<NetBurst>; K],
+        ) {
             let c = *m.0.lock().unwrap().config();
             let info = crate::detect::NetBurstCpu {
                 model: c.model,
@@ -311,7 +337,9 @@ mod netburst {
             let (spec, escr) = EVENTS[kind];
             let spec: EventSpec = spec.parse().unwrap();
             let kind = EventKind::for_spec(&spec, escr).unwrap();
-            m.0.lock().unwrap().inject(kind.on(lp(cpu).1, Privilege::Os, n));
+            m.0.lock()
+                .unwrap()
+                .inject(kind.on(lp(cpu).1, Privilege::Os, n));
             n
         }
 
@@ -319,7 +347,12 @@ mod netburst {
             m.0.lock().unwrap().take_pmi(lp(cpu).1).is_some()
         }
 
-        fn handle(m: &'static Self::Machine, regs: &mut View, cpu: usize, sink: &mut dyn FnMut(u8, u64)) {
+        fn handle(
+            m: &'static Self::Machine,
+            regs: &mut View,
+            cpu: usize,
+            sink: &mut dyn FnMut(u8, u64),
+        ) {
             handle_pmi(m.1.logical(lp(cpu).0), regs, &mut Lvt, entry(), 0, |s| {
                 sink(s.counter, u64::from(s.periods))
             })
@@ -351,7 +384,10 @@ mod itanium {
         const PMI_IN_SWITCH: bool = false;
 
         fn machine() -> &'static Self::Machine {
-            Box::leak(Box::new([crate::testing::itanium_pmu(), crate::testing::itanium_pmu()]))
+            Box::leak(Box::new([
+                crate::testing::itanium_pmu(),
+                crate::testing::itanium_pmu(),
+            ]))
         }
 
         fn regs(_: &'static Self::Machine, _: usize) -> ItaniumModel {
@@ -392,7 +428,13 @@ mod itanium {
         /// One a cycle: an overflow with `oi` freezes the PMU at the end of
         /// its cycle, and what is injected while it is frozen counts for
         /// no counter (the kernel's included).
-        fn inject(_: &'static Self::Machine, regs: &mut ItaniumModel, _: usize, kind: usize, n: u64) -> u64 {
+        fn inject(
+            _: &'static Self::Machine,
+            regs: &mut ItaniumModel,
+            _: usize,
+            kind: usize,
+            n: u64,
+        ) -> u64 {
             regs.inject(Event::new(EVENTS[kind], 0, n)).counted_cycles
         }
 
@@ -421,7 +463,10 @@ fn archperf_counts_stay_exact_over_100000_switches() {
     crate::owner!(Cpu1);
     let ran = run::<archperf::ArchPerf, Cpu0, Cpu1>(0x39_0001, 100_000);
     std::println!("archperf: {ran:?}");
-    assert!(ran.migrations > 10_000 && ran.pmis > 10_000 && ran.owed > 100, "{ran:?}");
+    assert!(
+        ran.migrations > 10_000 && ran.pmis > 10_000 && ran.owed > 100,
+        "{ran:?}"
+    );
 }
 
 /// AMD with PerfMonV2 (Zen 4) and without (Zen 2).
@@ -433,10 +478,16 @@ fn amd_counts_stay_exact_over_random_switches() {
     crate::owner!(LegacyCpu1);
     let ran = run::<amd::Amd<true>, V2Cpu0, V2Cpu1>(0x39_0002, 30_000);
     std::println!("amd PerfMonV2: {ran:?}");
-    assert!(ran.migrations > 1_000 && ran.pmis > 1_000 && ran.owed > 10, "{ran:?}");
+    assert!(
+        ran.migrations > 1_000 && ran.pmis > 1_000 && ran.owed > 10,
+        "{ran:?}"
+    );
     let ran = run::<amd::Amd<false>, LegacyCpu0, LegacyCpu1>(0x39_0003, 30_000);
     std::println!("amd legacy: {ran:?}");
-    assert!(ran.migrations > 1_000 && ran.pmis > 1_000 && ran.owed > 10, "{ran:?}");
+    assert!(
+        ran.migrations > 1_000 && ran.pmis > 1_000 && ran.owed > 10,
+        "{ran:?}"
+    );
 }
 
 /// Events at every access of a switch are counted for their own task or
@@ -470,11 +521,23 @@ fn every_architecture_switches_with_the_accesses_it_promises() {
     // in: 2 controls, 2 values (+ the global enable); same: 2 + 2;
     // other: 2 reads, 2 controls, 2 values; out: 2 reads (+ 1 global, or
     // 2 controls); given back: a control and a value each.
-    assert_eq!(traffic::<archperf::ArchPerf, ApTraffic>(), [0, 5, 4, 6, 3, 6]);
+    assert_eq!(
+        traffic::<archperf::ArchPerf, ApTraffic>(),
+        [0, 5, 4, 6, 3, 6]
+    );
     assert_eq!(traffic::<amd::Amd<true>, V2Traffic>(), [0, 5, 4, 6, 3, 6]);
-    assert_eq!(traffic::<amd::Amd<false>, LegacyTraffic>(), [0, 4, 4, 6, 4, 6]);
-    assert_eq!(traffic::<netburst::Package, NbTraffic>(), [0, 6, 4, 8, 4, 6]);
-    assert_eq!(traffic::<itanium::Itanium2, ItTraffic>(), [0, 4, 4, 6, 4, 6]);
+    assert_eq!(
+        traffic::<amd::Amd<false>, LegacyTraffic>(),
+        [0, 4, 4, 6, 4, 6]
+    );
+    assert_eq!(
+        traffic::<netburst::Package, NbTraffic>(),
+        [0, 6, 4, 8, 4, 6]
+    );
+    assert_eq!(
+        traffic::<itanium::Itanium2, ItTraffic>(),
+        [0, 4, 4, 6, 4, 6]
+    );
 }
 
 /// NetBurst: the two logical processors of one package, each task
@@ -485,7 +548,10 @@ fn netburst_counts_follow_tasks_across_logical_processors() {
     crate::owner!(T1);
     let ran = run::<netburst::Package, T0, T1>(0x39_0004, 30_000);
     std::println!("netburst: {ran:?}");
-    assert!(ran.migrations > 1_000 && ran.pmis > 1_000 && ran.owed > 10, "{ran:?}");
+    assert!(
+        ran.migrations > 1_000 && ran.pmis > 1_000 && ran.owed > 10,
+        "{ran:?}"
+    );
 }
 
 /// Itanium 2: two processors.
@@ -495,5 +561,8 @@ fn itanium_counts_stay_exact_over_random_switches() {
     crate::owner!(Cpu1);
     let ran = run::<itanium::Itanium2, Cpu0, Cpu1>(0x39_0005, 30_000);
     std::println!("itanium: {ran:?}");
-    assert!(ran.migrations > 1_000 && ran.pmis > 1_000 && ran.owed > 10, "{ran:?}");
+    assert!(
+        ran.migrations > 1_000 && ran.pmis > 1_000 && ran.owed > 10,
+        "{ran:?}"
+    );
 }

@@ -18,8 +18,8 @@
 
 use super::{AmdCore, AmdDriver, CounterConfig, Error, Programmed};
 use crate::access::{MsrBackend, MsrOps};
-use crate::arch::{Saved, peeked};
 use crate::arch::amd::msrs::{Counter, CounterSet, PERF_CNTR_GLOBAL_STATUS_CLR};
+use crate::arch::{Saved, peeked};
 use crate::counter::Owner;
 use crate::sampling::SampleAfter;
 use crate::sealed::Token;

@@ -12,10 +12,10 @@
 
 use super::{ArchPerfDriver, ArchPerfmon, ConfigError, CounterConfig, Error, Programmed};
 use crate::access::{MsrBackend, MsrOps};
-use crate::arch::{Saved, peeked};
 use crate::arch::archperf::msrs::{
     Counter, CounterSet, IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_OVF_CTRL,
 };
+use crate::arch::{Saved, peeked};
 use crate::counter::Owner;
 use crate::sampling::SampleAfter;
 use crate::sealed::Token;

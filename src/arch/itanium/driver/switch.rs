@@ -31,13 +31,11 @@
 //!   read-modify-write): a kernel calls it with PSR.i clear, which holds
 //!   the NMI vector too (the driver's rule, [`super`]).
 
-use super::{
-    ConfigError, CounterConfig, Error, Itanium, ItaniumDriver, Programmed, pmd,
-};
+use super::{ConfigError, CounterConfig, Error, Itanium, ItaniumDriver, Programmed, pmd};
 use crate::access::{PmcPmdBackend, PmcPmdOps};
-use crate::arch::{Saved, peeked};
 use crate::arch::itanium::generation::{Counter as HwCounter, Generation};
 use crate::arch::itanium::pmi::Captures;
+use crate::arch::{Saved, peeked};
 use crate::counter::Owner;
 use crate::sampling::SampleAfter;
 use crate::sealed::Token;
@@ -85,8 +83,7 @@ impl<O: Owner, R: PmcPmdBackend> crate::arch::Switch<Itanium> for ItaniumDriver<
         if config.units().next().is_some() {
             return Err(Error::Config(ConfigError::NotInContext));
         }
-        let counter =
-            HwCounter::new(self.generation, n).ok_or(ConfigError::NoSuchCounter(n))?;
+        let counter = HwCounter::new(self.generation, n).ok_or(ConfigError::NoSuchCounter(n))?;
         let moved = CounterConfig {
             pmc: config.pmc.on(counter).ok_or(ConfigError::WrongCounter {
                 handle: n,

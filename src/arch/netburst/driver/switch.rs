@@ -37,9 +37,9 @@ use super::{
     ConfigError, CounterConfig, Error, IDLE_CCCR, NetBurst, NetBurstDriver, Programmed, counter_at,
 };
 use crate::access::{MsrBackend, MsrOps};
-use crate::arch::{Saved, peeked};
-use crate::arch::netburst::msrs::{Counter, CounterSet, Escr, EscrSet};
 use crate::arch::netburst::LogicalProcessor;
+use crate::arch::netburst::msrs::{Counter, CounterSet, Escr, EscrSet};
+use crate::arch::{Saved, peeked};
 use crate::counter::{Arch, Owner, StateTag};
 use crate::sampling::SampleAfter;
 use crate::sealed::Token;
@@ -51,10 +51,7 @@ impl<O: Owner, M: MsrBackend> NetBurstDriver<'_, O, M> {
         let others = self.context_counters.without(c);
         let mut set = EscrSet::EMPTY;
         for e in Escr::ALL {
-            if self.context_escrs.contains(e)
-                && e.feeds(c)
-                && !others.iter().any(|o| e.feeds(o))
-            {
+            if self.context_escrs.contains(e) && e.feeds(c) && !others.iter().any(|o| e.feeds(o)) {
                 set = set.with(e);
             }
         }
@@ -66,9 +63,7 @@ impl<O: Owner, M: MsrBackend> NetBurstDriver<'_, O, M> {
     /// the event, the configured one first.
     fn context_config(&self, c: Counter, config: &CounterConfig) -> Option<CounterConfig> {
         let lp = self.only.unwrap_or(config.lp);
-        let fits = |e: Escr| {
-            self.context_escrs.contains(e) && e.feeds(c) && config.event.allows(e)
-        };
+        let fits = |e: Escr| self.context_escrs.contains(e) && e.feeds(c) && config.event.allows(e);
         let escr = if fits(config.escr) {
             config.escr
         } else {
