@@ -1,6 +1,7 @@
 //! The one save/restore core of a context switch: a kernel's task switch
-//! (`crate::task`) and a hypervisor's world switch (`crate::virt`) both
-//! move a context's counters through it.
+//! (`crate::task`) moves a context's counters through it, and a
+//! hypervisor's pass-through world switch is meant to ([`Quiesce::First`];
+//! `crate::virt`'s world switches do not use it yet).
 //!
 //! A driver sets counters aside for contexts (a [`Bank`]); a context is
 //! what runs on them, as [`Slot`]s: a bank position, the counter's images
@@ -14,54 +15,8 @@
 //! `PerfCntrGlobalCtl`) or each counter's own (NetBurst's CCCR, Itanium's
 //! `plm`, AMD before PerfMonV2, architectural perfmon version 1).
 //!
-//! # Register traffic
-//!
-//! For `p` counters the outgoing context ran and `n` the incoming one
-//! runs, asserted exactly in the tests of each architecture (a counter is
-//! *reused* when it runs in both; *changed* when its images differ):
-//!
-//! | step | global enable | per-counter enable |
-//! |---|---|---|
-//! | stop | 1 write if a counter stops (not reused) | 1 control write per counter that stops |
-//! | save | `p` reads (+1 write per counter found past its overflow: its status acknowledged) | `p` reads |
-//! | controls | 1 write per changed counter (fixed counters: 1 `IA32_FIXED_CTR_CTRL` write) | 1 per changed reused counter, 1 per counter that starts (its control with the enable) |
-//! | values | `n` writes | `n` writes |
-//! | start | 1 write if a counter starts | (the control writes) |
-//!
-//! so at most `2 (p + n) + 3` accesses (NetBurst's control is two
-//! registers, its ESCR and CCCR: there a counter that starts costs 3), 0
-//! when neither context runs a counter, and between two contexts with the
-//! same counters and images (the same event set) only the `2p` counter
-//! values: `p` reads, `p` writes, no control and no enable written.
-//!
-//! # Lazy and first: two ways to stop
-//!
-//! [`Quiesce::Lazy`], the task switch: a counter that runs in both
-//! contexts is not stopped. It is read, its control rewritten if the
-//! images change, and its value written: the events it counts between its
-//! read and its value write belong to neither context (they are the
-//! switch's own, as they would be between a stop and a start), and none
-//! is counted for the wrong one, because the control is written before the
-//! value. A counter that stops is stopped before it is read, so its saved
-//! value is final. [`Quiesce::First`], the world switch: every counter of
-//! the bank is stopped first and the incoming ones started last, so
-//! nothing of one context counts while the other's registers are loaded
-//! (the isolation a guest needs).
-//!
-//! # Overflows across the switch
-//!
-//! A sampling counter is disarmed before it is read, so the PMI handler
-//! (an NMI at any instruction of the switch) no longer services it; the
-//! periods the handler serviced since it was loaded are in [`Saved`], and
-//! an overflow the read finds unserviced (its PMI pending, or not yet
-//! raised) is [`Saved::owed`]: its periods belong to the outgoing context,
-//! which the switch's caller delivers them to. Each architecture withdraws
-//! or owes that PMI as its halt does (the status bit acknowledged on the
-//! architectural PMU and PerfMonV2, a late PMI owed on AMD, the overflow
-//! bit withdrawn from PMC0 on Itanium, NetBurst's CCCR rewritten without
-//! `OVF`), so the PMI that arrives after the switch finds nothing of the
-//! incoming context's: it finds that context's counters before their
-//! overflow, where a stale status bit is no period ([`crate::sampling::Rearm`]).
+//! The steps, their register traffic and what a switch does with the
+//! overflows it finds: [`switch_bank`]'s documentation.
 
 use crate::counter::{self, Arch};
 use crate::sampling::SampleAfter;
@@ -382,12 +337,60 @@ pub trait Switch<A: Arch>: counter::Driver<A> {
 }
 
 /// Every running position of `bank` saved into `saved` (by position) and
-/// the slots `into` loaded, as [`Quiesce`] says; see the [module
-/// documentation](self) for the steps and their traffic. The incoming
-/// counters are not armed yet: [`arm_bank`] arms them (so a caller can
+/// the slots `into` loaded, as [`Quiesce`] says; the steps and their
+/// traffic are below. The incoming counters are not armed yet: [`arm_bank`] arms them (so a caller can
 /// publish what the PMIs of the incoming context belong to in between).
 /// Refused before any access if a slot names a position the bank lacks
 /// or names one twice.
+///
+/// # Register traffic
+///
+/// For `p` counters the outgoing context ran and `n` the incoming one
+/// runs, asserted exactly in the tests of each architecture (a counter is
+/// *reused* when it runs in both; *changed* when its images differ):
+///
+/// | step | global enable | per-counter enable |
+/// |---|---|---|
+/// | stop | 1 write if a counter stops (not reused) | 1 control write per counter that stops |
+/// | save | `p` reads (+1 write per counter found past its overflow: its status acknowledged) | `p` reads |
+/// | controls | 1 write per changed counter (fixed counters: 1 `IA32_FIXED_CTR_CTRL` write) | 1 per changed reused counter, 1 per counter that starts (its control with the enable) |
+/// | values | `n` writes | `n` writes |
+/// | start | 1 write if a counter starts | (the control writes) |
+///
+/// so at most `2 (p + n) + 3` accesses (NetBurst's control is two
+/// registers, its ESCR and CCCR: there a counter that starts costs 3), 0
+/// when neither context runs a counter, and between two contexts with the
+/// same counters and images (the same event set) only the `2p` counter
+/// values: `p` reads, `p` writes, no control and no enable written.
+///
+/// # Lazy and first: two ways to stop
+///
+/// [`Quiesce::Lazy`], the task switch: a counter that runs in both
+/// contexts is not stopped. It is read, its control rewritten if the
+/// images change, and its value written: the events it counts between its
+/// read and its value write belong to neither context (they are the
+/// switch's own, as they would be between a stop and a start), and none
+/// is counted for the wrong one, because the control is written before the
+/// value. A counter that stops is stopped before it is read, so its saved
+/// value is final. [`Quiesce::First`], the world switch: every counter of
+/// the bank is stopped first and the incoming ones started last, so
+/// nothing of one context counts while the other's registers are loaded
+/// (the isolation a guest needs).
+///
+/// # Overflows across the switch
+///
+/// A sampling counter is disarmed before it is read, so the PMI handler
+/// (an NMI at any instruction of the switch) no longer services it; the
+/// periods the handler serviced since it was loaded are in [`Saved`], and
+/// an overflow the read finds unserviced (its PMI pending, or not yet
+/// raised) is [`Saved::owed`]: its periods belong to the outgoing context,
+/// which the switch's caller delivers them to. Each architecture withdraws
+/// or owes that PMI as its halt does (the status bit acknowledged on the
+/// architectural PMU and PerfMonV2, a late PMI owed on AMD, the overflow
+/// bit withdrawn from PMC0 on Itanium, NetBurst's CCCR rewritten without
+/// `OVF`), so the PMI that arrives after the switch finds nothing of the
+/// incoming context's: it finds that context's counters before their
+/// overflow, where a stale status bit is no period ([`crate::sampling::Rearm`]).
 pub fn switch_bank<A: Arch, D: Switch<A>, const K: usize>(
     d: &mut D,
     bank: &mut Bank<A, K>,
