@@ -2,7 +2,8 @@
 //! runs a workload of functions with known costs (CPU 0: `work_1x`,
 //! `work_2x`, `work_4x`, 1:2:4; CPU 1: `work_4x` and `work_1x` twice,
 //! 2:0:4); each CPU's local APIC timer, with the TSC measuring the time
-//! that really passed, advances the cycle count (`global_power_events`
+//! that really passed (at most two ticks' worth a tick: time the host did
+//! not run the CPU is not its cycles), advances the cycle count (`global_power_events`
 //! RUNNING) of its logical processor of one NetBurst PMU model package;
 //! each CPU's own driver (one per logical processor, `take_for`) has a
 //! sampling counter that overflows every N cycles, the model's PMI for that

@@ -6,7 +6,8 @@
 //!
 //! Here: the workloads and their expected shares ([`WORKLOADS`]), the
 //! per-CPU bookkeeping (samples, tick clocks, carried cycles, findings), the
-//! timer tick that feeds a model with real time (TSC) up to its PMI, the
+//! timer tick that feeds a model with real time (TSC, a late tick's capped
+//! at [`LATE_TICK`] ticks: the time the CPU ran) up to its PMI, the
 //! method (a calibration run counting cycles without interrupts, N = cycles
 //! / [`TARGET_SAMPLES`], then the sampled run and its accounting:
 //! [`CycleCounter::profile`]), one profile per CPU with a driver each, the
@@ -539,7 +540,10 @@ pub fn rearm_tick(cpu: usize) {
 /// [`CALIBRATION_NS`]).
 fn on_tick<P: Platform>(_: &InterruptFrame) {
     let cpu = smp::cpu().min(1);
-    let cycles = CLOCK[cpu].tick() + CARRY[cpu].swap(0, Ordering::SeqCst);
+    let elapsed = CLOCK[cpu]
+        .tick()
+        .min(tsc_ticks(LATE_TICK * TICK.load(Ordering::SeqCst)));
+    let cycles = elapsed + CARRY[cpu].swap(0, Ordering::SeqCst);
     let (injected, taken) = P::feed(cpu, cycles);
     CARRY[cpu].store(cycles - injected, Ordering::SeqCst);
     let pmi_sent = taken && matches!(pmi::deliver(&mut apic()), pmi::Delivery::Vector(_));
@@ -549,6 +553,14 @@ fn on_tick<P: Platform>(_: &InterruptFrame) {
     }
     apic_timer().eoi();
 }
+
+/// The most a tick feeds its model, in mean ticks: a tick later than
+/// that came after the host descheduled the virtual CPU (the TSC runs on
+/// meanwhile), and the time the CPU did not run is not its cycles. Fed
+/// whole, that time would go to whichever function the CPU was in when
+/// the host took it, and a profile's shares would follow the host's load
+/// instead of the workload. A jittered tick lasts at most 1.5 mean ticks.
+const LATE_TICK: u64 = 2;
 
 /// How long a run lasts.
 #[derive(Clone, Copy)]
