@@ -43,9 +43,7 @@ use pmu::arch::itanium::ItaniumPmu;
 use pmu::arch::itanium::Plm;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{IearConfig, ItlbSample, TlbFill, TlbFills};
-use pmu::arch::itanium::itlb_report::{ItlbReport, L2Fills};
 use pmu::arch::itanium::pmi::{PmiState, overflow_rule};
-use pmu::arch::itanium::report::{Function, LoadModule};
 use pmu::arch::itanium::{Counter as HwCounter, Generation};
 use pmu::counter::Owner;
 use pmu::model::itanium::SharedItanium;
@@ -53,6 +51,8 @@ use pmu::model::itanium::{
     Capture, FetchMiss, Generation as ModelGeneration, TlbFill as ModelFill,
 };
 use pmu::sampling::{self, SampleBuffer};
+use pmu_report::itlb::{ItlbReport, L2Fills};
+use pmu_report::symbols::{Function, LoadModule};
 
 hobby::entry_point!(main);
 

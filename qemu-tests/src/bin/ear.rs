@@ -17,16 +17,16 @@ use hobby::{case, check, check_eq, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::handle_pmi;
 use pmu::arch::itanium::btb::{BranchRecord, BtbConfig};
-use pmu::arch::itanium::dear_report::DearReport;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{DearConfig, DearSample, IcacheSample, IearConfig, LatencyFilter};
 use pmu::arch::itanium::pmi::overflow_rule;
-use pmu::arch::itanium::report::{Function, LoadModule};
 use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, Plm, Slot};
 use pmu::model::itanium::{
     Branch, DataMiss, FetchMiss, Generation as ModelGeneration, SharedItanium,
 };
 use pmu::sampling::SampleAfter;
+use pmu_report::dear::DearReport;
+use pmu_report::symbols::{Function, LoadModule};
 use spin::Mutex;
 
 hobby::entry_point!(main);

@@ -603,7 +603,7 @@ static PMI_SAMPLES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 static TICK_SAMPLES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 
 fn record(samples: &[AtomicU64; 4], rip: u64) {
-    let slot = SYMBOLS.position(rip as usize).unwrap_or(3);
+    let slot = SYMBOLS.position(rip).unwrap_or(3);
     samples[slot].fetch_add(1, Ordering::Relaxed);
 }
 
@@ -822,14 +822,14 @@ fn timer_profile_of_the_workload() -> Outcome {
         let off = share[i] - p;
         println!(
             "timer: {} share {:.4} - expected {p:.4} = {off:+.4} ({:+.2} standard errors)",
-            SYMBOLS.get(i).name,
+            SYMBOLS.name_of(i),
             share[i],
             off / sigma
         );
         check!(
             off.abs() <= (SHARE_SIGMAS * sigma).max(SHARE_FLOOR),
             "{} share {:.4}, expected {p:.4}: off by {:.1} standard errors",
-            SYMBOLS.get(i).name,
+            SYMBOLS.name_of(i),
             share[i],
             off.abs() / sigma
         );

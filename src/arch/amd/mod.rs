@@ -34,7 +34,6 @@
 //! | [`driver`] | the typestate driver: legacy, PerfCtrExtCore and PerfMonV2 counters, `PerfCntrGlobalCtl` starts and stops, groups in one write (PerfMonV2), firmware-used counters left alone |
 //! | [`pmi`] | the PMI handler: each armed counter's top bit (legacy) or one status read and one acknowledgement (PerfMonV2); late PMIs decided by count |
 //! | [`multiplex`] | more events than counters, rotated on the caller's tick |
-//! | [`bounds`] | the intervals a count on a real PMU may fall in, for the real-PMU cases of the `amd` QEMU kernel |
 //!
 //! The register-level model the tests run the driver against is
 //! `crate::model::amd` (feature `model`), written from the APM
@@ -42,7 +41,6 @@
 //! AMD PMU (KVM with `-cpu host` on an AMD host that exposes its PMU), the
 //! `amd` QEMU kernel runs the same cases on the real counters.
 
-pub mod bounds;
 pub mod driver;
 mod events;
 mod msrs;

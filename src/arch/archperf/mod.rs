@@ -49,7 +49,6 @@
 //! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone; PEBS (`set_pebs_area`, precise configurations, `drain_pebs`); the LBR (`enable_lbr`, `disable_lbr`, `save_lbr`/`restore_lbr` for a task switch, counters whose samples carry the records) |
 //! | [`pmi`] | the PMI handler: one status read, one acknowledgement; the PEBS buffer's interrupt drained out of line; the LBR read out of line, frozen by the PMI |
 //! | [`multiplex`] | more events than general counters, rotated on the caller's tick, each rotation one `GLOBAL_CTRL` write |
-//! | [`bounds`] | the intervals a count on a real PMU may fall in (retired instructions of a known loop, cycles against the TSC), for the real-PMU cases of the `archperf` QEMU kernel |
 //!
 //! The register-level model the tests run the driver against is
 //! `crate::model::archperf` (feature `model`), written from the SDM
@@ -57,7 +56,6 @@
 //! (KVM with `-cpu host`, on a host that has one), the `archperf` QEMU
 //! kernel runs the same cases on the real counters.
 
-pub mod bounds;
 pub mod driver;
 pub mod enumeration;
 mod events;

@@ -132,7 +132,7 @@
 //! ([`dear_event_code`]); on its overflow the handler reads PMD2, PMD3 and
 //! PMD17 (Montecito PMD32, PMD33, PMD36) and hands a decoded
 //! [`DearSample`](super::ear::DearSample) (data address, latency or TLB
-//! level, instruction bundle and slot) to the sink; [`super::dear_report`]
+//! level, instruction bundle and slot) to the sink; `pmu-report`'s D-EAR report
 //! groups them by function. [`CounterConfig::btb_sampling`] programs PMC12
 //! (Montecito PMC39: `tm`, `ptm`, `ppm`, `plm`, `pm`) and a counter counting
 //! BRANCH_EVENT ([`btb_event_code`]), and empties the buffer (PMD16 = 0);
