@@ -75,7 +75,7 @@ pages!(
 mod tests {
     use super::PAGES;
 
-    /// The README stays a front door (issue 26: at most 250 lines) and
+    /// The README stays a front door (at most 250 lines) and
     /// links every guide page, each of which exists and is listed here.
     #[test]
     fn readme_is_a_front_door_to_every_page() {

@@ -151,7 +151,7 @@ pub const fn overflow_rule() -> OverflowRule {
 /// each indexed by the counter's bit in the armed word (so 64 entries, 18
 /// used: the handler indexes with the bit number, no bounds check, no
 /// multiplication, and the compiler, not knowing the number below 32,
-/// computes the CCCR's MSR number with one `lea`; measured, issue 28): the
+/// computes the CCCR's MSR number with one `lea`): the
 /// re-arm constants and CCCR image, set when a counter is configured and
 /// armed, and the period counts, which only the handler of the counter's
 /// logical processor (and a halt, which disarms it first) writes.
@@ -196,9 +196,9 @@ struct PerThread {
     /// The armed counters' numbers (a copy of `armed`'s counter bits, for
     /// the loop), the lowest at `list[count]` down to the highest at
     /// `list[1]`, so that the handler's loop counts down to 0: one load,
-    /// one decrement and one branch per counter where a bit scan of the
-    /// word took a scan, a copy of the number, and three to clear the bit
-    /// and branch (measured, issue 28: one instruction less per counter).
+    /// one decrement and one branch per counter (a bit scan of the word
+    /// takes a scan, a copy of the number, and three to clear the bit and
+    /// branch).
     /// 64-bit entries, so that the number needs no widening to index the
     /// per-counter arrays. Every value ever stored here is below 63 (a
     /// counter bit of `armed`), so the handler indexes the 64-entry
@@ -523,12 +523,11 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
         // (`PerThread::list`).
         unsafe { core::hint::assert_unchecked(k < SLOTS) };
         // Below `SLOTS` (`PerThread::list`), not told to the compiler:
-        // knowing it, it builds `0x300 + n` with `mov` and `or`, not `lea`
-        // (measured).
+        // knowing it, it builds `0x300 + n` with `mov` and `or`, not `lea`.
         let n = thread.list[k].load(Ordering::Relaxed) as usize;
         let raw = msr.rdpmc(n as u32)?;
-        // `Rearm::rearm`, in the order the usual interrupt wants (issue
-        // 28, measured: guide, performance): a counter not past its
+        // `Rearm::rearm`, in the order the usual interrupt wants (the
+        // guide's performance page): a counter not past its
         // overflow, as all but the interrupting one usually are, costs
         // one comparison; the usual overflow (fewer than N events past
         // it: one period) a bit test of the reload it computes anyway.
@@ -542,8 +541,7 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
             // Not past its overflow (or not sampling: preset 0). Not cold,
             // but the hint lays the overflow's service out to fall through
             // into the loop's test, which this branch jumps to directly:
-            // no jump is added to either path (measured: 4 instructions
-            // less at 4 overflowed, none more otherwise).
+            // no jump is added to either path.
             core::hint::cold_path();
         } else {
             // Past the overflow: `raw < preset < 2^40`, so `reload <
@@ -629,7 +627,7 @@ unsafe fn service<M: MsrBackend, S: Sink<Capture>>(
 /// `array[n]`, unchecked: the handler's loop takes `n` from
 /// [`PerThread::list`], whose entries are all below `SLOTS`, but a bounds
 /// check or a mask would cost an instruction per use, and telling the
-/// compiler the bound costs one per counter elsewhere (measured).
+/// compiler the bound costs one per counter elsewhere.
 ///
 /// # Safety
 ///
@@ -667,7 +665,7 @@ unsafe fn slot<T>(array: &[T; SLOTS], n: usize) -> &T {
 /// `rest` is one of them (both come from the list and `k`), and a
 /// zero-sized backend is passed as a reference of its own
 /// ([`same_backend`]), so that the loop needs one callee-saved register,
-/// not two (measured: guide, performance).
+/// not two.
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]

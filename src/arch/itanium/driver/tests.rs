@@ -877,7 +877,7 @@ fn retired_on(g: Generation, n: u8) -> CounterConfig {
     CounterConfig::counting(pmc)
 }
 
-/// Issue 10, case 2: an event that counts more than once per cycle leaves
+/// An event that counts more than once per cycle leaves
 /// the frozen counter past 0; the reload keeps it. With sample-after 1,
 /// 520 events at 6 per cycle are 520 periods, not one per overflow.
 #[test]
@@ -918,7 +918,7 @@ fn events_counting_several_per_cycle_are_not_lost() {
     }
 }
 
-/// Issue 10, case 3: releasing a counter whose overflow interrupt is still
+/// Releasing a counter whose overflow interrupt is still
 /// pending withdraws the overflow (PMC0 bit and freeze): the next owner's
 /// count starts at 0, and the late interrupt is spurious.
 #[test]
@@ -1074,7 +1074,7 @@ fn conservation_with_several_counters_multi_increments_and_releases() {
     }
 }
 
-/// Issue 10, case 4: an Itanium 2 I-EAR image in cache mode with a latency
+/// An Itanium 2 I-EAR image in cache mode with a latency
 /// unit mask no source defines (here F9h) is refused by the driver, as the
 /// strict model would refuse the PMC10 write; the defined masks pass.
 #[test]
@@ -1122,7 +1122,7 @@ mod captures;
 mod group;
 mod interrupts;
 
-/// Reproduction 7 (issue 35), on Itanium: a driver dropped with a sampling
+/// On Itanium: a driver dropped with a sampling
 /// counter running (its handle alive) resets the PMU as a take does
 /// (counter PMC at its power-up value, PMD 0, PMC0 unfrozen with no
 /// overflow bit) and frees it; its owner stays held for good, and taking
