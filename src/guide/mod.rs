@@ -22,7 +22,7 @@
 //! | [`platforms`] | what runs where: host, QEMU (TCG and KVM), models, hardware; the validation run on your machine (`cargo validate`, the bootable image) |
 //! | [`performance`] | measured figures: the PMI path, scheduling, footprint, test times, with date and machine |
 //! | [`layout`] | the repository's files and layers, and the dependencies |
-//! | [`packaging`] | the three published crates, and how each is tested unpacked |
+//! | [`packaging`] | the four published crates, and how each is tested unpacked |
 //!
 //! Sources: the Intel SDM Vol. 3B chapters 18-19 (NetBurst: 18.15-18.16,
 //! Tables 18-29, 18-30, 18-63; events: Tables 19-28 to 19-34; the
