@@ -22,7 +22,7 @@ use pmu::arch::itanium::ear::{DearConfig, DearSample, IcacheSample, IearConfig, 
 use pmu::arch::itanium::pmi::overflow_rule;
 use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, Plm, Slot};
 use pmu::model::itanium::{
-    Branch, DataMiss, FetchMiss, Generation as ModelGeneration, SharedItanium,
+    Branch, DataMiss, FetchMiss, Generation as ModelGeneration, SharedItaniumModel,
 };
 use pmu::sampling::SampleAfter;
 use pmu_report::dear::DearReport;
@@ -33,7 +33,7 @@ hobby::entry_point!(main);
 pmu::owner!(Cpu0);
 
 const G: Generation = Generation::Itanium2;
-static MODEL: SharedItanium = SharedItanium::new(ModelGeneration::Itanium2);
+static MODEL: SharedItaniumModel = SharedItaniumModel::new(ModelGeneration::Itanium2);
 // SAFETY: the model is a processor of its own (CPU 0's), and this is its
 // one value.
 static CPU0: ItaniumPmu = unsafe { ItaniumPmu::new() };

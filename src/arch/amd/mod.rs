@@ -42,7 +42,7 @@
 //! `amd` QEMU kernel runs the same cases on the real counters.
 
 pub mod driver;
-mod events;
+pub mod events;
 mod msrs;
 pub mod multiplex;
 mod physical;

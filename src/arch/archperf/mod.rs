@@ -58,7 +58,7 @@
 
 pub mod driver;
 pub mod enumeration;
-mod events;
+pub mod events;
 mod lbr;
 mod msrs;
 pub mod multiplex;

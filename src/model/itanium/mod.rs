@@ -222,5 +222,5 @@ pub use registers::{
     AccessKind, Checking, Fault, ItaniumModel, Psr, REGISTER_SLOTS, ReservedField, Violation,
 };
 #[cfg(target_arch = "x86_64")]
-pub use shared::{ItaniumRegs, SharedItanium};
+pub use shared::{ItaniumPmcPmd, SharedItaniumModel};
 pub use tables::{Generation, Layout, Tables};
