@@ -39,7 +39,7 @@ macro_rules! pages {
         // feature is on (the repository's `cargo test`), as the README's.
         #[cfg_attr(
             any(not(doctest), feature = "model"),
-            doc = include_str!(concat!(stringify!($name), ".md"))
+            doc = include_str!(concat!("guide/", stringify!($name), ".md"))
         )]
         #[cfg_attr(all(doctest, not(feature = "model")), doc = "A guide page.")]
         // A page may show a whole `build.rs` or `main.rs`, `fn main` included.
@@ -79,7 +79,7 @@ mod tests {
     /// links every guide page, each of which exists and is listed here.
     #[test]
     fn readme_is_a_front_door_to_every_page() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../README.md");
         assert!(
             readme.lines().count() <= 250,
             "README.md has {} lines",
@@ -99,7 +99,7 @@ mod tests {
             let link = format!("](src/guide/{page}.md)");
             assert!(readme.contains(&link), "README links no {page}");
             assert!(
-                include_str!("mod.rs").contains(&format!("[`{page}`]")),
+                include_str!("guide.rs").contains(&format!("[`{page}`]")),
                 "guide index lacks {page}"
             );
         }
