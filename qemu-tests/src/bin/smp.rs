@@ -37,7 +37,8 @@ use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp, NetBurstPmu};
 use pmu::counter::{ErasedError, Owner};
 use pmu::model::netburst::{
-    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedNetBurstModel, ThreadState,
+    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedNetBurstModel,
+    ThreadState,
 };
 use pmu::sampling::SampleAfter;
 

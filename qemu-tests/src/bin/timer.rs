@@ -428,7 +428,10 @@ fn shared_model_msr_from_main_and_handler() -> Outcome {
                     HANDLER_ACCESSES.load(Ordering::SeqCst),
                 )
             });
-            check!(!if_inside, "interrupts enabled inside SharedNetBurstModel::with");
+            check!(
+                !if_inside,
+                "interrupts enabled inside SharedNetBurstModel::with"
+            );
             check!(pending?, "no tick became pending while the lock was held");
             check_eq!(during, before);
             check!(

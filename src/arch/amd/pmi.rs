@@ -106,7 +106,9 @@ use super::msrs::{COUNTER_WIDTH, Counter, CounterSet, MAX_COUNTERS};
 use super::msrs::{PERF_CNTR_GLOBAL_STATUS, PERF_CNTR_GLOBAL_STATUS_CLR};
 use crate::access::{MsrBackend, MsrOps, backend_for_cold_path};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer};
+use crate::sampling::{
+    OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer,
+};
 
 /// Per-counter arrays are indexed by the counter's number, the bit number
 /// the handler finds (no mapping, no bounds check: a bit number of a

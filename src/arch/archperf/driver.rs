@@ -1077,7 +1077,11 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         self.write_global()
     }
 
-    fn build_programmed(&self, c: Counter, config: &CounterConfig) -> Result<Programmed, ConfigError> {
+    fn build_programmed(
+        &self,
+        c: Counter,
+        config: &CounterConfig,
+    ) -> Result<Programmed, ConfigError> {
         if self.claimed.contains(c) {
             return Err(ConfigError::CounterClaimed(c.index()));
         }

@@ -76,7 +76,9 @@ use super::pebs::{PebsRecord, Precise, RecordLayout};
 use crate::access::{MsrBackend, MsrOps, backend_for_cold_path};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::arch::ia32::ds::{self, DsManagement};
-use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer};
+use crate::sampling::{
+    OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer,
+};
 
 /// What an architectural-PMU overflow captured besides its counter,
 /// periods and IP (the architectural PMU's
@@ -606,7 +608,16 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
         // each would have to survive the instruction in a register of its
         // own.
         if raw >= state.n[i].load(Ordering::Relaxed) {
-            return service_out_of_line(state, backend_for_cold_path(msr), lvt, entry, rip, sink, rest, raw);
+            return service_out_of_line(
+                state,
+                backend_for_cold_path(msr),
+                lvt,
+                entry,
+                rip,
+                sink,
+                rest,
+                raw,
+            );
         }
         let preset = state.preset[i].load(Ordering::Relaxed);
         msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;

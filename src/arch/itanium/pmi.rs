@@ -62,7 +62,9 @@ use super::generation::Generation;
 use super::pmc::Pmc0;
 use crate::access::{PmcPmdBackend, PmcPmdOps};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer};
+use crate::sampling::{
+    OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer,
+};
 
 const SLOTS: usize = 16;
 

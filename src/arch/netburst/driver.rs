@@ -1367,9 +1367,9 @@ impl<O: Owner, M: MsrBackend> counter::Driver<NetBurst> for NetBurstDriver<'_, O
             area.reset(RECORD_BYTES, records);
             area.set_counter_reset(0, pebs_reset(s));
         }
-        let writes = self
-            .package
-            .record_claim(counter, config, replay, &mut regs, self.hyper_threading);
+        let writes =
+            self.package
+                .record_claim(counter, config, replay, &mut regs, self.hyper_threading);
         self.images[usize::from(n)] = p;
         self.write_pebs_msrs(writes)?;
         Ok(p)

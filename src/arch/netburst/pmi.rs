@@ -105,7 +105,9 @@ use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
 use crate::access::{MsrBackend, MsrOps, backend_for_cold_path};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer};
+use crate::sampling::{
+    OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer,
+};
 
 const COUNTERS: usize = 18;
 
@@ -513,7 +515,18 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
     // interrupted while it lists the counters: the whole handler out of
     // line, from the armed word.
     if count == 0 {
-        return service_out_of_line(state, lp, backend_for_cold_path(msr), lvt, entry, rip, sink, 0, 0, 0);
+        return service_out_of_line(
+            state,
+            lp,
+            backend_for_cold_path(msr),
+            lvt,
+            entry,
+            rip,
+            sink,
+            0,
+            0,
+            0,
+        );
     }
     let mut overflowed = 0u32;
     let mut k = count as usize;
