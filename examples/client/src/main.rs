@@ -15,7 +15,9 @@ use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, LogicalProcessor, NetBurstPmu};
-use pmu::model::netburst::{Config, EventKind, LogicalProcessor as Lp, Privilege, SharedNetBurstModel};
+use pmu::model::netburst::{
+    Config, EventKind, LogicalProcessor as Lp, Privilege, SharedNetBurstModel,
+};
 use pmu::sampling::SampleAfter;
 
 hobby::entry_point!(main);
