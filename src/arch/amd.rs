@@ -31,6 +31,7 @@
 //! | module | contents |
 //! |---|---|
 //! | (root) | MSR numbers, counters and sets of counters, the `PERF_CTL` layout ([`Counter`]); `perf`'s generic events per generation and event strings ([`EventSpec`]: `instructions:u`, `event=0x1c0,umask=0x01,cmask=2`, `:H`/`:G`); [`AmdPmu`], the physical PMU of one logical processor as a value |
+//! | [`events`] | `perf`'s generic events per generation and event strings ([`EventSpec`]), re-exported at the root |
 //! | [`driver`] | the typestate driver: legacy, PerfCtrExtCore and PerfMonV2 counters, `PerfCntrGlobalCtl` starts and stops, groups in one write (PerfMonV2), firmware-used counters left alone |
 //! | [`pmi`] | the PMI handler: each armed counter's top bit (legacy) or one status read and one acknowledgement (PerfMonV2); late PMIs decided by count |
 //! | [`multiplex`] | more events than counters, rotated on the caller's tick |
