@@ -404,7 +404,7 @@ impl<const MODE: u8> shared::Platform for Stepped<MODE> {
     }
 
     fn placed(rip: u64) -> Option<(bool, &'static str)> {
-        STEP_SYMBOLS.position(rip as usize)?;
+        STEP_SYMBOLS.position(rip)?;
         // SAFETY: `rip` is inside one of the stepped workload's functions,
         // this kernel's code: mapped and readable.
         let at_branch = unsafe { step::branch_at(rip, 0) }.is_some();

@@ -34,7 +34,6 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::idt::{self, InterruptFrame};
 use hobby::stacks::{self, Tally};
-use hobby::symbols::SymbolTable;
 use hobby::test::Failure;
 use hobby::timer::{self, ApicTimer, Divide, Jitter, TickClock};
 use hobby::workload::{self, STEP_SYMBOLS, SYMBOLS};
@@ -43,6 +42,7 @@ use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::{Architecture, Driven, LocalPmu};
 use pmu::counter::{self, AnyHandle, Driver, Owner};
 use pmu::sampling::{self, CallChain, OverflowRule, Sample, SampleAfter, SampleBuffer};
+use pmu_report::symbols::SymbolTable;
 use x86_64::instructions::interrupts;
 
 /// The timer tick's vector.
@@ -842,7 +842,7 @@ fn report<P: Platform>(cpu: usize) -> bool {
     // ([`Platform::placed`]) finds elsewhere than it puts them.
     let (mut checked, mut misplaced, mut what_placed) = (0u64, 0u64, "");
     SAMPLES[cpu].drain(|s| {
-        let i = symbols.position(s.rip as usize).unwrap_or(3);
+        let i = symbols.position(s.rip).unwrap_or(3);
         p.counts[i].fetch_add(u64::from(s.periods), Ordering::SeqCst);
         chains.add(&s.payload, u64::from(s.periods));
         if i < 3
@@ -903,7 +903,7 @@ fn report<P: Platform>(cpu: usize) -> bool {
         let share = counts[i] as f64 / inside.max(1) as f64;
         println!(
             "  {:<10} {:>8} {:>7.1}% {:>8.1}%  {}",
-            symbols.get(i).name,
+            symbols.name_of(i),
             counts[i],
             share * 100.0,
             expected * 100.0,
