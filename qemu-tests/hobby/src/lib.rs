@@ -72,6 +72,8 @@ pub mod smp;
 #[cfg(any(target_os = "none", doc))]
 pub mod stacks;
 #[cfg(any(target_os = "none", doc))]
+pub mod steal;
+#[cfg(any(target_os = "none", doc))]
 pub mod step;
 #[cfg(any(target_os = "none", doc))]
 pub mod test;
