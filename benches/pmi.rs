@@ -1791,7 +1791,7 @@ fn main() -> std::process::ExitCode {
         "measured_archperf_pebs",
         "measured_archperf_lbr",
         "measured_callchain",
-        "service_rare",
+        "service_out_of_line",
     ] {
         match code.inspect(f) {
             Some(r) => {

@@ -22,11 +22,11 @@ use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
 use pmu::counter::rules::Readable;
 use pmu::counter::state::State;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
-use pmu::model::netburst::{ModelMsr, SharedModel};
+use pmu::model::netburst::{NetBurstMsr, SharedNetBurstModel};
 
 hobby::entry_point!(main);
 
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 // SAFETY: the model is a package of its own, and this is its one value.
 static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 
@@ -39,7 +39,7 @@ pmu::owner!(
     Package0
 );
 
-type Driver = NetBurstDriver<'static, Package0, ModelMsr<'static>>;
+type Driver = NetBurstDriver<'static, Package0, NetBurstMsr<'static>>;
 
 fn clocks(n: u64) {
     MODEL.with(|m| m.inject(RUNNING.on(LogicalProcessor::T0, Privilege::Os, n)));

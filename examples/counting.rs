@@ -16,12 +16,12 @@ use hobby::test::Failure;
 use pmu::access::Recording;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::{Escr, EventSpec, NetBurstPmu};
-use pmu::model::netburst::SharedModel;
+use pmu::model::netburst::SharedNetBurstModel;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
 
 hobby::entry_point!(main);
 
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 // SAFETY: the model is a package of its own, and this is its one value.
 static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 

@@ -43,16 +43,16 @@ use pmu::arch::itanium::ItaniumPmu;
 use pmu::arch::itanium::Plm;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{IearConfig, ItlbSample, TlbFill, TlbFills};
-use pmu::arch::itanium::itlb_report::{ItlbReport, L2Fills};
 use pmu::arch::itanium::pmi::{PmiState, overflow_rule};
-use pmu::arch::itanium::report::{Function, LoadModule};
 use pmu::arch::itanium::{Counter as HwCounter, Generation};
 use pmu::counter::Owner;
-use pmu::model::itanium::SharedItanium;
+use pmu::model::itanium::SharedItaniumModel;
 use pmu::model::itanium::{
     Capture, FetchMiss, Generation as ModelGeneration, TlbFill as ModelFill,
 };
 use pmu::sampling::{self, SampleBuffer};
+use pmu_report::itlb::{ItlbReport, L2Fills};
+use pmu_report::symbols::{Function, LoadModule};
 
 hobby::entry_point!(main);
 
@@ -74,7 +74,7 @@ fn rounds() -> u64 {
     hobby::pace::scaled(ROUNDS, 1)
 }
 
-static MODEL: SharedItanium = SharedItanium::new(ModelGeneration::Itanium2);
+static MODEL: SharedItaniumModel = SharedItaniumModel::new(ModelGeneration::Itanium2);
 /// The processors the example measures, one after the other: the model
 /// reset to Itanium 2, then to Itanium, each a processor of its own.
 // SAFETY: one value per generation's model, each that processor's only one.

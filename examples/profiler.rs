@@ -2,7 +2,8 @@
 //! runs a workload of functions with known costs (CPU 0: `work_1x`,
 //! `work_2x`, `work_4x`, 1:2:4; CPU 1: `work_4x` and `work_1x` twice,
 //! 2:0:4); each CPU's local APIC timer, with the TSC measuring the time
-//! that really passed, advances the cycle count (`global_power_events`
+//! that really passed (at most two ticks' worth a tick: time the host did
+//! not run the CPU is not its cycles), advances the cycle count (`global_power_events`
 //! RUNNING) of its logical processor of one NetBurst PMU model package;
 //! each CPU's own driver (one per logical processor, `take_for`) has a
 //! sampling counter that overflows every N cycles, the model's PMI for that
@@ -42,7 +43,7 @@ use hobby::println;
 use pmu::arch::netburst::{LogicalPmu, LogicalProcessor, NetBurstPmu};
 use pmu::detect::NetBurstCpu;
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
-use pmu::model::netburst::{ModelMsr, SharedModel};
+use pmu::model::netburst::{NetBurstMsr, SharedNetBurstModel};
 
 hobby::entry_point!(shared::main::<NetBurstModel>);
 
@@ -55,7 +56,7 @@ const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 
 /// One package: its model and its one `NetBurstPmu`, shared by both CPUs
 /// (each takes its own driver of it, and its PMI handler shares its state).
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 // SAFETY: the model is a package of its own, and this is its one value.
 static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 
@@ -70,7 +71,7 @@ fn lp_of(cpu: usize) -> (LogicalProcessor, ModelLp) {
 
 impl shared::Platform for NetBurstModel {
     type Local = LogicalPmu<'static>;
-    type Regs = ModelMsr<'static>;
+    type Regs = NetBurstMsr<'static>;
     const NAME: &'static str = "profiler";
     const EVENT: &'static str = "cycles";
     const REAL: bool = false;
@@ -94,7 +95,7 @@ impl shared::Platform for NetBurstModel {
     }
 
     /// The model's registers as CPU `cpu`'s logical processor sees them.
-    fn regs(cpu: usize) -> Option<ModelMsr<'static>> {
+    fn regs(cpu: usize) -> Option<NetBurstMsr<'static>> {
         MODEL.msr_as(lp_of(cpu).1)
     }
 

@@ -11,8 +11,10 @@
 //! through the local APIC. Otherwise (QEMU's TCG, or KVM without a PMU) it
 //! samples each CPU's architectural-PMU model (`Config::skylake()`), whose
 //! core-cycle event is fed with real time: each CPU's local APIC timer
-//! ticks, and the TSC cycles that passed since the last tick happen on that
-//! CPU's model; the model's PMI goes through that CPU's APIC. The output
+//! ticks, and the TSC cycles that passed since the last tick (at most two
+//! ticks' worth: time the host did not run the CPU is not its cycles)
+//! happen on that CPU's model; the model's PMI goes through that CPU's
+//! APIC. The output
 //! says which. Either way the interrupts, the APICs, the RIPs and the
 //! symbol lookup are real, and N is picked by calibration (one run counting
 //! cycles without interrupts, then N = cycles / target samples; the sampled
@@ -402,7 +404,7 @@ impl<const MODE: u8> shared::Platform for Stepped<MODE> {
     }
 
     fn placed(rip: u64) -> Option<(bool, &'static str)> {
-        STEP_SYMBOLS.position(rip as usize)?;
+        STEP_SYMBOLS.position(rip)?;
         // SAFETY: `rip` is inside one of the stepped workload's functions,
         // this kernel's code: mapped and readable.
         let at_branch = unsafe { step::branch_at(rip, 0) }.is_some();

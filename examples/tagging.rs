@@ -56,16 +56,16 @@ use pmu::counter::{AnyHandle, DriverError};
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor, Privilege, UopKind, Uops,
 };
-use pmu::model::netburst::{ModelMsr, SharedModel};
+use pmu::model::netburst::{NetBurstMsr, SharedNetBurstModel};
 
 hobby::entry_point!(main);
 
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 // SAFETY: the model is a package of its own, and this is its one value.
 static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 pmu::owner!(Package);
 
-type Driver = NetBurstDriver<'static, Package, ModelMsr<'static>>;
+type Driver = NetBurstDriver<'static, Package, NetBurstMsr<'static>>;
 
 /// The two upstream events, their tag values and the counters that count
 /// them (and keep their FIRM ESCRs powered, SDM 18.15.5.9).

@@ -58,12 +58,14 @@
 //! | interrupt delivery | [`apic`], [`entry`] | the local APIC's LVT performance-counter entry, EOI and self-IPI; the PMI's interrupt entry stub ([`pmi_entry!`]) |
 //! | typestate counters | [`counter`] | architecture-independent handles whose type is their owner and state; owners ([`counter::owner`]); the run-time form [`counter::AnyHandle`] |
 //! | sampling | [`sampling`] | sample-after values, presets and re-arming, calibration, the interrupt-to-kernel sample buffer |
-//! | architectures | [`arch`] | per architecture: register layouts and data tables, the driver behind the handles, its overflow handler |
+//! | multiplexing | [`multiplex`] | more events than counters: the one multiplexer over each architecture's placement, time enabled and running, scaled estimates |
+//! | architectures | [`arch`] | per architecture: register layouts and data tables, the driver behind the handles, its overflow handler; the seam every architecture meets the crate at |
+//! | topology | [`topology`] | which CPUs share a PMU, from CPUID |
 //! | models | `model` (feature `model`) | register-level PMU models: test instruments written from the manuals |
+//! | hypervisors | [`virt`] | guest PMUs: MSR classes, guest access checks, RDPMC, the world switch, emulated PMUs (on the models) |
 //!
 //! Each layer imports only from the layers above it in this table (besides
-//! the crate-private `sealed`; the architectures also use [`multiplex`], and
-//! [`topology`] and [`virt`] sit on top), never from one below, and inside
+//! the crate-private `sealed`), never from one below, and inside
 //! each directory no two files import each other, directly or around a
 //! loop: a unit test reads the sources and fails on any import circle.
 //!

@@ -71,7 +71,7 @@ pub use callchain::{CallChain, CallChainSlot, ChainEnd, StackBounds};
 /// counter's periods): a load and a store, no locked read-modify-write,
 /// which the handlers must not execute (the PMI benchmark counts them).
 #[inline(always)]
-pub(crate) fn bump(cell: &AtomicU64, by: u64) {
+pub(crate) fn add_single_writer(cell: &AtomicU64, by: u64) {
     cell.store(
         cell.load(Ordering::Relaxed).wrapping_add(by),
         Ordering::Relaxed,

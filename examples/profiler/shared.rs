@@ -6,7 +6,9 @@
 //!
 //! Here: the workloads and their expected shares ([`WORKLOADS`]), the
 //! per-CPU bookkeeping (samples, tick clocks, carried cycles, findings), the
-//! timer tick that feeds a model with real time (TSC) up to its PMI, the
+//! timer tick that feeds a model with the time the CPU ran (TSC time less
+//! KVM's steal time, a late tick's capped at [`LATE_TICK`] ticks) up to
+//! its PMI, the
 //! method (a calibration run counting cycles without interrupts, N = cycles
 //! / [`TARGET_SAMPLES`], then the sampled run and its accounting:
 //! [`CycleCounter::profile`]), one profile per CPU with a driver each, the
@@ -33,7 +35,7 @@ use hobby::boot::BootInfo;
 use hobby::exit::{ExitCode, exit_qemu};
 use hobby::idt::{self, InterruptFrame};
 use hobby::stacks::{self, Tally};
-use hobby::symbols::SymbolTable;
+use hobby::steal;
 use hobby::test::Failure;
 use hobby::timer::{self, ApicTimer, Divide, Jitter, TickClock};
 use hobby::workload::{self, STEP_SYMBOLS, SYMBOLS};
@@ -42,6 +44,7 @@ use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::{Architecture, Driven, LocalPmu};
 use pmu::counter::{self, AnyHandle, Driver, Owner};
 use pmu::sampling::{self, CallChain, OverflowRule, Sample, SampleAfter, SampleBuffer};
+use pmu_report::symbols::SymbolTable;
 use x86_64::instructions::interrupts;
 
 /// The timer tick's vector.
@@ -116,6 +119,9 @@ static TAKEN: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
 
 /// Per CPU: the TSC time its model's last tick reached.
 static CLOCK: [TickClock; 2] = [const { TickClock::new() }; 2];
+/// Per CPU: the time the hypervisor had kept it from running when its
+/// model's last tick came (`hobby::steal`, KVM's steal time; 0 without).
+static STOLEN: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
 /// Per CPU: the cycles a tick carried over to the next (past its model's
 /// PMI).
 static CARRY: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
@@ -500,6 +506,8 @@ fn jittered_count(cpu: usize) -> u32 {
 pub fn start_ticks(cpu: usize) -> ApicTimer {
     let mut timer = apic_timer();
     CARRY[cpu].store(0, Ordering::SeqCst);
+    steal::enable();
+    STOLEN[cpu].store(steal::stolen_ns(), Ordering::SeqCst);
     CLOCK[cpu].start();
     TICKING[cpu].store(true, Ordering::SeqCst);
     let count = jittered_count(cpu);
@@ -539,7 +547,13 @@ pub fn rearm_tick(cpu: usize) {
 /// [`CALIBRATION_NS`]).
 fn on_tick<P: Platform>(_: &InterruptFrame) {
     let cpu = smp::cpu().min(1);
-    let cycles = CLOCK[cpu].tick() + CARRY[cpu].swap(0, Ordering::SeqCst);
+    let stolen = steal::stolen_ns();
+    let stolen_since = stolen.wrapping_sub(STOLEN[cpu].swap(stolen, Ordering::SeqCst));
+    let elapsed = CLOCK[cpu]
+        .tick()
+        .saturating_sub(tsc_ticks(stolen_since))
+        .min(tsc_ticks(LATE_TICK * TICK.load(Ordering::SeqCst)));
+    let cycles = elapsed + CARRY[cpu].swap(0, Ordering::SeqCst);
     let (injected, taken) = P::feed(cpu, cycles);
     CARRY[cpu].store(cycles - injected, Ordering::SeqCst);
     let pmi_sent = taken && matches!(pmi::deliver(&mut apic()), pmi::Delivery::Vector(_));
@@ -549,6 +563,16 @@ fn on_tick<P: Platform>(_: &InterruptFrame) {
     }
     apic_timer().eoi();
 }
+
+/// The most a tick feeds its model, in mean ticks. The time the host kept
+/// the virtual CPU from running (the TSC runs on meanwhile) is not its
+/// cycles: fed, it would go to whichever function the CPU was in when the
+/// host took it, and a profile's shares would follow the host's load
+/// instead of the workload. Under KVM a tick subtracts the steal time KVM
+/// reports (`hobby::steal`); where no hypervisor says (TCG), a tick later
+/// than this came after such a gap, and is cut. A jittered tick lasts at
+/// most 1.5 mean ticks.
+const LATE_TICK: u64 = 2;
 
 /// How long a run lasts.
 #[derive(Clone, Copy)]
@@ -830,7 +854,7 @@ fn report<P: Platform>(cpu: usize) -> bool {
     // ([`Platform::placed`]) finds elsewhere than it puts them.
     let (mut checked, mut misplaced, mut what_placed) = (0u64, 0u64, "");
     SAMPLES[cpu].drain(|s| {
-        let i = symbols.position(s.rip as usize).unwrap_or(3);
+        let i = symbols.position(s.rip).unwrap_or(3);
         p.counts[i].fetch_add(u64::from(s.periods), Ordering::SeqCst);
         chains.add(&s.payload, u64::from(s.periods));
         if i < 3
@@ -876,6 +900,13 @@ fn report<P: Platform>(cpu: usize) -> bool {
         sampled * 100 / cycles.max(1) % 100,
         sampled / n.max(1),
     );
+    let stolen = STOLEN[cpu].load(Ordering::SeqCst);
+    if stolen > 0 {
+        println!(
+            "  the host kept this CPU from running for {} ms of its runs (KVM's steal time), not counted",
+            stolen / 1_000_000
+        );
+    }
     println!(
         "  {:<10} {:>8} {:>8} {:>9}",
         "function", "samples", "share", "expected"
@@ -891,7 +922,7 @@ fn report<P: Platform>(cpu: usize) -> bool {
         let share = counts[i] as f64 / inside.max(1) as f64;
         println!(
             "  {:<10} {:>8} {:>7.1}% {:>8.1}%  {}",
-            symbols.get(i).name,
+            symbols.name_of(i),
             counts[i],
             share * 100.0,
             expected * 100.0,
@@ -968,6 +999,13 @@ fn run<P: Platform>() -> Result<bool, Failure> {
     if P::STEPPED {
         choose_step_rounds::<P>(&cal);
     } else if !P::REAL {
+        if steal::offered() {
+            println!("  the model's clock: TSC time less the steal time KVM reports");
+        } else {
+            println!(
+                "  the model's clock: TSC time (no hypervisor reports steal time), at most {LATE_TICK} ticks' worth a tick"
+            );
+        }
         choose_model_tick::<P>(&cal);
     }
     if cpus > 1 {

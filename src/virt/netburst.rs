@@ -71,8 +71,8 @@
 //! KVM refused guest PEBS for years and still forces `PEBS_ENABLE` to 0 at
 //! entry where it cannot be made safe, because "PEBS memory write can
 //! overshoot guest entry and corrupt guest memory" (Linux
-//! `arch/x86/events/intel/core.c`, `intel_guest_get_msrs`; issue 23
-//! quotes the sentence as Xen's, but it is that Linux comment; Xen's
+//! `arch/x86/events/intel/core.c`, `intel_guest_get_msrs`; the sentence
+//! is sometimes quoted as Xen's, but it is that Linux comment; Xen's
 //! `vpmu_intel.c` refuses a non-zero `PEBS_ENABLE` outright).
 //! So there is no PEBS option: `PEBS_ENABLE`'s PEBS bits (25, 26) and
 //! every access to `IA32_DS_AREA` are #GP ([`GuestGp::PebsRefused`]), a

@@ -1,5 +1,5 @@
 //! Properties of the guest PMUs of both x86 vendors together, and the
-//! fuzz driver both architectures' isolation tests use.
+//! fuzz driver the architectural PMU's and AMD's isolation tests use.
 
 pub(crate) mod fuzz;
 mod noninterference;

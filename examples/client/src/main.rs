@@ -15,13 +15,15 @@ use pmu::arch::handle_pmi;
 use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, LogicalProcessor, NetBurstPmu};
-use pmu::model::netburst::{Config, EventKind, LogicalProcessor as Lp, Privilege, SharedModel};
+use pmu::model::netburst::{
+    Config, EventKind, LogicalProcessor as Lp, Privilege, SharedNetBurstModel,
+};
 use pmu::sampling::SampleAfter;
 
 hobby::entry_point!(main);
 pmu::owner!(Package0);
 
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 // SAFETY: the model is a package of its own, and this is its one value.
 static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 static SAMPLES: AtomicU64 = AtomicU64::new(0);

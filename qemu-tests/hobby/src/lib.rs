@@ -25,9 +25,8 @@
 //! | [`timer`] | the local APIC timer (periodic ticks) and the TSC, calibrated against the PIT |
 //! | [`stacks`] | the bounds of an interrupted stack, for call chains; a tally of chains printed as the runner's `stack` lines |
 //! | [`step`] | single-stepping (RFLAGS.TF): a function run one instruction at a time, each retired instruction reported with its address, the next one's, its registers and its branch kind, as the PMU models' `Retirement` |
-//! | [`symbols`] | address ranges with names, for attributing sampled RIPs |
 //! | [`user`] | running a function at CPL 3 until it raises the exit vector |
-//! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table |
+//! | [`workload`] | three functions with costs exactly 1:2:4, and their symbol table (`pmu_report::symbols`) |
 //! | [`mod@test`] | the test-case runner and its console protocol |
 //! | [`text`] | a text in a fixed buffer (no allocator) |
 //! | [`exit`] | success or failure exit codes |
@@ -73,9 +72,9 @@ pub mod smp;
 #[cfg(any(target_os = "none", doc))]
 pub mod stacks;
 #[cfg(any(target_os = "none", doc))]
-pub mod step;
+pub mod steal;
 #[cfg(any(target_os = "none", doc))]
-pub mod symbols;
+pub mod step;
 #[cfg(any(target_os = "none", doc))]
 pub mod task;
 #[cfg(any(target_os = "none", doc))]

@@ -23,7 +23,7 @@
 
 use pmu::apic::{ModelPmi, PmiApic};
 use pmu::model::archperf::{self, SharedArchPerfModel};
-use pmu::model::netburst::{Event, LogicalProcessor, SharedModel};
+use pmu::model::netburst::{Event, LogicalProcessor, SharedNetBurstModel};
 
 use crate::apic::Register;
 /// The local APIC of the CPU this runs on, in the kernel's mode (xAPIC, or
@@ -353,7 +353,7 @@ pub trait ModelPmiLine {
     fn take_pmi(&self) -> bool;
 }
 
-impl ModelPmiLine for SharedModel {
+impl ModelPmiLine for SharedNetBurstModel {
     type Event = Event;
 
     fn count(event: &Event) -> u64 {
@@ -365,13 +365,13 @@ impl ModelPmiLine for SharedModel {
     }
 
     fn inject_until_pmi(&self, event: Event) -> (u64, bool) {
-        let got = SharedModel::inject_until_pmi(self, event);
+        let got = SharedNetBurstModel::inject_until_pmi(self, event);
         (got.injected, got.pmi_pending)
     }
 
     fn take_pmi(&self) -> bool {
-        SharedModel::take_pmi(self, LogicalProcessor::T0)
-            .or_else(|| SharedModel::take_pmi(self, LogicalProcessor::T1))
+        SharedNetBurstModel::take_pmi(self, LogicalProcessor::T0)
+            .or_else(|| SharedNetBurstModel::take_pmi(self, LogicalProcessor::T1))
             .is_some()
     }
 }

@@ -26,7 +26,7 @@
 //! within 1.7 standard errors of a binomial proportion every time, with
 //! 0.3-1.4 % of the samples outside the three functions (in [`run`]).
 
-use crate::symbols::{LabelRange, SymbolTable};
+use pmu_report::symbols::{LabelRange, SymbolTable};
 
 /// Loop iterations of one cost unit ([`work_1x`] runs one unit).
 pub const UNIT_ITERATIONS: u32 = 20_000;

@@ -23,7 +23,7 @@
 //! comes from the model, not hardware, and is exact.
 //!
 //! The real-PMU cases (`pmu_qemu_tests::real`: retired instructions of a
-//! loop of known length within `pmu::arch::amd::bounds`' interval, core
+//! loop of known length within `pmu_report::bounds`' interval, core
 //! cycles against the TSC, and overflow PMIs inside the loop), twice,
 //! through the crate's driver and handler: the `model_*` cases on the Zen 4
 //! model, fed the events the loop would retire (they run everywhere, and

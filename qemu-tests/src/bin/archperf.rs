@@ -16,7 +16,7 @@
 //! against the one its PMI interrupted (skid 1 or more).
 //!
 //! The real-PMU cases (`pmu_qemu_tests::real`: retired instructions of a
-//! loop of known length within `pmu::arch::archperf::bounds`'s interval,
+//! loop of known length within `pmu_report::bounds`'s interval,
 //! core cycles against the TSC, and an overflow PMI whose interrupted RIP
 //! is inside the loop), twice, through the crate's driver and handler:
 //! the `model_*` cases on the model, fed the events the loop would retire

@@ -34,7 +34,7 @@ use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 use pmu::counter::Owner;
 use pmu::model::netburst::{
-    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedModel,
+    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedNetBurstModel,
 };
 use pmu::sampling::{CallChain, ChainEnd, SampleAfter, SampleBuffer};
 
@@ -46,7 +46,7 @@ const N: u64 = 50;
 /// Addresses per chain: the tree is 3 deep below its root.
 const DEPTH: usize = 8;
 
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 // SAFETY: the model is a package of its own, and this is its one value.
 static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 static SAMPLES: SampleBuffer<64, CallChain<DEPTH>> = SampleBuffer::new();

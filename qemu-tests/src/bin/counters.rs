@@ -21,16 +21,16 @@ use pmu::counter::state::Unclaimed;
 use pmu::counter::{Cascade, Owner};
 use pmu::counter::{ErasedError, Operation, StateTag};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor, Privilege};
-use pmu::model::netburst::{ModelMsr, SharedModel};
+use pmu::model::netburst::{NetBurstMsr, SharedNetBurstModel};
 use pmu::sampling::SampleAfter;
 
 hobby::entry_point!(main);
 
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 
-type Driver<O> = NetBurstDriver<'static, O, Recording<ModelMsr<'static>, 16>>;
+type Driver<O> = NetBurstDriver<'static, O, Recording<NetBurstMsr<'static>, 16>>;
 
 fn main(_: &'static BootInfo) -> ! {
     println!("counters: every count below comes from the NetBurst PMU model, not hardware");

@@ -17,23 +17,23 @@ use hobby::{case, check, check_eq, println};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
 use pmu::arch::handle_pmi;
 use pmu::arch::itanium::btb::{BranchRecord, BtbConfig};
-use pmu::arch::itanium::dear_report::DearReport;
 use pmu::arch::itanium::driver::{CounterConfig, Counters, ItaniumDriver};
 use pmu::arch::itanium::ear::{DearConfig, DearSample, IcacheSample, IearConfig, LatencyFilter};
 use pmu::arch::itanium::pmi::overflow_rule;
-use pmu::arch::itanium::report::{Function, LoadModule};
 use pmu::arch::itanium::{Counter, Generation, ItaniumPmu, Plm, Slot};
 use pmu::model::itanium::{
-    Branch, DataMiss, FetchMiss, Generation as ModelGeneration, SharedItanium,
+    Branch, DataMiss, FetchMiss, Generation as ModelGeneration, SharedItaniumModel,
 };
 use pmu::sampling::SampleAfter;
+use pmu_report::dear::DearReport;
+use pmu_report::symbols::{Function, LoadModule};
 use spin::Mutex;
 
 hobby::entry_point!(main);
 pmu::owner!(Cpu0);
 
 const G: Generation = Generation::Itanium2;
-static MODEL: SharedItanium = SharedItanium::new(ModelGeneration::Itanium2);
+static MODEL: SharedItaniumModel = SharedItaniumModel::new(ModelGeneration::Itanium2);
 // SAFETY: the model is a processor of its own (CPU 0's), and this is its
 // one value.
 static CPU0: ItaniumPmu = unsafe { ItaniumPmu::new() };

@@ -1318,9 +1318,7 @@ fn two_guests_share_the_pmu_by_world_switch() -> Outcome {
     let mut shares = [[0u64; 4]; 2];
     for g in 0..2 {
         SAMPLES[g].drain(|s| {
-            let i = hobby::workload::SYMBOLS
-                .position(s.rip as usize)
-                .unwrap_or(3);
+            let i = hobby::workload::SYMBOLS.position(s.rip).unwrap_or(3);
             shares[g][i] += u64::from(s.periods);
         });
         let inside: u64 = shares[g][..3].iter().sum();

@@ -23,14 +23,14 @@ use pmu::arch::itanium::events::find;
 use pmu::arch::itanium::pmi::overflow_rule;
 use pmu::arch::itanium::{Counter, CounterPmc, Generation, ItaniumPmu};
 use pmu::arch::itanium::{EventCode, Plm};
-use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
+use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItaniumModel};
 use pmu::sampling::SampleAfter;
 
 hobby::entry_point!(main);
 pmu::owner!(Core0);
 
 const G: Generation = Generation::Montecito;
-static MODEL: SharedItanium = SharedItanium::new(ModelGeneration::Montecito);
+static MODEL: SharedItaniumModel = SharedItaniumModel::new(ModelGeneration::Montecito);
 // SAFETY: the model is a processor of its own (core 0's), and this is its
 // one value.
 static CORE0: ItaniumPmu = unsafe { ItaniumPmu::new() };

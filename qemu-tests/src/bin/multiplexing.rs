@@ -33,9 +33,9 @@ use pmu::arch::netburst::schedule::Part;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 use pmu::arch::{Architecture, Driven};
 use pmu::counter::{Group, Handle};
-use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
+use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItaniumModel};
 use pmu::model::netburst::{
-    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedModel,
+    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedNetBurstModel,
 };
 use x86_64::instructions::interrupts;
 
@@ -49,8 +49,8 @@ const TIMER_VECTOR: u8 = 0x40;
 const SPURIOUS_VECTOR: u8 = 0xFF;
 
 static CALIBRATION: spin::Once<Calibration> = spin::Once::new();
-static NETBURST: SharedModel = SharedModel::new(Config::prescott_ht());
-static ITANIUM: SharedItanium = SharedItanium::new(ModelGeneration::Itanium2);
+static NETBURST: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
+static ITANIUM: SharedItaniumModel = SharedItaniumModel::new(ModelGeneration::Itanium2);
 // SAFETY: the NetBurst model, reset for `multiplexing`, is a package of its
 // own, and this is its one value.
 static MULTIPLEXED: NetBurstPmu = unsafe { NetBurstPmu::new() };

@@ -28,7 +28,7 @@ use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor, NetBurstPmu};
 use pmu::counter::state::{Enabled, Unclaimed};
 use pmu::counter::{Handle, Owner};
 use pmu::model::netburst::{Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege};
-use pmu::model::netburst::{ModelMsr, SharedModel};
+use pmu::model::netburst::{NetBurstMsr, SharedNetBurstModel};
 use pmu::model::netburst::{PebsRecord, UopKind, Uops, replay};
 use pmu::sampling::{SampleAfter, SampleBuffer};
 
@@ -39,7 +39,7 @@ const NMI_VECTOR: u8 = 2;
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);
 const INSTR: EventKind = EventKind::new(EscrGroup::Cru01, 0x02, 1);
 
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 /// The package of the running case (its own `static`, `setup!`), for the
 /// PMI handler; null before the first case.
 static PACKAGE: AtomicPtr<NetBurstPmu> = AtomicPtr::new(core::ptr::null_mut());
@@ -48,7 +48,7 @@ static NMI_MODE: AtomicBool = AtomicBool::new(false);
 static HANDLED: AtomicU64 = AtomicU64::new(0);
 static HANDLER_ERRORS: AtomicU64 = AtomicU64::new(0);
 
-type Driver<O> = NetBurstDriver<'static, O, ModelMsr<'static>>;
+type Driver<O> = NetBurstDriver<'static, O, NetBurstMsr<'static>>;
 
 fn main(_: &'static BootInfo) -> ! {
     println!("overflow: every count below comes from the NetBurst PMU model, not hardware");

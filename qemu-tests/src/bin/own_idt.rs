@@ -20,7 +20,7 @@ use pmu::arch::netburst::driver::{CounterConfig, Counters, NetBurstDriver};
 use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, LogicalProcessor, NetBurstPmu};
 use pmu::entry::PmiFrame;
-use pmu::model::netburst::{Config, Event, EventKind, Privilege, SharedModel};
+use pmu::model::netburst::{Config, Event, EventKind, Privilege, SharedNetBurstModel};
 use pmu::sampling::SampleAfter;
 use x86_64::VirtAddr;
 use x86_64::instructions::interrupts;
@@ -33,7 +33,7 @@ const PMI_VECTOR: u8 = 0xF0;
 const ENTRY: LvtPerfCounter =
     LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(PMI_VECTOR).unwrap()));
 
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 // SAFETY: the model is a package of its own, and this is its one value.
 static PACKAGE: NetBurstPmu = unsafe { NetBurstPmu::new() };
 static IDT: spin::Once<InterruptDescriptorTable> = spin::Once::new();

@@ -28,7 +28,7 @@ use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp, NetBurstPmu};
 use pmu::counter::Owner;
 use pmu::model::netburst::{
-    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedModel,
+    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedNetBurstModel,
 };
 use pmu::sampling::SampleAfter;
 use pmu::topology::PmuSite;
@@ -186,8 +186,8 @@ fn ipis_reach_every_cpu_in_x2apic_mode() -> Outcome {
 }
 
 /// One NetBurst model per package: a Prescott with Hyper-Threading.
-static MODELS: [SharedModel; PACKAGES] =
-    [const { SharedModel::new(Config::prescott_ht()) }; PACKAGES];
+static MODELS: [SharedNetBurstModel; PACKAGES] =
+    [const { SharedNetBurstModel::new(Config::prescott_ht()) }; PACKAGES];
 /// Each package's PMU, one value per model.
 // SAFETY: one value per package's model, each a physical PMU of its own.
 static PMUS: [NetBurstPmu; PACKAGES] = [const { unsafe { NetBurstPmu::new() } }; PACKAGES];

@@ -37,7 +37,8 @@ use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp, NetBurstPmu};
 use pmu::counter::{ErasedError, Owner};
 use pmu::model::netburst::{
-    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedModel, ThreadState,
+    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedNetBurstModel,
+    ThreadState,
 };
 use pmu::sampling::SampleAfter;
 
@@ -188,7 +189,7 @@ fn an_ipi_reaches_the_other_cpu() -> Outcome {
 /// The package both CPUs drive: the model (a Prescott with
 /// Hyper-Threading), reset by each case, which drives it as a package of
 /// its own (below).
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 // SAFETY: the model, reset for `both_cpus_claim_and_release_at_once`, is a
 // package of its own, and this is its one value.
 static CLAIMING: NetBurstPmu = unsafe { NetBurstPmu::new() };
@@ -211,7 +212,7 @@ fn lp_of(cpu: usize) -> Option<(Lp, ModelLp)> {
     }
 }
 
-type Driver<O> = NetBurstDriver<'static, O, pmu::model::netburst::ModelMsr<'static>>;
+type Driver<O> = NetBurstDriver<'static, O, pmu::model::netburst::NetBurstMsr<'static>>;
 
 /// This CPU's driver of `package` for its logical processor, for owner
 /// `O`.
@@ -618,14 +619,14 @@ mod itanium {
     use pmu::arch::itanium::{Counter, CounterPmc, Generation, ItaniumPmu};
     use pmu::arch::itanium::{EventCode, Plm};
     use pmu::counter::Owner;
-    use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItanium};
+    use pmu::model::itanium::{Event, Generation as ModelGeneration, SharedItaniumModel};
     use pmu::sampling::SampleAfter;
 
     pub const VECTOR: u8 = 0xF1;
     const G: Generation = Generation::Itanium2;
     const N: u64 = 50;
-    static MODELS: [SharedItanium; 2] =
-        [const { SharedItanium::new(ModelGeneration::Itanium2) }; 2];
+    static MODELS: [SharedItaniumModel; 2] =
+        [const { SharedItaniumModel::new(ModelGeneration::Itanium2) }; 2];
     /// Each CPU's PMU: its model.
     // SAFETY: one value per CPU's model, each a processor of its own.
     static PMUS: [ItaniumPmu; 2] = [const { unsafe { ItaniumPmu::new() } }; 2];

@@ -1,6 +1,6 @@
 //! A real time source for driving a PMU model: the local APIC timer in
 //! periodic mode, TSC deltas between its ticks, the NetBurst model shared
-//! with interrupt handlers (`pmu::model::netburst::SharedModel`), injection that stops at
+//! with interrupt handlers (`pmu::model::netburst::SharedNetBurstModel`), injection that stops at
 //! the model's PMI, and a timer-sampling profile of a workload whose three
 //! functions cost exactly 1:2:4 (`hobby::workload`). Everything the model
 //! counts here comes from the model; the times come from QEMU's clocks (TCG)
@@ -34,7 +34,7 @@ use pmu::arch::netburst::EventSpec;
 use pmu::model::netburst::{
     Config, EscrGroup, EventKind, LogicalProcessor, NetBurstModel, Privilege,
 };
-use pmu::model::netburst::{Injected, SharedModel, inject_until_pmi};
+use pmu::model::netburst::{Injected, SharedNetBurstModel, inject_until_pmi};
 use x86_64::instructions::interrupts;
 
 hobby::entry_point!(main);
@@ -65,7 +65,7 @@ const LONGEST_PERIOD_NS: u64 = PERIOD_NS << 7;
 
 static CALIBRATION: spin::Once<Calibration> = spin::Once::new();
 static CLOCK: TickClock = TickClock::new();
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 
 fn main(_: &'static BootInfo) -> ! {
     local_apic().enable(Vector::new(SPURIOUS_VECTOR).unwrap());
@@ -428,7 +428,10 @@ fn shared_model_msr_from_main_and_handler() -> Outcome {
                     HANDLER_ACCESSES.load(Ordering::SeqCst),
                 )
             });
-            check!(!if_inside, "interrupts enabled inside SharedModel::with");
+            check!(
+                !if_inside,
+                "interrupts enabled inside SharedNetBurstModel::with"
+            );
             check!(pending?, "no tick became pending while the lock was held");
             check_eq!(during, before);
             check!(
@@ -603,7 +606,7 @@ static PMI_SAMPLES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 static TICK_SAMPLES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 
 fn record(samples: &[AtomicU64; 4], rip: u64) {
-    let slot = SYMBOLS.position(rip as usize).unwrap_or(3);
+    let slot = SYMBOLS.position(rip).unwrap_or(3);
     samples[slot].fetch_add(1, Ordering::Relaxed);
 }
 
@@ -822,14 +825,14 @@ fn timer_profile_of_the_workload() -> Outcome {
         let off = share[i] - p;
         println!(
             "timer: {} share {:.4} - expected {p:.4} = {off:+.4} ({:+.2} standard errors)",
-            SYMBOLS.get(i).name,
+            SYMBOLS.name_of(i),
             share[i],
             off / sigma
         );
         check!(
             off.abs() <= (SHARE_SIGMAS * sigma).max(SHARE_FLOOR),
             "{} share {:.4}, expected {p:.4}: off by {:.1} standard errors",
-            SYMBOLS.get(i).name,
+            SYMBOLS.name_of(i),
             share[i],
             off.abs() / sigma
         );

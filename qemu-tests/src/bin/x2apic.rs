@@ -29,7 +29,7 @@ use pmu::arch::netburst::pmi::overflow_rule;
 use pmu::arch::netburst::{Escr, EventSpec, LogicalProcessor as Lp, NetBurstPmu};
 use pmu::detect::{HardwareCpuid, detect};
 use pmu::model::netburst::{
-    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedModel,
+    Config, EscrGroup, EventKind, LogicalProcessor as ModelLp, Privilege, SharedNetBurstModel,
 };
 use pmu::sampling::SampleAfter;
 
@@ -186,7 +186,7 @@ fn self_ipis_reach_the_handler_and_eoi_lets_the_next_in() -> Outcome {
 }
 
 /// The model and its one PMU value.
-static MODEL: SharedModel = SharedModel::new(Config::prescott_ht());
+static MODEL: SharedNetBurstModel = SharedNetBurstModel::new(Config::prescott_ht());
 // SAFETY: the model is a package of its own, and this is its one value.
 static PMU: NetBurstPmu = unsafe { NetBurstPmu::new() };
 const RUNNING: EventKind = EventKind::new(EscrGroup::Fsb, 0x13, 1);

@@ -11,7 +11,7 @@
 //! | [`core_cycles`] | unhalted core cycles of the loop, and the clock's ticks around it | one cycle per iteration (a chain of one-cycle instructions) up to 8 cycles per TSC tick: `bounds::cycles_against_tsc` |
 //! | [`overflow_pmi`] | the overflow PMIs of a counter sampling every [`SAMPLE_AFTER`] retired instructions | every sample interrupts the loop, at least one does, every period sampled or found at the halt, at least the loop's instructions accounted (the event's definition and the counter's INT bit: an overflow raises a PMI) |
 //!
-//! (`bounds` is `pmu::arch::archperf::bounds`; its documentation gives each
+//! (`bounds` is `pmu_report::bounds`; its documentation gives each
 //! bound's source.)
 
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -20,10 +20,10 @@ use hobby::idt::{self, InterruptFrame};
 use hobby::test::Outcome;
 use hobby::{check, check_eq, pmi};
 use pmu::apic::{LvtPerfCounter, PmiDelivery, Vector};
-use pmu::arch::archperf::bounds;
 use pmu::arch::{Architecture, Driven, LocalPmu, handle_pmi};
 use pmu::counter::{AnyHandle, Driver as _, StateTag};
 use pmu::sampling::{Sample, SampleAfter, SampleBuffer};
+use pmu_report::bounds;
 
 use super::workload::LOOP_INSTRUCTIONS;
 use super::{ArchOf, Bench, Detected, Driver, measured};

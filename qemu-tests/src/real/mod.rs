@@ -12,8 +12,8 @@
 //!
 //! The bounds are the manuals' definitions of the events, as
 //! kvm-unit-tests' `x86/pmu.c` bounds its counts: see [`workload`] for the
-//! loop and `pmu::arch::archperf::bounds` for the intervals (which
-//! `pmu::arch::amd::bounds` gives AMD's reasons for).
+//! loop and `pmu_report::bounds` for the intervals (with
+//! AMD's reasons).
 //!
 //! The registry, [`ARCHITECTURES`], lists each architecture's real PMU and
 //! its cases ([`real_cases!`](crate::real_cases)); the `validate` kernel runs them all and

@@ -635,7 +635,11 @@ impl<'s, O: Owner, M: MsrBackend> AmdDriver<'s, O, M> {
         self.write_global()
     }
 
-    fn image(&self, c: Counter, config: &CounterConfig) -> Result<Programmed, ConfigError> {
+    fn build_programmed(
+        &self,
+        c: Counter,
+        config: &CounterConfig,
+    ) -> Result<Programmed, ConfigError> {
         if self.claimed.contains(c) {
             return Err(ConfigError::CounterClaimed(c.index()));
         }
@@ -719,7 +723,7 @@ impl<O: Owner, M: MsrBackend> counter::Driver<AmdCore> for AmdDriver<'_, O, M> {
         config: &CounterConfig,
     ) -> Result<Programmed, Self::Error> {
         let c = self.counter(n)?;
-        let p = self.image(c, config)?;
+        let p = self.build_programmed(c, config)?;
         self.pmu.pmi().set_sampling(c, p.sampling, self.extended);
         self.write_counter(c, p.sampling.map_or(0, SampleAfter::preset))?;
         self.msr

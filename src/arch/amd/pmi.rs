@@ -104,9 +104,11 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::msrs::{COUNTER_WIDTH, Counter, CounterSet, MAX_COUNTERS};
 use super::msrs::{PERF_CNTR_GLOBAL_STATUS, PERF_CNTR_GLOBAL_STATUS_CLR};
-use crate::access::{MsrBackend, MsrOps, same_backend};
+use crate::access::{MsrBackend, MsrOps, backend_for_cold_path};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
+use crate::sampling::{
+    OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer,
+};
 
 /// Per-counter arrays are indexed by the counter's number, the bit number
 /// the handler finds (no mapping, no bounds check: a bit number of a
@@ -315,8 +317,8 @@ impl PmiState {
     /// A halt found `periods` owed by disarmed counter `c`.
     pub(super) fn add_halt_periods(&self, c: Counter, periods: u64) {
         let i = slot(c.index().into());
-        bump(&self.periods[i], periods);
-        bump(&self.at_halt[i], periods);
+        add_single_writer(&self.periods[i], periods);
+        add_single_writer(&self.at_halt[i], periods);
     }
 
     /// Counter `c` is being taken out of service (halted or released): in
@@ -420,13 +422,13 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     let gate = state.gate.load(Ordering::Relaxed);
     if gate as i64 <= 0 {
         if gate == 0 {
-            return legacy(state, same_backend(msr), lvt, entry, rip, sink);
+            return legacy(state, backend_for_cold_path(msr), lvt, entry, rip, sink);
         }
-        return general(state, same_backend(msr), lvt, entry, rip, sink);
+        return general(state, backend_for_cold_path(msr), lvt, entry, rip, sink);
     }
     let found = msr.read_msr(gate as u32)? & state.armed.load(Ordering::Acquire);
     if found == 0 {
-        bump(&state.spurious, 1);
+        add_single_writer(&state.spurious, 1);
         return Ok(PmiOutcome {
             overflowed: found,
             late: false,
@@ -443,18 +445,18 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     let raw = msr.rdpmc(n)?;
     // What the re-arm needs, loaded after the read.
     if raw >= state.n[i].load(Ordering::Relaxed) {
-        return v2_rare(state, same_backend(msr), rip, sink, found);
+        return v2_rare(state, backend_for_cold_path(msr), rip, sink, found);
     }
     let preset = state.preset[i].load(Ordering::Relaxed);
     msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
-    bump(&state.periods[i], 1);
+    add_single_writer(&state.periods[i], 1);
     sink(Sample::new(n as u8, 1, rip));
     let found = state.found.load(Ordering::Relaxed);
     if found & (found - 1) != 0 {
-        return v2_more(state, same_backend(msr), rip, sink);
+        return v2_more(state, backend_for_cold_path(msr), rip, sink);
     }
     msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
-    bump(&state.serviced, 1);
+    add_single_writer(&state.serviced, 1);
     Ok(PmiOutcome {
         overflowed: found,
         late: false,
@@ -482,22 +484,22 @@ fn v2_more<M: MsrBackend, S: Sink>(
         let i = slot(n);
         let raw = msr.rdpmc(n)?;
         if raw >= state.n[i].load(Ordering::Relaxed) {
-            return v2_rare(state, same_backend(msr), rip, sink, rest);
+            return v2_rare(state, backend_for_cold_path(msr), rip, sink, rest);
         }
         let preset = state.preset[i].load(Ordering::Relaxed);
         msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
-        bump(&state.periods[i], 1);
+        add_single_writer(&state.periods[i], 1);
         sink(Sample::new(n as u8, 1, rip));
         rest &= rest - 1;
     }
     msr.write_msr(PERF_CNTR_GLOBAL_STATUS_CLR, found)?;
     // Uncapped: the next PMI takes the general path, which caps it.
-    bump(&state.pending, OWED_BEYOND_FIRST[found as usize % 64]);
+    add_single_writer(&state.pending, OWED_BEYOND_FIRST[found as usize % 64]);
     state.gate.store(
         state.gate.load(Ordering::Relaxed) | GENERAL,
         Ordering::Relaxed,
     );
-    bump(&state.serviced, 1);
+    add_single_writer(&state.serviced, 1);
     Ok(PmiOutcome {
         overflowed: found,
         late: false,
@@ -575,7 +577,7 @@ fn legacy<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
                 let done = u64::from(found.count_ones());
                 return rest_of(
                     state,
-                    same_backend(msr),
+                    backend_for_cold_path(msr),
                     lvt,
                     entry,
                     rip,
@@ -587,14 +589,14 @@ fn legacy<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
             }
             let preset = state.preset[i].load(Ordering::Relaxed);
             msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
-            bump(&state.periods[i], 1);
+            add_single_writer(&state.periods[i], 1);
             sink(Sample::new(n as u8, 1, rip));
             found |= 1 << n;
         }
         rest &= rest - 1;
     }
     if found & found.wrapping_sub(1) != 0 {
-        return ended(state, same_backend(msr), lvt, entry, found);
+        return ended(state, backend_for_cold_path(msr), lvt, entry, found);
     }
     lvt.write_lvt_perf_counter(entry);
     let cell = if found == 0 {
@@ -602,7 +604,7 @@ fn legacy<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
     } else {
         &state.serviced
     };
-    bump(cell, 1);
+    add_single_writer(cell, 1);
     Ok(PmiOutcome {
         overflowed: found,
         late: false,
@@ -687,7 +689,7 @@ fn rest_of<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink>(
         let (p, value) = rearm.rearm(raw);
         if p != 0 {
             msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
-            bump(&state.periods[i], p);
+            add_single_writer(&state.periods[i], p);
             sink(Sample::new(n as u8, p, rip));
             overflowed |= 1 << n;
             periods += p;
@@ -728,10 +730,10 @@ fn finish<M: MsrBackend, L: LvtPerfCounterEntry>(
         lvt.write_lvt_perf_counter(entry);
     }
     if periods == 0 {
-        bump(&state.spurious, 1);
-        bump(&state.late, u64::from(late));
+        add_single_writer(&state.spurious, 1);
+        add_single_writer(&state.late, u64::from(late));
     } else {
-        bump(&state.serviced, 1);
+        add_single_writer(&state.serviced, 1);
     }
     Ok(PmiOutcome { overflowed, late })
 }

@@ -1099,7 +1099,11 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         self.write_global()
     }
 
-    fn images(&self, c: Counter, config: &CounterConfig) -> Result<Programmed, ConfigError> {
+    fn build_programmed(
+        &self,
+        c: Counter,
+        config: &CounterConfig,
+    ) -> Result<Programmed, ConfigError> {
         if self.claimed.contains(c) {
             return Err(ConfigError::CounterClaimed(c.index()));
         }
@@ -1496,7 +1500,7 @@ impl<O: Owner, M: MsrBackend> counter::Driver<ArchPerfmon> for ArchPerfDriver<'_
         config: &CounterConfig,
     ) -> Result<Programmed, Self::Error> {
         let c = self.counter(n)?;
-        let p = self.images(c, config)?;
+        let p = self.build_programmed(c, config)?;
         if p.pebs.is_some() {
             self.program_pebs(c, config, &p)?;
             return Ok(p);

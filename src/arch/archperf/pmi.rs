@@ -35,7 +35,7 @@
 //! A counter configured to carry the LBR's records
 //! ([`CounterConfig::branches`](super::driver::CounterConfig::branches)) is
 //! serviced out of line: its bound in the loop is 0, so the loop hands it,
-//! after its RDPMC, to `service_rare`, which reads the records once for
+//! after its RDPMC, to `service_out_of_line`, which reads the records once for
 //! every such counter of the interrupt (legacy stack: 1 RDMSR of the TOS
 //! and 2 or 3 per record back to the first empty one; architectural LBR: 3
 //! per record from record 0; [`Lbr`](super::Lbr)) and hands each sample
@@ -73,10 +73,12 @@ use super::msrs::{
     IA32_PERFEVTSEL0,
 };
 use super::pebs::{PebsRecord, Precise, RecordLayout};
-use crate::access::{MsrBackend, MsrOps, same_backend};
+use crate::access::{MsrBackend, MsrOps, backend_for_cold_path};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
 use crate::arch::ia32::ds::{self, DsManagement};
-use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
+use crate::sampling::{
+    OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer,
+};
 
 /// What an architectural-PMU overflow captured besides its counter,
 /// periods and IP (the architectural PMU's
@@ -191,7 +193,7 @@ pub struct PmiState {
     /// sample-after value `N`, or 0 for a counter serviced out of line
     /// (one whose samples carry the branch records, or every counter while
     /// the LBR runs with the legacy freeze): no count is below 0, so the
-    /// loop hands it to `service_rare`.
+    /// loop hands it to `service_out_of_line`.
     n: [AtomicU64; SLOTS],
     /// Per counter: its sample-after value `N` (0 if it does not sample).
     period: [AtomicU64; SLOTS],
@@ -416,8 +418,8 @@ impl PmiState {
     /// A halt found `periods` owed by disarmed counter `c`.
     pub(super) fn add_halt_periods(&self, c: Counter, periods: u64) {
         let i = slot(c);
-        bump(&self.periods[i], periods);
-        bump(&self.at_halt[i], periods);
+        add_single_writer(&self.periods[i], periods);
+        add_single_writer(&self.at_halt[i], periods);
     }
 
     /// The counters configured for PEBS.
@@ -519,7 +521,7 @@ impl PmiState {
             // SAFETY: as above, until the rewind below.
             unsafe { written.read(k, record.words_mut()) };
             if !record.is_valid() {
-                bump(&self.pebs_dropped, 1);
+                add_single_writer(&self.pebs_dropped, 1);
                 continue;
             }
             // Formats 1-2 have no exact applicable counters: the driver
@@ -530,7 +532,7 @@ impl PmiState {
                 record.counters().bits() & pebs
             };
             if counters == 0 {
-                bump(&self.pebs_dropped, 1);
+                add_single_writer(&self.pebs_dropped, 1);
                 continue;
             }
             while counters != 0 {
@@ -542,9 +544,9 @@ impl PmiState {
                 } else {
                     Precise::Constant
                 };
-                bump(&self.periods[i], 1);
+                add_single_writer(&self.periods[i], 1);
                 if at_halt {
-                    bump(&self.at_halt[i], 1);
+                    add_single_writer(&self.at_halt[i], 1);
                 }
                 touched |= 1 << i;
                 f(Sample::new(n as u8, 1, record.ip(precise)).with_payload(Capture::Pebs(record)));
@@ -573,7 +575,7 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
     rip: u64,
     mut sink: S,
 ) -> Result<PmiOutcome, M::Error> {
-    bump(&state.interrupts, 1);
+    add_single_writer(&state.interrupts, 1);
     // `IA32_PERF_GLOBAL_STATUS`, or on version 1 an MSR that exists there
     // (`PmiState::status`): nothing is armed on version 1.
     let status = msr.read_msr(state.status.load(Ordering::Relaxed))?;
@@ -584,7 +586,7 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
         // exits then end differently, so the compiler does not merge them,
         // and this one saves none of the loop's registers.
         lvt.write_lvt_perf_counter(entry);
-        bump(&state.spurious, 1);
+        add_single_writer(&state.spurious, 1);
         return Ok(PmiOutcome {
             overflowed: 0,
             late: false,
@@ -594,7 +596,7 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
     // re-armed to `preset + raw` (`Rearm::rearm`). Anything else (a stale
     // status bit of a counter not past its overflow, or a counter a period
     // or more past it) hands the rest of the interrupt, from that counter,
-    // to the out-of-line `service_rare`, so that the loop keeps no register
+    // to the out-of-line `service_out_of_line`, so that the loop keeps no register
     // for the rare cases.
     state.found.store(found, Ordering::Relaxed);
     let mut rest = found;
@@ -606,11 +608,20 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
         // each would have to survive the instruction in a register of its
         // own.
         if raw >= state.n[i].load(Ordering::Relaxed) {
-            return service_rare(state, same_backend(msr), lvt, entry, rip, sink, rest, raw);
+            return service_out_of_line(
+                state,
+                backend_for_cold_path(msr),
+                lvt,
+                entry,
+                rip,
+                sink,
+                rest,
+                raw,
+            );
         }
         let preset = state.preset[i].load(Ordering::Relaxed);
         msr.write_msr(state.msr[i].load(Ordering::Relaxed), preset + raw)?;
-        bump(&state.periods[i], 1);
+        add_single_writer(&state.periods[i], 1);
         sink(Sample::new(n as u8, 1, rip).with_payload(Capture::None));
         rest &= rest - 1;
         if rest == 0 {
@@ -644,7 +655,7 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
+fn service_out_of_line<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     state: &PmiState,
     msr: &mut M,
     lvt: &mut L,
@@ -688,7 +699,7 @@ fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
         let (periods, value) = rearm.rearm(raw);
         if periods != 0 {
             msr.write_msr(state.msr[i].load(Ordering::Relaxed), value)?;
-            bump(&state.periods[i], periods);
+            add_single_writer(&state.periods[i], periods);
             let payload = if plan.on() && branches & 1 << i != 0 {
                 let records = match stack {
                     Some(records) => records,
@@ -715,7 +726,7 @@ fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     }
     lvt.write_lvt_perf_counter(entry);
     if overflowed == 0 {
-        bump(&state.spurious, 1);
+        add_single_writer(&state.spurious, 1);
     }
     Ok(PmiOutcome {
         overflowed,

@@ -132,7 +132,7 @@
 //! ([`dear_event_code`]); on its overflow the handler reads PMD2, PMD3 and
 //! PMD17 (Montecito PMD32, PMD33, PMD36) and hands a decoded
 //! [`DearSample`](super::ear::DearSample) (data address, latency or TLB
-//! level, instruction bundle and slot) to the sink; [`super::dear_report`]
+//! level, instruction bundle and slot) to the sink; `pmu-report`'s D-EAR report
 //! groups them by function. [`CounterConfig::btb_sampling`] programs PMC12
 //! (Montecito PMC39: `tm`, `ptm`, `ppm`, `plm`, `pm`) and a counter counting
 //! BRANCH_EVENT ([`btb_event_code`]), and empties the buffer (PMD16 = 0);
@@ -1012,7 +1012,7 @@ impl<'s, O: Owner, R: PmcPmdBackend> ItaniumDriver<'s, O, R> {
     /// counter, EAR unit masks: `validate.rs`), plus the driver's own
     /// rules (generation, counter, `plm`, sample-after rule, the capture
     /// unit's event and ownership).
-    fn images(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
+    fn build_programmed(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
         HwCounter::new(self.generation, n).ok_or(ConfigError::NoSuchCounter(n))?;
         if self.claimed.contains(n) {
             return Err(ConfigError::CounterClaimed(n));
@@ -1116,7 +1116,7 @@ impl<O: Owner, R: PmcPmdBackend> counter::Driver<Itanium> for ItaniumDriver<'_, 
         n: u8,
         config: &CounterConfig,
     ) -> Result<Programmed, Self::Error> {
-        let p = self.images(n, config)?;
+        let p = self.build_programmed(n, config)?;
         let g = self.generation;
         if let Some((unit, bits)) = p.unit() {
             Self::reg(self.regs.write_pmc(unit.pmc(g), bits))?;

@@ -62,7 +62,9 @@ use super::generation::Generation;
 use super::pmc::Pmc0;
 use crate::access::{PmcPmdBackend, PmcPmdOps};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
+use crate::sampling::{
+    OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer,
+};
 
 const SLOTS: usize = 16;
 
@@ -80,19 +82,19 @@ pub const fn overflow_rule(generation: Generation) -> OverflowRule {
     }
 }
 
-/// [`Slots::flags`]: the counter can gain more than one per cycle, so the
+/// [`PerCounter::flags`]: the counter can gain more than one per cycle, so the
 /// handler reads it.
 const READ_COUNT: u8 = 1;
-/// [`Slots::flags`]: the counter samples an I-EAR in TLB mode
+/// [`PerCounter::flags`]: the counter samples an I-EAR in TLB mode
 /// (`Programmed::captures_itlb`).
 const SAMPLES_IEAR: u8 = 2;
-/// [`Slots::flags`]: the counter samples the D-EAR.
+/// [`PerCounter::flags`]: the counter samples the D-EAR.
 const SAMPLES_DEAR: u8 = 4;
-/// [`Slots::flags`]: the counter samples the branch trace buffer.
+/// [`PerCounter::flags`]: the counter samples the branch trace buffer.
 const SAMPLES_BTB: u8 = 8;
-/// [`Slots::flags`]: the counter samples an I-EAR in cache mode.
+/// [`PerCounter::flags`]: the counter samples an I-EAR in cache mode.
 const SAMPLES_ICACHE: u8 = 16;
-/// [`Slots::flags`]: what the handler reads in its cold branch.
+/// [`PerCounter::flags`]: what the handler reads in its cold branch.
 const SAMPLES_RARE: u8 = SAMPLES_DEAR | SAMPLES_BTB | SAMPLES_ICACHE;
 
 /// What a configured counter captures with each overflow, for
@@ -119,14 +121,14 @@ pub(super) enum Captures {
 /// when a counter is configured, and the period counts, written only by
 /// the handler (and by a halt, which the handler cannot interrupt: see
 /// [`PmiState`]).
-struct Slots {
+struct PerCounter {
     preset: [AtomicU64; SLOTS],
     n: [AtomicU64; SLOTS],
     periods: [AtomicU64; SLOTS],
     flags: [AtomicU8; SLOTS],
 }
 
-impl Slots {
+impl PerCounter {
     /// Slot `i`'s re-arm constants.
     #[inline(always)]
     fn rearm(&self, i: usize) -> Rearm {
@@ -164,7 +166,7 @@ pub struct PmiState {
     dear_config: AtomicU64,
     /// The branch trace buffer's PMC image (one owner at a time).
     btb_config: AtomicU64,
-    slot: Slots,
+    slot: PerCounter,
     at_halt: [AtomicU64; SLOTS],
 }
 
@@ -268,7 +270,7 @@ impl PmiState {
             ear_invalid: Z64,
             dear_config: Z64,
             btb_config: Z64,
-            slot: Slots {
+            slot: PerCounter {
                 preset: [Z64; SLOTS],
                 n: [Z64; SLOTS],
                 periods: [Z64; SLOTS],
@@ -323,8 +325,8 @@ impl PmiState {
 
     pub(super) fn add_halt_periods(&self, n: u8, periods: u64) {
         let i = usize::from(n) % SLOTS;
-        bump(&self.slot.periods[i], periods);
-        bump(&self.at_halt[i], periods);
+        add_single_writer(&self.slot.periods[i], periods);
+        add_single_writer(&self.at_halt[i], periods);
     }
 
     /// Interrupts handled.
@@ -427,7 +429,7 @@ pub(crate) fn handle_pmi<R: PmcPmdBackend, L: LvtPerfCounterEntry, S: Sink<Captu
     iip: u64,
     mut sink: S,
 ) -> Result<PmiOutcome, R::Error> {
-    bump(&state.interrupts, 1);
+    add_single_writer(&state.interrupts, 1);
     let pmc0 = regs.read_pmc(0)?;
     let mut overflowed = 0u64;
     let mut rest = pmc0 & state.sampling.load(Ordering::Acquire);
@@ -449,7 +451,7 @@ pub(crate) fn handle_pmi<R: PmcPmdBackend, L: LvtPerfCounterEntry, S: Sink<Captu
         }
     }
     if overflowed == 0 {
-        bump(&state.spurious, 1);
+        add_single_writer(&state.spurious, 1);
     }
     if pmc0 != 0 {
         regs.write_pmc(0, Pmc0::UNFROZEN.bits())?;
@@ -489,7 +491,7 @@ fn service_counter<R: PmcPmdBackend>(
         match ItlbSample::from_tlb_pmd(g, regs.read_pmd(g.iear_address_pmd())?) {
             Some(v) => Capture::Itlb(v),
             None => {
-                bump(&state.ear_invalid, 1);
+                add_single_writer(&state.ear_invalid, 1);
                 Capture::None
             }
         }
@@ -507,7 +509,7 @@ fn service_counter<R: PmcPmdBackend>(
         return Ok(false);
     }
     regs.write_pmd(n, reload)?;
-    bump(&slot.periods[i], periods);
+    add_single_writer(&slot.periods[i], periods);
     sink(Sample::new(n, periods, iip).with_payload(capture));
     Ok(true)
 }
@@ -529,7 +531,7 @@ fn read_captures<R: PmcPmdBackend>(
         let latency = regs.read_pmd(g.iear_latency_pmd())?;
         let icache = IcacheSample::from_cache_pmds(g, line, latency);
         if icache.is_none() {
-            bump(&state.ear_invalid, 1);
+            add_single_writer(&state.ear_invalid, 1);
         }
         return Ok(icache.map_or(Capture::None, Capture::Icache));
     }
@@ -543,7 +545,7 @@ fn read_captures<R: PmcPmdBackend>(
         );
         let s = DearSample::decode(config, a, l, i);
         if !s.valid {
-            bump(&state.ear_invalid, 1);
+            add_single_writer(&state.ear_invalid, 1);
         }
         return Ok(if s.valid {
             Capture::Dear(s)

@@ -89,8 +89,8 @@
 //!
 //! | bits | sources | the rule |
 //! |---|---|---|
-//! | Itanium 2 PMC12 bits 5:4 | perfmon's mask 0xFFFF makes them writable; libpfm3's `pmc12_ita2_reg` names them `btbc_ig1` (ignored), and perfmon's mask for the same register on Montecito (PMC39) is 0xFFCF | reserved: refused under [`ReservedPolicy::Reject`], replaced by 0 under [`ReservedPolicy::Replace`] (the hardware ignores them, so perfmon's write and this one leave it in the same state). Until issue 28 the validator followed perfmon's mask and accepted values the model refused |
-//! | Itanium 2 / Montecito I-EAR cache-mode unit masks 41h-7Fh | libpfm3 lists ten patterns (FFh ... 80h, 40h "> 0 cycles", 00h RAB hit) and nothing else | undefined, refused ([`PmcError::UndefinedEarUmask`]). Until issue 28 the model read bits 7:6 = 01b as "all misses" whatever bits 5:0 held |
+//! | Itanium 2 PMC12 bits 5:4 | perfmon's mask 0xFFFF makes them writable; libpfm3's `pmc12_ita2_reg` names them `btbc_ig1` (ignored), and perfmon's mask for the same register on Montecito (PMC39) is 0xFFCF | reserved: refused under [`ReservedPolicy::Reject`], replaced by 0 under [`ReservedPolicy::Replace`] (the hardware ignores them, so perfmon's write and this one leave it in the same state). The model has the same rule |
+//! | Itanium 2 / Montecito I-EAR cache-mode unit masks 41h-7Fh | libpfm3 lists ten patterns (FFh ... 80h, 40h "> 0 cycles", 00h RAB hit) and nothing else | undefined, refused ([`PmcError::UndefinedEarUmask`]). The model has the same rule |
 //!
 //! Two differences remain, both bits the validator treats as reserved and
 //! the model stores without effect, so the model is the more lenient (a

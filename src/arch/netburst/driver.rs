@@ -1013,7 +1013,7 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
         self.ds[lp as usize].as_ref()
     }
 
-    fn images(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
+    fn build_programmed(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
         let counter = Counter::from_index(n).ok_or(ConfigError::NoSuchCounter(n))?;
         if !c.escr.feeds(counter) {
             return Err(ConfigError::NotWired {
@@ -1362,7 +1362,7 @@ impl<O: Owner, M: MsrBackend> counter::Driver<NetBurst> for NetBurstDriver<'_, O
         n: u8,
         config: &CounterConfig,
     ) -> Result<Programmed, Self::Error> {
-        let p = self.images(n, config)?;
+        let p = self.build_programmed(n, config)?;
         let counter = counter_at(n)?;
         if !p.tagged {
             self.claim_and_write(counter, config, &p)?;
@@ -1396,9 +1396,9 @@ impl<O: Owner, M: MsrBackend> counter::Driver<NetBurst> for NetBurstDriver<'_, O
             area.reset(RECORD_BYTES, records);
             area.set_counter_reset(0, pebs_reset(s));
         }
-        let writes = self
-            .package
-            .book(counter, config, replay, &mut regs, self.hyper_threading);
+        let writes =
+            self.package
+                .record_claim(counter, config, replay, &mut regs, self.hyper_threading);
         self.images[usize::from(n)] = p;
         self.write_pebs_msrs(writes)?;
         Ok(p)
@@ -1502,7 +1502,7 @@ impl<O: Owner, M: MsrBackend> counter::Driver<NetBurst> for NetBurstDriver<'_, O
         if p.tagged {
             let pmu = self.pmu;
             let mut regs = pmu.pebs();
-            let writes = self.package.unbook(
+            let writes = self.package.record_release(
                 counter_at(n)?,
                 p.lp,
                 p.pebs,

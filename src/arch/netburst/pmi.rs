@@ -103,9 +103,11 @@ use super::cccr::CccrValue;
 use super::ds::{self, DsManagement, PebsRecord};
 use super::msrs::{Cccr, Counter, CounterSet};
 use super::thread::LogicalProcessor;
-use crate::access::{MsrBackend, MsrOps, same_backend};
+use crate::access::{MsrBackend, MsrOps, backend_for_cold_path};
 use crate::apic::{LvtPerfCounter, LvtPerfCounterEntry};
-use crate::sampling::{OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, bump};
+use crate::sampling::{
+    OverflowRule, PmiOutcome, Rearm, Sample, SampleAfter, Sink, add_single_writer,
+};
 
 const COUNTERS: usize = 18;
 
@@ -151,11 +153,11 @@ pub const fn overflow_rule() -> OverflowRule {
 /// each indexed by the counter's bit in the armed word (so 64 entries, 18
 /// used: the handler indexes with the bit number, no bounds check, no
 /// multiplication, and the compiler, not knowing the number below 32,
-/// computes the CCCR's MSR number with one `lea`; measured, issue 28): the
+/// computes the CCCR's MSR number with one `lea`): the
 /// re-arm constants and CCCR image, set when a counter is configured and
 /// armed, and the period counts, which only the handler of the counter's
 /// logical processor (and a halt, which disarms it first) writes.
-struct Slots {
+struct PerCounter {
     preset: [AtomicU64; SLOTS],
     n: [AtomicU64; SLOTS],
     /// CCCR images: 32 bits, bits 63:32 being reserved (SDM's CCCR figure;
@@ -176,7 +178,7 @@ struct PerThread {
     /// service, without a reload; their preset is [`FORCED`]); and
     /// [`PEBS_ARMED`]. The usual handler visits its counters as listed in
     /// [`PerThread::list`], and reads the word itself only out of line
-    /// ([`service_rare`]); a `FORCE_OVF` counter costs the usual handler
+    /// ([`service_out_of_line`]); a `FORCE_OVF` counter costs the usual handler
     /// nothing (its preset sends it out of line).
     armed: AtomicU64,
     interrupts: AtomicU64,
@@ -189,16 +191,16 @@ struct PerThread {
     /// the counters of `armed` when it has some and not [`PEBS_ARMED`]; 0
     /// otherwise (nothing armed, or the DS buffer to drain), and while the
     /// driver rewrites the list ([`PmiState::change_armed`]): the handler
-    /// then goes out of line, where it reads `armed` ([`service_rare`]).
+    /// then goes out of line, where it reads `armed` ([`service_out_of_line`]).
     /// Every value ever stored here is below 64 (`armed` has at most 63
     /// counter bits), whatever the interleaving of the stores.
     count: AtomicU32,
     /// The armed counters' numbers (a copy of `armed`'s counter bits, for
     /// the loop), the lowest at `list[count]` down to the highest at
     /// `list[1]`, so that the handler's loop counts down to 0: one load,
-    /// one decrement and one branch per counter where a bit scan of the
-    /// word took a scan, a copy of the number, and three to clear the bit
-    /// and branch (measured, issue 28: one instruction less per counter).
+    /// one decrement and one branch per counter (a bit scan of the word
+    /// takes a scan, a copy of the number, and three to clear the bit and
+    /// branch).
     /// 64-bit entries, so that the number needs no widening to index the
     /// per-counter arrays. Every value ever stored here is below 63 (a
     /// counter bit of `armed`), so the handler indexes the 64-entry
@@ -219,7 +221,7 @@ const PEBS_ARMED: u64 = 1 << 63;
 /// it, so the handler finds the counter past its overflow, and `2^40 +
 /// raw` has bit 40 set, so the handler takes it for a counter more than a
 /// period past its overflow and services it out of line, where this value
-/// tells the two apart ([`service_rare`]). No sampling counter has it
+/// tells the two apart ([`service_out_of_line`]). No sampling counter has it
 /// (`N >= 1`).
 const FORCED: u64 = WRAP;
 
@@ -246,7 +248,7 @@ const WRAP: u64 = 1 << overflow_rule().width;
 /// wrong, never memory: the locations are atomics.)
 pub struct PmiState {
     thread: [PerThread; 2],
-    slot: Slots,
+    slot: PerCounter,
     at_halt: [AtomicU64; COUNTERS],
 }
 
@@ -276,7 +278,7 @@ impl PmiState {
         };
         PmiState {
             thread: [THREAD; 2],
-            slot: Slots {
+            slot: PerCounter {
                 preset: [Z64; SLOTS],
                 n: [Z64; SLOTS],
                 cccr: [Z32; SLOTS],
@@ -440,7 +442,7 @@ impl PmiState {
     }
 
     /// Drains `lp`'s DS buffer into `f`, one period of its PEBS counter per
-    /// record (see [`service_rare`] for the handler's own drain).
+    /// record (see [`service_out_of_line`] for the handler's own drain).
     pub(super) fn drain_pebs(&self, lp: LogicalProcessor, f: impl FnMut(&PebsRecord)) -> u32 {
         let Some(area) = NonNull::new(self.thread[lp as usize].ds.load(Ordering::Acquire)) else {
             return 0;
@@ -449,7 +451,7 @@ impl PmiState {
         // the driver serving `lp` owns until it withdraws it, from `lp`'s CPU,
         // where this handler runs to completion first.
         let records = unsafe { ds::drain_published(area, f) };
-        bump(
+        add_single_writer(
             &self.slot.periods[usize::from(Counter::pebs_for(lp).index())],
             u64::from(records),
         );
@@ -469,8 +471,8 @@ impl PmiState {
 
     /// A halt found `periods` owed by disarmed counter `n`.
     pub(super) fn add_halt_periods(&self, n: u8, periods: u64) {
-        bump(&self.slot.periods[usize::from(n)], periods);
-        bump(&self.at_halt[usize::from(n)], periods);
+        add_single_writer(&self.slot.periods[usize::from(n)], periods);
+        add_single_writer(&self.at_halt[usize::from(n)], periods);
     }
 }
 
@@ -507,13 +509,24 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
     mut sink: S,
 ) -> Result<PmiOutcome, M::Error> {
     let thread = &state.thread[lp as usize];
-    bump(&thread.interrupts, 1);
+    add_single_writer(&thread.interrupts, 1);
     let count = thread.count.load(Ordering::Acquire);
     // The PEBS buffer to drain (rare), nothing armed, or the driver
     // interrupted while it lists the counters: the whole handler out of
     // line, from the armed word.
     if count == 0 {
-        return service_rare(state, lp, same_backend(msr), lvt, entry, rip, sink, 0, 0, 0);
+        return service_out_of_line(
+            state,
+            lp,
+            backend_for_cold_path(msr),
+            lvt,
+            entry,
+            rip,
+            sink,
+            0,
+            0,
+            0,
+        );
     }
     let mut overflowed = 0u32;
     let mut k = count as usize;
@@ -523,12 +536,11 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
         // (`PerThread::list`).
         unsafe { core::hint::assert_unchecked(k < SLOTS) };
         // Below `SLOTS` (`PerThread::list`), not told to the compiler:
-        // knowing it, it builds `0x300 + n` with `mov` and `or`, not `lea`
-        // (measured).
+        // knowing it, it builds `0x300 + n` with `mov` and `or`, not `lea`.
         let n = thread.list[k].load(Ordering::Relaxed) as usize;
         let raw = msr.rdpmc(n as u32)?;
-        // `Rearm::rearm`, in the order the usual interrupt wants (issue
-        // 28, measured: guide, performance): a counter not past its
+        // `Rearm::rearm`, in the order the usual interrupt wants (the
+        // guide's performance page): a counter not past its
         // overflow, as all but the interrupting one usually are, costs
         // one comparison; the usual overflow (fewer than N events past
         // it: one period) a bit test of the reload it computes anyway.
@@ -542,8 +554,7 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
             // Not past its overflow (or not sampling: preset 0). Not cold,
             // but the hint lays the overflow's service out to fall through
             // into the loop's test, which this branch jumps to directly:
-            // no jump is added to either path (measured: 4 instructions
-            // less at 4 overflowed, none more otherwise).
+            // no jump is added to either path.
             core::hint::cold_path();
         } else {
             // Past the overflow: `raw < preset < 2^40`, so `reload <
@@ -553,10 +564,10 @@ pub(crate) fn handle_pmi<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>
             if reload & WRAP != 0 {
                 // `list[k]` is `n`, the counters left `list[k - 1]` down
                 // to `list[1]`.
-                return service_rare(
+                return service_out_of_line(
                     state,
                     lp,
-                    same_backend(msr),
+                    backend_for_cold_path(msr),
                     lvt,
                     entry,
                     rip,
@@ -588,7 +599,7 @@ fn finish<L: LvtPerfCounterEntry>(
     overflowed: u32,
 ) -> PmiOutcome {
     if overflowed == 0 {
-        bump(&thread.spurious, 1);
+        add_single_writer(&thread.spurious, 1);
     }
     lvt.write_lvt_perf_counter(entry);
     PmiOutcome {
@@ -621,7 +632,7 @@ unsafe fn service<M: MsrBackend, S: Sink<Capture>>(
     let cccr = unsafe { slot(&state.slot.cccr, n) }.load(Ordering::Relaxed);
     msr.write_msr(Cccr::MSR_BASE + n as u32, u64::from(cccr))?;
     // SAFETY: as above.
-    bump(unsafe { slot(&state.slot.periods, n) }, 1);
+    add_single_writer(unsafe { slot(&state.slot.periods, n) }, 1);
     sink(Sample::new(n as u8, periods, rip).with_payload(Capture::None));
     Ok(())
 }
@@ -629,7 +640,7 @@ unsafe fn service<M: MsrBackend, S: Sink<Capture>>(
 /// `array[n]`, unchecked: the handler's loop takes `n` from
 /// [`PerThread::list`], whose entries are all below `SLOTS`, but a bounds
 /// check or a mask would cost an instruction per use, and telling the
-/// compiler the bound costs one per counter elsewhere (measured).
+/// compiler the bound costs one per counter elsewhere.
 ///
 /// # Safety
 ///
@@ -666,12 +677,12 @@ unsafe fn slot<T>(array: &[T; SLOTS], n: usize) -> &T {
 /// for the rare cases, only the arguments it passes on; neither `at` nor
 /// `rest` is one of them (both come from the list and `k`), and a
 /// zero-sized backend is passed as a reference of its own
-/// ([`same_backend`]), so that the loop needs one callee-saved register,
-/// not two (measured: guide, performance).
+/// ([`backend_for_cold_path`]), so that the loop needs one callee-saved register,
+/// not two.
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
+fn service_out_of_line<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     state: &PmiState,
     lp: LogicalProcessor,
     msr: &mut M,
@@ -723,7 +734,7 @@ fn service_rare<M: MsrBackend, L: LvtPerfCounterEntry, S: Sink<Capture>>(
     Ok(finish(&state.thread[lp as usize], lvt, entry, overflowed))
 }
 
-/// [`service_rare`]'s service of counter `n` that holds `raw`, whatever it
+/// [`service_out_of_line`]'s service of counter `n` that holds `raw`, whatever it
 /// is: its bit if it overflowed.
 #[inline(always)]
 fn service_any<M: MsrBackend, S: Sink<Capture>>(
@@ -749,7 +760,7 @@ fn service_any<M: MsrBackend, S: Sink<Capture>>(
             Cccr::MSR_BASE + n,
             u64::from(state.slot.cccr[i].load(Ordering::Relaxed)),
         )?;
-        bump(&state.slot.periods[i], increments);
+        add_single_writer(&state.slot.periods[i], increments);
         sink(Sample::new(n as u8, increments, rip).with_payload(Capture::None));
         return Ok(1 << (n % 32));
     }
@@ -762,7 +773,7 @@ fn service_any<M: MsrBackend, S: Sink<Capture>>(
         return Ok(0);
     }
     // The periods beyond the one `service` counts.
-    bump(&state.slot.periods[i], periods - 1);
+    add_single_writer(&state.slot.periods[i], periods - 1);
     // SAFETY: `n < SLOTS`, masked above.
     unsafe { service(state, msr, sink, i, periods, reload, rip) }?;
     Ok(1 << (n % 32))

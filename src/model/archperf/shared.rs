@@ -1,7 +1,7 @@
 //! An architectural-PMU model shared by a kernel's main code and its
 //! interrupt handlers, on one CPU or on several (x86-64 kernels: the lock
 //! disables interrupts with `CLI`, so this is for ring 0, not for host
-//! programs): the counterpart of [`crate::model::netburst::SharedModel`].
+//! programs): the counterpart of [`crate::model::netburst::SharedNetBurstModel`].
 //!
 //! [`SharedArchPerfModel`] is a `static`-friendly lock around
 //! [`ArchPerfModel`]. Every access ([`SharedArchPerfModel::with`], and each

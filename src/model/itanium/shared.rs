@@ -1,52 +1,48 @@
 //! An Itanium PMU model shared by a kernel's main code and its interrupt
-//! handlers on one CPU: the Itanium counterpart of [`crate::model::netburst::SharedModel`].
+//! handlers on one CPU: the Itanium counterpart of [`crate::model::netburst::SharedNetBurstModel`].
 //!
 //! **A model, not hardware**: no IA-64 machine is at hand and Rust has no
 //! IA-64 target, so this x86_64 kernel runs the crate's register-level
 //! Itanium PMU model ([`crate::model::itanium`]); its interrupt line is
 //! delivered through the real local APIC (by the kernel, such as `hobby::pmi::deliver`).
 //!
-//! [`SharedItanium`] is a `static`-friendly lock around
-//! [`ItaniumModel`]; every access disables interrupts while it holds the
-//! lock and restores RFLAGS.IF afterwards, so a handler never finds the lock
-//! held by the code it interrupted (a held lock means re-entry and panics).
-//! [`ItaniumRegs`] is a `Copy` handle implementing the driver's
+//! [`SharedItaniumModel`] is a `static`-friendly lock around [`ItaniumModel`]
+//! ([`crate::model::lock::IrqLock`], as the other shared models: held only
+//! with interrupts disabled, so a handler never finds the lock held by the
+//! code it interrupted; re-entry on the same CPU, a nested access or an NMI
+//! handler, panics rather than deadlocks).
+//! [`ItaniumPmcPmd`] is a `Copy` handle implementing the driver's
 //! [`PmcPmdAccess`] (`mov pmc[]` / `mov pmd[]` on the model), usable both
 //! by main code and by the overflow handler.
 
 use super::{Capture, Fault, FetchMiss, Generation, Interrupt, ItaniumModel, Psr};
 use crate::access::PmcPmdAccess;
-use x86_64::instructions::interrupts;
+use crate::model::lock::IrqLock;
 
 /// An [`ItaniumModel`] behind a spin lock only ever held with interrupts
-/// disabled.
+/// disabled. See the [module documentation](self).
 #[derive(Debug)]
-pub struct SharedItanium {
-    model: spin::Mutex<ItaniumModel>,
+pub struct SharedItaniumModel {
+    model: IrqLock<ItaniumModel>,
 }
 
-impl SharedItanium {
+impl SharedItaniumModel {
     /// A model of `generation` in its power-up state.
     pub const fn new(generation: Generation) -> Self {
         Self {
-            model: spin::Mutex::new(ItaniumModel::new(generation)),
+            model: IrqLock::new(ItaniumModel::new(generation)),
         }
     }
 
-    /// Runs `f` on the model with interrupts disabled and the lock held.
+    /// Runs `f` on the model with interrupts disabled and the lock held;
+    /// waits while another CPU holds it.
     ///
     /// # Panics
     ///
-    /// If the lock is already held (re-entry: `f` using an
-    /// [`ItaniumRegs`] of the same model, or an NMI handler).
+    /// If this CPU holds the lock already (re-entry: `f` using an
+    /// [`ItaniumPmcPmd`] of the same model, or an NMI handler).
     pub fn with<R>(&self, f: impl FnOnce(&mut ItaniumModel) -> R) -> R {
-        interrupts::without_interrupts(|| {
-            let mut model = self
-                .model
-                .try_lock()
-                .expect("SharedItanium re-entered while locked (nested access or NMI)");
-            f(&mut model)
-        })
+        self.model.with(f)
     }
 
     /// Puts a model of `generation` in its power-up state, with PSR.up and
@@ -59,8 +55,8 @@ impl SharedItanium {
     }
 
     /// The register handle.
-    pub const fn regs(&self) -> ItaniumRegs<'_> {
-        ItaniumRegs { shared: self }
+    pub const fn regs(&self) -> ItaniumPmcPmd<'_> {
+        ItaniumPmcPmd { shared: self }
     }
 
     /// The I-EAR sees an instruction fetch miss (see
@@ -75,14 +71,14 @@ impl SharedItanium {
     }
 }
 
-/// The [`PmcPmdAccess`] of a [`SharedItanium`]: each access locks the
+/// The [`PmcPmdAccess`] of a [`SharedItaniumModel`]: each access locks the
 /// model (interrupts disabled), forwards and unlocks.
 #[derive(Clone, Copy, Debug)]
-pub struct ItaniumRegs<'a> {
-    shared: &'a SharedItanium,
+pub struct ItaniumPmcPmd<'a> {
+    shared: &'a SharedItaniumModel,
 }
 
-impl PmcPmdAccess for ItaniumRegs<'_> {
+impl PmcPmdAccess for ItaniumPmcPmd<'_> {
     type Error = Fault;
 
     fn read_pmc(&mut self, n: u8) -> Result<u64, Fault> {

@@ -476,9 +476,9 @@ pub enum IearCacheSelect {
 /// cycles" and 00h "RAB hit"; the model reads bit 7 set as a run of ones
 /// from the top whose length selects the threshold (the eight listed
 /// patterns are all such runs), 40h as "all misses", and anything else as
-/// undefined (`None`): no source defines 41h-7Fh (until issue 28 the model
-/// read bits 7:6 = 01b as "all misses" whatever bits 5:0 held, and accepted
-/// values the driver's validator refuses; one rule now, the sources' list).
+/// undefined (`None`): no source defines 41h-7Fh (bits 7:6 = 01b with bits
+/// 5:0 non-zero are not "all misses"; the driver's validator has the same
+/// rule, the sources' list).
 pub const fn itanium2_iear_cache_select(umask: u64) -> Option<IearCacheSelect> {
     let umask = (umask & 0xFF) as u8;
     if umask == 0 {

@@ -3,25 +3,25 @@
 //! two logical processors (x86-64 kernels: the lock disables interrupts
 //! with `CLI`, so this is for ring 0, not for host programs).
 //!
-//! [`SharedModel`] is a `static`-friendly lock around
-//! [`NetBurstModel`]. Every access ([`SharedModel::with`], and each MSR
-//! access through a [`ModelMsr`] handle) disables interrupts for as long as
+//! [`SharedNetBurstModel`] is a `static`-friendly lock around
+//! [`NetBurstModel`]. Every access ([`SharedNetBurstModel::with`], and each MSR
+//! access through a [`NetBurstMsr`] handle) disables interrupts for as long as
 //! it holds the lock and then restores RFLAGS.IF as it was, so an interrupt
 //! handler that takes the lock can never find it held by the main code it
 //! interrupted on the same CPU. The lock remembers which CPU holds it (its
 //! initial APIC ID, CPUID.01H:EBX\[31:24\]): held by another CPU, an access
 //! spins until it is free; held by the same CPU it can only be re-entry (a
-//! closure passed to [`SharedModel::with`] using a [`ModelMsr`], or an NMI
+//! closure passed to [`SharedNetBurstModel::with`] using a [`NetBurstMsr`], or an NMI
 //! handler interrupting a holder), which panics instead of spinning
 //! forever. Do not use the model from an NMI handler (a PMI delivered as NMI
 //! should only record and defer).
 //!
-//! [`ModelMsr`] is a `Copy` reference handle implementing
+//! [`NetBurstMsr`] is a `Copy` reference handle implementing
 //! [`crate::access::MsrAccess`]: each access locks, forwards to the model (as
 //! logical processor T0 or T1) and unlocks, so the same driver can be given
 //! one as its MSR backend both in main code and in its PMI handler.
 //!
-//! [`inject_until_pmi`] (and [`SharedModel::inject_until_pmi`]) is the tick
+//! [`inject_until_pmi`] (and [`SharedNetBurstModel::inject_until_pmi`]) is the tick
 //! helper: it injects up to `n` occurrences of an event but stops right after
 //! the one that raises a PMI, so that the caller can deliver that PMI (via
 //! the kernel's PMI delivery, such as `hobby::pmi::deliver`) before any
@@ -35,12 +35,12 @@ use crate::model::lock::IrqLock;
 /// A [`NetBurstModel`] behind a spin lock that is only ever held with
 /// interrupts disabled. See the [module documentation](self).
 #[derive(Debug)]
-pub struct SharedModel {
+pub struct SharedNetBurstModel {
     config: Config,
     model: IrqLock<NetBurstModel>,
 }
 
-impl SharedModel {
+impl SharedNetBurstModel {
     /// A shared model in the reset state.
     pub const fn new(config: Config) -> Self {
         Self {
@@ -62,7 +62,7 @@ impl SharedModel {
     /// # Panics
     ///
     /// If this CPU holds the lock already: with interrupts disabled that is
-    /// re-entry (`f` using a [`ModelMsr`] of the same model, or an NMI
+    /// re-entry (`f` using a [`NetBurstMsr`] of the same model, or an NMI
     /// handler), which would otherwise deadlock.
     pub fn with<R>(&self, f: impl FnOnce(&mut NetBurstModel) -> R) -> R {
         self.model.with(f)
@@ -75,8 +75,8 @@ impl SharedModel {
     }
 
     /// An MSR backend that accesses the model as logical processor T0.
-    pub const fn msr(&self) -> ModelMsr<'_> {
-        ModelMsr {
+    pub const fn msr(&self) -> NetBurstMsr<'_> {
+        NetBurstMsr {
             shared: self,
             lp: LogicalProcessor::T0,
         }
@@ -84,11 +84,11 @@ impl SharedModel {
 
     /// An MSR backend that accesses the model as logical processor `lp`;
     /// `None` for T1 on a model without Hyper-Threading.
-    pub const fn msr_as(&self, lp: LogicalProcessor) -> Option<ModelMsr<'_>> {
+    pub const fn msr_as(&self, lp: LogicalProcessor) -> Option<NetBurstMsr<'_>> {
         if matches!(lp, LogicalProcessor::T1) && !self.config.hyper_threading {
             return None;
         }
-        Some(ModelMsr { shared: self, lp })
+        Some(NetBurstMsr { shared: self, lp })
     }
 
     /// The model as the driver sees it: `crate::detect::detect` run against
@@ -125,19 +125,19 @@ impl SharedModel {
     }
 }
 
-/// A [`crate::access::MsrAccess`] backend onto a [`SharedModel`], as one logical
+/// A [`crate::access::MsrAccess`] backend onto a [`SharedNetBurstModel`], as one logical
 /// processor: every access locks the model (interrupts disabled), forwards
 /// and unlocks. `Copy`, so main code and a handler can each hold one.
 ///
-/// Do not use it inside [`SharedModel::with`] on the same model: that is a
+/// Do not use it inside [`SharedNetBurstModel::with`] on the same model: that is a
 /// nested lock, which panics.
 #[derive(Clone, Copy, Debug)]
-pub struct ModelMsr<'a> {
-    shared: &'a SharedModel,
+pub struct NetBurstMsr<'a> {
+    shared: &'a SharedNetBurstModel,
     lp: LogicalProcessor,
 }
 
-impl ModelMsr<'_> {
+impl NetBurstMsr<'_> {
     /// The logical processor the accesses are made as.
     pub const fn logical_processor(&self) -> LogicalProcessor {
         self.lp
@@ -158,7 +158,7 @@ impl ModelMsr<'_> {
     }
 }
 
-impl MsrAccess for ModelMsr<'_> {
+impl MsrAccess for NetBurstMsr<'_> {
     type Error = Fault;
 
     fn read_msr(&mut self, msr: u32) -> Result<u64, Fault> {
@@ -212,7 +212,7 @@ pub fn any_pmi_pending(model: &NetBurstModel) -> bool {
 /// A call with no PMI in reach costs one [`NetBurstModel::inject`], one
 /// that stops at a counter's PMI two. Under QEMU (TCG), in the debug build
 /// the test kernels use, one `inject` costs 150-180 µs, a copy of the model
-/// 15-30 µs and a [`SharedModel::with`] about 10 µs; with the `pmu` crate
+/// 15-30 µs and a [`SharedNetBurstModel::with`] about 10 µs; with the `pmu` crate
 /// optimized (`opt-level = 2`) `inject` takes about 20 µs. A tick that
 /// injects should therefore come at most every millisecond or so in a debug
 /// build.

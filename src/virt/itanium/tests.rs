@@ -139,7 +139,7 @@ fn guest_pmc_writes_are_treated_as_perfmon_treats_them() {
     assert_eq!(check_pmd_read(&ear, 11), Ok(()), "PMD11 is a BTB record");
 }
 
-/// Issue 23, Itanium: a guest's PMC5 counting cycles and its D-EAR's
+/// Itanium: a guest's PMC5 counting cycles and its D-EAR's
 /// capture stay its own. Before the fix the switch left them programmed
 /// and filled: the other guest read the first one's captured data address
 /// and a counter that went on counting its cycles, and the first one's

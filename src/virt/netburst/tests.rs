@@ -2,7 +2,7 @@
 //! instrument written from the manuals): classification, every kind of
 //! illegal guest write (cross-checked with the model where the hardware
 //! itself faults), RDPMC, the world switch's exact traffic and isolation
-//! over 1,000 switches, and issue 23's reproductions (the cascade leak,
+//! over 1,000 switches, and the reproductions of its leaks (the cascade leak,
 //! `MSR_TC_PRECISE_EVENT`, the active-thread field, unimplemented MSRs,
 //! PEBS, the extended cascade, host tagging, PMIs across the switch);
 //! `isolation` checks the property at random. Counts come from the model.
@@ -538,7 +538,7 @@ const BPU_ESCR0: u32 = 0x3B2;
 /// BPU_fetch_request TCMISS (BPU_ESCR0/1, select 03H, mask bit 0).
 const FETCH: EventKind = EventKind::new(EscrGroup::Bpu, 0x03, 1);
 
-/// Issue 23, item 1: guest 0 cascades counter 3 from counter 1 (CCCR3 =
+/// The cascade leak: guest 0 cascades counter 3 from counter 1 (CCCR3 =
 /// CASCADE, ESCR select 6) and lets counter 1 wrap; after the switch guest
 /// 1 programs FSB_ESCR1 for its own counter 2 and runs 100 events. Before
 /// the fix guest 0's counter 3 counted them (its CCCR kept CASCADE and
@@ -610,7 +610,7 @@ fn a_switched_out_cascade_counts_nothing_and_shows_nothing() {
     assert_eq!(hw.read_msr(0x300).unwrap(), 100);
 }
 
-/// Issue 23, item 2: `MSR_TC_PRECISE_EVENT` is part of the context:
+/// `MSR_TC_PRECISE_EVENT` is part of the context:
 /// recorded, restored, and scrubbed to its reset value FC00H, so the next
 /// guest reads what an unused register holds, not the previous guest's.
 #[test]
@@ -645,7 +645,7 @@ fn tc_precise_event_is_switched() {
     assert!(hw.write_msr(0x3F0, 1 << 16).is_err());
 }
 
-/// Issue 23, item 3: a one-processor guest's CCCR active-thread field must
+/// A one-processor guest's CCCR active-thread field must
 /// be 11b (SDM Figure 18-45). WRMSR 369H = 10000H (01b) was applied; now it
 /// is #GP, as the model of a part without Hyper-Threading raises, and the
 /// emulated vPMU answers the same through the same rule. A guest with two
@@ -700,7 +700,7 @@ fn a_one_processor_guest_cccr_needs_active_thread_11b() {
     }
 }
 
-/// Issue 23, item 4: MSRs of the PMU's range 300H-3FFH that family 0Fh
+/// MSRs of the PMU's range 300H-3FFH that family 0Fh
 /// does not implement were `NotPmu`, left to a VMM that might pass them
 /// through and take the #GP in the host; now they are #GP for the guest,
 /// read and write, exactly where the model has no register.

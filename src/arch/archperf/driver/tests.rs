@@ -263,8 +263,8 @@ impl crate::access::MsrAccess for Busy {
 }
 
 /// A group stop halts its sampling members with its one `GLOBAL_CTRL`
-/// write and only then reads each as a halt does (issue 24, found by the
-/// sweep in `tests/interrupts.rs`): the read used to come first, while the
+/// write and only then reads each as a halt does (the sweep in
+/// `tests/interrupts.rs` checks every instant too): the read used to come first, while the
 /// member still counted until the bracket's write, so an overflow in
 /// between left it halted past its overflow, its status bit set and its
 /// period unaccounted. Here the member, at the start of a period of 5,
@@ -625,7 +625,7 @@ fn version_1_starts_with_en() {
     assert_eq!(e.error, Error::Config(ConfigError::NoOverflowStatus));
 }
 
-/// Reproduction 6 (issue 35): a kernel that routes every NMI to the handler
+/// A kernel that routes every NMI to the handler
 /// (as perf does), on a version-1 part, whose `IA32_PERF_GLOBAL_STATUS`
 /// does not exist (the model refuses its read, as the hardware's #GP).
 /// With a counter counting, an NMI that is not the PMU's is answered "not
@@ -778,7 +778,7 @@ mod interrupts;
 mod lbr;
 mod pebs;
 
-/// Reproduction 7 (issue 35), on the architectural PMU: a driver dropped
+/// On the architectural PMU: a driver dropped
 /// with a sampling counter running (its handle alive) releases it (select
 /// 0, `GLOBAL_CTRL` bit clear, counter 0, disarmed) and frees the PMU; its
 /// owner stays held for good, and taking it again says why.

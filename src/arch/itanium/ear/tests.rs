@@ -121,7 +121,7 @@ fn itanium2_iear_layout() {
             Some(UmaskProblem::Undefined(0x8))
         );
         // Cache-mode masks other than the ten defined patterns are
-        // undefined (issue 10: the strict model refuses them).
+        // undefined (the strict model refuses them too).
         assert_eq!(
             IearConfig::from_bits(g, 1 << 13 | 0x55 << 5)
                 .unwrap()

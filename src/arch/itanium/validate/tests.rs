@@ -866,7 +866,7 @@ fn lenient_model_bits(g: Generation, pmc: u8) -> u64 {
     }
 }
 
-/// Issue 28: the validator and the strict model agree on every implemented
+/// The validator and the strict model agree on every implemented
 /// PMC of all three generations, PMC0-3 and Itanium 2 PMC12 included:
 ///
 /// * every value the STRICT validator accepts, the model accepts and holds

@@ -103,9 +103,9 @@ impl Package {
         Ok(replay)
     }
 
-    /// Counter `counter` is claimed with `c` (checked): books what it
+    /// Counter `counter` is claimed with `c` (checked): records what it
     /// provides, and in `regs` what it needs; returns the PEBS MSR writes.
-    pub(super) fn book(
+    pub(super) fn record_claim(
         &mut self,
         counter: Counter,
         c: &CounterConfig,
@@ -116,13 +116,13 @@ impl Package {
         if let Some(slot) = self.provides[c.lp as usize].get_mut(usize::from(counter.index())) {
             *slot = c.event.tags_provided(c.escr).0;
         }
-        regs.book(counter, replay, c.pebs.is_some().then_some(c.lp));
+        regs.record_claim(counter, replay, c.pebs.is_some().then_some(c.lp));
         regs.writes(self.home, hyper_threading)
     }
 
     /// Counter `counter`, which counted for `lp` (with PEBS, if `pebs`), is
     /// released; returns the PEBS MSR writes that follow.
-    pub(super) fn unbook(
+    pub(super) fn record_release(
         &mut self,
         counter: Counter,
         lp: LogicalProcessor,
@@ -133,7 +133,7 @@ impl Package {
         if let Some(slot) = self.provides[lp as usize].get_mut(usize::from(counter.index())) {
             *slot = 0;
         }
-        regs.unbook(counter, pebs.then_some(lp));
+        regs.record_release(counter, pebs.then_some(lp));
         regs.writes(self.home, hyper_threading)
     }
 

@@ -133,7 +133,7 @@ impl<O: Owner, M: MsrBackend> crate::arch::Switch<NetBurst> for NetBurstDriver<'
         let config = self
             .context_config(c, config)
             .ok_or(Error::Config(ConfigError::NoContextEscr))?;
-        let p = self.images(n, &config)?;
+        let p = self.build_programmed(n, &config)?;
         if p.tagged || p.escr_tags {
             return Err(Error::Config(ConfigError::NotInContext));
         }

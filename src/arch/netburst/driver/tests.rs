@@ -812,7 +812,7 @@ fn cascade_table_matches_the_arch_rule() {
     );
 }
 
-/// Issue 10, case 1: a counter that overflowed on the very last event, before
+/// A counter that overflowed on the very last event, before
 /// its own PMI, serviced by a PMI taken for another reason (here a call
 /// with nothing pending) is re-armed with what it holds (0), not `-(N-1)`:
 /// 6 events are 6, not 7.
@@ -865,7 +865,7 @@ fn a_pmi_serviced_early_invents_no_event() {
     assert_eq!(c0.read(&mut d).unwrap(), sa.at_residual(1), "7 = 2 x 3 + 1");
 }
 
-/// Issue 10, case 1 with two counters on one event stream: sample-after 4
+/// A counter that overflowed on the last event, with two counters on one event stream: sample-after 4
 /// and 3; the 4th event is counter 2's PMI event and counter 0's overflow.
 /// Counter 0 accounts 4 events, not 5.
 #[test]
@@ -1274,8 +1274,8 @@ fn force_ovf_interrupts_on_every_increment_and_counts_on() {
 /// The handler's rare cases in one PMI with usual ones, in both orders: a
 /// `FORCE_OVF` counter and a counter three periods past its overflow leave
 /// the handler's loop for its out-of-line continuation, which services
-/// them and every counter after them exactly as the loop would (issue 28:
-/// the loop keeps nothing for them). Exact samples, periods, counter
+/// them and every counter after them exactly as the loop would (the loop
+/// keeps nothing for them). Exact samples, periods, counter
 /// values and traffic.
 #[test]
 fn rare_counters_hand_the_rest_of_the_pmi_out_of_line() {
@@ -1786,7 +1786,7 @@ fn extended_cascade_16_into_12() {
     any16.release(&mut d).unwrap();
 }
 
-/// Item 8 of issue 15: the run-time handles reach every CCCR feature the
+/// The run-time handles reach every CCCR feature the
 /// typed ones do: `FORCE_OVF`, the 14->16 cascade with both ways of
 /// halting it (the alternate's `OVF` cleared through
 /// `clear_overflow_erased`, or the cascaded counter halted), counts exact

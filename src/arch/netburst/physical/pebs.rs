@@ -53,7 +53,7 @@ impl PebsRegisters {
 
     /// Counter `counter` is claimed with replay tagging `replay` (`(0, 0)`
     /// without), and with PEBS for `pebs` if any.
-    pub(crate) fn book(
+    pub(crate) fn record_claim(
         &mut self,
         counter: Counter,
         replay: (u64, u64),
@@ -69,7 +69,7 @@ impl PebsRegisters {
     }
 
     /// Counter `counter` is released, with PEBS for `pebs` if it had it.
-    pub(crate) fn unbook(&mut self, counter: Counter, pebs: Option<LogicalProcessor>) {
+    pub(crate) fn record_release(&mut self, counter: Counter, pebs: Option<LogicalProcessor>) {
         if let Some(lp) = pebs {
             self.pebs_on[lp as usize] = false;
         }

@@ -386,7 +386,7 @@ fn undefined_ear_encodings_are_reserved_values() {
         let mut m = ItaniumModel::new(g);
         let ism = if g == Montecito { 2 << 24 } else { 0 };
         // I-EAR cache mode (ct = 1x): libpfm3's list is defined, and only
-        // it: 41h-7Fh are not "all misses" like 40h (issue 28).
+        // it: 41h-7Fh are not "all misses" like 40h.
         for pattern in [0xFF, 0xFE, 0xFC, 0xF8, 0xF0, 0xE0, 0xC0, 0x80, 0x40, 0x00] {
             assert_eq!(m.write_pmc(iear, 0xF | (pattern << 5) | (1 << 13)), Ok(()));
         }

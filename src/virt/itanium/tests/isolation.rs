@@ -1,4 +1,4 @@
-//! Issue 23's isolation property for Itanium, checked on the Itanium model
+//! The world switch's isolation property for Itanium, checked on the Itanium model
 //! (a test instrument written from the manuals, strict: it reports every
 //! write the hardware would silently absorb):
 //!

@@ -1,4 +1,4 @@
-//! Issue 23's isolation property, checked on the NetBurst model (a test
+//! The world switch's isolation property, checked on the NetBurst model (a test
 //! instrument written from the manuals, independently of `check_msr_write`):
 //!
 //! * random guest writes, per guest policy: a random MSR in and around the

@@ -1,5 +1,5 @@
-//! Interrupts at any instant, as the architectural PMU's driver is tested
-//! (issue 24): on each kind of part, the counters overflow before every
+//! Interrupts at any instant, as the architectural PMU's driver is tested:
+//! on each kind of part, the counters overflow before every
 //! register access of every driver operation (and after it), and the PMI
 //! is taken after the call and, where the contract lets it land inside, at
 //! that access or any later one of the call ([`sweep`]), as a fixed vector

@@ -1,4 +1,4 @@
-//! Interrupts at any instant (issue 24): the counters overflow before every
+//! Interrupts at any instant: the counters overflow before every
 //! register access of every driver operation (and after it), and the PMI
 //! is taken after the call and, where the contract lets it land inside, at
 //! that access or any later one of the call ([`sweep`]: a PMI comes some

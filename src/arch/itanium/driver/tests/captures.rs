@@ -618,7 +618,7 @@ fn icache_sample(g: Generation, address: u64, latency: u32) -> IcacheSample {
     }
 }
 
-/// I-EAR cache mode through the driver (issue 28): every Nth instruction
+/// I-EAR cache mode through the driver: every Nth instruction
 /// cache miss at or above 128 cycles, on every generation. Misses below
 /// the threshold are neither captured nor counted; each overflow hands
 /// over the Nth capture (line, latency, latency overflow) for 1 PMC0 read,

@@ -1,4 +1,4 @@
-//! Interrupts at any instant (issue 24): the counters overflow before every
+//! Interrupts at any instant: the counters overflow before every
 //! register access of every driver operation, and the PMU interrupt is
 //! taken where the contract lets it land; after each, conservation and the
 //! register state, on every generation.

@@ -144,7 +144,7 @@ fn pebs_needs_an_area_this_driver_installed() {
     });
 }
 
-/// Reproductions 2 and 7 (issue 35): a driver dropped with a sampling
+/// A driver dropped with a sampling
 /// counter and a PEBS counter running (their handles alive, its DS save
 /// area installed), as a kernel's early return or a test's `?` drops it,
 /// idles what it ran: every CCCR it enabled idle, its counters zeroed,

@@ -202,7 +202,7 @@ fn a_closure_sink_gets_precise_rips() {
     c16.release(&mut d).unwrap();
 }
 
-/// With PEBS armed the whole handler runs out of line (issue 28): the
+/// With PEBS armed the whole handler runs out of line: the
 /// sampling and `FORCE_OVF` counters beside the PEBS counter are serviced
 /// exactly as by the usual loop, then the buffer is drained. Exact
 /// samples, records, periods and traffic; a PMI with nothing to service

@@ -108,7 +108,7 @@ fn a_pmi_at_every_access_of_the_world_switch() {
                         assert_eq!(
                             cccr,
                             crate::arch::netburst::CccrValue::IDLE.bits(),
-                            "{what}: idle (issue 23: a switched-out CCCR neither counts nor cascades)"
+                            "{what}: idle (a switched-out CCCR neither counts nor cascades)"
                         );
                     }
                     Switch::Scrub => {

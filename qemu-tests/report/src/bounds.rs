@@ -64,8 +64,8 @@
 //! core cycles from an event of a similar rate.
 //!
 //! ```
-//! use pmu::arch::archperf::bounds::{Interval, cycles_against_tsc, loop_instructions};
-//! use pmu::arch::archperf::bounds::retired_instructions_within;
+//! use pmu_report::bounds::{Interval, cycles_against_tsc, loop_instructions};
+//! use pmu_report::bounds::retired_instructions_within;
 //!
 //! // 1 000 000 iterations of a 3-instruction loop, at most 20 000
 //! // instructions of driver path around it.
@@ -77,8 +77,24 @@
 //! // 1 500 000 cycles over 1 000 000 TSC ticks, at least 1 000 000 needed.
 //! assert!(cycles_against_tsc(1_500_000, 1_000_000, 1_000_000).is_ok());
 //! assert!(cycles_against_tsc(999_999, 1_000_000, 1_000_000).is_err());
-//! # Ok::<(), pmu::arch::archperf::bounds::BoundsError>(())
+//! # Ok::<(), pmu_report::bounds::BoundsError>(())
 //! ```
+//!
+//! # On AMD
+//!
+//! The same intervals hold AMD's counts (the `amd` kernel's `real_*` cases),
+//! for the same reasons:
+//!
+//! * **Retired instructions** (event C0H, Linux's `instructions` on every
+//!   AMD map): a loop of known length counts at least its own
+//!   instructions, and kvm-unit-tests' 2 % allowance covers what else
+//!   retires (its AMD runs use the same bound, `x86/pmu.c`).
+//! * **Core cycles against the TSC** (event 76H, `cycles`): AMD's TSC
+//!   ticks at the P0 (base) frequency (AMD64 APM Vol. 2 "Time-Stamp
+//!   Counter", invariant TSC), and no AMD part's boost frequency is 4
+//!   times its base, so the bound of 8 core cycles per TSC tick holds; the
+//!   lower bound is the loop's own, one cycle per iteration of its
+//!   dependency chain.
 
 use core::fmt;
 

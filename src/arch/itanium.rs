@@ -69,9 +69,6 @@
 //! | (root) | [`Generation`], counters ([`Counter`]), register maps, each PMC's power-up value and writable bits, PMD roles; bit fields and bounded field types: [`Plm`], [`Ism`], [`Umask`], [`EventCode`], [`Threshold`] (width per counter), [`Slot`]; [`Pmc0`] (freeze, overflow), PMC1-3, the counter configuration layouts and [`CounterPmc`]; counter values ([`CounterPmd`]: count, sign extension, sampling presets); [`ItaniumPmu`] |
 //! | [`ear`] | I-EAR and D-EAR configurations and sample decoders (latency, TLB fill level, valid bits) |
 //! | [`btb`] | branch trace buffer configuration, records, index and walk, source -> target records |
-//! | [`dear_report`] | a D-EAR report: sampled data addresses and latencies by function |
-//! | [`itlb_report`] | HP Caliper's itlb report: sampled instruction TLB misses by load module, function and cache line, by fill level |
-//! | [`report`] | the table core of both reports: symbol tables, fixed-size counting tables, ranking, percentages |
 //! | [`opcode`] | opcode matchers, range-restriction configuration |
 //! | [`events`] | the Itanium and Itanium 2 event catalogs, lookup by name and by code |
 //! | [`validate`] | perfmon-style PMC write validation with a distinct error per illegal case |
@@ -119,21 +116,18 @@
 //! ```
 
 pub mod btb;
-pub mod dear_report;
 mod descriptors;
 pub mod driver;
 pub mod ear;
 pub mod events;
 mod fields;
 mod generation;
-pub mod itlb_report;
 pub mod multiplex;
 pub mod opcode;
 mod physical;
 mod pmc;
 mod pmd;
 pub mod pmi;
-pub mod report;
 mod seam;
 pub mod validate;
 

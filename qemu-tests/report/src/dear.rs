@@ -1,10 +1,10 @@
 //! A D-EAR report by function, in the manner of HP Caliper's reports (the
-//! layout of [`super::itlb_report`]): sampled data cache, data TLB and ALAT
+//! layout of [`crate::itlb`]): sampled data cache, data TLB and ALAT
 //! misses grouped by the function containing the instruction that missed,
 //! with the latencies and the data addresses sampled.
 //!
 //! Each [`DearSample`] (from the overflow handler of a counter sampling the
-//! D-EAR, [`super::driver::CounterConfig::dear_sampling`]) carries the data
+//! D-EAR, [`pmu::arch::itanium::driver::CounterConfig::dear_sampling`]) carries the data
 //! address (PMD2, Montecito PMD32), the latency or the TLB level (PMD3,
 //! PMD33) and the instruction's bundle and slot (PMD17, PMD36) (the
 //! reference's Itanium 2 PMU tables; libpfm3's D-EAR layouts). The report
@@ -33,9 +33,9 @@
 //! # Examples
 //!
 //! ```
-//! use pmu::arch::itanium::dear_report::DearReport;
+//! use pmu_report::dear::DearReport;
 //! use pmu::arch::itanium::ear::{DearEvent, DearSample, InstructionAddress};
-//! use pmu::arch::itanium::report::{Function, LoadModule};
+//! use pmu_report::symbols::{Function, LoadModule};
 //! use pmu::arch::itanium::Slot;
 //!
 //! let funcs = [Function { name: "walk", start: 0x1000, end: 0x2000 }];
@@ -55,13 +55,12 @@
 
 use core::fmt;
 
-use super::ear::{DearEvent, DearSample};
-use super::itlb_report::FillCounts;
+use crate::itlb::FillCounts;
 #[cfg(doc)]
-use super::report::Function;
-use super::report::{
-    DASHES, FunctionKey, LoadModule, RULE, Symbols, Table, Tally, Tenths, order_key,
-};
+use crate::symbols::Function;
+use crate::symbols::LoadModule;
+use crate::table::{DASHES, FunctionKey, RULE, Symbols, Table, Tally, Tenths, order_key};
+use pmu::arch::itanium::ear::{DearEvent, DearSample};
 
 /// What one function or data address accumulated: samples, latencies of
 /// the cache-mode samples, TLB fill levels of the TLB-mode ones, ALAT
@@ -178,7 +177,7 @@ pub struct DearReport<'a, const FUNCTIONS: usize, const ADDRESSES: usize> {
 impl<'a, const FUNCTIONS: usize, const ADDRESSES: usize> DearReport<'a, FUNCTIONS, ADDRESSES> {
     /// An empty report over `symbols`.
     pub const fn new(symbols: &'a [LoadModule<'a>]) -> Self {
-        const NONE: FunctionKey = (super::report::UNKNOWN, super::report::UNKNOWN);
+        const NONE: FunctionKey = (crate::table::UNKNOWN, crate::table::UNKNOWN);
         DearReport {
             symbols,
             sample_after: None,
@@ -208,7 +207,7 @@ impl<'a, const FUNCTIONS: usize, const ADDRESSES: usize> DearReport<'a, FUNCTION
         let symbols = Symbols(self.symbols);
         let function = match s.instruction {
             Some(i) => symbols.function_of(symbols.module_of(i.address()), i.address()),
-            None => (super::report::UNKNOWN, super::report::UNKNOWN),
+            None => (crate::table::UNKNOWN, crate::table::UNKNOWN),
         };
         if !self.functions.add(function, s) {
             self.not_tabulated.functions += 1;

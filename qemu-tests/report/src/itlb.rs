@@ -56,8 +56,8 @@
 //!
 //! ```
 //! use pmu::arch::itanium::ear::{ItlbSample, TlbFill};
-//! use pmu::arch::itanium::itlb_report::{ItlbReport, L2Fills};
-//! use pmu::arch::itanium::report::{Function, LoadModule};
+//! use pmu_report::itlb::{ItlbReport, L2Fills};
+//! use pmu_report::symbols::{Function, LoadModule};
 //!
 //! let funcs = [Function { name: "main", start: 0x1000, end: 0x2000 }];
 //! let modules = [LoadModule { name: "a.out", start: 0x1000, end: 0x2000, functions: &funcs }];
@@ -73,11 +73,11 @@ use core::fmt;
 /// The cache-line size of the report (HP Caliper's itlb measurement).
 pub const LINE_BYTES: u64 = 64;
 
-use super::ear::{ItlbSample, TlbFill};
 #[cfg(any(doc, test))]
-use super::report::Function;
-use super::report::LoadModule;
-use super::report::{DASHES, FunctionKey, RULE, Symbols, Table, Tally, Tenths, UNKNOWN, order_key};
+use crate::symbols::Function;
+use crate::symbols::LoadModule;
+use crate::table::{DASHES, FunctionKey, RULE, Symbols, Table, Tally, Tenths, UNKNOWN, order_key};
+use pmu::arch::itanium::ear::{ItlbSample, TlbFill};
 
 /// Whether the processor's I-EAR can report L2 ITLB fills.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -589,6 +589,41 @@ mod tests {
     }
 
     use TlbFill::{Hpw, L2, Software};
+
+    /// The mix the driver's handler hands on in its itlb test (two L2
+    /// fills, one HPW, one software, in one function): the module row's
+    /// percentages are the mix.
+    #[test]
+    fn the_handlers_sample_mix_makes_the_module_row() {
+        const FNS: &[Function<'static>] = &[Function {
+            name: "hot",
+            start: 0x4000_0000,
+            end: 0x4000_0100,
+        }];
+        const MODS: &[LoadModule<'static>] = &[LoadModule {
+            name: "a.out",
+            start: 0x4000_0000,
+            end: 0x4001_0000,
+            functions: FNS,
+        }];
+        let mut report: ItlbReport<'_, 2, 2, 4> = ItlbReport::new(MODS, L2Fills::Reported);
+        record_all(
+            &mut report,
+            &[
+                (0x4000_0040, L2, 1),
+                (0x4000_00C0, L2, 1),
+                (0x4000_0040, Hpw, 1),
+                (0x4000_00C0, Software, 1),
+            ],
+        );
+        let hot = report.function("a.out", "hot").unwrap();
+        assert_eq!((hot.l2, hot.hpw, hot.software), (2, 1, 1));
+        let text = report.to_string();
+        assert!(
+            text.contains("  100.0    100.0        4     50.0     25.0     25.0  a.out\n"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn itanium2_report_text_is_exact() {

@@ -63,10 +63,10 @@ mod tests {
     #[test]
     fn the_pmi_modules_import_no_driver_and_no_lock() {
         let modules = [
-            ("netburst", include_str!("netburst/pmi.rs")),
-            ("itanium", include_str!("itanium/pmi.rs")),
-            ("archperf", include_str!("archperf/pmi.rs")),
-            ("amd", include_str!("amd/pmi.rs")),
+            ("netburst", include_str!("arch/netburst/pmi.rs")),
+            ("itanium", include_str!("arch/itanium/pmi.rs")),
+            ("archperf", include_str!("arch/archperf/pmi.rs")),
+            ("amd", include_str!("arch/amd/pmi.rs")),
         ];
         for (arch, source) in modules {
             for line in source.lines().map(str::trim_start) {

@@ -1,9 +1,9 @@
 //! The D-EAR report: attribution, latencies, ordering and the exact text.
 
 use super::*;
-use crate::arch::itanium::Slot;
-use crate::arch::itanium::ear::{InstructionAddress, TlbFill};
-use crate::arch::itanium::report::Function;
+use crate::symbols::Function;
+use pmu::arch::itanium::Slot;
+use pmu::arch::itanium::ear::{InstructionAddress, TlbFill};
 use std::string::ToString;
 
 const APP_FNS: &[Function<'static>] = &[

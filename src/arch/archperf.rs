@@ -46,10 +46,10 @@
 //! |---|---|
 //! | (root) | MSR numbers, counters and sets of counters, the register layouts (the PEBS MSRs' too: [`PebsEnable`], [`PebsDataCfg`], [`PebsLdLat`]), RDPMC's ECX, CPUID leaf 0AH ([`Counter`]); the architectural events and event strings ([`EventSpec`]: `instructions:u`, `event=0x3c,umask=0x00,cmask=2`, `branches:pp`); PEBS records of formats 1-5 ([`PebsRecord`], [`RecordLayout`], [`PebsArea`]); the last branch records ([`Lbr`], its layouts [`DebugCtl`], [`LbrSelect`], [`LbrCtl`], [`LbrInfo`], formats 1-7 [`LbrFormat`], [`BranchFilter`], [`BranchStack`], [`LbrSnapshot`]); [`ArchPerfPmu`], the physical PMU of one logical processor as a value |
 //! | [`enumeration`] | what one logical processor has (per core type on a hybrid part: CPUID leaf 23H's bitmaps, or leaf 0AH), the counters its driver takes and the events it refuses, and why ([`enumeration::Lack`]) |
+//! | [`events`] | the architectural events, their names and `perf`-style event strings ([`EventSpec`]), re-exported at the root |
 //! | [`driver`] | the typestate driver: general and fixed counters, `GLOBAL_CTRL` starts and stops, groups in one write, firmware-used counters left alone; PEBS (`set_pebs_area`, precise configurations, `drain_pebs`); the LBR (`enable_lbr`, `disable_lbr`, `save_lbr`/`restore_lbr` for a task switch, counters whose samples carry the records) |
 //! | [`pmi`] | the PMI handler: one status read, one acknowledgement; the PEBS buffer's interrupt drained out of line; the LBR read out of line, frozen by the PMI |
 //! | [`multiplex`] | more events than general counters, rotated on the caller's tick, each rotation one `GLOBAL_CTRL` write |
-//! | [`bounds`] | the intervals a count on a real PMU may fall in (retired instructions of a known loop, cycles against the TSC), for the real-PMU cases of the `archperf` QEMU kernel |
 //!
 //! The register-level model the tests run the driver against is
 //! `crate::model::archperf` (feature `model`), written from the SDM
@@ -57,10 +57,9 @@
 //! (KVM with `-cpu host`, on a host that has one), the `archperf` QEMU
 //! kernel runs the same cases on the real counters.
 
-pub mod bounds;
 pub mod driver;
 pub mod enumeration;
-mod events;
+pub mod events;
 mod lbr;
 mod msrs;
 pub mod multiplex;

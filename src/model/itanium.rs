@@ -158,8 +158,7 @@
 //!    per libpfm's layout (`btbc_ig1`; perfmon's Itanium 2 mask 0xFFFF
 //!    passes them, its Montecito mask for the same register, PMC39, 0xFFCF,
 //!    does not), so strict checking refuses them; the driver's validator
-//!    follows the same rule since issue 28 (before, it followed perfmon's
-//!    mask and accepted what this model refuses); Itanium 2 counter
+//!    follows the same rule; Itanium 2 counter
 //!    bits 27:26, writable per perfmon, "must be zero" per libpfm, are kept
 //!    but strict checking refuses them; Itanium 2 PMC8/9 bit 32 is `ig` in
 //!    libpfm but writable per perfmon: writable. Itanium (perfmon: no mask):
@@ -178,8 +177,8 @@
 //!     "no miss qualifies". Itanium 2 I-EAR cache umasks other than the ten
 //!     libpfm lists (FFh, FEh, FCh, F8h, F0h, E0h, C0h, 80h, 40h, 00h) are
 //!     undefined, and strict checking refuses them; no source defines
-//!     41h-7Fh, which until issue 28 the model read as "all misses" like
-//!     40h (see `tables::itanium2_iear_cache_select`). The driver's
+//!     41h-7Fh, which are not "all misses" like 40h (see
+//!     `tables::itanium2_iear_cache_select`). The driver's
 //!     validator has the same rule in its own code (`LatencyFilter`).
 //! 11. **BTB target entries.** libpfm3's layout gives `b` (1 = source), and
 //!     the sources take an entry as valid if b|mp != 0; a target entry must
@@ -196,8 +195,8 @@
 //!     I-EAR has no `ism` and admits both; the EARs' `stat` in cache mode is
 //!     01b for the I-EAR and, in cache and ALAT modes, 01b for the D-EAR too
 //!     (pfmon's sample printer reports a Montecito D-EAR sample valid
-//!     exactly when `stat` is non-zero; until issue 15 the model wrote 00b, and the driver's
-//!     decoder, which follows the same rule, found its captures invalid);
+//!     exactly when `stat` is non-zero, and the driver's decoder follows
+//!     the same rule);
 //!     `brt` 1/2/3 select IP-relative, return, non-return indirect branches
 //!     (the order of the BR_MISPRED_DETAIL umasks); I-EAR PMD1 is written in
 //!     cache mode only and an Itanium PMD1/PMD3 latency saturates at FFFh,
@@ -223,5 +222,5 @@ pub use registers::{
     AccessKind, Checking, Fault, ItaniumModel, Psr, REGISTER_SLOTS, ReservedField, Violation,
 };
 #[cfg(target_arch = "x86_64")]
-pub use shared::{ItaniumRegs, SharedItanium};
+pub use shared::{ItaniumPmcPmd, SharedItaniumModel};
 pub use tables::{Generation, Layout, Tables};

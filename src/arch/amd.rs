@@ -31,10 +31,10 @@
 //! | module | contents |
 //! |---|---|
 //! | (root) | MSR numbers, counters and sets of counters, the `PERF_CTL` layout ([`Counter`]); `perf`'s generic events per generation and event strings ([`EventSpec`]: `instructions:u`, `event=0x1c0,umask=0x01,cmask=2`, `:H`/`:G`); [`AmdPmu`], the physical PMU of one logical processor as a value |
+//! | [`events`] | `perf`'s generic events per generation and event strings ([`EventSpec`]), re-exported at the root |
 //! | [`driver`] | the typestate driver: legacy, PerfCtrExtCore and PerfMonV2 counters, `PerfCntrGlobalCtl` starts and stops, groups in one write (PerfMonV2), firmware-used counters left alone |
 //! | [`pmi`] | the PMI handler: each armed counter's top bit (legacy) or one status read and one acknowledgement (PerfMonV2); late PMIs decided by count |
 //! | [`multiplex`] | more events than counters, rotated on the caller's tick |
-//! | [`bounds`] | the intervals a count on a real PMU may fall in, for the real-PMU cases of the `amd` QEMU kernel |
 //!
 //! The register-level model the tests run the driver against is
 //! `crate::model::amd` (feature `model`), written from the APM
@@ -42,9 +42,8 @@
 //! AMD PMU (KVM with `-cpu host` on an AMD host that exposes its PMU), the
 //! `amd` QEMU kernel runs the same cases on the real counters.
 
-pub mod bounds;
 pub mod driver;
-mod events;
+pub mod events;
 mod msrs;
 pub mod multiplex;
 mod physical;

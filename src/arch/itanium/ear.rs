@@ -68,7 +68,7 @@
 //!
 //! | topic | resolution |
 //! |---|---|
-//! | The Itanium 2 I-EAR cache patterns listed (no >= 64, >= 512, >= 2048; 40h "> 0 cycles" although C0h is >= 1024) do not read as one obvious bit-per-range encoding | this crate names the listed patterns ([`LatencyFilter`]); any other 8-bit value is kept as a raw mask, undecoded, and refused as undefined by [`IearConfig::umask_problem`] (so by the validator and the driver), as the strict model refuses it (until issue 10 it was not refused, and the driver wrote PMC10 images the model faulted on) |
+//! | The Itanium 2 I-EAR cache patterns listed (no >= 64, >= 512, >= 2048; 40h "> 0 cycles" although C0h is >= 1024) do not read as one obvious bit-per-range encoding | this crate names the listed patterns ([`LatencyFilter`]); any other 8-bit value is kept as a raw mask, undecoded, and refused as undefined by [`IearConfig::umask_problem`] (so by the validator and the driver), as the strict model refuses it |
 //! | libpfm writes "ct=11 => cache mode with umask bit 7 set" | [`IearConfig`] decodes bit 13 = 1 as cache mode with an 8-bit mask at 12:5, so this falls out |
 //! | Itanium PMC10 power-up value | not in the sources; zero assumed (cache mode, >= 4 cycles, plm 0) |
 //! | Montecito IP-EAR (PMC42) | libpfm3 gives its fields (plm, pm, mode 10:8, delay 18:11) but not the mode values or the capture format: [`IpEarConfig`] keeps mode and delay raw; no decoder |

@@ -326,7 +326,7 @@ impl<R: PmcPmdBackend + ?Sized> PmcPmdOps for R {
 /// caller's pointer (which a zero-sized backend's accesses do not use) only
 /// to pass it to the handler's out-of-line rare path.
 #[inline(always)]
-pub(crate) fn same_backend<M>(backend: &mut M) -> &mut M {
+pub(crate) fn backend_for_cold_path<M>(backend: &mut M) -> &mut M {
     if size_of::<M>() == 0 {
         // SAFETY: `M` is zero-sized, so a reference to it accesses no
         // memory, and a non-null, aligned pointer such as `dangling` is

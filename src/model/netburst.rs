@@ -188,6 +188,6 @@ pub use registers::{
     ThreadView,
 };
 #[cfg(target_arch = "x86_64")]
-pub use shared::{Injected, ModelMsr, SharedModel, any_pmi_pending, inject_until_pmi};
+pub use shared::{Injected, NetBurstMsr, SharedNetBurstModel, any_pmi_pending, inject_until_pmi};
 pub use tables::{EscrGroup, Specificity};
 pub use tagging::{EventList, MAX_UPSTREAM, UopKind, Uops, replay};

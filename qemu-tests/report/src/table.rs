@@ -1,6 +1,6 @@
 //! The table core both Itanium sample reports are built on (the `itlb`
-//! report, [`super::itlb_report`], and the D-EAR report,
-//! [`super::dear_report`]): the caller's symbol table ([`LoadModule`],
+//! report, [`crate::itlb`], and the D-EAR report,
+//! [`crate::dear`]): the caller's symbol table ([`LoadModule`],
 //! [`Function`]) and the lookups in it, fixed-size tables of rows that
 //! count samples (no allocation: a full table counts what it could not
 //! place), their ranking, percentages in tenths, and the rules the reports
@@ -8,30 +8,9 @@
 
 use core::fmt;
 
-/// A function: the addresses `start..end` of a load module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Function<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// First address.
-    pub start: u64,
-    /// One past the last address.
-    pub end: u64,
-}
-
-/// A load module ("shared library or the main executable", HP Caliper):
-/// `start..end` and the functions in it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoadModule<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// First address.
-    pub start: u64,
-    /// One past the last address.
-    pub end: u64,
-    /// Its functions (any order; ranges should not overlap).
-    pub functions: &'a [Function<'a>],
-}
+#[cfg(doc)]
+use crate::symbols::Function;
+use crate::symbols::LoadModule;
 
 /// `None` in a key: outside every load module / function.
 pub(crate) const UNKNOWN: u16 = u16::MAX;
