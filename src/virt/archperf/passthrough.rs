@@ -285,5 +285,24 @@ pub fn global_ctrl_values(
     }
 }
 
+/// Where `msr`'s bits are in a VMX MSR bitmap (SDM Vol. 3C, "MSR-Bitmap
+/// Address": 4 KiB, one bit per MSR; the read bitmap of MSRs
+/// 0000_0000H-0000_1FFFH at byte 0 and of C000_0000H-C000_1FFFH at byte
+/// 400H, the write bitmaps at 800H and C00H): the read bit's byte, the
+/// write bit's byte and the bit's number in each; `None` for an MSR outside
+/// the bitmap (its accesses always exit).
+pub const fn msr_bitmap_bits(msr: u32) -> Option<(usize, usize, u8)> {
+    let (read, offset) = match msr & 0xFFFF_E000 {
+        0x0000_0000 => (0x000, msr as usize),
+        0xC000_0000 => (0x400, (msr - 0xC000_0000) as usize),
+        _ => return None,
+    };
+    Some((
+        read + offset / 8,
+        read + 0x800 + offset / 8,
+        (offset % 8) as u8,
+    ))
+}
+
 #[cfg(test)]
 mod tests;

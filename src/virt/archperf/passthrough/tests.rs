@@ -239,3 +239,14 @@ fn the_global_ctrl_values_keep_each_side_to_itself() {
         (0x2000, 0x1000, 0x4000_0000)
     );
 }
+
+/// The VMX MSR bitmap's positions (SDM Vol. 3C, "MSR-Bitmap Address").
+#[test]
+fn the_msr_bitmap_positions() {
+    assert_eq!(msr_bitmap_bits(0x38F), Some((0x71, 0x871, 7)));
+    assert_eq!(msr_bitmap_bits(0xC1), Some((0x18, 0x818, 1)));
+    assert_eq!(msr_bitmap_bits(0x1FFF), Some((0x3FF, 0xBFF, 7)));
+    assert_eq!(msr_bitmap_bits(0xC000_0080), Some((0x410, 0xC10, 0)));
+    assert_eq!(msr_bitmap_bits(0xC001_0004), None);
+    assert_eq!(msr_bitmap_bits(0x2000), None);
+}
