@@ -8,7 +8,7 @@ use super::*;
 use crate::detect::detect;
 use crate::model::amd::{AmdModel, Config};
 use crate::virt::amd::{Generation, GuestPolicy, ReadAnswer, WriteAnswer};
-use crate::virt::x86::PMU_MSR_RANGES;
+use crate::virt::tests::passthrough::passing;
 
 fn host(config: Config) -> AmdCpu {
     let m = AmdModel::new(config);
@@ -146,42 +146,26 @@ fn every_passed_msr_is_a_register_the_checks_give_the_guest() {
     for (p, host) in cases {
         let pmu = p.checked().unwrap();
         let pass = pmu.pass_through(host).unwrap();
-        let mut passing = Vec::new();
-        for r in PMU_MSR_RANGES {
-            for msr in r {
-                let rule = pass
-                    .rule(msr)
-                    .unwrap_or_else(|| panic!("{msr:#x}: no rule"));
-                if rule.read == Intercept::Pass {
-                    assert!(
-                        matches!(pmu.check_msr_read(msr), Ok(ReadAnswer::Reg(_))),
-                        "{p:?}: {msr:#x} reads pass but the checks answer {:?}",
-                        pmu.check_msr_read(msr)
-                    );
-                }
-                if rule.write == Intercept::Pass {
-                    assert!(
-                        matches!(
-                            pmu.check_msr_write(msr, 0),
-                            Ok(WriteAnswer::Store { .. }
-                                | WriteAnswer::ClearStatus(_)
-                                | WriteAnswer::SetStatus(_))
-                        ),
-                        "{p:?}: {msr:#x} writes pass but the checks answer {:?}",
-                        pmu.check_msr_write(msr, 0)
-                    );
-                }
-                if rule.read == Intercept::Trap && rule.write == Intercept::Trap {
-                    continue;
-                }
-                passing.push(msr);
-                if let PmuMsr::LegacyCtr(n) | PmuMsr::CoreCtr(n) = classify(msr) {
-                    assert!(pmu.counters().contains(c(n)), "{msr:#x}");
-                    assert!(!p.host_counters.contains(c(n)), "{msr:#x}");
-                }
+        let what = std::format!("{p:?}");
+        let passing = passing(
+            &what,
+            |m| pass.rule(m),
+            |m| matches!(pmu.check_msr_read(m), Ok(ReadAnswer::Reg(_))),
+            |m| {
+                matches!(
+                    pmu.check_msr_write(m, 0),
+                    Ok(WriteAnswer::Store { .. }
+                        | WriteAnswer::ClearStatus(_)
+                        | WriteAnswer::SetStatus(_))
+                )
+            },
+        );
+        for &msr in &passing {
+            if let PmuMsr::LegacyCtr(n) | PmuMsr::CoreCtr(n) = classify(msr) {
+                assert!(pmu.counters().contains(c(n)), "{msr:#x}");
+                assert!(!p.host_counters.contains(c(n)), "{msr:#x}");
             }
         }
-        passing.sort_unstable();
         let mut listed: Vec<u32> = pass.passed().map(|(m, _)| m).collect();
         listed.sort_unstable();
         assert_eq!(passing, listed, "{p:?}");

@@ -9,7 +9,7 @@ use crate::arch::archperf::{IA32_FIXED_CTR0, IA32_PERFEVTSEL0, IA32_PMC0};
 use crate::detect::detect;
 use crate::model::archperf::{ArchPerfModel, Config};
 use crate::virt::archperf::{GuestPolicy, ReadAnswer, WriteAnswer};
-use crate::virt::x86::PMU_MSR_RANGES;
+use crate::virt::tests::passthrough::passing;
 
 fn host(config: Config) -> ArchPerfCpu {
     detect(&ArchPerfModel::new(config), &mut ArchPerfModel::new(config))
@@ -165,42 +165,26 @@ fn every_passed_msr_is_a_register_the_checks_give_the_guest() {
     for (p, host) in cases {
         let pmu = p.checked().unwrap();
         let pass = pmu.pass_through(host).unwrap();
-        let mut passing = Vec::new();
-        for r in PMU_MSR_RANGES {
-            for msr in r {
-                let rule = pass
-                    .rule(msr)
-                    .unwrap_or_else(|| panic!("{msr:#x}: no rule"));
-                if rule.read == Intercept::Pass {
-                    assert!(
-                        matches!(pmu.check_msr_read(msr), Ok(ReadAnswer::Reg(_))),
-                        "{p:?}: {msr:#x} reads pass but the checks answer {:?}",
-                        pmu.check_msr_read(msr)
-                    );
-                }
-                if rule.write == Intercept::Pass {
-                    assert!(
-                        matches!(
-                            pmu.check_msr_write(msr, 0),
-                            Ok(WriteAnswer::Store { .. } | WriteAnswer::ClearStatus(_))
-                        ),
-                        "{p:?}: {msr:#x} writes pass but the checks answer {:?}",
-                        pmu.check_msr_write(msr, 0)
-                    );
-                }
-                if rule.read == Intercept::Trap && rule.write == Intercept::Trap {
-                    continue;
-                }
-                passing.push(msr);
-                if let PmuMsr::Pmc(n) | PmuMsr::FullWidthPmc(n) = classify(msr) {
-                    assert!(pmu.counters().contains(g(n)), "{msr:#x}");
-                }
-                if let PmuMsr::FixedCounter(n) = classify(msr) {
-                    assert!(pmu.counters().contains(f(n)), "{msr:#x}");
-                }
+        let what = std::format!("{p:?}");
+        let passing = passing(
+            &what,
+            |m| pass.rule(m),
+            |m| matches!(pmu.check_msr_read(m), Ok(ReadAnswer::Reg(_))),
+            |m| {
+                matches!(
+                    pmu.check_msr_write(m, 0),
+                    Ok(WriteAnswer::Store { .. } | WriteAnswer::ClearStatus(_))
+                )
+            },
+        );
+        for &msr in &passing {
+            if let PmuMsr::Pmc(n) | PmuMsr::FullWidthPmc(n) = classify(msr) {
+                assert!(pmu.counters().contains(g(n)), "{msr:#x}");
+            }
+            if let PmuMsr::FixedCounter(n) = classify(msr) {
+                assert!(pmu.counters().contains(f(n)), "{msr:#x}");
             }
         }
-        passing.sort_unstable();
         let mut listed: Vec<u32> = pass.passed().map(|(m, _)| m).collect();
         listed.sort_unstable();
         assert_eq!(passing, listed, "{p:?}");
