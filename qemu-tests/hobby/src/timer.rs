@@ -416,8 +416,11 @@ pub fn calibrate(timer: &mut ApicTimer, pit_counts: u16) -> Calibration {
     measure(Some(timer), pit_counts).calibration
 }
 
-/// [`calibrate`] `tries` times (at least once), keeping the best
-/// measurement ([`best_of`]).
+/// [`calibrate`] `tries` times (at least once), keeping the one that took
+/// the fewest TSC cycles (a delay in noticing the PIT's output only ever
+/// lengthens the interval); under KVM a measurement during which the host
+/// descheduled this CPU ([`crate::steal`]) is taken again, up to 8 times
+/// as many in all.
 pub fn calibrate_best_of(timer: &mut ApicTimer, pit_counts: u16, tries: u32) -> Calibration {
     best_of(tries, || measure(Some(&mut *timer), pit_counts))
 }
