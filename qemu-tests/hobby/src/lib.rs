@@ -84,6 +84,8 @@ pub mod text;
 #[cfg(any(target_os = "none", doc))]
 pub mod timer;
 #[cfg(any(target_os = "none", doc))]
+pub mod tsc;
+#[cfg(any(target_os = "none", doc))]
 pub mod user;
 #[cfg(any(target_os = "none", doc))]
 pub mod vga;

@@ -44,7 +44,7 @@ use x86_64::registers::model_specific::GsBase;
 
 use crate::apic::local_apic;
 use crate::idt::{self, InterruptFrame};
-use crate::timer::rdtsc;
+use crate::tsc::rdtsc;
 
 /// The most CPUs this kernel brings up (the boot CPU included).
 pub const MAX_CPUS: usize = 64;

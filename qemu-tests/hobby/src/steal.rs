@@ -53,13 +53,17 @@ pub fn offered() -> bool {
         && HardwareCpuid.cpuid(0x4000_0001, 0).eax & FEATURE_STEAL_TIME != 0
 }
 
-/// Asks KVM for the calling CPU's steal time; `false` where it is not
-/// offered ([`offered`]), and [`stolen_ns`] then reads 0.
+/// Asks KVM for the calling CPU's steal time (once: later calls only say
+/// whether it is on); `false` where it is not offered ([`offered`]), and
+/// [`stolen_ns`] then reads 0.
 pub fn enable() -> bool {
     let cpu = smp::cpu();
     let (Some(record), Some(enabled)) = (RECORDS.get(cpu), ENABLED.get(cpu)) else {
         return false;
     };
+    if enabled.load(Ordering::Acquire) {
+        return true;
+    }
     if !offered() {
         return false;
     }

@@ -272,17 +272,7 @@ impl ApicTimer {
     }
 }
 
-/// Reads the time-stamp counter (RDTSC).
-#[inline]
-pub fn rdtsc() -> u64 {
-    let (low, high): (u32, u32);
-    // SAFETY: RDTSC only reads the TSC into EDX:EAX (CR4.TSD is clear in
-    // this kernel, and it runs at CPL 0 anyway).
-    unsafe {
-        core::arch::asm!("rdtsc", out("eax") low, out("edx") high, options(nomem, nostack));
-    }
-    u64::from(high) << 32 | u64::from(low)
-}
+pub use crate::tsc::rdtsc;
 
 /// TSC bookkeeping for a tick handler: each [`TickClock::tick`] returns the
 /// TSC cycles elapsed since the previous tick (or since
@@ -423,21 +413,16 @@ impl Calibration {
 /// three QEMUs on two cores).
 /// [`calibrate_best_of`] repeats it and keeps the least delayed one.
 pub fn calibrate(timer: &mut ApicTimer, pit_counts: u16) -> Calibration {
-    measure(Some(timer), pit_counts).0
+    measure(Some(timer), pit_counts).calibration
 }
 
-/// [`calibrate`] `tries` times (at least once), keeping the measurement
-/// that took the fewest TSC cycles: a delay in noticing the PIT's output
-/// only ever lengthens the interval.
+/// [`calibrate`] `tries` times (at least once), keeping the one that took
+/// the fewest TSC cycles (a delay in noticing the PIT's output only ever
+/// lengthens the interval); under KVM a measurement during which the host
+/// descheduled this CPU ([`crate::steal`]) is taken again, up to 8 times
+/// as many in all.
 pub fn calibrate_best_of(timer: &mut ApicTimer, pit_counts: u16, tries: u32) -> Calibration {
-    let mut best = measure(Some(timer), pit_counts);
-    for _ in 1..tries {
-        let next = measure(Some(timer), pit_counts);
-        if next.1 < best.1 {
-            best = next;
-        }
-    }
-    best.0
+    best_of(tries, || measure(Some(&mut *timer), pit_counts))
 }
 
 /// The TSC's rate in Hz, measured once against the PIT (the best of two
@@ -445,17 +430,52 @@ pub fn calibrate_best_of(timer: &mut ApicTimer, pit_counts: u16, tries: u32) -> 
 /// timer) and kept.
 pub fn tsc_hz() -> u64 {
     static TSC_HZ: spin::Once<u64> = spin::Once::new();
-    *TSC_HZ.call_once(|| {
-        (0..2)
-            .map(|_| measure(None, 5_966))
-            .min_by_key(|m| m.1)
-            .map_or(0, |m| m.0.tsc_hz)
-    })
+    *TSC_HZ.call_once(|| best_of(2, || measure(None, 5_966)).tsc_hz)
 }
 
-/// One PIT measurement: the rates (the APIC timer's 0 without `timer`),
-/// and the TSC cycles it took.
-fn measure(mut timer: Option<&mut ApicTimer>, pit_counts: u16) -> (Calibration, u64) {
+/// How many measurements [`best_of`] takes at most, per one it keeps.
+const TRIES_PER_KEPT: u32 = 8;
+
+/// The best of `tries` measurements (at least one): a delay in noticing
+/// the PIT's output only ever lengthens the interval, so the one that took
+/// the fewest TSC cycles. Under KVM a measurement during which the host
+/// descheduled this CPU (its steal time grew, [`crate::steal`]) is taken
+/// again, up to [`TRIES_PER_KEPT`] times as many: the host may have kept
+/// the CPU away just as the PIT's output rose, and the delay then counts in
+/// both rates, whichever measurement is the shortest.
+fn best_of(tries: u32, mut measure: impl FnMut() -> Measurement) -> Calibration {
+    crate::steal::enable();
+    let tries = tries.max(1);
+    let mut best = measure();
+    let mut kept = u32::from(!best.disturbed);
+    for _ in 1..tries * TRIES_PER_KEPT {
+        if kept >= tries {
+            break;
+        }
+        let next = measure();
+        kept += u32::from(!next.disturbed);
+        if (next.disturbed, next.tsc_cycles) < (best.disturbed, best.tsc_cycles) {
+            best = next;
+        }
+    }
+    best.calibration
+}
+
+/// One PIT measurement.
+struct Measurement {
+    /// The rates (the APIC timer's 0 without a timer).
+    calibration: Calibration,
+    /// The TSC cycles it took.
+    tsc_cycles: u64,
+    /// Whether the hypervisor descheduled this CPU meanwhile (its steal
+    /// time grew).
+    disturbed: bool,
+}
+
+/// One PIT measurement of `pit_counts` counts, of the TSC and, with
+/// `timer`, the APIC timer.
+fn measure(mut timer: Option<&mut ApicTimer>, pit_counts: u16) -> Measurement {
+    let stolen = crate::steal::stolen_ns();
     let pit_counts = pit_counts.max(1);
     let mut port_61 = Port::<u8>::new(0x61);
     let mut pit_command = Port::<u8>::new(0x43);
@@ -499,7 +519,11 @@ fn measure(mut timer: Option<&mut ApicTimer>, pit_counts: u16) -> (Calibration, 
         apic_hz: per_second(u64::from(apic_start.wrapping_sub(apic_end))),
         tsc_hz: per_second(tsc_cycles),
     };
-    (calibration, tsc_cycles)
+    Measurement {
+        calibration,
+        tsc_cycles,
+        disturbed: crate::steal::stolen_ns() != stolen,
+    }
 }
 
 /// What the code interrupted by a [`burst`] of ticks does between them.
