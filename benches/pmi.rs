@@ -7,7 +7,10 @@
 //! record drained into the sink), and the interrupt of a counter whose
 //! samples carry the last branch records, with one record and with a full
 //! stack of 32 to read (`archperf/lbr-1-record`, `archperf/lbr-32-records`:
-//! their difference over 31 is the cost of one record read).
+//! their difference over 31 is the cost of one record read); and the task
+//! switch (`pmu::task::TaskSwitcher::switch`, `task-switch/...`: two
+//! tasks without events, with the same three events, with three other
+//! events), whose traffic each way is asserted exactly.
 //! For every scenario it prints:
 //!
 //! - the register traffic of one interrupt, counted by the recording backend
@@ -391,6 +394,8 @@ fn install(id: usize, x86: Option<&File>, ia64: Option<&IaFile>) {
 /// backend) and a closure that runs one interrupt over the placeholders.
 struct Scenario {
     name: &'static str,
+    /// What one call is (an interrupt, a switch, a walk).
+    per: &'static str,
     traffic: String,
     /// Register accesses per interrupt, the LVT write included.
     accesses: u64,
@@ -413,6 +418,7 @@ impl Scenario {
         let accesses = u64::from(t.rdpmc + t.msr_reads + t.msr_writes) + 1;
         Scenario {
             name,
+            per: "interrupt",
             traffic: format!(
                 "{} RDPMC, {} RDMSR, {} WRMSR + 1 LVT write{note}",
                 t.rdpmc, t.msr_reads, t.msr_writes
@@ -677,6 +683,7 @@ mod itanium {
         let id = next_id();
         Scenario {
             name,
+            per: "interrupt",
             traffic,
             accesses,
             placeholder_instructions,
@@ -1208,6 +1215,7 @@ mod amd {
         let id = next_id();
         Scenario {
             name,
+            per: "interrupt",
             traffic,
             accesses,
             placeholder_instructions,
@@ -1244,6 +1252,150 @@ pmu::owner!(Ia1);
 pmu::owner!(Ia2);
 pmu::owner!(Ia3);
 pmu::owner!(Ap1);
+pmu::owner!(Ts1);
+pmu::owner!(Ts2);
+pmu::owner!(Ts3);
+pmu::owner!(Tr1);
+pmu::owner!(Tr2);
+pmu::owner!(Tr3);
+/// The task switch (`pmu::task::TaskSwitcher::switch`) on the
+/// architectural PMU: three general counters set aside beside the
+/// kernel's, two tasks switched back and forth; no PMI, no LVT write.
+mod task_switch {
+    use super::shapes::{self, ShapedMsr};
+    use super::{File, Scenario, archperf_cpu, install, next_id};
+    use pmu::access::Recording;
+    use pmu::arch::archperf::driver::{ArchPerfDriver, ArchPerfmon, CounterConfig};
+    use pmu::arch::archperf::{ArchPerfPmu, EventSpec};
+    use pmu::counter::Owner;
+    use pmu::detect;
+    use pmu::sampling::SampleAfter;
+    use pmu::task::{OnCpu, TaskEvents, TaskSwitcher};
+
+    type Events = TaskEvents<ArchPerfmon, 4>;
+    type Switcher = TaskSwitcher<'static, ArchPerfmon, 3>;
+
+    /// The switch as measured: everything inside is counted by callgrind.
+    #[inline(never)]
+    pub fn measured_task_switch(
+        s: &mut Switcher,
+        d: &mut ArchPerfDriver<'static, impl Owner, ShapedMsr>,
+        prev: &mut Events,
+        next: &mut Events,
+        now: u64,
+    ) -> bool {
+        s.switch(d, Some(prev), Some(next), now).is_ok()
+    }
+
+    /// A task's events: instructions (a, b: 0xC0, 0x3C, 0xC4 in turn,
+    /// the first of them sampling every 100,000).
+    fn events(
+        d: &ArchPerfDriver<'static, impl Owner, impl pmu::access::MsrBackend>,
+        selects: &[u8],
+    ) -> Vec<CounterConfig> {
+        selects
+            .iter()
+            .enumerate()
+            .map(|(i, &e)| {
+                let c = CounterConfig::counting(EventSpec::raw(e, 0));
+                if i == 0 {
+                    c.sampling(SampleAfter::new(100_000, d.overflow_rule()).unwrap())
+                } else {
+                    c
+                }
+            })
+            .collect()
+    }
+
+    /// One CPU: its driver over `msr`, its switcher on general counters
+    /// 1-3 (counter 0 the kernel's), the two tasks' contexts, and task `a`
+    /// loaded.
+    fn cpu<O: Owner, M: pmu::access::MsrBackend + 'static>(
+        msr: M,
+        a: &[u8],
+        b: &[u8],
+    ) -> (ArchPerfDriver<'static, O, M>, Switcher, Events, Events)
+    where
+        M::Error: core::fmt::Debug,
+    {
+        // SAFETY: the scenario's register file is a logical processor of
+        // its own, and this is its one value.
+        let pmu: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
+        let on: &'static OnCpu = Box::leak(Box::new(OnCpu::new()));
+        let info = archperf_cpu(
+            0x5E,
+            detect::ArchPebs::default(),
+            detect::LbrCaps::default(),
+        );
+        let (mut d, c) = ArchPerfDriver::<O, M>::take(msr, &info, pmu).unwrap();
+        let set_aside = [c.g1.erase(), c.g2.unwrap().erase(), c.g3.unwrap().erase()];
+        let mut s = TaskSwitcher::new(&mut d, set_aside, on)
+            .map_err(|e| e.0)
+            .unwrap();
+        let (mut ta, mut tb) = (Events::new(1), Events::new(2));
+        for (ctx, selects) in [(&mut ta, a), (&mut tb, b)] {
+            for config in events(&d, selects) {
+                s.attach(&d, ctx, config, false).unwrap();
+            }
+        }
+        s.switch(&mut d, None, Some(&mut ta), 0).unwrap();
+        (d, s, ta, tb)
+    }
+
+    /// Task `a` (events `a`) and task `b` (events `b`) switched back and
+    /// forth; the traffic of each direction, counted by the recording
+    /// backend, must be the same (`note` says what it is).
+    pub fn scenario<O: Owner, R: Owner>(
+        name: &'static str,
+        a: &'static [u8],
+        b: &'static [u8],
+        note: &str,
+        (rdpmc, writes): (u32, u32),
+    ) -> Scenario {
+        // Every counter before its overflow (48 bits): no sampling
+        // counter is found past it (which would acknowledge its status).
+        let file = File::new(0, (1 << 48) - 50_000);
+        let (mut d, mut s, mut ta, mut tb) =
+            cpu::<R, _>(Recording::<_, 1>::new(file.clone()), a, b);
+        d.msr().clear();
+        s.switch(&mut d, Some(&mut ta), Some(&mut tb), 1).unwrap();
+        let there = d.msr().take_counts();
+        s.switch(&mut d, Some(&mut tb), Some(&mut ta), 2).unwrap();
+        let back = d.msr().take_counts();
+        assert_eq!(there, back, "{name}: both directions' traffic");
+        assert_eq!(
+            (there.rdpmc, there.msr_reads, there.msr_writes),
+            (rdpmc, 0, writes),
+            "{name}: the traffic of a switch"
+        );
+        std::mem::forget((d, s));
+        let id = next_id();
+        install(id, Some(&file), None);
+        let (mut d, mut s, mut ta, mut tb) = cpu::<O, _>(ShapedMsr, a, b);
+        let accesses = u64::from(there.rdpmc + there.msr_writes);
+        let mut forth = true;
+        Scenario {
+            name,
+            per: "switch",
+            traffic: format!("{} RDPMC, {} WRMSR ({note})", there.rdpmc, there.msr_writes),
+            accesses,
+            placeholder_instructions: u64::from(there.rdpmc) * shapes::RDPMC
+                + u64::from(there.msr_writes) * shapes::WRMSR,
+            access_instructions: accesses * shapes::REAL,
+            run: Box::new(move |now| {
+                install(id, Some(&file), None);
+                let ok = if forth {
+                    measured_task_switch(&mut s, &mut d, &mut ta, &mut tb, now)
+                } else {
+                    measured_task_switch(&mut s, &mut d, &mut tb, &mut ta, now)
+                };
+                assert!(ok, "{name}: the switch refused");
+                forth = !forth;
+            }),
+        }
+    }
+}
+
 /// Call chains: the frame-pointer walk a PMI handler's closure may add
 /// (`pmu::sampling::CallChain::walk`), over a stack of frame records in
 /// memory; no register access.
@@ -1282,6 +1434,7 @@ mod callchain {
         assert_eq!(measured_callchain(0x40_0000, rbp, base, &bounds), frames);
         Scenario {
             name,
+            per: "walk",
             traffic: "no register access".into(),
             accesses: 0,
             placeholder_instructions: 0,
@@ -1344,6 +1497,27 @@ fn scenarios() -> Vec<Scenario> {
         archperf_pebs::scenario::<Ap6>("archperf/pebs-16-records", 16),
         archperf_lbr::scenario::<Ap7>("archperf/lbr-1-record", 1),
         archperf_lbr::scenario::<Ap8>("archperf/lbr-32-records", 32),
+        task_switch::scenario::<Ts1, Tr1>(
+            "task-switch/neither-counts",
+            &[],
+            &[],
+            "two tasks without events",
+            (0, 0),
+        ),
+        task_switch::scenario::<Ts2, Tr2>(
+            "task-switch/same-3-events",
+            &[0xC0, 0x3C, 0xC4],
+            &[0xC0, 0x3C, 0xC4],
+            "the same event set: counter values only",
+            (3, 3),
+        ),
+        task_switch::scenario::<Ts3, Tr3>(
+            "task-switch/other-3-events",
+            &[0xC0, 0x3C, 0xC4],
+            &[0x3C, 0xC4, 0xC0],
+            "three counters reprogrammed, none stopped",
+            (3, 6),
+        ),
         callchain::scenario("callchain/1-frame", 1),
         callchain::scenario("callchain/4-frames", 4),
         callchain::scenario("callchain/16-frames", 16),
@@ -1516,8 +1690,8 @@ fn main() -> std::process::ExitCode {
             String::new()
         };
         println!(
-            "{}: {} per interrupt; {best:.1} ns{counted}",
-            s.name, s.traffic
+            "{}: {} per {}; {best:.1} ns{counted}",
+            s.name, s.traffic, s.per
         );
     }
     if !callgrind {

@@ -26,6 +26,10 @@ pub mod netburst;
 mod seam;
 
 pub use seam::{Architecture, Driven, LocalPmu, handle_pmi};
+pub use seam::{
+    Bank, BankError, Positions, Quiesce, Saved, Slot, Switch, arm_bank, peeked, switch_bank,
+};
+pub(crate) use seam::{release_all, reserve};
 
 #[cfg(test)]
 mod tests {

@@ -219,7 +219,7 @@ pub trait Arch: Sized + Sealed {
     const COUNTERS: u8;
     /// What a claimed counter remembers: the register images of its
     /// configuration, so that no transition has to read them back.
-    type Programmed: Copy + fmt::Debug;
+    type Programmed: Copy + fmt::Debug + Eq;
     /// The value an unclaimed handle holds.
     const UNPROGRAMMED: Self::Programmed;
 

@@ -17,6 +17,7 @@
 //! | [`groups`] | counter groups and multiplexing |
 //! | [`profiling`] | call chains from the PMI, folded stacks and flame graphs |
 //! | [`kernel`] | using the crate in your kernel: dependencies, the hobby kernel library, the runner, your own boot and IDT |
+//! | [`tasks`] | counting per task: the scheduler's switch hook, migration, what a switch costs |
 //! | [`hypervisor`] | using it in a hypervisor: exit handling, the world switch, the threat model |
 //! | [`testing`] | `cargo test`'s parts, writing a QEMU test |
 //! | [`platforms`] | what runs where: host, QEMU (TCG and KVM), models, hardware; the validation run on your machine (`cargo validate`, the bootable image) |
@@ -63,6 +64,7 @@ pages!(
     groups,
     profiling,
     kernel,
+    tasks,
     hypervisor,
     testing,
     platforms,

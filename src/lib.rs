@@ -99,6 +99,7 @@ pub mod multiplex;
 pub mod register;
 pub mod sampling;
 mod sealed;
+pub mod task;
 #[cfg(test)]
 mod testing;
 pub mod topology;

@@ -41,6 +41,12 @@ use crate::multiplex::{Multiplexer, Placement, RotateError};
 use crate::sampling::{PmiOutcome, SampleAfter, Sink};
 use crate::sealed::Sealed;
 
+mod switch;
+pub use switch::{
+    Bank, BankError, Positions, Quiesce, Saved, Slot, Switch, arm_bank, peeked, switch_bank,
+};
+pub(crate) use switch::{release_all, reserve};
+
 /// One PMU architecture, as the crate and a kernel meet it: its types. The
 /// operations over a register backend are [`Driven`]'s.
 pub trait Architecture: counter::Arch + Sealed + 'static {
@@ -125,7 +131,8 @@ pub trait Driven<'a, B>: LocalPmu<'a> {
     /// Why a driver could not be taken.
     type InitError: fmt::Debug + fmt::Display;
     /// The driver of owner `O`.
-    type Driver<O: Owner>: counter::DriverOf<Self::Arch, O, Config = <Self::Arch as Architecture>::Config>;
+    type Driver<O: Owner>: counter::DriverOf<Self::Arch, O, Config = <Self::Arch as Architecture>::Config>
+        + Switch<Self::Arch>;
 
     /// Takes the driver of this share for owner `O`, with backend `regs`
     /// (on hardware the CPU's own), as detection described the PMU.

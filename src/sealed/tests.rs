@@ -86,6 +86,7 @@ const TRAITS: &[(&str, &str, Kind)] = &[
     ("arch/seam.rs", "Architecture", Sealed),
     ("arch/seam.rs", "LocalPmu", Sealed),
     ("arch/seam.rs", "Driven", Through("LocalPmu")),
+    ("arch/seam/switch.rs", "Switch", Through("Driver")),
     ("model/archperf/tables.rs", "Encoding", Sealed),
     ("model/itanium/tables.rs", "Tables", Sealed),
 ];

@@ -36,9 +36,11 @@ pub mod validate;
 #[cfg(any(test, feature = "model"))]
 pub mod vpmu;
 
+mod passthrough;
 mod policy;
 
 pub use super::answer::{RdpmcAnswer, ReadAnswer, WriteAnswer};
+pub use passthrough::{PassThrough, msrpm_bits};
 pub use policy::{Generation, GuestPmu, GuestPolicy, PolicyError};
 pub use validate::GuestReg;
 

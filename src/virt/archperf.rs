@@ -88,9 +88,15 @@ pub mod validate;
 #[cfg(any(test, feature = "model"))]
 pub mod vpmu;
 
+mod passthrough;
 mod policy;
 
 pub use super::answer::{RdpmcAnswer, ReadAnswer, WriteAnswer};
+pub use passthrough::{
+    GUEST_IA32_PERF_GLOBAL_CTRL, GlobalCtrlValues, HOST_IA32_PERF_GLOBAL_CTRL, Intercept, MsrRule,
+    PassThrough, VM_ENTRY_LOAD_IA32_PERF_GLOBAL_CTRL, VM_EXIT_LOAD_IA32_PERF_GLOBAL_CTRL,
+    VM_EXIT_SAVE_IA32_PERF_GLOBAL_CTRL, Why, global_ctrl_values, msr_bitmap_bits,
+};
 pub use policy::{GuestPmu, GuestPolicy, MAX_GUEST_FIXED, MAX_GUEST_GENERAL, PolicyError};
 pub use validate::GuestReg;
 

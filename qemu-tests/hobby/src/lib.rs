@@ -76,6 +76,8 @@ pub mod steal;
 #[cfg(any(target_os = "none", doc))]
 pub mod step;
 #[cfg(any(target_os = "none", doc))]
+pub mod task;
+#[cfg(any(target_os = "none", doc))]
 pub mod test;
 #[cfg(any(target_os = "none", doc))]
 pub mod text;

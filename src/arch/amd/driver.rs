@@ -366,6 +366,11 @@ pub struct AmdDriver<'s, O: Owner, M: MsrBackend> {
     /// bracket's `PerfCntrGlobalCtl` write, so the overflow a halt must
     /// find is read after it ([`counter::Driver::thaw`]).
     halting: CounterSet,
+    /// The counters set aside for contexts ([`crate::arch::Switch`]) that
+    /// run now (PerfMonV2: their `PerfCntrGlobalCtl` bits, kept in every
+    /// write), and whether the context switch owes that register a write.
+    contexts: CounterSet,
+    global_owed: bool,
     _owner: PhantomData<O>,
 }
 
@@ -426,6 +431,8 @@ impl<'s, O: Owner, M: MsrBackend> AmdDriver<'s, O, M> {
                     stopped: false,
                     dirty: false,
                     halting: CounterSet::EMPTY,
+                    contexts: CounterSet::EMPTY,
+                    global_owed: false,
                     _owner: PhantomData,
                 };
                 Ok((driver, Counters::issue(present)))
@@ -499,6 +506,14 @@ impl<'s, O: Owner, M: MsrBackend> AmdDriver<'s, O, M> {
     /// back (or `O` held for good, when the driver was dropped). A refused
     /// access (only a model refuses) leaves that register as it was.
     fn end(&mut self, how: Ending) {
+        if !self.contexts.is_empty() {
+            // Counters a context switch left running: stopped first
+            // (before PerfMonV2 their release clears their EN).
+            self.contexts = CounterSet::EMPTY;
+            if self.v2 {
+                let _ = self.write_global();
+            }
+        }
         if !self.claimed.is_empty() {
             self.freeze = 0;
             self.stopped = false;
@@ -594,7 +609,7 @@ impl<'s, O: Owner, M: MsrBackend> AmdDriver<'s, O, M> {
         self.msr
             .write_msr(
                 PERF_CNTR_GLOBAL_CTL,
-                ours.union(self.firmware_global).bits(),
+                ours.union(self.firmware_global).union(self.contexts).bits(),
             )
             .map_err(Error::Access)
     }
@@ -631,6 +646,11 @@ impl<'s, O: Owner, M: MsrBackend> AmdDriver<'s, O, M> {
         if self.firmware.contains(c) {
             return Err(ConfigError::UsedByFirmware(c.index()));
         }
+        self.image_of(c, config)
+    }
+
+    /// The image of `config` on counter `c`, whether or not it is free.
+    fn image_of(&self, c: Counter, config: &CounterConfig) -> Result<Programmed, ConfigError> {
         if let Some(s) = config.sampling
             && s.rule() != self.overflow_rule()
         {
@@ -857,6 +877,8 @@ impl<O: Owner, M: MsrBackend> AmdDriver<'_, O, M> {
         Ok(())
     }
 }
+
+mod switch;
 
 #[cfg(test)]
 mod tests;

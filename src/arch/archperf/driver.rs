@@ -387,6 +387,10 @@ pub enum ConfigError {
     /// A PEBS counter runs: halt the PEBS counters before draining their
     /// buffer from the driver (the PMI handler drains it meanwhile).
     PebsRunning,
+    /// A context (a task's or a guest's counters, [`crate::arch::Switch`])
+    /// carries no precise event: its PEBS records go to the DS buffer of
+    /// the CPU, not the context.
+    PreciseInContext,
     /// This CPU has no last branch records the crate drives
     /// ([`Lbr::of`]: architectural LBR, or a legacy stack of a known
     /// generation and format; version 2 or later for the freeze on PMI).
@@ -506,6 +510,9 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::PebsRunning => f.write_str(
                 "a PEBS counter runs: halt the PEBS counters before draining their buffer",
+            ),
+            ConfigError::PreciseInContext => f.write_str(
+                "a task's or guest's counters carry no precise event (:p): its PEBS records would go to the CPU's DS buffer, not the context",
             ),
             ConfigError::LbrUnavailable => f.write_str(
                 "this CPU has no last branch records the crate drives (architectural LBR, or the legacy stack of Nehalem to Tiger Lake in record formats 1-7, with architectural perfmon version 2 or later)",
@@ -731,6 +738,13 @@ pub struct ArchPerfDriver<'s, O: Owner, M: MsrBackend> {
     /// them (`None`: not since take).
     data_cfg: Option<PebsDataCfg>,
     ld_lat: Option<u16>,
+    /// The counters set aside for contexts ([`crate::arch::Switch`]) that
+    /// run now: their `GLOBAL_CTRL` bits, kept in every write.
+    contexts: CounterSet,
+    /// The context switch changed `contexts` or `fixed_ctrl`: owed writes
+    /// of `GLOBAL_CTRL` and `FIXED_CTR_CTRL` ([`crate::arch::Switch`]).
+    global_owed: bool,
+    fixed_owed: bool,
     /// The LBR this driver enabled ([`ArchPerfDriver::enable_lbr`]), with
     /// its options, and the `IA32_DEBUGCTL` it found and the one it wrote.
     lbr: Option<EnabledLbr>,
@@ -809,6 +823,9 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
                     pebs_buffer: None,
                     data_cfg: None,
                     ld_lat: None,
+                    contexts: CounterSet::EMPTY,
+                    global_owed: false,
+                    fixed_owed: false,
                     lbr: None,
                     branch_counters: CounterSet::EMPTY,
                     _owner: PhantomData,
@@ -917,6 +934,11 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
     /// dropped). A refused access (only a model refuses) leaves that
     /// register as it was.
     fn end(&mut self, how: Ending) {
+        if !self.contexts.is_empty() {
+            // Counters a context switch left running: stopped first.
+            self.contexts = CounterSet::EMPTY;
+            let _ = self.write_global();
+        }
         if !self.claimed.is_empty() {
             self.freeze = 0;
             self.stopped = false;
@@ -1048,7 +1070,7 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         self.msr
             .write_msr(
                 IA32_PERF_GLOBAL_CTRL,
-                ours.union(self.firmware_global).bits(),
+                ours.union(self.firmware_global).union(self.contexts).bits(),
             )
             .map_err(Error::Access)
     }
@@ -1088,6 +1110,11 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         if self.firmware.contains(c) {
             return Err(ConfigError::UsedByFirmware(c.index()));
         }
+        self.image_of(c, config)
+    }
+
+    /// The images of `config` on counter `c`, whether or not it is free.
+    fn image_of(&self, c: Counter, config: &CounterConfig) -> Result<Programmed, ConfigError> {
         let rule = if c.is_fixed() {
             self.fixed_overflow_rule()
         } else {
@@ -1648,5 +1675,7 @@ impl<O: Owner, M: MsrBackend> ArchPerfDriver<'_, O, M> {
 }
 
 mod lbr;
+mod switch;
+
 #[cfg(test)]
 mod tests;

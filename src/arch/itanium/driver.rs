@@ -505,6 +505,10 @@ pub enum ConfigError {
     /// Itanium counters do not cascade (only a hand-built
     /// [`crate::counter::AnyHandle`] can ask).
     NoCascade,
+    /// A context (a task's counters, [`crate::arch::Switch`]) carries no
+    /// capture unit (I-EAR, D-EAR, branch trace buffer): one per processor,
+    /// whose captures are not the counter's.
+    NotInContext,
 }
 
 /// A driver error: a refused configuration, or a refused register access
@@ -550,6 +554,9 @@ impl fmt::Display for ConfigError {
             ConfigError::NoSuchCounter(n) => write!(f, "this generation has no counter {n}"),
             ConfigError::CounterClaimed(n) => write!(f, "counter {n} is claimed"),
             ConfigError::NoCascade => f.write_str("Itanium counters do not cascade"),
+            ConfigError::NotInContext => f.write_str(
+                "a task's counters carry no I-EAR, D-EAR or branch trace buffer: their captures are the processor's, not the counter's",
+            ),
         }
     }
 }
@@ -1006,11 +1013,17 @@ impl<'s, O: Owner, R: PmcPmdBackend> ItaniumDriver<'s, O, R> {
     /// rules (generation, counter, `plm`, sample-after rule, the capture
     /// unit's event and ownership).
     fn build_programmed(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
-        let g = self.generation;
-        HwCounter::new(g, n).ok_or(ConfigError::NoSuchCounter(n))?;
+        HwCounter::new(self.generation, n).ok_or(ConfigError::NoSuchCounter(n))?;
         if self.claimed.contains(n) {
             return Err(ConfigError::CounterClaimed(n));
         }
+        self.image_of(n, c)
+    }
+
+    /// The images of `c` on counter `n`, whether or not it is free.
+    fn image_of(&self, n: u8, c: &CounterConfig) -> Result<Programmed, ConfigError> {
+        let g = self.generation;
+        HwCounter::new(g, n).ok_or(ConfigError::NoSuchCounter(n))?;
         let image = c.pmc;
         if image.counter().generation() != g {
             return Err(ConfigError::WrongGeneration {
@@ -1287,6 +1300,8 @@ impl<O: Owner, R: PmcPmdBackend> ItaniumDriver<'_, O, R> {
         Self::reg(self.regs.write_pmc(0, rest.bits()))
     }
 }
+
+mod switch;
 
 #[cfg(test)]
 mod tests;

@@ -300,6 +300,17 @@ impl PmiState {
         self.at_halt[usize::from(n) % SLOTS].load(Ordering::Acquire)
     }
 
+    /// Sampling counter `n` serviced by the handler (or not: its overflow
+    /// bit then counts as a non-sampling counter's), its constants and
+    /// periods kept: for a context switch, which disarms a counter before
+    /// it reads it.
+    pub(super) fn arm(&self, n: u8, on: bool) {
+        let bit = 1u64 << (usize::from(n) % SLOTS);
+        let sampling = self.sampling.load(Ordering::Relaxed);
+        let sampling = if on { sampling | bit } else { sampling & !bit };
+        self.sampling.store(sampling, Ordering::Release);
+    }
+
     /// The counters configured to sample, as PMC0 overflow bits.
     pub(super) fn sampling(&self) -> u64 {
         self.sampling.load(Ordering::Acquire)

@@ -157,7 +157,9 @@ use super::cccr::{ActiveThread, CccrValue, ExtendedCascade};
 use super::ds::{DsArea, PebsRecord, RECORD_BYTES};
 use super::escr::ThreadCpl;
 use super::events::{EventName, Tagging};
-use super::msrs::{Counter, CounterSet, Escr, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT};
+use super::msrs::{
+    Counter, CounterSet, Escr, EscrSet, IA32_DS_AREA, MSR_PEBS_ENABLE, MSR_PEBS_MATRIX_VERT,
+};
 use super::parse::EventSpec;
 use super::physical::{Joined, NetBurstPmu, PebsWrites, Refused};
 use super::pmi::{PmiState, overflow_rule};
@@ -208,6 +210,9 @@ pub struct Programmed {
     cccr: CccrValue,
     lp: LogicalProcessor,
     sampling: Option<SampleAfter>,
+    /// The ESCR's image (its event, masks and this logical processor's
+    /// `T*_OS`/`T*_USR`), which a context switch writes.
+    escr_value: u64,
 }
 
 impl Programmed {
@@ -269,6 +274,7 @@ impl Arch for NetBurst {
         cccr: CccrValue::from_bits_truncate(0),
         lp: LogicalProcessor::T0,
         sampling: None,
+        escr_value: 0,
     };
 
     fn can_cascade(from: u8, to: u8) -> bool {
@@ -569,6 +575,13 @@ pub enum ConfigError {
         /// The logical processor.
         lp: LogicalProcessor,
     },
+    /// A context (a task's counters, [`crate::arch::Switch`]) carries no
+    /// µop tagging, PEBS or `FORCE_OVF`: their state is the package's
+    /// tagging MSRs and the DS area, not the counter's.
+    NotInContext,
+    /// No ESCR set aside for contexts with its counter allows the event
+    /// (a counter set aside takes the free ESCRs that feed it).
+    NoContextEscr,
 }
 
 fn counter_at<E>(n: u8) -> Result<Counter, Error<E>> {
@@ -642,6 +655,12 @@ impl fmt::Display for ConfigError {
             ConfigError::PebsBusy { lp } => {
                 write!(f, "the DS save area of {lp:?} is in use by its PEBS counter")
             }
+            ConfigError::NotInContext => f.write_str(
+                "a task's counters carry no µop tagging, PEBS or FORCE_OVF: that state is the package's, not the counter's",
+            ),
+            ConfigError::NoContextEscr => f.write_str(
+                "no ESCR set aside for tasks with this counter allows the event: set aside a counter whose ESCRs do",
+            ),
         }
     }
 }
@@ -759,6 +778,11 @@ pub struct NetBurstDriver<'s, O: Owner, M: MsrBackend> {
     pebs_available: bool,
     /// The PEBS MSRs and what tagging checks need ([`package`]).
     package: Package,
+    /// The ESCRs claimed with the counters set aside for contexts
+    /// ([`crate::arch::Switch`]).
+    context_escrs: EscrSet,
+    /// The counters set aside for contexts.
+    context_counters: CounterSet,
     _owner: PhantomData<O>,
 }
 
@@ -855,6 +879,8 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
             images: [NetBurst::UNPROGRAMMED; 18],
             pebs_available: cpu.pebs_available,
             package: Package::new(only.unwrap_or(LogicalProcessor::T0)),
+            context_escrs: EscrSet::EMPTY,
+            context_counters: CounterSet::EMPTY,
             _owner: PhantomData,
         };
         Ok((driver, Counters::issue()))
@@ -917,6 +943,8 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
             }
         }
         let pmu = self.pmu;
+        pmu.claims().release(0, self.context_escrs.bits());
+        self.context_escrs = EscrSet::EMPTY;
         pmu.claims().leave();
         pmu.unserve(served(self.only));
         owner::end::<O>(how);
@@ -1035,6 +1063,7 @@ impl<'s, O: Owner, M: MsrBackend> NetBurstDriver<'s, O, M> {
             cccr,
             lp: c.lp,
             sampling: c.sampling,
+            escr_value: self.escr_image(c),
         })
     }
 
@@ -1508,6 +1537,8 @@ fn claim_bits(c: Counter, e: Option<Escr>) -> (u32, u64) {
 
 mod package;
 use package::Package;
+
+mod switch;
 
 #[cfg(test)]
 mod tests;
