@@ -129,6 +129,14 @@ pub fn trace(f: extern "C" fn(), on_retire: OnRetire) -> u64 {
     t.steps.load(Ordering::SeqCst)
 }
 
+/// Whether this CPU's traced code has an instruction still to run: from
+/// [`trace`]'s start to the retirement of its last instruction (the
+/// trampoline's RET). An interrupt taken while it holds interrupted the
+/// next stepped instruction; one taken after, [`trace`]'s own code.
+pub fn stepping() -> bool {
+    TRACES[smp::cpu() % CPUS].active.load(Ordering::SeqCst)
+}
+
 /// The stepped call's target: a naked trampoline, so that the last
 /// stepped instruction is known exactly (its RET, `hobby_step_return`),
 /// whatever code the compiler makes around [`trace`]. It calls the traced

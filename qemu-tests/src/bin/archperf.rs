@@ -406,7 +406,8 @@ struct Precise {
     event_ips: [AtomicU64; KEPT],
     /// The PEBS samples' IPs; the RIP samples' IPs, the instruction count
     /// and next address when their PMI was taken, the count and address of
-    /// their (last) event, and whether the workload was running.
+    /// their (last) event, and whether a stepped instruction was next to
+    /// run ([`hobby::step::stepping`]).
     pebs: [AtomicU64; KEPT],
     rips: [AtomicU64; KEPT],
     taken_at: [AtomicU64; KEPT],
@@ -421,8 +422,6 @@ struct Precise {
     rip_periods: AtomicU64,
     /// The case runs: the PMI handler records its samples.
     on: AtomicBool,
-    /// The workload runs single-stepped (a PMI taken now interrupts it).
-    stepping: AtomicBool,
 }
 
 static PRECISE: Precise = Precise {
@@ -443,7 +442,6 @@ static PRECISE: Precise = Precise {
     rip_n: AtomicU64::new(0),
     rip_periods: AtomicU64::new(0),
     on: AtomicBool::new(false),
-    stepping: AtomicBool::new(false),
 };
 
 fn keep(array: &[AtomicU64; KEPT], at: u64, value: u64) {
@@ -505,7 +503,7 @@ fn record_precise(s: &Sample<Capture>) {
             keep(&p.taken_next, k, p.next.load(Ordering::SeqCst));
             keep(&p.event_of, k, kept(&p.events, last));
             keep(&p.event_ip_of, k, kept(&p.event_ips, last));
-            keep(&p.inside, k, u64::from(p.stepping.load(Ordering::SeqCst)));
+            keep(&p.inside, k, u64::from(hobby::step::stepping()));
         }
         _ => {}
     }
@@ -556,9 +554,7 @@ fn precise_samples_land_on_the_instruction_of_the_event() -> Outcome {
     let g1 = c.g1.configure(&mut d, &rip)?.enable(&mut d)?;
     p.on.store(true, Ordering::SeqCst);
     interrupts::enable();
-    p.stepping.store(true, Ordering::SeqCst);
     let steps = hobby::step::trace(hobby::workload::run_stepped, on_step);
-    p.stepping.store(false, Ordering::SeqCst);
     // A PMI the last instructions raised, delivered and taken here at the
     // latest.
     let _ = pmi::wait_for_handler(false);
