@@ -10,7 +10,8 @@
 //!
 //! | MSR | read | write | why |
 //! |---|---|---|---|
-//! | `IA32_PMCx` of a guest counter, `IA32_A_PMCx` with full-width writes, `IA32_FIXED_CTRx` of a guest counter | pass | pass | the guest's own counter, on the hardware while it runs; its width is the host's ([`GuestPolicy::fits`](super::GuestPolicy::fits)), so the hardware answers as the checks would |
+//! | `IA32_PMCx` of a guest counter, `IA32_A_PMCx` with full-width writes | pass | pass | the guest's own counter, on the hardware while it runs; its width is the host's ([`GuestPolicy::fits`](super::GuestPolicy::fits)), so the hardware answers as the checks would |
+//! | `IA32_FIXED_CTRx` of a guest counter | pass | trap | the same for reads; a write of bits above the width is the hardware's #GP where the checks (and KVM) keep the bits of the width |
 //! | the same of a counter the guest lacks (beyond its counts, the host's, `IA32_A_PMCx` without full-width writes) | trap | trap | not the guest's: the checks answer (#GP, or KVM's zeros) |
 //! | `IA32_PERFEVTSELx`, `IA32_FIXED_CTR_CTRL` | trap | trap | every value is checked first (reserved bits, AnyThread, unavailable events: the VMM's event filter) and the hardware's copy is the VMM's |
 //! | `IA32_PERF_GLOBAL_CTRL` | pass | pass | only when the guest has every counter of the host (none kept by the host) and version 2 or later: the global registers are then the guest's alone |
@@ -39,6 +40,13 @@
 //! path. [`global_ctrl_values`] gives the two values.
 //!
 //! # Where sources differ
+//!
+//! KVM's mediated vPMU passes `IA32_FIXED_CTRx` writes through, so there
+//! a guest's write of bits above the counter's width faults (the
+//! hardware's #GP, SDM Vol. 3B 21.2.2) where KVM's emulation keeps the
+//! bits of the width; the fuzz of the world switch (the pass-through
+//! mode run against the KVM rendering) found the difference. Here such
+//! writes trap, so that a guest sees one answer in both modes; reads pass.
 //!
 //! KVM's mediated vPMU passes the three global registers through both
 //! ways; here a direction passes only where the hardware answers as the
@@ -190,7 +198,15 @@ impl PassThrough {
             PmuMsr::NotPmu => return None,
             PmuMsr::Pmc(n) => counter(Counter::general(n), true),
             PmuMsr::FullWidthPmc(n) => counter(Counter::general(n), self.full_width),
-            PmuMsr::FixedCounter(n) => counter(Counter::fixed(n), true),
+            // A write of bits above the width: the hardware's #GP, the
+            // checks' (and KVM's) truncation (module documentation).
+            PmuMsr::FixedCounter(n) => match counter(Counter::fixed(n), true) {
+                r if r.why == Why::GuestCounter => MsrRule {
+                    write: Intercept::Trap,
+                    ..r
+                },
+                r => r,
+            },
             PmuMsr::EventSelect(_) | PmuMsr::FixedCtrCtrl => {
                 MsrRule::both(Intercept::Trap, Why::Checked)
             }
