@@ -100,12 +100,20 @@ impl PassThroughPmu {
     /// ([`ArchPerfDriver::enter_guest`]): the two `IA32_PERF_GLOBAL_CTRL`
     /// values the VMM puts in the VMCS. Refused unless `d` reserved the
     /// guest's counters ([`ArchPerfDriver::reserve_guest`]) and holds no
-    /// guest loaded.
+    /// guest loaded. Every reserved counter is loaded: one the guest does
+    /// not have with a clear select and 0, so that nothing of another
+    /// guest's stays on it (guests of different counter counts share one
+    /// reservation, the union of theirs).
     pub fn enter<O: Owner, M: MsrBackend>(
         &mut self,
         d: &mut ArchPerfDriver<'_, O, M>,
     ) -> Result<GlobalCtrlValues, Error<M::Error>> {
-        if d.guest_counters() != self.pass.counters() {
+        if !self
+            .pass
+            .counters()
+            .difference(d.guest_counters())
+            .is_empty()
+        {
             return Err(Error::Config(
                 crate::arch::archperf::driver::ConfigError::GuestState,
             ));
@@ -130,7 +138,12 @@ impl PassThroughPmu {
         d: &mut ArchPerfDriver<'_, O, M>,
         saved_global_ctrl: Option<u64>,
     ) -> Result<CounterSet, Error<M::Error>> {
-        if d.guest_counters() != self.pass.counters() {
+        if !self
+            .pass
+            .counters()
+            .difference(d.guest_counters())
+            .is_empty()
+        {
             return Err(Error::Config(
                 crate::arch::archperf::driver::ConfigError::GuestState,
             ));
