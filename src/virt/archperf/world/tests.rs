@@ -85,6 +85,14 @@ fn each_entry_and_exit_costs_exactly_what_the_table_says() {
     traffic(&mut d);
     d.reserve_guest(v.pass_through().counters()).unwrap();
     assert_eq!(traffic(&mut d), AccessCounts::msr(0, 0, 0), "reserving");
+    let spec = "cycles".parse::<EventSpec>().unwrap();
+    let g0 = match c.g0.configure(&mut d, &CounterConfig::counting(spec)) {
+        Ok(_) => panic!("a host handle configured a guest's counter"),
+        Err(f) => {
+            assert_eq!(f.error, Error::Config(ConfigError::CounterClaimed(0)));
+            f.counter
+        }
+    };
     assert_eq!(
         d.reserve_guest(CounterSet::first(1, 0)).unwrap_err(),
         Error::Config(ConfigError::GuestState)
@@ -226,8 +234,26 @@ fn each_entry_and_exit_costs_exactly_what_the_table_says() {
     assert!(t.msr_reads + t.msr_writes <= 2 * 7 + 3, "the issue's bound");
     assert_eq!(host.read(&mut d).unwrap(), 1501);
     v.exit(&mut d, None).unwrap();
+    traffic(&mut d);
     d.release_guest().unwrap();
+    assert_eq!(
+        traffic(&mut d),
+        AccessCounts::msr(0, 4 + 7 + 1, 0),
+        "release: four selects, seven values, FIXED_CTR_CTRL"
+    );
     assert_eq!(d.guest_counters(), CounterSet::EMPTY);
+    assert_eq!(d.msr().inner_mut().read_msr(0x186).unwrap(), 0);
+    // The host may claim it again.
+    let spec = "cycles".parse::<EventSpec>().unwrap();
+    let g0 = g0
+        .configure(&mut d, &CounterConfig::counting(spec))
+        .unwrap()
+        .enable(&mut d)
+        .unwrap();
+    d.msr()
+        .inner_mut()
+        .inject(Event::arch(ArchEvent::CoreCycles, 10));
+    assert_eq!(g0.read(&mut d).unwrap(), 10);
 }
 
 /// Below version 4 (no `IA32_PERF_GLOBAL_STATUS_SET`) the reservation is
