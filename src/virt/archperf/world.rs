@@ -108,16 +108,7 @@ impl PassThroughPmu {
         &mut self,
         d: &mut ArchPerfDriver<'_, O, M>,
     ) -> Result<GlobalCtrlValues, Error<M::Error>> {
-        if !self
-            .pass
-            .counters()
-            .difference(d.guest_counters())
-            .is_empty()
-        {
-            return Err(Error::Config(
-                crate::arch::archperf::driver::ConfigError::GuestState,
-            ));
-        }
+        self.reserved_on(d)?;
         d.enter_guest(&self.regs)?;
         Ok(global_ctrl_values(
             &self.pass,
@@ -138,16 +129,7 @@ impl PassThroughPmu {
         d: &mut ArchPerfDriver<'_, O, M>,
         saved_global_ctrl: Option<u64>,
     ) -> Result<CounterSet, Error<M::Error>> {
-        if !self
-            .pass
-            .counters()
-            .difference(d.guest_counters())
-            .is_empty()
-        {
-            return Err(Error::Config(
-                crate::arch::archperf::driver::ConfigError::GuestState,
-            ));
-        }
+        self.reserved_on(d)?;
         let new = d.exit_guest(&mut self.regs)?;
         if let Some(v) = saved_global_ctrl
             && self.pass.global_ctrl_passed()
@@ -158,6 +140,25 @@ impl PassThroughPmu {
             self.lvt.raise();
         }
         Ok(new)
+    }
+
+    /// Refused unless `d` reserved every counter of the guest's.
+    fn reserved_on<O: Owner, M: MsrBackend>(
+        &self,
+        d: &ArchPerfDriver<'_, O, M>,
+    ) -> Result<(), Error<M::Error>> {
+        if self
+            .pass
+            .counters()
+            .difference(d.guest_counters())
+            .is_empty()
+        {
+            Ok(())
+        } else {
+            Err(Error::Config(
+                crate::arch::archperf::driver::ConfigError::GuestState,
+            ))
+        }
     }
 
     /// A trapped WRMSR of the guest, between an exit and the next entry

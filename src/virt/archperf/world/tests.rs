@@ -82,6 +82,18 @@ fn each_entry_and_exit_costs_exactly_what_the_table_says() {
             .unwrap();
     let mut v = PassThroughPmu::new(policy().checked().unwrap(), &info).unwrap();
     v.write_lvt(entry());
+    assert_eq!(
+        v.enter(&mut d).unwrap_err(),
+        Error::Config(ConfigError::GuestState),
+        "nothing reserved"
+    );
+    d.reserve_guest(CounterSet::first(2, 0)).unwrap();
+    assert_eq!(
+        v.enter(&mut d).unwrap_err(),
+        Error::Config(ConfigError::GuestState),
+        "not every counter of the guest's reserved"
+    );
+    d.release_guest().unwrap();
     traffic(&mut d);
     d.reserve_guest(v.pass_through().counters()).unwrap();
     assert_eq!(traffic(&mut d), AccessCounts::msr(0, 0, 0), "reserving");
