@@ -16,7 +16,7 @@
 //! | `IA32_PERFEVTSELx`, `IA32_FIXED_CTR_CTRL` | trap | trap | every value is checked first (reserved bits, AnyThread, unavailable events: the VMM's event filter) and the hardware's copy is the VMM's |
 //! | `IA32_PERF_GLOBAL_CTRL` | pass | pass | only when the guest has every counter of the host (none kept by the host) and version 2 or later: the global registers are then the guest's alone |
 //! | `IA32_PERF_GLOBAL_STATUS` | pass | trap | the same; read-only (a write is the checks' #GP) |
-//! | `IA32_PERF_GLOBAL_OVF_CTRL` | trap | pass | the same; a read is KVM's 0, which the hardware's register need not give |
+//! | `IA32_PERF_GLOBAL_OVF_CTRL` | trap | trap | a read is KVM's 0, which the hardware's register need not give; a write of bits the checks refuse (55, 58, 61-63 where the hardware has them: the host's LBR freeze, OvfBuf, CondChgd) the hardware takes |
 //! | the same otherwise | trap | trap | the host's counters share them (its bits merged by the VMM), or a version 1 guest has none (#GP) |
 //! | everything else of the PMU (`IA32_PERF_CAPABILITIES`, `_STATUS_SET`, `_INUSE`, PEBS, LBR, `IA32_MISC_ENABLE`, `IA32_DEBUGCTL`) | trap | trap | synthesised or refused by the checks |
 //!
@@ -47,6 +47,9 @@
 //! bits of the width; the fuzz of the world switch (the pass-through
 //! mode run against the KVM rendering) found the difference. Here such
 //! writes trap, so that a guest sees one answer in both modes; reads pass.
+//! The same fuzz found that the hardware takes `IA32_PERF_GLOBAL_OVF_CTRL`
+//! writes of bits the checks (and KVM) refuse with #GP, among them the
+//! host's: its writes trap too, where KVM's mediated vPMU passes them.
 //!
 //! KVM's mediated vPMU passes the three global registers through both
 //! ways; here a direction passes only where the hardware answers as the
@@ -214,11 +217,13 @@ impl PassThrough {
                 if !self.globals {
                     return Some(MsrRule::both(Intercept::Trap, Why::SharedGlobal));
                 }
-                // The status is read-only (a write is the checks' #GP), the
-                // overflow control write-only (a read is KVM's 0).
+                // The status is read-only (a write is the checks' #GP); the
+                // overflow control's writes trap: the hardware takes bits
+                // the checks refuse (the host's LBR freeze, OvfBuf,
+                // CondChgd), its reads are KVM's 0.
                 let (read, write) = match m {
                     PmuMsr::GlobalStatus => (Intercept::Pass, Intercept::Trap),
-                    PmuMsr::GlobalOvfCtrl => (Intercept::Trap, Intercept::Pass),
+                    PmuMsr::GlobalOvfCtrl => (Intercept::Trap, Intercept::Trap),
                     _ => (Intercept::Pass, Intercept::Pass),
                 };
                 MsrRule {
@@ -240,13 +245,9 @@ impl PassThrough {
                 (!c.is_fixed() && self.full_width).then(|| IA32_A_PMC0 + u32::from(c.number()));
             [Some(c.msr(false)), full].into_iter().flatten()
         });
-        let globals = [
-            IA32_PERF_GLOBAL_STATUS,
-            IA32_PERF_GLOBAL_CTRL,
-            IA32_PERF_GLOBAL_OVF_CTRL,
-        ]
-        .into_iter()
-        .filter(move |_| self.globals);
+        let globals = [IA32_PERF_GLOBAL_STATUS, IA32_PERF_GLOBAL_CTRL]
+            .into_iter()
+            .filter(move |_| self.globals);
         counters
             .chain(globals)
             .filter_map(move |m| self.rule(m).map(|r| (m, r)))

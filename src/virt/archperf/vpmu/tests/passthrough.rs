@@ -15,6 +15,7 @@
 //! enters again. Every count is the model's.
 
 use std::string::String;
+use std::vec::Vec;
 
 use super::isolation::{random_ecx, random_value};
 use super::kvm::IntelKvm;
@@ -39,8 +40,8 @@ struct Passed<'s, O: Owner> {
     kvm: IntelKvm,
     d: Driver<'s, O>,
     /// The host's instruction counter (a general counter it keeps) and
-    /// its slots counter (fixed counter 3).
-    host: [AnyHandle<ArchPerfmon>; 2],
+    /// its slots counter (fixed counter 3), if it keeps counters.
+    host: Vec<AnyHandle<ArchPerfmon>>,
     values: GlobalCtrlValues,
     /// Instructions and slots the host fed.
     fed: u64,
@@ -52,8 +53,10 @@ const HARDWARE_DIFFERS: GuestGp = GuestGp::NoSuchMsr { msr: u32::MAX };
 
 impl<O: Owner> Passed<'_, O> {
     fn vm_exit(&mut self) {
+        // "save IA32_PERF_GLOBAL_CTRL", then the host's loaded.
+        let saved = self.hardware(0x38F);
         self.d.msr().write_msr(0x38F, self.values.host).unwrap();
-        self.vcpu.exit(&mut self.d, None).unwrap();
+        self.vcpu.exit(&mut self.d, Some(saved)).unwrap();
     }
 
     fn vm_entry(&mut self) {
@@ -161,7 +164,7 @@ impl<O: Owner> Subject for Passed<'_, O> {
                     }
                     (ours.bits(), value)
                 }
-                GuestReg::GlobalCtrl => (self.values.guest & guest.bits(), value & guest.bits()),
+                GuestReg::GlobalCtrl => (self.hardware(0x38F) & guest.bits(), value & guest.bits()),
                 GuestReg::GlobalStatus => return Err("a store to the status".into()),
             },
             WriteAnswer::ClearStatus(bits) => (self.hardware(0x38E) & bits & guest.bits(), 0),
@@ -185,17 +188,17 @@ impl<O: Owner> Subject for Passed<'_, O> {
         self.d.msr().inject(Event::arch(ArchEvent::TopdownSlots, k));
         self.d.msr().take_pmi();
         self.fed += k;
-        let [a, b] = &self.host;
-        let counts = (a.read(&mut self.d), b.read(&mut self.d));
+        let counts: Vec<_> = self.host.iter().map(|h| h.read(&mut self.d)).collect();
         self.vm_entry();
         if global != host_bits {
             return Err(std::format!(
                 "GLOBAL_CTRL {global:#x} outside the guest, the host's {host_bits:#x}"
             ));
         }
-        match counts {
-            (Ok(x), Ok(y)) if x == self.fed && y == self.fed => Ok(()),
-            other => Err(std::format!("the host counted {other:?} of {}", self.fed)),
+        if counts.iter().all(|c| *c == Ok(self.fed)) {
+            Ok(())
+        } else {
+            Err(std::format!("the host counted {counts:?} of {}", self.fed))
         }
     }
     fn random_value(rnd: &mut dyn FnMut(u64) -> u64, msr: u32) -> u64 {
@@ -227,28 +230,32 @@ fn host_counter<O: Owner>(
     h
 }
 
-/// The fuzz of a guest under `p` in pass-through mode, the host counting
-/// instructions on general counter `general` and slots on fixed counter 3.
-fn fuzz_passed<O: Owner>(name: &str, p: GuestPolicy, general: u8, seed: u64) {
+/// The fuzz of a guest under `p` in pass-through mode on `host` (without
+/// PEBS), the host counting instructions on general counter `general` and
+/// slots on fixed counter 3 (`None`: the host keeps no counter).
+fn fuzz_passed<O: Owner>(name: &str, host: Config, p: GuestPolicy, general: Option<u8>, seed: u64) {
     let pmu: ArchPerfPmu = crate::testing::archperf_pmu();
     let m = Model::new(Config {
         pebs: PebsConfig::NONE,
-        ..Config::icelake()
+        ..host
     });
     let info = crate::detect::detect(&m, &mut m.clone())
         .unwrap()
         .arch_perf()
         .unwrap();
     let (mut d, mut counters) = Driver::<O>::take(m, &info, &pmu).unwrap();
-    let host = [
-        host_counter(
-            &mut d,
-            &mut counters,
-            Counter::general(general).unwrap(),
-            "instructions",
-        ),
-        host_counter(&mut d, &mut counters, Counter::fixed(3).unwrap(), "slots"),
-    ];
+    let host = match general {
+        Some(n) => std::vec![
+            host_counter(
+                &mut d,
+                &mut counters,
+                Counter::general(n).unwrap(),
+                "instructions",
+            ),
+            host_counter(&mut d, &mut counters, Counter::fixed(3).unwrap(), "slots"),
+        ],
+        None => Vec::new(),
+    };
     let vcpu = PassThroughPmu::new(p.checked().unwrap(), &info).unwrap();
     d.reserve_guest(vcpu.pass_through().counters()).unwrap();
     let mut s = Passed {
@@ -280,8 +287,9 @@ fn random_accesses_of_a_version_2_guest_passed_through() {
     };
     fuzz_passed::<Cpu>(
         "pass-through v2, 4+3, host keeps 4-7 and fixed 3",
+        Config::icelake(),
         p,
-        7,
+        Some(7),
         0x9E37_79B9_7F4A_7C15,
     );
 }
@@ -300,8 +308,9 @@ fn random_accesses_of_a_version_5_guest_passed_through() {
     };
     fuzz_passed::<Cpu>(
         "pass-through v5, 6+3, FW, 2 events unavailable",
+        Config::icelake(),
         p,
-        7,
+        Some(7),
         0xD1B5_4A32_D192_ED03,
     );
 }
@@ -318,5 +327,32 @@ fn random_accesses_of_a_version_4_guest_with_one_counter_passed_through() {
             .with(Counter::fixed(3).unwrap()),
         ..GuestPolicy::new(4, 1, 1)
     };
-    fuzz_passed::<Cpu>("pass-through v4, 1+1, FW", p, 5, 0x2545_F491_4F6C_DD1D);
+    fuzz_passed::<Cpu>(
+        "pass-through v4, 1+1, FW",
+        Config::icelake(),
+        p,
+        Some(5),
+        0x2545_F491_4F6C_DD1D,
+    );
+}
+
+/// Version 4, every counter of a Skylake host (four general, three fixed,
+/// full-width writes): the global registers pass (`IA32_PERF_GLOBAL_CTRL`
+/// both ways, the status's reads, the overflow control's writes) and RDPMC
+/// does not exit; the guest's `IA32_PERF_GLOBAL_CTRL` comes back through
+/// the VM-exit control "save IA32_PERF_GLOBAL_CTRL".
+#[test]
+fn random_accesses_of_a_guest_with_every_counter_passed_through() {
+    crate::owner!(Cpu);
+    let p = GuestPolicy {
+        full_width_writes: true,
+        ..GuestPolicy::new(4, 4, 3)
+    };
+    fuzz_passed::<Cpu>(
+        "pass-through v4, every counter of a Skylake, globals passed",
+        Config::skylake(),
+        p,
+        None,
+        0x8CB9_2BA7_2F3D_8DD7,
+    );
 }
