@@ -69,8 +69,7 @@
 
 use super::{GuestPmu, PolicyError};
 use crate::arch::archperf::{
-    Counter, CounterSet, IA32_A_PMC0, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_OVF_CTRL,
-    IA32_PERF_GLOBAL_STATUS,
+    Counter, CounterSet, IA32_A_PMC0, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_STATUS,
 };
 use crate::detect::ArchPerfCpu;
 use crate::virt::x86::{PmuMsr, classify};
