@@ -10,7 +10,10 @@
 //! their difference over 31 is the cost of one record read); and the task
 //! switch (`pmu::task::TaskSwitcher::switch`, `task-switch/...`: two
 //! tasks without events, with the same three events, with three other
-//! events), whose traffic each way is asserted exactly.
+//! events), whose traffic each way is asserted exactly; and the
+//! pass-through world switch (`pmu::virt::archperf::PassThroughPmu`,
+//! `world-switch/...`: one entry and one exit of one vCPU, or of two in
+//! turn), its traffic asserted exactly.
 //! For every scenario it prints:
 //!
 //! - the register traffic of one interrupt, counted by the recording backend
@@ -1396,6 +1399,123 @@ mod task_switch {
     }
 }
 
+/// The pass-through world switch (`pmu::virt::archperf::PassThroughPmu`'s
+/// `enter` and `exit` on `ArchPerfDriver::enter_guest`/`exit_guest`): a
+/// guest of three general and three fixed counters (two of them
+/// programmed) on a host that keeps general counter 3; one entry and one
+/// exit per call, of one vCPU again and again (its controls unchanged) or
+/// of two vCPUs in turn (every control rewritten). No overflow status.
+mod world_switch {
+    use super::shapes::{self, ShapedMsr};
+    use super::{File, Scenario, archperf_cpu, install, next_id};
+    use pmu::access::Recording;
+    use pmu::arch::archperf::driver::ArchPerfDriver;
+    use pmu::arch::archperf::{ArchPerfPmu, Counter, CounterSet};
+    use pmu::counter::Owner;
+    use pmu::detect;
+    use pmu::virt::archperf::{GuestPolicy, PassThroughPmu};
+
+    /// One entry and one exit, as measured: everything inside is counted
+    /// by callgrind.
+    #[inline(never)]
+    pub fn measured_world_switch(
+        v: &mut PassThroughPmu,
+        d: &mut ArchPerfDriver<'static, impl Owner, ShapedMsr>,
+    ) -> bool {
+        v.enter(d).is_ok() && v.exit(d, None).is_ok()
+    }
+
+    /// A vCPU whose guest counts instructions (or, `other`, cycles) on
+    /// general counter 0 and fixed counter 0.
+    fn vcpu(info: &detect::ArchPerfCpu, other: bool) -> PassThroughPmu {
+        let p = GuestPolicy {
+            full_width_writes: true,
+            host_counters: CounterSet::EMPTY.with(Counter::general(3).unwrap()),
+            ..GuestPolicy::new(4, 3, 3)
+        };
+        let mut v = PassThroughPmu::new(p.checked().unwrap(), info).unwrap();
+        let event = if other { 0x3C } else { 0xC0 };
+        v.wrmsr(0x186, event | 1 << 16 | 1 << 17 | 1 << 22).unwrap();
+        v.wrmsr(0x187, 0xC4 | 1 << 16 | 1 << 22).unwrap();
+        v.wrmsr(0x38D, if other { 0x3 } else { 0x2 }).unwrap();
+        v
+    }
+
+    fn cpu<O: Owner, M: pmu::access::MsrBackend + 'static>(
+        msr: M,
+    ) -> (ArchPerfDriver<'static, O, M>, [PassThroughPmu; 2])
+    where
+        M::Error: core::fmt::Debug,
+    {
+        // SAFETY: the scenario's register file is a logical processor of
+        // its own, and this is its one value.
+        let pmu: &'static ArchPerfPmu = Box::leak(Box::new(unsafe { ArchPerfPmu::new() }));
+        let info = archperf_cpu(
+            0x5E,
+            detect::ArchPebs::default(),
+            detect::LbrCaps::default(),
+        );
+        let (mut d, _c) = ArchPerfDriver::<O, M>::take(msr, &info, pmu).unwrap();
+        let vcpus = [vcpu(&info, false), vcpu(&info, true)];
+        d.reserve_guest(vcpus[0].pass_through().counters()).unwrap();
+        (d, vcpus)
+    }
+
+    /// `two`: two vCPUs in turn, else one; `(reads, writes)`: the traffic
+    /// of one entry and exit, asserted.
+    pub fn scenario<O: Owner, R: Owner>(
+        name: &'static str,
+        two: bool,
+        note: &str,
+        (reads, writes): (u32, u32),
+    ) -> Scenario {
+        let file = File::new(0, 0);
+        let (mut d, mut vcpus) = cpu::<R, _>(Recording::<_, 1>::new(file.clone()));
+        let [a, b] = &mut vcpus;
+        assert!(measured_world_switch_any(a, &mut d));
+        if two {
+            assert!(measured_world_switch_any(b, &mut d));
+        }
+        d.msr().clear();
+        assert!(measured_world_switch_any(a, &mut d));
+        let t = d.msr().take_counts();
+        assert_eq!(
+            (t.msr_reads, t.msr_writes, t.rdpmc),
+            (reads, writes, 0),
+            "{name}: the traffic of an entry and an exit"
+        );
+        std::mem::forget(d);
+        let id = next_id();
+        install(id, Some(&file), None);
+        let (mut d, mut vcpus) = cpu::<O, _>(ShapedMsr);
+        let accesses = u64::from(t.msr_reads + t.msr_writes);
+        let mut i = 0u64;
+        Scenario {
+            name,
+            per: "entry+exit",
+            traffic: format!("{} RDMSR, {} WRMSR ({note})", t.msr_reads, t.msr_writes),
+            accesses,
+            placeholder_instructions: u64::from(t.msr_reads) * shapes::RDMSR
+                + u64::from(t.msr_writes) * shapes::WRMSR,
+            access_instructions: accesses * shapes::REAL,
+            run: Box::new(move |_| {
+                install(id, Some(&file), None);
+                let v = &mut vcpus[if two { (i & 1) as usize } else { 0 }];
+                i += 1;
+                assert!(measured_world_switch(v, &mut d), "{name}: refused");
+            }),
+        }
+    }
+
+    /// The same over any backend (the traffic's measurement).
+    fn measured_world_switch_any<O: Owner, M: pmu::access::MsrBackend>(
+        v: &mut PassThroughPmu,
+        d: &mut ArchPerfDriver<'static, O, M>,
+    ) -> bool {
+        v.enter(d).is_ok() && v.exit(d, None).is_ok()
+    }
+}
+
 /// Call chains: the frame-pointer walk a PMI handler's closure may add
 /// (`pmu::sampling::CallChain::walk`), over a stack of frame records in
 /// memory; no register access.
@@ -1463,6 +1583,10 @@ pmu::owner!(Ap5);
 pmu::owner!(Ap6);
 pmu::owner!(Ap7);
 pmu::owner!(Ap8);
+pmu::owner!(Ws1);
+pmu::owner!(Wr1);
+pmu::owner!(Ws2);
+pmu::owner!(Wr2);
 
 fn scenarios() -> Vec<Scenario> {
     vec![
@@ -1517,6 +1641,18 @@ fn scenarios() -> Vec<Scenario> {
             &[0x3C, 0xC4, 0xC0],
             "three counters reprogrammed, none stopped",
             (3, 6),
+        ),
+        world_switch::scenario::<Ws1, Wr1>(
+            "world-switch/same-vcpu",
+            false,
+            "entry: GLOBAL_CTRL, 6 values; exit: the status, 6 values, GLOBAL_CTRL",
+            (7, 8),
+        ),
+        world_switch::scenario::<Ws2, Wr2>(
+            "world-switch/two-vcpus",
+            true,
+            "entry: GLOBAL_CTRL, 1 select, FIXED_CTR_CTRL, 6 values; exit as above",
+            (7, 10),
         ),
         callchain::scenario("callchain/1-frame", 1),
         callchain::scenario("callchain/4-frames", 4),

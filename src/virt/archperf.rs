@@ -90,6 +90,7 @@ pub mod vpmu;
 
 mod passthrough;
 mod policy;
+mod world;
 
 pub use super::answer::{RdpmcAnswer, ReadAnswer, WriteAnswer};
 pub use passthrough::{
@@ -99,6 +100,7 @@ pub use passthrough::{
 };
 pub use policy::{GuestPmu, GuestPolicy, MAX_GUEST_FIXED, MAX_GUEST_GENERAL, PolicyError};
 pub use validate::GuestReg;
+pub use world::PassThroughPmu;
 
 use super::Verdict;
 use crate::arch::archperf::{

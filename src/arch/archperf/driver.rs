@@ -391,6 +391,16 @@ pub enum ConfigError {
     /// carries no precise event: its PEBS records go to the DS buffer of
     /// the CPU, not the context.
     PreciseInContext,
+    /// The pass-through world switch restores a guest's overflow status
+    /// through `IA32_PERF_GLOBAL_STATUS_SET`, which version 4 introduced
+    /// (KVM's mediated vPMU requires it too), and a guest's counter values
+    /// of any width through full-width writes (`IA32_A_PMCx`,
+    /// `IA32_PERF_CAPABILITIES[13]`): a legacy `IA32_PMCx` write
+    /// sign-extends bit 31.
+    GuestNeedsVersion4,
+    /// Counters are reserved for a guest already, a guest is loaded (or
+    /// none is, for an exit), or no counter is reserved for one.
+    GuestState,
     /// This CPU has no last branch records the crate drives
     /// ([`Lbr::of`]: architectural LBR, or a legacy stack of a known
     /// generation and format; version 2 or later for the freeze on PMI).
@@ -510,6 +520,12 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::PebsRunning => f.write_str(
                 "a PEBS counter runs: halt the PEBS counters before draining their buffer",
+            ),
+            ConfigError::GuestNeedsVersion4 => f.write_str(
+                "the pass-through world switch needs IA32_PERF_GLOBAL_STATUS_SET (architectural perfmon version 4) to restore a guest's overflow status, and full-width counter writes to restore its values",
+            ),
+            ConfigError::GuestState => f.write_str(
+                "counters reserved for a guest already, a guest loaded (or none, for an exit), or no counter reserved for a guest",
             ),
             ConfigError::PreciseInContext => f.write_str(
                 "a task's or guest's counters carry no precise event (:p): its PEBS records would go to the CPU's DS buffer, not the context",
@@ -745,6 +761,12 @@ pub struct ArchPerfDriver<'s, O: Owner, M: MsrBackend> {
     /// of `GLOBAL_CTRL` and `FIXED_CTR_CTRL` ([`crate::arch::Switch`]).
     global_owed: bool,
     fixed_owed: bool,
+    /// The counters reserved for a pass-through guest
+    /// ([`ArchPerfDriver::reserve_guest`]), whether a guest's registers are
+    /// loaded on them, and their event selects as last written.
+    guest: CounterSet,
+    guest_loaded: bool,
+    guest_evtsel: [u64; MAX_GENERAL as usize],
     /// The LBR this driver enabled ([`ArchPerfDriver::enable_lbr`]), with
     /// its options, and the `IA32_DEBUGCTL` it found and the one it wrote.
     lbr: Option<EnabledLbr>,
@@ -826,6 +848,9 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
                     contexts: CounterSet::EMPTY,
                     global_owed: false,
                     fixed_owed: false,
+                    guest: CounterSet::EMPTY,
+                    guest_loaded: false,
+                    guest_evtsel: [0; MAX_GENERAL as usize],
                     lbr: None,
                     branch_counters: CounterSet::EMPTY,
                     _owner: PhantomData,
@@ -1062,16 +1087,8 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
     /// Writes `GLOBAL_CTRL`: the driver's running counters (none while a
     /// snapshot is taken) and the firmware's.
     fn write_global(&mut self) -> Result<(), Error<M::Error>> {
-        let ours = if self.stopped {
-            CounterSet::EMPTY
-        } else {
-            self.running
-        };
         self.msr
-            .write_msr(
-                IA32_PERF_GLOBAL_CTRL,
-                ours.union(self.firmware_global).union(self.contexts).bits(),
-            )
+            .write_msr(IA32_PERF_GLOBAL_CTRL, self.host_global().bits())
             .map_err(Error::Access)
     }
 
@@ -1676,6 +1693,8 @@ impl<O: Owner, M: MsrBackend> ArchPerfDriver<'_, O, M> {
 
 mod lbr;
 mod switch;
+mod world;
+pub use world::GuestRegisters;
 
 #[cfg(test)]
 mod tests;

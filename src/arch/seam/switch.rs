@@ -1,7 +1,10 @@
 //! The one save/restore core of a context switch: a kernel's task switch
 //! (`crate::task`) moves a context's counters through it, and a
-//! hypervisor's pass-through world switch is meant to ([`Quiesce::First`];
-//! `crate::virt`'s world switches do not use it yet).
+//! [`Quiesce::First`] stops every counter first, as a world switch would.
+//! The architectural PMU's pass-through world switch
+//! (`ArchPerfDriver::enter_guest`) does not go through it: its start step
+//! writes the global enable in host mode, where a VM entry leaves the
+//! guest's start to the VMCS (the hypervisor guide says why).
 //!
 //! A driver sets counters aside for contexts (a [`Bank`]); a context is
 //! what runs on them, as [`Slot`]s: a bank position, the counter's images

@@ -10,12 +10,13 @@
 //!
 //! | MSR | read | write | why |
 //! |---|---|---|---|
-//! | `IA32_PMCx` of a guest counter, `IA32_A_PMCx` with full-width writes, `IA32_FIXED_CTRx` of a guest counter | pass | pass | the guest's own counter, on the hardware while it runs; its width is the host's ([`GuestPolicy::fits`](super::GuestPolicy::fits)), so the hardware answers as the checks would |
+//! | `IA32_PMCx` of a guest counter, `IA32_A_PMCx` with full-width writes | pass | pass | the guest's own counter, on the hardware while it runs; its width is the host's ([`GuestPolicy::fits`](super::GuestPolicy::fits)), so the hardware answers as the checks would |
+//! | `IA32_FIXED_CTRx` of a guest counter | pass | trap | the same for reads; a write of bits above the width is the hardware's #GP where the checks (and KVM) keep the bits of the width |
 //! | the same of a counter the guest lacks (beyond its counts, the host's, `IA32_A_PMCx` without full-width writes) | trap | trap | not the guest's: the checks answer (#GP, or KVM's zeros) |
 //! | `IA32_PERFEVTSELx`, `IA32_FIXED_CTR_CTRL` | trap | trap | every value is checked first (reserved bits, AnyThread, unavailable events: the VMM's event filter) and the hardware's copy is the VMM's |
 //! | `IA32_PERF_GLOBAL_CTRL` | pass | pass | only when the guest has every counter of the host (none kept by the host) and version 2 or later: the global registers are then the guest's alone |
 //! | `IA32_PERF_GLOBAL_STATUS` | pass | trap | the same; read-only (a write is the checks' #GP) |
-//! | `IA32_PERF_GLOBAL_OVF_CTRL` | trap | pass | the same; a read is KVM's 0, which the hardware's register need not give |
+//! | `IA32_PERF_GLOBAL_OVF_CTRL` | trap | trap | a read is KVM's 0, which the hardware's register need not give; a write of bits the checks refuse (55, 58, 61-63 where the hardware has them: the host's LBR freeze, OvfBuf, CondChgd) the hardware takes |
 //! | the same otherwise | trap | trap | the host's counters share them (its bits merged by the VMM), or a version 1 guest has none (#GP) |
 //! | everything else of the PMU (`IA32_PERF_CAPABILITIES`, `_STATUS_SET`, `_INUSE`, PEBS, LBR, `IA32_MISC_ENABLE`, `IA32_DEBUGCTL`) | trap | trap | synthesised or refused by the checks |
 //!
@@ -40,6 +41,16 @@
 //!
 //! # Where sources differ
 //!
+//! KVM's mediated vPMU passes `IA32_FIXED_CTRx` writes through, so there
+//! a guest's write of bits above the counter's width faults (the
+//! hardware's #GP, SDM Vol. 3B 21.2.2) where KVM's emulation keeps the
+//! bits of the width; the fuzz of the world switch (the pass-through
+//! mode run against the KVM rendering) found the difference. Here such
+//! writes trap, so that a guest sees one answer in both modes; reads pass.
+//! The same fuzz found that the hardware takes `IA32_PERF_GLOBAL_OVF_CTRL`
+//! writes of bits the checks (and KVM) refuse with #GP, among them the
+//! host's: its writes trap too, where KVM's mediated vPMU passes them.
+//!
 //! KVM's mediated vPMU passes the three global registers through both
 //! ways; here a direction passes only where the hardware answers as the
 //! checks do (tested against [`GuestPmu::check_msr_read`] and
@@ -58,8 +69,7 @@
 
 use super::{GuestPmu, PolicyError};
 use crate::arch::archperf::{
-    Counter, CounterSet, IA32_A_PMC0, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_OVF_CTRL,
-    IA32_PERF_GLOBAL_STATUS,
+    Counter, CounterSet, IA32_A_PMC0, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_STATUS,
 };
 use crate::detect::ArchPerfCpu;
 use crate::virt::x86::{PmuMsr, classify};
@@ -190,7 +200,15 @@ impl PassThrough {
             PmuMsr::NotPmu => return None,
             PmuMsr::Pmc(n) => counter(Counter::general(n), true),
             PmuMsr::FullWidthPmc(n) => counter(Counter::general(n), self.full_width),
-            PmuMsr::FixedCounter(n) => counter(Counter::fixed(n), true),
+            // A write of bits above the width: the hardware's #GP, the
+            // checks' (and KVM's) truncation (module documentation).
+            PmuMsr::FixedCounter(n) => match counter(Counter::fixed(n), true) {
+                r if r.why == Why::GuestCounter => MsrRule {
+                    write: Intercept::Trap,
+                    ..r
+                },
+                r => r,
+            },
             PmuMsr::EventSelect(_) | PmuMsr::FixedCtrCtrl => {
                 MsrRule::both(Intercept::Trap, Why::Checked)
             }
@@ -198,11 +216,13 @@ impl PassThrough {
                 if !self.globals {
                     return Some(MsrRule::both(Intercept::Trap, Why::SharedGlobal));
                 }
-                // The status is read-only (a write is the checks' #GP), the
-                // overflow control write-only (a read is KVM's 0).
+                // The status is read-only (a write is the checks' #GP); the
+                // overflow control's writes trap: the hardware takes bits
+                // the checks refuse (the host's LBR freeze, OvfBuf,
+                // CondChgd), its reads are KVM's 0.
                 let (read, write) = match m {
                     PmuMsr::GlobalStatus => (Intercept::Pass, Intercept::Trap),
-                    PmuMsr::GlobalOvfCtrl => (Intercept::Trap, Intercept::Pass),
+                    PmuMsr::GlobalOvfCtrl => (Intercept::Trap, Intercept::Trap),
                     _ => (Intercept::Pass, Intercept::Pass),
                 };
                 MsrRule {
@@ -224,13 +244,9 @@ impl PassThrough {
                 (!c.is_fixed() && self.full_width).then(|| IA32_A_PMC0 + u32::from(c.number()));
             [Some(c.msr(false)), full].into_iter().flatten()
         });
-        let globals = [
-            IA32_PERF_GLOBAL_STATUS,
-            IA32_PERF_GLOBAL_CTRL,
-            IA32_PERF_GLOBAL_OVF_CTRL,
-        ]
-        .into_iter()
-        .filter(move |_| self.globals);
+        let globals = [IA32_PERF_GLOBAL_STATUS, IA32_PERF_GLOBAL_CTRL]
+            .into_iter()
+            .filter(move |_| self.globals);
         counters
             .chain(globals)
             .filter_map(move |m| self.rule(m).map(|r| (m, r)))

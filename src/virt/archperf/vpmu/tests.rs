@@ -13,6 +13,7 @@ use crate::virt::x86::{PmuMsr, classify};
 
 mod isolation;
 mod kvm;
+mod passthrough;
 
 fn entry() -> LvtPerfCounter {
     LvtPerfCounter::new(PmiDelivery::Fixed(Vector::new(0xF0).unwrap()))

@@ -29,7 +29,7 @@ use crate::virt::tests::fuzz::{Kvm, Subject, fuzz, u64_of};
 
 /// A random value for `msr`: any 64 bits, 32, one bit, or one built from
 /// the register's fields (so that accepted writes are common).
-fn random_value(rnd: &mut dyn FnMut(u64) -> u64, msr: u32) -> u64 {
+pub(super) fn random_value(rnd: &mut dyn FnMut(u64) -> u64, msr: u32) -> u64 {
     let any = |rnd: &mut dyn FnMut(u64) -> u64, bits: &[u64]| {
         bits.iter()
             .filter(|_| rnd(3) == 0)
@@ -252,12 +252,17 @@ impl Subject for Intel {
         random_value(rnd, msr)
     }
     fn random_ecx(rnd: &mut dyn FnMut(u64) -> u64) -> u32 {
-        match rnd(4) {
-            0 => rnd(10) as u32,
-            1 => 0x4000_0000 | rnd(5) as u32,
-            2 => 1 << rnd(32) | rnd(4) as u32,
-            _ => rnd(1 << 32) as u32,
-        }
+        random_ecx(rnd)
+    }
+}
+
+/// A random RDPMC operand: a general or fixed index, a flag bit, anything.
+pub(super) fn random_ecx(rnd: &mut dyn FnMut(u64) -> u64) -> u32 {
+    match rnd(4) {
+        0 => rnd(10) as u32,
+        1 => 0x4000_0000 | rnd(5) as u32,
+        2 => 1 << rnd(32) | rnd(4) as u32,
+        _ => rnd(1 << 32) as u32,
     }
 }
 
