@@ -80,8 +80,8 @@
 //! entry on the next. The counter handles of the crate's drivers (the
 //! host's own counters) work only with the driver that issued them, one
 //! per physical PMU: they never move with a vCPU, and a VMM that runs a
-//! guest's counters on the hardware (the task-switching issue's
-//! pass-through switch) saves them as register images on the CPU it
+//! guest's counters on the hardware (the pass-through world switch,
+//! [`PassThroughPmu`]) saves them as register images on the CPU it
 //! leaves and restores them through the next CPU's register backend.
 
 pub mod validate;

@@ -37,7 +37,7 @@ const EVENTS_BEFORE_V5: u8 = 7;
 /// general and the first [`fixed`](GuestPolicy::fixed) fixed counters of
 /// the PMU it is shown; a counter the host keeps must not be one of them
 /// (so that a guest whose counters run on the hardware, with the
-/// task-switching issue's pass-through switch, never names a host
+/// pass-through world switch, [`super::PassThroughPmu`], never names a host
 /// counter: to the guest the host's counters do not exist).
 ///
 /// There is no PEBS and no LBR option: both are refused to every guest

@@ -243,7 +243,10 @@ fn each_entry_and_exit_costs_exactly_what_the_table_says() {
     v.enter(&mut d).unwrap();
     let t = traffic(&mut d);
     assert_eq!(t, AccessCounts::msr(0, 1 + 4 + 1 + 7 + 1, 0));
-    assert!(t.msr_reads + t.msr_writes <= 2 * 7 + 3, "the issue's bound");
+    assert!(
+        t.msr_reads + t.msr_writes <= 2 * 7 + 3,
+        "at most 2 accesses per counter in use, and 3"
+    );
     assert_eq!(host.read(&mut d).unwrap(), 1501);
     v.exit(&mut d, None).unwrap();
     traffic(&mut d);

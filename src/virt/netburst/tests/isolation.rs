@@ -407,7 +407,7 @@ fn program(rnd: &mut impl FnMut(u64) -> u64, g: &mut Guest, p: &GuestPolicy, hw:
             w(0x360 + c, cccr(6) | pmi(rnd));
         }
         // Fetch requests on counter 1 (BPU_ESCR0), counter 3 cascading
-        // from it through FSB_ESCR1 (the leak).
+        // from it through FSB_ESCR1 (the cascade leak).
         1 => {
             w(0x3B2, escr(0x03, 1) | T0_OS);
             w(0x301, preset(rnd));
