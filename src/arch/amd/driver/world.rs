@@ -38,12 +38,13 @@
 //! | entry: overflow status | 1 WRMSR `PerfCntrGlobalStatusSet` if the guest has status bits |
 //! | entry: start | 1 WRMSR `PerfCntrGlobalCtl` (the host's bits and the guest's enables), last |
 //! | (`VMRUN` … `#VMEXIT`: the VMM's) | none of the crate's |
-//! | exit: stop | 1 WRMSR `PerfCntrGlobalCtl` (the host's bits only), first |
+//! | exit: the guest's enables, where its `PerfCntrGlobalCtl` writes pass (`global_passed`) | 1 RDMSR `PerfCntrGlobalCtl`, first (SVM saves no such register) |
+//! | exit: stop | 1 WRMSR `PerfCntrGlobalCtl` (the host's bits only) |
 //! | exit: overflow status | 1 RDMSR `PerfCntrGlobalStatus`; 1 WRMSR `PerfCntrGlobalStatusClr` if the guest has status bits (acknowledged for the host) |
 //! | exit: values | 1 RDMSR `PERF_CTRn` per counter of the guest |
 //!
 //! so for a guest of `n` counters an entry costs at most `2n + 2`
-//! accesses and an exit `n + 3`; an entry after an exit of the same guest
+//! accesses and an exit `n + 3` (`n + 4` with `global_passed`); an entry after an exit of the same guest
 //! (no other guest in between, its controls unchanged) costs `n + 1`, or
 //! `n + 2` with status bits.
 
@@ -57,7 +58,7 @@ use crate::counter::Owner;
 
 /// A guest's PMU registers as the world switch loads and saves them: its
 /// `PERF_CTLn` images (as the guest wrote them after the checks; GuestOnly
-/// is set and HostOnly cleared on the way to the hardware), its counter
+/// is set and HostOnly cleared on the way to the hardware where `EN` is set), its counter
 /// values, its `PerfCntrGlobalCtl` and its overflow status. Plain data: it
 /// moves between CPUs as a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -97,14 +98,17 @@ impl GuestRegisters {
         }
     }
 
-    /// Counter `c`'s control as the hardware runs it: GuestOnly set,
-    /// HostOnly clear.
+    /// Counter `c`'s control as the hardware runs it: with `EN`, GuestOnly
+    /// set and HostOnly clear; without it (it counts nothing) as it is, so
+    /// that a control the guest never wrote stays 0 and costs no write.
     fn hardware_ctl(&self, c: Counter) -> u64 {
         let raw = self.ctl.get(usize::from(c.index())).copied().unwrap_or(0);
-        PerfCtl::from_bits(raw)
-            .with_guest_only(true)
-            .with_host_only(false)
-            .bits()
+        let ctl = PerfCtl::from_bits(raw);
+        if ctl.enable() {
+            ctl.with_guest_only(true).with_host_only(false).bits()
+        } else {
+            raw
+        }
     }
 }
 
@@ -211,13 +215,27 @@ impl<O: Owner, M: MsrBackend> AmdDriver<'_, O, M> {
     /// step after `#VMEXIT`: `PerfCntrGlobalCtl` written with the host's
     /// bits only, the guest's overflow status read and acknowledged
     /// through `PerfCntrGlobalStatusClr` (the host's PMI handler never
-    /// sees it), its values read. The controls are not read: the guest's
-    /// writes to them trap, so `g` has them already. Returns the guest's
-    /// counters that overflowed while it ran (status bits it did not have
-    /// at entry): its PMI.
-    pub fn exit_guest(&mut self, g: &mut GuestRegisters) -> Result<CounterSet, Error<M::Error>> {
+    /// sees it), its values read. `global_passed`: the guest writes
+    /// `PerfCntrGlobalCtl` without a `#VMEXIT`
+    /// ([`crate::virt::amd::PassThrough::rule`]), so its enables are read
+    /// back first (1 RDMSR) into `g`. The controls are not read: the
+    /// guest's writes to them trap, so `g` has them already. Returns the
+    /// guest's counters that overflowed while it ran (status bits it did
+    /// not have at entry): its PMI.
+    pub fn exit_guest(
+        &mut self,
+        g: &mut GuestRegisters,
+        global_passed: bool,
+    ) -> Result<CounterSet, Error<M::Error>> {
         if !self.guest_loaded {
             return Err(Error::Config(ConfigError::GuestState));
+        }
+        if global_passed {
+            let v = self
+                .msr
+                .read_msr(PERF_CNTR_GLOBAL_CTL)
+                .map_err(Error::Access)?;
+            g.global_ctl = v & self.guest.bits();
         }
         self.write_global()?;
         self.guest_loaded = false;

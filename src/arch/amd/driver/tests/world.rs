@@ -92,7 +92,7 @@ fn each_entry_and_exit_costs_exactly_what_the_table_says() {
     };
     let mut g2 = g;
     assert_eq!(
-        d.exit_guest(&mut g2).unwrap_err(),
+        d.exit_guest(&mut g2, false).unwrap_err(),
         Error::Config(ConfigError::GuestState),
         "no guest loaded"
     );
@@ -127,7 +127,7 @@ fn each_entry_and_exit_costs_exactly_what_the_table_says() {
 
     // Exit: PerfCntrGlobalCtl first (the host's bit only), the status,
     // four values.
-    assert_eq!(d.exit_guest(&mut g).unwrap(), CounterSet::EMPTY);
+    assert_eq!(d.exit_guest(&mut g, false).unwrap(), CounterSet::EMPTY);
     let log = d.msr().log().to_vec();
     assert_eq!(log[0], w(PERF_CNTR_GLOBAL_CTL, HOST));
     assert!(matches!(
@@ -160,7 +160,7 @@ fn each_entry_and_exit_costs_exactly_what_the_table_says() {
     assert_eq!(d.msr().take_counts(), counts(0, 5, 0), "re-entry");
 
     // An overflow of the guest's counter 1 (INT set by the guest).
-    d.exit_guest(&mut g).unwrap();
+    d.exit_guest(&mut g, false).unwrap();
     g.ctl[1] |= INT;
     g.ctr[1] = (1 << 48) - 5;
     d.msr().clear();
@@ -172,7 +172,7 @@ fn each_entry_and_exit_costs_exactly_what_the_table_says() {
     );
     guest_events(&mut d, 10);
     assert_eq!(
-        d.exit_guest(&mut g).unwrap(),
+        d.exit_guest(&mut g, false).unwrap(),
         CounterSet::first(2).without(Counter::new(0).unwrap())
     );
     let log = d.msr().log().to_vec();
@@ -193,7 +193,7 @@ fn each_entry_and_exit_costs_exactly_what_the_table_says() {
         model(&mut d).read_msr(PERF_CNTR_GLOBAL_STATUS).unwrap(),
         0b10
     );
-    assert_eq!(d.exit_guest(&mut g).unwrap(), CounterSet::EMPTY);
+    assert_eq!(d.exit_guest(&mut g, false).unwrap(), CounterSet::EMPTY);
     assert_eq!(d.msr().take_counts(), counts(5, 2, 0));
 
     // Released: controls and values zeroed; the host claims counter 0.
@@ -237,7 +237,7 @@ fn the_bound_holds_for_every_guest_size() {
         let entry = d.msr().take_counts();
         assert_eq!(entry, counts(0, 2 * u32::from(n) + 1, 0));
         guest_events(&mut d, 1);
-        assert_eq!(d.exit_guest(&mut g).unwrap(), CounterSet::first(n));
+        assert_eq!(d.exit_guest(&mut g, false).unwrap(), CounterSet::first(n));
         let exit = d.msr().take_counts();
         assert_eq!(exit, counts(u32::from(n) + 1, 2, 0));
         let bound = 2 * u32::from(n) + 3;
@@ -250,7 +250,12 @@ fn the_bound_holds_for_every_guest_size() {
         d.msr().clear();
         d.enter_guest(&g).unwrap();
         assert_eq!(d.msr().take_counts(), counts(0, u32::from(n) + 2, 0));
-        d.exit_guest(&mut g).unwrap();
+        // A guest that writes PerfCntrGlobalCtl without an exit: its
+        // enables read back first.
+        model(&mut d).write_msr(PERF_CNTR_GLOBAL_CTL, 0b1).unwrap();
+        d.exit_guest(&mut g, true).unwrap();
+        assert_eq!(g.global_ctl, 0b1);
+        assert_eq!(d.msr().take_counts(), counts(u32::from(n) + 2, 2, 0));
         d.release_guest().unwrap();
         let _ = d.give_back(c);
     }
