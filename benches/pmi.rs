@@ -13,7 +13,8 @@
 //! events), whose traffic each way is asserted exactly; and the
 //! pass-through world switch (`pmu::virt::archperf::PassThroughPmu`,
 //! `world-switch/...`: one entry and one exit of one vCPU, or of two in
-//! turn), its traffic asserted exactly.
+//! turn), its traffic asserted exactly, and AMD's
+//! (`pmu::virt::amd::PassThroughPmu`, `amd-world-switch/...`).
 //! For every scenario it prints:
 //!
 //! - the register traffic of one interrupt, counted by the recording backend
@@ -1516,6 +1517,127 @@ mod world_switch {
     }
 }
 
+/// The AMD pass-through world switch (`pmu::virt::amd::PassThroughPmu`'s
+/// `enter` and `exit` on `AmdDriver::enter_guest`/`exit_guest`): a
+/// PerfMonV2 guest of four counters (two programmed) on a Zen 4 whose host
+/// keeps counters 4 and 5; one entry and one exit per call, of one vCPU
+/// again and again (its controls unchanged) or of two vCPUs in turn (the
+/// control of counter 0 rewritten). No overflow status.
+mod amd_world_switch {
+    use super::shapes::{self, ShapedMsr};
+    use super::{File, Scenario, install, next_id};
+    use pmu::access::Recording;
+    use pmu::arch::amd::driver::AmdDriver;
+    use pmu::arch::amd::{AmdPmu, CounterSet};
+    use pmu::counter::Owner;
+    use pmu::detect::{AmdCpu, CounterProbe, Vendor};
+    use pmu::virt::amd::{Generation, GuestPolicy, PassThroughPmu};
+
+    /// One entry and one exit, as measured: everything inside is counted
+    /// by callgrind.
+    #[inline(never)]
+    pub fn measured_amd_world_switch(
+        v: &mut PassThroughPmu,
+        d: &mut AmdDriver<'static, impl Owner, ShapedMsr>,
+    ) -> bool {
+        v.enter(d).is_ok() && v.exit(d).is_ok()
+    }
+
+    /// A vCPU whose guest counts instructions (or, `other`, cycles) on
+    /// counter 0 and branches on counter 1.
+    fn vcpu(info: &AmdCpu, other: bool) -> PassThroughPmu {
+        let p = GuestPolicy {
+            host_counters: CounterSet::first(6).difference(CounterSet::first(4)),
+            ..GuestPolicy::new(Generation::PerfMonV2 { counters: 4 })
+        };
+        let mut v = PassThroughPmu::new(p.checked().unwrap(), info).unwrap();
+        let event = if other { 0x76 } else { 0xC0 };
+        v.wrmsr(0xC001_0200, event | 1 << 16 | 1 << 17 | 1 << 22)
+            .unwrap();
+        v.wrmsr(0xC001_0202, 0xC2 | 1 << 16 | 1 << 22).unwrap();
+        v
+    }
+
+    fn cpu<O: Owner, M: pmu::access::MsrBackend + 'static>(
+        msr: M,
+    ) -> (AmdDriver<'static, O, M>, [PassThroughPmu; 2])
+    where
+        M::Error: core::fmt::Debug,
+    {
+        // SAFETY: the scenario's register file is a logical processor of
+        // its own, and this is its one value.
+        let pmu: &'static AmdPmu = Box::leak(Box::new(unsafe { AmdPmu::new() }));
+        let info = AmdCpu {
+            vendor: Vendor::Amd,
+            family: 0x19,
+            model: 0x11,
+            msr_instructions: true,
+            perf_ctr_ext_core: true,
+            perfmon_v2: true,
+            v2_counters: 6,
+            probe: CounterProbe::ReadBack { counter: 0 },
+        };
+        let (mut d, _c) = AmdDriver::<O, M>::take(msr, &info, pmu).unwrap();
+        let vcpus = [vcpu(&info, false), vcpu(&info, true)];
+        d.reserve_guest(vcpus[0].pass_through().counters()).unwrap();
+        (d, vcpus)
+    }
+
+    /// `two`: two vCPUs in turn, else one; `(reads, writes)`: the traffic
+    /// of one entry and exit, asserted.
+    pub fn scenario<O: Owner, R: Owner>(
+        name: &'static str,
+        two: bool,
+        note: &str,
+        (reads, writes): (u32, u32),
+    ) -> Scenario {
+        let file = File::new(0, 0);
+        let (mut d, mut vcpus) = cpu::<R, _>(Recording::<_, 1>::new(file.clone()));
+        let [a, b] = &mut vcpus;
+        assert!(traffic_of(a, &mut d));
+        if two {
+            assert!(traffic_of(b, &mut d));
+        }
+        d.msr().clear();
+        assert!(traffic_of(a, &mut d));
+        let t = d.msr().take_counts();
+        assert_eq!(
+            (t.msr_reads, t.msr_writes, t.rdpmc),
+            (reads, writes, 0),
+            "{name}: the traffic of an entry and an exit"
+        );
+        std::mem::forget(d);
+        let id = next_id();
+        install(id, Some(&file), None);
+        let (mut d, mut vcpus) = cpu::<O, _>(ShapedMsr);
+        let accesses = u64::from(t.msr_reads + t.msr_writes);
+        let mut i = 0u64;
+        Scenario {
+            name,
+            per: "entry+exit",
+            traffic: format!("{} RDMSR, {} WRMSR ({note})", t.msr_reads, t.msr_writes),
+            accesses,
+            placeholder_instructions: u64::from(t.msr_reads) * shapes::RDMSR
+                + u64::from(t.msr_writes) * shapes::WRMSR,
+            access_instructions: accesses * shapes::REAL,
+            run: Box::new(move |_| {
+                install(id, Some(&file), None);
+                let v = &mut vcpus[if two { (i & 1) as usize } else { 0 }];
+                i += 1;
+                assert!(measured_amd_world_switch(v, &mut d), "{name}: refused");
+            }),
+        }
+    }
+
+    /// The same over any backend (the traffic's measurement).
+    fn traffic_of<O: Owner, M: pmu::access::MsrBackend>(
+        v: &mut PassThroughPmu,
+        d: &mut AmdDriver<'static, O, M>,
+    ) -> bool {
+        v.enter(d).is_ok() && v.exit(d).is_ok()
+    }
+}
+
 /// Call chains: the frame-pointer walk a PMI handler's closure may add
 /// (`pmu::sampling::CallChain::walk`), over a stack of frame records in
 /// memory; no register access.
@@ -1583,6 +1705,10 @@ pmu::owner!(Ap5);
 pmu::owner!(Ap6);
 pmu::owner!(Ap7);
 pmu::owner!(Ap8);
+pmu::owner!(Aws1);
+pmu::owner!(Awr1);
+pmu::owner!(Aws2);
+pmu::owner!(Awr2);
 pmu::owner!(Ws1);
 pmu::owner!(Wr1);
 pmu::owner!(Ws2);
@@ -1653,6 +1779,18 @@ fn scenarios() -> Vec<Scenario> {
             true,
             "entry: GLOBAL_CTRL, 1 select, FIXED_CTR_CTRL, 6 values; exit as above",
             (7, 10),
+        ),
+        amd_world_switch::scenario::<Aws1, Awr1>(
+            "amd-world-switch/same-vcpu",
+            false,
+            "entry: 4 values, PerfCntrGlobalCtl; exit: PerfCntrGlobalCtl, the status, 4 values",
+            (5, 6),
+        ),
+        amd_world_switch::scenario::<Aws2, Awr2>(
+            "amd-world-switch/two-vcpus",
+            true,
+            "entry adds counter 0's control; exit as above",
+            (5, 7),
         ),
         callchain::scenario("callchain/1-frame", 1),
         callchain::scenario("callchain/4-frames", 4),

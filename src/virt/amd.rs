@@ -38,11 +38,13 @@ pub mod vpmu;
 
 mod passthrough;
 mod policy;
+mod world;
 
 pub use super::answer::{RdpmcAnswer, ReadAnswer, WriteAnswer};
 pub use passthrough::{PassThrough, msrpm_bits};
 pub use policy::{Generation, GuestPmu, GuestPolicy, PolicyError};
 pub use validate::GuestReg;
+pub use world::PassThroughPmu;
 
 /// Why a guest's access to its AMD PMU is a #GP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

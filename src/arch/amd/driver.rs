@@ -234,6 +234,14 @@ pub enum ConfigError {
     /// The sample-after value was checked against another counter rule
     /// (use [`AmdDriver::overflow_rule`]).
     SampleAfterRule,
+    /// The pass-through world switch starts and stops a guest's counters
+    /// through `PerfCntrGlobalCtl` and restores its overflow status
+    /// through `PerfCntrGlobalStatusSet`, which PerfMonV2 introduced
+    /// (CPUID 8000_0022H:EAX\[0\]; KVM's mediated vPMU requires it too).
+    GuestNeedsPerfMonV2,
+    /// Counters are reserved for a guest already, a guest is loaded (or
+    /// none is, for an exit), or no counter is reserved for one.
+    GuestState,
 }
 
 impl fmt::Display for ConfigError {
@@ -255,6 +263,12 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::SampleAfterRule => f.write_str(
                 "the sample-after value was checked against another counter rule: use AmdDriver::overflow_rule",
+            ),
+            ConfigError::GuestNeedsPerfMonV2 => f.write_str(
+                "the pass-through world switch needs PerfMonV2 (PerfCntrGlobalCtl to start and stop a guest's counters, PerfCntrGlobalStatusSet to restore its overflow status)",
+            ),
+            ConfigError::GuestState => f.write_str(
+                "counters reserved for a guest already, a guest loaded (or none, for an exit), or no counter reserved for a guest",
             ),
         }
     }
@@ -371,6 +385,12 @@ pub struct AmdDriver<'s, O: Owner, M: MsrBackend> {
     /// write), and whether the context switch owes that register a write.
     contexts: CounterSet,
     global_owed: bool,
+    /// The counters reserved for a pass-through guest
+    /// ([`AmdDriver::reserve_guest`]), whether a guest's registers are
+    /// loaded on them, and their controls as last written.
+    guest: CounterSet,
+    guest_loaded: bool,
+    guest_ctl: [u64; MAX_COUNTERS as usize],
     _owner: PhantomData<O>,
 }
 
@@ -433,6 +453,9 @@ impl<'s, O: Owner, M: MsrBackend> AmdDriver<'s, O, M> {
                     halting: CounterSet::EMPTY,
                     contexts: CounterSet::EMPTY,
                     global_owed: false,
+                    guest: CounterSet::EMPTY,
+                    guest_loaded: false,
+                    guest_ctl: [0; MAX_COUNTERS as usize],
                     _owner: PhantomData,
                 };
                 Ok((driver, Counters::issue(present)))
@@ -601,16 +624,8 @@ impl<'s, O: Owner, M: MsrBackend> AmdDriver<'s, O, M> {
     /// Writes `PerfCntrGlobalCtl`: the driver's running counters (none
     /// while a snapshot is taken) and the firmware's.
     fn write_global(&mut self) -> Result<(), Error<M::Error>> {
-        let ours = if self.stopped {
-            CounterSet::EMPTY
-        } else {
-            self.running
-        };
         self.msr
-            .write_msr(
-                PERF_CNTR_GLOBAL_CTL,
-                ours.union(self.firmware_global).union(self.contexts).bits(),
-            )
+            .write_msr(PERF_CNTR_GLOBAL_CTL, self.host_global().bits())
             .map_err(Error::Access)
     }
 
@@ -879,6 +894,8 @@ impl<O: Owner, M: MsrBackend> AmdDriver<'_, O, M> {
 }
 
 mod switch;
+mod world;
+pub use world::GuestRegisters;
 
 #[cfg(test)]
 mod tests;

@@ -141,6 +141,12 @@ impl PassThrough {
     pub const fn counters(&self) -> CounterSet {
         self.guest
     }
+
+    /// Whether the guest writes `PerfCntrGlobalCtl` without a `#VMEXIT`
+    /// (then its enables are read back at every exit).
+    pub const fn global_ctl_passed(&self) -> bool {
+        self.globals
+    }
 }
 
 /// Where `msr`'s two bits are in an SVM MSR permission map (AMD64 APM

@@ -348,6 +348,7 @@ fn amd_v2(counters: u8) -> amd::vpmu::VirtualPmu {
     amd::vpmu::VirtualPmu::new(p.checked().unwrap())
 }
 
+mod amd_passed_through;
 mod passed_through;
 
 #[test]

@@ -788,3 +788,4 @@ fn tokens_reassemble_from_run_time_handles() {
 
 mod conservation;
 mod interrupts;
+mod world;

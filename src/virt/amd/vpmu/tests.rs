@@ -35,3 +35,4 @@ fn a_guest_samples_on_its_virtual_pmu() {
 
 mod isolation;
 mod kvm;
+mod passthrough;

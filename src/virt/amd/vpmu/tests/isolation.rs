@@ -22,7 +22,7 @@ use crate::virt::tests::fuzz::{Kvm, Subject, fuzz, u64_of};
 use crate::virt::x86::{PmuMsr, classify};
 
 /// A random value for `msr`.
-fn random_value(rnd: &mut dyn FnMut(u64) -> u64, msr: u32) -> u64 {
+pub(super) fn random_value(rnd: &mut dyn FnMut(u64) -> u64, msr: u32) -> u64 {
     match rnd(4) {
         0 => u64_of(rnd),
         1 => rnd(1 << 32),
@@ -144,6 +144,15 @@ impl Host {
     }
 }
 
+/// A random RDPMC index.
+pub(super) fn random_ecx(rnd: &mut dyn FnMut(u64) -> u64) -> u32 {
+    match rnd(3) {
+        0 => rnd(8) as u32,
+        1 => 1 << rnd(32) | rnd(4) as u32,
+        _ => rnd(1 << 32) as u32,
+    }
+}
+
 /// Counter `c`'s number as the model indexes it.
 fn ix(c: Counter) -> usize {
     usize::from(c.index())
@@ -205,11 +214,7 @@ impl Subject for Amd {
         random_value(rnd, msr)
     }
     fn random_ecx(rnd: &mut dyn FnMut(u64) -> u64) -> u32 {
-        match rnd(3) {
-            0 => rnd(8) as u32,
-            1 => 1 << rnd(32) | rnd(4) as u32,
-            _ => rnd(1 << 32) as u32,
-        }
+        random_ecx(rnd)
     }
 }
 
