@@ -216,7 +216,7 @@ fn each_entry_and_exit_costs_exactly_what_the_table_says() {
     });
 }
 
-/// The bound: at most 2 accesses per counter in use + 3, for every
+/// The bound: at most 2 accesses per counter in use + 3, for every
 /// guest size, on a first entry (every control written) and an exit with
 /// status.
 #[test]
