@@ -13,6 +13,18 @@ pub(crate) fn rng(mut seed: u64) -> impl FnMut(u64) -> u64 {
     }
 }
 
+/// How many random cases a fuzz test runs: `full` with `PMU_FUZZ=full` in
+/// the environment (CI), a tenth of it otherwise, so that a plain `cargo
+/// test` of an unoptimised build stays quick. The same seed, so a plain run
+/// is the full run's first tenth.
+pub(crate) fn fuzz_cases(full: u64) -> u64 {
+    if std::env::var_os("PMU_FUZZ").is_some_and(|v| v == "full") {
+        full
+    } else {
+        full.div_ceil(10)
+    }
+}
+
 /// A NetBurst package of its own, for a test on a model.
 pub(crate) fn netburst_pmu() -> crate::arch::netburst::NetBurstPmu {
     // SAFETY: each test's model is a package of its own, and this value is

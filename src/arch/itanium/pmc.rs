@@ -833,7 +833,7 @@ mod tests {
     #[test]
     fn decoding_round_trips() {
         let mut s = 0x1234_5678_9ABC_DEF1u64;
-        for _ in 0..50_000 {
+        for _ in 0..crate::testing::fuzz_cases(50_000) {
             s ^= s << 13;
             s ^= s >> 7;
             s ^= s << 17;

@@ -1700,7 +1700,7 @@ mod tests {
         ];
         let mut r = Rng(0xC0FF_EE00_1234_5678);
         let seeds: Vec<String> = (0..64).map(|_| random_spec(&mut r).to_string()).collect();
-        for i in 0..60_000 {
+        for i in 0..crate::testing::fuzz_cases(60_000) {
             let s: String = if i % 2 == 0 {
                 (0..r.below(12))
                     .map(|_| ALPHABET[r.below(ALPHABET.len())])

@@ -169,11 +169,12 @@ fn random_accesses<S: Subject>(s: &mut S, seed: u64, n: u64) -> Tally {
     t
 }
 
-/// Runs 1,000,000 accesses of `s`'s guest, reports them (`host` says what
+/// Runs 1,000,000 accesses (a tenth of them without `PMU_FUZZ=full`:
+/// [`crate::testing::fuzz_cases`]) of `s`'s guest, reports them (`host` says what
 /// the host's side showed), and checks each kind of answer happened, so
 /// that no check above is vacuous.
 pub(crate) fn fuzz<S: Subject>(name: &str, mut s: S, seed: u64, host: &str) {
-    let n = 1_000_000;
+    let n = crate::testing::fuzz_cases(1_000_000);
     let t = random_accesses(&mut s, seed, n);
     std::println!(
         "{name}: {n} random accesses: {} writes applied (KVM's answer, the hardware took each, no host register), {} dropped, {} #GP, {} the VMM's; {} reads and {} RDPMCs as KVM answers them; {host} (model)",

@@ -654,17 +654,18 @@ impl XorShift {
     }
 }
 
-/// 200,000 random values per register and generation: no panic, and
+/// 200,000 random values per register and generation (a tenth without
+/// `PMU_FUZZ=full`: [`crate::testing::fuzz_cases`]): no panic, and
 /// the result agrees with the policy.
 fn fuzz(g: Generation, seed: u64) {
-    const PER_REGISTER: u32 = 200_000;
+    let per_register = crate::testing::fuzz_cases(200_000);
     let mut rng = XorShift(seed);
     let mut perfmon_v = Validator::new(g, Policy::PERFMON);
     let mut strict_v = Validator::new(g, Policy::STRICT);
     let mut accepted = 0u64;
     for pmc in 0..=255u8 {
         let info = g.pmc(pmc);
-        let rounds = if info.is_some() { PER_REGISTER } else { 1000 };
+        let rounds = if info.is_some() { per_register } else { 1000 };
         for round in 0..rounds {
             let raw = rng.next();
             // Half the values keep the reserved bits at their power-up

@@ -193,7 +193,7 @@ fn random_writes(p: &GuestPolicy, host: u8, seed: u64, n: u64) -> WriteTally {
 
 #[test]
 fn random_guest_writes_are_only_what_the_hardware_keeps_and_never_the_hosts() {
-    let n = 1_000_000;
+    let n = crate::testing::fuzz_cases(1_000_000);
     let policies = [
         (
             "Itanium, host counter 7",

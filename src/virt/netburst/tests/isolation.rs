@@ -316,7 +316,7 @@ fn policies() -> [(&'static str, GuestPolicy, u64); 4] {
 
 #[test]
 fn random_guest_writes_never_reach_what_the_hardware_or_the_host_refuses() {
-    let n = 1_000_000;
+    let n = crate::testing::fuzz_cases(1_000_000);
     for (name, p, seed) in policies() {
         let t = random_writes(&p, seed, n);
         std::println!(
