@@ -393,10 +393,10 @@ pub enum ConfigError {
     PreciseInContext,
     /// The pass-through world switch restores a guest's overflow status
     /// through `IA32_PERF_GLOBAL_STATUS_SET`, which version 4 introduced
-    /// (KVM's mediated vPMU requires it too), and a guest's counter values
-    /// of any width through full-width writes (`IA32_A_PMCx`,
-    /// `IA32_PERF_CAPABILITIES[13]`): a legacy `IA32_PMCx` write
-    /// sign-extends bit 31.
+    /// (SDM Vol. 3B 20.2.4; KVM's mediated vPMU requires it too), and a
+    /// guest's counter values of any width through full-width writes
+    /// (`IA32_A_PMCx`, `IA32_PERF_CAPABILITIES[13]`, SDM Vol. 3B 20.2.6): a
+    /// legacy `IA32_PMCx` write sign-extends bit 31.
     GuestNeedsVersion4,
     /// Counters are reserved for a guest already, a guest is loaded (or
     /// none is, for an exit), or no counter is reserved for one.
@@ -1235,17 +1235,25 @@ impl<'s, O: Owner, M: MsrBackend> ArchPerfDriver<'s, O, M> {
         adaptive: bool,
     ) -> Result<(), Error<M::Error>> {
         match c.evtsel() {
-            Some(evtsel) => self.msr.write_msr(evtsel, select.bits()),
+            Some(evtsel) => self
+                .msr
+                .write_msr(evtsel, select.bits())
+                .map_err(Error::Access),
             None => {
                 self.fixed_ctrl = self
                     .fixed_ctrl
                     .with(c.number(), fixed)
                     .with_adaptive(c.number(), adaptive);
-                self.msr
-                    .write_msr(IA32_FIXED_CTR_CTRL, self.fixed_ctrl.bits())
+                self.write_fixed_ctrl()
             }
         }
-        .map_err(Error::Access)
+    }
+
+    /// Writes `IA32_FIXED_CTR_CTRL` as cached.
+    fn write_fixed_ctrl(&mut self) -> Result<(), Error<M::Error>> {
+        self.msr
+            .write_msr(IA32_FIXED_CTR_CTRL, self.fixed_ctrl.bits())
+            .map_err(Error::Access)
     }
 
     /// The DS save area installed by this driver.

@@ -43,7 +43,7 @@
 //!
 //! KVM's mediated vPMU passes `IA32_FIXED_CTRx` writes through, so there
 //! a guest's write of bits above the counter's width faults (the
-//! hardware's #GP, SDM Vol. 3B 21.2.2) where KVM's emulation keeps the
+//! hardware's #GP, SDM Vol. 3B 20.2.2) where KVM's emulation keeps the
 //! bits of the width; the fuzz of the world switch (the pass-through
 //! mode run against the KVM rendering) found the difference. Here such
 //! writes trap, so that a guest sees one answer in both modes; reads pass.

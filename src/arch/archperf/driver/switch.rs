@@ -12,9 +12,7 @@
 
 use super::{ArchPerfDriver, ArchPerfmon, ConfigError, CounterConfig, Error, Programmed};
 use crate::access::{MsrBackend, MsrOps};
-use crate::arch::archperf::msrs::{
-    Counter, CounterSet, IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_OVF_CTRL,
-};
+use crate::arch::archperf::msrs::{Counter, CounterSet, IA32_PERF_GLOBAL_OVF_CTRL};
 use crate::arch::{Saved, peeked};
 use crate::counter::Owner;
 use crate::sampling::SampleAfter;
@@ -182,9 +180,7 @@ impl<O: Owner, M: MsrBackend> crate::arch::Switch<ArchPerfmon> for ArchPerfDrive
     fn ctx_flush(&mut self, _: Token) -> Result<(), Self::Error> {
         if self.fixed_owed {
             self.fixed_owed = false;
-            self.msr
-                .write_msr(IA32_FIXED_CTR_CTRL, self.fixed_ctrl.bits())
-                .map_err(Error::Access)?;
+            self.write_fixed_ctrl()?;
         }
         if self.global_owed {
             self.global_owed = false;

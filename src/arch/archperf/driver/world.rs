@@ -167,15 +167,6 @@ impl<O: Owner, M: MsrBackend> ArchPerfDriver<'_, O, M> {
         Ok(())
     }
 
-    fn write_fixed_ctrl(&mut self) -> Result<(), Error<M::Error>> {
-        self.msr
-            .write_msr(
-                crate::arch::archperf::msrs::IA32_FIXED_CTR_CTRL,
-                self.fixed_ctrl.bits(),
-            )
-            .map_err(Error::Access)
-    }
-
     /// Loads `g` onto the reserved counters before VM entry (traffic:
     /// module documentation): `IA32_PERF_GLOBAL_CTRL` written with the
     /// host's bits only first (none of the guest's counters runs while its
